@@ -1,0 +1,223 @@
+//! The syntax tree. Every node carries its byte span; nodes that failed to parse are
+//! `Error` variants so later stages can skip them without cascading errors.
+
+use std::rc::Rc;
+
+use crate::span::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: Rc<str>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    pub items: Vec<Item>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    pub kind: ItemKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ItemKind {
+    /// `import "std/debian"` or `import "./lib.env" as lib`.
+    Import { path: Rc<str>, path_span: Span, alias: Option<Ident> },
+    Let(Binding),
+    Fn(Rc<FnDecl>),
+    /// `type Port = int(1..=65535)`.
+    Type { name: Ident, ty: TypeExpr },
+    /// `param replicas: int(1..=7) = 3`.
+    Param { name: Ident, ty: TypeExpr, default: Option<Expr> },
+    Output { name: Ident, value: Expr },
+    Assert(Assertion),
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub name: Ident,
+    pub ty: Option<TypeExpr>,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assertion {
+    pub cond: Expr,
+    pub message: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnDecl {
+    /// `None` for an anonymous `fn(x) => …`.
+    pub name: Option<Ident>,
+    pub params: Vec<ParamDecl>,
+    pub ret: Option<TypeExpr>,
+    pub body: Expr,
+    /// The body was written `=> expr` rather than `{ … }` (kept for the formatter).
+    pub arrow: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDecl {
+    pub name: Ident,
+    pub ty: Option<TypeExpr>,
+    pub default: Option<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeExpr {
+    pub kind: TypeExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeExprKind {
+    /// `int`, `Port`, `debian.Mirror`.
+    Name(Vec<Ident>),
+    /// `list[T]`, `dict[T]`.
+    Apply { name: Ident, arg: Box<TypeExpr> },
+    /// `int(1..=65535)`: a base type narrowed by a range.
+    Range { base: Box<TypeExpr>, lo: Box<Expr>, hi: Box<Expr>, inclusive: bool },
+    Record(Vec<FieldDecl>),
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldDecl {
+    pub name: Ident,
+    pub ty: TypeExpr,
+    pub default: Option<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Or,
+    And,
+    Eq,
+    NotEq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+impl BinaryOp {
+    pub fn symbol(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Or => "or",
+            And => "and",
+            Eq => "==",
+            NotEq => "!=",
+            Lt => "<",
+            Le => "<=",
+            Gt => ">",
+            Ge => ">=",
+            Add => "+",
+            Sub => "-",
+            Mul => "*",
+            Div => "/",
+            Rem => "%",
+        }
+    }
+
+    /// Binding power: higher binds tighter.
+    pub fn precedence(self) -> u8 {
+        use BinaryOp::*;
+        match self {
+            Or => 1,
+            And => 2,
+            Eq | NotEq | Lt | Le | Gt | Ge => 4,
+            Add | Sub => 6,
+            Mul | Div | Rem => 7,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StrPart {
+    /// Literal text, escapes resolved (and indentation stripped for `"""` strings).
+    Lit(Rc<str>),
+    Interp(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arg {
+    pub name: Option<Ident>,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordField {
+    pub name: Ident,
+    pub value: Expr,
+}
+
+/// One `for x in xs` or `for k, v in r` or `if cond` clause of a comprehension.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Clause {
+    For { first: Ident, second: Option<Ident>, iter: Expr },
+    If(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    Let(Binding),
+    Assert(Assertion),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    Size(u64),
+    Mode(u32),
+    Bool(bool),
+    Str(Vec<StrPart>),
+    Name(Rc<str>),
+    List(Vec<Expr>),
+    Record(Vec<RecordField>),
+    ListComp { clauses: Vec<Clause>, body: Box<Expr> },
+    RecordComp { clauses: Vec<Clause>, key: Box<Expr>, value: Box<Expr> },
+    Field(Box<Expr>, Ident),
+    Index(Box<Expr>, Box<Expr>),
+    Call { callee: Box<Expr>, args: Vec<Arg> },
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    Range { lo: Box<Expr>, hi: Box<Expr>, inclusive: bool },
+    If { cond: Box<Expr>, then: Box<Expr>, else_: Box<Expr> },
+    /// `{ let a = 1  assert …  a + 1 }`, only as the body of `if`/`else`/`fn`.
+    Block { stmts: Vec<Stmt>, value: Box<Expr> },
+    Lambda(Rc<FnDecl>),
+    Paren(Box<Expr>),
+    Error,
+}
+
+impl Expr {
+    pub fn error(span: Span) -> Expr {
+        Expr { kind: ExprKind::Error, span }
+    }
+}

@@ -1,0 +1,111 @@
+//! The one diagnostic shape used by every stage: a short title, labelled spans, a plain
+//! sentence, a hint. Rendering (miette, line/column) happens at the edge, in the CLI.
+
+use crate::span::{FileId, Span};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    pub file: FileId,
+    pub span: Span,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Stable machine-readable code, e.g. `parse::unexpected-token`.
+    pub code: &'static str,
+    /// Short title: "unknown name `hots`".
+    pub title: String,
+    /// The first label is the primary one; its file is the diagnostic's file.
+    pub labels: Vec<Label>,
+    /// A plain sentence explaining the problem (may be empty).
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn new(code: &'static str, title: impl Into<String>) -> Diagnostic {
+        Diagnostic { code, title: title.into(), labels: Vec::new(), message: String::new(), help: None }
+    }
+
+    pub fn label(mut self, file: FileId, span: Span, text: impl Into<String>) -> Diagnostic {
+        self.labels.push(Label { file, span, text: text.into() });
+        self
+    }
+
+    pub fn message(mut self, message: impl Into<String>) -> Diagnostic {
+        self.message = message.into();
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn primary(&self) -> Option<&Label> {
+        self.labels.first()
+    }
+}
+
+/// "did you mean `x`?" for the closest candidate, if any is close enough to be a likely typo.
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        if c == name {
+            continue;
+        }
+        let d = edit_distance(name, c);
+        let limit = (name.chars().count().max(c.chars().count()) / 3).max(1);
+        if d <= limit && best.is_none_or(|(bd, bc)| (d, c) < (bd, bc)) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| format!("did you mean `{c}`?"))
+}
+
+/// Edit distance counting a swap of neighbours as one edit (optimal string alignment):
+/// `hots` is one typo away from `host`. Names are short, so the full table is fine.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        d[i * w] = i;
+    }
+    for (j, cell) in d.iter_mut().enumerate().take(w) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(name: &str, candidates: &[&str], expected: Option<&str>) {
+        assert_eq!(did_you_mean(name, candidates.iter().copied()).as_deref(), expected);
+    }
+
+    #[test]
+    fn suggestions() {
+        check("hots", &["hosts", "host", "x"], Some("did you mean `host`?")); // ties: alphabetical
+        check("hots", &["host", "x"], Some("did you mean `host`?"));
+        check("prot", &["port", "path"], Some("did you mean `port`?"));
+        check("replicas", &["replica_count", "zzz"], None);
+        check("a", &["b"], Some("did you mean `b`?"));
+        check("name", &["name"], None);
+    }
+}

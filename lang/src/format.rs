@@ -1,0 +1,654 @@
+//! The canonical formatter. Layout depends only on the tree (and on where blank lines and
+//! comments were), so formatting is idempotent. Comments are re-attached at sequence points
+//! (items, statements, list elements, fields, arguments); a comment inside an expression
+//! that has no such point moves to the nearest one after it, and is never dropped.
+//! String and number literals are printed exactly as written.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::parser::parse;
+use crate::span::Span;
+use crate::token::Comment;
+
+const WIDTH: usize = 100;
+const INDENT: &str = "  ";
+
+/// Formats a whole file. A file with syntax errors is not formatted: its errors come back.
+pub fn format(src: &str) -> Result<String, Vec<Diagnostic>> {
+    let parsed = parse(src, 0);
+    if !parsed.errors.is_empty() {
+        return Err(parsed.errors);
+    }
+    let mut f = Fmt { src, comments: &parsed.comments, next: 0, last_end: 0 };
+    Ok(f.module(&parsed.module))
+}
+
+struct Fmt<'a> {
+    src: &'a str,
+    comments: &'a [Comment],
+    /// Index of the first comment not yet printed.
+    next: usize,
+    /// End of the last thing printed in the current sequence (for blank-line keeping).
+    last_end: u32,
+}
+
+fn indent(n: usize) -> String {
+    INDENT.repeat(n)
+}
+
+impl<'a> Fmt<'a> {
+    fn text(&self, span: Span) -> &'a str {
+        &self.src[span.range()]
+    }
+
+    fn has_comment_in(&self, span: Span) -> bool {
+        self.comments[self.next..].iter().any(|c| c.span.start >= span.start && c.span.start < span.end)
+    }
+
+    fn blank_between(&self, a: u32, b: u32) -> bool {
+        a < b && self.src.get(a as usize..b as usize).is_some_and(|s| s.matches('\n').count() >= 2)
+    }
+
+    /// Prints pending comments that start before `pos`, each on its own line.
+    fn leading_comments(&mut self, pos: u32, ind: usize, out: &mut String, first: &mut bool) {
+        while let Some(c) = self.comments.get(self.next).filter(|c| c.span.start < pos) {
+            if !*first && self.blank_between(self.last_end, c.span.start) {
+                out.push('\n');
+            }
+            out.push_str(&indent(ind));
+            out.push_str(self.text(c.span).trim_end());
+            out.push('\n');
+            self.last_end = c.span.end;
+            self.next += 1;
+            *first = false;
+        }
+    }
+
+    /// A comment on the same line right after `end` (before `limit`) stays at the line end.
+    fn trailing_comment(&mut self, end: u32, limit: u32, out: &mut String) {
+        if let Some(c) = self.comments.get(self.next) {
+            let gap = &self.src[end as usize..(c.span.start as usize).max(end as usize)];
+            if c.span.start >= end && c.span.start < limit && !gap.contains('\n') {
+                out.push_str("  ");
+                out.push_str(self.text(c.span).trim_end());
+                self.last_end = c.span.end;
+                self.next += 1;
+            }
+        }
+    }
+
+    /// Comments that fell inside an element without a sequence point of its own.
+    fn inner_comments(&mut self, end: u32, ind: usize, out: &mut String) {
+        let mut first = true;
+        while let Some(c) = self.comments.get(self.next).filter(|c| c.span.start < end) {
+            if first {
+                out.push_str("  ");
+            } else {
+                out.push('\n');
+                out.push_str(&indent(ind));
+            }
+            out.push_str(self.text(c.span).trim_end());
+            self.next += 1;
+            first = false;
+        }
+    }
+
+    /// One element per line, each followed by `sep`, comments kept in place.
+    fn seq<T>(
+        &mut self,
+        items: &[T],
+        span_of: impl Fn(&T) -> Span,
+        render: &mut dyn FnMut(&mut Self, &T, usize) -> String,
+        ind: usize,
+        sep: &str,
+        close: u32,
+    ) -> String {
+        let mut out = String::new();
+        let mut first = true;
+        for (i, item) in items.iter().enumerate() {
+            let span = span_of(item);
+            self.leading_comments(span.start, ind, &mut out, &mut first);
+            if !first && self.blank_between(self.last_end, span.start) {
+                out.push('\n');
+            }
+            out.push_str(&indent(ind));
+            out.push_str(&render(self, item, ind));
+            out.push_str(sep);
+            self.last_end = span.end;
+            self.inner_comments(span.end, ind, &mut out);
+            let limit = items.get(i + 1).map_or(close, |n| span_of(n).start);
+            self.trailing_comment(span.end, limit, &mut out);
+            out.push('\n');
+            first = false;
+        }
+        self.leading_comments(close, ind, &mut out, &mut first);
+        out
+    }
+
+    fn module(&mut self, m: &Module) -> String {
+        let out = self.seq(&m.items, |i| i.span, &mut |f, item, ind| f.item(item, ind), 0, "", m.span.end);
+        let trimmed = out.trim_start_matches('\n');
+        if trimmed.is_empty() {
+            String::new()
+        } else {
+            trimmed.to_string()
+        }
+    }
+
+    fn item(&mut self, item: &Item, ind: usize) -> String {
+        match &item.kind {
+            ItemKind::Import { path_span, alias, .. } => {
+                let mut s = format!("import {}", self.text(*path_span));
+                if let Some(a) = alias {
+                    s.push_str(&format!(" as {}", a.name));
+                }
+                s
+            }
+            ItemKind::Let(b) => self.binding(b, ind),
+            ItemKind::Fn(f) => self.fn_decl(f, ind),
+            ItemKind::Type { name, ty } => format!("type {} = {}", name.name, self.type_expr(ty, ind)),
+            ItemKind::Param { name, ty, default } => {
+                let mut s = format!("param {}: {}", name.name, self.type_expr(ty, ind));
+                if let Some(d) = default {
+                    s.push_str(" = ");
+                    s.push_str(&self.expr(d, ind));
+                }
+                s
+            }
+            ItemKind::Output { name, value } => format!("output {} = {}", name.name, self.expr(value, ind)),
+            ItemKind::Assert(a) => self.assertion(a, ind),
+            ItemKind::Error => self.text(item.span).to_string(),
+        }
+    }
+
+    fn binding(&mut self, b: &Binding, ind: usize) -> String {
+        let mut s = format!("let {}", b.name.name);
+        if let Some(t) = &b.ty {
+            s.push_str(": ");
+            s.push_str(&self.type_expr(t, ind));
+        }
+        s.push_str(" = ");
+        s.push_str(&self.expr(&b.value, ind));
+        s
+    }
+
+    fn assertion(&mut self, a: &Assertion, ind: usize) -> String {
+        let mut s = format!("assert {}", self.expr(&a.cond, ind));
+        if let Some(m) = &a.message {
+            s.push_str(", ");
+            s.push_str(&self.expr(m, ind));
+        }
+        s
+    }
+
+    fn params(&mut self, f: &FnDecl, ind: usize) -> String {
+        let params_span = match (f.params.first(), f.params.last()) {
+            (Some(a), Some(b)) => a.name.span.to(param_end(b)),
+            _ => Span::at(f.span.start as usize),
+        };
+        let flat: Option<Vec<String>> = f.params.iter().map(|p| self.flat_param(p)).collect();
+        if let Some(flat) = flat.filter(|_| !self.has_comment_in(params_span)) {
+            let s = flat.join(", ");
+            if ind * 2 + s.len() < WIDTH - 20 {
+                return format!("({s})");
+            }
+        }
+        let body = self.seq(
+            &f.params,
+            |p| p.name.span.to(param_end(p)),
+            &mut |fm, p, i| fm.param(p, i),
+            ind + 1,
+            ",",
+            params_span.end + 1,
+        );
+        format!("(\n{body}{})", indent(ind))
+    }
+
+    fn param(&mut self, p: &ParamDecl, ind: usize) -> String {
+        let mut s = p.name.name.to_string();
+        if let Some(t) = &p.ty {
+            s.push_str(": ");
+            s.push_str(&self.type_expr(t, ind));
+        }
+        if let Some(d) = &p.default {
+            s.push_str(" = ");
+            s.push_str(&self.expr(d, ind));
+        }
+        s
+    }
+
+    fn flat_param(&self, p: &ParamDecl) -> Option<String> {
+        let mut s = p.name.name.to_string();
+        if let Some(t) = &p.ty {
+            s.push_str(": ");
+            s.push_str(&self.flat_type(t)?);
+        }
+        if let Some(d) = &p.default {
+            s.push_str(" = ");
+            s.push_str(&self.flat(d)?);
+        }
+        Some(s)
+    }
+
+    fn fn_decl(&mut self, f: &FnDecl, ind: usize) -> String {
+        let mut s = String::from("fn");
+        if let Some(n) = &f.name {
+            s.push(' ');
+            s.push_str(&n.name);
+        }
+        s.push_str(&self.params(f, ind));
+        if let Some(r) = &f.ret {
+            s.push_str(" -> ");
+            s.push_str(&self.type_expr(r, ind));
+        }
+        if f.arrow {
+            s.push_str(" => ");
+            s.push_str(&self.expr(&f.body, ind));
+        } else {
+            s.push(' ');
+            s.push_str(&self.block(&f.body, ind, f.name.is_some()));
+        }
+        s
+    }
+
+    // ---- types ------------------------------------------------------------------------
+
+    fn flat_type(&self, t: &TypeExpr) -> Option<String> {
+        if self.has_comment_in(t.span) {
+            return None;
+        }
+        Some(match &t.kind {
+            TypeExprKind::Name(path) => path.iter().map(|i| &*i.name).collect::<Vec<_>>().join("."),
+            TypeExprKind::Apply { name, arg } => format!("{}[{}]", name.name, self.flat_type(arg)?),
+            TypeExprKind::Range { base, lo, hi, inclusive } => format!(
+                "{}({}{}{})",
+                self.flat_type(base)?,
+                self.flat(lo)?,
+                if *inclusive { "..=" } else { ".." },
+                self.flat(hi)?
+            ),
+            TypeExprKind::Record(fields) => {
+                if fields.is_empty() {
+                    return Some("{}".into());
+                }
+                let fs: Option<Vec<String>> = fields.iter().map(|fd| self.flat_field_decl(fd)).collect();
+                format!("{{ {} }}", fs?.join(", "))
+            }
+            TypeExprKind::Error => self.text(t.span).to_string(),
+        })
+    }
+
+    fn flat_field_decl(&self, fd: &FieldDecl) -> Option<String> {
+        let mut s = format!("{}: {}", fd.name.name, self.flat_type(&fd.ty)?);
+        if let Some(d) = &fd.default {
+            s.push_str(" = ");
+            s.push_str(&self.flat(d)?);
+        }
+        Some(s)
+    }
+
+    fn type_expr(&mut self, t: &TypeExpr, ind: usize) -> String {
+        if let Some(s) = self.flat_type(t) {
+            if ind * 2 + s.len() < WIDTH - 20 && !s.contains('\n') {
+                return s;
+            }
+        }
+        match &t.kind {
+            TypeExprKind::Record(fields) => {
+                let body = self.seq(
+                    fields,
+                    |fd| fd.name.span.to(fd.default.as_ref().map_or(fd.ty.span, |d| d.span)),
+                    &mut |fm, fd, i| {
+                        let mut s = format!("{}: {}", fd.name.name, fm.type_expr(&fd.ty, i));
+                        if let Some(d) = &fd.default {
+                            s.push_str(" = ");
+                            s.push_str(&fm.expr(d, i));
+                        }
+                        s
+                    },
+                    ind + 1,
+                    ",",
+                    t.span.end,
+                );
+                format!("{{\n{body}{}}}", indent(ind))
+            }
+            TypeExprKind::Apply { name, arg } => format!("{}[{}]", name.name, self.type_expr(arg, ind)),
+            _ => self.flat_type(t).unwrap_or_else(|| self.text(t.span).to_string()),
+        }
+    }
+
+    // ---- expressions ------------------------------------------------------------------
+
+    /// The one-line form, if the expression has one (no comments, no multi-line strings,
+    /// no blocks with statements inside).
+    fn flat(&self, e: &Expr) -> Option<String> {
+        if self.has_comment_in(e.span) {
+            return None;
+        }
+        Some(match &e.kind {
+            ExprKind::Int(_)
+            | ExprKind::Size(_)
+            | ExprKind::Mode(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Name(_)
+            | ExprKind::Error => self.text(e.span).to_string(),
+            ExprKind::Str(_) => {
+                let t = self.text(e.span);
+                if t.contains('\n') {
+                    return None;
+                }
+                t.to_string()
+            }
+            ExprKind::List(items) => {
+                let xs: Option<Vec<String>> = items.iter().map(|x| self.flat(x)).collect();
+                format!("[{}]", xs?.join(", "))
+            }
+            ExprKind::Record(fields) => {
+                if fields.is_empty() {
+                    return Some("{}".into());
+                }
+                let xs: Option<Vec<String>> =
+                    fields.iter().map(|f| Some(format!("{} = {}", self.field_name(&f.name), self.flat(&f.value)?))).collect();
+                format!("{{ {} }}", xs?.join(", "))
+            }
+            ExprKind::ListComp { clauses, body } => format!("[{} {}]", self.flat_clauses(clauses)?, self.flat(body)?),
+            ExprKind::RecordComp { clauses, key, value } => {
+                format!("{{{} {} = {}}}", self.flat_clauses(clauses)?, self.flat(key)?, self.flat(value)?)
+            }
+            ExprKind::Field(base, f) => format!("{}.{}", self.flat(base)?, f.name),
+            ExprKind::Index(base, i) => format!("{}[{}]", self.flat(base)?, self.flat(i)?),
+            ExprKind::Call { callee, args } => {
+                let xs: Option<Vec<String>> = args.iter().map(|a| self.flat_arg(a)).collect();
+                format!("{}({})", self.flat(callee)?, xs?.join(", "))
+            }
+            ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", self.flat(x)?),
+            ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", self.flat(x)?),
+            ExprKind::Binary(op, l, r) => format!("{} {} {}", self.flat(l)?, op.symbol(), self.flat(r)?),
+            ExprKind::Range { lo, hi, inclusive } => {
+                format!("{}{}{}", self.flat(lo)?, if *inclusive { "..=" } else { ".." }, self.flat(hi)?)
+            }
+            ExprKind::If { cond, then, else_ } => {
+                format!("if {} {} else {}", self.flat(cond)?, self.flat_block(then)?, self.flat_else(else_)?)
+            }
+            ExprKind::Block { .. } => self.flat_block(e)?,
+            ExprKind::Lambda(f) => {
+                if !f.arrow {
+                    return None;
+                }
+                let ps: Option<Vec<String>> = f.params.iter().map(|p| self.flat_param(p)).collect();
+                let mut s = format!("fn({})", ps?.join(", "));
+                if let Some(r) = &f.ret {
+                    s.push_str(&format!(" -> {}", self.flat_type(r)?));
+                }
+                format!("{s} => {}", self.flat(&f.body)?)
+            }
+            ExprKind::Paren(x) => format!("({})", self.flat(x)?),
+        })
+    }
+
+    fn flat_else(&self, e: &Expr) -> Option<String> {
+        match &e.kind {
+            ExprKind::If { .. } => self.flat(e),
+            _ => self.flat_block(e),
+        }
+    }
+
+    fn flat_block(&self, e: &Expr) -> Option<String> {
+        match &e.kind {
+            ExprKind::Block { stmts, value } if stmts.is_empty() => Some(format!("{{ {} }}", self.flat(value)?)),
+            ExprKind::Error => Some("{ }".into()),
+            _ => None,
+        }
+    }
+
+    fn flat_arg(&self, a: &Arg) -> Option<String> {
+        Some(match &a.name {
+            Some(n) => format!("{} = {}", n.name, self.flat(&a.value)?),
+            None => self.flat(&a.value)?,
+        })
+    }
+
+    fn flat_clauses(&self, clauses: &[Clause]) -> Option<String> {
+        let mut parts = Vec::new();
+        for c in clauses {
+            parts.push(match c {
+                Clause::For { first, second, iter } => match second {
+                    Some(s) => format!("for {}, {} in {}", first.name, s.name, self.flat(iter)?),
+                    None => format!("for {} in {}", first.name, self.flat(iter)?),
+                },
+                Clause::If(cond) => format!("if {}", self.flat(cond)?),
+            });
+        }
+        Some(format!("{} =>", parts.join(" ")))
+    }
+
+    fn field_name(&self, name: &Ident) -> String {
+        let plain = name.name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && crate::token::TokenKind::keyword(&name.name).is_none();
+        if plain {
+            name.name.to_string()
+        } else {
+            self.text(name.span).to_string()
+        }
+    }
+
+    fn fits(&self, s: &str, ind: usize) -> bool {
+        !s.contains('\n') && ind * INDENT.len() + s.len() <= WIDTH - 20
+    }
+
+    fn expr(&mut self, e: &Expr, ind: usize) -> String {
+        if let Some(s) = self.flat(e) {
+            if self.fits(&s, ind) {
+                return s;
+            }
+        }
+        match &e.kind {
+            ExprKind::List(items) => {
+                let body = self.seq(items, |x| x.span, &mut |f, x, i| f.expr(x, i), ind + 1, ",", e.span.end);
+                format!("[\n{body}{}]", indent(ind))
+            }
+            ExprKind::Record(fields) => {
+                let body = self.seq(
+                    fields,
+                    |fl| fl.name.span.to(fl.value.span),
+                    &mut |f, fl, i| format!("{} = {}", f.field_name(&fl.name), f.expr(&fl.value, i)),
+                    ind + 1,
+                    ",",
+                    e.span.end,
+                );
+                format!("{{\n{body}{}}}", indent(ind))
+            }
+            ExprKind::ListComp { clauses, body } => {
+                let head = self.clauses(clauses, ind);
+                let b = self.elements_of_one(body, ind, e.span.end);
+                format!("[{head}\n{b}{}]", indent(ind))
+            }
+            ExprKind::RecordComp { clauses, key, value } => {
+                let head = self.clauses(clauses, ind);
+                let k = self.expr(key, ind + 1);
+                let mut out = String::new();
+                let mut first = true;
+                self.leading_comments(key.span.start, ind + 1, &mut out, &mut first);
+                out.push_str(&format!("{}{} = {}", indent(ind + 1), k, self.expr(value, ind + 1)));
+                self.inner_comments(value.span.end, ind + 1, &mut out);
+                out.push('\n');
+                self.leading_comments(e.span.end, ind + 1, &mut out, &mut first);
+                format!("{{{head}\n{out}{}}}", indent(ind))
+            }
+            ExprKind::Call { callee, args } => {
+                let c = self.expr(callee, ind);
+                let body = self.seq(
+                    args,
+                    |a| a.name.as_ref().map_or(a.value.span, |n| n.span.to(a.value.span)),
+                    &mut |f, a, i| match &a.name {
+                        Some(n) => format!("{} = {}", n.name, f.expr(&a.value, i)),
+                        None => f.expr(&a.value, i),
+                    },
+                    ind + 1,
+                    ",",
+                    e.span.end,
+                );
+                format!("{c}(\n{body}{})", indent(ind))
+            }
+            ExprKind::Field(base, fl) => format!("{}.{}", self.expr(base, ind), fl.name),
+            ExprKind::Index(base, i) => format!("{}[{}]", self.expr(base, ind), self.expr(i, ind)),
+            ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", self.expr(x, ind)),
+            ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", self.expr(x, ind)),
+            ExprKind::Binary(op, l, r) => format!("{} {} {}", self.expr(l, ind), op.symbol(), self.expr(r, ind)),
+            ExprKind::Range { lo, hi, inclusive } => {
+                format!("{}{}{}", self.expr(lo, ind), if *inclusive { "..=" } else { ".." }, self.expr(hi, ind))
+            }
+            ExprKind::If { .. } => self.if_expr(e, ind),
+            ExprKind::Block { .. } => self.block(e, ind, false),
+            ExprKind::Lambda(f) => self.fn_decl(f, ind),
+            ExprKind::Paren(x) => format!("({})", self.expr(x, ind)),
+            ExprKind::Str(_)
+            | ExprKind::Int(_)
+            | ExprKind::Size(_)
+            | ExprKind::Mode(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Name(_)
+            | ExprKind::Error => self.text(e.span).to_string(),
+        }
+    }
+
+    /// A single indented element (a comprehension's body) with its comments.
+    fn elements_of_one(&mut self, body: &Expr, ind: usize, close: u32) -> String {
+        self.seq(std::slice::from_ref(body), |x| x.span, &mut |f, x, i| f.expr(x, i), ind + 1, "", close)
+    }
+
+    fn clauses(&mut self, clauses: &[Clause], ind: usize) -> String {
+        let mut parts = Vec::new();
+        for c in clauses {
+            parts.push(match c {
+                Clause::For { first, second, iter } => match second {
+                    Some(s) => format!("for {}, {} in {}", first.name, s.name, self.expr(iter, ind + 1)),
+                    None => format!("for {} in {}", first.name, self.expr(iter, ind + 1)),
+                },
+                Clause::If(cond) => format!("if {}", self.expr(cond, ind + 1)),
+            });
+        }
+        format!("{} =>", parts.join(" "))
+    }
+
+    fn if_expr(&mut self, e: &Expr, ind: usize) -> String {
+        let ExprKind::If { cond, then, else_ } = &e.kind else { unreachable!() };
+        let mut s = format!("if {} {}", self.expr(cond, ind), self.block(then, ind, true));
+        s.push_str(" else ");
+        match &else_.kind {
+            ExprKind::If { .. } => s.push_str(&self.if_expr(else_, ind)),
+            _ => s.push_str(&self.block(else_, ind, true)),
+        }
+        s
+    }
+
+    /// `{ … }` on several lines (or `{ x }` when it is short and `compact` allows).
+    fn block(&mut self, e: &Expr, ind: usize, compact: bool) -> String {
+        if compact {
+            if let Some(s) = self.flat_block(e) {
+                if self.fits(&s, ind) {
+                    return s;
+                }
+            }
+        }
+        let ExprKind::Block { stmts, value } = &e.kind else {
+            return "{ }".into();
+        };
+        enum Part<'e> {
+            Stmt(&'e Stmt),
+            Value(&'e Expr),
+        }
+        let mut parts: Vec<Part> = stmts.iter().map(Part::Stmt).collect();
+        parts.push(Part::Value(value));
+        let span_of = |p: &Part| match p {
+            Part::Stmt(Stmt::Let(b)) => b.name.span.to(b.value.span),
+            Part::Stmt(Stmt::Assert(a)) => a.span,
+            Part::Value(v) => v.span,
+        };
+        let body = self.seq(
+            &parts,
+            span_of,
+            &mut |f, p, i| match p {
+                Part::Stmt(Stmt::Let(b)) => match &b.value.kind {
+                    ExprKind::Lambda(fd) if fd.name.is_some() => f.fn_decl(fd, i),
+                    _ => f.binding(b, i),
+                },
+                Part::Stmt(Stmt::Assert(a)) => f.assertion(a, i),
+                Part::Value(v) => f.expr(v, i),
+            },
+            ind + 1,
+            "",
+            e.span.end,
+        );
+        format!("{{\n{body}{}}}", indent(ind))
+    }
+}
+
+fn param_end(p: &ParamDecl) -> Span {
+    p.default.as_ref().map(|d| d.span).or(p.ty.as_ref().map(|t| t.span)).unwrap_or(p.name.span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Formats `input`, compares with `expected`, and checks the result is a fixed point.
+    fn check(input: &str, expected: &str) {
+        let once = format(input).unwrap_or_else(|e| panic!("{input:?} did not parse: {e:?}"));
+        assert_eq!(once, expected, "formatting {input:?}");
+        let twice = format(&once).expect("formatted output parses");
+        assert_eq!(twice, once, "formatting is not idempotent for {input:?}");
+    }
+
+    #[test]
+    fn items_and_spacing() {
+        check("let   x=1\nlet y =  [1,2 ,3]", "let x = 1\nlet y = [1, 2, 3]\n");
+        check("let a = 1\n\n\n\nlet b = 2\n", "let a = 1\n\nlet b = 2\n");
+        check("import \"std/debian\"   as  deb", "import \"std/debian\" as deb\n");
+        check("param n : int( 1 ..= 7 ) = 3", "param n: int(1..=7) = 3\n");
+        check("", "");
+    }
+
+    #[test]
+    fn comments_are_kept() {
+        check("# head\nlet x = 1 # trailing\n\n# lead\nlet y = 2\n# tail\n", "# head\nlet x = 1  # trailing\n\n# lead\nlet y = 2\n# tail\n");
+        check(
+            "let r = { a = 1, # one\n b = 2 }",
+            "let r = {\n  a = 1,  # one\n  b = 2,\n}\n",
+        );
+        // A comment inside an operator expression moves to the end of the element.
+        check("let x = 1 + # odd place\n 2\n", "let x = 1 + 2  # odd place\n");
+    }
+
+    #[test]
+    fn long_things_break() {
+        let long = format!("let xs = [{}]", (0..40).map(|i| format!("\"item{i}\"")).collect::<Vec<_>>().join(", "));
+        let out = format(&long).unwrap();
+        assert!(out.starts_with("let xs = [\n  \"item0\",\n"), "{out}");
+        assert_eq!(format(&out).unwrap(), out);
+    }
+
+    #[test]
+    fn functions_and_blocks() {
+        check(
+            "fn f(a:int,b = 2)->int{let c=a+b\n c*2}",
+            "fn f(a: int, b = 2) -> int {\n  let c = a + b\n  c * 2\n}\n",
+        );
+        check("let g = fn(x) => x+1", "let g = fn(x) => x + 1\n");
+        check("let v = if a {1} else if b {2} else {3}", "let v = if a { 1 } else if b { 2 } else { 3 }\n");
+        check("let l = [for h in hosts if h.prod=>h.name]", "let l = [for h in hosts if h.prod => h.name]\n");
+        check("let m = {for h in hosts=>h.name=h}", "let m = {for h in hosts => h.name = h}\n");
+    }
+
+    #[test]
+    fn strings_are_verbatim() {
+        check("let s = \"a ${ x } \\n\"", "let s = \"a ${ x } \\n\"\n");
+        check("let s = \"\"\"\n  a\n  b\n\"\"\"", "let s = \"\"\"\n  a\n  b\n\"\"\"\n");
+    }
+
+    #[test]
+    fn broken_input_is_refused() {
+        assert!(format("let = 1").is_err());
+    }
+}

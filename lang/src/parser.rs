@@ -1,0 +1,1049 @@
+//! Recursive-descent parser over the token stream, with a Pratt loop for operators.
+//!
+//! Parsing never fails: it returns a module plus every error found. After an error the parser
+//! resynchronises at `,` `]` `}` `)` (inside brackets) or at a new line that starts an item
+//! (at top level), so one run reports all independent problems. Nesting is bounded
+//! (`MAX_DEPTH`), so no input can overflow the stack of this or any later tree walk.
+
+use std::rc::Rc;
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::{lex, unescape, SIZE_UNITS};
+use crate::span::{FileId, Span};
+use crate::token::{Comment, Token, TokenKind as T};
+
+pub const MAX_DEPTH: u32 = 128;
+const MAX_ERRORS: usize = 100;
+
+pub struct Parsed {
+    pub module: Module,
+    pub comments: Vec<Comment>,
+    pub errors: Vec<Diagnostic>,
+}
+
+pub fn parse(src: &str, file: FileId) -> Parsed {
+    let lexed = lex(src, file);
+    let mut p = Parser { src, file, toks: lexed.tokens, pos: 0, errors: lexed.errors, depth: 0, last_error_at: None };
+    let module = p.module();
+    let mut errors = p.errors;
+    errors.truncate(MAX_ERRORS);
+    Parsed { module, comments: lexed.comments, errors }
+}
+
+/// Parses a single expression (used for `--set name=value` on the command line).
+pub fn parse_expr(src: &str, file: FileId) -> (Expr, Vec<Diagnostic>) {
+    let lexed = lex(src, file);
+    let mut p = Parser { src, file, toks: lexed.tokens, pos: 0, errors: lexed.errors, depth: 0, last_error_at: None };
+    let e = p.expr();
+    if !p.at(T::Eof) {
+        p.error_expected("the end of the value");
+    }
+    (e, p.errors)
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    file: FileId,
+    toks: Vec<Token>,
+    pos: usize,
+    errors: Vec<Diagnostic>,
+    depth: u32,
+    last_error_at: Option<u32>,
+}
+
+enum RawPiece {
+    Lit(String),
+    Interp(Expr),
+}
+
+impl<'a> Parser<'a> {
+    // ---- token plumbing -------------------------------------------------------------
+
+    fn tok(&self) -> Token {
+        self.toks[self.pos]
+    }
+
+    fn kind(&self) -> T {
+        self.toks[self.pos].kind
+    }
+
+    fn nth(&self, n: usize) -> T {
+        self.toks.get(self.pos + n).map_or(T::Eof, |t| t.kind)
+    }
+
+    fn at(&self, k: T) -> bool {
+        self.kind() == k
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.tok();
+        if t.kind != T::Eof {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn eat(&mut self, k: T) -> Option<Token> {
+        if self.at(k) {
+            Some(self.bump())
+        } else {
+            None
+        }
+    }
+
+    fn prev_end(&self) -> usize {
+        if self.pos == 0 {
+            0
+        } else {
+            self.toks[self.pos - 1].span.end as usize
+        }
+    }
+
+    fn text(&self, span: Span) -> &'a str {
+        &self.src[span.range()]
+    }
+
+    fn push_error(&mut self, d: Diagnostic) {
+        let at = d.primary().map_or(0, |l| l.span.start);
+        // One error per position: after a failure the callers up the stack would each
+        // report the same missing token again.
+        if self.last_error_at == Some(at) || self.errors.len() >= MAX_ERRORS {
+            return;
+        }
+        self.last_error_at = Some(at);
+        self.errors.push(d);
+    }
+
+    fn error_expected(&mut self, what: &str) {
+        let t = self.tok();
+        if t.kind == T::Error {
+            return; // the lexer already reported these bytes
+        }
+        let found = t.kind.describe();
+        let mut d = Diagnostic::new("parse::unexpected-token", format!("expected {what}, found {found}"))
+            .label(self.file, t.span, format!("expected {what} here"));
+        if t.kind == T::Eof && self.pos > 0 {
+            let end = self.prev_end();
+            d.labels[0].span = Span::at(end);
+        }
+        if let Some(h) = hint_for(what, t.kind) {
+            d = d.help(h);
+        }
+        self.push_error(d);
+    }
+
+    fn expect(&mut self, k: T, what: &str) -> Option<Token> {
+        if let Some(t) = self.eat(k) {
+            return Some(t);
+        }
+        self.error_expected(what);
+        None
+    }
+
+    fn ident(&mut self, what: &str) -> Option<Ident> {
+        if self.at(T::Ident) {
+            let t = self.bump();
+            return Some(Ident { name: self.text(t.span).into(), span: t.span });
+        }
+        if is_keyword(self.kind()) {
+            let t = self.tok();
+            let d = Diagnostic::new("parse::keyword-as-name", format!("`{}` is a keyword", self.text(t.span)))
+                .label(self.file, t.span, format!("expected {what}"))
+                .help("choose another name, e.g. add a suffix: `type_`, `for_host`");
+            self.push_error(d);
+            self.bump();
+            return Some(Ident { name: self.text(t.span).into(), span: t.span });
+        }
+        self.error_expected(what);
+        None
+    }
+
+    /// Skips to one of `stops` at bracket depth 0, or to a closer of an enclosing bracket,
+    /// or to a line that starts a top-level item. Does not consume the stop token.
+    fn recover(&mut self, stops: &[T]) {
+        let mut depth = 0i32;
+        loop {
+            let t = self.tok();
+            match t.kind {
+                T::Eof => return,
+                k if depth == 0 && stops.contains(&k) => return,
+                k if depth == 0 && t.newline_before && k.starts_item() && k != T::Assert => return,
+                T::LParen | T::LBracket | T::LBrace | T::InterpStart | T::StrStart { .. } => depth += 1,
+                T::RParen | T::RBracket | T::RBrace | T::InterpEnd | T::StrEnd => {
+                    if depth == 0 {
+                        return;
+                    }
+                    depth -= 1;
+                }
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    fn enter(&mut self) -> bool {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            let t = self.tok();
+            let d = Diagnostic::new("parse::too-deep", "expression nested too deeply")
+                .label(self.file, t.span, format!("more than {MAX_DEPTH} levels of nesting"))
+                .help("split the expression into named `let` bindings");
+            self.push_error(d);
+            self.depth -= 1;
+            return false;
+        }
+        true
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
+    // ---- items ------------------------------------------------------------------------
+
+    fn module(&mut self) -> Module {
+        let mut items = Vec::new();
+        while !self.at(T::Eof) {
+            let start = self.pos;
+            if self.kind().starts_item() {
+                let item = self.item();
+                items.push(item);
+                if !self.at(T::Eof) && !self.tok().newline_before && self.eat(T::Semi).is_none() {
+                    self.error_expected("a new line after this item");
+                    self.sync_item();
+                }
+            } else {
+                let t = self.tok();
+                if t.kind != T::Error {
+                    let mut d = Diagnostic::new(
+                        "parse::expected-item",
+                        format!("expected an item, found {}", t.kind.describe()),
+                    )
+                    .label(self.file, t.span, "not allowed at the top level")
+                    .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output` and `assert` items");
+                    if t.kind == T::Ident && self.nth(1) == T::Eq {
+                        d = d.help(format!("to bind a name, write `let {} = …`", self.text(t.span)));
+                    }
+                    self.push_error(d);
+                }
+                self.bump();
+                self.sync_item();
+            }
+            if self.pos == start {
+                self.bump();
+            }
+        }
+        Module { items, span: Span::new(0, self.src.len()) }
+    }
+
+    fn sync_item(&mut self) {
+        while !self.at(T::Eof) && !(self.tok().newline_before && self.kind().starts_item()) {
+            self.bump();
+        }
+    }
+
+    fn item(&mut self) -> Item {
+        let start = self.tok().span.start as usize;
+        let kind = match self.kind() {
+            T::Import => self.import(),
+            T::Let => {
+                self.bump();
+                match self.binding() {
+                    Some(b) => ItemKind::Let(b),
+                    None => ItemKind::Error,
+                }
+            }
+            T::Fn => {
+                self.bump();
+                match self.fn_decl(true) {
+                    Some(f) => ItemKind::Fn(Rc::new(f)),
+                    None => ItemKind::Error,
+                }
+            }
+            T::Type => self.type_item(),
+            T::Param => self.param_item(),
+            T::Output => {
+                self.bump();
+                match self.ident("an output name") {
+                    Some(name) => {
+                        if self.expect(T::Eq, "`=`").is_some() {
+                            ItemKind::Output { name, value: self.expr() }
+                        } else {
+                            ItemKind::Error
+                        }
+                    }
+                    None => ItemKind::Error,
+                }
+            }
+            T::Assert => {
+                let a = self.assertion();
+                ItemKind::Assert(a)
+            }
+            _ => unreachable!("item() is only called at an item keyword"),
+        };
+        if matches!(kind, ItemKind::Error) {
+            self.sync_item();
+        }
+        Item { kind, span: Span::new(start, self.prev_end().max(start)) }
+    }
+
+    fn import(&mut self) -> ItemKind {
+        self.bump();
+        let Some((path, path_span)) = self.plain_string("the module path, as a string") else {
+            return ItemKind::Error;
+        };
+        let alias = if self.eat(T::As).is_some() { self.ident("a module alias") } else { None };
+        ItemKind::Import { path: path.into(), path_span, alias }
+    }
+
+    /// A string literal without interpolation (import paths, quoted record keys).
+    fn plain_string(&mut self, what: &str) -> Option<(String, Span)> {
+        if !matches!(self.kind(), T::StrStart { multiline: false }) {
+            self.error_expected(what);
+            return None;
+        }
+        let e = self.string();
+        match e.kind {
+            ExprKind::Str(parts) if parts.iter().all(|p| matches!(p, StrPart::Lit(_))) => {
+                let s: String = parts.iter().map(|p| if let StrPart::Lit(s) = p { &**s } else { "" }).collect();
+                Some((s, e.span))
+            }
+            _ => {
+                let d = Diagnostic::new("parse::interpolated-path", "this string cannot be interpolated")
+                    .label(self.file, e.span, "contains `${…}`")
+                    .message(format!("{what} must be known without evaluating anything"));
+                self.push_error(d);
+                None
+            }
+        }
+    }
+
+    fn binding(&mut self) -> Option<Binding> {
+        let name = self.ident("a name to bind")?;
+        let ty = if self.eat(T::Colon).is_some() { Some(self.type_expr()) } else { None };
+        self.expect(T::Eq, "`=`")?;
+        let value = self.expr();
+        Some(Binding { name, ty, value })
+    }
+
+    fn assertion(&mut self) -> Assertion {
+        let start = self.bump().span.start as usize;
+        let cond = self.expr();
+        let message = if self.eat(T::Comma).is_some() { Some(self.expr()) } else { None };
+        Assertion { cond, message, span: Span::new(start, self.prev_end()) }
+    }
+
+    fn type_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some(name) = self.ident("a type name") else { return ItemKind::Error };
+        if self.expect(T::Eq, "`=`").is_none() {
+            return ItemKind::Error;
+        }
+        ItemKind::Type { name, ty: self.type_expr() }
+    }
+
+    fn param_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some(name) = self.ident("a parameter name") else { return ItemKind::Error };
+        if self.expect(T::Colon, "`:` and the parameter's type").is_none() {
+            return ItemKind::Error;
+        }
+        let ty = self.type_expr();
+        let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
+        ItemKind::Param { name, ty, default }
+    }
+
+    /// After `fn`: `name(params) -> T { body }` (named) or `(params) => expr` (anonymous).
+    fn fn_decl(&mut self, named: bool) -> Option<FnDecl> {
+        let start = self.toks[self.pos.saturating_sub(1)].span.start as usize;
+        let name = if named { Some(self.ident("a function name")?) } else { None };
+        self.expect(T::LParen, "`(` and the parameters")?;
+        let mut params = Vec::new();
+        while !self.at(T::RParen) && !self.at(T::Eof) {
+            let before = self.pos;
+            if let Some(pname) = self.ident("a parameter name") {
+                let ty = if self.eat(T::Colon).is_some() { Some(self.type_expr()) } else { None };
+                let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
+                params.push(ParamDecl { name: pname, ty, default });
+            }
+            if self.eat(T::Comma).is_none() && !self.at(T::RParen) {
+                self.error_expected("`,` or `)`");
+                self.recover(&[T::Comma, T::RParen]);
+                self.eat(T::Comma);
+            }
+            if self.pos == before {
+                break;
+            }
+        }
+        self.expect(T::RParen, "`)`")?;
+        let ret = if self.eat(T::Arrow).is_some() { Some(self.type_expr()) } else { None };
+        let (body, arrow) = if self.eat(T::FatArrow).is_some() {
+            (self.expr(), true)
+        } else if self.at(T::LBrace) {
+            (self.block(), false)
+        } else {
+            self.error_expected("`{` or `=>` and the function body");
+            return None;
+        };
+        Some(FnDecl { name, params, ret, body, arrow, span: Span::new(start, self.prev_end()) })
+    }
+
+    // ---- types ------------------------------------------------------------------------
+
+    fn type_expr(&mut self) -> TypeExpr {
+        let start = self.tok().span.start as usize;
+        if !self.enter() {
+            return TypeExpr { kind: TypeExprKind::Error, span: self.tok().span };
+        }
+        let kind = self.type_kind();
+        self.leave();
+        TypeExpr { kind, span: Span::new(start, self.prev_end().max(start)) }
+    }
+
+    fn type_kind(&mut self) -> TypeExprKind {
+        if self.eat(T::LBrace).is_some() {
+            let mut fields = Vec::new();
+            while !self.at(T::RBrace) && !self.at(T::Eof) {
+                let before = self.pos;
+                if let Some(name) = self.ident("a field name") {
+                    if self.expect(T::Colon, "`:` and the field's type").is_some() {
+                        let ty = self.type_expr();
+                        let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
+                        fields.push(FieldDecl { name, ty, default });
+                    }
+                }
+                if self.eat(T::Comma).is_none() && !self.at(T::RBrace) {
+                    self.error_expected("`,` or `}`");
+                    self.recover(&[T::Comma, T::RBrace]);
+                    self.eat(T::Comma);
+                }
+                if self.pos == before {
+                    self.bump();
+                }
+            }
+            self.expect(T::RBrace, "`}`");
+            self.check_duplicate_fields(fields.iter().map(|f| &f.name));
+            return TypeExprKind::Record(fields);
+        }
+        let Some(first) = self.ident("a type") else { return TypeExprKind::Error };
+        if self.at(T::LBracket) && !self.tok().newline_before {
+            self.bump();
+            let arg = self.type_expr();
+            self.expect(T::RBracket, "`]`");
+            return TypeExprKind::Apply { name: first, arg: Box::new(arg) };
+        }
+        let mut path = vec![first];
+        while self.eat(T::Dot).is_some() {
+            match self.ident("a type name") {
+                Some(i) => path.push(i),
+                None => return TypeExprKind::Error,
+            }
+        }
+        let base = TypeExpr {
+            span: path[0].span.to(path[path.len() - 1].span),
+            kind: TypeExprKind::Name(path),
+        };
+        if self.at(T::LParen) && !self.tok().newline_before {
+            self.bump();
+            let lo = self.binary(6);
+            let inclusive = match self.kind() {
+                T::DotDotEq => true,
+                T::DotDot => false,
+                _ => {
+                    self.error_expected("`..=` or `..` between the bounds");
+                    self.recover(&[T::RParen]);
+                    self.eat(T::RParen);
+                    return TypeExprKind::Error;
+                }
+            };
+            self.bump();
+            let hi = self.binary(6);
+            self.expect(T::RParen, "`)`");
+            return TypeExprKind::Range { base: Box::new(base), lo: Box::new(lo), hi: Box::new(hi), inclusive };
+        }
+        base.kind
+    }
+
+    fn check_duplicate_fields<'i>(&mut self, names: impl Iterator<Item = &'i Ident>) {
+        let mut seen: Vec<&Ident> = Vec::new();
+        let mut dups = Vec::new();
+        for n in names {
+            if let Some(first) = seen.iter().find(|s| s.name == n.name) {
+                dups.push((first.span, n.span, n.name.clone()));
+            } else {
+                seen.push(n);
+            }
+        }
+        for (first, again, name) in dups {
+            let d = Diagnostic::new("parse::duplicate-field", format!("field `{name}` is given twice"))
+                .label(self.file, again, "given again here")
+                .label(self.file, first, "first given here")
+                .help("remove one of them");
+            self.push_error(d);
+        }
+    }
+
+    // ---- expressions ------------------------------------------------------------------
+
+    pub fn expr(&mut self) -> Expr {
+        self.binary(0)
+    }
+
+    fn binary(&mut self, min: u8) -> Expr {
+        if !self.enter() {
+            return Expr::error(self.tok().span);
+        }
+        let e = self.binary_inner(min);
+        self.leave();
+        e
+    }
+
+    fn binary_inner(&mut self, min: u8) -> Expr {
+        let start = self.tok().span;
+        let mut lhs = match self.kind() {
+            T::Not => {
+                self.bump();
+                let e = self.binary(3);
+                Expr { span: start.to(e.span), kind: ExprKind::Unary(UnaryOp::Not, Box::new(e)) }
+            }
+            T::Minus => {
+                self.bump();
+                let e = self.binary(8);
+                Expr { span: start.to(e.span), kind: ExprKind::Unary(UnaryOp::Neg, Box::new(e)) }
+            }
+            _ => self.postfix(),
+        };
+        loop {
+            let k = self.kind();
+            if matches!(k, T::DotDot | T::DotDotEq) {
+                if min > 5 {
+                    break;
+                }
+                self.bump();
+                let hi = self.binary(6);
+                lhs = Expr {
+                    span: lhs.span.to(hi.span),
+                    kind: ExprKind::Range { lo: Box::new(lhs), hi: Box::new(hi), inclusive: k == T::DotDotEq },
+                };
+                continue;
+            }
+            let Some(op) = binary_op(k) else { break };
+            let prec = op.precedence();
+            if prec < min {
+                break;
+            }
+            let op_span = self.bump().span;
+            let rhs = self.binary(prec + 1);
+            if prec == 4 {
+                if let Some(next) = binary_op(self.kind()).filter(|o| o.precedence() == 4) {
+                    let t = self.tok();
+                    let d = Diagnostic::new("parse::chained-comparison", "comparisons cannot be chained")
+                        .label(self.file, t.span, format!("`{}` after a comparison", next.symbol()))
+                        .label(self.file, op_span, "first comparison")
+                        .help("combine them with `and`: `a < b and b < c`");
+                    self.push_error(d);
+                }
+            }
+            lhs = Expr { span: lhs.span.to(rhs.span), kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)) };
+        }
+        lhs
+    }
+
+    fn postfix(&mut self) -> Expr {
+        let mut e = self.primary();
+        loop {
+            let t = self.tok();
+            match t.kind {
+                T::Dot => {
+                    self.bump();
+                    let Some(field) = self.ident("a field name after `.`") else { break };
+                    e = Expr { span: e.span.to(field.span), kind: ExprKind::Field(Box::new(e), field) };
+                }
+                T::LParen if !t.newline_before => {
+                    self.bump();
+                    let args = self.args();
+                    let end = self.prev_end();
+                    e = Expr {
+                        span: Span::new(e.span.start as usize, end),
+                        kind: ExprKind::Call { callee: Box::new(e), args },
+                    };
+                }
+                T::LBracket if !t.newline_before => {
+                    self.bump();
+                    let index = self.expr();
+                    self.expect(T::RBracket, "`]`");
+                    let end = self.prev_end();
+                    e = Expr {
+                        span: Span::new(e.span.start as usize, end),
+                        kind: ExprKind::Index(Box::new(e), Box::new(index)),
+                    };
+                }
+                _ => break,
+            }
+        }
+        e
+    }
+
+    fn args(&mut self) -> Vec<Arg> {
+        let mut args: Vec<Arg> = Vec::new();
+        while !self.at(T::RParen) && !self.at(T::Eof) {
+            let before = self.pos;
+            let named = self.at(T::Ident) && self.nth(1) == T::Eq;
+            let name = if named {
+                let t = self.bump();
+                self.bump();
+                Some(Ident { name: self.text(t.span).into(), span: t.span })
+            } else {
+                None
+            };
+            let value = self.expr();
+            if name.is_none() && args.iter().any(|a| a.name.is_some()) {
+                let d = Diagnostic::new("parse::positional-after-named", "positional argument after a named one")
+                    .label(self.file, value.span, "positional")
+                    .help("put positional arguments first, or name this one too");
+                self.push_error(d);
+            }
+            args.push(Arg { name, value });
+            if self.eat(T::Comma).is_none() && !self.at(T::RParen) {
+                self.error_expected("`,` or `)`");
+                self.recover(&[T::Comma, T::RParen]);
+                self.eat(T::Comma);
+            }
+            if self.pos == before {
+                self.bump();
+            }
+        }
+        self.check_duplicate_fields(args.iter().filter_map(|a| a.name.as_ref()));
+        self.expect(T::RParen, "`)`");
+        args
+    }
+
+    fn primary(&mut self) -> Expr {
+        let t = self.tok();
+        let text = self.text(t.span);
+        let kind = match t.kind {
+            T::Int => {
+                self.bump();
+                match text.replace('_', "").parse::<i64>() {
+                    Ok(n) => ExprKind::Int(n),
+                    Err(_) => self.number_error(t.span, "integer too large", "integers are 64-bit signed"),
+                }
+            }
+            T::Size => {
+                self.bump();
+                let digits_end = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+                let unit = SIZE_UNITS.iter().find(|(n, _)| *n == &text[digits_end..]).map_or(1, |u| u.1);
+                match text[..digits_end].replace('_', "").parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+                    Some(n) => ExprKind::Size(n),
+                    None => self.number_error(t.span, "size too large", "sizes are at most 16 EiB"),
+                }
+            }
+            T::Octal => {
+                self.bump();
+                match u32::from_str_radix(&text[2..].replace('_', ""), 8) {
+                    Ok(n) if n <= 0o7777 => ExprKind::Mode(n),
+                    _ => self.number_error(t.span, "file mode too large", "a mode is at most 0o7777"),
+                }
+            }
+            T::True | T::False => {
+                self.bump();
+                ExprKind::Bool(t.kind == T::True)
+            }
+            T::Ident => {
+                self.bump();
+                ExprKind::Name(text.into())
+            }
+            T::StrStart { .. } => return self.string(),
+            T::LParen => {
+                self.bump();
+                let inner = self.expr();
+                self.expect(T::RParen, "`)`");
+                ExprKind::Paren(Box::new(inner))
+            }
+            T::LBracket => return self.list(),
+            T::LBrace => return self.record(),
+            T::If => return self.if_expr(),
+            T::Fn => {
+                self.bump();
+                match self.fn_decl(false) {
+                    Some(f) => ExprKind::Lambda(Rc::new(f)),
+                    None => ExprKind::Error,
+                }
+            }
+            _ => {
+                self.error_expected("an expression");
+                // Consume a stray token unless an enclosing construct can use it to recover.
+                if !matches!(
+                    t.kind,
+                    T::Eof | T::RParen | T::RBracket | T::RBrace | T::Comma | T::InterpEnd | T::StrEnd
+                ) && !(t.newline_before && t.kind.starts_item())
+                {
+                    self.bump();
+                }
+                return Expr::error(t.span);
+            }
+        };
+        Expr { kind, span: Span::new(t.span.start as usize, self.prev_end()) }
+    }
+
+    fn number_error(&mut self, span: Span, title: &str, why: &str) -> ExprKind {
+        let d = Diagnostic::new("parse::number-too-large", title).label(self.file, span, why);
+        self.push_error(d);
+        ExprKind::Error
+    }
+
+    fn string(&mut self) -> Expr {
+        let open = self.bump();
+        let multiline = matches!(open.kind, T::StrStart { multiline: true });
+        let mut pieces = Vec::new();
+        loop {
+            match self.kind() {
+                T::StrText => {
+                    let t = self.bump();
+                    pieces.push(RawPiece::Lit(self.text(t.span).to_string()));
+                }
+                T::InterpStart => {
+                    self.bump();
+                    let e = if self.at(T::InterpEnd) {
+                        self.error_expected("an expression inside `${}`");
+                        Expr::error(self.tok().span)
+                    } else {
+                        self.expr()
+                    };
+                    if self.eat(T::InterpEnd).is_none() {
+                        self.error_expected("`}` to close `${`");
+                        self.recover(&[T::InterpEnd, T::StrEnd]);
+                        self.eat(T::InterpEnd);
+                    }
+                    pieces.push(RawPiece::Interp(e));
+                }
+                T::StrEnd => {
+                    self.bump();
+                    break;
+                }
+                _ => {
+                    // Only reachable when an interpolation swallowed the string's end.
+                    self.error_expected("the end of the string");
+                    break;
+                }
+            }
+        }
+        if multiline {
+            dedent(&mut pieces);
+        }
+        let parts = pieces
+            .into_iter()
+            .filter_map(|p| match p {
+                RawPiece::Lit(s) if s.is_empty() => None,
+                RawPiece::Lit(s) => Some(StrPart::Lit(unescape(&s).into())),
+                RawPiece::Interp(e) => Some(StrPart::Interp(e)),
+            })
+            .collect();
+        Expr { kind: ExprKind::Str(parts), span: Span::new(open.span.start as usize, self.prev_end()) }
+    }
+
+    fn list(&mut self) -> Expr {
+        let open = self.bump();
+        if !self.enter() {
+            self.recover(&[T::RBracket]);
+            self.eat(T::RBracket);
+            return Expr::error(open.span);
+        }
+        let kind = if self.at(T::For) {
+            let clauses = self.clauses();
+            let body = self.expr();
+            ExprKind::ListComp { clauses, body: Box::new(body) }
+        } else {
+            let mut items = Vec::new();
+            while !self.at(T::RBracket) && !self.at(T::Eof) {
+                let before = self.pos;
+                items.push(self.expr());
+                if self.eat(T::Comma).is_none() && !self.at(T::RBracket) {
+                    self.error_expected("`,` or `]`");
+                    self.recover(&[T::Comma, T::RBracket]);
+                    self.eat(T::Comma);
+                }
+                if self.pos == before {
+                    break;
+                }
+            }
+            ExprKind::List(items)
+        };
+        self.leave();
+        if self.eat(T::RBracket).is_none() {
+            self.error_expected("`]`");
+            self.recover(&[T::RBracket]);
+            self.eat(T::RBracket);
+        }
+        Expr { kind, span: Span::new(open.span.start as usize, self.prev_end()) }
+    }
+
+    /// `for x in xs if cond … =>`: one or more clauses, then the arrow.
+    fn clauses(&mut self) -> Vec<Clause> {
+        let mut clauses = Vec::new();
+        loop {
+            match self.kind() {
+                T::For => {
+                    self.bump();
+                    let Some(first) = self.ident("a loop variable") else { break };
+                    let second = if self.eat(T::Comma).is_some() { self.ident("a second loop variable") } else { None };
+                    if self.expect(T::In, "`in`").is_none() {
+                        break;
+                    }
+                    let iter = self.binary(1);
+                    clauses.push(Clause::For { first, second, iter });
+                }
+                T::If => {
+                    self.bump();
+                    clauses.push(Clause::If(self.binary(1)));
+                }
+                _ => break,
+            }
+        }
+        if self.expect(T::FatArrow, "`=>` and the element, or another `for`/`if` clause").is_none() {
+            self.recover(&[T::FatArrow, T::RBracket, T::RBrace]);
+            self.eat(T::FatArrow);
+        }
+        clauses
+    }
+
+    fn record(&mut self) -> Expr {
+        let open = self.bump();
+        if !self.enter() {
+            self.recover(&[T::RBrace]);
+            self.eat(T::RBrace);
+            return Expr::error(open.span);
+        }
+        let kind = if self.at(T::For) {
+            let clauses = self.clauses();
+            let key = self.binary(1);
+            self.expect(T::Eq, "`=` between the key and the value");
+            let value = self.expr();
+            ExprKind::RecordComp { clauses, key: Box::new(key), value: Box::new(value) }
+        } else {
+            let mut fields = Vec::new();
+            while !self.at(T::RBrace) && !self.at(T::Eof) {
+                let before = self.pos;
+                let name = if matches!(self.kind(), T::StrStart { .. }) {
+                    self.plain_string("a field name").map(|(s, span)| Ident { name: s.into(), span })
+                } else {
+                    self.ident("a field name")
+                };
+                if let Some(name) = name {
+                    if self.expect(T::Eq, "`=` after the field name").is_some() {
+                        let value = self.expr();
+                        fields.push(RecordField { name, value });
+                    } else {
+                        self.recover(&[T::Comma, T::RBrace]);
+                    }
+                } else {
+                    self.recover(&[T::Comma, T::RBrace]);
+                }
+                if self.eat(T::Comma).is_none() && !self.at(T::RBrace) {
+                    let t = self.tok();
+                    if t.newline_before && t.kind == T::Ident && self.nth(1) == T::Eq {
+                        // A forgotten comma at a line end: say so and read the next field.
+                        let d = Diagnostic::new("parse::missing-comma", "missing `,` between fields")
+                            .label(self.file, Span::at(self.prev_end()), "add `,` here");
+                        self.push_error(d);
+                    } else {
+                        self.error_expected("`,` or `}`");
+                        self.recover(&[T::Comma, T::RBrace]);
+                        self.eat(T::Comma);
+                    }
+                }
+                if self.pos == before {
+                    break;
+                }
+            }
+            self.check_duplicate_fields(fields.iter().map(|f| &f.name));
+            ExprKind::Record(fields)
+        };
+        self.leave();
+        if self.eat(T::RBrace).is_none() {
+            self.error_expected("`}`");
+            self.recover(&[T::RBrace]);
+            self.eat(T::RBrace);
+        }
+        Expr { kind, span: Span::new(open.span.start as usize, self.prev_end()) }
+    }
+
+    fn if_expr(&mut self) -> Expr {
+        let start = self.bump().span;
+        let cond = self.expr();
+        let then = self.block();
+        let else_ = if self.eat(T::Else).is_some() {
+            if self.at(T::If) {
+                self.if_expr()
+            } else {
+                self.block()
+            }
+        } else {
+            let d = Diagnostic::new("parse::if-without-else", "`if` without `else`")
+                .label(self.file, start.to(then.span), "this `if` has no value when its condition is false")
+                .help("`if` is an expression: add `else { … }`; to filter a list, use `[for x in xs if cond => x]`");
+            self.push_error(d);
+            Expr::error(Span::at(self.prev_end()))
+        };
+        Expr {
+            span: Span::new(start.start as usize, self.prev_end()),
+            kind: ExprKind::If { cond: Box::new(cond), then: Box::new(then), else_: Box::new(else_) },
+        }
+    }
+
+    /// `{ stmt* expr }`: the body of `if`, `else` and `fn`.
+    fn block(&mut self) -> Expr {
+        let Some(open) = self.expect(T::LBrace, "`{`") else {
+            return Expr::error(self.tok().span);
+        };
+        if !self.enter() {
+            self.recover(&[T::RBrace]);
+            self.eat(T::RBrace);
+            return Expr::error(open.span);
+        }
+        let mut stmts = Vec::new();
+        let value = loop {
+            let before = self.pos;
+            match self.kind() {
+                T::Let => {
+                    self.bump();
+                    match self.binding() {
+                        Some(b) => stmts.push(Stmt::Let(b)),
+                        None => self.recover(&[T::RBrace, T::Semi]),
+                    }
+                }
+                T::Assert => stmts.push(Stmt::Assert(self.assertion())),
+                T::Fn if self.nth(1) == T::Ident => {
+                    self.bump();
+                    if let Some(f) = self.fn_decl(true) {
+                        let name = f.name.clone().expect("named");
+                        let span = f.span;
+                        stmts.push(Stmt::Let(Binding {
+                            name,
+                            ty: None,
+                            value: Expr { kind: ExprKind::Lambda(Rc::new(f)), span },
+                        }));
+                    }
+                }
+                T::RBrace | T::Eof => {
+                    self.error_expected("the block's value (an expression)");
+                    break Expr::error(Span::at(self.prev_end()));
+                }
+                _ => break self.expr(),
+            }
+            self.eat(T::Semi);
+            if self.pos == before {
+                self.bump();
+            }
+        };
+        self.leave();
+        if self.eat(T::RBrace).is_none() {
+            self.error_expected("`}` to end the block");
+            self.recover(&[T::RBrace]);
+            self.eat(T::RBrace);
+        }
+        Expr {
+            span: Span::new(open.span.start as usize, self.prev_end()),
+            kind: ExprKind::Block { stmts, value: Box::new(value) },
+        }
+    }
+}
+
+fn binary_op(k: T) -> Option<BinaryOp> {
+    use BinaryOp::*;
+    Some(match k {
+        T::Or => Or,
+        T::And => And,
+        T::EqEq => Eq,
+        T::NotEq => NotEq,
+        T::Lt => Lt,
+        T::Le => Le,
+        T::Gt => Gt,
+        T::Ge => Ge,
+        T::Plus => Add,
+        T::Minus => Sub,
+        T::Star => Mul,
+        T::Slash => Div,
+        T::Percent => Rem,
+        _ => return None,
+    })
+}
+
+fn is_keyword(k: T) -> bool {
+    use T::*;
+    matches!(
+        k,
+        Let | Fn | If | Else | For | In | Import | As | Type | Param | Output | Assert | True | False | And | Or | Not
+    )
+}
+
+fn hint_for(what: &str, found: T) -> Option<&'static str> {
+    match found {
+        T::Eq if what.contains("expression") || what.contains("`)`") => {
+            Some("`=` binds a name or a field; compare with `==`")
+        }
+        T::Ident | T::StrStart { .. } | T::Int if what.starts_with("`,`") => {
+            Some("separate elements with `,`")
+        }
+        _ => None,
+    }
+}
+
+/// Strips the common indentation of a `"""` string: the newline right after the opening
+/// quotes and the whitespace before the closing quotes go, and every line loses the
+/// indentation that all non-blank lines share. Interpolations count as content.
+fn dedent(pieces: &mut [RawPiece]) {
+    if let Some(RawPiece::Lit(s)) = pieces.first_mut() {
+        let ws = s.len() - s.trim_start_matches([' ', '\t']).len();
+        if s[ws..].starts_with('\n') {
+            s.drain(..=ws);
+        }
+    }
+    let last = pieces.len().saturating_sub(1);
+    if let Some(RawPiece::Lit(s)) = pieces.last_mut() {
+        if let Some(nl) = s.rfind('\n') {
+            if s[nl + 1..].chars().all(|c| c == ' ' || c == '\t') {
+                s.truncate(nl + 1);
+            }
+        }
+    }
+    // Line starts: (piece index, byte offset). The string's start is one.
+    let mut starts = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        if let RawPiece::Lit(s) = p {
+            if i == 0 {
+                starts.push((0, 0));
+            }
+            starts.extend(s.match_indices('\n').map(|(o, _)| (i, o + 1)));
+        } else if i == 0 {
+            return; // starts with an interpolation: no common indentation
+        }
+    }
+    let mut min = usize::MAX;
+    for &(i, o) in &starts {
+        let RawPiece::Lit(s) = &pieces[i] else { continue };
+        let line = &s[o..];
+        let ws = line.len() - line.trim_start_matches([' ', '\t']).len();
+        let blank = match line[ws..].chars().next() {
+            Some('\n') => true,
+            Some(_) => false,
+            None => i == last, // runs into an interpolation: content; into the end: blank
+        };
+        if !blank {
+            min = min.min(ws);
+        }
+    }
+    if min == 0 || min == usize::MAX {
+        return;
+    }
+    for (i, p) in pieces.iter_mut().enumerate().rev() {
+        let RawPiece::Lit(s) = p else { continue };
+        let offsets: Vec<usize> = starts.iter().filter(|(pi, _)| *pi == i).map(|&(_, o)| o).rev().collect();
+        for o in offsets {
+            let line = &s[o..];
+            let ws = (line.len() - line.trim_start_matches([' ', '\t']).len()).min(min);
+            s.drain(o..o + ws);
+        }
+    }
+}
