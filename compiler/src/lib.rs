@@ -1,1 +1,156 @@
+//! The envc compiler: from a root `.env` file (read through a `SourceLoader`) to a
+//! derivation graph whose node ids are blake3 hashes of canonical encodings.
+//!
+//! ```text
+//! load (imports, parse) → check (names, types) → eval (values, nodes) → lower (graph)
+//! ```
+//! Pure and deterministic: the same sources, project files and parameters give the same
+//! graph on any machine.
 
+pub mod args;
+pub mod builtins;
+pub mod check;
+pub mod derivation;
+pub mod eval;
+pub mod graph;
+mod library;
+pub mod program;
+pub mod source;
+pub mod stdlib;
+pub mod types;
+pub mod value;
+
+use std::collections::BTreeMap;
+
+use envc_lang::ast::{ExprKind, ItemKind, StrPart};
+use envc_lang::{Diagnostic, FileId, Span};
+
+pub use derivation::DerivationId;
+pub use eval::Limits;
+pub use graph::Graph;
+pub use program::Program;
+pub use source::{LoadError, MemoryLoader, SourceLoader, SourceMap};
+
+#[derive(Default)]
+pub struct CompileOptions {
+    /// `--set name=value`, as given on the command line.
+    pub params: BTreeMap<String, String>,
+    pub limits: Limits,
+}
+
+pub struct Compiled {
+    /// Every source read, for rendering diagnostics.
+    pub sources: SourceMap,
+    pub graph: Option<Graph>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Compiles `root` (a path relative to the loader's project directory).
+pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) -> Compiled {
+    let mut program = program::load(root, loader);
+    let mut diagnostics = std::mem::take(&mut program.errors);
+    if program.modules.is_empty() {
+        return Compiled {
+            sources: program.sources,
+            graph: None,
+            diagnostics,
+        };
+    }
+    let (checked, type_errors) = check::check(&program);
+    diagnostics.extend(type_errors);
+    let params = parse_params(&mut program, &options.params, &mut diagnostics);
+    if !diagnostics.is_empty() {
+        return Compiled {
+            sources: program.sources,
+            graph: None,
+            diagnostics,
+        };
+    }
+    let limits = Limits { ..options.limits };
+    let evaluator = eval::Evaluator::new(&program, &checked, loader, &params, limits);
+    let (evaluated, eval_errors) = evaluator.run();
+    diagnostics.extend(eval_errors);
+    let graph = if diagnostics.is_empty() {
+        match graph::lower(&evaluated) {
+            Ok(g) => Some(g),
+            Err(errs) => {
+                diagnostics.extend(errs);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Compiled {
+        sources: program.sources,
+        graph,
+        diagnostics,
+    }
+}
+
+/// Turns `--set` values into expressions in synthetic source files (so errors point into
+/// them). A bare word for a `str` parameter is the string itself.
+fn parse_params(
+    program: &mut Program,
+    raw: &BTreeMap<String, String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, (FileId, envc_lang::ast::Expr)> {
+    let root = &program.modules[program.root];
+    let declared: BTreeMap<String, bool> = root
+        .ast
+        .items
+        .iter()
+        .filter_map(|it| match &it.kind {
+            ItemKind::Param { name, ty, .. } => {
+                let is_str = matches!(&ty.kind, envc_lang::ast::TypeExprKind::Name(p) if p.len() == 1 && &*p[0].name == "str");
+                Some((name.name.to_string(), is_str))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    for (name, value) in raw {
+        let file = program
+            .sources
+            .add(format!("--set {name}"), value.as_str().into());
+        let Some(&is_str) = declared.get(name) else {
+            let mut d = Diagnostic::new("param::unknown", format!("no parameter `{name}`")).label(
+                file,
+                Span::new(0, value.len()),
+                "set on the command line",
+            );
+            d = d.help(
+                envc_lang::did_you_mean(name, declared.keys().map(String::as_str)).unwrap_or_else(
+                    || {
+                        if declared.is_empty() {
+                            "this environment declares no `param`".to_string()
+                        } else {
+                            format!(
+                                "its parameters are: {}",
+                                declared.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )
+                        }
+                    },
+                ),
+            );
+            diagnostics.push(d);
+            continue;
+        };
+        let quoted = value.starts_with('"');
+        let expr = if is_str && !quoted {
+            envc_lang::ast::Expr {
+                kind: ExprKind::Str(vec![StrPart::Lit(value.as_str().into())]),
+                span: Span::new(0, value.len()),
+            }
+        } else {
+            let (e, errs) = envc_lang::parse_expr(value, file);
+            if !errs.is_empty() {
+                diagnostics.extend(errs);
+                continue;
+            }
+            e
+        };
+        out.insert(name.clone(), (file, expr));
+    }
+    out
+}

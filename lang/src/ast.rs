@@ -26,14 +26,28 @@ pub struct Item {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ItemKind {
     /// `import "std/debian"` or `import "./lib.env" as lib`.
-    Import { path: Rc<str>, path_span: Span, alias: Option<Ident> },
+    Import {
+        path: Rc<str>,
+        path_span: Span,
+        alias: Option<Ident>,
+    },
     Let(Binding),
     Fn(Rc<FnDecl>),
     /// `type Port = int(1..=65535)`.
-    Type { name: Ident, ty: TypeExpr },
+    Type {
+        name: Ident,
+        ty: TypeExpr,
+    },
     /// `param replicas: int(1..=7) = 3`.
-    Param { name: Ident, ty: TypeExpr, default: Option<Expr> },
-    Output { name: Ident, value: Expr },
+    Param {
+        name: Ident,
+        ty: TypeExpr,
+        default: Option<Expr>,
+    },
+    Output {
+        name: Ident,
+        value: Expr,
+    },
     Assert(Assertion),
     Error,
 }
@@ -82,9 +96,17 @@ pub enum TypeExprKind {
     /// `int`, `Port`, `debian.Mirror`.
     Name(Vec<Ident>),
     /// `list[T]`, `dict[T]`.
-    Apply { name: Ident, arg: Box<TypeExpr> },
+    Apply {
+        name: Ident,
+        arg: Box<TypeExpr>,
+    },
     /// `int(1..=65535)`: a base type narrowed by a range.
-    Range { base: Box<TypeExpr>, lo: Box<Expr>, hi: Box<Expr>, inclusive: bool },
+    Range {
+        base: Box<TypeExpr>,
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+        inclusive: bool,
+    },
     Record(Vec<FieldDecl>),
     Error,
 }
@@ -180,7 +202,11 @@ pub struct RecordField {
 /// One `for x in xs` or `for k, v in r` or `if cond` clause of a comprehension.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Clause {
-    For { first: Ident, second: Option<Ident>, iter: Expr },
+    For {
+        first: Ident,
+        second: Option<Ident>,
+        iter: Expr,
+    },
     If(Expr),
 }
 
@@ -200,17 +226,38 @@ pub enum ExprKind {
     Name(Rc<str>),
     List(Vec<Expr>),
     Record(Vec<RecordField>),
-    ListComp { clauses: Vec<Clause>, body: Box<Expr> },
-    RecordComp { clauses: Vec<Clause>, key: Box<Expr>, value: Box<Expr> },
+    ListComp {
+        clauses: Vec<Clause>,
+        body: Box<Expr>,
+    },
+    RecordComp {
+        clauses: Vec<Clause>,
+        key: Box<Expr>,
+        value: Box<Expr>,
+    },
     Field(Box<Expr>, Ident),
     Index(Box<Expr>, Box<Expr>),
-    Call { callee: Box<Expr>, args: Vec<Arg> },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Arg>,
+    },
     Unary(UnaryOp, Box<Expr>),
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
-    Range { lo: Box<Expr>, hi: Box<Expr>, inclusive: bool },
-    If { cond: Box<Expr>, then: Box<Expr>, else_: Box<Expr> },
+    Range {
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+        inclusive: bool,
+    },
+    If {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        else_: Box<Expr>,
+    },
     /// `{ let a = 1  assert …  a + 1 }`, only as the body of `if`/`else`/`fn`.
-    Block { stmts: Vec<Stmt>, value: Box<Expr> },
+    Block {
+        stmts: Vec<Stmt>,
+        value: Box<Expr>,
+    },
     Lambda(Rc<FnDecl>),
     Paren(Box<Expr>),
     Error,
@@ -218,6 +265,9 @@ pub enum ExprKind {
 
 impl Expr {
     pub fn error(span: Span) -> Expr {
-        Expr { kind: ExprKind::Error, span }
+        Expr {
+            kind: ExprKind::Error,
+            span,
+        }
     }
 }

@@ -26,11 +26,21 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: &'static str, title: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, title: title.into(), labels: Vec::new(), message: String::new(), help: None }
+        Diagnostic {
+            code,
+            title: title.into(),
+            labels: Vec::new(),
+            message: String::new(),
+            help: None,
+        }
     }
 
     pub fn label(mut self, file: FileId, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.push(Label { file, span, text: text.into() });
+        self.labels.push(Label {
+            file,
+            span,
+            text: text.into(),
+        });
         self
     }
 
@@ -50,7 +60,11 @@ impl Diagnostic {
 }
 
 /// "did you mean `x`?" for the closest candidate, if any is close enough to be a likely typo.
-pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+/// On a tie the earliest candidate wins: callers list the nearest scopes first.
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         if c == name {
@@ -58,7 +72,7 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         }
         let d = edit_distance(name, c);
         let limit = (name.chars().count().max(c.chars().count()) / 3).max(1);
-        if d <= limit && best.is_none_or(|(bd, bc)| (d, c) < (bd, bc)) {
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }
@@ -81,7 +95,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
+            let mut v = (d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1)
+                .min(d[(i - 1) * w + j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 v = v.min(d[(i - 2) * w + j - 2] + 1);
             }
@@ -96,12 +112,19 @@ mod tests {
     use super::*;
 
     fn check(name: &str, candidates: &[&str], expected: Option<&str>) {
-        assert_eq!(did_you_mean(name, candidates.iter().copied()).as_deref(), expected);
+        assert_eq!(
+            did_you_mean(name, candidates.iter().copied()).as_deref(),
+            expected
+        );
     }
 
     #[test]
     fn suggestions() {
-        check("hots", &["hosts", "host", "x"], Some("did you mean `host`?")); // ties: alphabetical
+        check(
+            "hots",
+            &["hosts", "host", "x"],
+            Some("did you mean `hosts`?"),
+        ); // ties: first listed
         check("hots", &["host", "x"], Some("did you mean `host`?"));
         check("prot", &["port", "path"], Some("did you mean `port`?"));
         check("replicas", &["replica_count", "zzz"], None);

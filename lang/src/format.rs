@@ -19,7 +19,12 @@ pub fn format(src: &str) -> Result<String, Vec<Diagnostic>> {
     if !parsed.errors.is_empty() {
         return Err(parsed.errors);
     }
-    let mut f = Fmt { src, comments: &parsed.comments, next: 0, last_end: 0 };
+    let mut f = Fmt {
+        src,
+        comments: &parsed.comments,
+        next: 0,
+        last_end: 0,
+    };
     Ok(f.module(&parsed.module))
 }
 
@@ -42,11 +47,17 @@ impl<'a> Fmt<'a> {
     }
 
     fn has_comment_in(&self, span: Span) -> bool {
-        self.comments[self.next..].iter().any(|c| c.span.start >= span.start && c.span.start < span.end)
+        self.comments[self.next..]
+            .iter()
+            .any(|c| c.span.start >= span.start && c.span.start < span.end)
     }
 
     fn blank_between(&self, a: u32, b: u32) -> bool {
-        a < b && self.src.get(a as usize..b as usize).is_some_and(|s| s.matches('\n').count() >= 2)
+        a < b
+            && self
+                .src
+                .get(a as usize..b as usize)
+                .is_some_and(|s| s.matches('\n').count() >= 2)
     }
 
     /// Prints pending comments that start before `pos`, each on its own line.
@@ -126,7 +137,14 @@ impl<'a> Fmt<'a> {
     }
 
     fn module(&mut self, m: &Module) -> String {
-        let out = self.seq(&m.items, |i| i.span, &mut |f, item, ind| f.item(item, ind), 0, "", m.span.end);
+        let out = self.seq(
+            &m.items,
+            |i| i.span,
+            &mut |f, item, ind| f.item(item, ind),
+            0,
+            "",
+            m.span.end,
+        );
         let trimmed = out.trim_start_matches('\n');
         if trimmed.is_empty() {
             String::new()
@@ -137,7 +155,9 @@ impl<'a> Fmt<'a> {
 
     fn item(&mut self, item: &Item, ind: usize) -> String {
         match &item.kind {
-            ItemKind::Import { path_span, alias, .. } => {
+            ItemKind::Import {
+                path_span, alias, ..
+            } => {
                 let mut s = format!("import {}", self.text(*path_span));
                 if let Some(a) = alias {
                     s.push_str(&format!(" as {}", a.name));
@@ -146,7 +166,9 @@ impl<'a> Fmt<'a> {
             }
             ItemKind::Let(b) => self.binding(b, ind),
             ItemKind::Fn(f) => self.fn_decl(f, ind),
-            ItemKind::Type { name, ty } => format!("type {} = {}", name.name, self.type_expr(ty, ind)),
+            ItemKind::Type { name, ty } => {
+                format!("type {} = {}", name.name, self.type_expr(ty, ind))
+            }
             ItemKind::Param { name, ty, default } => {
                 let mut s = format!("param {}: {}", name.name, self.type_expr(ty, ind));
                 if let Some(d) = default {
@@ -155,7 +177,9 @@ impl<'a> Fmt<'a> {
                 }
                 s
             }
-            ItemKind::Output { name, value } => format!("output {} = {}", name.name, self.expr(value, ind)),
+            ItemKind::Output { name, value } => {
+                format!("output {} = {}", name.name, self.expr(value, ind))
+            }
             ItemKind::Assert(a) => self.assertion(a, ind),
             ItemKind::Error => self.text(item.span).to_string(),
         }
@@ -260,7 +284,12 @@ impl<'a> Fmt<'a> {
         Some(match &t.kind {
             TypeExprKind::Name(path) => path.iter().map(|i| &*i.name).collect::<Vec<_>>().join("."),
             TypeExprKind::Apply { name, arg } => format!("{}[{}]", name.name, self.flat_type(arg)?),
-            TypeExprKind::Range { base, lo, hi, inclusive } => format!(
+            TypeExprKind::Range {
+                base,
+                lo,
+                hi,
+                inclusive,
+            } => format!(
                 "{}({}{}{})",
                 self.flat_type(base)?,
                 self.flat(lo)?,
@@ -271,7 +300,8 @@ impl<'a> Fmt<'a> {
                 if fields.is_empty() {
                     return Some("{}".into());
                 }
-                let fs: Option<Vec<String>> = fields.iter().map(|fd| self.flat_field_decl(fd)).collect();
+                let fs: Option<Vec<String>> =
+                    fields.iter().map(|fd| self.flat_field_decl(fd)).collect();
                 format!("{{ {} }}", fs?.join(", "))
             }
             TypeExprKind::Error => self.text(t.span).to_string(),
@@ -297,7 +327,11 @@ impl<'a> Fmt<'a> {
             TypeExprKind::Record(fields) => {
                 let body = self.seq(
                     fields,
-                    |fd| fd.name.span.to(fd.default.as_ref().map_or(fd.ty.span, |d| d.span)),
+                    |fd| {
+                        fd.name
+                            .span
+                            .to(fd.default.as_ref().map_or(fd.ty.span, |d| d.span))
+                    },
                     &mut |fm, fd, i| {
                         let mut s = format!("{}: {}", fd.name.name, fm.type_expr(&fd.ty, i));
                         if let Some(d) = &fd.default {
@@ -312,8 +346,12 @@ impl<'a> Fmt<'a> {
                 );
                 format!("{{\n{body}{}}}", indent(ind))
             }
-            TypeExprKind::Apply { name, arg } => format!("{}[{}]", name.name, self.type_expr(arg, ind)),
-            _ => self.flat_type(t).unwrap_or_else(|| self.text(t.span).to_string()),
+            TypeExprKind::Apply { name, arg } => {
+                format!("{}[{}]", name.name, self.type_expr(arg, ind))
+            }
+            _ => self
+                .flat_type(t)
+                .unwrap_or_else(|| self.text(t.span).to_string()),
         }
     }
 
@@ -347,13 +385,32 @@ impl<'a> Fmt<'a> {
                 if fields.is_empty() {
                     return Some("{}".into());
                 }
-                let xs: Option<Vec<String>> =
-                    fields.iter().map(|f| Some(format!("{} = {}", self.field_name(&f.name), self.flat(&f.value)?))).collect();
+                let xs: Option<Vec<String>> = fields
+                    .iter()
+                    .map(|f| {
+                        Some(format!(
+                            "{} = {}",
+                            self.field_name(&f.name),
+                            self.flat(&f.value)?
+                        ))
+                    })
+                    .collect();
                 format!("{{ {} }}", xs?.join(", "))
             }
-            ExprKind::ListComp { clauses, body } => format!("[{} {}]", self.flat_clauses(clauses)?, self.flat(body)?),
-            ExprKind::RecordComp { clauses, key, value } => {
-                format!("{{{} {} = {}}}", self.flat_clauses(clauses)?, self.flat(key)?, self.flat(value)?)
+            ExprKind::ListComp { clauses, body } => {
+                format!("[{} {}]", self.flat_clauses(clauses)?, self.flat(body)?)
+            }
+            ExprKind::RecordComp {
+                clauses,
+                key,
+                value,
+            } => {
+                format!(
+                    "{{{} {} = {}}}",
+                    self.flat_clauses(clauses)?,
+                    self.flat(key)?,
+                    self.flat(value)?
+                )
             }
             ExprKind::Field(base, f) => format!("{}.{}", self.flat(base)?, f.name),
             ExprKind::Index(base, i) => format!("{}[{}]", self.flat(base)?, self.flat(i)?),
@@ -363,12 +420,24 @@ impl<'a> Fmt<'a> {
             }
             ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", self.flat(x)?),
             ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", self.flat(x)?),
-            ExprKind::Binary(op, l, r) => format!("{} {} {}", self.flat(l)?, op.symbol(), self.flat(r)?),
+            ExprKind::Binary(op, l, r) => {
+                format!("{} {} {}", self.flat(l)?, op.symbol(), self.flat(r)?)
+            }
             ExprKind::Range { lo, hi, inclusive } => {
-                format!("{}{}{}", self.flat(lo)?, if *inclusive { "..=" } else { ".." }, self.flat(hi)?)
+                format!(
+                    "{}{}{}",
+                    self.flat(lo)?,
+                    if *inclusive { "..=" } else { ".." },
+                    self.flat(hi)?
+                )
             }
             ExprKind::If { cond, then, else_ } => {
-                format!("if {} {} else {}", self.flat(cond)?, self.flat_block(then)?, self.flat_else(else_)?)
+                format!(
+                    "if {} {} else {}",
+                    self.flat(cond)?,
+                    self.flat_block(then)?,
+                    self.flat_else(else_)?
+                )
             }
             ExprKind::Block { .. } => self.flat_block(e)?,
             ExprKind::Lambda(f) => {
@@ -395,7 +464,9 @@ impl<'a> Fmt<'a> {
 
     fn flat_block(&self, e: &Expr) -> Option<String> {
         match &e.kind {
-            ExprKind::Block { stmts, value } if stmts.is_empty() => Some(format!("{{ {} }}", self.flat(value)?)),
+            ExprKind::Block { stmts, value } if stmts.is_empty() => {
+                Some(format!("{{ {} }}", self.flat(value)?))
+            }
             ExprKind::Error => Some("{ }".into()),
             _ => None,
         }
@@ -412,7 +483,11 @@ impl<'a> Fmt<'a> {
         let mut parts = Vec::new();
         for c in clauses {
             parts.push(match c {
-                Clause::For { first, second, iter } => match second {
+                Clause::For {
+                    first,
+                    second,
+                    iter,
+                } => match second {
                     Some(s) => format!("for {}, {} in {}", first.name, s.name, self.flat(iter)?),
                     None => format!("for {} in {}", first.name, self.flat(iter)?),
                 },
@@ -423,8 +498,15 @@ impl<'a> Fmt<'a> {
     }
 
     fn field_name(&self, name: &Ident) -> String {
-        let plain = name.name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        let plain = name
+            .name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
             && crate::token::TokenKind::keyword(&name.name).is_none();
         if plain {
             name.name.to_string()
@@ -445,14 +527,23 @@ impl<'a> Fmt<'a> {
         }
         match &e.kind {
             ExprKind::List(items) => {
-                let body = self.seq(items, |x| x.span, &mut |f, x, i| f.expr(x, i), ind + 1, ",", e.span.end);
+                let body = self.seq(
+                    items,
+                    |x| x.span,
+                    &mut |f, x, i| f.expr(x, i),
+                    ind + 1,
+                    ",",
+                    e.span.end,
+                );
                 format!("[\n{body}{}]", indent(ind))
             }
             ExprKind::Record(fields) => {
                 let body = self.seq(
                     fields,
                     |fl| fl.name.span.to(fl.value.span),
-                    &mut |f, fl, i| format!("{} = {}", f.field_name(&fl.name), f.expr(&fl.value, i)),
+                    &mut |f, fl, i| {
+                        format!("{} = {}", f.field_name(&fl.name), f.expr(&fl.value, i))
+                    },
                     ind + 1,
                     ",",
                     e.span.end,
@@ -464,13 +555,22 @@ impl<'a> Fmt<'a> {
                 let b = self.elements_of_one(body, ind, e.span.end);
                 format!("[{head}\n{b}{}]", indent(ind))
             }
-            ExprKind::RecordComp { clauses, key, value } => {
+            ExprKind::RecordComp {
+                clauses,
+                key,
+                value,
+            } => {
                 let head = self.clauses(clauses, ind);
                 let k = self.expr(key, ind + 1);
                 let mut out = String::new();
                 let mut first = true;
                 self.leading_comments(key.span.start, ind + 1, &mut out, &mut first);
-                out.push_str(&format!("{}{} = {}", indent(ind + 1), k, self.expr(value, ind + 1)));
+                out.push_str(&format!(
+                    "{}{} = {}",
+                    indent(ind + 1),
+                    k,
+                    self.expr(value, ind + 1)
+                ));
                 self.inner_comments(value.span.end, ind + 1, &mut out);
                 out.push('\n');
                 self.leading_comments(e.span.end, ind + 1, &mut out, &mut first);
@@ -480,7 +580,11 @@ impl<'a> Fmt<'a> {
                 let c = self.expr(callee, ind);
                 let body = self.seq(
                     args,
-                    |a| a.name.as_ref().map_or(a.value.span, |n| n.span.to(a.value.span)),
+                    |a| {
+                        a.name
+                            .as_ref()
+                            .map_or(a.value.span, |n| n.span.to(a.value.span))
+                    },
                     &mut |f, a, i| match &a.name {
                         Some(n) => format!("{} = {}", n.name, f.expr(&a.value, i)),
                         None => f.expr(&a.value, i),
@@ -495,9 +599,19 @@ impl<'a> Fmt<'a> {
             ExprKind::Index(base, i) => format!("{}[{}]", self.expr(base, ind), self.expr(i, ind)),
             ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", self.expr(x, ind)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", self.expr(x, ind)),
-            ExprKind::Binary(op, l, r) => format!("{} {} {}", self.expr(l, ind), op.symbol(), self.expr(r, ind)),
+            ExprKind::Binary(op, l, r) => format!(
+                "{} {} {}",
+                self.expr(l, ind),
+                op.symbol(),
+                self.expr(r, ind)
+            ),
             ExprKind::Range { lo, hi, inclusive } => {
-                format!("{}{}{}", self.expr(lo, ind), if *inclusive { "..=" } else { ".." }, self.expr(hi, ind))
+                format!(
+                    "{}{}{}",
+                    self.expr(lo, ind),
+                    if *inclusive { "..=" } else { ".." },
+                    self.expr(hi, ind)
+                )
             }
             ExprKind::If { .. } => self.if_expr(e, ind),
             ExprKind::Block { .. } => self.block(e, ind, false),
@@ -515,15 +629,31 @@ impl<'a> Fmt<'a> {
 
     /// A single indented element (a comprehension's body) with its comments.
     fn elements_of_one(&mut self, body: &Expr, ind: usize, close: u32) -> String {
-        self.seq(std::slice::from_ref(body), |x| x.span, &mut |f, x, i| f.expr(x, i), ind + 1, "", close)
+        self.seq(
+            std::slice::from_ref(body),
+            |x| x.span,
+            &mut |f, x, i| f.expr(x, i),
+            ind + 1,
+            "",
+            close,
+        )
     }
 
     fn clauses(&mut self, clauses: &[Clause], ind: usize) -> String {
         let mut parts = Vec::new();
         for c in clauses {
             parts.push(match c {
-                Clause::For { first, second, iter } => match second {
-                    Some(s) => format!("for {}, {} in {}", first.name, s.name, self.expr(iter, ind + 1)),
+                Clause::For {
+                    first,
+                    second,
+                    iter,
+                } => match second {
+                    Some(s) => format!(
+                        "for {}, {} in {}",
+                        first.name,
+                        s.name,
+                        self.expr(iter, ind + 1)
+                    ),
                     None => format!("for {} in {}", first.name, self.expr(iter, ind + 1)),
                 },
                 Clause::If(cond) => format!("if {}", self.expr(cond, ind + 1)),
@@ -533,8 +663,14 @@ impl<'a> Fmt<'a> {
     }
 
     fn if_expr(&mut self, e: &Expr, ind: usize) -> String {
-        let ExprKind::If { cond, then, else_ } = &e.kind else { unreachable!() };
-        let mut s = format!("if {} {}", self.expr(cond, ind), self.block(then, ind, true));
+        let ExprKind::If { cond, then, else_ } = &e.kind else {
+            unreachable!()
+        };
+        let mut s = format!(
+            "if {} {}",
+            self.expr(cond, ind),
+            self.block(then, ind, true)
+        );
         s.push_str(" else ");
         match &else_.kind {
             ExprKind::If { .. } => s.push_str(&self.if_expr(else_, ind)),
@@ -586,7 +722,11 @@ impl<'a> Fmt<'a> {
 }
 
 fn param_end(p: &ParamDecl) -> Span {
-    p.default.as_ref().map(|d| d.span).or(p.ty.as_ref().map(|t| t.span)).unwrap_or(p.name.span)
+    p.default
+        .as_ref()
+        .map(|d| d.span)
+        .or(p.ty.as_ref().map(|t| t.span))
+        .unwrap_or(p.name.span)
 }
 
 #[cfg(test)]
@@ -603,27 +743,45 @@ mod tests {
 
     #[test]
     fn items_and_spacing() {
-        check("let   x=1\nlet y =  [1,2 ,3]", "let x = 1\nlet y = [1, 2, 3]\n");
+        check(
+            "let   x=1\nlet y =  [1,2 ,3]",
+            "let x = 1\nlet y = [1, 2, 3]\n",
+        );
         check("let a = 1\n\n\n\nlet b = 2\n", "let a = 1\n\nlet b = 2\n");
-        check("import \"std/debian\"   as  deb", "import \"std/debian\" as deb\n");
+        check(
+            "import \"std/debian\"   as  deb",
+            "import \"std/debian\" as deb\n",
+        );
         check("param n : int( 1 ..= 7 ) = 3", "param n: int(1..=7) = 3\n");
         check("", "");
     }
 
     #[test]
     fn comments_are_kept() {
-        check("# head\nlet x = 1 # trailing\n\n# lead\nlet y = 2\n# tail\n", "# head\nlet x = 1  # trailing\n\n# lead\nlet y = 2\n# tail\n");
+        check(
+            "# head\nlet x = 1 # trailing\n\n# lead\nlet y = 2\n# tail\n",
+            "# head\nlet x = 1  # trailing\n\n# lead\nlet y = 2\n# tail\n",
+        );
         check(
             "let r = { a = 1, # one\n b = 2 }",
             "let r = {\n  a = 1,  # one\n  b = 2,\n}\n",
         );
         // A comment inside an operator expression moves to the end of the element.
-        check("let x = 1 + # odd place\n 2\n", "let x = 1 + 2  # odd place\n");
+        check(
+            "let x = 1 + # odd place\n 2\n",
+            "let x = 1 + 2  # odd place\n",
+        );
     }
 
     #[test]
     fn long_things_break() {
-        let long = format!("let xs = [{}]", (0..40).map(|i| format!("\"item{i}\"")).collect::<Vec<_>>().join(", "));
+        let long = format!(
+            "let xs = [{}]",
+            (0..40)
+                .map(|i| format!("\"item{i}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         let out = format(&long).unwrap();
         assert!(out.starts_with("let xs = [\n  \"item0\",\n"), "{out}");
         assert_eq!(format(&out).unwrap(), out);
@@ -636,15 +794,27 @@ mod tests {
             "fn f(a: int, b = 2) -> int {\n  let c = a + b\n  c * 2\n}\n",
         );
         check("let g = fn(x) => x+1", "let g = fn(x) => x + 1\n");
-        check("let v = if a {1} else if b {2} else {3}", "let v = if a { 1 } else if b { 2 } else { 3 }\n");
-        check("let l = [for h in hosts if h.prod=>h.name]", "let l = [for h in hosts if h.prod => h.name]\n");
-        check("let m = {for h in hosts=>h.name=h}", "let m = {for h in hosts => h.name = h}\n");
+        check(
+            "let v = if a {1} else if b {2} else {3}",
+            "let v = if a { 1 } else if b { 2 } else { 3 }\n",
+        );
+        check(
+            "let l = [for h in hosts if h.prod=>h.name]",
+            "let l = [for h in hosts if h.prod => h.name]\n",
+        );
+        check(
+            "let m = {for h in hosts=>h.name=h}",
+            "let m = {for h in hosts => h.name = h}\n",
+        );
     }
 
     #[test]
     fn strings_are_verbatim() {
         check("let s = \"a ${ x } \\n\"", "let s = \"a ${ x } \\n\"\n");
-        check("let s = \"\"\"\n  a\n  b\n\"\"\"", "let s = \"\"\"\n  a\n  b\n\"\"\"\n");
+        check(
+            "let s = \"\"\"\n  a\n  b\n\"\"\"",
+            "let s = \"\"\"\n  a\n  b\n\"\"\"\n",
+        );
     }
 
     #[test]

@@ -58,7 +58,11 @@ fn number(i: &str) -> IResult<&str, (&str, Option<&str>)> {
 }
 
 fn octal(i: &str) -> IResult<&str, &str> {
-    recognize(pair(tag("0o"), take_while(|c: char| c.is_ascii_alphanumeric() || c == '_'))).parse(i)
+    recognize(pair(
+        tag("0o"),
+        take_while(|c: char| c.is_ascii_alphanumeric() || c == '_'),
+    ))
+    .parse(i)
 }
 
 fn punct(i: &str) -> IResult<&str, TokenKind> {
@@ -112,7 +116,11 @@ pub fn lex(src: &str, file: FileId) -> Lexed {
         src,
         file,
         pos: 0,
-        out: Lexed { tokens: Vec::new(), comments: Vec::new(), errors: Vec::new() },
+        out: Lexed {
+            tokens: Vec::new(),
+            comments: Vec::new(),
+            errors: Vec::new(),
+        },
         newline: true,
         modes: vec![Mode::Code { brace_depth: 0 }],
     };
@@ -127,11 +135,22 @@ impl<'a> Lexer<'a> {
 
     fn push(&mut self, kind: TokenKind, start: usize) {
         let span = Span::new(start, self.pos);
-        self.out.tokens.push(Token { kind, span, newline_before: self.newline });
+        self.out.tokens.push(Token {
+            kind,
+            span,
+            newline_before: self.newline,
+        });
         self.newline = false;
     }
 
-    fn error(&mut self, code: &'static str, span: Span, title: &str, label: &str, help: Option<&str>) {
+    fn error(
+        &mut self,
+        code: &'static str,
+        span: Span,
+        title: &str,
+        label: &str,
+        help: Option<&str>,
+    ) {
         let mut d = Diagnostic::new(code, title).label(self.file, span, label);
         if let Some(h) = help {
             d = d.help(h);
@@ -150,7 +169,11 @@ impl<'a> Lexer<'a> {
             self.unterminated(multiline);
         }
         let end = self.src.len();
-        self.out.tokens.push(Token { kind: TokenKind::Eof, span: Span::at(end), newline_before: true });
+        self.out.tokens.push(Token {
+            kind: TokenKind::Eof,
+            span: Span::at(end),
+            newline_before: true,
+        });
     }
 
     fn unterminated(&mut self, multiline: bool) {
@@ -167,7 +190,9 @@ impl<'a> Lexer<'a> {
             Span::new(start, self.pos),
             "unterminated string",
             "this string is never closed",
-            Some(&format!("close it with {quote}; a one-line string cannot span lines, use \"\"\" for that")),
+            Some(&format!(
+                "close it with {quote}; a one-line string cannot span lines, use \"\"\" for that"
+            )),
         );
         self.modes.pop();
         self.push(TokenKind::StrEnd, self.pos);
@@ -190,7 +215,10 @@ impl<'a> Lexer<'a> {
             let len = rest.find('\n').unwrap_or(rest.len());
             self.pos += len;
             let trailing = !self.newline;
-            self.out.comments.push(Comment { span: Span::new(start, self.pos), trailing });
+            self.out.comments.push(Comment {
+                span: Span::new(start, self.pos),
+                trailing,
+            });
             return;
         }
         if rest.starts_with("\"\"\"") {
@@ -226,7 +254,9 @@ impl<'a> Lexer<'a> {
             self.pos += rest.len() - r.len();
             match unit {
                 None => self.push(TokenKind::Int, start),
-                Some(u) if SIZE_UNITS.iter().any(|(n, _)| *n == u) => self.push(TokenKind::Size, start),
+                Some(u) if SIZE_UNITS.iter().any(|(n, _)| *n == u) => {
+                    self.push(TokenKind::Size, start)
+                }
                 Some(u) => {
                     self.error(
                         "lex::bad-number",
@@ -267,7 +297,10 @@ impl<'a> Lexer<'a> {
         // Anything else: one bad character; group a run of them into one error.
         let mut end = start + c.len_utf8();
         for ch in self.src[end..].chars() {
-            if ch.is_ascii_alphanumeric() || ch.is_whitespace() || "\"#()[]{},.:;=<>+-*/%!_".contains(ch) {
+            if ch.is_ascii_alphanumeric()
+                || ch.is_whitespace()
+                || "\"#()[]{},.:;=<>+-*/%!_".contains(ch)
+            {
                 break;
             }
             end += ch.len_utf8();
@@ -356,7 +389,11 @@ impl<'a> Lexer<'a> {
     fn flush_text(&mut self, start: usize, end: usize) {
         if end > start {
             let nl = self.newline;
-            self.out.tokens.push(Token { kind: TokenKind::StrText, span: Span::new(start, end), newline_before: nl });
+            self.out.tokens.push(Token {
+                kind: TokenKind::StrText,
+                span: Span::new(start, end),
+                newline_before: nl,
+            });
             self.newline = false;
         }
     }
@@ -405,11 +442,17 @@ mod tests {
     #[test]
     fn tokens() {
         check("let x = 512MiB", "Let:let Ident:x Eq:= Size:512MiB Eof:");
-        check("0o644 1_000 0..=3", "Octal:0o644 Int:1_000 Int:0 DotDotEq:..= Int:3 Eof:");
+        check(
+            "0o644 1_000 0..=3",
+            "Octal:0o644 Int:1_000 Int:0 DotDotEq:..= Int:3 Eof:",
+        );
         check("a # c\nb", "Ident:a Ident:b Eof:");
         check("12px", "Error:12px Eof: !lex::bad-number");
         check("0o9", "Error:0o9 Eof: !lex::bad-octal");
-        check("x ≠ y", "Ident:x Error:≠ Ident:y Eof: !lex::unexpected-character");
+        check(
+            "x ≠ y",
+            "Ident:x Error:≠ Ident:y Eof: !lex::unexpected-character",
+        );
     }
 
     #[test]
@@ -421,8 +464,14 @@ mod tests {
              InterpEnd:} StrText:b StrEnd:\" Eof:",
         );
         check("\"open\nx", "StrStart { multiline: false }:\" StrText:open StrEnd: Ident:x Eof: !lex::unterminated-string");
-        check(r#""\q""#, "StrStart { multiline: false }:\" StrText:\\q StrEnd:\" Eof: !lex::bad-escape");
-        check("\"\"\"a\n\"b\"\n\"\"\"", "StrStart { multiline: true }:\"\"\" StrText:a\n\"b\"\n StrEnd:\"\"\" Eof:");
+        check(
+            r#""\q""#,
+            "StrStart { multiline: false }:\" StrText:\\q StrEnd:\" Eof: !lex::bad-escape",
+        );
+        check(
+            "\"\"\"a\n\"b\"\n\"\"\"",
+            "StrStart { multiline: true }:\"\"\" StrText:a\n\"b\"\n StrEnd:\"\"\" Eof:",
+        );
     }
 
     #[test]

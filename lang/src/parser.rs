@@ -24,17 +24,37 @@ pub struct Parsed {
 
 pub fn parse(src: &str, file: FileId) -> Parsed {
     let lexed = lex(src, file);
-    let mut p = Parser { src, file, toks: lexed.tokens, pos: 0, errors: lexed.errors, depth: 0, last_error_at: None };
+    let mut p = Parser {
+        src,
+        file,
+        toks: lexed.tokens,
+        pos: 0,
+        errors: lexed.errors,
+        depth: 0,
+        last_error_at: None,
+    };
     let module = p.module();
     let mut errors = p.errors;
     errors.truncate(MAX_ERRORS);
-    Parsed { module, comments: lexed.comments, errors }
+    Parsed {
+        module,
+        comments: lexed.comments,
+        errors,
+    }
 }
 
 /// Parses a single expression (used for `--set name=value` on the command line).
 pub fn parse_expr(src: &str, file: FileId) -> (Expr, Vec<Diagnostic>) {
     let lexed = lex(src, file);
-    let mut p = Parser { src, file, toks: lexed.tokens, pos: 0, errors: lexed.errors, depth: 0, last_error_at: None };
+    let mut p = Parser {
+        src,
+        file,
+        toks: lexed.tokens,
+        pos: 0,
+        errors: lexed.errors,
+        depth: 0,
+        last_error_at: None,
+    };
     let e = p.expr();
     if !p.at(T::Eof) {
         p.error_expected("the end of the value");
@@ -121,8 +141,11 @@ impl<'a> Parser<'a> {
             return; // the lexer already reported these bytes
         }
         let found = t.kind.describe();
-        let mut d = Diagnostic::new("parse::unexpected-token", format!("expected {what}, found {found}"))
-            .label(self.file, t.span, format!("expected {what} here"));
+        let mut d = Diagnostic::new(
+            "parse::unexpected-token",
+            format!("expected {what}, found {found}"),
+        )
+        .label(self.file, t.span, format!("expected {what} here"));
         if t.kind == T::Eof && self.pos > 0 {
             let end = self.prev_end();
             d.labels[0].span = Span::at(end);
@@ -144,16 +167,25 @@ impl<'a> Parser<'a> {
     fn ident(&mut self, what: &str) -> Option<Ident> {
         if self.at(T::Ident) {
             let t = self.bump();
-            return Some(Ident { name: self.text(t.span).into(), span: t.span });
+            return Some(Ident {
+                name: self.text(t.span).into(),
+                span: t.span,
+            });
         }
         if is_keyword(self.kind()) {
             let t = self.tok();
-            let d = Diagnostic::new("parse::keyword-as-name", format!("`{}` is a keyword", self.text(t.span)))
-                .label(self.file, t.span, format!("expected {what}"))
-                .help("choose another name, e.g. add a suffix: `type_`, `for_host`");
+            let d = Diagnostic::new(
+                "parse::keyword-as-name",
+                format!("`{}` is a keyword", self.text(t.span)),
+            )
+            .label(self.file, t.span, format!("expected {what}"))
+            .help("choose another name, e.g. add a suffix: `type_`, `for_host`");
             self.push_error(d);
             self.bump();
-            return Some(Ident { name: self.text(t.span).into(), span: t.span });
+            return Some(Ident {
+                name: self.text(t.span).into(),
+                span: t.span,
+            });
         }
         self.error_expected(what);
         None
@@ -169,7 +201,9 @@ impl<'a> Parser<'a> {
                 T::Eof => return,
                 k if depth == 0 && stops.contains(&k) => return,
                 k if depth == 0 && t.newline_before && k.starts_item() && k != T::Assert => return,
-                T::LParen | T::LBracket | T::LBrace | T::InterpStart | T::StrStart { .. } => depth += 1,
+                T::LParen | T::LBracket | T::LBrace | T::InterpStart | T::StrStart { .. } => {
+                    depth += 1
+                }
                 T::RParen | T::RBracket | T::RBrace | T::InterpEnd | T::StrEnd => {
                     if depth == 0 {
                         return;
@@ -187,7 +221,11 @@ impl<'a> Parser<'a> {
         if self.depth > MAX_DEPTH {
             let t = self.tok();
             let d = Diagnostic::new("parse::too-deep", "expression nested too deeply")
-                .label(self.file, t.span, format!("more than {MAX_DEPTH} levels of nesting"))
+                .label(
+                    self.file,
+                    t.span,
+                    format!("more than {MAX_DEPTH} levels of nesting"),
+                )
                 .help("split the expression into named `let` bindings");
             self.push_error(d);
             self.depth -= 1;
@@ -223,7 +261,10 @@ impl<'a> Parser<'a> {
                     .label(self.file, t.span, "not allowed at the top level")
                     .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output` and `assert` items");
                     if t.kind == T::Ident && self.nth(1) == T::Eq {
-                        d = d.help(format!("to bind a name, write `let {} = …`", self.text(t.span)));
+                        d = d.help(format!(
+                            "to bind a name, write `let {} = …`",
+                            self.text(t.span)
+                        ));
                     }
                     self.push_error(d);
                 }
@@ -234,7 +275,10 @@ impl<'a> Parser<'a> {
                 self.bump();
             }
         }
-        Module { items, span: Span::new(0, self.src.len()) }
+        Module {
+            items,
+            span: Span::new(0, self.src.len()),
+        }
     }
 
     fn sync_item(&mut self) {
@@ -268,7 +312,10 @@ impl<'a> Parser<'a> {
                 match self.ident("an output name") {
                     Some(name) => {
                         if self.expect(T::Eq, "`=`").is_some() {
-                            ItemKind::Output { name, value: self.expr() }
+                            ItemKind::Output {
+                                name,
+                                value: self.expr(),
+                            }
                         } else {
                             ItemKind::Error
                         }
@@ -285,7 +332,10 @@ impl<'a> Parser<'a> {
         if matches!(kind, ItemKind::Error) {
             self.sync_item();
         }
-        Item { kind, span: Span::new(start, self.prev_end().max(start)) }
+        Item {
+            kind,
+            span: Span::new(start, self.prev_end().max(start)),
+        }
     }
 
     fn import(&mut self) -> ItemKind {
@@ -293,8 +343,16 @@ impl<'a> Parser<'a> {
         let Some((path, path_span)) = self.plain_string("the module path, as a string") else {
             return ItemKind::Error;
         };
-        let alias = if self.eat(T::As).is_some() { self.ident("a module alias") } else { None };
-        ItemKind::Import { path: path.into(), path_span, alias }
+        let alias = if self.eat(T::As).is_some() {
+            self.ident("a module alias")
+        } else {
+            None
+        };
+        ItemKind::Import {
+            path: path.into(),
+            path_span,
+            alias,
+        }
     }
 
     /// A string literal without interpolation (import paths, quoted record keys).
@@ -306,13 +364,19 @@ impl<'a> Parser<'a> {
         let e = self.string();
         match e.kind {
             ExprKind::Str(parts) if parts.iter().all(|p| matches!(p, StrPart::Lit(_))) => {
-                let s: String = parts.iter().map(|p| if let StrPart::Lit(s) = p { &**s } else { "" }).collect();
+                let s: String = parts
+                    .iter()
+                    .map(|p| if let StrPart::Lit(s) = p { &**s } else { "" })
+                    .collect();
                 Some((s, e.span))
             }
             _ => {
-                let d = Diagnostic::new("parse::interpolated-path", "this string cannot be interpolated")
-                    .label(self.file, e.span, "contains `${…}`")
-                    .message(format!("{what} must be known without evaluating anything"));
+                let d = Diagnostic::new(
+                    "parse::interpolated-path",
+                    "this string cannot be interpolated",
+                )
+                .label(self.file, e.span, "contains `${…}`")
+                .message(format!("{what} must be known without evaluating anything"));
                 self.push_error(d);
                 None
             }
@@ -321,7 +385,11 @@ impl<'a> Parser<'a> {
 
     fn binding(&mut self) -> Option<Binding> {
         let name = self.ident("a name to bind")?;
-        let ty = if self.eat(T::Colon).is_some() { Some(self.type_expr()) } else { None };
+        let ty = if self.eat(T::Colon).is_some() {
+            Some(self.type_expr())
+        } else {
+            None
+        };
         self.expect(T::Eq, "`=`")?;
         let value = self.expr();
         Some(Binding { name, ty, value })
@@ -330,42 +398,80 @@ impl<'a> Parser<'a> {
     fn assertion(&mut self) -> Assertion {
         let start = self.bump().span.start as usize;
         let cond = self.expr();
-        let message = if self.eat(T::Comma).is_some() { Some(self.expr()) } else { None };
-        Assertion { cond, message, span: Span::new(start, self.prev_end()) }
+        let message = if self.eat(T::Comma).is_some() {
+            Some(self.expr())
+        } else {
+            None
+        };
+        Assertion {
+            cond,
+            message,
+            span: Span::new(start, self.prev_end()),
+        }
     }
 
     fn type_item(&mut self) -> ItemKind {
         self.bump();
-        let Some(name) = self.ident("a type name") else { return ItemKind::Error };
+        let Some(name) = self.ident("a type name") else {
+            return ItemKind::Error;
+        };
         if self.expect(T::Eq, "`=`").is_none() {
             return ItemKind::Error;
         }
-        ItemKind::Type { name, ty: self.type_expr() }
+        ItemKind::Type {
+            name,
+            ty: self.type_expr(),
+        }
     }
 
     fn param_item(&mut self) -> ItemKind {
         self.bump();
-        let Some(name) = self.ident("a parameter name") else { return ItemKind::Error };
-        if self.expect(T::Colon, "`:` and the parameter's type").is_none() {
+        let Some(name) = self.ident("a parameter name") else {
+            return ItemKind::Error;
+        };
+        if self
+            .expect(T::Colon, "`:` and the parameter's type")
+            .is_none()
+        {
             return ItemKind::Error;
         }
         let ty = self.type_expr();
-        let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
+        let default = if self.eat(T::Eq).is_some() {
+            Some(self.expr())
+        } else {
+            None
+        };
         ItemKind::Param { name, ty, default }
     }
 
     /// After `fn`: `name(params) -> T { body }` (named) or `(params) => expr` (anonymous).
     fn fn_decl(&mut self, named: bool) -> Option<FnDecl> {
         let start = self.toks[self.pos.saturating_sub(1)].span.start as usize;
-        let name = if named { Some(self.ident("a function name")?) } else { None };
+        let name = if named {
+            Some(self.ident("a function name")?)
+        } else {
+            None
+        };
         self.expect(T::LParen, "`(` and the parameters")?;
         let mut params = Vec::new();
         while !self.at(T::RParen) && !self.at(T::Eof) {
             let before = self.pos;
             if let Some(pname) = self.ident("a parameter name") {
-                let ty = if self.eat(T::Colon).is_some() { Some(self.type_expr()) } else { None };
-                let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
-                params.push(ParamDecl { name: pname, ty, default });
+                let ty = if self.eat(T::Colon).is_some() {
+                    Some(self.type_expr())
+                } else {
+                    None
+                };
+                let default = if self.eat(T::Eq).is_some() {
+                    Some(self.expr())
+                } else {
+                    None
+                };
+                params.push(ParamDecl {
+                    name: pname,
+                    ty,
+                    default,
+                });
             }
             if self.eat(T::Comma).is_none() && !self.at(T::RParen) {
                 self.error_expected("`,` or `)`");
@@ -377,7 +483,11 @@ impl<'a> Parser<'a> {
             }
         }
         self.expect(T::RParen, "`)`")?;
-        let ret = if self.eat(T::Arrow).is_some() { Some(self.type_expr()) } else { None };
+        let ret = if self.eat(T::Arrow).is_some() {
+            Some(self.type_expr())
+        } else {
+            None
+        };
         let (body, arrow) = if self.eat(T::FatArrow).is_some() {
             (self.expr(), true)
         } else if self.at(T::LBrace) {
@@ -386,7 +496,14 @@ impl<'a> Parser<'a> {
             self.error_expected("`{` or `=>` and the function body");
             return None;
         };
-        Some(FnDecl { name, params, ret, body, arrow, span: Span::new(start, self.prev_end()) })
+        Some(FnDecl {
+            name,
+            params,
+            ret,
+            body,
+            arrow,
+            span: Span::new(start, self.prev_end()),
+        })
     }
 
     // ---- types ------------------------------------------------------------------------
@@ -394,11 +511,17 @@ impl<'a> Parser<'a> {
     fn type_expr(&mut self) -> TypeExpr {
         let start = self.tok().span.start as usize;
         if !self.enter() {
-            return TypeExpr { kind: TypeExprKind::Error, span: self.tok().span };
+            return TypeExpr {
+                kind: TypeExprKind::Error,
+                span: self.tok().span,
+            };
         }
         let kind = self.type_kind();
         self.leave();
-        TypeExpr { kind, span: Span::new(start, self.prev_end().max(start)) }
+        TypeExpr {
+            kind,
+            span: Span::new(start, self.prev_end().max(start)),
+        }
     }
 
     fn type_kind(&mut self) -> TypeExprKind {
@@ -409,7 +532,11 @@ impl<'a> Parser<'a> {
                 if let Some(name) = self.ident("a field name") {
                     if self.expect(T::Colon, "`:` and the field's type").is_some() {
                         let ty = self.type_expr();
-                        let default = if self.eat(T::Eq).is_some() { Some(self.expr()) } else { None };
+                        let default = if self.eat(T::Eq).is_some() {
+                            Some(self.expr())
+                        } else {
+                            None
+                        };
                         fields.push(FieldDecl { name, ty, default });
                     }
                 }
@@ -426,12 +553,17 @@ impl<'a> Parser<'a> {
             self.check_duplicate_fields(fields.iter().map(|f| &f.name));
             return TypeExprKind::Record(fields);
         }
-        let Some(first) = self.ident("a type") else { return TypeExprKind::Error };
+        let Some(first) = self.ident("a type") else {
+            return TypeExprKind::Error;
+        };
         if self.at(T::LBracket) && !self.tok().newline_before {
             self.bump();
             let arg = self.type_expr();
             self.expect(T::RBracket, "`]`");
-            return TypeExprKind::Apply { name: first, arg: Box::new(arg) };
+            return TypeExprKind::Apply {
+                name: first,
+                arg: Box::new(arg),
+            };
         }
         let mut path = vec![first];
         while self.eat(T::Dot).is_some() {
@@ -460,7 +592,12 @@ impl<'a> Parser<'a> {
             self.bump();
             let hi = self.binary(6);
             self.expect(T::RParen, "`)`");
-            return TypeExprKind::Range { base: Box::new(base), lo: Box::new(lo), hi: Box::new(hi), inclusive };
+            return TypeExprKind::Range {
+                base: Box::new(base),
+                lo: Box::new(lo),
+                hi: Box::new(hi),
+                inclusive,
+            };
         }
         base.kind
     }
@@ -476,10 +613,13 @@ impl<'a> Parser<'a> {
             }
         }
         for (first, again, name) in dups {
-            let d = Diagnostic::new("parse::duplicate-field", format!("field `{name}` is given twice"))
-                .label(self.file, again, "given again here")
-                .label(self.file, first, "first given here")
-                .help("remove one of them");
+            let d = Diagnostic::new(
+                "parse::duplicate-field",
+                format!("field `{name}` is given twice"),
+            )
+            .label(self.file, again, "given again here")
+            .label(self.file, first, "first given here")
+            .help("remove one of them");
             self.push_error(d);
         }
     }
@@ -505,12 +645,18 @@ impl<'a> Parser<'a> {
             T::Not => {
                 self.bump();
                 let e = self.binary(3);
-                Expr { span: start.to(e.span), kind: ExprKind::Unary(UnaryOp::Not, Box::new(e)) }
+                Expr {
+                    span: start.to(e.span),
+                    kind: ExprKind::Unary(UnaryOp::Not, Box::new(e)),
+                }
             }
             T::Minus => {
                 self.bump();
                 let e = self.binary(8);
-                Expr { span: start.to(e.span), kind: ExprKind::Unary(UnaryOp::Neg, Box::new(e)) }
+                Expr {
+                    span: start.to(e.span),
+                    kind: ExprKind::Unary(UnaryOp::Neg, Box::new(e)),
+                }
             }
             _ => self.postfix(),
         };
@@ -524,7 +670,11 @@ impl<'a> Parser<'a> {
                 let hi = self.binary(6);
                 lhs = Expr {
                     span: lhs.span.to(hi.span),
-                    kind: ExprKind::Range { lo: Box::new(lhs), hi: Box::new(hi), inclusive: k == T::DotDotEq },
+                    kind: ExprKind::Range {
+                        lo: Box::new(lhs),
+                        hi: Box::new(hi),
+                        inclusive: k == T::DotDotEq,
+                    },
                 };
                 continue;
             }
@@ -538,14 +688,24 @@ impl<'a> Parser<'a> {
             if prec == 4 {
                 if let Some(next) = binary_op(self.kind()).filter(|o| o.precedence() == 4) {
                     let t = self.tok();
-                    let d = Diagnostic::new("parse::chained-comparison", "comparisons cannot be chained")
-                        .label(self.file, t.span, format!("`{}` after a comparison", next.symbol()))
-                        .label(self.file, op_span, "first comparison")
-                        .help("combine them with `and`: `a < b and b < c`");
+                    let d = Diagnostic::new(
+                        "parse::chained-comparison",
+                        "comparisons cannot be chained",
+                    )
+                    .label(
+                        self.file,
+                        t.span,
+                        format!("`{}` after a comparison", next.symbol()),
+                    )
+                    .label(self.file, op_span, "first comparison")
+                    .help("combine them with `and`: `a < b and b < c`");
                     self.push_error(d);
                 }
             }
-            lhs = Expr { span: lhs.span.to(rhs.span), kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)) };
+            lhs = Expr {
+                span: lhs.span.to(rhs.span),
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+            };
         }
         lhs
     }
@@ -557,8 +717,13 @@ impl<'a> Parser<'a> {
             match t.kind {
                 T::Dot => {
                     self.bump();
-                    let Some(field) = self.ident("a field name after `.`") else { break };
-                    e = Expr { span: e.span.to(field.span), kind: ExprKind::Field(Box::new(e), field) };
+                    let Some(field) = self.ident("a field name after `.`") else {
+                        break;
+                    };
+                    e = Expr {
+                        span: e.span.to(field.span),
+                        kind: ExprKind::Field(Box::new(e), field),
+                    };
                 }
                 T::LParen if !t.newline_before => {
                     self.bump();
@@ -566,7 +731,10 @@ impl<'a> Parser<'a> {
                     let end = self.prev_end();
                     e = Expr {
                         span: Span::new(e.span.start as usize, end),
-                        kind: ExprKind::Call { callee: Box::new(e), args },
+                        kind: ExprKind::Call {
+                            callee: Box::new(e),
+                            args,
+                        },
                     };
                 }
                 T::LBracket if !t.newline_before => {
@@ -593,15 +761,21 @@ impl<'a> Parser<'a> {
             let name = if named {
                 let t = self.bump();
                 self.bump();
-                Some(Ident { name: self.text(t.span).into(), span: t.span })
+                Some(Ident {
+                    name: self.text(t.span).into(),
+                    span: t.span,
+                })
             } else {
                 None
             };
             let value = self.expr();
             if name.is_none() && args.iter().any(|a| a.name.is_some()) {
-                let d = Diagnostic::new("parse::positional-after-named", "positional argument after a named one")
-                    .label(self.file, value.span, "positional")
-                    .help("put positional arguments first, or name this one too");
+                let d = Diagnostic::new(
+                    "parse::positional-after-named",
+                    "positional argument after a named one",
+                )
+                .label(self.file, value.span, "positional")
+                .help("put positional arguments first, or name this one too");
                 self.push_error(d);
             }
             args.push(Arg { name, value });
@@ -627,14 +801,26 @@ impl<'a> Parser<'a> {
                 self.bump();
                 match text.replace('_', "").parse::<i64>() {
                     Ok(n) => ExprKind::Int(n),
-                    Err(_) => self.number_error(t.span, "integer too large", "integers are 64-bit signed"),
+                    Err(_) => {
+                        self.number_error(t.span, "integer too large", "integers are 64-bit signed")
+                    }
                 }
             }
             T::Size => {
                 self.bump();
-                let digits_end = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
-                let unit = SIZE_UNITS.iter().find(|(n, _)| *n == &text[digits_end..]).map_or(1, |u| u.1);
-                match text[..digits_end].replace('_', "").parse::<u64>().ok().and_then(|n| n.checked_mul(unit)) {
+                let digits_end = text
+                    .find(|c: char| c.is_ascii_alphabetic())
+                    .unwrap_or(text.len());
+                let unit = SIZE_UNITS
+                    .iter()
+                    .find(|(n, _)| *n == &text[digits_end..])
+                    .map_or(1, |u| u.1);
+                match text[..digits_end]
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(unit))
+                {
                     Some(n) => ExprKind::Size(n),
                     None => self.number_error(t.span, "size too large", "sizes are at most 16 EiB"),
                 }
@@ -643,7 +829,9 @@ impl<'a> Parser<'a> {
                 self.bump();
                 match u32::from_str_radix(&text[2..].replace('_', ""), 8) {
                     Ok(n) if n <= 0o7777 => ExprKind::Mode(n),
-                    _ => self.number_error(t.span, "file mode too large", "a mode is at most 0o7777"),
+                    _ => {
+                        self.number_error(t.span, "file mode too large", "a mode is at most 0o7777")
+                    }
                 }
             }
             T::True | T::False => {
@@ -676,7 +864,13 @@ impl<'a> Parser<'a> {
                 // Consume a stray token unless an enclosing construct can use it to recover.
                 if !matches!(
                     t.kind,
-                    T::Eof | T::RParen | T::RBracket | T::RBrace | T::Comma | T::InterpEnd | T::StrEnd
+                    T::Eof
+                        | T::RParen
+                        | T::RBracket
+                        | T::RBrace
+                        | T::Comma
+                        | T::InterpEnd
+                        | T::StrEnd
                 ) && !(t.newline_before && t.kind.starts_item())
                 {
                     self.bump();
@@ -684,7 +878,10 @@ impl<'a> Parser<'a> {
                 return Expr::error(t.span);
             }
         };
-        Expr { kind, span: Span::new(t.span.start as usize, self.prev_end()) }
+        Expr {
+            kind,
+            span: Span::new(t.span.start as usize, self.prev_end()),
+        }
     }
 
     fn number_error(&mut self, span: Span, title: &str, why: &str) -> ExprKind {
@@ -740,7 +937,10 @@ impl<'a> Parser<'a> {
                 RawPiece::Interp(e) => Some(StrPart::Interp(e)),
             })
             .collect();
-        Expr { kind: ExprKind::Str(parts), span: Span::new(open.span.start as usize, self.prev_end()) }
+        Expr {
+            kind: ExprKind::Str(parts),
+            span: Span::new(open.span.start as usize, self.prev_end()),
+        }
     }
 
     fn list(&mut self) -> Expr {
@@ -753,7 +953,10 @@ impl<'a> Parser<'a> {
         let kind = if self.at(T::For) {
             let clauses = self.clauses();
             let body = self.expr();
-            ExprKind::ListComp { clauses, body: Box::new(body) }
+            ExprKind::ListComp {
+                clauses,
+                body: Box::new(body),
+            }
         } else {
             let mut items = Vec::new();
             while !self.at(T::RBracket) && !self.at(T::Eof) {
@@ -776,7 +979,10 @@ impl<'a> Parser<'a> {
             self.recover(&[T::RBracket]);
             self.eat(T::RBracket);
         }
-        Expr { kind, span: Span::new(open.span.start as usize, self.prev_end()) }
+        Expr {
+            kind,
+            span: Span::new(open.span.start as usize, self.prev_end()),
+        }
     }
 
     /// `for x in xs if cond … =>`: one or more clauses, then the arrow.
@@ -786,13 +992,23 @@ impl<'a> Parser<'a> {
             match self.kind() {
                 T::For => {
                     self.bump();
-                    let Some(first) = self.ident("a loop variable") else { break };
-                    let second = if self.eat(T::Comma).is_some() { self.ident("a second loop variable") } else { None };
+                    let Some(first) = self.ident("a loop variable") else {
+                        break;
+                    };
+                    let second = if self.eat(T::Comma).is_some() {
+                        self.ident("a second loop variable")
+                    } else {
+                        None
+                    };
                     if self.expect(T::In, "`in`").is_none() {
                         break;
                     }
                     let iter = self.binary(1);
-                    clauses.push(Clause::For { first, second, iter });
+                    clauses.push(Clause::For {
+                        first,
+                        second,
+                        iter,
+                    });
                 }
                 T::If => {
                     self.bump();
@@ -801,7 +1017,13 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
-        if self.expect(T::FatArrow, "`=>` and the element, or another `for`/`if` clause").is_none() {
+        if self
+            .expect(
+                T::FatArrow,
+                "`=>` and the element, or another `for`/`if` clause",
+            )
+            .is_none()
+        {
             self.recover(&[T::FatArrow, T::RBracket, T::RBrace]);
             self.eat(T::FatArrow);
         }
@@ -820,13 +1042,20 @@ impl<'a> Parser<'a> {
             let key = self.binary(1);
             self.expect(T::Eq, "`=` between the key and the value");
             let value = self.expr();
-            ExprKind::RecordComp { clauses, key: Box::new(key), value: Box::new(value) }
+            ExprKind::RecordComp {
+                clauses,
+                key: Box::new(key),
+                value: Box::new(value),
+            }
         } else {
             let mut fields = Vec::new();
             while !self.at(T::RBrace) && !self.at(T::Eof) {
                 let before = self.pos;
                 let name = if matches!(self.kind(), T::StrStart { .. }) {
-                    self.plain_string("a field name").map(|(s, span)| Ident { name: s.into(), span })
+                    self.plain_string("a field name").map(|(s, span)| Ident {
+                        name: s.into(),
+                        span,
+                    })
                 } else {
                     self.ident("a field name")
                 };
@@ -844,8 +1073,9 @@ impl<'a> Parser<'a> {
                     let t = self.tok();
                     if t.newline_before && t.kind == T::Ident && self.nth(1) == T::Eq {
                         // A forgotten comma at a line end: say so and read the next field.
-                        let d = Diagnostic::new("parse::missing-comma", "missing `,` between fields")
-                            .label(self.file, Span::at(self.prev_end()), "add `,` here");
+                        let d =
+                            Diagnostic::new("parse::missing-comma", "missing `,` between fields")
+                                .label(self.file, Span::at(self.prev_end()), "add `,` here");
                         self.push_error(d);
                     } else {
                         self.error_expected("`,` or `}`");
@@ -866,7 +1096,10 @@ impl<'a> Parser<'a> {
             self.recover(&[T::RBrace]);
             self.eat(T::RBrace);
         }
-        Expr { kind, span: Span::new(open.span.start as usize, self.prev_end()) }
+        Expr {
+            kind,
+            span: Span::new(open.span.start as usize, self.prev_end()),
+        }
     }
 
     fn if_expr(&mut self) -> Expr {
@@ -888,7 +1121,11 @@ impl<'a> Parser<'a> {
         };
         Expr {
             span: Span::new(start.start as usize, self.prev_end()),
-            kind: ExprKind::If { cond: Box::new(cond), then: Box::new(then), else_: Box::new(else_) },
+            kind: ExprKind::If {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                else_: Box::new(else_),
+            },
         }
     }
 
@@ -922,7 +1159,10 @@ impl<'a> Parser<'a> {
                         stmts.push(Stmt::Let(Binding {
                             name,
                             ty: None,
-                            value: Expr { kind: ExprKind::Lambda(Rc::new(f)), span },
+                            value: Expr {
+                                kind: ExprKind::Lambda(Rc::new(f)),
+                                span,
+                            },
                         }));
                     }
                 }
@@ -945,7 +1185,10 @@ impl<'a> Parser<'a> {
         }
         Expr {
             span: Span::new(open.span.start as usize, self.prev_end()),
-            kind: ExprKind::Block { stmts, value: Box::new(value) },
+            kind: ExprKind::Block {
+                stmts,
+                value: Box::new(value),
+            },
         }
     }
 }
@@ -974,7 +1217,22 @@ fn is_keyword(k: T) -> bool {
     use T::*;
     matches!(
         k,
-        Let | Fn | If | Else | For | In | Import | As | Type | Param | Output | Assert | True | False | And | Or | Not
+        Let | Fn
+            | If
+            | Else
+            | For
+            | In
+            | Import
+            | As
+            | Type
+            | Param
+            | Output
+            | Assert
+            | True
+            | False
+            | And
+            | Or
+            | Not
     )
 }
 
@@ -1022,7 +1280,9 @@ fn dedent(pieces: &mut [RawPiece]) {
     }
     let mut min = usize::MAX;
     for &(i, o) in &starts {
-        let RawPiece::Lit(s) = &pieces[i] else { continue };
+        let RawPiece::Lit(s) = &pieces[i] else {
+            continue;
+        };
         let line = &s[o..];
         let ws = line.len() - line.trim_start_matches([' ', '\t']).len();
         let blank = match line[ws..].chars().next() {
@@ -1039,7 +1299,12 @@ fn dedent(pieces: &mut [RawPiece]) {
     }
     for (i, p) in pieces.iter_mut().enumerate().rev() {
         let RawPiece::Lit(s) = p else { continue };
-        let offsets: Vec<usize> = starts.iter().filter(|(pi, _)| *pi == i).map(|&(_, o)| o).rev().collect();
+        let offsets: Vec<usize> = starts
+            .iter()
+            .filter(|(pi, _)| *pi == i)
+            .map(|&(_, o)| o)
+            .rev()
+            .collect();
         for o in offsets {
             let line = &s[o..];
             let ws = (line.len() - line.trim_start_matches([' ', '\t']).len()).min(min);

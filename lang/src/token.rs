@@ -10,7 +10,9 @@ pub enum TokenKind {
     Int,
     Size,
     Octal,
-    StrStart { multiline: bool },
+    StrStart {
+        multiline: bool,
+    },
     StrText,
     InterpStart,
     InterpEnd,

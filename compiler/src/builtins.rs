@@ -1,0 +1,372 @@
+//! Built-in functions: the node constructors (`vm`, `host`, `package`, `file`, `service`,
+//! `manifest`) and a small library of pure functions. Their signatures live here only; the
+//! checker and the evaluator both read them.
+
+use std::rc::Rc;
+
+use crate::types::{FnTy, NodeKind, NodeTy, ParamTy, Ty};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    Node(NodeKind),
+    Len,
+    Keys,
+    Values,
+    Join,
+    Split,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Upper,
+    Lower,
+    Trim,
+    Replace,
+    ToStr,
+    Sort,
+    Merge,
+    Path,
+    ToJson,
+}
+
+pub const FUNCTIONS: &[(&str, Builtin)] = &[
+    ("len", Builtin::Len),
+    ("keys", Builtin::Keys),
+    ("values", Builtin::Values),
+    ("join", Builtin::Join),
+    ("split", Builtin::Split),
+    ("contains", Builtin::Contains),
+    ("starts_with", Builtin::StartsWith),
+    ("ends_with", Builtin::EndsWith),
+    ("upper", Builtin::Upper),
+    ("lower", Builtin::Lower),
+    ("trim", Builtin::Trim),
+    ("replace", Builtin::Replace),
+    ("str", Builtin::ToStr),
+    ("sort", Builtin::Sort),
+    ("merge", Builtin::Merge),
+    ("path", Builtin::Path),
+    ("to_json", Builtin::ToJson),
+];
+
+pub fn lookup(name: &str) -> Option<Builtin> {
+    if let Some(k) = NodeKind::from_name(name) {
+        return Some(Builtin::Node(k));
+    }
+    FUNCTIONS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+pub fn names() -> impl Iterator<Item = &'static str> {
+    NodeKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .chain(FUNCTIONS.iter().map(|(n, _)| *n))
+}
+
+/// A node attribute's default, stored into the node (and so into its hash) when omitted.
+#[derive(Clone, Copy, Debug)]
+pub enum Default {
+    Int(i64),
+    Str(&'static str),
+    Bool(bool),
+    Size(u64),
+    Mode(u32),
+    EmptyList,
+    EmptyRecord,
+}
+
+pub struct AttrSchema {
+    pub name: &'static str,
+    pub ty: fn() -> Ty,
+    pub required: bool,
+    pub default: Option<Default>,
+}
+
+pub struct NodeSchema {
+    pub kind: NodeKind,
+    /// The attribute that names the node (`path` for files).
+    pub name_attr: &'static str,
+    /// Deployed onto a `target` (required attribute `target`).
+    pub has_target: bool,
+    pub attrs: &'static [AttrSchema],
+    /// Values known only after realization: `vm.address`.
+    pub outputs: &'static [(&'static str, fn() -> Ty)],
+    pub doc: &'static str,
+}
+
+const fn attr(
+    name: &'static str,
+    ty: fn() -> Ty,
+    required: bool,
+    default: Option<Default>,
+) -> AttrSchema {
+    AttrSchema {
+        name,
+        ty,
+        required,
+        default,
+    }
+}
+
+fn t_str() -> Ty {
+    Ty::Str
+}
+fn t_bool() -> Ty {
+    Ty::Bool
+}
+fn t_path() -> Ty {
+    Ty::Path
+}
+fn t_port() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 1, 65535)
+}
+fn t_cpus() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 1, 64)
+}
+fn t_memory() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Size), 64 << 20, 1 << 40)
+}
+fn t_disk() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Size), 256 << 20, 16 << 40)
+}
+fn t_mode() -> Ty {
+    Ty::Mode
+}
+fn t_nodes() -> Ty {
+    Ty::list(Ty::Node(NodeTy::Any))
+}
+fn t_vars() -> Ty {
+    Ty::Dict(Rc::new(Ty::Unknown))
+}
+fn t_target() -> Ty {
+    Ty::Node(NodeTy::Target)
+}
+fn t_deferred_str() -> Ty {
+    Ty::deferred(Ty::Str)
+}
+fn t_deferred_int() -> Ty {
+    Ty::deferred(Ty::Int)
+}
+
+const AFTER: AttrSchema = attr("after", t_nodes, false, Some(Default::EmptyList));
+
+pub const SCHEMAS: &[NodeSchema] = &[
+    NodeSchema {
+        kind: NodeKind::Vm,
+        name_attr: "name",
+        has_target: false,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("image", t_str, false, Some(Default::Str("debian-12"))),
+            attr("cpus", t_cpus, false, Some(Default::Int(1))),
+            attr("memory", t_memory, false, Some(Default::Size(1 << 30))),
+            attr("disk", t_disk, false, Some(Default::Size(8 << 30))),
+            attr("user", t_str, false, Some(Default::Str("root"))),
+            AFTER,
+        ],
+        outputs: &[
+            ("address", t_deferred_str),
+            ("port", t_deferred_int),
+            ("host_key", t_deferred_str),
+        ],
+        doc: "a virtual machine created by envc",
+    },
+    NodeSchema {
+        kind: NodeKind::Host,
+        name_attr: "name",
+        has_target: false,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("address", t_str, true, None),
+            attr("port", t_port, false, Some(Default::Int(22))),
+            attr("user", t_str, false, Some(Default::Str("root"))),
+            AFTER,
+        ],
+        outputs: &[("host_key", t_deferred_str)],
+        doc: "an existing machine reached over SSH",
+    },
+    NodeSchema {
+        kind: NodeKind::Package,
+        name_attr: "name",
+        has_target: true,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("version", t_str, false, None),
+            AFTER,
+        ],
+        outputs: &[("installed_version", t_deferred_str)],
+        doc: "a Debian package installed with apt, its version pinned",
+    },
+    NodeSchema {
+        kind: NodeKind::File,
+        name_attr: "path",
+        has_target: true,
+        attrs: &[
+            attr("path", t_str, true, None),
+            attr("content", t_str, false, None),
+            attr("template", t_path, false, None),
+            attr("vars", t_vars, false, None),
+            attr("source", t_path, false, None),
+            attr("owner", t_str, false, Some(Default::Str("root"))),
+            attr("group", t_str, false, Some(Default::Str("root"))),
+            attr("mode", t_mode, false, Some(Default::Mode(0o644))),
+            AFTER,
+        ],
+        outputs: &[("content_hash", t_deferred_str)],
+        doc: "a file placed on the target: inline content, a template, or a project file",
+    },
+    NodeSchema {
+        kind: NodeKind::Service,
+        name_attr: "name",
+        has_target: true,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("enabled", t_bool, false, Some(Default::Bool(true))),
+            attr("running", t_bool, false, Some(Default::Bool(true))),
+            attr("restart_on", t_nodes, false, Some(Default::EmptyList)),
+            AFTER,
+        ],
+        outputs: &[],
+        doc: "a systemd service, enabled and started, restarted when what it depends on changes",
+    },
+    NodeSchema {
+        kind: NodeKind::Manifest,
+        name_attr: "name",
+        has_target: false,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("namespace", t_str, false, Some(Default::Str("default"))),
+            attr("content", t_vars, false, Some(Default::EmptyRecord)),
+            AFTER,
+        ],
+        outputs: &[],
+        doc: "a Kubernetes manifest (placeholder: rendered and hashed, not applied yet)",
+    },
+];
+
+pub fn schema(kind: NodeKind) -> &'static NodeSchema {
+    SCHEMAS
+        .iter()
+        .find(|s| s.kind == kind)
+        .expect("every kind has a schema")
+}
+
+impl NodeSchema {
+    pub fn signature(&self) -> FnTy {
+        let mut params: Vec<ParamTy> = self
+            .attrs
+            .iter()
+            .map(|a| ParamTy {
+                name: a.name.into(),
+                ty: (a.ty)(),
+                required: a.required,
+                known: a.name == self.name_attr,
+            })
+            .collect();
+        if self.has_target {
+            params.insert(
+                1,
+                ParamTy {
+                    name: "target".into(),
+                    ty: t_target(),
+                    required: true,
+                    known: false,
+                },
+            );
+        }
+        FnTy {
+            params,
+            ret: Ty::Node(NodeTy::Kind(self.kind)),
+        }
+    }
+
+    /// The type of `node.field`: an attribute (known) or an output (deferred).
+    pub fn field_ty(&self, field: &str) -> Option<Ty> {
+        if field == "target" && self.has_target {
+            return Some(t_target());
+        }
+        if let Some(a) = self.attrs.iter().find(|a| a.name == field) {
+            return Some((a.ty)());
+        }
+        self.outputs
+            .iter()
+            .find(|(n, _)| *n == field)
+            .map(|(_, t)| t())
+    }
+
+    pub fn field_names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.attrs.iter().map(|a| a.name).collect();
+        v.extend(self.outputs.iter().map(|(n, _)| *n));
+        if self.has_target {
+            v.push("target");
+        }
+        v
+    }
+}
+
+fn p(name: &str, ty: Ty) -> ParamTy {
+    ParamTy {
+        name: name.into(),
+        ty,
+        required: true,
+        known: false,
+    }
+}
+
+impl Builtin {
+    /// The signature; `Unknown` stands for the polymorphic parts, whose result types the
+    /// checker refines from the arguments (`sort(list[T]) -> list[T]`).
+    pub fn signature(self) -> FnTy {
+        let any = Ty::Unknown;
+        let s = Ty::Str;
+        let (params, ret) = match self {
+            Builtin::Node(k) => return schema(k).signature(),
+            Builtin::Len => (vec![p("value", any)], Ty::Int),
+            Builtin::Keys => (vec![p("record", any)], Ty::list(Ty::Str)),
+            Builtin::Values => (vec![p("record", any)], Ty::list(Ty::Unknown)),
+            Builtin::Join => (
+                vec![p("items", Ty::list(Ty::Str)), p("separator", s.clone())],
+                Ty::Str,
+            ),
+            Builtin::Split => (
+                vec![p("text", s.clone()), p("separator", s)],
+                Ty::list(Ty::Str),
+            ),
+            Builtin::Contains => (vec![p("haystack", any.clone()), p("needle", any)], Ty::Bool),
+            Builtin::StartsWith | Builtin::EndsWith => {
+                (vec![p("text", s.clone()), p("affix", s)], Ty::Bool)
+            }
+            Builtin::Upper | Builtin::Lower | Builtin::Trim => (vec![p("text", s.clone())], s),
+            Builtin::Replace => (
+                vec![
+                    p("text", s.clone()),
+                    p("from", s.clone()),
+                    p("to", s.clone()),
+                ],
+                s,
+            ),
+            Builtin::ToStr => (vec![p("value", any)], s),
+            Builtin::Sort => (
+                vec![p("items", Ty::list(Ty::Unknown))],
+                Ty::list(Ty::Unknown),
+            ),
+            Builtin::Merge => (
+                vec![p("base", any.clone()), p("overrides", any)],
+                Ty::Unknown,
+            ),
+            Builtin::Path => (vec![p("file", s)], Ty::Path),
+            Builtin::ToJson => (vec![p("value", any)], s),
+        };
+        FnTy { params, ret }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Node(k) => k.name(),
+            b => FUNCTIONS
+                .iter()
+                .find(|(_, x)| *x == b)
+                .map(|(n, _)| *n)
+                .expect("listed"),
+        }
+    }
+}

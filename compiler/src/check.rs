@@ -1,0 +1,1113 @@
+//! Name resolution and type checking, in one walk that collects every error.
+//!
+//! Top-level bindings of a module may refer to each other in any order; their types are
+//! inferred on demand and memoised (a recursive reference is `Unknown` here; a real cycle
+//! is reported by the evaluator, with the cycle printed). Every annotation resolved here is
+//! recorded in `TypeTable`, so the evaluator coerces values with exactly these types.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use envc_lang::ast::*;
+use envc_lang::{did_you_mean, Diagnostic, FileId, Span};
+
+use crate::args::bind_args;
+use crate::builtins::{self, Builtin};
+use crate::program::Program;
+use crate::types::*;
+
+/// Resolved annotations, keyed by (file, span) of the type expression.
+pub type TypeTable = HashMap<(FileId, u32, u32), Ty>;
+
+#[derive(Clone, Debug)]
+pub enum Global {
+    Let(usize),
+    Fn(usize),
+    Param(usize),
+    Import(ModuleId),
+    /// An import that failed to load (reported once, at the import).
+    BrokenImport,
+    Type(usize),
+    Output(usize),
+}
+
+pub struct Checked {
+    pub types: TypeTable,
+    /// Top-level names of every module.
+    pub globals: Vec<BTreeMap<Rc<str>, Global>>,
+}
+
+pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
+    let mut c = Checker {
+        program,
+        errors: Vec::new(),
+        globals: Vec::new(),
+        value_memo: HashMap::new(),
+        type_memo: HashMap::new(),
+        table: HashMap::new(),
+        module: 0,
+        locals: Vec::new(),
+    };
+    for m in 0..program.modules.len() {
+        let g = c.collect_globals(m);
+        c.globals.push(g);
+    }
+    for m in 0..program.modules.len() {
+        c.module = m;
+        for (i, item) in program.modules[m].ast.items.iter().enumerate() {
+            c.check_item(m, i, item);
+        }
+    }
+    (
+        Checked {
+            types: c.table,
+            globals: c.globals,
+        },
+        c.errors,
+    )
+}
+
+struct Checker<'p> {
+    program: &'p Program,
+    errors: Vec<Diagnostic>,
+    globals: Vec<BTreeMap<Rc<str>, Global>>,
+    /// Types of top-level values; `None` while being inferred.
+    value_memo: HashMap<(ModuleId, Rc<str>), Option<Ty>>,
+    type_memo: HashMap<(ModuleId, Rc<str>), Option<Ty>>,
+    table: TypeTable,
+    module: ModuleId,
+    locals: Vec<(Rc<str>, Ty)>,
+}
+
+const DEFERRED_MESSAGE: &str = "envc fixes the shape of the graph before it changes anything, so conditions, loops, \
+indices, arithmetic and node names need values known now. A deferred value can be passed to nodes, stored in \
+records and lists, and interpolated into strings.";
+
+impl<'p> Checker<'p> {
+    fn file(&self) -> FileId {
+        self.program.modules[self.module].file
+    }
+
+    fn items(&self, m: ModuleId) -> &'p [Item] {
+        &self.program.modules[m].ast.items
+    }
+
+    fn error(&mut self, d: Diagnostic) {
+        self.errors.push(d);
+    }
+
+    fn collect_globals(&mut self, m: ModuleId) -> BTreeMap<Rc<str>, Global> {
+        let module = &self.program.modules[m];
+        let file = module.file;
+        let mut g: BTreeMap<Rc<str>, Global> = BTreeMap::new();
+        let mut spans: BTreeMap<Rc<str>, Span> = BTreeMap::new();
+        for (alias, (id, span)) in &module.imports {
+            g.insert(alias.clone(), Global::Import(*id));
+            spans.insert(alias.clone(), *span);
+        }
+        for alias in &module.broken_imports {
+            g.entry(alias.clone()).or_insert(Global::BrokenImport);
+        }
+        for (i, item) in module.ast.items.iter().enumerate() {
+            let (name, global) = match &item.kind {
+                ItemKind::Let(b) => (&b.name, Global::Let(i)),
+                ItemKind::Fn(f) => (
+                    f.name.as_ref().expect("top-level fns are named"),
+                    Global::Fn(i),
+                ),
+                ItemKind::Param { name, .. } => (name, Global::Param(i)),
+                ItemKind::Type { name, .. } => (name, Global::Type(i)),
+                ItemKind::Output { name, .. } => (name, Global::Output(i)),
+                _ => continue,
+            };
+            // Types live in their own namespace; outputs are not names (only reported).
+            let key: Rc<str> = match global {
+                Global::Type(_) => format!("type {}", name.name).into(),
+                Global::Output(_) => format!("output {}", name.name).into(),
+                _ => name.name.clone(),
+            };
+            if let Some(first) = spans.get(&key) {
+                self.errors.push(
+                    Diagnostic::new(
+                        "name::duplicate",
+                        format!("`{}` is defined twice", name.name),
+                    )
+                    .label(file, name.span, "defined again here")
+                    .label(file, *first, "first defined here")
+                    .help("rename one of them"),
+                );
+                continue;
+            }
+            spans.insert(key.clone(), name.span);
+            g.insert(key, global);
+        }
+        g
+    }
+
+    /// Runs `f` in the context of module `m`, with no locals.
+    fn in_module<T>(&mut self, m: ModuleId, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved_module = std::mem::replace(&mut self.module, m);
+        let saved_locals = std::mem::take(&mut self.locals);
+        let r = f(self);
+        self.module = saved_module;
+        self.locals = saved_locals;
+        r
+    }
+
+    fn check_item(&mut self, m: ModuleId, i: usize, item: &'p Item) {
+        let root = m == self.program.root;
+        match &item.kind {
+            ItemKind::Let(b) => {
+                self.global_value_ty(m, &b.name.name);
+            }
+            ItemKind::Fn(f) => {
+                let name = f.name.as_ref().expect("named");
+                self.global_value_ty(m, &name.name);
+            }
+            ItemKind::Type { name, .. } => {
+                self.named_type(m, &name.name, name.span);
+            }
+            ItemKind::Param { name, .. } => {
+                if !root {
+                    let file = self.file();
+                    self.error(
+                        Diagnostic::new("name::param-outside-root", "`param` in an imported module")
+                            .label(file, item.span, "params belong to the root file")
+                            .message("Parameters are set on the command line for the environment as a whole.")
+                            .help("make it a function parameter of this module and pass it from the root file"),
+                    );
+                }
+                self.global_value_ty(m, &name.name);
+            }
+            ItemKind::Output { name, value } => {
+                if !root {
+                    let file = self.file();
+                    self.error(
+                        Diagnostic::new("name::output-outside-root", "`output` in an imported module")
+                            .label(file, name.span, "outputs belong to the root file")
+                            .help("return the value from a function and declare the output in the root file"),
+                    );
+                }
+                let _ = i;
+                self.infer(value);
+            }
+            ItemKind::Assert(a) => self.assertion(a),
+            ItemKind::Import { .. } | ItemKind::Error => {}
+        }
+    }
+
+    fn assertion(&mut self, a: &Assertion) {
+        let t = self.infer(&a.cond);
+        self.expect_known(&t, a.cond.span, "an assertion");
+        self.expect_ty(&t, &Ty::Bool, a.cond.span);
+        if let Some(msg) = &a.message {
+            let t = self.infer(msg);
+            self.expect_ty(&t, &Ty::Str, msg.span);
+        }
+    }
+
+    // ---- top-level values ---------------------------------------------------------------
+
+    fn global_value_ty(&mut self, m: ModuleId, name: &Rc<str>) -> Ty {
+        let key = (m, name.clone());
+        match self.value_memo.get(&key) {
+            Some(Some(t)) => return t.clone(),
+            Some(None) => return Ty::Unknown, // recursive: the evaluator reports real cycles
+            None => {}
+        }
+        self.value_memo.insert(key.clone(), None);
+        let ty = match self.globals[m].get(name).cloned() {
+            Some(Global::Let(i)) => {
+                let ItemKind::Let(b) = &self.items(m)[i].kind else {
+                    unreachable!()
+                };
+                self.in_module(m, |c| c.binding(b))
+            }
+            Some(Global::Fn(i)) => {
+                let ItemKind::Fn(f) = &self.items(m)[i].kind else {
+                    unreachable!()
+                };
+                self.in_module(m, |c| c.fn_decl(f))
+            }
+            Some(Global::Param(i)) => {
+                let ItemKind::Param { ty, default, .. } = &self.items(m)[i].kind else {
+                    unreachable!()
+                };
+                self.in_module(m, |c| {
+                    let t = c.resolve_type(ty);
+                    if let Some(d) = default {
+                        let dt = c.infer(d);
+                        c.expect_known(&dt, d.span, "a parameter's default");
+                        c.expect_ty(&dt, &t, d.span);
+                    }
+                    t
+                })
+            }
+            Some(Global::Import(id)) => Ty::Module(id),
+            _ => Ty::Unknown,
+        };
+        self.value_memo.insert(key, Some(ty.clone()));
+        ty
+    }
+
+    fn binding(&mut self, b: &Binding) -> Ty {
+        let t = self.infer(&b.value);
+        match &b.ty {
+            Some(annot) => {
+                let want = self.resolve_type(annot);
+                self.expect_ty(&t, &want, b.value.span);
+                if t.is_deferred() {
+                    Ty::deferred(want)
+                } else {
+                    want
+                }
+            }
+            None => t,
+        }
+    }
+
+    fn fn_decl(&mut self, f: &FnDecl) -> Ty {
+        let mut params = Vec::new();
+        for p in &f.params {
+            let annot = p.ty.as_ref().map(|t| self.resolve_type(t));
+            let ty = match (&annot, &p.default) {
+                (Some(a), Some(d)) => {
+                    let dt = self.infer(d);
+                    self.expect_ty(&dt, a, d.span);
+                    a.clone()
+                }
+                (Some(a), None) => a.clone(),
+                (None, Some(d)) => self.infer(d),
+                (None, None) => Ty::Unknown,
+            };
+            params.push(ParamTy {
+                name: p.name.name.clone(),
+                ty,
+                required: p.default.is_none(),
+                known: false,
+            });
+        }
+        let declared_ret = f.ret.as_ref().map(|t| self.resolve_type(t));
+        // Bind the parameters and check the body.
+        let depth = self.locals.len();
+        for p in &params {
+            self.locals.push((p.name.clone(), p.ty.clone()));
+        }
+        let body_ty = self.infer(&f.body);
+        self.locals.truncate(depth);
+        let ret = match declared_ret {
+            Some(r) => {
+                self.expect_ty(&body_ty, &r, body_span(&f.body));
+                r
+            }
+            None => body_ty,
+        };
+        Ty::Fn(Rc::new(FnTy { params, ret }))
+    }
+
+    // ---- types --------------------------------------------------------------------------
+
+    fn named_type(&mut self, m: ModuleId, name: &Rc<str>, use_span: Span) -> Option<Ty> {
+        let key = (m, name.clone());
+        match self.type_memo.get(&key) {
+            Some(Some(t)) => return Some(t.clone()),
+            Some(None) => {
+                let file = self.file();
+                self.error(
+                    Diagnostic::new("type::recursive", format!("type `{name}` refers to itself"))
+                        .label(file, use_span, "used inside its own definition")
+                        .help("a record type cannot contain itself; use a list of names or ids instead"),
+                );
+                return Some(Ty::Unknown);
+            }
+            None => {}
+        }
+        let Some(Global::Type(i)) = self.globals[m].get(&*format!("type {name}")).cloned() else {
+            return None;
+        };
+        self.type_memo.insert(key.clone(), None);
+        let ItemKind::Type { ty, .. } = &self.items(m)[i].kind else {
+            unreachable!()
+        };
+        let resolved = self.in_module(m, |c| c.resolve_type(ty));
+        let resolved = match resolved {
+            Ty::Record(r) => Ty::Record(Rc::new(RecordTy {
+                name: Some(name.clone()),
+                fields: r.fields.clone(),
+            })),
+            t => t,
+        };
+        self.type_memo.insert(key, Some(resolved.clone()));
+        Some(resolved)
+    }
+
+    pub fn resolve_type(&mut self, t: &TypeExpr) -> Ty {
+        let ty = self.resolve_type_inner(t);
+        self.table
+            .insert((self.file(), t.span.start, t.span.end), ty.clone());
+        ty
+    }
+
+    fn resolve_type_inner(&mut self, t: &TypeExpr) -> Ty {
+        let file = self.file();
+        match &t.kind {
+            TypeExprKind::Error => Ty::Unknown,
+            TypeExprKind::Name(path) if path.len() == 1 => {
+                let n = &path[0];
+                if let Some(ty) = self.named_type(self.module, &n.name, n.span) {
+                    return ty;
+                }
+                if let Some(ty) = builtin_type(&n.name) {
+                    return ty;
+                }
+                if n.name.as_ref() == "list" || n.name.as_ref() == "dict" {
+                    self.error(
+                        Diagnostic::new(
+                            "type::missing-argument",
+                            format!("`{}` needs an element type", n.name),
+                        )
+                        .label(file, n.span, "which elements?")
+                        .help(format!("write `{}[str]`, `{}[int]`, …", n.name, n.name)),
+                    );
+                    return Ty::Unknown;
+                }
+                let user: Vec<String> = self.globals[self.module]
+                    .keys()
+                    .filter_map(|k| k.strip_prefix("type ").map(str::to_string))
+                    .collect();
+                let candidates = user
+                    .iter()
+                    .map(String::as_str)
+                    .chain(BUILTIN_TYPE_NAMES.iter().copied());
+                let mut d =
+                    Diagnostic::new("name::unknown-type", format!("unknown type `{}`", n.name))
+                        .label(file, n.span, "not a type");
+                if let Some(s) = did_you_mean(&n.name, candidates) {
+                    d = d.help(s);
+                } else {
+                    d = d.help("built-in types are int, str, bool, size, mode, path, list[T], dict[T], target, node and the node kinds; declare others with `type`");
+                }
+                self.error(d);
+                Ty::Unknown
+            }
+            TypeExprKind::Name(path) => {
+                // `module.Type`
+                let first = &path[0];
+                let Some(Global::Import(m)) = self.globals[self.module].get(&first.name).cloned()
+                else {
+                    self.error(
+                        Diagnostic::new(
+                            "name::unknown-module",
+                            format!("no imported module `{}`", first.name),
+                        )
+                        .label(file, first.span, "not an import")
+                        .help(format!(
+                            "add `import \"std/{}\"` or `import \"./{}.env\"`",
+                            first.name, first.name
+                        )),
+                    );
+                    return Ty::Unknown;
+                };
+                let last = &path[path.len() - 1];
+                match self.named_type(m, &last.name, last.span) {
+                    Some(t) if path.len() == 2 => t,
+                    _ => {
+                        let names: Vec<String> = self.globals[m]
+                            .keys()
+                            .filter_map(|k| k.strip_prefix("type ").map(str::to_string))
+                            .collect();
+                        let mut d = Diagnostic::new(
+                            "name::unknown-type",
+                            format!("module `{}` has no type `{}`", first.name, last.name),
+                        )
+                        .label(file, t.span, "not a type of that module");
+                        if let Some(s) = did_you_mean(&last.name, names.iter().map(String::as_str))
+                        {
+                            d = d.help(s);
+                        }
+                        self.error(d);
+                        Ty::Unknown
+                    }
+                }
+            }
+            TypeExprKind::Apply { name, arg } => {
+                let inner = self.resolve_type(arg);
+                match name.name.as_ref() {
+                    "list" => Ty::list(inner),
+                    "dict" => Ty::Dict(Rc::new(inner)),
+                    other => {
+                        let mut d = Diagnostic::new(
+                            "type::not-generic",
+                            format!("`{other}` takes no type argument"),
+                        )
+                        .label(
+                            file,
+                            name.span,
+                            "only list[T] and dict[T] take one",
+                        );
+                        if let Some(s) = did_you_mean(other, ["list", "dict"]) {
+                            d = d.help(s);
+                        }
+                        self.error(d);
+                        Ty::Unknown
+                    }
+                }
+            }
+            TypeExprKind::Range {
+                base,
+                lo,
+                hi,
+                inclusive,
+            } => {
+                let b = self.resolve_type(base);
+                if !matches!(b, Ty::Int | Ty::Size) {
+                    self.error(
+                        Diagnostic::new("type::bad-range", format!("`{b}` cannot have a range"))
+                            .label(file, base.span, "only int and size take bounds")
+                            .help("write `int(1..=65535)` or `size(1GiB..=64GiB)`"),
+                    );
+                    return Ty::Unknown;
+                }
+                let (Some(l), Some(h)) = (self.const_number(lo), self.const_number(hi)) else {
+                    return b;
+                };
+                let h = if *inclusive { h } else { h - 1 };
+                if l > h {
+                    self.error(
+                        Diagnostic::new("type::empty-range", "this range is empty")
+                            .label(
+                                file,
+                                lo.span.to(hi.span),
+                                format!("no value is at least {l} and at most {h}"),
+                            )
+                            .help("put the lower bound first"),
+                    );
+                }
+                Ty::Ranged(Rc::new(b), l, h)
+            }
+            TypeExprKind::Record(fields) => {
+                let mut out = BTreeMap::new();
+                for f in fields {
+                    let ty = self.resolve_type(&f.ty);
+                    let default = f.default.as_ref().map(|d| {
+                        let dt = self.infer(d);
+                        self.expect_known(&dt, d.span, "a default value");
+                        self.expect_ty(&dt, &ty, d.span);
+                        (self.module, Rc::new(d.clone()))
+                    });
+                    out.insert(f.name.name.clone(), FieldTy { ty, default });
+                }
+                Ty::Record(Rc::new(RecordTy {
+                    name: None,
+                    fields: out,
+                }))
+            }
+        }
+    }
+
+    fn const_number(&mut self, e: &Expr) -> Option<i128> {
+        match &e.kind {
+            ExprKind::Int(n) => Some(*n as i128),
+            ExprKind::Size(n) => Some(*n as i128),
+            ExprKind::Unary(UnaryOp::Neg, x) => self.const_number(x).map(|n| -n),
+            ExprKind::Error => None,
+            _ => {
+                let file = self.file();
+                self.error(
+                    Diagnostic::new("type::bound-not-literal", "a range bound must be a number")
+                        .label(file, e.span, "not a literal number")
+                        .help("write the bound out, e.g. `int(1..=65535)`"),
+                );
+                None
+            }
+        }
+    }
+
+    // ---- expressions --------------------------------------------------------------------
+
+    fn expect_ty(&mut self, actual: &Ty, expected: &Ty, span: Span) {
+        if let Err(m) = assignable(actual, expected) {
+            let file = self.file();
+            self.error(mismatch_diagnostic(m, file, span));
+        }
+    }
+
+    fn expect_known(&mut self, t: &Ty, span: Span, what: &str) {
+        if t.is_deferred() {
+            let file = self.file();
+            self.error(deferred_diagnostic(file, span, what, t));
+        }
+    }
+
+    fn lookup_local(&self, name: &str) -> Option<&Ty> {
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, t)| t)
+    }
+
+    fn name_ty(&mut self, name: &Rc<str>, span: Span) -> Ty {
+        if let Some(t) = self.lookup_local(name) {
+            return t.clone();
+        }
+        if self.globals[self.module].contains_key(name) {
+            return self.global_value_ty(self.module, name);
+        }
+        if let Some(b) = builtins::lookup(name) {
+            return Ty::Fn(Rc::new(b.signature()));
+        }
+        let file = self.file();
+        let mut candidates: Vec<String> = self.locals.iter().map(|(n, _)| n.to_string()).collect();
+        candidates.extend(
+            self.globals[self.module]
+                .keys()
+                .filter(|k| !k.contains(' '))
+                .map(|k| k.to_string()),
+        );
+        candidates.extend(builtins::names().map(str::to_string));
+        let mut d = Diagnostic::new("name::unknown", format!("unknown name `{name}`")).label(
+            file,
+            span,
+            "not defined",
+        );
+        if let Some(s) = did_you_mean(name, candidates.iter().map(String::as_str)) {
+            d = d.help(s);
+        } else if self.globals[self.module].contains_key(&*format!("type {name}")) {
+            d = d.help(format!(
+                "`{name}` is a type; annotate a value with it: `let x: {name} = {{ … }}`"
+            ));
+        }
+        self.error(d);
+        Ty::Unknown
+    }
+
+    pub fn infer(&mut self, e: &Expr) -> Ty {
+        let file = self.file();
+        match &e.kind {
+            ExprKind::Int(_) => Ty::Int,
+            ExprKind::Size(_) => Ty::Size,
+            ExprKind::Mode(_) => Ty::Mode,
+            ExprKind::Bool(_) => Ty::Bool,
+            ExprKind::Error => Ty::Unknown,
+            ExprKind::Str(parts) => {
+                let mut deferred = false;
+                for p in parts {
+                    if let StrPart::Interp(x) = p {
+                        let t = self.infer(x);
+                        deferred |= t.is_deferred();
+                        if !matches!(
+                            t.base(),
+                            Ty::Unknown | Ty::Int | Ty::Str | Ty::Bool | Ty::Size | Ty::Mode
+                        ) {
+                            let help = match t.base() {
+                                Ty::List(_) => "join the elements: `${join(xs, \",\")}`",
+                                Ty::Node(_) => {
+                                    "interpolate one of its fields, such as `.name` or `.address`"
+                                }
+                                _ => "convert it to text first, e.g. with `to_json(…)`",
+                            };
+                            self.error(
+                                Diagnostic::new(
+                                    "type::not-interpolable",
+                                    format!("cannot put a {t} into a string"),
+                                )
+                                .label(file, x.span, format!("this is {t}"))
+                                .help(help),
+                            );
+                        }
+                    }
+                }
+                if deferred {
+                    Ty::deferred(Ty::Str)
+                } else {
+                    Ty::Str
+                }
+            }
+            ExprKind::Name(n) => self.name_ty(n, e.span),
+            ExprKind::Paren(x) => self.infer(x),
+            ExprKind::List(items) => {
+                let mut acc: Option<Ty> = None;
+                for x in items {
+                    let t = self.infer(x);
+                    acc = Some(match acc {
+                        None => t,
+                        Some(a) => match join(&a, &t) {
+                            Some(j) => j,
+                            None => {
+                                self.error(
+                                    Diagnostic::new("type::mixed-list", "list elements have different types")
+                                        .label(file, x.span, format!("this is {t}"))
+                                        .label(file, items[0].span, format!("the list holds {a}"))
+                                        .help("a list holds one type of element; use a record to group different things"),
+                                );
+                                a
+                            }
+                        },
+                    });
+                }
+                Ty::list(acc.unwrap_or(Ty::Unknown))
+            }
+            ExprKind::Record(fields) => {
+                let mut out = BTreeMap::new();
+                for f in fields {
+                    let ty = self.infer(&f.value);
+                    out.insert(f.name.name.clone(), FieldTy { ty, default: None });
+                }
+                Ty::Record(Rc::new(RecordTy {
+                    name: None,
+                    fields: out,
+                }))
+            }
+            ExprKind::ListComp { clauses, body } => {
+                let depth = self.locals.len();
+                self.clauses(clauses);
+                let t = self.infer(body);
+                self.locals.truncate(depth);
+                Ty::list(t)
+            }
+            ExprKind::RecordComp {
+                clauses,
+                key,
+                value,
+            } => {
+                let depth = self.locals.len();
+                self.clauses(clauses);
+                let kt = self.infer(key);
+                self.expect_known(&kt, key.span, "a record key");
+                self.expect_ty(&kt, &Ty::Str, key.span);
+                let vt = self.infer(value);
+                self.locals.truncate(depth);
+                Ty::Dict(Rc::new(vt))
+            }
+            ExprKind::Field(base, field) => {
+                let bt = self.infer(base);
+                self.field_ty(&bt, field, base.span)
+            }
+            ExprKind::Index(base, index) => {
+                let bt = self.infer(base);
+                let it = self.infer(index);
+                self.expect_known(&it, index.span, "an index");
+                match bt.base() {
+                    Ty::List(t) => {
+                        self.expect_ty(&it, &Ty::Int, index.span);
+                        keep_deferred(&bt, (**t).clone())
+                    }
+                    Ty::Dict(t) => {
+                        self.expect_ty(&it, &Ty::Str, index.span);
+                        keep_deferred(&bt, (**t).clone())
+                    }
+                    Ty::Record(_) => {
+                        self.expect_ty(&it, &Ty::Str, index.span);
+                        keep_deferred(&bt, Ty::Unknown)
+                    }
+                    Ty::Unknown => Ty::Unknown,
+                    _ => {
+                        self.error(
+                            Diagnostic::new(
+                                "type::not-indexable",
+                                format!("cannot index into {bt}"),
+                            )
+                            .label(file, base.span, format!("this is {bt}"))
+                            .help("only lists (by position) and records (by key) can be indexed"),
+                        );
+                        Ty::Unknown
+                    }
+                }
+            }
+            ExprKind::Call { callee, args } => self.call(e, callee, args),
+            ExprKind::Unary(op, x) => {
+                let t = self.infer(x);
+                self.expect_known(&t, x.span, "an operator");
+                let want = match op {
+                    UnaryOp::Neg => Ty::Int,
+                    UnaryOp::Not => Ty::Bool,
+                };
+                self.expect_ty(&t, &want, x.span);
+                want
+            }
+            ExprKind::Binary(op, l, r) => self.binary(*op, l, r),
+            ExprKind::Range { lo, hi, .. } => {
+                for b in [lo, hi] {
+                    let t = self.infer(b);
+                    self.expect_known(&t, b.span, "a range bound");
+                    self.expect_ty(&t, &Ty::Int, b.span);
+                }
+                Ty::list(Ty::Int)
+            }
+            ExprKind::If { cond, then, else_ } => {
+                let ct = self.infer(cond);
+                self.expect_known(&ct, cond.span, "an `if` condition");
+                self.expect_ty(&ct, &Ty::Bool, cond.span);
+                let a = self.infer(then);
+                let b = self.infer(else_);
+                match join(&a, &b) {
+                    Some(t) => t,
+                    None => {
+                        self.error(
+                            Diagnostic::new(
+                                "type::branch-mismatch",
+                                "`if` and `else` give different types",
+                            )
+                            .label(file, body_span(then), format!("this is {a}"))
+                            .label(file, body_span(else_), format!("this is {b}"))
+                            .help("both branches must give the same type of value"),
+                        );
+                        a
+                    }
+                }
+            }
+            ExprKind::Block { stmts, value } => {
+                let depth = self.locals.len();
+                for s in stmts {
+                    match s {
+                        Stmt::Let(b) => {
+                            let t = self.binding(b);
+                            self.locals.push((b.name.name.clone(), t));
+                        }
+                        Stmt::Assert(a) => self.assertion(a),
+                    }
+                }
+                let t = self.infer(value);
+                self.locals.truncate(depth);
+                t
+            }
+            ExprKind::Lambda(f) => self.fn_decl(f),
+        }
+    }
+
+    fn clauses(&mut self, clauses: &[Clause]) {
+        let file = self.file();
+        for c in clauses {
+            match c {
+                Clause::For {
+                    first,
+                    second,
+                    iter,
+                } => {
+                    let t = self.infer(iter);
+                    self.expect_known(&t, iter.span, "a `for` loop");
+                    let (a, b) = match t.base() {
+                        Ty::List(el) => (Ty::Int, (**el).clone()),
+                        Ty::Dict(v) => (Ty::Str, (**v).clone()),
+                        Ty::Record(r) => {
+                            let v = r
+                                .fields
+                                .values()
+                                .map(|f| f.ty.clone())
+                                .reduce(|a, b| join(&a, &b).unwrap_or(Ty::Unknown));
+                            (Ty::Str, v.unwrap_or(Ty::Unknown))
+                        }
+                        Ty::Unknown => (Ty::Unknown, Ty::Unknown),
+                        _ => {
+                            self.error(
+                                Diagnostic::new(
+                                    "type::not-iterable",
+                                    format!("cannot loop over {t}"),
+                                )
+                                .label(file, iter.span, format!("this is {t}"))
+                                .help("loop over a list, a range such as `0..3`, or a record"),
+                            );
+                            (Ty::Unknown, Ty::Unknown)
+                        }
+                    };
+                    match second {
+                        // `for x in list` binds the element; `for k in record` binds the key.
+                        None => {
+                            let single = if matches!(t.base(), Ty::List(_)) {
+                                b
+                            } else {
+                                a
+                            };
+                            self.locals.push((first.name.clone(), single));
+                        }
+                        Some(s) => {
+                            self.locals.push((first.name.clone(), a));
+                            self.locals.push((s.name.clone(), b));
+                        }
+                    }
+                }
+                Clause::If(cond) => {
+                    let t = self.infer(cond);
+                    self.expect_known(&t, cond.span, "a filter");
+                    self.expect_ty(&t, &Ty::Bool, cond.span);
+                }
+            }
+        }
+    }
+
+    fn field_ty(&mut self, bt: &Ty, field: &Ident, base_span: Span) -> Ty {
+        let file = self.file();
+        let unknown_field = |c: &mut Self, what: String, names: Vec<String>| {
+            let mut d = Diagnostic::new(
+                "type::unknown-field",
+                format!("{what} has no field `{}`", field.name),
+            )
+            .label(c.file(), field.span, "unknown field");
+            d = d.help(
+                did_you_mean(&field.name, names.iter().map(String::as_str)).unwrap_or_else(|| {
+                    if names.is_empty() {
+                        "it has no fields".to_string()
+                    } else {
+                        format!("its fields are: {}", names.join(", "))
+                    }
+                }),
+            );
+            c.error(d);
+            Ty::Unknown
+        };
+        match bt.base() {
+            Ty::Unknown => Ty::Unknown,
+            Ty::Record(r) => match r.fields.get(&field.name) {
+                Some(f) => keep_deferred(bt, f.ty.clone()),
+                None => unknown_field(
+                    self,
+                    format!("`{bt}`"),
+                    r.fields.keys().map(|k| k.to_string()).collect(),
+                ),
+            },
+            Ty::Dict(t) => keep_deferred(bt, (**t).clone()),
+            Ty::Node(NodeTy::Kind(k)) => match builtins::schema(*k).field_ty(&field.name) {
+                Some(t) => t,
+                None => unknown_field(
+                    self,
+                    format!("a `{}` node", k.name()),
+                    builtins::schema(*k)
+                        .field_names()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                ),
+            },
+            Ty::Node(_) => {
+                if field.name.as_ref() == "name" {
+                    Ty::Str
+                } else {
+                    Ty::Unknown
+                }
+            }
+            Ty::Module(m) => {
+                let m = *m;
+                if self.globals[m].contains_key(&field.name) {
+                    return self.global_value_ty(m, &field.name);
+                }
+                let path = self.program.modules[m].path.clone();
+                let names: Vec<String> = self.globals[m]
+                    .keys()
+                    .filter(|k| !k.contains(' '))
+                    .map(|k| k.to_string())
+                    .collect();
+                unknown_field(self, format!("module `{path}`"), names)
+            }
+            _ => {
+                self.error(
+                    Diagnostic::new("type::no-fields", format!("{bt} has no fields"))
+                        .label(file, base_span, format!("this is {bt}"))
+                        .help("only records, nodes and modules have fields"),
+                );
+                Ty::Unknown
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, l: &Expr, r: &Expr) -> Ty {
+        use BinaryOp::*;
+        let file = self.file();
+        let lt = self.infer(l);
+        let rt = self.infer(r);
+        if op == Add && matches!((lt.base(), rt.base()), (Ty::Str, Ty::Str)) {
+            // Concatenation is interpolation: it keeps deferred values deferred.
+            return if lt.is_deferred() || rt.is_deferred() {
+                Ty::deferred(Ty::Str)
+            } else {
+                Ty::Str
+            };
+        }
+        self.expect_known(&lt, l.span, "an operator");
+        self.expect_known(&rt, r.span, "an operator");
+        if lt.is_unknown() || rt.is_unknown() {
+            return match op {
+                Or | And | Eq | NotEq | Lt | Le | Gt | Ge => Ty::Bool,
+                _ => {
+                    if lt.is_unknown() {
+                        rt.base().clone()
+                    } else {
+                        lt.base().clone()
+                    }
+                }
+            };
+        }
+        let (a, b) = (lt.base().clone(), rt.base().clone());
+        let result = match (op, &a, &b) {
+            (Or | And, Ty::Bool, Ty::Bool) => Some(Ty::Bool),
+            (Eq | NotEq, _, _) if join(&a, &b).is_some() => Some(Ty::Bool),
+            (Lt | Le | Gt | Ge, Ty::Int, Ty::Int)
+            | (Lt | Le | Gt | Ge, Ty::Size, Ty::Size)
+            | (Lt | Le | Gt | Ge, Ty::Str, Ty::Str) => Some(Ty::Bool),
+            (Add | Sub | Mul | Div | Rem, Ty::Int, Ty::Int) => Some(Ty::Int),
+            (Add | Sub, Ty::Size, Ty::Size) => Some(Ty::Size),
+            (Mul, Ty::Size, Ty::Int) | (Mul, Ty::Int, Ty::Size) | (Div, Ty::Size, Ty::Int) => {
+                Some(Ty::Size)
+            }
+            (Div, Ty::Size, Ty::Size) => Some(Ty::Int),
+            (Add, Ty::List(x), Ty::List(y)) => join(x, y).map(Ty::list),
+            _ => None,
+        };
+        result.unwrap_or_else(|| {
+            let help = match (op, &a, &b) {
+                (Add, Ty::Str, _) | (Add, _, Ty::Str) => "to build a string, interpolate: \"${a}${b}\"".to_string(),
+                (Or | And, _, _) => "`and`/`or` take booleans; compare first, e.g. `x > 0 and y > 0`".to_string(),
+                _ => format!("`{}` works on ints, sizes (+, -, * int, / int), strings (+, comparisons) and lists (+)", op.symbol()),
+            };
+            self.error(
+                Diagnostic::new("type::bad-operands", format!("cannot apply `{}` to {a} and {b}", op.symbol()))
+                    .label(file, l.span, format!("this is {a}"))
+                    .label(file, r.span, format!("this is {b}"))
+                    .help(help),
+            );
+            Ty::Unknown
+        })
+    }
+
+    fn call(&mut self, call: &Expr, callee: &Expr, args: &[Arg]) -> Ty {
+        let file = self.file();
+        let builtin = match &callee.kind {
+            ExprKind::Name(n)
+                if self.lookup_local(n).is_none() && !self.globals[self.module].contains_key(n) =>
+            {
+                builtins::lookup(n)
+            }
+            _ => None,
+        };
+        let ct = self.infer(callee);
+        self.expect_known(&ct, callee.span, "a function call");
+        let arg_tys: Vec<Ty> = args.iter().map(|a| self.infer(&a.value)).collect();
+        let sig = match ct.base() {
+            Ty::Fn(f) => f.clone(),
+            Ty::Unknown => return Ty::Unknown,
+            other => {
+                self.error(
+                    Diagnostic::new("type::not-callable", format!("{other} is not a function"))
+                        .label(file, callee.span, format!("this is {other}"))
+                        .help("only functions and node constructors can be called"),
+                );
+                return Ty::Unknown;
+            }
+        };
+        let name = match &callee.kind {
+            ExprKind::Name(n) => n.to_string(),
+            ExprKind::Field(_, f) => f.name.to_string(),
+            _ => "this function".to_string(),
+        };
+        let names: Vec<(Rc<str>, bool)> = sig
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), p.required))
+            .collect();
+        let (slots, errors) = bind_args(&name, &names, args, file, call.span);
+        self.errors.extend(errors);
+        for (p, slot) in sig.params.iter().zip(&slots) {
+            let Some(i) = slot else { continue };
+            let (t, span) = (&arg_tys[*i], args[*i].value.span);
+            if p.known {
+                self.expect_known(t, span, "a node's name");
+            }
+            self.expect_ty(t, &p.ty, span);
+        }
+        let arg = |i: usize| {
+            slots
+                .get(i)
+                .copied()
+                .flatten()
+                .map(|a| arg_tys[a].clone())
+                .unwrap_or(Ty::Unknown)
+        };
+        match builtin {
+            Some(Builtin::Sort) => arg(0),
+            Some(Builtin::Values) => match arg(0).base() {
+                Ty::Dict(t) => Ty::list((**t).clone()),
+                _ => Ty::list(Ty::Unknown),
+            },
+            Some(Builtin::Join) => {
+                if matches!(arg(0).base(), Ty::List(t) if t.is_deferred()) || arg(0).is_deferred() {
+                    Ty::deferred(Ty::Str)
+                } else {
+                    Ty::Str
+                }
+            }
+            Some(Builtin::Merge) => arg(0),
+            _ => sig.ret.clone(),
+        }
+    }
+}
+
+fn keep_deferred(outer: &Ty, inner: Ty) -> Ty {
+    if outer.is_deferred() {
+        Ty::deferred(inner)
+    } else {
+        inner
+    }
+}
+
+/// Where to point at the value of a block: its last expression.
+pub fn body_span(e: &Expr) -> Span {
+    match &e.kind {
+        ExprKind::Block { value, .. } => body_span(value),
+        _ => e.span,
+    }
+}
+
+pub fn mismatch_diagnostic(m: Mismatch, file: FileId, span: Span) -> Diagnostic {
+    match m {
+        Mismatch::Types { expected, found } => {
+            let mut d = Diagnostic::new(
+                "type::mismatch",
+                format!("expected {expected}, found {found}"),
+            )
+            .label(file, span, format!("this is {found}"));
+            if expected.starts_with("path") && found == "str" {
+                d = d
+                    .help("project files are named with `path(\"…\")`, which hashes their content");
+            } else if expected.starts_with("mode") && found == "int" {
+                d = d.help("write file modes in octal: 0o644");
+            } else if expected.starts_with("size") && found == "int" {
+                d = d.help("give a unit: 512MiB, 2GiB");
+            }
+            d
+        }
+        Mismatch::MissingField { field, record } => Diagnostic::new(
+            "type::missing-field",
+            format!("missing field `{field}` of `{record}`"),
+        )
+        .label(file, span, format!("has no `{field}`"))
+        .help(format!("add `{field} = …`")),
+        Mismatch::UnknownField {
+            field,
+            record,
+            suggestion,
+        } => {
+            let d = Diagnostic::new(
+                "type::unknown-field",
+                format!("`{record}` has no field `{field}`"),
+            )
+            .label(
+                file,
+                span,
+                format!("`{field}` is not a field of `{record}`"),
+            );
+            match suggestion {
+                Some(s) => d.help(s),
+                None => d.help(format!(
+                    "remove `{field}`, or add it to the type `{record}`"
+                )),
+            }
+        }
+    }
+}
+
+pub fn deferred_diagnostic(file: FileId, span: Span, what: &str, t: &Ty) -> Diagnostic {
+    Diagnostic::new("type::deferred", format!("{what} needs a value known before deploy"))
+        .label(file, span, format!("this is {t}: known only after deploy"))
+        .message(DEFERRED_MESSAGE)
+        .help("decide with something known now (a param, a literal); pass deferred values to node attributes or template vars")
+}

@@ -1,0 +1,1498 @@
+//! The evaluator: pure and deterministic. No clock, no environment, no network; the only
+//! input besides the sources is the project files named with `path(…)`, read through the
+//! `SourceLoader` and hashed by content.
+//!
+//! Top-level bindings are lazy thunks, so they may be written in any order; forcing one that
+//! is already being forced is a dependency cycle, reported with the cycle spelled out.
+//! Work is bounded (steps, call depth, string and list sizes), so any input ends in a value
+//! or a diagnostic.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use envc_lang::ast::*;
+use envc_lang::{did_you_mean, Diagnostic, FileId, Span};
+
+use crate::args::bind_args;
+use crate::builtins::{self, Builtin, Default};
+use crate::check::{body_span, deferred_diagnostic, mismatch_diagnostic, Checked, Global};
+use crate::derivation::{derivation_id, encode, DerivationRef};
+use crate::program::Program;
+use crate::source::{join_relative, SourceLoader};
+use crate::types::*;
+use crate::value::{format_size, Closure, Deferred, Env, Node, ProjectFile, Value};
+
+pub struct Limits {
+    pub max_steps: u64,
+    pub max_call_depth: u32,
+    pub max_string_bytes: usize,
+    pub max_list_len: usize,
+}
+
+impl std::default::Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_steps: 500_000_000,
+            max_call_depth: 512,
+            max_string_bytes: 64 << 20,
+            max_list_len: 10_000_000,
+        }
+    }
+}
+
+pub enum Stop {
+    Error(Box<Diagnostic>),
+    /// Already reported (a failed top-level binding used again).
+    Reported,
+}
+
+impl From<Diagnostic> for Stop {
+    fn from(d: Diagnostic) -> Stop {
+        Stop::Error(Box::new(d))
+    }
+}
+
+type R<T> = Result<T, Stop>;
+
+enum Slot {
+    InProgress,
+    Done(Value),
+    Failed,
+}
+
+pub struct Evaluated {
+    /// Values of the root module's top-level `let`s, in source order.
+    pub bindings: Vec<(Rc<str>, Value)>,
+    pub outputs: Vec<(Rc<str>, Value)>,
+    /// Project files read by `path(…)`.
+    pub files: BTreeMap<Rc<str>, blake3::Hash>,
+}
+
+pub struct Evaluator<'p> {
+    program: &'p Program,
+    checked: &'p Checked,
+    loader: &'p dyn SourceLoader,
+    params: &'p BTreeMap<String, (FileId, Expr)>,
+    limits: Limits,
+    slots: HashMap<(ModuleId, Rc<str>), Slot>,
+    forcing: Vec<(ModuleId, Rc<str>)>,
+    module: ModuleId,
+    steps: u64,
+    depth: u32,
+    files: BTreeMap<Rc<str>, blake3::Hash>,
+    pub errors: Vec<Diagnostic>,
+}
+
+impl<'p> Evaluator<'p> {
+    pub fn new(
+        program: &'p Program,
+        checked: &'p Checked,
+        loader: &'p dyn SourceLoader,
+        params: &'p BTreeMap<String, (FileId, Expr)>,
+        limits: Limits,
+    ) -> Evaluator<'p> {
+        Evaluator {
+            program,
+            checked,
+            loader,
+            params,
+            limits,
+            slots: HashMap::new(),
+            forcing: Vec::new(),
+            module: program.root,
+            steps: 0,
+            depth: 0,
+            files: BTreeMap::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn file(&self) -> FileId {
+        self.program.modules[self.module].file
+    }
+
+    fn fail<T>(&mut self, d: Diagnostic) -> R<T> {
+        Err(Stop::Error(Box::new(d)))
+    }
+
+    fn record(&mut self, r: R<()>) {
+        if let Err(Stop::Error(d)) = r {
+            self.errors.push(*d);
+        }
+    }
+
+    /// Evaluates every item of every module; returns the root's bindings and outputs.
+    pub fn run(mut self) -> (Evaluated, Vec<Diagnostic>) {
+        let mut bindings = Vec::new();
+        let mut outputs = Vec::new();
+        let order: Vec<ModuleId> = (0..self.program.modules.len())
+            .filter(|m| *m != self.program.root)
+            .chain([self.program.root])
+            .collect();
+        for m in order {
+            self.module = m;
+            for item in &self.program.modules[m].ast.items {
+                match &item.kind {
+                    ItemKind::Let(Binding { name, .. }) | ItemKind::Param { name, .. } => {
+                        let r = self.global(m, &name.name, name.span);
+                        if let (Ok(v), ItemKind::Let(_)) = (&r, &item.kind) {
+                            if m == self.program.root {
+                                bindings.push((name.name.clone(), v.clone()));
+                            }
+                        }
+                        self.record(r.map(|_| ()));
+                    }
+                    ItemKind::Fn(f) => {
+                        let name = f.name.as_ref().expect("named");
+                        let r = self.global(m, &name.name, name.span).map(|_| ());
+                        self.record(r);
+                    }
+                    ItemKind::Output { name, value } if m == self.program.root => {
+                        self.module = m;
+                        match self.eval(value, &Env::default()) {
+                            Ok(v) => outputs.push((name.name.clone(), v)),
+                            Err(e) => self.record(Err(e)),
+                        }
+                    }
+                    ItemKind::Assert(a) => {
+                        self.module = m;
+                        let r = self.assertion(a, &Env::default());
+                        self.record(r);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let files = std::mem::take(&mut self.files);
+        (
+            Evaluated {
+                bindings,
+                outputs,
+                files,
+            },
+            self.errors,
+        )
+    }
+
+    // ---- top-level values ---------------------------------------------------------------
+
+    fn global(&mut self, m: ModuleId, name: &Rc<str>, use_span: Span) -> R<Value> {
+        let key = (m, name.clone());
+        match self.slots.get(&key) {
+            Some(Slot::Done(v)) => return Ok(v.clone()),
+            Some(Slot::Failed) => return Err(Stop::Reported),
+            Some(Slot::InProgress) => return Err(self.cycle(m, name, use_span).into()),
+            None => {}
+        }
+        let Some(global) = self.checked.globals[m].get(name).cloned() else {
+            return Err(Stop::Reported); // the checker reported the unknown name
+        };
+        self.slots.insert(key.clone(), Slot::InProgress);
+        self.forcing.push(key.clone());
+        let saved = std::mem::replace(&mut self.module, m);
+        let items = &self.program.modules[m].ast.items;
+        let r = match global {
+            Global::Let(i) => {
+                let ItemKind::Let(b) = &items[i].kind else {
+                    unreachable!()
+                };
+                self.binding_value(b, &Env::default())
+            }
+            Global::Fn(i) => {
+                let ItemKind::Fn(f) = &items[i].kind else {
+                    unreachable!()
+                };
+                Ok(Value::Fn(Rc::new(Closure {
+                    decl: f.clone(),
+                    env: Env::default(),
+                    module: m,
+                })))
+            }
+            Global::Param(i) => {
+                let ItemKind::Param { name, ty, default } = &items[i].kind else {
+                    unreachable!()
+                };
+                self.param(name, ty, default.as_ref())
+            }
+            Global::Import(id) => Ok(Value::Module(id)),
+            Global::Type(_) | Global::Output(_) | Global::BrokenImport => Err(Stop::Reported),
+        };
+        self.module = saved;
+        self.forcing.pop();
+        match r {
+            Ok(v) => {
+                self.slots.insert(key, Slot::Done(v.clone()));
+                Ok(v)
+            }
+            Err(e) => {
+                self.slots.insert(key, Slot::Failed);
+                if let Stop::Error(d) = e {
+                    self.errors.push(*d);
+                }
+                Err(Stop::Reported)
+            }
+        }
+    }
+
+    fn cycle(&self, m: ModuleId, name: &Rc<str>, use_span: Span) -> Diagnostic {
+        let start = self
+            .forcing
+            .iter()
+            .position(|(fm, fname)| *fm == m && fname == name)
+            .unwrap_or(0);
+        let chain: Vec<&str> = self.forcing[start..]
+            .iter()
+            .map(|(_, n)| &**n)
+            .chain(std::iter::once(&**name))
+            .collect();
+        let file = self.program.modules[self.module].file;
+        let mut d = Diagnostic::new("eval::cycle", "dependency cycle")
+            .label(file, use_span, format!("`{name}` is needed here, while it is being computed"))
+            .message(format!("These bindings depend on each other in a circle: {}.", chain.join(" → ")))
+            .help("a dependency goes one way: remove it from one side of the circle (e.g. from one `after` list)");
+        for (fm, fname) in &self.forcing[start..] {
+            if let Some(span) = self.def_span(*fm, fname) {
+                d = d.label(
+                    self.program.modules[*fm].file,
+                    span,
+                    format!("`{fname}` is defined here"),
+                );
+            }
+        }
+        d
+    }
+
+    fn def_span(&self, m: ModuleId, name: &str) -> Option<Span> {
+        self.program.modules[m]
+            .ast
+            .items
+            .iter()
+            .find_map(|it| match &it.kind {
+                ItemKind::Let(b) if &*b.name.name == name => Some(b.name.span),
+                ItemKind::Param { name: n, .. } if &*n.name == name => Some(n.span),
+                _ => None,
+            })
+    }
+
+    fn param(&mut self, name: &Ident, ty: &TypeExpr, default: Option<&Expr>) -> R<Value> {
+        let want = self.annotation(ty);
+        if let Some((file, expr)) = self.params.get(&*name.name) {
+            let v = literal(expr, *file)?;
+            return self.coerce(v, &want, expr.span, *file);
+        }
+        match default {
+            Some(d) => {
+                let v = self.eval(d, &Env::default())?;
+                let file = self.file();
+                self.coerce(v, &want, d.span, file)
+            }
+            None => {
+                let file = self.file();
+                self.fail(
+                    Diagnostic::new(
+                        "eval::missing-param",
+                        format!("parameter `{}` is not set", name.name),
+                    )
+                    .label(file, name.span, "declared without a default")
+                    .help(format!(
+                        "pass `--set {}=…` on the command line, or give it a default",
+                        name.name
+                    )),
+                )
+            }
+        }
+    }
+
+    fn annotation(&self, t: &TypeExpr) -> Ty {
+        self.checked
+            .types
+            .get(&(self.file(), t.span.start, t.span.end))
+            .cloned()
+            .unwrap_or(Ty::Unknown)
+    }
+
+    fn binding_value(&mut self, b: &Binding, env: &Env) -> R<Value> {
+        let v = self.eval(&b.value, env)?;
+        match &b.ty {
+            Some(t) => {
+                let want = self.annotation(t);
+                let file = self.file();
+                self.coerce(v, &want, b.value.span, file)
+            }
+            None => Ok(v),
+        }
+    }
+
+    fn assertion(&mut self, a: &Assertion, env: &Env) -> R<()> {
+        let c = self.eval(&a.cond, env)?;
+        let file = self.file();
+        match self.known(c, a.cond.span, "an assertion")? {
+            Value::Bool(true) => Ok(()),
+            Value::Bool(false) => {
+                let msg = match &a.message {
+                    Some(m) => match self.eval(m, env)? {
+                        Value::Str(s) => s.to_string(),
+                        other => display(&other),
+                    },
+                    None => String::new(),
+                };
+                let title = if msg.is_empty() {
+                    "assertion failed".to_string()
+                } else {
+                    format!("assertion failed: {msg}")
+                };
+                self.fail(
+                    Diagnostic::new("eval::assertion", title)
+                        .label(file, a.cond.span, "this is false")
+                        .help("fix the values the assertion checks, or the policy it states"),
+                )
+            }
+            other => self.type_error("bool", &other, a.cond.span),
+        }
+    }
+
+    // ---- expressions --------------------------------------------------------------------
+
+    fn type_error<T>(&mut self, expected: &str, found: &Value, span: Span) -> R<T> {
+        let file = self.file();
+        self.fail(mismatch_diagnostic(
+            Mismatch::Types {
+                expected: expected.to_string(),
+                found: found.type_name(),
+            },
+            file,
+            span,
+        ))
+    }
+
+    /// The value, unless it is deferred, in which case `what` cannot use it.
+    fn known(&mut self, v: Value, span: Span, what: &str) -> R<Value> {
+        if let Value::Deferred(d) = &v {
+            let ty = match &**d {
+                Deferred::Output { node, output } => builtins::schema(node.kind)
+                    .field_ty(output)
+                    .unwrap_or(Ty::deferred(Ty::Unknown)),
+                Deferred::Concat(_) => Ty::deferred(Ty::Str),
+            };
+            let file = self.file();
+            return self.fail(deferred_diagnostic(file, span, what, &ty));
+        }
+        Ok(v)
+    }
+
+    fn tick(&mut self, span: Span) -> R<()> {
+        self.steps += 1;
+        if self.steps > self.limits.max_steps {
+            let file = self.file();
+            return self.fail(
+                Diagnostic::new("eval::too-long", "evaluation does not finish")
+                    .label(file, span, format!("still evaluating after {} steps", self.limits.max_steps))
+                    .help("look for a function that calls itself without a base case, or a loop over a huge range"),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn eval(&mut self, e: &Expr, env: &Env) -> R<Value> {
+        self.tick(e.span)?;
+        let file = self.file();
+        Ok(match &e.kind {
+            ExprKind::Int(n) => Value::Int(*n),
+            ExprKind::Size(n) => Value::Size(*n),
+            ExprKind::Mode(n) => Value::Mode(*n),
+            ExprKind::Bool(b) => Value::Bool(*b),
+            ExprKind::Error => return Err(Stop::Reported),
+            ExprKind::Str(parts) => {
+                let mut vals = Vec::with_capacity(parts.len());
+                for p in parts {
+                    vals.push(match p {
+                        StrPart::Lit(s) => Value::Str(s.clone()),
+                        StrPart::Interp(x) => {
+                            let v = self.eval(x, env)?;
+                            self.interpolable(v, x.span)?
+                        }
+                    });
+                }
+                self.concat(vals, e.span)?
+            }
+            ExprKind::Name(n) => self.name(n, e.span, env)?,
+            ExprKind::Paren(x) => self.eval(x, env)?,
+            ExprKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for x in items {
+                    out.push(self.eval(x, env)?);
+                }
+                Value::List(out.into())
+            }
+            ExprKind::Record(fields) => {
+                let mut out = BTreeMap::new();
+                for f in fields {
+                    out.insert(f.name.name.clone(), self.eval(&f.value, env)?);
+                }
+                Value::Record(Rc::new(out))
+            }
+            ExprKind::ListComp { clauses, body } => {
+                let mut out = Vec::new();
+                self.comprehension(clauses, env, &mut |ev, env| {
+                    let v = ev.eval(body, env)?;
+                    out.push(v);
+                    ev.check_len(out.len(), e.span)
+                })?;
+                Value::List(out.into())
+            }
+            ExprKind::RecordComp {
+                clauses,
+                key,
+                value,
+            } => {
+                let mut out: BTreeMap<Rc<str>, Value> = BTreeMap::new();
+                self.comprehension(clauses, env, &mut |ev, env| {
+                    let k = ev.eval(key, env)?;
+                    let k = match ev.known(k, key.span, "a record key")? {
+                        Value::Str(s) => s,
+                        other => return ev.type_error("str", &other, key.span),
+                    };
+                    let v = ev.eval(value, env)?;
+                    if out.insert(k.clone(), v).is_some() {
+                        let file = ev.file();
+                        return ev.fail(
+                            Diagnostic::new(
+                                "eval::duplicate-key",
+                                format!("key `{k}` is produced twice"),
+                            )
+                            .label(file, key.span, "two iterations give this key")
+                            .help(
+                                "make the keys unique, e.g. include the index: `\"${name}-${i}\"`",
+                            ),
+                        );
+                    }
+                    Ok(())
+                })?;
+                Value::Record(Rc::new(out))
+            }
+            ExprKind::Field(base, field) => {
+                let b = self.eval(base, env)?;
+                self.field(b, field)?
+            }
+            ExprKind::Index(base, index) => {
+                let b = self.eval(base, env)?;
+                let i = self.eval(index, env)?;
+                let i = self.known(i, index.span, "an index")?;
+                match (&b, &i) {
+                    (Value::List(xs), Value::Int(n)) => {
+                        let len = xs.len() as i64;
+                        let at = if *n < 0 { len + n } else { *n };
+                        match xs.get(usize::try_from(at).unwrap_or(usize::MAX)) {
+                            Some(v) => v.clone(),
+                            None => {
+                                return self.fail(
+                                    Diagnostic::new(
+                                        "eval::index-out-of-range",
+                                        format!("index {n} is out of range"),
+                                    )
+                                    .label(file, index.span, format!("the list has {len} elements"))
+                                    .help("indices start at 0; -1 is the last element"),
+                                )
+                            }
+                        }
+                    }
+                    (Value::Record(r), Value::Str(k)) => match r.get(k) {
+                        Some(v) => v.clone(),
+                        None => {
+                            let mut d =
+                                Diagnostic::new("eval::missing-key", format!("no key `{k}`"))
+                                    .label(file, index.span, "not in the record");
+                            if let Some(s) = did_you_mean(k, r.keys().map(|k| &**k)) {
+                                d = d.help(s);
+                            }
+                            return self.fail(d);
+                        }
+                    },
+                    (Value::List(_), other) => return self.type_error("int", other, index.span),
+                    (Value::Record(_), other) => return self.type_error("str", other, index.span),
+                    (other, _) => return self.type_error("a list or a record", other, base.span),
+                }
+            }
+            ExprKind::Call { callee, args } => self.call(e, callee, args, env)?,
+            ExprKind::Unary(op, x) => {
+                let v = self.eval(x, env)?;
+                let v = self.known(v, x.span, "an operator")?;
+                match (op, v) {
+                    (UnaryOp::Neg, Value::Int(n)) => match n.checked_neg() {
+                        Some(n) => Value::Int(n),
+                        None => return self.overflow(e.span),
+                    },
+                    (UnaryOp::Not, Value::Bool(b)) => Value::Bool(!b),
+                    (UnaryOp::Neg, other) => return self.type_error("int", &other, x.span),
+                    (UnaryOp::Not, other) => return self.type_error("bool", &other, x.span),
+                }
+            }
+            ExprKind::Binary(op, l, r) => self.binary(*op, l, r, env, e.span)?,
+            ExprKind::Range { lo, hi, inclusive } => {
+                let a = self.eval(lo, env)?;
+                let a = self.known(a, lo.span, "a range bound")?;
+                let b = self.eval(hi, env)?;
+                let b = self.known(b, hi.span, "a range bound")?;
+                match (a, b) {
+                    (Value::Int(a), Value::Int(b)) => {
+                        let end = if *inclusive { b.saturating_add(1) } else { b };
+                        let len = end.saturating_sub(a).max(0) as u64;
+                        self.check_len(len.min(usize::MAX as u64) as usize, e.span)?;
+                        Value::List((a..end).map(Value::Int).collect::<Vec<_>>().into())
+                    }
+                    (Value::Int(_), other) => return self.type_error("int", &other, hi.span),
+                    (other, _) => return self.type_error("int", &other, lo.span),
+                }
+            }
+            ExprKind::If { cond, then, else_ } => {
+                let c = self.eval(cond, env)?;
+                match self.known(c, cond.span, "an `if` condition")? {
+                    Value::Bool(true) => self.eval(then, env)?,
+                    Value::Bool(false) => self.eval(else_, env)?,
+                    other => return self.type_error("bool", &other, cond.span),
+                }
+            }
+            ExprKind::Block { stmts, value } => {
+                let mut env = env.clone();
+                for s in stmts {
+                    match s {
+                        Stmt::Let(b) => {
+                            let v = self.binding_value(b, &env)?;
+                            env = env.bind(b.name.name.clone(), v);
+                        }
+                        Stmt::Assert(a) => self.assertion(a, &env)?,
+                    }
+                }
+                self.eval(value, &env)?
+            }
+            ExprKind::Lambda(f) => Value::Fn(Rc::new(Closure {
+                decl: f.clone(),
+                env: env.clone(),
+                module: self.module,
+            })),
+        })
+    }
+
+    fn check_len(&mut self, len: usize, span: Span) -> R<()> {
+        if len > self.limits.max_list_len {
+            let file = self.file();
+            return self.fail(
+                Diagnostic::new("eval::too-large", "list too large")
+                    .label(file, span, format!("more than {} elements", self.limits.max_list_len))
+                    .help("an environment this large is almost certainly a mistake in a range or a loop"),
+            );
+        }
+        Ok(())
+    }
+
+    fn overflow<T>(&mut self, span: Span) -> R<T> {
+        let file = self.file();
+        self.fail(
+            Diagnostic::new("eval::overflow", "arithmetic overflow")
+                .label(file, span, "the result does not fit in 64 bits")
+                .help("check the operands"),
+        )
+    }
+
+    fn name(&mut self, n: &Rc<str>, span: Span, env: &Env) -> R<Value> {
+        if let Some(v) = env.get(n) {
+            return Ok(v.clone());
+        }
+        if self.checked.globals[self.module].contains_key(n) {
+            return self.global(self.module, n, span);
+        }
+        match builtins::lookup(n) {
+            Some(b) => Ok(Value::Builtin(b)),
+            None => Err(Stop::Reported), // reported by the checker
+        }
+    }
+
+    fn interpolable(&mut self, v: Value, span: Span) -> R<Value> {
+        Ok(match v {
+            Value::Str(_) | Value::Deferred(_) => v,
+            Value::Int(_) | Value::Bool(_) | Value::Size(_) | Value::Mode(_) => {
+                Value::Str(display(&v).into())
+            }
+            other => {
+                let file = self.file();
+                return self.fail(
+                    Diagnostic::new("type::not-interpolable", format!("cannot put a {} into a string", other.type_name()))
+                        .label(file, span, format!("this is {}", other.type_name()))
+                        .help("interpolate text, numbers, sizes, modes or booleans; join lists with join()"),
+                );
+            }
+        })
+    }
+
+    /// Concatenates strings and deferred parts: known when every part is.
+    fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
+        let mut out: Vec<Value> = Vec::new();
+        let mut text = String::new();
+        for p in parts {
+            match p {
+                Value::Str(s) => text.push_str(&s),
+                Value::Deferred(d) => {
+                    if !text.is_empty() {
+                        out.push(Value::Str(std::mem::take(&mut text).into()));
+                    }
+                    match &*d {
+                        Deferred::Concat(inner) => out.extend(inner.iter().cloned()),
+                        Deferred::Output { .. } => out.push(Value::Deferred(d.clone())),
+                    }
+                }
+                _ => unreachable!("interpolable() admits only strings and deferred values"),
+            }
+            if text.len() > self.limits.max_string_bytes {
+                let file = self.file();
+                return self.fail(
+                    Diagnostic::new("eval::too-large", "string too large")
+                        .label(
+                            file,
+                            span,
+                            format!("more than {} bytes", self.limits.max_string_bytes),
+                        )
+                        .help("a string this large is almost certainly a mistake"),
+                );
+            }
+        }
+        if out.is_empty() {
+            return Ok(Value::Str(text.into()));
+        }
+        if !text.is_empty() {
+            out.push(Value::Str(text.into()));
+        }
+        Ok(Value::Deferred(Rc::new(Deferred::Concat(out))))
+    }
+
+    fn comprehension(
+        &mut self,
+        clauses: &[Clause],
+        env: &Env,
+        emit: &mut dyn FnMut(&mut Self, &Env) -> R<()>,
+    ) -> R<()> {
+        let Some((first, rest)) = clauses.split_first() else {
+            return emit(self, env);
+        };
+        match first {
+            Clause::If(cond) => {
+                let c = self.eval(cond, env)?;
+                match self.known(c, cond.span, "a filter")? {
+                    Value::Bool(true) => self.comprehension(rest, env, emit),
+                    Value::Bool(false) => Ok(()),
+                    other => self.type_error("bool", &other, cond.span),
+                }
+            }
+            Clause::For {
+                first: a,
+                second: b,
+                iter,
+            } => {
+                let it = self.eval(iter, env)?;
+                let it = self.known(it, iter.span, "a `for` loop")?;
+                match &it {
+                    Value::List(xs) => {
+                        for (i, x) in xs.iter().enumerate() {
+                            self.tick(iter.span)?;
+                            let env = match b {
+                                None => env.bind(a.name.clone(), x.clone()),
+                                Some(b) => env
+                                    .bind(a.name.clone(), Value::Int(i as i64))
+                                    .bind(b.name.clone(), x.clone()),
+                            };
+                            self.comprehension(rest, &env, emit)?;
+                        }
+                        Ok(())
+                    }
+                    Value::Record(r) => {
+                        for (k, v) in r.iter() {
+                            self.tick(iter.span)?;
+                            let env = env.bind(a.name.clone(), Value::Str(k.clone()));
+                            let env = match b {
+                                None => env,
+                                Some(b) => env.bind(b.name.clone(), v.clone()),
+                            };
+                            self.comprehension(rest, &env, emit)?;
+                        }
+                        Ok(())
+                    }
+                    other => self.type_error("a list or a record", other, iter.span),
+                }
+            }
+        }
+    }
+
+    fn field(&mut self, b: Value, field: &Ident) -> R<Value> {
+        let file = self.file();
+        let missing = |what: String, names: Vec<String>| {
+            let mut d = Diagnostic::new(
+                "type::unknown-field",
+                format!("{what} has no field `{}`", field.name),
+            )
+            .label(file, field.span, "unknown field");
+            if let Some(s) = did_you_mean(&field.name, names.iter().map(String::as_str)) {
+                d = d.help(s);
+            }
+            d
+        };
+        match &b {
+            Value::Record(r) => match r.get(&field.name) {
+                Some(v) => Ok(v.clone()),
+                None => self.fail(missing(
+                    "the record".into(),
+                    r.keys().map(|k| k.to_string()).collect(),
+                )),
+            },
+            Value::Node(n) => {
+                let schema = builtins::schema(n.kind);
+                if field.name.as_ref() == schema.name_attr || field.name.as_ref() == "name" {
+                    return Ok(Value::Str(n.name.clone()));
+                }
+                if field.name.as_ref() == "target" {
+                    if let Some(t) = &n.target {
+                        return Ok(Value::Node(t.clone()));
+                    }
+                }
+                if let Some(v) = n.attrs.get(&field.name) {
+                    return Ok(v.clone());
+                }
+                if schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
+                    return Ok(Value::Deferred(Rc::new(Deferred::Output {
+                        node: n.clone(),
+                        output: field.name.clone(),
+                    })));
+                }
+                if schema.attrs.iter().any(|a| a.name == &*field.name) {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::unset-attribute",
+                            format!("`{}` is not set on this {}", field.name, n.kind.name()),
+                        )
+                        .label(file, field.span, "optional and not given")
+                        .help(format!(
+                            "set `{} = …` where the {} is declared",
+                            field.name,
+                            n.kind.name()
+                        )),
+                    );
+                }
+                let names = schema.field_names().iter().map(|s| s.to_string()).collect();
+                self.fail(missing(format!("a `{}` node", n.kind.name()), names))
+            }
+            Value::Module(m) => {
+                let m = *m;
+                if self.checked.globals[m].contains_key(&field.name) {
+                    return self.global(m, &field.name, field.span);
+                }
+                Err(Stop::Reported)
+            }
+            Value::Deferred(_) => {
+                // Fields of a deferred record are deferred too; none of ours are records.
+                Err(Stop::Reported)
+            }
+            other => self.fail(
+                Diagnostic::new(
+                    "type::no-fields",
+                    format!("{} has no fields", other.type_name()),
+                )
+                .label(file, field.span, "field access on a value without fields"),
+            ),
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, l: &Expr, r: &Expr, env: &Env, span: Span) -> R<Value> {
+        use BinaryOp::*;
+        let a = self.eval(l, env)?;
+        // `and`/`or` short-circuit.
+        if matches!(op, And | Or) {
+            let a = self.known(a, l.span, "an operator")?;
+            let Value::Bool(x) = a else {
+                return self.type_error("bool", &a, l.span);
+            };
+            if (op == And && !x) || (op == Or && x) {
+                return Ok(Value::Bool(x));
+            }
+            let b = self.eval(r, env)?;
+            let b = self.known(b, r.span, "an operator")?;
+            return match b {
+                Value::Bool(y) => Ok(Value::Bool(y)),
+                other => self.type_error("bool", &other, r.span),
+            };
+        }
+        let b = self.eval(r, env)?;
+        if op == Add {
+            if let (Value::Str(_) | Value::Deferred(_), Value::Str(_) | Value::Deferred(_)) =
+                (&a, &b)
+            {
+                return self.concat(vec![a, b], span);
+            }
+        }
+        let a = self.known(a, l.span, "an operator")?;
+        let b = self.known(b, r.span, "an operator")?;
+        let v = match (op, &a, &b) {
+            (Eq, _, _) => Value::Bool(self.equal(&a, &b, span)?),
+            (NotEq, _, _) => Value::Bool(!self.equal(&a, &b, span)?),
+            (Lt | Le | Gt | Ge, _, _) => {
+                let ord = match (&a, &b) {
+                    (Value::Int(x), Value::Int(y)) => x.cmp(y),
+                    (Value::Size(x), Value::Size(y)) => x.cmp(y),
+                    (Value::Str(x), Value::Str(y)) => x.cmp(y),
+                    _ => return self.bad_operands(op, &a, &b, l.span, r.span),
+                };
+                Value::Bool(match op {
+                    Lt => ord.is_lt(),
+                    Le => ord.is_le(),
+                    Gt => ord.is_gt(),
+                    _ => ord.is_ge(),
+                })
+            }
+            (Add | Sub | Mul | Div | Rem, Value::Int(x), Value::Int(y)) => {
+                if matches!(op, Div | Rem) && *y == 0 {
+                    let file = self.file();
+                    return self.fail(
+                        Diagnostic::new("eval::division-by-zero", "division by zero").label(
+                            file,
+                            r.span,
+                            "this is 0",
+                        ),
+                    );
+                }
+                let res = match op {
+                    Add => x.checked_add(*y),
+                    Sub => x.checked_sub(*y),
+                    Mul => x.checked_mul(*y),
+                    Div => x.checked_div(*y),
+                    _ => x.checked_rem(*y),
+                };
+                match res {
+                    Some(n) => Value::Int(n),
+                    None => return self.overflow(span),
+                }
+            }
+            (Add | Sub, Value::Size(x), Value::Size(y)) => {
+                let res = if op == Add {
+                    x.checked_add(*y)
+                } else {
+                    x.checked_sub(*y)
+                };
+                match res {
+                    Some(n) => Value::Size(n),
+                    None => return self.overflow(span),
+                }
+            }
+            (Mul, Value::Size(s), Value::Int(n)) | (Mul, Value::Int(n), Value::Size(s)) => {
+                match u64::try_from(*n).ok().and_then(|n| s.checked_mul(n)) {
+                    Some(v) => Value::Size(v),
+                    None => return self.overflow(span),
+                }
+            }
+            (Div, Value::Size(s), Value::Int(n)) => match u64::try_from(*n).ok().filter(|n| *n > 0)
+            {
+                Some(n) => Value::Size(s / n),
+                None => return self.bad_operands(op, &a, &b, l.span, r.span),
+            },
+            (Div, Value::Size(x), Value::Size(y)) if *y > 0 => Value::Int((x / y) as i64),
+            (Add, Value::List(x), Value::List(y)) => {
+                self.check_len(x.len() + y.len(), span)?;
+                Value::List(x.iter().chain(y.iter()).cloned().collect::<Vec<_>>().into())
+            }
+            _ => return self.bad_operands(op, &a, &b, l.span, r.span),
+        };
+        Ok(v)
+    }
+
+    fn bad_operands<T>(&mut self, op: BinaryOp, a: &Value, b: &Value, ls: Span, rs: Span) -> R<T> {
+        let file = self.file();
+        self.fail(
+            Diagnostic::new(
+                "type::bad-operands",
+                format!(
+                    "cannot apply `{}` to {} and {}",
+                    op.symbol(),
+                    a.type_name(),
+                    b.type_name()
+                ),
+            )
+            .label(file, ls, format!("this is {}", a.type_name()))
+            .label(file, rs, format!("this is {}", b.type_name())),
+        )
+    }
+
+    fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
+        Ok(match (a, b) {
+            (Value::Int(x), Value::Int(y)) => x == y,
+            (Value::Str(x), Value::Str(y)) => x == y,
+            (Value::Bool(x), Value::Bool(y)) => x == y,
+            (Value::Size(x), Value::Size(y)) => x == y,
+            (Value::Mode(x), Value::Mode(y)) => x == y,
+            (Value::Path(x), Value::Path(y)) => x == y,
+            (Value::Node(x), Value::Node(y)) => x.id == y.id,
+            (Value::List(x), Value::List(y)) => {
+                if x.len() != y.len() {
+                    return Ok(false);
+                }
+                for (p, q) in x.iter().zip(y.iter()) {
+                    if !self.equal(p, q, span)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Value::Record(x), Value::Record(y)) => {
+                if x.len() != y.len() || x.keys().ne(y.keys()) {
+                    return Ok(false);
+                }
+                for (p, q) in x.values().zip(y.values()) {
+                    if !self.equal(p, q, span)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Value::Deferred(_), _) | (_, Value::Deferred(_)) => {
+                let file = self.file();
+                return self.fail(deferred_diagnostic(
+                    file,
+                    span,
+                    "a comparison",
+                    &Ty::deferred(Ty::Unknown),
+                ));
+            }
+            (Value::Fn(_) | Value::Builtin(_), _) | (_, Value::Fn(_) | Value::Builtin(_)) => {
+                let file = self.file();
+                return self.fail(
+                    Diagnostic::new("type::bad-operands", "functions cannot be compared").label(
+                        file,
+                        span,
+                        "comparing functions",
+                    ),
+                );
+            }
+            _ => false,
+        })
+    }
+
+    // ---- calls --------------------------------------------------------------------------
+
+    fn call(&mut self, call: &Expr, callee: &Expr, args: &[Arg], env: &Env) -> R<Value> {
+        let f = self.eval(callee, env)?;
+        let f = self.known(f, callee.span, "a function call")?;
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(self.eval(&a.value, env)?);
+        }
+        match f {
+            Value::Fn(c) => self.call_closure(&c, args, vals, call.span),
+            Value::Builtin(b) => self.call_builtin(b, args, vals, call.span),
+            other => {
+                let file = self.file();
+                self.fail(
+                    Diagnostic::new(
+                        "type::not-callable",
+                        format!("{} is not a function", other.type_name()),
+                    )
+                    .label(
+                        file,
+                        callee.span,
+                        format!("this is {}", other.type_name()),
+                    ),
+                )
+            }
+        }
+    }
+
+    fn bind(
+        &mut self,
+        name: &str,
+        params: &[(Rc<str>, bool)],
+        args: &[Arg],
+        span: Span,
+    ) -> R<Vec<Option<usize>>> {
+        let file = self.file();
+        let (slots, mut errors) = bind_args(name, params, args, file, span);
+        if errors.is_empty() {
+            Ok(slots)
+        } else {
+            self.fail(errors.swap_remove(0))
+        }
+    }
+
+    fn call_closure(
+        &mut self,
+        c: &Rc<Closure>,
+        args: &[Arg],
+        vals: Vec<Value>,
+        span: Span,
+    ) -> R<Value> {
+        let decl = &c.decl;
+        let fname = decl
+            .name
+            .as_ref()
+            .map_or("this function".to_string(), |n| n.name.to_string());
+        let params: Vec<(Rc<str>, bool)> = decl
+            .params
+            .iter()
+            .map(|p| (p.name.name.clone(), p.default.is_none()))
+            .collect();
+        let slots = self.bind(&fname, &params, args, span)?;
+        if self.depth >= self.limits.max_call_depth {
+            let file = self.file();
+            return self.fail(
+                Diagnostic::new("eval::too-deep", "recursion too deep")
+                    .label(file, span, format!("`{fname}` is called more than {} levels deep", self.limits.max_call_depth))
+                    .help("check that the recursion reaches its base case; loops are written as comprehensions"),
+            );
+        }
+        let caller_file = self.file();
+        let saved = std::mem::replace(&mut self.module, c.module);
+        self.depth += 1;
+        let r = (|| {
+            let mut env = c.env.clone();
+            for (p, slot) in decl.params.iter().zip(&slots) {
+                let (v, vspan, vfile) = match slot {
+                    Some(i) => (vals[*i].clone(), args[*i].value.span, caller_file),
+                    None => {
+                        let d = p
+                            .default
+                            .as_ref()
+                            .expect("bind_args checked required parameters");
+                        (self.eval(d, &env)?, d.span, self.file())
+                    }
+                };
+                let v = match &p.ty {
+                    Some(t) => {
+                        let want = self.annotation(t);
+                        self.coerce(v, &want, vspan, vfile)?
+                    }
+                    None => v,
+                };
+                env = env.bind(p.name.name.clone(), v);
+            }
+            let out = self.eval(&decl.body, &env)?;
+            match &decl.ret {
+                Some(t) => {
+                    let want = self.annotation(t);
+                    let file = self.file();
+                    self.coerce(out, &want, body_span(&decl.body), file)
+                }
+                None => Ok(out),
+            }
+        })();
+        self.depth -= 1;
+        self.module = saved;
+        r
+    }
+
+    /// Checks `v` against `ty` at run time, filling record defaults and checking ranges.
+    pub fn coerce(&mut self, v: Value, ty: &Ty, span: Span, file: FileId) -> R<Value> {
+        let mismatch = |expected: &Ty, found: &Value| {
+            mismatch_diagnostic(
+                Mismatch::Types {
+                    expected: expected.to_string(),
+                    found: found.type_name(),
+                },
+                file,
+                span,
+            )
+        };
+        if v.is_deferred() {
+            return Ok(v); // checked after realization
+        }
+        Ok(match (ty, &v) {
+            (Ty::Unknown, _) => v,
+            (Ty::Deferred(t), _) => return self.coerce(v, t, span, file),
+            (Ty::Ranged(base, lo, hi), _) => {
+                let v = self.coerce(v, base, span, file)?;
+                let n: i128 = match &v {
+                    Value::Int(n) => *n as i128,
+                    Value::Size(n) => *n as i128,
+                    _ => return Ok(v),
+                };
+                if n < *lo || n > *hi {
+                    let show = |x: i128| match &v {
+                        Value::Size(_) => format_size(x as u64),
+                        _ => x.to_string(),
+                    };
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::out-of-range",
+                            format!("{} is out of range", show(n)),
+                        )
+                        .label(
+                            file,
+                            span,
+                            format!("must be between {} and {}", show(*lo), show(*hi)),
+                        )
+                        .help(format!("the type is {ty}")),
+                    );
+                }
+                v
+            }
+            (Ty::Int, Value::Int(_))
+            | (Ty::Str, Value::Str(_))
+            | (Ty::Bool, Value::Bool(_))
+            | (Ty::Size, Value::Size(_))
+            | (Ty::Mode, Value::Mode(_))
+            | (Ty::Path, Value::Path(_))
+            | (Ty::Fn(_), Value::Fn(_) | Value::Builtin(_)) => v,
+            (Ty::Node(nt), Value::Node(n)) if nt.accepts(n.kind) => v,
+            (Ty::List(t), Value::List(xs)) => {
+                let mut out = Vec::with_capacity(xs.len());
+                for x in xs.iter() {
+                    out.push(self.coerce(x.clone(), t, span, file)?);
+                }
+                Value::List(out.into())
+            }
+            (Ty::Dict(t), Value::Record(r)) => {
+                let mut out = BTreeMap::new();
+                for (k, x) in r.iter() {
+                    out.insert(k.clone(), self.coerce(x.clone(), t, span, file)?);
+                }
+                Value::Record(Rc::new(out))
+            }
+            (Ty::Record(rt), Value::Record(r)) => {
+                let mut out = BTreeMap::new();
+                for (k, ft) in &rt.fields {
+                    let x = match (r.get(k), &ft.default) {
+                        (Some(x), _) => x.clone(),
+                        (None, Some((m, d))) => {
+                            let saved = std::mem::replace(&mut self.module, *m);
+                            let dv = self.eval(d, &Env::default());
+                            self.module = saved;
+                            dv?
+                        }
+                        (None, None) => {
+                            return self.fail(mismatch_diagnostic(
+                                Mismatch::MissingField {
+                                    field: k.clone(),
+                                    record: ty.to_string(),
+                                },
+                                file,
+                                span,
+                            ))
+                        }
+                    };
+                    out.insert(k.clone(), self.coerce(x, &ft.ty, span, file)?);
+                }
+                if let Some(extra) = r.keys().find(|k| !rt.fields.contains_key(*k)) {
+                    let suggestion = did_you_mean(extra, rt.fields.keys().map(|k| &**k));
+                    return self.fail(mismatch_diagnostic(
+                        Mismatch::UnknownField {
+                            field: extra.clone(),
+                            record: ty.to_string(),
+                            suggestion,
+                        },
+                        file,
+                        span,
+                    ));
+                }
+                Value::Record(Rc::new(out))
+            }
+            _ => return self.fail(mismatch(ty, &v)),
+        })
+    }
+
+    fn call_builtin(&mut self, b: Builtin, args: &[Arg], vals: Vec<Value>, span: Span) -> R<Value> {
+        let sig = b.signature();
+        let params: Vec<(Rc<str>, bool)> = sig
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), p.required))
+            .collect();
+        let slots = self.bind(b.name(), &params, args, span)?;
+        let file = self.file();
+        let mut got: Vec<Option<(Value, Span)>> = Vec::with_capacity(slots.len());
+        for (p, slot) in sig.params.iter().zip(&slots) {
+            got.push(match slot {
+                Some(i) => {
+                    let s = args[*i].value.span;
+                    let v = if p.known {
+                        self.known(vals[*i].clone(), s, "a node's name")?
+                    } else {
+                        vals[*i].clone()
+                    };
+                    Some((self.coerce(v, &p.ty, s, file)?, s))
+                }
+                None => None,
+            });
+        }
+        if let Builtin::Node(kind) = b {
+            return self.node(kind, &sig, got, span);
+        }
+        let arg = |i: usize| {
+            got[i]
+                .clone()
+                .expect("library functions have only required parameters")
+        };
+        crate::library::call(self, b, &arg, span)
+    }
+
+    fn node(
+        &mut self,
+        kind: NodeKind,
+        sig: &FnTy,
+        got: Vec<Option<(Value, Span)>>,
+        span: Span,
+    ) -> R<Value> {
+        let schema = builtins::schema(kind);
+        let file = self.file();
+        let mut attrs: BTreeMap<Rc<str>, Value> = BTreeMap::new();
+        let mut name: Option<(Rc<str>, Span)> = None;
+        let mut target: Option<Rc<Node>> = None;
+        for (p, v) in sig.params.iter().zip(got) {
+            match (v, &*p.name) {
+                (Some((Value::Node(t), _)), "target") if schema.has_target => target = Some(t),
+                (Some((Value::Str(s), sp)), n) if n == schema.name_attr => name = Some((s, sp)),
+                (Some((v, _)), n) => {
+                    attrs.insert(n.into(), v);
+                }
+                (None, n) => {
+                    let default = schema
+                        .attrs
+                        .iter()
+                        .find(|a| a.name == n)
+                        .and_then(|a| a.default);
+                    if let Some(d) = default {
+                        attrs.insert(n.into(), default_value(d));
+                    }
+                }
+            }
+        }
+        let Some((name, name_span)) = name else {
+            return Err(Stop::Reported);
+        };
+        if let Err(why) = crate::library::validate_name(kind, &name) {
+            return self.fail(
+                Diagnostic::new(
+                    "eval::bad-node-name",
+                    format!(
+                        "invalid {} {}: `{}`",
+                        kind.name(),
+                        schema.name_attr,
+                        name.escape_debug()
+                    ),
+                )
+                .label(file, name_span, why.0)
+                .help(why.1),
+            );
+        }
+        if kind == NodeKind::File {
+            let given: Vec<&str> = ["content", "template", "source"]
+                .into_iter()
+                .filter(|k| attrs.contains_key(*k))
+                .collect();
+            if given.len() != 1 {
+                let title = if given.is_empty() {
+                    "a file needs its content".to_string()
+                } else {
+                    format!(
+                        "a file takes one of content, template and source; this one has {}",
+                        given.join(" and ")
+                    )
+                };
+                return self.fail(
+                    Diagnostic::new("eval::file-content", title)
+                        .label(file, span, "this file")
+                        .help("give exactly one of `content = \"…\"`, `template = path(\"….j2\")` (with `vars`), `source = path(\"…\")`"),
+                );
+            }
+            if attrs.contains_key("vars") && !attrs.contains_key("template") {
+                return self.fail(
+                    Diagnostic::new("eval::file-content", "`vars` without a template")
+                        .label(file, span, "this file has vars but no template")
+                        .help(
+                            "vars fill a template: add `template = path(\"….j2\")`, or drop `vars`",
+                        ),
+                );
+            }
+        }
+        let mut inputs: Vec<Rc<Node>> = Vec::new();
+        if let Some(t) = &target {
+            inputs.push(t.clone());
+        }
+        for v in attrs.values() {
+            collect_nodes(v, &mut inputs);
+        }
+        inputs.sort_by(|a, b| a.id.cmp(&b.id));
+        inputs.dedup_by(|a, b| a.id == b.id);
+        let pins = BTreeMap::new();
+        let d = DerivationRef {
+            kind: kind.name(),
+            name: &name,
+            target: target.as_ref().map(|t| &t.id),
+            attrs: &attrs,
+            inputs: &inputs,
+            pins: &pins,
+        };
+        let bytes = match encode(&d) {
+            Ok(b) => b,
+            Err(what) => {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::not-storable",
+                        format!("{} cannot be stored in a node", what.0),
+                    )
+                    .label(file, span, "an attribute holds it")
+                    .help("nodes hold data: strings, numbers, lists, records and other nodes"),
+                )
+            }
+        };
+        Ok(Value::Node(Rc::new(Node {
+            id: derivation_id(&bytes),
+            kind,
+            name,
+            target,
+            attrs,
+            inputs,
+            file,
+            span,
+        })))
+    }
+
+    /// Reads a project file named relative to the current module, hashing its content.
+    pub(crate) fn project_file(&mut self, rel: &str, span: Span) -> R<Value> {
+        let file = self.file();
+        let from = self.program.modules[self.module].path.clone();
+        let spec = if rel.starts_with("./") || rel.starts_with("../") {
+            rel.to_string()
+        } else {
+            format!("./{rel}")
+        };
+        let resolved = if from.starts_with("std/") || rel.starts_with('/') {
+            None
+        } else {
+            join_relative(&from, &spec)
+        };
+        let Some(path) = resolved else {
+            return self.fail(
+                Diagnostic::new(
+                    "eval::path-outside-project",
+                    format!("`{rel}` is not a project file"),
+                )
+                .label(file, span, "outside the directory of the root file")
+                .help("name files relative to this module, inside the project"),
+            );
+        };
+        let path: Rc<str> = path.into();
+        if let Some(h) = self.files.get(&path) {
+            return Ok(Value::Path(Rc::new(ProjectFile { path, hash: *h })));
+        }
+        match self.loader.read(&path) {
+            Ok(bytes) => {
+                let hash = blake3::hash(&bytes);
+                self.files.insert(path.clone(), hash);
+                Ok(Value::Path(Rc::new(ProjectFile { path, hash })))
+            }
+            Err(e) => self.fail(
+                Diagnostic::new(
+                    "eval::unreadable-file",
+                    format!("cannot read `{path}`: {e}"),
+                )
+                .label(file, span, "named here")
+                .help("paths are relative to the file that names them"),
+            ),
+        }
+    }
+
+    pub(crate) fn error_at(&self, span: Span, d: Diagnostic) -> Stop {
+        let _ = span;
+        Stop::Error(Box::new(d))
+    }
+
+    pub(crate) fn current_file(&self) -> FileId {
+        self.file()
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(crate) fn values_equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
+        self.equal(a, b, span)
+    }
+
+    pub(crate) fn concat_parts(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
+        self.concat(parts, span)
+    }
+}
+
+fn default_value(d: Default) -> Value {
+    match d {
+        Default::Int(n) => Value::Int(n),
+        Default::Str(s) => Value::Str(s.into()),
+        Default::Bool(b) => Value::Bool(b),
+        Default::Size(n) => Value::Size(n),
+        Default::Mode(m) => Value::Mode(m),
+        Default::EmptyList => Value::List(Vec::new().into()),
+        Default::EmptyRecord => Value::Record(Rc::new(BTreeMap::new())),
+    }
+}
+
+/// Nodes referenced by a value, directly or through deferred outputs (not through other
+/// nodes: those are already inputs of the nodes that reference them).
+pub fn collect_nodes(v: &Value, out: &mut Vec<Rc<Node>>) {
+    match v {
+        Value::Node(n) => out.push(n.clone()),
+        Value::List(xs) => xs.iter().for_each(|x| collect_nodes(x, out)),
+        Value::Record(r) => r.values().for_each(|x| collect_nodes(x, out)),
+        Value::Deferred(d) => match &**d {
+            Deferred::Output { node, .. } => out.push(node.clone()),
+            Deferred::Concat(parts) => parts.iter().for_each(|x| collect_nodes(x, out)),
+        },
+        _ => {}
+    }
+}
+
+/// How a known value reads inside a string.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::Int(n) => n.to_string(),
+        Value::Str(s) => s.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Size(n) => format_size(*n),
+        Value::Mode(m) => format!("{m:04o}"),
+        other => format!("<{}>", other.type_name()),
+    }
+}
+
+/// A `--set` value: a literal (number, size, mode, bool, string, list, record).
+fn literal(e: &Expr, file: FileId) -> R<Value> {
+    Ok(match &e.kind {
+        ExprKind::Int(n) => Value::Int(*n),
+        ExprKind::Size(n) => Value::Size(*n),
+        ExprKind::Mode(n) => Value::Mode(*n),
+        ExprKind::Bool(b) => Value::Bool(*b),
+        ExprKind::Str(parts) if parts.iter().all(|p| matches!(p, StrPart::Lit(_))) => Value::Str(
+            parts
+                .iter()
+                .map(|p| if let StrPart::Lit(s) = p { &**s } else { "" })
+                .collect::<String>()
+                .into(),
+        ),
+        ExprKind::Unary(UnaryOp::Neg, x) => match literal(x, file)? {
+            Value::Int(n) => Value::Int(-n),
+            _ => return Err(not_literal(e, file)),
+        },
+        ExprKind::Paren(x) => literal(x, file)?,
+        ExprKind::List(xs) => Value::List(
+            xs.iter()
+                .map(|x| literal(x, file))
+                .collect::<R<Vec<_>>>()?
+                .into(),
+        ),
+        ExprKind::Record(fs) => Value::Record(Rc::new(
+            fs.iter()
+                .map(|f| Ok((f.name.name.clone(), literal(&f.value, file)?)))
+                .collect::<R<BTreeMap<_, _>>>()?,
+        )),
+        ExprKind::Error => return Err(Stop::Reported),
+        _ => return Err(not_literal(e, file)),
+    })
+}
+
+fn not_literal(e: &Expr, file: FileId) -> Stop {
+    Stop::Error(Box::new(
+        Diagnostic::new("eval::set-not-literal", "a --set value must be a literal")
+            .label(file, e.span, "not a literal")
+            .help("give a number, size, mode, bool, \"string\", [list] or { record }; a bare word is taken as a string for str parameters"),
+    ))
+}

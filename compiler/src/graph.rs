@@ -1,0 +1,267 @@
+//! Lowering: the graph is every node reachable from the root file's top-level bindings and
+//! outputs (closure semantics: not a side effect of evaluation order), deduplicated by id,
+//! in a canonical topological order (ties broken by target, kind, name, id).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+use envc_lang::{did_you_mean, Diagnostic};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::derivation::{value_json, DerivationId};
+use crate::eval::{collect_nodes, Evaluated};
+use crate::types::NodeKind;
+use crate::value::{Node, Value};
+
+pub struct Graph {
+    /// Edges point from an input to the node that uses it.
+    pub dag: DiGraph<Rc<Node>, ()>,
+    /// Every node, inputs before the nodes that use them, in a canonical order.
+    pub order: Vec<NodeIndex>,
+    pub outputs: Vec<(Rc<str>, Value)>,
+}
+
+type SortKey = (String, NodeKind, Rc<str>, DerivationId);
+
+fn sort_key(n: &Node) -> SortKey {
+    (
+        n.target
+            .as_ref()
+            .map_or(String::new(), |t| t.name.to_string()),
+        n.kind,
+        n.name.clone(),
+        n.id,
+    )
+}
+
+pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
+    let mut roots = Vec::new();
+    for (_, v) in ev.bindings.iter().chain(&ev.outputs) {
+        collect_nodes(v, &mut roots);
+    }
+    let mut dag: DiGraph<Rc<Node>, ()> = DiGraph::new();
+    let mut index: HashMap<DerivationId, NodeIndex> = HashMap::new();
+    let mut work = roots;
+    while let Some(n) = work.pop() {
+        if index.contains_key(&n.id) {
+            continue;
+        }
+        work.extend(n.inputs.iter().cloned());
+        index.insert(n.id, dag.add_node(n));
+    }
+    for ix in dag.node_indices().collect::<Vec<_>>() {
+        let inputs: Vec<NodeIndex> = dag[ix].inputs.iter().map(|i| index[&i.id]).collect();
+        for i in inputs {
+            dag.add_edge(i, ix, ());
+        }
+    }
+
+    let mut errors = conflicts(&dag);
+    let order = match canonical_order(&dag) {
+        Ok(o) => o,
+        Err(cycle) => {
+            errors.push(cycle);
+            Vec::new()
+        }
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Graph {
+        dag,
+        order,
+        outputs: ev.outputs.clone(),
+    })
+}
+
+/// Two different nodes that would manage the same thing on the same target.
+fn conflicts(dag: &DiGraph<Rc<Node>, ()>) -> Vec<Diagnostic> {
+    let mut seen: BTreeMap<(NodeKind, Option<DerivationId>, Rc<str>), &Rc<Node>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut nodes: Vec<&Rc<Node>> = dag.node_weights().collect();
+    nodes.sort_by_key(|n| sort_key(n));
+    for n in nodes {
+        let key = (n.kind, n.target.as_ref().map(|t| t.id), n.name.clone());
+        if let Some(first) = seen.get(&key) {
+            let on = n
+                .target
+                .as_ref()
+                .map_or(String::new(), |t| format!(" on `{}`", t.name));
+            let what = crate::builtins::schema(n.kind).name_attr;
+            errors.push(
+                Diagnostic::new("graph::conflict", format!("two different `{}` nodes with {what} `{}`{on}", n.kind.name(), n.name))
+                    .label(n.file, n.span, "one is declared here")
+                    .label(first.file, first.span, "the other here")
+                    .message("Both would manage the same thing on the same target with different settings, and the last to run would win.")
+                    .help("declare it once and share the value, or give them different names"),
+            );
+        } else {
+            seen.insert(key, n);
+        }
+    }
+    errors
+}
+
+/// Kahn's algorithm, always taking the smallest ready node: the same graph gives the same
+/// order on every machine.
+fn canonical_order(dag: &DiGraph<Rc<Node>, ()>) -> Result<Vec<NodeIndex>, Diagnostic> {
+    let mut indegree: Vec<usize> = dag
+        .node_indices()
+        .map(|i| {
+            dag.neighbors_directed(i, petgraph::Direction::Incoming)
+                .count()
+        })
+        .collect();
+    let mut ready: BTreeSet<(SortKey, NodeIndex)> = dag
+        .node_indices()
+        .filter(|i| indegree[i.index()] == 0)
+        .map(|i| (sort_key(&dag[i]), i))
+        .collect();
+    let mut order = Vec::with_capacity(dag.node_count());
+    while let Some((_, i)) = ready.pop_first() {
+        order.push(i);
+        for j in dag.neighbors_directed(i, petgraph::Direction::Outgoing) {
+            indegree[j.index()] -= 1;
+            if indegree[j.index()] == 0 {
+                ready.insert((sort_key(&dag[j]), j));
+            }
+        }
+    }
+    if order.len() == dag.node_count() {
+        return Ok(order);
+    }
+    // Values are immutable, so the evaluator cannot build a cycle; if one appears anyway,
+    // report it rather than loop.
+    let scc = petgraph::algo::tarjan_scc(dag)
+        .into_iter()
+        .find(|c| c.len() > 1)
+        .unwrap_or_default();
+    let names: Vec<String> = scc
+        .iter()
+        .map(|i| format!("{} {}", dag[*i].kind.name(), dag[*i].name))
+        .collect();
+    let mut d = Diagnostic::new("graph::cycle", "dependency cycle between nodes")
+        .message(format!(
+            "These nodes depend on each other in a circle: {}.",
+            names.join(" → ")
+        ))
+        .help("remove one of the dependencies");
+    for i in &scc {
+        d = d.label(
+            dag[*i].file,
+            dag[*i].span,
+            format!("{} `{}`", dag[*i].kind.name(), dag[*i].name),
+        );
+    }
+    Err(d)
+}
+
+impl Graph {
+    pub fn nodes(&self) -> impl Iterator<Item = &Rc<Node>> + '_ {
+        self.order.iter().map(|i| &self.dag[*i])
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let nodes: Vec<serde_json::Value> = self
+            .nodes()
+            .map(|n| {
+                serde_json::json!({
+                    "id": n.id.hex(),
+                    "kind": n.kind.name(),
+                    "name": &*n.name,
+                    "target": n.target.as_ref().map(|t| t.id.hex()),
+                    "inputs": n.inputs.iter().map(|i| i.id.hex()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let outputs: serde_json::Map<String, serde_json::Value> = self
+            .outputs
+            .iter()
+            .map(|(k, v)| (k.to_string(), value_json(v)))
+            .collect();
+        serde_json::json!({ "version": 1, "nodes": nodes, "outputs": outputs })
+    }
+
+    pub fn to_dot(&self) -> String {
+        let mut s = String::from(
+            "digraph envc {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
+        );
+        for n in self.nodes() {
+            let on = n
+                .target
+                .as_ref()
+                .map_or(String::new(), |t| format!("\\non {}", escape_dot(&t.name)));
+            s.push_str(&format!(
+                "  \"{}\" [label=\"{} {}{on}\\n{}\"];\n",
+                n.id.short(),
+                n.kind.name(),
+                escape_dot(&n.name),
+                n.id.short()
+            ));
+        }
+        for n in self.nodes() {
+            for i in &n.inputs {
+                s.push_str(&format!(
+                    "  \"{}\" -> \"{}\";\n",
+                    i.id.short(),
+                    n.id.short()
+                ));
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    /// Finds nodes by id prefix, `kind:name`, `target/kind:name` or plain name.
+    pub fn select(&self, selector: &str) -> Result<&Rc<Node>, Diagnostic> {
+        let is_hex = selector.len() >= 4 && selector.chars().all(|c| c.is_ascii_hexdigit());
+        let matches: Vec<&Rc<Node>> = self
+            .nodes()
+            .filter(|n| {
+                let qualified = format!("{}:{}", n.kind.name(), n.name);
+                let on = n.target.as_ref().map(|t| format!("{}/{qualified}", t.name));
+                (is_hex && n.id.hex().starts_with(&selector.to_ascii_lowercase()))
+                    || selector == qualified
+                    || Some(selector) == on.as_deref()
+                    || selector == &*n.name
+            })
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(one),
+            [] => {
+                let names: Vec<String> = self
+                    .nodes()
+                    .map(|n| format!("{}:{}", n.kind.name(), n.name))
+                    .collect();
+                let mut d = Diagnostic::new("graph::no-such-node", format!("no node matches `{selector}`"))
+                    .help("name a node by id prefix, `kind:name`, or `target/kind:name`; `envc graph FILE` lists them");
+                if let Some(s) = did_you_mean(selector, names.iter().map(String::as_str)) {
+                    d = d.help(s);
+                }
+                Err(d)
+            }
+            many => {
+                let list: Vec<String> = many
+                    .iter()
+                    .map(|n| {
+                        let on = n
+                            .target
+                            .as_ref()
+                            .map_or(String::new(), |t| format!("{}/", t.name));
+                        format!("{on}{}:{} ({})", n.kind.name(), n.name, n.id.short())
+                    })
+                    .collect();
+                Err(Diagnostic::new(
+                    "graph::ambiguous-node",
+                    format!("`{selector}` matches {} nodes", many.len()),
+                )
+                .message(format!("It matches: {}.", list.join(", ")))
+                .help("qualify it as `target/kind:name`, or give an id prefix"))
+            }
+        }
+    }
+}
+
+fn escape_dot(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}

@@ -1,0 +1,291 @@
+//! Loading a program: the root file and everything it imports, parsed, with import cycles
+//! and unreadable imports reported at the `import` that names them.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use envc_lang::ast::{self, ItemKind};
+use envc_lang::{Diagnostic, FileId, Span};
+
+use crate::source::{join_relative, LoadError, SourceLoader, SourceMap};
+use crate::stdlib;
+use crate::types::ModuleId;
+
+/// Deeper import chains are refused rather than recursed into.
+const MAX_IMPORT_DEPTH: usize = 64;
+
+pub struct Module {
+    pub file: FileId,
+    /// Project-relative path (`lib/db.env`) or `std/debian`.
+    pub path: String,
+    pub ast: ast::Module,
+    /// Alias → imported module.
+    pub imports: BTreeMap<Rc<str>, (ModuleId, Span)>,
+    /// Aliases of imports that failed (already reported): uses of them are not errors again.
+    pub broken_imports: Vec<Rc<str>>,
+}
+
+pub struct Program {
+    pub sources: SourceMap,
+    pub modules: Vec<Module>,
+    pub root: ModuleId,
+    /// Load and parse errors of every file.
+    pub errors: Vec<Diagnostic>,
+}
+
+struct Loader<'l> {
+    loader: &'l dyn SourceLoader,
+    program: Program,
+    by_path: BTreeMap<String, ModuleId>,
+    /// The chain of imports being loaded: (path, file, span of the import) for cycles.
+    stack: Vec<(String, FileId, Span)>,
+}
+
+/// Loads `root` (project-relative) and its imports. Parse errors of every file are collected.
+pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
+    let mut l = Loader {
+        loader,
+        program: Program {
+            sources: SourceMap::default(),
+            modules: Vec::new(),
+            root: 0,
+            errors: Vec::new(),
+        },
+        by_path: BTreeMap::new(),
+        stack: Vec::new(),
+    };
+    match l.loader.read(root) {
+        Ok(bytes) => {
+            let text = l.decode(root, bytes, None);
+            let id = l.add_module(root.to_string(), text);
+            l.program.root = id;
+        }
+        Err(e) => {
+            // No file to point into: a label-less diagnostic; the CLI names the path.
+            let fid = l.program.sources.add(root.to_string(), "".into());
+            l.program.errors.push(
+                Diagnostic::new("load::unreadable", format!("cannot read `{root}`: {e}"))
+                    .label(fid, Span::at(0), "here")
+                    .help("check the path given on the command line"),
+            );
+        }
+    }
+    l.program
+}
+
+impl<'l> Loader<'l> {
+    fn decode(&mut self, path: &str, bytes: Vec<u8>, at: Option<(FileId, Span)>) -> Rc<str> {
+        match String::from_utf8(bytes) {
+            Ok(s) => s.into(),
+            Err(e) => {
+                let offset = e.utf8_error().valid_up_to();
+                let text: Rc<str> = String::from_utf8_lossy(e.as_bytes()).into();
+                let fid = self.program.sources.add(path.to_string(), text.clone());
+                let mut d =
+                    Diagnostic::new("load::not-utf8", format!("`{path}` is not UTF-8 text"))
+                        .label(
+                            fid,
+                            Span::new(offset, offset + 1),
+                            format!("invalid UTF-8 at byte {offset}"),
+                        )
+                        .help("envc files are UTF-8; re-save the file with that encoding");
+                if let Some((f, s)) = at {
+                    d = d.label(f, s, "imported here");
+                }
+                self.program.errors.push(d);
+                // Parse the lossy text anyway so that other errors still show.
+                text
+            }
+        }
+    }
+
+    fn add_module(&mut self, path: String, text: Rc<str>) -> ModuleId {
+        let file = self.program.sources.add(path.clone(), text.clone());
+        let parsed = envc_lang::parse(&text, file);
+        self.program.errors.extend(parsed.errors);
+        let id = self.program.modules.len();
+        self.by_path.insert(path.clone(), id);
+        self.program.modules.push(Module {
+            file,
+            path: path.clone(),
+            ast: parsed.module,
+            imports: BTreeMap::new(),
+            broken_imports: Vec::new(),
+        });
+        self.stack.push((path.clone(), file, Span::default()));
+        let imports: Vec<(Rc<str>, Span, Option<ast::Ident>)> = self.program.modules[id]
+            .ast
+            .items
+            .iter()
+            .filter_map(|it| match &it.kind {
+                ItemKind::Import {
+                    path,
+                    path_span,
+                    alias,
+                } => Some((path.clone(), *path_span, alias.clone())),
+                _ => None,
+            })
+            .collect();
+        for (spec, span, alias) in imports {
+            let alias_name: Rc<str> = match &alias {
+                Some(a) => a.name.clone(),
+                None => default_alias(&spec).into(),
+            };
+            let child = match self.resolve(&path, &spec, file, span) {
+                Some(target) => self.import(&target, file, span),
+                None => None,
+            };
+            if child.is_none() {
+                self.program.modules[id]
+                    .broken_imports
+                    .push(alias_name.clone());
+            }
+            if let Some(child) = child {
+                let m = &mut self.program.modules[id];
+                if let Some((_, first)) = m.imports.get(&alias_name) {
+                    let first = *first;
+                    self.program.errors.push(
+                        Diagnostic::new(
+                            "load::duplicate-alias",
+                            format!("two imports are both named `{alias_name}`"),
+                        )
+                        .label(
+                            file,
+                            alias.as_ref().map_or(span, |a| a.span),
+                            "second import",
+                        )
+                        .label(file, first, "first import")
+                        .help("give one of them another name with `as`"),
+                    );
+                } else {
+                    m.imports.insert(alias_name, (child, span));
+                }
+            }
+        }
+        self.stack.pop();
+        id
+    }
+
+    fn resolve(&mut self, from: &str, spec: &str, file: FileId, span: Span) -> Option<String> {
+        if spec.starts_with("std/") {
+            if stdlib::get(spec).is_some() {
+                return Some(spec.to_string());
+            }
+            let names = stdlib::MODULES.iter().map(|(p, _)| *p);
+            let mut d = Diagnostic::new(
+                "load::unknown-std-module",
+                format!("no standard module `{spec}`"),
+            )
+            .label(file, span, "not in the standard library");
+            d = d.help(match envc_lang::did_you_mean(spec, names) {
+                Some(s) => s,
+                None => format!(
+                    "the standard library has: {}",
+                    stdlib::MODULES
+                        .iter()
+                        .map(|(p, _)| *p)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+            self.program.errors.push(d);
+            return None;
+        }
+        if !(spec.starts_with("./") || spec.starts_with("../")) {
+            self.program.errors.push(
+                Diagnostic::new("load::bad-import-path", format!("cannot tell where `{spec}` is"))
+                    .label(file, span, "neither relative nor standard")
+                    .help(format!("write `./{spec}` for a file beside this one, or `std/…` for the standard library")),
+            );
+            return None;
+        }
+        if from.starts_with("std/") {
+            return None; // the standard library imports only itself
+        }
+        match join_relative(from, spec) {
+            Some(p) => Some(p),
+            None => {
+                self.program.errors.push(
+                    Diagnostic::new("load::outside-project", format!("`{spec}` is outside the project"))
+                        .label(file, span, "leaves the directory of the root file")
+                        .message("Every file of an environment lives under the root file's directory, so that the environment is one self-contained, hashable tree.")
+                        .help("move the shared file under the project, or build from a root file higher up"),
+                );
+                None
+            }
+        }
+    }
+
+    fn import(&mut self, target: &str, file: FileId, span: Span) -> Option<ModuleId> {
+        if let Some(top) = self.stack.last_mut() {
+            top.2 = span;
+        }
+        if let Some(pos) = self.stack.iter().position(|(p, _, _)| p == target) {
+            let chain: Vec<String> = self.stack[pos..]
+                .iter()
+                .map(|(p, _, _)| p.clone())
+                .chain([target.to_string()])
+                .collect();
+            let mut d = Diagnostic::new("load::import-cycle", "import cycle")
+                .message(format!(
+                    "Modules import each other in a circle: {}.",
+                    chain.join(" → ")
+                ))
+                .help("move what both need into a third module that imports neither");
+            for (_, f, s) in self.stack[pos..].iter().rev() {
+                d = d.label(*f, *s, "imports the next module of the cycle");
+            }
+            self.program.errors.push(d);
+            return None;
+        }
+        if let Some(&id) = self.by_path.get(target) {
+            return Some(id);
+        }
+        if self.stack.len() >= MAX_IMPORT_DEPTH {
+            self.program.errors.push(
+                Diagnostic::new("load::too-deep", "imports nested too deeply")
+                    .label(
+                        file,
+                        span,
+                        format!("more than {MAX_IMPORT_DEPTH} modules deep"),
+                    )
+                    .help("flatten the module structure"),
+            );
+            return None;
+        }
+        let text: Rc<str> = if let Some(src) = stdlib::get(target) {
+            src.into()
+        } else {
+            match self.loader.read(target) {
+                Ok(bytes) => self.decode(target, bytes, Some((file, span))),
+                Err(e) => {
+                    let help = match e {
+                        LoadError::NotFound => {
+                            "check the path: it is relative to the importing file"
+                        }
+                        _ => "imports must be readable files inside the project",
+                    };
+                    self.program.errors.push(
+                        Diagnostic::new(
+                            "load::unreadable",
+                            format!("cannot import `{target}`: {e}"),
+                        )
+                        .label(file, span, "imported here")
+                        .help(help),
+                    );
+                    return None;
+                }
+            }
+        };
+        Some(self.add_module(target.to_string(), text))
+    }
+}
+
+/// `std/debian` → `debian`, `./lib/db-tools.env` → `db_tools`.
+fn default_alias(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let stem = file.strip_suffix(".env").unwrap_or(file);
+    stem.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}

@@ -1,0 +1,109 @@
+//! Sources: the loader trait through which the compiler reads the project's files (the only
+//! way it does I/O), the source map used to render diagnostics, and project paths.
+
+use std::rc::Rc;
+
+use envc_lang::FileId;
+
+/// Reads files of the project. Paths are project-relative, `/`-separated and normalised
+/// (no `.`/`..`, never leaving the project); the project root is the root file's directory.
+pub trait SourceLoader {
+    fn read(&self, path: &str) -> Result<Vec<u8>, LoadError>;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    NotFound,
+    /// The path resolves (through a symlink) outside the project.
+    OutsideProject,
+    Other(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::NotFound => f.write_str("no such file"),
+            LoadError::OutsideProject => f.write_str("it resolves outside the project directory"),
+            LoadError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+/// An in-memory project, for tests, benchmarks and fuzzing.
+#[derive(Default, Clone)]
+pub struct MemoryLoader {
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
+}
+
+impl MemoryLoader {
+    pub fn new<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> MemoryLoader {
+        MemoryLoader {
+            files: files
+                .into_iter()
+                .map(|(p, s)| (p.to_string(), s.as_bytes().to_vec()))
+                .collect(),
+        }
+    }
+}
+
+impl SourceLoader for MemoryLoader {
+    fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
+        self.files.get(path).cloned().ok_or(LoadError::NotFound)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// Project-relative path, or `std/<name>` for the embedded library.
+    pub name: String,
+    pub text: Rc<str>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    pub files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    pub fn add(&mut self, name: String, text: Rc<str>) -> FileId {
+        self.files.push(SourceFile { name, text });
+        (self.files.len() - 1) as FileId
+    }
+
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id as usize]
+    }
+}
+
+/// Joins `rel` (`./x.env`, `../lib/y.env`) onto the directory of `from` and normalises it.
+/// `None` when the result would leave the project.
+pub fn join_relative(from: &str, rel: &str) -> Option<String> {
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop(); // the file name
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        let check = |from, rel, expected: Option<&str>| {
+            assert_eq!(join_relative(from, rel).as_deref(), expected)
+        };
+        check("prod.env", "./lib.env", Some("lib.env"));
+        check("a/b/prod.env", "../c.env", Some("a/c.env"));
+        check("a/prod.env", "./x/./y.env", Some("a/x/y.env"));
+        check("prod.env", "../escape.env", None);
+    }
+}

@@ -1,0 +1,148 @@
+//! Runtime values. Values are immutable and shared (`Rc`), so a node built once is the same
+//! object wherever it flows, and its id is computed once, when it is constructed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::rc::Rc;
+
+use envc_lang::ast::FnDecl;
+use envc_lang::{FileId, Span};
+
+use crate::builtins::Builtin;
+use crate::derivation::DerivationId;
+use crate::types::{ModuleId, NodeKind};
+
+#[derive(Clone, Debug)]
+pub enum Value {
+    Int(i64),
+    Str(Rc<str>),
+    Bool(bool),
+    Size(u64),
+    Mode(u32),
+    Path(Rc<ProjectFile>),
+    List(Rc<[Value]>),
+    Record(Rc<BTreeMap<Rc<str>, Value>>),
+    Fn(Rc<Closure>),
+    Builtin(Builtin),
+    Node(Rc<Node>),
+    Deferred(Rc<Deferred>),
+    Module(ModuleId),
+}
+
+/// A file of the project, identified by its project-relative path and content hash.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProjectFile {
+    pub path: Rc<str>,
+    pub hash: blake3::Hash,
+}
+
+/// A value known only once a node has been realized.
+#[derive(Debug)]
+pub enum Deferred {
+    /// `vm.address`: output `output` of `node`.
+    Output { node: Rc<Node>, output: Rc<str> },
+    /// A string built from known strings and deferred parts, concatenated at deploy time.
+    Concat(Vec<Value>),
+}
+
+pub struct Closure {
+    pub decl: Rc<FnDecl>,
+    pub env: Env,
+    pub module: ModuleId,
+}
+
+impl fmt::Debug for Closure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "<fn {}>",
+            self.decl.name.as_ref().map_or("anonymous", |n| &n.name)
+        )
+    }
+}
+
+/// Local variables: a persistent linked list, cheap to capture in closures.
+#[derive(Clone, Default, Debug)]
+pub struct Env(pub Option<Rc<Binding>>);
+
+#[derive(Debug)]
+pub struct Binding {
+    pub name: Rc<str>,
+    pub value: Value,
+    pub parent: Env,
+}
+
+impl Env {
+    pub fn bind(&self, name: Rc<str>, value: Value) -> Env {
+        Env(Some(Rc::new(Binding {
+            name,
+            value,
+            parent: self.clone(),
+        })))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        let mut cur = &self.0;
+        while let Some(b) = cur {
+            if &*b.name == name {
+                return Some(&b.value);
+            }
+            cur = &b.parent.0;
+        }
+        None
+    }
+}
+
+/// A node of the graph: a derivation plus where it was written (for diagnostics only).
+#[derive(Debug)]
+pub struct Node {
+    pub id: DerivationId,
+    pub kind: NodeKind,
+    pub name: Rc<str>,
+    pub target: Option<Rc<Node>>,
+    /// Every attribute but the name and the target, defaults filled in.
+    pub attrs: BTreeMap<Rc<str>, Value>,
+    /// Nodes this one depends on: its target, nodes named in its attributes, and the
+    /// producers of deferred values it uses. Sorted by id, no duplicates.
+    pub inputs: Vec<Rc<Node>>,
+    pub file: FileId,
+    pub span: Span,
+}
+
+impl Value {
+    pub fn type_name(&self) -> String {
+        match self {
+            Value::Int(_) => "int".into(),
+            Value::Str(_) => "str".into(),
+            Value::Bool(_) => "bool".into(),
+            Value::Size(_) => "size".into(),
+            Value::Mode(_) => "mode".into(),
+            Value::Path(_) => "path".into(),
+            Value::List(_) => "list".into(),
+            Value::Record(_) => "record".into(),
+            Value::Fn(_) | Value::Builtin(_) => "function".into(),
+            Value::Node(n) => n.kind.name().into(),
+            Value::Deferred(_) => "deferred value".into(),
+            Value::Module(_) => "module".into(),
+        }
+    }
+
+    pub fn is_deferred(&self) -> bool {
+        matches!(self, Value::Deferred(_))
+    }
+}
+
+/// Sizes print in the largest binary unit that divides them exactly.
+pub fn format_size(n: u64) -> String {
+    for (unit, factor) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        if n >= factor && n % factor == 0 {
+            return format!("{}{unit}", n / factor);
+        }
+    }
+    format!("{n}B")
+}

@@ -1,0 +1,336 @@
+//! The command line. Exit codes: 0 success; 1 the input has errors (diagnostics on
+//! stderr) or `fmt --check` found unformatted files; 2 bad command-line usage.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use envc_compiler::{compile, CompileOptions, Compiled};
+use envc_lang::Diagnostic;
+
+use crate::fs_loader::{split_root, FsLoader};
+use crate::render::Renderer;
+
+#[derive(Parser)]
+#[command(
+    name = "envc",
+    version,
+    about = "Reproducible environments from a typed, declarative language"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Colour in diagnostics.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    color: Color,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum GraphFormat {
+    Text,
+    Json,
+    Dot,
+}
+
+#[derive(clap::Args)]
+struct Params {
+    /// Set a `param` of the environment: `--set replicas=5`.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String)>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse, type-check and evaluate FILE; report every problem.
+    Check {
+        file: PathBuf,
+        #[command(flatten)]
+        params: Params,
+    },
+    /// Format files in place (or only check that they are formatted).
+    Fmt {
+        /// Change nothing; exit 1 if a file is not formatted.
+        #[arg(long)]
+        check: bool,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the derivation graph of FILE.
+    Graph {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
+        format: GraphFormat,
+        #[command(flatten)]
+        params: Params,
+    },
+    /// Print one derivation's canonical content: by id prefix, `kind:name` or `target/kind:name`.
+    Show {
+        file: PathBuf,
+        node: String,
+        #[command(flatten)]
+        params: Params,
+    },
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected NAME=VALUE, found `{s}`")),
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Deeply nested input is bounded by the parser and the evaluator's limits; the large
+    // stack makes those limits, not the platform's default stack, the ones that apply.
+    let worker = std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || run(cli));
+    match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        _ => {
+            eprintln!(
+                "error: envc stopped on an internal error (a bug: please report it with the input)"
+            );
+            ExitCode::from(101)
+        }
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    match cli.command {
+        Command::Check { file, params } => {
+            let (compiled, renderer_prefix) = compile_file(&file, &params);
+            let Some(graph) = report(&compiled, &renderer_prefix, color, &file) else {
+                return ExitCode::from(1);
+            };
+            eprintln!(
+                "{}: ok, {} nodes, {} outputs",
+                file.display(),
+                graph.order.len(),
+                graph.outputs.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Graph {
+            file,
+            format,
+            params,
+        } => {
+            let (compiled, prefix) = compile_file(&file, &params);
+            let Some(graph) = report(&compiled, &prefix, color, &file) else {
+                return ExitCode::from(1);
+            };
+            let out = match format {
+                GraphFormat::Json => format!("{}\n", graph.to_json()),
+                GraphFormat::Dot => graph.to_dot(),
+                GraphFormat::Text => text_graph(graph),
+            };
+            write_stdout(&out)
+        }
+        Command::Show { file, node, params } => {
+            let (compiled, prefix) = compile_file(&file, &params);
+            let Some(graph) = report(&compiled, &prefix, color, &file) else {
+                return ExitCode::from(1);
+            };
+            match graph.select(&node) {
+                Ok(n) => {
+                    let json = envc_compiler::derivation::node_json(n);
+                    write_stdout(&format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&json).expect("JSON values serialise")
+                    ))
+                }
+                Err(d) => {
+                    let renderer = Renderer {
+                        sources: &compiled.sources,
+                        prefix,
+                        color,
+                        width: width(),
+                    };
+                    eprint!("{}", renderer.render(&d));
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Fmt { check, files } => fmt(&files, check, color),
+    }
+}
+
+fn width() -> usize {
+    100
+}
+
+fn write_stdout(s: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`envc graph x | head`) is not an error worth a message.
+    let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+    ExitCode::SUCCESS
+}
+
+fn compile_file(file: &Path, params: &Params) -> (Compiled, String) {
+    let (dir, name) = split_root(file);
+    let loader = FsLoader::new(&dir);
+    let options = CompileOptions {
+        params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
+        ..Default::default()
+    };
+    let prefix = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => format!("{}/", p.display()),
+        _ => String::new(),
+    };
+    (compile(&name, &loader, &options), prefix)
+}
+
+/// Prints the diagnostics; the graph when there were none.
+fn report<'c>(
+    compiled: &'c Compiled,
+    prefix: &str,
+    color: bool,
+    file: &Path,
+) -> Option<&'c envc_compiler::Graph> {
+    if compiled.diagnostics.is_empty() {
+        return compiled.graph.as_ref();
+    }
+    let renderer = Renderer {
+        sources: &compiled.sources,
+        prefix: prefix.to_string(),
+        color,
+        width: width(),
+    };
+    let mut err = std::io::stderr().lock();
+    print_all(&renderer, &compiled.diagnostics, &mut err);
+    let n = compiled.diagnostics.len();
+    let _ = writeln!(
+        err,
+        "error: {} found {n} problem{} in {}",
+        "envc",
+        if n == 1 { "" } else { "s" },
+        file.display()
+    );
+    None
+}
+
+fn print_all(renderer: &Renderer, diagnostics: &[Diagnostic], out: &mut impl Write) {
+    let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
+    // By file, then position: the order a reader goes through the file.
+    sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
+    for d in sorted {
+        let _ = write!(out, "{}", renderer.render(d));
+        let _ = writeln!(out);
+    }
+}
+
+fn text_graph(graph: &envc_compiler::Graph) -> String {
+    let mut s = String::new();
+    for n in graph.nodes() {
+        let on = n
+            .target
+            .as_ref()
+            .map_or(String::new(), |t| format!(" on {}", t.name));
+        s.push_str(&format!(
+            "{}  {} {}{on}\n",
+            n.id.short(),
+            n.kind.name(),
+            n.name
+        ));
+        let inputs: Vec<String> = n.inputs.iter().map(|i| i.id.short()).collect();
+        if !inputs.is_empty() {
+            s.push_str(&format!("              <- {}\n", inputs.join(" ")));
+        }
+    }
+    for (k, v) in &graph.outputs {
+        s.push_str(&format!(
+            "output {k} = {}\n",
+            envc_compiler::derivation::value_json(v)
+        ));
+    }
+    s
+}
+
+fn fmt(files: &[PathBuf], check: bool, color: bool) -> ExitCode {
+    let mut failed = false;
+    for f in files {
+        let text = match std::fs::read(f) {
+            Ok(b) => match String::from_utf8(b) {
+                Ok(t) => t,
+                Err(_) => {
+                    eprintln!("error: {} is not UTF-8 text", f.display());
+                    failed = true;
+                    continue;
+                }
+            },
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", f.display());
+                failed = true;
+                continue;
+            }
+        };
+        match envc_lang::format::format(&text) {
+            Ok(formatted) if formatted == text => {}
+            Ok(formatted) => {
+                if check {
+                    eprintln!(
+                        "{}: not formatted (run `envc fmt {}`)",
+                        f.display(),
+                        f.display()
+                    );
+                    failed = true;
+                } else if let Err(e) = write_atomically(f, formatted.as_bytes()) {
+                    eprintln!("error: cannot write {}: {e}", f.display());
+                    failed = true;
+                } else {
+                    eprintln!("formatted {}", f.display());
+                }
+            }
+            Err(diagnostics) => {
+                let mut sources = envc_compiler::SourceMap::default();
+                sources.add(f.display().to_string(), text.as_str().into());
+                let renderer = Renderer {
+                    sources: &sources,
+                    prefix: String::new(),
+                    color,
+                    width: width(),
+                };
+                print_all(&renderer, &diagnostics, &mut std::io::stderr().lock());
+                eprintln!("error: {} has syntax errors; not formatted", f.display());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Writes beside the file and renames over it, so a crash never leaves half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

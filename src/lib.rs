@@ -1,0 +1,6 @@
+//! The `envc` command line: argument parsing, the filesystem loader and diagnostic
+//! rendering. Everything else lives in the workspace crates.
+
+pub mod cli;
+pub mod fs_loader;
+pub mod render;
