@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use envc_compiler::{compile, CompileOptions, Compiled};
-use envc_lang::Diagnostic;
 
 use crate::fs_loader::{split_root, FsLoader};
 use crate::render::Renderer;
@@ -213,7 +212,7 @@ fn report<'c>(
         width: width(),
     };
     let mut err = std::io::stderr().lock();
-    print_all(&renderer, &compiled.diagnostics, &mut err);
+    let _ = write!(err, "{}", renderer.render_all(&compiled.diagnostics));
     let n = compiled.diagnostics.len();
     let _ = writeln!(
         err,
@@ -223,16 +222,6 @@ fn report<'c>(
         file.display()
     );
     None
-}
-
-fn print_all(renderer: &Renderer, diagnostics: &[Diagnostic], out: &mut impl Write) {
-    let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
-    // By file, then position: the order a reader goes through the file.
-    sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
-    for d in sorted {
-        let _ = write!(out, "{}", renderer.render(d));
-        let _ = writeln!(out);
-    }
 }
 
 fn text_graph(graph: &envc_compiler::Graph) -> String {
@@ -306,7 +295,7 @@ fn fmt(files: &[PathBuf], check: bool, color: bool) -> ExitCode {
                     color,
                     width: width(),
                 };
-                print_all(&renderer, &diagnostics, &mut std::io::stderr().lock());
+                eprint!("{}", renderer.render_all(&diagnostics));
                 eprintln!("error: {} has syntax errors; not formatted", f.display());
                 failed = true;
             }

@@ -21,7 +21,9 @@ struct Report {
     help: Option<String>,
     labels: Vec<LabeledSpan>,
     source: Option<NamedSource<String>>,
-    related: Vec<Report>,
+    /// Labels in other files than the primary one, rendered after it.
+    also: Vec<Report>,
+    severity: miette::Severity,
 }
 
 impl fmt::Debug for Report {
@@ -65,14 +67,8 @@ impl miette::Diagnostic for Report {
         }
     }
 
-    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
-        if self.related.is_empty() {
-            None
-        } else {
-            Some(Box::new(
-                self.related.iter().map(|r| r as &dyn miette::Diagnostic),
-            ))
-        }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(self.severity)
     }
 }
 
@@ -87,7 +83,7 @@ impl<'a> Renderer<'a> {
 
     fn report(&self, d: &Diagnostic) -> Report {
         // Labels in the primary file go in the report; labels in other files each become
-        // a related report showing that file.
+        // a report of its own, rendered after the primary one.
         let primary = d.labels.first().map(|l| l.file);
         let mut files: Vec<u32> = Vec::new();
         for l in &d.labels {
@@ -126,7 +122,8 @@ impl<'a> Renderer<'a> {
                     self.display_name(&src.name),
                     src.text.to_string(),
                 )),
-                related: Vec::new(),
+                also: Vec::new(),
+                severity: miette::Severity::Error,
             }
         };
         let help = d.help.clone();
@@ -137,12 +134,16 @@ impl<'a> Renderer<'a> {
                 help,
                 labels: Vec::new(),
                 source: None,
-                related: Vec::new(),
+                also: Vec::new(),
+                severity: miette::Severity::Error,
             },
             Some(p) => {
                 let mut r = make(p, d.title.clone(), d.code, help);
                 for f in files.into_iter().skip(1) {
-                    r.related.push(make(f, "see also".into(), "", None));
+                    let name = self.display_name(&self.sources.get(f).name);
+                    let mut also = make(f, format!("and in {name}"), "", None);
+                    also.severity = miette::Severity::Advice;
+                    r.also.push(also);
                 }
                 r
             }
@@ -163,6 +164,9 @@ impl<'a> Renderer<'a> {
         if handler.render_report(&mut out, &report).is_err() {
             out = format!("error: {}\n", d.title);
         }
+        for also in &report.also {
+            let _ = handler.render_report(&mut out, also);
+        }
         if !d.message.is_empty() {
             out.push_str(&wrap(
                 &d.message,
@@ -170,6 +174,22 @@ impl<'a> Renderer<'a> {
                 "  note: ",
                 "        ",
             ));
+        }
+        out
+    }
+
+    /// All diagnostics, in reading order (by file, then position), each preceded by its
+    /// `FILE:LINE:COL` when it has a place.
+    pub fn render_all(&self, diagnostics: &[Diagnostic]) -> String {
+        let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
+        sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
+        let mut out = String::new();
+        for d in sorted {
+            if let Some(loc) = self.location(d) {
+                out.push_str(&format!("error: {loc}: {}\n", d.title));
+            }
+            out.push_str(&self.render(d));
+            out.push('\n');
         }
         out
     }

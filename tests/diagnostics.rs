@@ -1,0 +1,235 @@
+//! Every kind of error, rendered as the CLI renders it, kept as insta snapshots that hold the
+//! source and the message together. `every_code_has_a_snapshot` fails when a new error code
+//! appears in the compiler without a case here.
+
+use std::collections::BTreeSet;
+
+use envc::render::Renderer;
+use envc_compiler::{compile, CompileOptions, Limits, MemoryLoader};
+
+struct Case {
+    name: &'static str,
+    files: Vec<(String, Vec<u8>)>,
+    set: Vec<(&'static str, &'static str)>,
+    select: Option<&'static str>,
+    max_steps: Option<u64>,
+}
+
+fn case(name: &'static str, main: &str) -> Case {
+    Case { name, files: vec![("main.env".into(), main.as_bytes().to_vec())], set: vec![], select: None, max_steps: None }
+}
+
+impl Case {
+    fn file(mut self, path: &str, text: &str) -> Case {
+        self.files.push((path.into(), text.as_bytes().to_vec()));
+        self
+    }
+    fn set(mut self, k: &'static str, v: &'static str) -> Case {
+        self.set.push((k, v));
+        self
+    }
+}
+
+const HOST: &str = "let h = host(name = \"h1\", address = \"192.0.2.1\")\n";
+
+fn cases() -> Vec<Case> {
+    let h = |rest: &str| format!("{HOST}{rest}");
+    let mut deep_imports = case("load-too-deep", "import \"./m0.env\"\n");
+    for i in 0..70 {
+        deep_imports = deep_imports.file(&format!("m{i}.env"), &format!("import \"./m{}.env\"\n", i + 1));
+    }
+    let mut not_utf8 = case("load-not-utf8", "let a = 1\n");
+    not_utf8.files[0].1 = b"let a = \"caf\xe9\"\n".to_vec();
+    let mut too_long = case("eval-too-long", "let xs = [for i in 0..100000 => i * 2]\n");
+    too_long.max_steps = Some(10_000);
+    let mut no_such = case("graph-no-such-node", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n"));
+    no_such.select = Some("file:/etc/mtod");
+    let mut ambiguous = case(
+        "graph-ambiguous-node",
+        "let a = host(name = \"a\", address = \"192.0.2.1\")\nlet b = host(name = \"b\", address = \"192.0.2.2\")\n\
+         let fs = [for t in [a, b] => file(path = \"/etc/motd\", content = \"hi\", target = t)]\n",
+    );
+    ambiguous.select = Some("file:/etc/motd");
+    vec![
+        // lexing
+        case("lex-bad-escape", "let s = \"tab\\q\"\n"),
+        case("lex-bad-number", "let m = 12px\n"),
+        case("lex-bad-octal", "let m = 0o789\n"),
+        case("lex-unexpected-character", "let a = true\nlet b = false\nlet ok = a && b\n"),
+        case("lex-unterminated-string", "let s = \"no end\nlet t = 1\n"),
+        // parsing
+        case("parse-chained-comparison", "let ok = 1 < 2 < 3\n"),
+        case("parse-duplicate-field", "let r = { port = 1, port = 2 }\n"),
+        case("parse-expected-item", "replicas = 3\n"),
+        case("parse-if-without-else", "let x = if true { 1 }\n"),
+        case("parse-interpolated-path", "import \"./${name}.env\"\n"),
+        case("parse-keyword-as-name", "let for = 1\n"),
+        case("parse-missing-comma", "let r = {\n  a = 1\n  b = 2\n}\n"),
+        case("parse-number-too-large", "let n = 99999999999999999999\n"),
+        case("parse-positional-after-named", "let x = join(separator = \",\", [\"a\"])\n"),
+        case("parse-too-deep", &format!("let x = {}1{}\n", "[".repeat(200), "]".repeat(200))),
+        case("parse-unexpected-token", "let x = (1 + )\nlet y = [1 2]\n"),
+        // loading
+        case("load-bad-import-path", "import \"lib.env\"\n").file("lib.env", "let a = 1\n"),
+        case("load-duplicate-alias", "import \"std/debian\"\nimport \"./debian.env\"\n").file("debian.env", "let a = 1\n"),
+        case("load-import-cycle", "import \"./a.env\"\n")
+            .file("a.env", "import \"./b.env\"\n")
+            .file("b.env", "import \"./a.env\"\n"),
+        case("load-outside-project", "import \"../shared.env\"\n"),
+        deep_imports,
+        case("load-unknown-std-module", "import \"std/debain\"\n"),
+        case("load-unreadable", "import \"./missing.env\"\n"),
+        not_utf8,
+        // names
+        case("name-duplicate", "let port = 1\nlet port = 2\n"),
+        case("name-output-outside-root", "import \"./lib.env\"\n").file("lib.env", "output x = 1\n"),
+        case("name-param-outside-root", "import \"./lib.env\"\n").file("lib.env", "param n: int = 1\n"),
+        case("name-unknown", "let hosts = [1]\nlet n = len(hots)\n"),
+        case("name-unknown-module", "let p: net.Port = 1\n"),
+        case("name-unknown-type", "type Port = int(1..=65535)\nlet p: Prot = 1\n"),
+        case("param-unknown", "param replicas: int = 3\n").set("replica", "5"),
+        // types
+        case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
+        case("type-bad-operands", "let x = 1 + \"a\"\n"),
+        case("type-bad-range", "type Name = str(1..=2)\n"),
+        case("type-bound-not-literal", "let max = 9\ntype Small = int(1..=max)\n"),
+        case("type-branch-mismatch", "param prod: bool = true\nlet x = if prod { 1 } else { \"one\" }\n"),
+        case("type-deferred", "let v = vm(name = \"db-0\")\nlet big = if v.address == \"10.0.0.1\" { 2 } else { 1 }\n"),
+        case("type-empty-range", "type Port = int(65535..=1)\n"),
+        case("type-mismatch", &h("let f = file(path = \"/etc/motd\", content = \"hi\", mode = 644, target = h)\n")),
+        case("type-missing-argument", "let v = vm(cpus = 2)\n"),
+        case("type-missing-field", "type Db = { name: str, port: int = 5432 }\nlet d: Db = { port = 1 }\n"),
+        case("type-mixed-list", "let xs = [1, \"two\"]\n"),
+        case("type-no-fields", "let n = 1\nlet x = n.value\n"),
+        case("type-not-callable", "let n = 1\nlet x = n(2)\n"),
+        case("type-not-generic", "let x: int[str] = 1\n"),
+        case("type-not-indexable", "let n = 1\nlet x = n[0]\n"),
+        case("type-not-interpolable", "let xs = [1, 2]\nlet s = \"all: ${xs}\"\n"),
+        case("type-not-iterable", "let xs = [for x in 5 => x]\n"),
+        case("type-recursive", "type Tree = { children: list[Tree] }\n"),
+        case("type-too-many-arguments", "let n = len([1], [2])\n"),
+        case("type-unknown-argument", &h("let f = file(path = \"/etc/motd\", content = \"hi\", mod = 0o644, target = h)\n")),
+        case("type-unknown-field", "type Db = { name: str, port: int = 5432 }\nlet d: Db = { name = \"x\", prot = 1 }\n"),
+        // evaluation
+        case("eval-assertion", "param replicas: int = 4\nassert replicas % 2 == 1, \"replicas must be odd\"\n"),
+        case("eval-bad-node-name", &h("let p = package(name = \"curl; rm -rf /\", target = h)\n")),
+        case("eval-cycle", &h("let web = service(name = \"web\", target = h, after = [db])\nlet db = service(name = \"db\", target = h, after = [web])\n")),
+        case("eval-division-by-zero", "param n: int = 0\nlet per = 100 / n\n"),
+        case("eval-duplicate-key", "let r = {for i in [1, 2, 1] => \"k${i}\" = i}\n"),
+        case("eval-empty-separator", "let parts = split(\"a,b\", \"\")\n"),
+        case("eval-file-content", &h("let f = file(path = \"/etc/motd\", target = h)\n")),
+        case("eval-index-out-of-range", "let xs = [1, 2]\nlet x = xs[5]\n"),
+        case("eval-missing-key", "let ports = { web = 80 }\nlet p = ports[\"wbe\"]\n"),
+        case("eval-missing-param", "param region: str\n"),
+        case("eval-not-storable", "let m = manifest(name = \"cfg\", content = { f = fn(x) => x })\n"),
+        case("eval-out-of-range", "let v = vm(name = \"big\", cpus = 128)\n"),
+        case("eval-overflow", "let n = 9223372036854775807\nlet m = n + 1\n"),
+        case("eval-path-outside-project", &h("let f = file(path = \"/etc/x\", source = path(\"../secret\"), target = h)\n")),
+        case("eval-set-not-literal", "param replicas: int = 3\n").set("replicas", "three"),
+        case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
+        case("eval-too-large", "let xs = 0..100000000\n"),
+        too_long,
+        case("eval-unreadable-file", &h("let f = file(path = \"/etc/x\", source = path(\"missing.conf\"), target = h)\n")),
+        case("eval-unset-attribute", &h("let p = package(name = \"curl\", target = h)\nlet v = \"${p.version}\"\n")),
+        // graph
+        case(
+            "graph-conflict",
+            &h("let a = file(path = \"/etc/motd\", content = \"one\", target = h)\nlet b = file(path = \"/etc/motd\", content = \"two\", target = h)\n"),
+        ),
+        no_such,
+        ambiguous,
+    ]
+}
+
+/// Compiles a case and renders what the CLI would print; the codes it produced.
+fn run(c: &Case) -> (String, BTreeSet<String>) {
+    let loader = MemoryLoader { files: c.files.iter().cloned().collect() };
+    let mut options = CompileOptions { params: c.set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };
+    if let Some(n) = c.max_steps {
+        options.limits = Limits { max_steps: n, ..Limits::default() };
+    }
+    let compiled = compile("main.env", &loader, &options);
+    let mut diagnostics = compiled.diagnostics.clone();
+    if let (Some(sel), Some(g)) = (c.select, &compiled.graph) {
+        if let Err(d) = g.select(sel) {
+            diagnostics.push(d);
+        }
+    }
+    let renderer = Renderer { sources: &compiled.sources, prefix: String::new(), color: false, width: 100 };
+    (renderer.render_all(&diagnostics), diagnostics.iter().map(|d| d.code.to_string()).collect())
+}
+
+fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new().stack_size(256 << 20).spawn(f).expect("thread").join().expect("no panic")
+}
+
+fn source_of(c: &Case) -> String {
+    let mut s = String::new();
+    for (path, bytes) in c.files.iter().take(4) {
+        s.push_str(&format!("-- {path}\n{}", String::from_utf8_lossy(bytes)));
+    }
+    if c.files.len() > 4 {
+        s.push_str(&format!("-- … {} more files\n", c.files.len() - 4));
+    }
+    for (k, v) in &c.set {
+        s.push_str(&format!("-- --set {k}={v}\n"));
+    }
+    if let Some(sel) = c.select {
+        s.push_str(&format!("-- envc show main.env {sel}\n"));
+    }
+    s
+}
+
+#[test]
+fn diagnostics_render() {
+    with_big_stack(|| {
+        for c in cases() {
+            let (rendered, codes) = run(&c);
+            assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
+            insta::assert_snapshot!(c.name, format!("{}\n== rendered ==\n{rendered}", source_of(&c)));
+        }
+    });
+}
+
+/// Every code the sources can produce is exercised by a case above (the case's name is the
+/// code with `::` written `-`), except the graph cycle, which immutable values cannot form.
+#[test]
+fn every_code_has_a_snapshot() {
+    let unreachable = ["graph::cycle"];
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut in_sources = BTreeSet::new();
+    for dir in ["lang/src", "compiler/src"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for (i, _) in text.match_indices("::") {
+                let start = text[..i].rfind('"').map(|s| s + 1);
+                let end = text[i..].find('"').map(|e| i + e);
+                if let (Some(s), Some(e)) = (start, end) {
+                    let code = &text[s..e];
+                    let (area, rest) = code.split_once("::").unwrap();
+                    let areas = ["lex", "parse", "load", "name", "type", "eval", "graph", "param"];
+                    if areas.contains(&area) && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                        in_sources.insert(code.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let produced: BTreeSet<String> = with_big_stack(|| {
+        let mut all = BTreeSet::new();
+        for c in cases() {
+            let (_, codes) = run(&c);
+            assert!(
+                codes.contains(&c.name.replacen('-', "::", 1)),
+                "case {} should produce {}, produced {codes:?}",
+                c.name,
+                c.name.replacen('-', "::", 1)
+            );
+            all.extend(codes);
+        }
+        all
+    });
+    let missing: Vec<&String> =
+        in_sources.iter().filter(|c| !produced.contains(*c) && !unreachable.contains(&c.as_str())).collect();
+    assert!(missing.is_empty(), "error codes without a snapshot case: {missing:?}");
+}
