@@ -16,7 +16,13 @@ struct Case {
 }
 
 fn case(name: &'static str, main: &str) -> Case {
-    Case { name, files: vec![("main.env".into(), main.as_bytes().to_vec())], set: vec![], select: None, max_steps: None }
+    Case {
+        name,
+        files: vec![("main.env".into(), main.as_bytes().to_vec())],
+        set: vec![],
+        select: None,
+        max_steps: None,
+    }
 }
 
 impl Case {
@@ -36,13 +42,19 @@ fn cases() -> Vec<Case> {
     let h = |rest: &str| format!("{HOST}{rest}");
     let mut deep_imports = case("load-too-deep", "import \"./m0.env\"\n");
     for i in 0..70 {
-        deep_imports = deep_imports.file(&format!("m{i}.env"), &format!("import \"./m{}.env\"\n", i + 1));
+        deep_imports = deep_imports.file(
+            &format!("m{i}.env"),
+            &format!("import \"./m{}.env\"\n", i + 1),
+        );
     }
     let mut not_utf8 = case("load-not-utf8", "let a = 1\n");
     not_utf8.files[0].1 = b"let a = \"caf\xe9\"\n".to_vec();
     let mut too_long = case("eval-too-long", "let xs = [for i in 0..100000 => i * 2]\n");
     too_long.max_steps = Some(10_000);
-    let mut no_such = case("graph-no-such-node", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n"));
+    let mut no_such = case(
+        "graph-no-such-node",
+        &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n"),
+    );
     no_such.select = Some("file:/etc/mtod");
     let mut ambiguous = case(
         "graph-ambiguous-node",
@@ -143,10 +155,22 @@ fn cases() -> Vec<Case> {
 
 /// Compiles a case and renders what the CLI would print; the codes it produced.
 fn run(c: &Case) -> (String, BTreeSet<String>) {
-    let loader = MemoryLoader { files: c.files.iter().cloned().collect() };
-    let mut options = CompileOptions { params: c.set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Default::default() };
+    let loader = MemoryLoader {
+        files: c.files.iter().cloned().collect(),
+    };
+    let mut options = CompileOptions {
+        params: c
+            .set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
     if let Some(n) = c.max_steps {
-        options.limits = Limits { max_steps: n, ..Limits::default() };
+        options.limits = Limits {
+            max_steps: n,
+            ..Limits::default()
+        };
     }
     let compiled = compile("main.env", &loader, &options);
     let mut diagnostics = compiled.diagnostics.clone();
@@ -155,12 +179,25 @@ fn run(c: &Case) -> (String, BTreeSet<String>) {
             diagnostics.push(d);
         }
     }
-    let renderer = Renderer { sources: &compiled.sources, prefix: String::new(), color: false, width: 100 };
-    (renderer.render_all(&diagnostics), diagnostics.iter().map(|d| d.code.to_string()).collect())
+    let renderer = Renderer {
+        sources: &compiled.sources,
+        prefix: String::new(),
+        color: false,
+        width: 100,
+    };
+    (
+        renderer.render_all(&diagnostics),
+        diagnostics.iter().map(|d| d.code.to_string()).collect(),
+    )
 }
 
 fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new().stack_size(256 << 20).spawn(f).expect("thread").join().expect("no panic")
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(f)
+        .expect("thread")
+        .join()
+        .expect("no panic")
 }
 
 fn source_of(c: &Case) -> String {
@@ -186,7 +223,10 @@ fn diagnostics_render() {
         for c in cases() {
             let (rendered, codes) = run(&c);
             assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
-            insta::assert_snapshot!(c.name, format!("{}\n== rendered ==\n{rendered}", source_of(&c)));
+            insta::assert_snapshot!(
+                c.name,
+                format!("{}\n== rendered ==\n{rendered}", source_of(&c))
+            );
         }
     });
 }
@@ -207,8 +247,15 @@ fn every_code_has_a_snapshot() {
                 if let (Some(s), Some(e)) = (start, end) {
                     let code = &text[s..e];
                     let (area, rest) = code.split_once("::").unwrap();
-                    let areas = ["lex", "parse", "load", "name", "type", "eval", "graph", "param"];
-                    if areas.contains(&area) && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                    let areas = [
+                        "lex", "parse", "load", "name", "type", "eval", "graph", "param",
+                    ];
+                    if areas.contains(&area)
+                        && !rest.is_empty()
+                        && rest
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    {
                         in_sources.insert(code.to_string());
                     }
                 }
@@ -229,7 +276,12 @@ fn every_code_has_a_snapshot() {
         }
         all
     });
-    let missing: Vec<&String> =
-        in_sources.iter().filter(|c| !produced.contains(*c) && !unreachable.contains(&c.as_str())).collect();
-    assert!(missing.is_empty(), "error codes without a snapshot case: {missing:?}");
+    let missing: Vec<&String> = in_sources
+        .iter()
+        .filter(|c| !produced.contains(*c) && !unreachable.contains(&c.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "error codes without a snapshot case: {missing:?}"
+    );
 }

@@ -267,6 +267,8 @@ impl<'p> Checker<'p> {
     }
 
     fn fn_decl(&mut self, f: &FnDecl) -> Ty {
+        // Parameters come into scope one by one: a default may use the ones before it.
+        let depth = self.locals.len();
         let mut params = Vec::new();
         for p in &f.params {
             let annot = p.ty.as_ref().map(|t| self.resolve_type(t));
@@ -280,6 +282,7 @@ impl<'p> Checker<'p> {
                 (None, Some(d)) => self.infer(d),
                 (None, None) => Ty::Unknown,
             };
+            self.locals.push((p.name.name.clone(), ty.clone()));
             params.push(ParamTy {
                 name: p.name.name.clone(),
                 ty,
@@ -288,11 +291,6 @@ impl<'p> Checker<'p> {
             });
         }
         let declared_ret = f.ret.as_ref().map(|t| self.resolve_type(t));
-        // Bind the parameters and check the body.
-        let depth = self.locals.len();
-        for p in &params {
-            self.locals.push((p.name.clone(), p.ty.clone()));
-        }
         let body_ty = self.infer(&f.body);
         self.locals.truncate(depth);
         let ret = match declared_ret {

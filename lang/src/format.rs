@@ -552,8 +552,11 @@ impl<'a> Fmt<'a> {
             }
             ExprKind::ListComp { clauses, body } => {
                 let head = self.clauses(clauses, ind);
-                let hug = matches!(body.kind, ExprKind::Record(_) | ExprKind::Call { .. } | ExprKind::List(_))
-                    && !self.has_comment_in(Span::new(e.span.start as usize, body.span.start as usize))
+                let hug = matches!(
+                    body.kind,
+                    ExprKind::Record(_) | ExprKind::Call { .. } | ExprKind::List(_)
+                ) && !self
+                    .has_comment_in(Span::new(e.span.start as usize, body.span.start as usize))
                     && !self.has_comment_in(Span::new(body.span.end as usize, e.span.end as usize));
                 if hug {
                     // `[for x in xs => {` … `}]`: the body opens on the clause line.

@@ -216,6 +216,12 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A line that starts a top-level item: an unclosed bracket before it ends here.
+    fn at_item_line(&self) -> bool {
+        let t = self.tok();
+        t.newline_before && t.kind.starts_item() && t.kind != T::Assert
+    }
+
     fn enter(&mut self) -> bool {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -454,7 +460,7 @@ impl<'a> Parser<'a> {
         };
         self.expect(T::LParen, "`(` and the parameters")?;
         let mut params = Vec::new();
-        while !self.at(T::RParen) && !self.at(T::Eof) {
+        while !self.at(T::RParen) && !self.at(T::Eof) && !self.at_item_line() {
             let before = self.pos;
             if let Some(pname) = self.ident("a parameter name") {
                 let ty = if self.eat(T::Colon).is_some() {
@@ -527,7 +533,7 @@ impl<'a> Parser<'a> {
     fn type_kind(&mut self) -> TypeExprKind {
         if self.eat(T::LBrace).is_some() {
             let mut fields = Vec::new();
-            while !self.at(T::RBrace) && !self.at(T::Eof) {
+            while !self.at(T::RBrace) && !self.at(T::Eof) && !self.at_item_line() {
                 let before = self.pos;
                 if let Some(name) = self.ident("a field name") {
                     if self.expect(T::Colon, "`:` and the field's type").is_some() {
@@ -755,7 +761,7 @@ impl<'a> Parser<'a> {
 
     fn args(&mut self) -> Vec<Arg> {
         let mut args: Vec<Arg> = Vec::new();
-        while !self.at(T::RParen) && !self.at(T::Eof) {
+        while !self.at(T::RParen) && !self.at(T::Eof) && !self.at_item_line() {
             let before = self.pos;
             let named = self.at(T::Ident) && self.nth(1) == T::Eq;
             let name = if named {
@@ -959,7 +965,7 @@ impl<'a> Parser<'a> {
             }
         } else {
             let mut items = Vec::new();
-            while !self.at(T::RBracket) && !self.at(T::Eof) {
+            while !self.at(T::RBracket) && !self.at(T::Eof) && !self.at_item_line() {
                 let before = self.pos;
                 items.push(self.expr());
                 if self.eat(T::Comma).is_none() && !self.at(T::RBracket) {
@@ -1049,7 +1055,7 @@ impl<'a> Parser<'a> {
             }
         } else {
             let mut fields = Vec::new();
-            while !self.at(T::RBrace) && !self.at(T::Eof) {
+            while !self.at(T::RBrace) && !self.at(T::Eof) && !self.at_item_line() {
                 let before = self.pos;
                 let name = if matches!(self.kind(), T::StrStart { .. }) {
                     self.plain_string("a field name").map(|(s, span)| Ident {

@@ -1,0 +1,225 @@
+//! Evaluation semantics, data-driven: each case is a program whose `output`s are compared,
+//! as JSON, with the expected values.
+
+use envc_compiler::derivation::value_json;
+use envc_compiler::{compile, CompileOptions, MemoryLoader};
+
+/// Compiles `src` (plus `extra` files) and compares its outputs with `expected` (JSON).
+fn check_with(src: &str, extra: &[(&str, &str)], expected: &str) {
+    let mut files = vec![("main.env", src)];
+    files.extend_from_slice(extra);
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new(files),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{src}\n{:#?}", c.diagnostics);
+    let outputs: serde_json::Map<String, serde_json::Value> = c
+        .graph
+        .unwrap()
+        .outputs
+        .iter()
+        .map(|(k, v)| (k.to_string(), value_json(v)))
+        .collect();
+    let expected: serde_json::Value = serde_json::from_str(expected).expect("expected is JSON");
+    assert_eq!(serde_json::Value::Object(outputs), expected, "{src}");
+}
+
+fn check(src: &str, expected: &str) {
+    check_with(src, &[], expected)
+}
+
+#[test]
+fn arithmetic_and_comparison() {
+    check("output a = 1 + 2 * 3 - 4 / 2 % 3", r#"{"a": 5}"#);
+    check(
+        "output a = -(2 + 3)\noutput b = not (1 < 2) or 3 >= 3",
+        r#"{"a": -5, "b": true}"#,
+    );
+    check(
+        "output a = 512MiB + 512MiB\noutput b = 3GiB / 1GiB\noutput c = 2 * 1KiB",
+        r#"{"a": {"size": "1GiB"}, "b": 3, "c": {"size": "2KiB"}}"#,
+    );
+    check(
+        "output a = \"b\" > \"a\" and [1, 2] == [1, 2] and { x = 1 } != { x = 2 }",
+        r#"{"a": true}"#,
+    );
+    check(
+        "output a = 0o644\noutput b = \"${0o644} ${0o4755}\"",
+        r#"{"a": {"mode": "0o644"}, "b": "0644 4755"}"#,
+    );
+}
+
+#[test]
+fn strings() {
+    check(
+        "let n = 3\noutput s = \"n=${n} ok=${n > 2} mem=${2GiB} \\${literal}\"",
+        r#"{"s": "n=3 ok=true mem=2GiB ${literal}"}"#,
+    );
+    check(
+        "output s = \"\"\"\n    a\n      b ${1 + 1}\n    c\n    \"\"\"",
+        r#"{"s": "a\n  b 2\nc\n"}"#,
+    );
+    check("output s = \"a\" + \"b\"", r#"{"s": "ab"}"#);
+    check(
+        "output s = [upper(\"ab\"), lower(\"AB\"), trim(\"  x \"), replace(\"a-b-c\", \"-\", \"+\"), str(42), str(true)]",
+        r#"{"s": ["AB", "ab", "x", "a+b+c", "42", "true"]}"#,
+    );
+    check(
+        "output s = [starts_with(\"debian\", \"deb\"), ends_with(\"x.conf\", \".conf\"), contains(\"abc\", \"b\")]",
+        r#"{"s": [true, true, true]}"#,
+    );
+    check(
+        "output s = split(\"a,b,,c\", \",\")",
+        r#"{"s": ["a", "b", "", "c"]}"#,
+    );
+}
+
+#[test]
+fn lists_records_and_comprehensions() {
+    check(
+        "output r = 0..3\noutput s = 1..=3",
+        r#"{"r": [0, 1, 2], "s": [1, 2, 3]}"#,
+    );
+    check(
+        "output x = [for i in 0..10 if i % 3 == 0 => i * i]",
+        r#"{"x": [0, 9, 36, 81]}"#,
+    );
+    check(
+        "output x = [for i in 0..2 for j in [\"a\", \"b\"] => \"${i}${j}\"]",
+        r#"{"x": ["0a", "0b", "1a", "1b"]}"#,
+    );
+    check(
+        "output x = [for i, s in [\"a\", \"b\"] => \"${i}:${s}\"]",
+        r#"{"x": ["0:a", "1:b"]}"#,
+    );
+    check("let r = { b = 2, a = 1 }\noutput k = keys(r)\noutput v = values(r)\noutput kv = [for k, v in r => \"${k}=${v}\"]", r#"{"k": ["a", "b"], "v": [1, 2], "kv": ["a=1", "b=2"]}"#);
+    check(
+        "output x = {for h in [\"web\", \"db\"] => h = len(h)}",
+        r#"{"x": {"db": 2, "web": 3}}"#,
+    );
+    check(
+        "let xs = [10, 20, 30]\noutput a = xs[0]\noutput b = xs[-1]\noutput n = len(xs)",
+        r#"{"a": 10, "b": 30, "n": 3}"#,
+    );
+    check(
+        "output x = [1] + [2, 3]\noutput m = merge({ a = 1, b = 1 }, { b = 2 })",
+        r#"{"x": [1, 2, 3], "m": {"a": 1, "b": 2}}"#,
+    );
+    check("output x = sort([3, 1, 2])\noutput y = sort([\"b\", \"a\"])\noutput c = contains([1, 2], 2)", r#"{"x": [1, 2, 3], "y": ["a", "b"], "c": true}"#);
+    check(
+        "output r = { \"kebab-key\" = 1 }[\"kebab-key\"]",
+        r#"{"r": 1}"#,
+    );
+    check(
+        "output j = to_json({ b = [1, 2], a = \"x\", c = true })",
+        r#"{"j": "{\"a\":\"x\",\"b\":[1,2],\"c\":true}"}"#,
+    );
+}
+
+#[test]
+fn functions() {
+    check("fn add(a: int, b: int = 10) -> int { a + b }\noutput x = [add(1), add(1, 2), add(b = 5, a = 1)]", r#"{"x": [11, 3, 6]}"#);
+    check(
+        "fn fact(n: int) -> int { if n <= 1 { 1 } else { n * fact(n - 1) } }\noutput x = fact(10)",
+        r#"{"x": 3628800}"#,
+    );
+    check(
+        "let k = 3\nlet times = fn(x) => x * k\noutput x = [for i in 0..3 => times(i)]",
+        r#"{"x": [0, 3, 6]}"#,
+    );
+    check(
+        "fn adder(n: int) { fn(x) => x + n }\nlet add2 = adder(2)\noutput x = add2(40)",
+        r#"{"x": 42}"#,
+    );
+    check(
+        "fn f(a: int, b: int = a * 2) => a + b\noutput x = f(1)",
+        r#"{"x": 3}"#,
+    );
+    check("fn f(x: int) -> int {\n  let y = x + 1\n  assert y > 0, \"positive\"\n  fn g(z) => z * 2\n  g(y)\n}\noutput x = f(1)", r#"{"x": 4}"#);
+    check(
+        "output x = if 1 > 2 { \"a\" } else if 2 > 1 { \"b\" } else { \"c\" }",
+        r#"{"x": "b"}"#,
+    );
+}
+
+#[test]
+fn types_fill_defaults_and_check_ranges() {
+    check(
+        "type Db = { name: str, port: int(1..=65535) = 5432, tags: list[str] = [] }\nlet d: Db = { name = \"main\" }\noutput d = d",
+        r#"{"d": {"name": "main", "port": 5432, "tags": []}}"#,
+    );
+    check(
+        "type Db = { name: str, port: int = 5432 }\nfn url(d: Db) -> str { \"pg://${d.name}:${d.port}\" }\noutput u = url({ name = \"x\" })",
+        r#"{"u": "pg://x:5432"}"#,
+    );
+    check("param n: int(1..=9) = 3\noutput n = n", r#"{"n": 3}"#);
+}
+
+#[test]
+fn top_level_order_does_not_matter() {
+    check("output x = b\nlet b = a + 1\nlet a = 1", r#"{"x": 2}"#);
+}
+
+#[test]
+fn modules() {
+    check_with(
+        "import \"./lib/net.env\"\nimport \"./lib/net.env\" as n2\noutput p = net.port(80)\noutput same = n2.base",
+        &[("lib/net.env", "let base = 8000\nfn port(n: int) -> int { base + n }\n")],
+        r#"{"p": 8080, "same": 8000}"#,
+    );
+    check(
+        "import \"std/files\"\noutput s = files.lines([\"a\", \"b\"])",
+        r#"{"s": "a\nb\n"}"#,
+    );
+}
+
+#[test]
+fn deferred_values_stay_deferred_through_interpolation_and_join() {
+    let src = "let v = vm(name = \"db-0\")\noutput a = \"${v.address}:${v.port}\"\noutput j = join([v.address, \"x\"], \",\")";
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let g = c.graph.unwrap();
+    let id = g.nodes().next().unwrap().id.hex();
+    let deferred =
+        |out: &str| serde_json::json!({"deferred": {"name": "db-0", "node": id, "output": out}});
+    let outputs: Vec<serde_json::Value> = g.outputs.iter().map(|(_, v)| value_json(v)).collect();
+    assert_eq!(
+        outputs[0],
+        serde_json::json!({"interpolate": [deferred("address"), ":", deferred("port")]})
+    );
+    assert_eq!(
+        outputs[1],
+        serde_json::json!({"interpolate": [deferred("address"), ",x"]})
+    );
+}
+
+#[test]
+fn project_files_are_hashed_by_content() {
+    let src = "let p = path(\"conf/app.conf\")\noutput p = p";
+    let hash = blake3::hash(b"port=1\n").to_hex().to_string();
+    check_with(
+        src,
+        &[("conf/app.conf", "port=1\n")],
+        &format!(r#"{{"p": {{"path": "conf/app.conf", "blake3": "{hash}"}}}}"#),
+    );
+}
+
+#[test]
+fn the_graph_is_what_the_root_reaches() {
+    // A node made in an imported module but never used by the root is not in the graph.
+    let src = "import \"./lib.env\"\nlet h = lib.h\n";
+    let lib = "let h = host(name = \"a\", address = \"192.0.2.1\")\nlet unused = host(name = \"b\", address = \"192.0.2.2\")\n";
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src), ("lib.env", lib)]),
+        &CompileOptions::default(),
+    );
+    let g = c.graph.expect("compiles");
+    let names: Vec<&str> = g.nodes().map(|n| &*n.name).collect();
+    assert_eq!(names, ["a"]);
+}

@@ -1,0 +1,372 @@
+//! The hash invariants the product rests on:
+//! - formatting, comments, record field order, item order and refactoring into `let`s or
+//!   functions change no node id;
+//! - changing any input of a node changes its id and the ids of everything downstream of it,
+//!   and nothing else;
+//! - ids are the same on every machine (a golden id guards the encoding).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envc_compiler::{compile, CompileOptions, Graph, MemoryLoader};
+use petgraph::visit::Dfs;
+
+fn examples_dir(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+}
+
+/// Every file under `dir`, as a project.
+fn project(dir: &std::path::Path) -> MemoryLoader {
+    fn walk(base: &std::path::Path, dir: &std::path::Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                let rel = p
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut files = BTreeMap::new();
+    walk(dir, dir, &mut files);
+    MemoryLoader { files }
+}
+
+fn graph_of(loader: &MemoryLoader, root: &str, set: &[(&str, &str)]) -> Graph {
+    let options = CompileOptions {
+        params: set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let c = compile(root, loader, &options);
+    assert!(
+        c.diagnostics.is_empty(),
+        "{root} does not compile: {:#?}",
+        c.diagnostics
+    );
+    c.graph.unwrap()
+}
+
+fn key(n: &envc_compiler::value::Node) -> String {
+    let on = n
+        .target
+        .as_ref()
+        .map_or(String::new(), |t| format!("{}/", t.name));
+    format!("{on}{}:{}", n.kind.name(), n.name)
+}
+
+/// Node key → id.
+fn ids(g: &Graph) -> BTreeMap<String, String> {
+    g.nodes().map(|n| (key(n), n.id.hex())).collect()
+}
+
+fn with_files(loader: &MemoryLoader, edits: &[(&str, &str)]) -> MemoryLoader {
+    let mut l = loader.clone();
+    for (p, text) in edits {
+        l.files.insert(p.to_string(), text.as_bytes().to_vec());
+    }
+    l
+}
+
+fn text(l: &MemoryLoader, p: &str) -> String {
+    String::from_utf8(l.files[p].clone()).unwrap()
+}
+
+/// The nodes `seeds` and everything that depends on them, by key.
+fn downstream(g: &Graph, seeds: &[&str]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for ix in g.dag.node_indices() {
+        if seeds.contains(&key(&g.dag[ix]).as_str()) {
+            let mut dfs = Dfs::new(&g.dag, ix);
+            while let Some(d) = dfs.next(&g.dag) {
+                out.insert(key(&g.dag[d]));
+            }
+        }
+    }
+    out
+}
+
+/// Applies an edit and checks that exactly `seeds` and their dependents changed id.
+fn check_change(loader: &MemoryLoader, root: &str, edits: &[(&str, &str)], seeds: &[&str]) {
+    let before = graph_of(loader, root, &[]);
+    let after = graph_of(&with_files(loader, edits), root, &[]);
+    let (a, b) = (ids(&before), ids(&after));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "the edit changed the set of nodes"
+    );
+    let changed: BTreeSet<String> = a
+        .iter()
+        .filter(|(k, id)| b[*k] != **id)
+        .map(|(k, _)| k.clone())
+        .collect();
+    let expected = downstream(&before, seeds);
+    assert!(!expected.is_empty(), "seeds {seeds:?} name no node");
+    assert_eq!(
+        changed, expected,
+        "changed ids differ from the seeds and their dependents"
+    );
+}
+
+fn replset() -> MemoryLoader {
+    project(&examples_dir("replset"))
+}
+
+#[test]
+fn formatting_and_comments_change_no_id() {
+    for (dir, root) in [
+        ("", "quickstart.env"),
+        ("replset", "prod.env"),
+        ("component", "prod.env"),
+    ] {
+        let loader = project(&examples_dir(dir));
+        let base = ids(&graph_of(&loader, root, &[]));
+        let mut edited = loader.clone();
+        for (path, bytes) in loader
+            .files
+            .iter()
+            .filter(|(p, _)| p.ends_with(".env") && !p.contains("templates"))
+        {
+            let src = String::from_utf8(bytes.clone()).unwrap();
+            // Comments and blank lines before every top-level item, then a squeeze of spaces
+            // after `=` (outside strings only, so only in item heads).
+            let mut noisy = String::new();
+            for line in src.lines() {
+                if [
+                    "let ", "fn ", "type ", "param ", "output ", "assert ", "import ",
+                ]
+                .iter()
+                .any(|k| line.starts_with(k))
+                {
+                    noisy.push_str("\n# a comment that changes nothing\n\n");
+                }
+                noisy.push_str(line);
+                noisy.push('\n');
+            }
+            edited.files.insert(path.clone(), noisy.into_bytes());
+        }
+        assert_eq!(
+            ids(&graph_of(&edited, root, &[])),
+            base,
+            "{root}: comments changed ids"
+        );
+        let mut formatted = loader.clone();
+        for (path, bytes) in loader.files.iter().filter(|(p, _)| p.ends_with(".env")) {
+            let src = String::from_utf8(bytes.clone()).unwrap();
+            let out = envc_lang::format::format(&src).unwrap();
+            let squeezed = out.replace("\n\n", "\n");
+            formatted.files.insert(path.clone(), squeezed.into_bytes());
+        }
+        assert_eq!(
+            ids(&graph_of(&formatted, root, &[])),
+            base,
+            "{root}: formatting changed ids"
+        );
+    }
+}
+
+#[test]
+fn field_order_item_order_and_refactoring_change_no_id() {
+    let inline = r#"
+let h = host(name = "app-1", address = "192.0.2.7")
+let conf = file(path = "/etc/app.conf", content = "port=8080\nworkers=4\n", mode = 0o640, target = h)
+let svc = service(name = "app", target = h, restart_on = [conf])
+let m = manifest(name = "app", content = { replicas = 2, image = "app:1" })
+"#;
+    // Same values: fields reordered, items reordered, built through lets, a typed record
+    // with defaults, a function and a comprehension.
+    let refactored = r#"
+type App = { port: int = 8080, workers: int = 4, name: str = "app" }
+
+let svc = [for a in [app] => service(restart_on = [conf], target = h, name = a.name)][0]
+
+fn render(a: App) -> str {
+  let lines = ["port=${a.port}", "workers=${a.workers}"]
+  join(lines, "\n") + "\n"
+}
+
+let app: App = {}
+let conf = file(target = h, mode = 0o640, content = render(app), path = "/etc/${app.name}.conf")
+let h = host(address = "192.0.2.7", name = "app-1")
+let m = manifest(content = { image = "app:1", replicas = 2 }, name = "app")
+"#;
+    let a = ids(&graph_of(
+        &MemoryLoader::new([("main.env", inline)]),
+        "main.env",
+        &[],
+    ));
+    let b = ids(&graph_of(
+        &MemoryLoader::new([("main.env", refactored)]),
+        "main.env",
+        &[],
+    ));
+    assert_eq!(a.len(), 4);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_template_edit_changes_the_files_that_use_it_and_their_dependents() {
+    let l = replset();
+    let edited =
+        text(&l, "mongod.conf.j2").replace("dbPath: /var/lib/mongodb", "dbPath: /srv/mongodb");
+    check_change(
+        &l,
+        "prod.env",
+        &[("mongod.conf.j2", &edited)],
+        &[
+            "db-0/file:/etc/mongod.conf",
+            "db-1/file:/etc/mongod.conf",
+            "db-2/file:/etc/mongod.conf",
+        ],
+    );
+}
+
+#[test]
+fn a_vm_change_reaches_everything_on_it_and_everything_using_its_outputs() {
+    let l = replset();
+    let src = text(&l, "prod.env");
+    // Give the first VM more memory: the VM is replaced, so everything on it and every
+    // config that lists its address changes; the other VMs do not.
+    let edited = src.replace(
+        "debian.machine(\"db-${m.index}\", cpus = 2, memory = 2GiB, disk = 16GiB)",
+        "debian.machine(\"db-${m.index}\", cpus = 2, memory = if m.index == 0 { 4GiB } else { 2GiB }, disk = 16GiB)",
+    );
+    assert_ne!(src, edited, "the example changed: update this test's edit");
+    check_change(&l, "prod.env", &[("prod.env", &edited)], &["vm:db-0"]);
+    let changed_ids = ids(&graph_of(
+        &with_files(&l, &[("prod.env", &edited)]),
+        "prod.env",
+        &[],
+    ));
+    let base = ids(&graph_of(&l, "prod.env", &[]));
+    assert_eq!(changed_ids["vm:db-1"], base["vm:db-1"]);
+    assert_ne!(
+        changed_ids["db-1/file:/etc/mongod.conf"], base["db-1/file:/etc/mongod.conf"],
+        "db-1's config lists db-0"
+    );
+}
+
+#[test]
+fn a_package_pin_changes_that_package_and_its_dependents_only() {
+    let l = replset();
+    let src = text(&l, "prod.env");
+    let edited = src.replace(
+        "\"mongodb-mongosh\" = \"2.3.1\"",
+        "\"mongodb-mongosh\" = \"2.3.2\"",
+    );
+    assert_ne!(src, edited, "the example changed: update this test's edit");
+    check_change(
+        &l,
+        "prod.env",
+        &[("prod.env", &edited)],
+        &[
+            "db-0/package:mongodb-mongosh",
+            "db-1/package:mongodb-mongosh",
+            "db-2/package:mongodb-mongosh",
+        ],
+    );
+}
+
+#[test]
+fn parameters_are_inputs() {
+    let l = replset();
+    let base = ids(&graph_of(&l, "prod.env", &[]));
+    let same = ids(&graph_of(&l, "prod.env", &[("replset", "rs0")]));
+    assert_eq!(
+        base, same,
+        "setting a parameter to its default changes nothing"
+    );
+    let renamed = ids(&graph_of(&l, "prod.env", &[("replset", "rs1")]));
+    let changed: BTreeSet<&String> = base.keys().filter(|k| base[*k] != renamed[*k]).collect();
+    // The set name is in every config and the init unit; VMs and packages do not use it.
+    assert!(
+        changed.iter().all(|k| k.contains("mongod.conf")
+            || k.contains("mongod")
+            || k.contains("replset-init")),
+        "{changed:?}"
+    );
+    assert!(!changed
+        .iter()
+        .any(|k| k.starts_with("vm:") || k.contains("package:")));
+    let five = ids(&graph_of(&l, "prod.env", &[("members", "5")]));
+    assert_eq!(five.keys().filter(|k| k.starts_with("vm:")).count(), 5);
+}
+
+#[test]
+fn compiling_twice_gives_identical_output() {
+    let l = replset();
+    let a = graph_of(&l, "prod.env", &[]).to_json().to_string();
+    let b = graph_of(&l, "prod.env", &[]).to_json().to_string();
+    assert_eq!(a, b);
+}
+
+/// The id of a fixed derivation. If this changes, every user's cache is invalidated: bump
+/// `ENCODING_VERSION` deliberately and update the value here, never by accident.
+#[test]
+fn golden_ids() {
+    let src = r#"
+let h = host(name = "h1", address = "192.0.2.1")
+let f = file(path = "/etc/motd", content = "hello\n", target = h)
+"#;
+    let g = graph_of(&MemoryLoader::new([("main.env", src)]), "main.env", &[]);
+    let got = ids(&g);
+    let expected: BTreeMap<String, String> = [
+        (
+            "host:h1",
+            "93f4c1511e77e933b8a1d185712d2582a73f9a03ee4850a2cce6bcd7dd0377d6",
+        ),
+        (
+            "h1/file:/etc/motd",
+            "f60de5f862a4748fbc35464ca1cd190041730ecf4a8bdc14e19a5a539168f14c",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(got, expected);
+}
+
+/// The host's encoding rebuilt by hand from the format documented in docs/architecture.md,
+/// independently of the encoder.
+#[test]
+fn encoding_matches_its_specification() {
+    fn str(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    let mut e = b"envc-derivation\0".to_vec();
+    e.extend_from_slice(&1u32.to_le_bytes()); // encoding version
+    str(&mut e, "host"); // kind
+    str(&mut e, "h1"); // name
+    e.push(0); // no target
+    e.extend_from_slice(&4u64.to_le_bytes()); // attrs: 4 entries, sorted by key
+    str(&mut e, "address");
+    e.push(b's');
+    str(&mut e, "192.0.2.1");
+    str(&mut e, "after");
+    e.push(b'l');
+    e.extend_from_slice(&0u64.to_le_bytes());
+    str(&mut e, "port");
+    e.push(b'i');
+    e.extend_from_slice(&22i64.to_le_bytes());
+    str(&mut e, "user");
+    e.push(b's');
+    str(&mut e, "root");
+    e.extend_from_slice(&0u64.to_le_bytes()); // inputs
+    e.extend_from_slice(&0u64.to_le_bytes()); // pins
+    let src = "let h = host(name = \"h1\", address = \"192.0.2.1\")";
+    let g = graph_of(&MemoryLoader::new([("main.env", src)]), "main.env", &[]);
+    assert_eq!(
+        g.nodes().next().unwrap().id.hex(),
+        blake3::hash(&e).to_hex().as_str()
+    );
+}

@@ -1,0 +1,327 @@
+//! Parser tests, data-driven: each input is parsed and printed as an S-expression, with
+//! the codes of any errors, and compared with the expected text.
+
+use envc_lang::ast::*;
+use envc_lang::parse;
+
+fn sexp(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Int(n) => n.to_string(),
+        ExprKind::Size(n) => format!("{n}B"),
+        ExprKind::Mode(m) => format!("0o{m:o}"),
+        ExprKind::Bool(b) => b.to_string(),
+        ExprKind::Str(parts) => {
+            let ps: Vec<String> = parts
+                .iter()
+                .map(|p| match p {
+                    StrPart::Lit(s) => format!("{s:?}"),
+                    StrPart::Interp(x) => format!("${{{}}}", sexp(x)),
+                })
+                .collect();
+            format!("(str {})", ps.join(" "))
+        }
+        ExprKind::Name(n) => n.to_string(),
+        ExprKind::List(xs) => format!("[{}]", xs.iter().map(sexp).collect::<Vec<_>>().join(" ")),
+        ExprKind::Record(fs) => {
+            format!(
+                "{{{}}}",
+                fs.iter()
+                    .map(|f| format!("{}={}", f.name.name, sexp(&f.value)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        }
+        ExprKind::ListComp { clauses, body } => {
+            format!("(listcomp {} => {})", clauses_sexp(clauses), sexp(body))
+        }
+        ExprKind::RecordComp {
+            clauses,
+            key,
+            value,
+        } => {
+            format!(
+                "(reccomp {} => {}={})",
+                clauses_sexp(clauses),
+                sexp(key),
+                sexp(value)
+            )
+        }
+        ExprKind::Field(b, f) => format!("(. {} {})", sexp(b), f.name),
+        ExprKind::Index(b, i) => format!("(index {} {})", sexp(b), sexp(i)),
+        ExprKind::Call { callee, args } => {
+            let a: Vec<String> = args
+                .iter()
+                .map(|a| match &a.name {
+                    Some(n) => format!("{}={}", n.name, sexp(&a.value)),
+                    None => sexp(&a.value),
+                })
+                .collect();
+            format!("(call {} {})", sexp(callee), a.join(" "))
+        }
+        ExprKind::Unary(UnaryOp::Neg, x) => format!("(- {})", sexp(x)),
+        ExprKind::Unary(UnaryOp::Not, x) => format!("(not {})", sexp(x)),
+        ExprKind::Binary(op, l, r) => format!("({} {} {})", op.symbol(), sexp(l), sexp(r)),
+        ExprKind::Range { lo, hi, inclusive } => format!(
+            "({} {} {})",
+            if *inclusive { "..=" } else { ".." },
+            sexp(lo),
+            sexp(hi)
+        ),
+        ExprKind::If { cond, then, else_ } => {
+            format!("(if {} {} {})", sexp(cond), sexp(then), sexp(else_))
+        }
+        ExprKind::Block { stmts, value } => {
+            let mut parts: Vec<String> = stmts
+                .iter()
+                .map(|s| match s {
+                    Stmt::Let(b) => format!("(let {} {})", b.name.name, sexp(&b.value)),
+                    Stmt::Assert(a) => format!("(assert {})", sexp(&a.cond)),
+                })
+                .collect();
+            parts.push(sexp(value));
+            format!("(block {})", parts.join(" "))
+        }
+        ExprKind::Lambda(f) => format!(
+            "(fn ({}) {})",
+            f.params
+                .iter()
+                .map(|p| p.name.name.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            sexp(&f.body)
+        ),
+        ExprKind::Paren(x) => sexp(x),
+        ExprKind::Error => "ERR".into(),
+    }
+}
+
+fn clauses_sexp(cs: &[Clause]) -> String {
+    cs.iter()
+        .map(|c| match c {
+            Clause::For {
+                first,
+                second: None,
+                iter,
+            } => format!("for {} in {}", first.name, sexp(iter)),
+            Clause::For {
+                first,
+                second: Some(s),
+                iter,
+            } => format!("for {},{} in {}", first.name, s.name, sexp(iter)),
+            Clause::If(x) => format!("if {}", sexp(x)),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn ty_sexp(t: &TypeExpr) -> String {
+    match &t.kind {
+        TypeExprKind::Name(p) => p
+            .iter()
+            .map(|i| i.name.to_string())
+            .collect::<Vec<_>>()
+            .join("."),
+        TypeExprKind::Apply { name, arg } => format!("{}[{}]", name.name, ty_sexp(arg)),
+        TypeExprKind::Range {
+            base,
+            lo,
+            hi,
+            inclusive,
+        } => {
+            format!(
+                "{}({}{}{})",
+                ty_sexp(base),
+                sexp(lo),
+                if *inclusive { "..=" } else { ".." },
+                sexp(hi)
+            )
+        }
+        TypeExprKind::Record(fs) => format!(
+            "{{{}}}",
+            fs.iter()
+                .map(|f| format!(
+                    "{}:{}{}",
+                    f.name.name,
+                    ty_sexp(&f.ty),
+                    f.default
+                        .as_ref()
+                        .map_or(String::new(), |d| format!("={}", sexp(d)))
+                ))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        TypeExprKind::Error => "ERR".into(),
+    }
+}
+
+fn item_sexp(i: &Item) -> String {
+    match &i.kind {
+        ItemKind::Import { path, alias, .. } => format!(
+            "(import {path:?}{})",
+            alias
+                .as_ref()
+                .map_or(String::new(), |a| format!(" as {}", a.name))
+        ),
+        ItemKind::Let(b) => format!(
+            "(let {}{} {})",
+            b.name.name,
+            b.ty.as_ref()
+                .map_or(String::new(), |t| format!(":{}", ty_sexp(t))),
+            sexp(&b.value)
+        ),
+        ItemKind::Fn(f) => format!(
+            "(fn {} ({}){} {})",
+            f.name.as_ref().unwrap().name,
+            f.params
+                .iter()
+                .map(|p| format!(
+                    "{}{}{}",
+                    p.name.name,
+                    p.ty.as_ref()
+                        .map_or(String::new(), |t| format!(":{}", ty_sexp(t))),
+                    p.default
+                        .as_ref()
+                        .map_or(String::new(), |d| format!("={}", sexp(d)))
+                ))
+                .collect::<Vec<_>>()
+                .join(" "),
+            f.ret
+                .as_ref()
+                .map_or(String::new(), |t| format!(" -> {}", ty_sexp(t))),
+            sexp(&f.body)
+        ),
+        ItemKind::Type { name, ty } => format!("(type {} {})", name.name, ty_sexp(ty)),
+        ItemKind::Param { name, ty, default } => format!(
+            "(param {}:{}{})",
+            name.name,
+            ty_sexp(ty),
+            default
+                .as_ref()
+                .map_or(String::new(), |d| format!(" {}", sexp(d)))
+        ),
+        ItemKind::Output { name, value } => format!("(output {} {})", name.name, sexp(value)),
+        ItemKind::Assert(a) => format!(
+            "(assert {}{})",
+            sexp(&a.cond),
+            a.message
+                .as_ref()
+                .map_or(String::new(), |m| format!(" {}", sexp(m)))
+        ),
+        ItemKind::Error => "ERR".into(),
+    }
+}
+
+/// Parses `src`; the items as S-expressions, one per line, then `! code` per error.
+fn check(src: &str, expected: &str) {
+    let p = parse(src, 0);
+    let mut got: Vec<String> = p.module.items.iter().map(item_sexp).collect();
+    got.extend(p.errors.iter().map(|e| format!("! {}", e.code)));
+    assert_eq!(got.join("\n"), expected.trim(), "parsing {src:?}");
+}
+
+#[test]
+fn precedence() {
+    check("let x = 1 + 2 * 3 - 4", "(let x (- (+ 1 (* 2 3)) 4))");
+    check(
+        "let x = a or b and not c == d",
+        "(let x (or a (and b (not (== c d)))))",
+    );
+    check(
+        "let x = -a.b(c)[0]",
+        "(let x (- (index (call (. a b) c) 0)))",
+    );
+    check("let x = 0..n + 1", "(let x (.. 0 (+ n 1)))");
+    check("let x = 1..=3", "(let x (..= 1 3))");
+    check("let x = (1 + 2) * 3", "(let x (* (+ 1 2) 3))");
+}
+
+#[test]
+fn literals() {
+    check(
+        "let x = [512MiB, 1KB, 0o755, true, \"a\\tb\"]",
+        "(let x [536870912B 1000B 0o755 true (str \"a\\tb\")])",
+    );
+    check(
+        "let s = \"x${a + 1}y\"",
+        "(let s (str \"x\" ${(+ a 1)} \"y\"))",
+    );
+    check(
+        "let s = \"\"\"\n  one\n    two ${x}\n  \"\"\"",
+        "(let s (str \"one\\n  two \" ${x} \"\\n\"))",
+    );
+    check("let r = { a = 1, \"b-c\" = 2, }", "(let r {a=1 b-c=2})");
+}
+
+#[test]
+fn comprehensions_calls_and_functions() {
+    check(
+        "let x = [for h in hs if h.p => h.n]",
+        "(let x (listcomp for h in hs if (. h p) => (. h n)))",
+    );
+    check(
+        "let x = {for k, v in r => k = v}",
+        "(let x (reccomp for k,v in r => k=v))",
+    );
+    check("let x = f(1, port = 2)", "(let x (call f 1 port=2))");
+    check("let f = fn(x, y) => x + y", "(let f (fn (x y) (+ x y)))");
+    check(
+        "fn f(a: int, b = 2) -> int {\n  let c = a + b\n  assert c > 0\n  c\n}",
+        "(fn f (a:int b=2) -> int (block (let c (+ a b)) (assert (> c 0)) c))",
+    );
+    check(
+        "let v = if a { 1 } else if b { 2 } else { 3 }",
+        "(let v (if a (block 1) (if b (block 2) (block 3))))",
+    );
+}
+
+#[test]
+fn items() {
+    check(
+        "import \"std/debian\"\nimport \"./lib.env\" as l\nparam n: int(1..=7) = 3\ntype T = { a: list[str] = [], b: m.Port }\noutput o = n\nassert n > 0, \"m\"",
+        "(import \"std/debian\")\n(import \"./lib.env\" as l)\n(param n:int(1..=7) 3)\n(type T {a:list[str]=[] b:m.Port})\n(output o n)\n(assert (> n 0) (str \"m\"))",
+    );
+    check("let a = 1; let b = 2", "(let a 1)\n(let b 2)");
+}
+
+#[test]
+fn a_new_line_ends_a_call_chain() {
+    // `(` or `[` on the next line starts nothing new on its own: it is not a call.
+    check(
+        "fn f(x) {\n  let a = g\n  (1)\n}",
+        "(fn f (x) (block (let a g) 1))",
+    );
+}
+
+#[test]
+fn recovery_reports_every_error_and_keeps_the_rest() {
+    check(
+        "let a = [1, 2\nlet b = { x = 1 y = 2 }\nlet c = (1 + )\nlet d = 4",
+        "(let a [1 2])\n(let b {x=1})\n(let c (+ 1 ERR))\n(let d 4)\n! parse::unexpected-token\n! parse::unexpected-token\n! parse::unexpected-token",
+    );
+    check(
+        "let = 1\nlet ok = 2",
+        "ERR\n(let ok 2)\n! parse::unexpected-token",
+    );
+    check("x = 1\nlet ok = 2", "(let ok 2)\n! parse::expected-item");
+    check(
+        "let s = \"abc\nlet t = 1",
+        "(let s (str \"abc\"))\n(let t 1)\n! lex::unterminated-string",
+    );
+}
+
+#[test]
+fn nesting_is_bounded() {
+    let deep = format!("let x = {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let p = parse(&deep, 0);
+    assert_eq!(
+        p.errors
+            .iter()
+            .filter(|e| e.code == "parse::too-deep")
+            .count(),
+        1
+    );
+    let deep_parens = format!("let x = {}1", "(".repeat(100_000));
+    assert!(!parse(&deep_parens, 0).errors.is_empty());
+    let deep_not = format!("let x = {}true", "not ".repeat(100_000));
+    assert!(!parse(&deep_not, 0).errors.is_empty());
+}

@@ -1,0 +1,265 @@
+//! End-to-end tests of the `envc` binary: exit codes, output shapes, determinism across
+//! processes, and that no input makes it panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn envc(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("envc runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const EXAMPLES: &[&str] = &[
+    "examples/quickstart.env",
+    "examples/replset/prod.env",
+    "examples/component/prod.env",
+];
+
+#[test]
+fn examples_check_format_and_graph() {
+    for ex in EXAMPLES {
+        let o = envc(&["check", ex], &repo());
+        assert!(o.status.success(), "{ex}: {}", stderr(&o));
+        let o = envc(&["fmt", "--check", ex], &repo());
+        assert!(o.status.success(), "{ex} is not formatted: {}", stderr(&o));
+        let o = envc(&["graph", ex, "--format", "json"], &repo());
+        assert!(o.status.success());
+        let g: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("graph JSON");
+        let nodes = g["nodes"].as_array().unwrap();
+        assert!(!nodes.is_empty());
+        let ids: Vec<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+        for n in nodes {
+            let id = n["id"].as_str().unwrap();
+            assert_eq!(id.len(), 64, "a blake3 id in hex");
+            assert!(["vm", "host", "package", "file", "service", "manifest"]
+                .contains(&n["kind"].as_str().unwrap()));
+            // Inputs come first: the order is topological.
+            let pos = ids.iter().position(|i| *i == id).unwrap();
+            for input in n["inputs"].as_array().unwrap() {
+                let ip = ids
+                    .iter()
+                    .position(|i| *i == input.as_str().unwrap())
+                    .expect("inputs are nodes of the graph");
+                assert!(ip < pos, "{ex}: input listed after its user");
+            }
+        }
+        let o = envc(&["graph", ex, "--format", "dot"], &repo());
+        assert!(stdout(&o).starts_with("digraph envc {"));
+    }
+}
+
+#[test]
+fn graphs_are_identical_across_processes_and_environments() {
+    let ex = "examples/replset/prod.env";
+    let a = envc(&["graph", ex, "--format", "json"], &repo());
+    // Another working directory, a different environment, a different hash seed: nothing
+    // of it may reach an id.
+    let b = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["graph", "prod.env", "--format", "json"])
+        .current_dir(repo().join("examples/replset"))
+        .env_clear()
+        .env("HOME", "/nonexistent")
+        .env("TZ", "Pacific/Kiritimati")
+        .env("LANG", "tr_TR.UTF-8")
+        .env("SOURCE_DATE_EPOCH", "1")
+        .output()
+        .unwrap();
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(stdout(&a), stdout(&b));
+}
+
+#[test]
+fn a_user_error_exits_1_with_file_line_col() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.env"),
+        "let a = 1\nlet b = a +\nlet c = hots\n",
+    )
+    .unwrap();
+    let o = envc(&["check", "bad.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("error: bad.env:3:1: expected an expression, found `let`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.env:3:9"),
+        "both problems are reported: {err}"
+    );
+    assert!(stdout(&o).is_empty());
+    let o = envc(&["check", "missing.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot read `missing.env`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let o = envc(&["frobnicate"], &repo());
+    assert_eq!(o.status.code(), Some(2));
+    let o = envc(&["check"], &repo());
+    assert_eq!(o.status.code(), Some(2));
+    let o = envc(
+        &["check", "examples/quickstart.env", "--set", "novalue"],
+        &repo(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn parameters_from_the_command_line() {
+    let ex = "examples/replset/prod.env";
+    let count = |set: &[&str]| {
+        let mut args = vec!["graph", ex, "--format", "json"];
+        for s in set {
+            args.extend(["--set", s]);
+        }
+        let o = envc(&args, &repo());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let g: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        g["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "vm")
+            .count()
+    };
+    assert_eq!(count(&[]), 3);
+    assert_eq!(count(&["members=5", "replset=prod"]), 5);
+    let o = envc(&["check", ex, "--set", "members=4"], &repo());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("odd number of members"));
+    let o = envc(&["check", ex, "--set", "members=9"], &repo());
+    assert!(stderr(&o).contains("9 is out of range"), "{}", stderr(&o));
+}
+
+#[test]
+fn show_prints_the_canonical_content() {
+    let ex = "examples/quickstart.env";
+    let o = envc(
+        &["show", ex, "web-1/file:/var/www/html/index.html"],
+        &repo(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(d["kind"], "file");
+    assert_eq!(d["attrs"]["content"], "<h1>web-1</h1>\n");
+    assert_eq!(d["attrs"]["mode"]["mode"], "0o644");
+    let id = d["id"].as_str().unwrap();
+    let by_prefix = envc(&["show", ex, &id[..10]], &repo());
+    assert_eq!(stdout(&by_prefix), stdout(&o));
+    let o = envc(&["show", ex, "file:/var/www/html/index.html"], &repo());
+    assert_eq!(o.status.code(), Some(1), "ambiguous: one per VM");
+    assert!(stderr(&o).contains("matches 2 nodes"));
+}
+
+#[test]
+fn fmt_rewrites_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("a.env");
+    std::fs::write(&f, "let  x=[1,2]  # keep me\n").unwrap();
+    let o = envc(&["fmt", "--check", "a.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "let  x=[1,2]  # keep me\n",
+        "--check changes nothing"
+    );
+    let o = envc(&["fmt", "a.env"], dir.path());
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "let x = [1, 2]  # keep me\n"
+    );
+    let o = envc(&["fmt", "--check", "a.env"], dir.path());
+    assert!(o.status.success());
+    std::fs::write(&f, "let x = [1,\n").unwrap();
+    let o = envc(&["fmt", "a.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "let x = [1,\n",
+        "a file with errors is left alone"
+    );
+}
+
+#[test]
+fn imports_cannot_leave_the_project_even_through_symlinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.env"), "let s = 1\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.env"),
+        dir.path().join("link.env"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("main.env"), "import \"./link.env\"\n").unwrap();
+    let o = envc(&["check", "main.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("outside the project directory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Arbitrary bytes end in exit 0 or 1, never a panic (exit 101) or a signal.
+#[test]
+fn no_input_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let alphabet: &[u8] = b"let fn if else for in import type param output assert ([{}]) , . .. ..= : = == => -> + - * / % < > \" ${ } \"\"\" # \n 0o7 512MiB 1 x y vm host file true";
+    for _ in 0..40 {
+        let len = (next() % 200) as usize;
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                let r = next();
+                if r % 7 == 0 {
+                    (r >> 8) as u8
+                } else {
+                    alphabet[(r >> 8) as usize % alphabet.len()]
+                }
+            })
+            .collect();
+        std::fs::write(dir.path().join("fuzz.env"), &bytes).unwrap();
+        for cmd in [
+            &["check", "fuzz.env"][..],
+            &["fmt", "--check", "fuzz.env"],
+            &["graph", "fuzz.env"],
+        ] {
+            let o = envc(cmd, dir.path());
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(0) | Some(1)),
+                "{cmd:?} on {bytes:?} exited {code:?}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}
