@@ -525,6 +525,11 @@ impl<'a> Fmt<'a> {
                 return s;
             }
         }
+        self.broken(e, ind)
+    }
+
+    /// The multi-line layout of `e` (the same as the flat one for what cannot break).
+    fn broken(&mut self, e: &Expr, ind: usize) -> String {
         match &e.kind {
             ExprKind::List(items) => {
                 let body = self.seq(
@@ -559,8 +564,13 @@ impl<'a> Fmt<'a> {
                     .has_comment_in(Span::new(e.span.start as usize, body.span.start as usize))
                     && !self.has_comment_in(Span::new(body.span.end as usize, e.span.end as usize));
                 if hug {
-                    // `[for x in xs => {` … `}]`: the body opens on the clause line.
-                    return format!("[{head} {}]", self.expr(body, ind));
+                    // `[for x in xs => {` … `}]`: the body opens on the clause line, and
+                    // breaks unless the whole comprehension fits on it.
+                    let body_text = match self.flat(body) {
+                        Some(f) if self.fits(&format!("[{head} {f}]"), ind) => f,
+                        _ => self.broken(body, ind),
+                    };
+                    return format!("[{head} {body_text}]");
                 }
                 let b = self.elements_of_one(body, ind, e.span.end);
                 format!("[{head}\n{b}{}]", indent(ind))

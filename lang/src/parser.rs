@@ -288,7 +288,11 @@ impl<'a> Parser<'a> {
     }
 
     fn sync_item(&mut self) {
-        while !self.at(T::Eof) && !(self.tok().newline_before && self.kind().starts_item()) {
+        loop {
+            let t = self.tok();
+            if t.kind == T::Eof || (t.newline_before && t.kind.starts_item()) {
+                break;
+            }
             self.bump();
         }
     }
@@ -868,7 +872,7 @@ impl<'a> Parser<'a> {
             _ => {
                 self.error_expected("an expression");
                 // Consume a stray token unless an enclosing construct can use it to recover.
-                if !matches!(
+                let closer = matches!(
                     t.kind,
                     T::Eof
                         | T::RParen
@@ -877,8 +881,9 @@ impl<'a> Parser<'a> {
                         | T::Comma
                         | T::InterpEnd
                         | T::StrEnd
-                ) && !(t.newline_before && t.kind.starts_item())
-                {
+                );
+                let item_line = t.newline_before && t.kind.starts_item();
+                if !closer && !item_line {
                     self.bump();
                 }
                 return Expr::error(t.span);
