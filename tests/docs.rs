@@ -7,7 +7,7 @@ fn blocks(markdown: &str) -> Vec<String> {
     let mut current: Option<String> = None;
     for line in markdown.lines() {
         match (&mut current, line.trim_start()) {
-            (None, l) if l == "```env" => current = Some(String::new()),
+            (None, "```env") => current = Some(String::new()),
             (Some(_), "```") => out.push(current.take().unwrap()),
             (Some(b), _) => {
                 b.push_str(line);
@@ -31,10 +31,21 @@ fn documented_examples_compile() {
                 ("files/site.conf", "server {}\n"),
                 ("files/app.conf.j2", "port = {{ port }}\n"),
             ];
-            let c = compile("main.env", &MemoryLoader::new(files), &CompileOptions::default());
-            assert!(c.diagnostics.is_empty(), "{doc} block {i}:\n{block}\n{:#?}", c.diagnostics);
+            let c = compile(
+                "main.env",
+                &MemoryLoader::new(files),
+                &CompileOptions::default(),
+            );
+            assert!(
+                c.diagnostics.is_empty(),
+                "{doc} block {i}:\n{block}\n{:#?}",
+                c.diagnostics
+            );
             let formatted = envc_lang::format::format(&block).unwrap();
-            assert_eq!(formatted, block, "{doc} block {i} is not formatted as `envc fmt` would");
+            assert_eq!(
+                formatted, block,
+                "{doc} block {i} is not formatted as `envc fmt` would"
+            );
             count += 1;
         }
     }

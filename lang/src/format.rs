@@ -479,24 +479,6 @@ impl<'a> Fmt<'a> {
         })
     }
 
-    fn flat_clauses(&self, clauses: &[Clause]) -> Option<String> {
-        let mut parts = Vec::new();
-        for c in clauses {
-            parts.push(match c {
-                Clause::For {
-                    first,
-                    second,
-                    iter,
-                } => match second {
-                    Some(s) => format!("for {}, {} in {}", first.name, s.name, self.flat(iter)?),
-                    None => format!("for {} in {}", first.name, self.flat(iter)?),
-                },
-                Clause::If(cond) => format!("if {}", self.flat(cond)?),
-            });
-        }
-        Some(format!("{} =>", parts.join(" ")))
-    }
-
     fn field_name(&self, name: &Ident) -> String {
         let plain = name
             .name
@@ -659,27 +641,46 @@ impl<'a> Fmt<'a> {
         )
     }
 
-    fn clauses(&mut self, clauses: &[Clause], ind: usize) -> String {
+    /// `for x in xs if c =>`: flat (`None` if a part cannot be flat) or laid out at `ind`.
+    fn clauses_with(&mut self, clauses: &[Clause], ind: Option<usize>) -> Option<String> {
         let mut parts = Vec::new();
         for c in clauses {
-            parts.push(match c {
+            let (head, e) = match c {
                 Clause::For {
                     first,
-                    second,
+                    second: Some(s),
                     iter,
-                } => match second {
-                    Some(s) => format!(
-                        "for {}, {} in {}",
-                        first.name,
-                        s.name,
-                        self.expr(iter, ind + 1)
-                    ),
-                    None => format!("for {} in {}", first.name, self.expr(iter, ind + 1)),
-                },
-                Clause::If(cond) => format!("if {}", self.expr(cond, ind + 1)),
-            });
+                } => (format!("for {}, {} in ", first.name, s.name), iter),
+                Clause::For {
+                    first,
+                    second: None,
+                    iter,
+                } => (format!("for {} in ", first.name), iter),
+                Clause::If(cond) => ("if ".to_string(), cond),
+            };
+            let body = match ind {
+                Some(i) => self.expr(e, i + 1),
+                None => self.flat(e)?,
+            };
+            parts.push(head + &body);
         }
-        format!("{} =>", parts.join(" "))
+        Some(format!("{} =>", parts.join(" ")))
+    }
+
+    fn flat_clauses(&self, clauses: &[Clause]) -> Option<String> {
+        // Flat rendering reads only; the `&mut` is for the laid-out form's comments.
+        let mut me = Fmt {
+            src: self.src,
+            comments: self.comments,
+            next: self.next,
+            last_end: self.last_end,
+        };
+        me.clauses_with(clauses, None)
+    }
+
+    fn clauses(&mut self, clauses: &[Clause], ind: usize) -> String {
+        self.clauses_with(clauses, Some(ind))
+            .expect("the laid-out form always exists")
     }
 
     fn if_expr(&mut self, e: &Expr, ind: usize) -> String {

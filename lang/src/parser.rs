@@ -164,6 +164,15 @@ impl<'a> Parser<'a> {
         None
     }
 
+    /// Expects the closing bracket `k`; when it is not next, reports it and skips to it.
+    fn close(&mut self, k: T, what: &str) {
+        if self.eat(k).is_none() {
+            self.error_expected(what);
+            self.recover(&[k]);
+            self.eat(k);
+        }
+    }
+
     fn ident(&mut self, what: &str) -> Option<Ident> {
         if self.at(T::Ident) {
             let t = self.bump();
@@ -985,11 +994,7 @@ impl<'a> Parser<'a> {
             ExprKind::List(items)
         };
         self.leave();
-        if self.eat(T::RBracket).is_none() {
-            self.error_expected("`]`");
-            self.recover(&[T::RBracket]);
-            self.eat(T::RBracket);
-        }
+        self.close(T::RBracket, "`]`");
         Expr {
             kind,
             span: Span::new(open.span.start as usize, self.prev_end()),
@@ -1102,11 +1107,7 @@ impl<'a> Parser<'a> {
             ExprKind::Record(fields)
         };
         self.leave();
-        if self.eat(T::RBrace).is_none() {
-            self.error_expected("`}`");
-            self.recover(&[T::RBrace]);
-            self.eat(T::RBrace);
-        }
+        self.close(T::RBrace, "`}`");
         Expr {
             kind,
             span: Span::new(open.span.start as usize, self.prev_end()),
@@ -1189,11 +1190,7 @@ impl<'a> Parser<'a> {
             }
         };
         self.leave();
-        if self.eat(T::RBrace).is_none() {
-            self.error_expected("`}` to end the block");
-            self.recover(&[T::RBrace]);
-            self.eat(T::RBrace);
-        }
+        self.close(T::RBrace, "`}` to end the block");
         Expr {
             span: Span::new(open.span.start as usize, self.prev_end()),
             kind: ExprKind::Block {
