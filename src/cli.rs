@@ -216,8 +216,7 @@ fn report<'c>(
     let n = compiled.diagnostics.len();
     let _ = writeln!(
         err,
-        "error: {} found {n} problem{} in {}",
-        "envc",
+        "error: envc found {n} problem{} in {}",
         if n == 1 { "" } else { "s" },
         file.display()
     );

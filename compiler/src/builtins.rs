@@ -81,6 +81,9 @@ pub struct AttrSchema {
     pub default: Option<Default>,
 }
 
+/// An output's name and type.
+pub type OutputSchema = (&'static str, fn() -> Ty);
+
 pub struct NodeSchema {
     pub kind: NodeKind,
     /// The attribute that names the node (`path` for files).
@@ -89,7 +92,7 @@ pub struct NodeSchema {
     pub has_target: bool,
     pub attrs: &'static [AttrSchema],
     /// Values known only after realization: `vm.address`.
-    pub outputs: &'static [(&'static str, fn() -> Ty)],
+    pub outputs: &'static [OutputSchema],
     pub doc: &'static str,
 }
 

@@ -1312,7 +1312,7 @@ impl<'p> Evaluator<'p> {
         for v in attrs.values() {
             collect_nodes(v, &mut inputs);
         }
-        inputs.sort_by(|a, b| a.id.cmp(&b.id));
+        inputs.sort_by_key(|n| n.id);
         inputs.dedup_by(|a, b| a.id == b.id);
         let pins = BTreeMap::new();
         let d = DerivationRef {

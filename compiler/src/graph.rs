@@ -76,7 +76,8 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
 
 /// Two different nodes that would manage the same thing on the same target.
 fn conflicts(dag: &DiGraph<Rc<Node>, ()>) -> Vec<Diagnostic> {
-    let mut seen: BTreeMap<(NodeKind, Option<DerivationId>, Rc<str>), &Rc<Node>> = BTreeMap::new();
+    type Managed = (NodeKind, Option<DerivationId>, Rc<str>);
+    let mut seen: BTreeMap<Managed, &Rc<Node>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut nodes: Vec<&Rc<Node>> = dag.node_weights().collect();
     nodes.sort_by_key(|n| sort_key(n));

@@ -140,7 +140,7 @@ pub fn format_size(n: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if n >= factor && n % factor == 0 {
+        if n >= factor && n.is_multiple_of(factor) {
             return format!("{}{unit}", n / factor);
         }
     }
