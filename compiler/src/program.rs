@@ -79,13 +79,14 @@ impl<'l> Loader<'l> {
             Ok(s) => s.into(),
             Err(e) => {
                 let offset = e.utf8_error().valid_up_to();
+                // Invalid bytes become U+FFFD here; the label covers that character.
                 let text: Rc<str> = String::from_utf8_lossy(e.as_bytes()).into();
                 let fid = self.program.sources.add(path.to_string(), text.clone());
                 let mut d =
                     Diagnostic::new("load::not-utf8", format!("`{path}` is not UTF-8 text"))
                         .label(
                             fid,
-                            Span::new(offset, offset + 1),
+                            Span::new(offset, offset + char::REPLACEMENT_CHARACTER.len_utf8()),
                             format!("invalid UTF-8 at byte {offset}"),
                         )
                         .help("envc files are UTF-8; re-save the file with that encoding");

@@ -11,6 +11,9 @@ use crate::span::Span;
 use crate::token::Comment;
 
 const WIDTH: usize = 100;
+/// Room assumed for the text before an expression on its line when the caller does not
+/// say (`expr_after` says exactly).
+const UNKNOWN_LEAD: usize = 20;
 const INDENT: &str = "  ";
 
 /// Formats a whole file. A file with syntax errors is not formatted: its errors come back.
@@ -75,12 +78,25 @@ impl<'a> Fmt<'a> {
         }
     }
 
-    /// A comment on the same line right after `end` (before `limit`) stays at the line end.
-    fn trailing_comment(&mut self, end: u32, limit: u32, out: &mut String) {
+    /// A comment on the same line right after `end` (before `limit`) stays at the line end,
+    /// or goes on a line of its own at `own_line` when the line already ends in a comment.
+    fn trailing_comment(
+        &mut self,
+        end: u32,
+        limit: u32,
+        out: &mut String,
+        own_line: Option<usize>,
+    ) {
         if let Some(c) = self.comments.get(self.next) {
             let gap = &self.src[end as usize..(c.span.start as usize).max(end as usize)];
             if c.span.start >= end && c.span.start < limit && !gap.contains('\n') {
-                out.push_str("  ");
+                match own_line {
+                    Some(ind) => {
+                        out.push('\n');
+                        out.push_str(&indent(ind));
+                    }
+                    None => out.push_str("  "),
+                }
                 out.push_str(self.text(c.span).trim_end());
                 self.last_end = c.span.end;
                 self.next += 1;
@@ -89,7 +105,8 @@ impl<'a> Fmt<'a> {
     }
 
     /// Comments that fell inside an element without a sequence point of its own.
-    fn inner_comments(&mut self, end: u32, ind: usize, out: &mut String) {
+    /// Returns whether it printed any: then the line already ends in a comment.
+    fn inner_comments(&mut self, end: u32, ind: usize, out: &mut String) -> bool {
         let mut first = true;
         while let Some(c) = self.comments.get(self.next).filter(|c| c.span.start < end) {
             if first {
@@ -102,6 +119,7 @@ impl<'a> Fmt<'a> {
             self.next += 1;
             first = false;
         }
+        !first
     }
 
     /// One element per line, each followed by `sep`, comments kept in place.
@@ -126,9 +144,9 @@ impl<'a> Fmt<'a> {
             out.push_str(&render(self, item, ind));
             out.push_str(sep);
             self.last_end = span.end;
-            self.inner_comments(span.end, ind, &mut out);
+            let moved = self.inner_comments(span.end, ind, &mut out);
             let limit = items.get(i + 1).map_or(close, |n| span_of(n).start);
-            self.trailing_comment(span.end, limit, &mut out);
+            self.trailing_comment(span.end, limit, &mut out, moved.then_some(ind));
             out.push('\n');
             first = false;
         }
@@ -178,7 +196,7 @@ impl<'a> Fmt<'a> {
                 s
             }
             ItemKind::Output { name, value } => {
-                format!("output {} = {}", name.name, self.expr(value, ind))
+                self.expr_after(&format!("output {} = ", name.name), value, ind)
             }
             ItemKind::Assert(a) => self.assertion(a, ind),
             ItemKind::Error => self.text(item.span).to_string(),
@@ -192,8 +210,7 @@ impl<'a> Fmt<'a> {
             s.push_str(&self.type_expr(t, ind));
         }
         s.push_str(" = ");
-        s.push_str(&self.expr(&b.value, ind));
-        s
+        self.expr_after(&s, &b.value, ind)
     }
 
     fn assertion(&mut self, a: &Assertion, ind: usize) -> String {
@@ -206,10 +223,11 @@ impl<'a> Fmt<'a> {
     }
 
     fn params(&mut self, f: &FnDecl, ind: usize) -> String {
-        let params_span = match (f.params.first(), f.params.last()) {
-            (Some(a), Some(b)) => a.name.span.to(param_end(b)),
-            _ => Span::at(f.span.start as usize),
-        };
+        // From after the name to the return type or body: the parentheses and all inside.
+        let params_span = Span::new(
+            f.name.as_ref().map_or(f.span.start, |n| n.span.end) as usize,
+            f.ret.as_ref().map_or(f.body.span.start, |r| r.span.start) as usize,
+        );
         let flat: Option<Vec<String>> = f.params.iter().map(|p| self.flat_param(p)).collect();
         if let Some(flat) = flat.filter(|_| !self.has_comment_in(params_span)) {
             let s = flat.join(", ");
@@ -498,20 +516,34 @@ impl<'a> Fmt<'a> {
     }
 
     fn fits(&self, s: &str, ind: usize) -> bool {
-        !s.contains('\n') && ind * INDENT.len() + s.len() <= WIDTH - 20
+        self.fits_after(UNKNOWN_LEAD, s, ind)
+    }
+
+    fn fits_after(&self, lead: usize, s: &str, ind: usize) -> bool {
+        !s.contains('\n') && ind * INDENT.len() + lead + s.len() <= WIDTH
     }
 
     fn expr(&mut self, e: &Expr, ind: usize) -> String {
+        self.expr_lead(UNKNOWN_LEAD, e, ind)
+    }
+
+    /// `lead` followed by `e`, where `lead` is the text before `e` on its line.
+    fn expr_after(&mut self, lead: &str, e: &Expr, ind: usize) -> String {
+        let text = self.expr_lead(lead.chars().count(), e, ind);
+        format!("{lead}{text}")
+    }
+
+    fn expr_lead(&mut self, lead: usize, e: &Expr, ind: usize) -> String {
         if let Some(s) = self.flat(e) {
-            if self.fits(&s, ind) {
+            if self.fits_after(lead, &s, ind) {
                 return s;
             }
         }
-        self.broken(e, ind)
+        self.broken(e, ind, lead)
     }
 
     /// The multi-line layout of `e` (the same as the flat one for what cannot break).
-    fn broken(&mut self, e: &Expr, ind: usize) -> String {
+    fn broken(&mut self, e: &Expr, ind: usize, lead: usize) -> String {
         match &e.kind {
             ExprKind::List(items) => {
                 let body = self.seq(
@@ -529,7 +561,7 @@ impl<'a> Fmt<'a> {
                     fields,
                     |fl| fl.name.span.to(fl.value.span),
                     &mut |f, fl, i| {
-                        format!("{} = {}", f.field_name(&fl.name), f.expr(&fl.value, i))
+                        f.expr_after(&format!("{} = ", f.field_name(&fl.name)), &fl.value, i)
                     },
                     ind + 1,
                     ",",
@@ -549,8 +581,8 @@ impl<'a> Fmt<'a> {
                     // `[for x in xs => {` … `}]`: the body opens on the clause line, and
                     // breaks unless the whole comprehension fits on it.
                     let body_text = match self.flat(body) {
-                        Some(f) if self.fits(&format!("[{head} {f}]"), ind) => f,
-                        _ => self.broken(body, ind),
+                        Some(f) if self.fits_after(lead, &format!("[{head} {f}]"), ind) => f,
+                        _ => self.broken(body, ind, 0),
                     };
                     return format!("[{head} {body_text}]");
                 }
@@ -588,7 +620,7 @@ impl<'a> Fmt<'a> {
                             .map_or(a.value.span, |n| n.span.to(a.value.span))
                     },
                     &mut |f, a, i| match &a.name {
-                        Some(n) => format!("{} = {}", n.name, f.expr(&a.value, i)),
+                        Some(n) => f.expr_after(&format!("{} = ", n.name), &a.value, i),
                         None => f.expr(&a.value, i),
                     },
                     ind + 1,
@@ -687,15 +719,16 @@ impl<'a> Fmt<'a> {
         let ExprKind::If { cond, then, else_ } = &e.kind else {
             unreachable!()
         };
+        // Only reached when the whole `if` does not fit on one line: its blocks break.
         let mut s = format!(
             "if {} {}",
             self.expr(cond, ind),
-            self.block(then, ind, true)
+            self.block(then, ind, false)
         );
         s.push_str(" else ");
         match &else_.kind {
             ExprKind::If { .. } => s.push_str(&self.if_expr(else_, ind)),
-            _ => s.push_str(&self.block(else_, ind, true)),
+            _ => s.push_str(&self.block(else_, ind, false)),
         }
         s
     }
@@ -792,6 +825,9 @@ mod tests {
             "let x = 1 + # odd place\n 2\n",
             "let x = 1 + 2  # odd place\n",
         );
+        // A moved comment and a trailing one stay two comments (found by the fuzzer).
+        check("fn g(#\n){a}#", "fn g(\n  #\n) { a }  #\n");
+        check("let x = 1 + # a\n 2 # b\n", "let x = 1 + 2  # a\n# b\n");
     }
 
     #[test]
