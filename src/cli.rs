@@ -242,10 +242,7 @@ fn text_graph(graph: &envc_compiler::Graph) -> String {
         }
     }
     for (k, v) in &graph.outputs {
-        s.push_str(&format!(
-            "output {k} = {}\n",
-            envc_compiler::derivation::value_json(v)
-        ));
+        s.push_str(&format!("output {k} = {}\n", human(v)));
     }
     s
 }
@@ -321,4 +318,34 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A value as a person reads it; deferred parts show where they will come from.
+fn human(v: &envc_compiler::value::Value) -> String {
+    use envc_compiler::value::{Deferred, Value};
+    match v {
+        Value::Deferred(d) => match &**d {
+            Deferred::Output { node, output } => {
+                format!("({}.{output}, known after deploy)", node.name)
+            }
+            Deferred::Concat(parts) => {
+                let text: String = parts
+                    .iter()
+                    .map(|p| match p {
+                        Value::Str(s) => s.to_string(),
+                        Value::Deferred(d) => match &**d {
+                            Deferred::Output { node, output } => {
+                                format!("${{{}.{output}}}", node.name)
+                            }
+                            Deferred::Concat(_) => human(p),
+                        },
+                        other => human(other),
+                    })
+                    .collect();
+                format!("{text:?} (known after deploy)")
+            }
+        },
+        Value::List(xs) => format!("[{}]", xs.iter().map(human).collect::<Vec<_>>().join(", ")),
+        other => envc_compiler::derivation::value_json(other).to_string(),
+    }
 }

@@ -61,7 +61,29 @@ fn examples_check_format_and_graph() {
         }
         let o = envc(&["graph", ex, "--format", "dot"], &repo());
         assert!(stdout(&o).starts_with("digraph envc {"));
+        let o = envc(&["graph", ex], &repo());
+        assert_eq!(
+            stdout(&o)
+                .lines()
+                .filter(|l| !l.starts_with(' ') && !l.starts_with("output"))
+                .count(),
+            nodes.len()
+        );
     }
+}
+
+#[test]
+fn text_graph_shows_deferred_outputs_for_what_they_are() {
+    let o = envc(&["graph", "examples/replset/prod.env"], &repo());
+    let out = stdout(&o);
+    assert!(
+        out.contains("output primary = (db-0.address, known after deploy)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\"${db-1.address}:27017\" (known after deploy)"),
+        "{out}"
+    );
 }
 
 #[test]
