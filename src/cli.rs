@@ -135,7 +135,7 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::from(1);
             };
             let out = match format {
-                GraphFormat::Json => format!("{}\n", graph.to_json()),
+                GraphFormat::Json => graph.to_json() + "\n",
                 GraphFormat::Dot => graph.to_dot(),
                 GraphFormat::Text => text_graph(graph),
             };

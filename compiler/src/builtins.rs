@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use crate::types::{FnTy, NodeKind, NodeTy, ParamTy, Ty};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Builtin {
     Node(NodeKind),
     Len,

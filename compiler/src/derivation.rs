@@ -20,7 +20,13 @@ pub struct DerivationId(pub [u8; 32]);
 
 impl DerivationId {
     pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(64);
+        for b in self.0 {
+            out.push(DIGITS[usize::from(b >> 4)] as char);
+            out.push(DIGITS[usize::from(b & 0xf)] as char);
+        }
+        out
     }
 
     pub fn short(&self) -> String {

@@ -80,6 +80,8 @@ pub struct Evaluator<'p> {
     steps: u64,
     depth: u32,
     files: BTreeMap<Rc<str>, blake3::Hash>,
+    /// Builtin signatures, built once: node constructors are called once per node.
+    signatures: HashMap<Builtin, Rc<FnTy>>,
     pub errors: Vec<Diagnostic>,
 }
 
@@ -103,6 +105,7 @@ impl<'p> Evaluator<'p> {
             steps: 0,
             depth: 0,
             files: BTreeMap::new(),
+            signatures: HashMap::new(),
             errors: Vec::new(),
         }
     }
@@ -1192,7 +1195,11 @@ impl<'p> Evaluator<'p> {
     }
 
     fn call_builtin(&mut self, b: Builtin, args: &[Arg], vals: Vec<Value>, span: Span) -> R<Value> {
-        let sig = b.signature();
+        let sig = self
+            .signatures
+            .entry(b)
+            .or_insert_with(|| Rc::new(b.signature()))
+            .clone();
         let params: Vec<(Rc<str>, bool)> = sig
             .params
             .iter()

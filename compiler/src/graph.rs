@@ -21,13 +21,12 @@ pub struct Graph {
     pub outputs: Vec<(Rc<str>, Value)>,
 }
 
-type SortKey = (String, NodeKind, Rc<str>, DerivationId);
+/// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
+type SortKey = (Option<Rc<str>>, NodeKind, Rc<str>, DerivationId);
 
 fn sort_key(n: &Node) -> SortKey {
     (
-        n.target
-            .as_ref()
-            .map_or(String::new(), |t| t.name.to_string()),
+        n.target.as_ref().map(|t| t.name.clone()),
         n.kind,
         n.name.clone(),
         n.id,
@@ -80,7 +79,7 @@ fn conflicts(dag: &DiGraph<Rc<Node>, ()>) -> Vec<Diagnostic> {
     let mut seen: BTreeMap<Managed, &Rc<Node>> = BTreeMap::new();
     let mut errors = Vec::new();
     let mut nodes: Vec<&Rc<Node>> = dag.node_weights().collect();
-    nodes.sort_by_key(|n| sort_key(n));
+    nodes.sort_by_cached_key(|n| sort_key(n));
     for n in nodes {
         let key = (n.kind, n.target.as_ref().map(|t| t.id), n.name.clone());
         if let Some(first) = seen.get(&key) {
@@ -162,25 +161,42 @@ impl Graph {
         self.order.iter().map(|i| &self.dag[*i])
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
-        let nodes: Vec<serde_json::Value> = self
-            .nodes()
-            .map(|n| {
-                serde_json::json!({
-                    "id": n.id.hex(),
-                    "kind": n.kind.name(),
-                    "name": &*n.name,
-                    "target": n.target.as_ref().map(|t| t.id.hex()),
-                    "inputs": n.inputs.iter().map(|i| i.id.hex()).collect::<Vec<_>>(),
+    /// The graph as `envc graph --format json` prints it: one line, keys in sorted order.
+    pub fn to_json(&self) -> String {
+        // Fields are declared in sorted order: the output is what a sorted map would give.
+        #[derive(serde::Serialize)]
+        struct JsonNode<'a> {
+            id: String,
+            inputs: Vec<String>,
+            kind: &'static str,
+            name: &'a str,
+            target: Option<String>,
+        }
+        #[derive(serde::Serialize)]
+        struct JsonGraph<'a> {
+            nodes: Vec<JsonNode<'a>>,
+            outputs: serde_json::Map<String, serde_json::Value>,
+            version: u32,
+        }
+        let graph = JsonGraph {
+            nodes: self
+                .nodes()
+                .map(|n| JsonNode {
+                    id: n.id.hex(),
+                    inputs: n.inputs.iter().map(|i| i.id.hex()).collect(),
+                    kind: n.kind.name(),
+                    name: &n.name,
+                    target: n.target.as_ref().map(|t| t.id.hex()),
                 })
-            })
-            .collect();
-        let outputs: serde_json::Map<String, serde_json::Value> = self
-            .outputs
-            .iter()
-            .map(|(k, v)| (k.to_string(), value_json(v)))
-            .collect();
-        serde_json::json!({ "version": 1, "nodes": nodes, "outputs": outputs })
+                .collect(),
+            outputs: self
+                .outputs
+                .iter()
+                .map(|(k, v)| (k.to_string(), value_json(v)))
+                .collect(),
+            version: 1,
+        };
+        serde_json::to_string(&graph).expect("the graph serialises")
     }
 
     pub fn to_dot(&self) -> String {

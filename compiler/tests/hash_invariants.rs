@@ -304,8 +304,8 @@ fn parameters_are_inputs() {
 #[test]
 fn compiling_twice_gives_identical_output() {
     let l = replset();
-    let a = graph_of(&l, "prod.env", &[]).to_json().to_string();
-    let b = graph_of(&l, "prod.env", &[]).to_json().to_string();
+    let a = graph_of(&l, "prod.env", &[]).to_json();
+    let b = graph_of(&l, "prod.env", &[]).to_json();
     assert_eq!(a, b);
 }
 
