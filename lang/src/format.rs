@@ -595,20 +595,19 @@ impl<'a> Fmt<'a> {
                 value,
             } => {
                 let head = self.clauses(clauses, ind);
-                let k = self.expr(key, ind + 1);
-                let mut out = String::new();
-                let mut first = true;
-                self.leading_comments(key.span.start, ind + 1, &mut out, &mut first);
-                out.push_str(&format!(
-                    "{}{} = {}",
-                    indent(ind + 1),
-                    k,
-                    self.expr(value, ind + 1)
-                ));
-                self.inner_comments(value.span.end, ind + 1, &mut out);
-                out.push('\n');
-                self.leading_comments(e.span.end, ind + 1, &mut out, &mut first);
-                format!("{{{head}\n{out}{}}}", indent(ind))
+                let entry = [(key.as_ref(), value.as_ref())];
+                let body = self.seq(
+                    &entry,
+                    |(k, v)| k.span.to(v.span),
+                    &mut |f, (k, v), i| {
+                        let k = f.expr(k, i);
+                        f.expr_after(&format!("{k} = "), v, i)
+                    },
+                    ind + 1,
+                    "",
+                    e.span.end,
+                );
+                format!("{{{head}\n{body}{}}}", indent(ind))
             }
             ExprKind::Call { callee, args } => {
                 let c = self.expr(callee, ind);
@@ -657,8 +656,20 @@ impl<'a> Fmt<'a> {
             | ExprKind::Mode(_)
             | ExprKind::Bool(_)
             | ExprKind::Name(_)
-            | ExprKind::Error => self.text(e.span).to_string(),
+            | ExprKind::Error => self.verbatim(e.span),
         }
+    }
+
+    /// Source text printed as written; comments inside it (in a `${…}`) go with it.
+    fn verbatim(&mut self, span: Span) -> String {
+        while self
+            .comments
+            .get(self.next)
+            .is_some_and(|c| c.span.start < span.end)
+        {
+            self.next += 1;
+        }
+        self.text(span).to_string()
     }
 
     /// A single indented element (a comprehension's body) with its comments.
@@ -828,6 +839,12 @@ mod tests {
         // A moved comment and a trailing one stay two comments (found by the fuzzer).
         check("fn g(#\n){a}#", "fn g(\n  #\n) { a }  #\n");
         check("let x = 1 + # a\n 2 # b\n", "let x = 1 + 2  # a\n# b\n");
+        // Found by the fuzzer: a comment inside an interpolation is part of the string.
+        check("let s = \"${x#\n}\"", "let s = \"${x#\n}\"\n");
+        check(
+            "let r = {for k in m => k #\n= 1}",
+            "let r = {for k in m =>\n  k = 1  #\n}\n",
+        );
     }
 
     #[test]
