@@ -1,0 +1,128 @@
+//! The exclusive lock of one environment. It is a kernel `flock` on a file in the store: the
+//! kernel releases it when its holder exits for any reason, SIGKILL included, so a lock left
+//! by a dead process is never seen as held and is taken over by the next run. The file also
+//! names its holder, for the message a second run prints.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{safe_name, Store};
+
+/// Who holds a lock: shown to whoever finds it held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub host: String,
+    pub command: String,
+    pub since_unix: u64,
+}
+
+impl Holder {
+    /// This process.
+    pub fn current(command: &str) -> Holder {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        let since_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Holder {
+            pid: std::process::id(),
+            host,
+            command: command.to_string(),
+            since_unix,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum LockError {
+    /// Held by another live process; `None` when it has not written its name yet.
+    Held { env: String, holder: Option<Holder> },
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { env, holder: Some(h) } => write!(
+                f,
+                "environment `{env}` is locked by `{}` (pid {} on {}, since unix time {}); wait for it, or pass --wait",
+                h.command, h.pid, h.host, h.since_unix
+            ),
+            LockError::Held { env, holder: None } => {
+                write!(f, "environment `{env}` is locked by another envc that is starting; wait for it, or pass --wait")
+            }
+            LockError::Io { path, error } => write!(f, "cannot lock {}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Held while it lives; dropping it (or the process dying) releases the lock.
+pub struct EnvLock {
+    env: String,
+    _file: File,
+}
+
+impl EnvLock {
+    /// Takes the lock of `env`, failing at once when another process holds it, or waiting
+    /// for it when `wait` is set.
+    pub fn acquire(
+        store: &Store,
+        env: &str,
+        wait: bool,
+        me: &Holder,
+    ) -> Result<EnvLock, LockError> {
+        let path = store
+            .root()
+            .join("locks")
+            .join(format!("{}.lock", safe_name(env)));
+        let io = |error| LockError::Io {
+            path: path.clone(),
+            error,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) if wait => file.lock().map_err(io)?,
+            Err(TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let holder = serde_json::from_str(&text).ok();
+                return Err(LockError::Held {
+                    env: env.to_string(),
+                    holder,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
+        }
+        // Ours now: replace whatever an earlier (finished or killed) holder wrote.
+        file.set_len(0).map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&serde_json::to_vec(me).expect("holder serialises"))
+            .map_err(io)?;
+        file.sync_all().map_err(io)?;
+        Ok(EnvLock {
+            env: env.to_string(),
+            _file: file,
+        })
+    }
+
+    pub fn env(&self) -> &str {
+        &self.env
+    }
+}

@@ -1,0 +1,308 @@
+//! The store: immutable, blake3-addressed objects and one small mutable ref per
+//! environment.
+//!
+//! Every write goes to a temporary file in `tmp/`, is fsynced, renamed into place, and the
+//! directory is fsynced: a process killed at any instant (SIGKILL included) leaves either
+//! the old state or the new one, never a torn file. Objects are verified against their
+//! name when read, so corruption is reported rather than used.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::lock::EnvLock;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId(pub [u8; 32]);
+
+impl ObjectId {
+    pub fn of(bytes: &[u8]) -> ObjectId {
+        ObjectId(*blake3::hash(bytes).as_bytes())
+    }
+
+    pub fn hex(&self) -> String {
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+
+    pub fn parse(hex: &str) -> Option<ObjectId> {
+        blake3::Hash::from_hex(hex.trim())
+            .ok()
+            .map(|h| ObjectId(*h.as_bytes()))
+    }
+}
+
+impl fmt::Debug for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex()[..12])
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+impl Serialize for ObjectId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ObjectId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ObjectId::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an object id: {s:?}")))
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    Io {
+        path: PathBuf,
+        error: io::Error,
+    },
+    Missing(ObjectId),
+    /// The object's content does not hash to its name.
+    Corrupt {
+        id: ObjectId,
+        path: PathBuf,
+    },
+    /// The object is not the JSON document expected.
+    Malformed {
+        id: ObjectId,
+        error: String,
+    },
+    BadRef {
+        env: String,
+        content: String,
+    },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            StoreError::Missing(id) => write!(f, "object {id} is not in the store"),
+            StoreError::Corrupt { id, path } => {
+                write!(
+                    f,
+                    "object {id} is corrupt: {} does not hash to its name; delete it and rebuild",
+                    path.display()
+                )
+            }
+            StoreError::Malformed { id, error } => {
+                write!(f, "object {id} is not what was expected: {error}")
+            }
+            StoreError::BadRef { env, content } => {
+                write!(
+                    f,
+                    "the ref of environment `{env}` holds {content:?}, not an object id"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The ref moved since it was read: another run committed in between.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RefConflict {
+    pub expected: Option<ObjectId>,
+    pub found: Option<ObjectId>,
+}
+
+pub struct Store {
+    root: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |error| StoreError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `root`: `.envc/` beside the env file, or
+    /// `$ENVC_STORE`.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        for dir in ["objects", "refs", "locks", "tmp"] {
+            let p = root.join(dir);
+            fs::create_dir_all(&p).map_err(io_err(&p))?;
+        }
+        Ok(Store {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn object_path(&self, id: &ObjectId) -> PathBuf {
+        let hex = id.hex();
+        self.root.join("objects").join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// Writes `bytes` as a file at `dest`, atomically and durably.
+    fn write_atomically(&self, dest: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        let tmp_dir = self.root.join("tmp");
+        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io_err(&tmp_dir))?;
+        tmp.write_all(bytes).map_err(io_err(tmp.path()))?;
+        tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
+        tmp.persist(dest).map_err(|e| StoreError::Io {
+            path: dest.to_path_buf(),
+            error: e.error,
+        })?;
+        let dir = dest.parent().expect("store paths have parents");
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))
+    }
+
+    /// Stores `bytes` and returns their id. Storing what is already there is a no-op.
+    pub fn put(&self, bytes: &[u8]) -> Result<ObjectId, StoreError> {
+        let id = ObjectId::of(bytes);
+        let path = self.object_path(&id);
+        if path.exists() {
+            return Ok(id);
+        }
+        let dir = path.parent().expect("object paths have parents");
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        self.write_atomically(&path, bytes)?;
+        Ok(id)
+    }
+
+    /// Reads an object, checking that its content still hashes to its name.
+    pub fn get(&self, id: &ObjectId) -> Result<Vec<u8>, StoreError> {
+        let path = self.object_path(id);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::Missing(*id)),
+            Err(e) => return Err(StoreError::Io { path, error: e }),
+        };
+        if ObjectId::of(&bytes) != *id {
+            return Err(StoreError::Corrupt { id: *id, path });
+        }
+        Ok(bytes)
+    }
+
+    pub fn contains(&self, id: &ObjectId) -> bool {
+        self.object_path(id).exists()
+    }
+
+    /// Stores a value as JSON. Struct fields serialise in declaration order and maps are
+    /// `BTreeMap`s, so equal values give equal bytes and so equal ids.
+    pub fn put_json<T: Serialize>(&self, value: &T) -> Result<ObjectId, StoreError> {
+        let bytes = serde_json::to_vec(value).expect("records serialise");
+        self.put(&bytes)
+    }
+
+    pub fn get_json<T: DeserializeOwned>(&self, id: &ObjectId) -> Result<T, StoreError> {
+        let bytes = self.get(id)?;
+        serde_json::from_slice(&bytes).map_err(|e| StoreError::Malformed {
+            id: *id,
+            error: e.to_string(),
+        })
+    }
+
+    fn ref_path(&self, env: &str) -> PathBuf {
+        self.root.join("refs").join(safe_name(env))
+    }
+
+    /// The current state of `env`, if it was ever committed.
+    pub fn read_ref(&self, env: &str) -> Result<Option<ObjectId>, StoreError> {
+        let path = self.ref_path(env);
+        match fs::read_to_string(&path) {
+            Ok(s) => ObjectId::parse(&s).map(Some).ok_or(StoreError::BadRef {
+                env: env.to_string(),
+                content: s.chars().take(80).collect(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Io { path, error: e }),
+        }
+    }
+
+    /// Moves `env`'s ref from `expected` to `new`. Holding the environment's lock (the
+    /// `EnvLock` argument) makes the compare and the swap one step; the swap itself is an
+    /// atomic rename.
+    pub fn update_ref(
+        &self,
+        lock: &EnvLock,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<Result<(), RefConflict>, StoreError> {
+        let env = lock.env();
+        if !self.contains(&new) {
+            return Err(StoreError::Missing(new));
+        }
+        let found = self.read_ref(env)?;
+        if found != expected {
+            return Ok(Err(RefConflict { expected, found }));
+        }
+        self.write_atomically(&self.ref_path(env), format!("{}\n", new.hex()).as_bytes())?;
+        Ok(Ok(()))
+    }
+
+    /// Checks every object against its name; returns the corrupt ones. Leftover temporary
+    /// files (from a killed writer) are removed when older than `tmp_age`.
+    pub fn verify(&self, tmp_age: std::time::Duration) -> Result<Vec<PathBuf>, StoreError> {
+        let mut corrupt = Vec::new();
+        let objects = self.root.join("objects");
+        for shard in fs::read_dir(&objects).map_err(io_err(&objects))? {
+            let shard = shard.map_err(io_err(&objects))?.path();
+            for entry in fs::read_dir(&shard).map_err(io_err(&shard))? {
+                let path = entry.map_err(io_err(&shard))?.path();
+                let name = format!(
+                    "{}{}",
+                    shard.file_name().unwrap_or_default().to_string_lossy(),
+                    path.file_name().unwrap_or_default().to_string_lossy()
+                );
+                let ok = match (ObjectId::parse(&name), fs::read(&path)) {
+                    (Some(id), Ok(bytes)) => ObjectId::of(&bytes) == id,
+                    _ => false,
+                };
+                if !ok {
+                    corrupt.push(path);
+                }
+            }
+        }
+        let tmp = self.root.join("tmp");
+        for entry in fs::read_dir(&tmp).map_err(io_err(&tmp))? {
+            let path = entry.map_err(io_err(&tmp))?.path();
+            let old = fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok());
+            if old.is_some_and(|age| age >= tmp_age) {
+                let _ = fs::remove_file(&path);
+            }
+        }
+        Ok(corrupt)
+    }
+}
+
+/// Environment names become file names: keep the readable ones, hex-encode the rest.
+pub(crate) fn safe_name(env: &str) -> String {
+    let readable = !env.is_empty()
+        && env.len() <= 100
+        && !env.starts_with('.')
+        && env
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if readable {
+        env.to_string()
+    } else {
+        format!(
+            "x-{}",
+            env.bytes().map(|b| format!("{b:02x}")).collect::<String>()
+        )
+    }
+}

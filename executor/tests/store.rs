@@ -1,0 +1,258 @@
+//! The store's guarantees: content addressing with verification, atomic ref updates that
+//! detect a concurrent commit, an exclusive lock per environment that names its holder and
+//! is released by the kernel when its holder dies, and a history of states.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use envc_executor::record::NodeOutcome;
+use envc_executor::{
+    EnvLock, Holder, LockError, ObjectId, RealizationRecord, RunRecord, State, Store, StoreError,
+};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join(".envc")).unwrap();
+    (dir, s)
+}
+
+#[test]
+fn objects_are_content_addressed_and_verified() {
+    let (_d, s) = store();
+    let id = s.put(b"hello").unwrap();
+    assert_eq!(id, ObjectId::of(b"hello"));
+    assert_eq!(
+        s.put(b"hello").unwrap(),
+        id,
+        "storing twice is the same object"
+    );
+    assert_eq!(s.get(&id).unwrap(), b"hello");
+    assert!(matches!(
+        s.get(&ObjectId::of(b"absent")),
+        Err(StoreError::Missing(_))
+    ));
+    // Corrupt the object on disk: reading it is an error, and verify() finds it.
+    let hex = id.hex();
+    let path = s.root().join("objects").join(&hex[..2]).join(&hex[2..]);
+    std::fs::write(&path, b"hellp").unwrap();
+    assert!(matches!(s.get(&id), Err(StoreError::Corrupt { .. })));
+    assert_eq!(s.verify(Duration::from_secs(3600)).unwrap(), vec![path]);
+}
+
+#[test]
+fn verify_removes_old_temporary_files_only() {
+    let (_d, s) = store();
+    s.put(b"x").unwrap();
+    let leftover = s.root().join("tmp").join(".tmpKILLED");
+    std::fs::write(&leftover, b"half a file").unwrap();
+    assert!(s.verify(Duration::from_secs(3600)).unwrap().is_empty());
+    assert!(
+        leftover.exists(),
+        "a fresh temporary file may belong to a running writer"
+    );
+    assert!(s.verify(Duration::ZERO).unwrap().is_empty());
+    assert!(!leftover.exists());
+}
+
+#[test]
+fn the_lock_is_exclusive_and_names_its_holder() {
+    let (_d, s) = store();
+    let me = Holder::current("envc build prod.env");
+    let held = EnvLock::acquire(&s, "prod", false, &me).unwrap();
+    // A second acquisition (another open file: what another process would do) fails at
+    // once and says who holds it.
+    match EnvLock::acquire(
+        &s,
+        "prod",
+        false,
+        &Holder::current("envc build prod.env -j 4"),
+    ) {
+        Err(LockError::Held {
+            env,
+            holder: Some(h),
+        }) => {
+            assert_eq!(env, "prod");
+            assert_eq!(h, me);
+        }
+        other => panic!("expected Held, got {:?}", other.map(|_| ())),
+    }
+    let message = EnvLock::acquire(&s, "prod", false, &me)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("locked by `envc build prod.env`") && message.contains("--wait"),
+        "{message}"
+    );
+    // Another environment is independent.
+    EnvLock::acquire(&s, "staging", false, &me).unwrap();
+    drop(held);
+    EnvLock::acquire(&s, "prod", false, &me).unwrap();
+}
+
+#[test]
+fn waiting_gets_the_lock_when_it_is_released() {
+    let (_d, s) = store();
+    let root = s.root().to_path_buf();
+    let held = EnvLock::acquire(&s, "prod", false, &Holder::current("first")).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let s = Store::open(&root).unwrap();
+        EnvLock::acquire(&s, "prod", true, &Holder::current("second")).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !waiter.is_finished(),
+        "--wait blocks while the lock is held"
+    );
+    drop(held);
+    waiter.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_lock_left_by_a_killed_process_is_taken_over() {
+    let (_d, s) = store();
+    // Take the lock in another process (util-linux `flock`, the same kernel lock), then
+    // SIGKILL it: its lock must not block the next run.
+    EnvLock::acquire(&s, "prod", false, &Holder::current("create the file")).unwrap();
+    let lock_file = s.root().join("locks/prod.lock");
+    // `-o`: the lock's descriptor is closed before `sleep` runs, so the `flock` process
+    // alone holds the lock.
+    let mut child = Command::new("flock")
+        .arg("-o")
+        .arg(&lock_file)
+        .args(["sleep", "60"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("flock (util-linux) runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while EnvLock::acquire(&s, "prod", false, &Holder::current("probe")).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .unwrap_or_default();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    for pid in children.split_whitespace() {
+        let _ = Command::new("kill").args(["-KILL", pid]).status(); // the orphaned `sleep`
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match EnvLock::acquire(&s, "prod", false, &Holder::current("after the kill")) {
+            Ok(_) => break,
+            Err(e) => assert!(
+                std::time::Instant::now() < deadline,
+                "lock still held after its holder died: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, ObjectId) {
+    let r = RealizationRecord {
+        resolved_hash: hash.into(),
+        target_identity: "SHA256:abc".into(),
+        node: node.into(),
+        facts: BTreeMap::from([("content_hash".to_string(), "1234".to_string())]),
+        run,
+        at_unix: 1,
+    };
+    (
+        RealizationRecord::key(hash, "SHA256:abc"),
+        store.put_json(&r).unwrap(),
+    )
+}
+
+#[test]
+fn states_commit_by_compare_and_swap_and_keep_history() {
+    let (_d, s) = store();
+    let lock = EnvLock::acquire(&s, "prod", false, &Holder::current("test")).unwrap();
+    let run = RunRecord {
+        env: "prod".into(),
+        command: "build".into(),
+        graph_hash: "g".into(),
+        lock_hash: None,
+        started_unix: 1,
+        finished_unix: 2,
+        nodes: vec![NodeOutcome {
+            node: "h1/file:/etc/motd".into(),
+            id: "d1".into(),
+            action: "create".into(),
+            outcome: "ok".into(),
+            duration_ms: 5,
+            output_hash: None,
+        }],
+    };
+    let run_id = s.put_json(&run).unwrap();
+    assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
+
+    let (base, state) = State::current(&s, "prod").unwrap();
+    assert_eq!((base, &state), (None, &State::default()));
+    let mut first = state.clone();
+    first.run = Some(run_id);
+    first
+        .records
+        .extend([record(&s, run_id, "h1/file:/etc/motd", "r1")]);
+    let first_id = first.clone().commit(&s, &lock, base).unwrap().unwrap();
+    assert_eq!(s.read_ref("prod").unwrap(), Some(first_id));
+
+    // A commit based on a stale view is refused, and the ref does not move.
+    let mut stale = State::default();
+    stale
+        .records
+        .extend([record(&s, run_id, "h1/file:/etc/motd", "r2")]);
+    let conflict = stale.commit(&s, &lock, None).unwrap().unwrap_err();
+    assert_eq!((conflict.expected, conflict.found), (None, Some(first_id)));
+    assert_eq!(s.read_ref("prod").unwrap(), Some(first_id));
+
+    let mut second = first.clone();
+    second
+        .records
+        .extend([record(&s, run_id, "h1/file:/etc/motd", "r3")]);
+    let second_id = second.commit(&s, &lock, Some(first_id)).unwrap().unwrap();
+    let history = State::history(&s, "prod").unwrap();
+    assert_eq!(
+        history.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        vec![second_id, first_id]
+    );
+    assert_eq!(history[1].1, first.clone().tap_previous(None));
+}
+
+trait TapPrevious {
+    fn tap_previous(self, p: Option<ObjectId>) -> Self;
+}
+
+impl TapPrevious for State {
+    fn tap_previous(mut self, p: Option<ObjectId>) -> State {
+        self.previous = p;
+        self
+    }
+}
+
+#[test]
+fn a_ref_that_is_not_an_id_is_reported() {
+    let (_d, s) = store();
+    std::fs::write(s.root().join("refs/prod"), "garbage").unwrap();
+    let e = s.read_ref("prod").unwrap_err();
+    assert!(e.to_string().contains("not an object id"), "{e}");
+}
+
+#[test]
+fn odd_environment_names_stay_inside_the_store() {
+    let (_d, s) = store();
+    let lock = EnvLock::acquire(&s, "../../etc/passwd", false, &Holder::current("t")).unwrap();
+    let id = s.put(b"{}").unwrap();
+    s.update_ref(&lock, None, id).unwrap().unwrap();
+    assert_eq!(s.read_ref("../../etc/passwd").unwrap(), Some(id));
+    for dir in ["refs", "locks"] {
+        for e in std::fs::read_dir(s.root().join(dir)).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(!name.contains('/') && !name.starts_with(".."), "{name}");
+        }
+    }
+}
