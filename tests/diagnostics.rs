@@ -49,6 +49,10 @@ fn cases() -> Vec<Case> {
     }
     let mut not_utf8 = case("load-not-utf8", "let a = 1\n");
     not_utf8.files[0].1 = b"let a = \"caf\xe9\"\n".to_vec();
+    let forward_chain: String = (0..=envc_compiler::check::MAX_BINDING_DEPTH)
+        .map(|i| format!("let a{i} = a{}\n", i + 1))
+        .collect::<String>()
+        + &format!("let a{} = 1\n", envc_compiler::check::MAX_BINDING_DEPTH + 1);
     let mut too_long = case("eval-too-long", "let xs = [for i in 0..100000 => i * 2]\n");
     too_long.max_steps = Some(10_000);
     let mut no_such = case(
@@ -94,6 +98,7 @@ fn cases() -> Vec<Case> {
         not_utf8,
         // names
         case("name-duplicate", "let port = 1\nlet port = 2\n"),
+        case("name-too-deep", &forward_chain),
         case("name-output-outside-root", "import \"./lib.env\"\n").file("lib.env", "output x = 1\n"),
         case("name-param-outside-root", "import \"./lib.env\"\n").file("lib.env", "param n: int = 1\n"),
         case("name-unknown", "let hosts = [1]\nlet n = len(hots)\n"),
@@ -203,7 +208,17 @@ fn with_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 fn source_of(c: &Case) -> String {
     let mut s = String::new();
     for (path, bytes) in c.files.iter().take(4) {
-        s.push_str(&format!("-- {path}\n{}", String::from_utf8_lossy(bytes)));
+        let text = String::from_utf8_lossy(bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() > 12 {
+            let head = lines[..6].join("\n");
+            s.push_str(&format!(
+                "-- {path}\n{head}\n… {} more lines\n",
+                lines.len() - 6
+            ));
+        } else {
+            s.push_str(&format!("-- {path}\n{text}"));
+        }
     }
     if c.files.len() > 4 {
         s.push_str(&format!("-- … {} more files\n", c.files.len() - 4));

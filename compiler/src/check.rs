@@ -16,6 +16,10 @@ use crate::builtins::{self, Builtin};
 use crate::program::Program;
 use crate::types::*;
 
+/// How deep top-level bindings may depend on one another (`let a2 = a1`, `let a1 = a0`, …)
+/// before checking and evaluation stop with a diagnostic instead of recursing further.
+pub const MAX_BINDING_DEPTH: usize = 10_000;
+
 /// Resolved annotations, keyed by (file, span) of the type expression.
 pub type TypeTable = HashMap<(FileId, u32, u32), Ty>;
 
@@ -47,6 +51,7 @@ pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
         table: HashMap::new(),
         module: 0,
         locals: Vec::new(),
+        depth: 0,
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -77,6 +82,8 @@ struct Checker<'p> {
     table: TypeTable,
     module: ModuleId,
     locals: Vec<(Rc<str>, Ty)>,
+    /// Top-level bindings being inferred, innermost last.
+    depth: usize,
 }
 
 const DEFERRED_MESSAGE: &str = "envc fixes the shape of the graph before it changes anything, so conditions, loops, \
@@ -158,11 +165,11 @@ impl<'p> Checker<'p> {
         let root = m == self.program.root;
         match &item.kind {
             ItemKind::Let(b) => {
-                self.global_value_ty(m, &b.name.name);
+                self.global_value_ty(m, &b.name.name, b.name.span);
             }
             ItemKind::Fn(f) => {
                 let name = f.name.as_ref().expect("named");
-                self.global_value_ty(m, &name.name);
+                self.global_value_ty(m, &name.name, name.span);
             }
             ItemKind::Type { name, .. } => {
                 self.named_type(m, &name.name, name.span);
@@ -177,7 +184,7 @@ impl<'p> Checker<'p> {
                             .help("make it a function parameter of this module and pass it from the root file"),
                     );
                 }
-                self.global_value_ty(m, &name.name);
+                self.global_value_ty(m, &name.name, name.span);
             }
             ItemKind::Output { name, value } => {
                 if !root {
@@ -208,13 +215,19 @@ impl<'p> Checker<'p> {
 
     // ---- top-level values ---------------------------------------------------------------
 
-    fn global_value_ty(&mut self, m: ModuleId, name: &Rc<str>) -> Ty {
+    fn global_value_ty(&mut self, m: ModuleId, name: &Rc<str>, use_span: Span) -> Ty {
         let key = (m, name.clone());
         match self.value_memo.get(&key) {
             Some(Some(t)) => return t.clone(),
             Some(None) => return Ty::Unknown, // recursive: the evaluator reports real cycles
             None => {}
         }
+        if self.depth >= MAX_BINDING_DEPTH {
+            let file = self.file();
+            self.error(binding_depth_diagnostic(file, use_span));
+            return Ty::Unknown;
+        }
+        self.depth += 1;
         self.value_memo.insert(key.clone(), None);
         let ty = match self.globals[m].get(name).cloned() {
             Some(Global::Let(i)) => {
@@ -247,6 +260,7 @@ impl<'p> Checker<'p> {
             _ => Ty::Unknown,
         };
         self.value_memo.insert(key, Some(ty.clone()));
+        self.depth -= 1;
         ty
     }
 
@@ -550,7 +564,7 @@ impl<'p> Checker<'p> {
             return t.clone();
         }
         if self.globals[self.module].contains_key(name) {
-            return self.global_value_ty(self.module, name);
+            return self.global_value_ty(self.module, name, span);
         }
         if let Some(b) = builtins::lookup(name) {
             return Ty::Fn(Rc::new(b.signature()));
@@ -887,7 +901,7 @@ impl<'p> Checker<'p> {
             Ty::Module(m) => {
                 let m = *m;
                 if self.globals[m].contains_key(&field.name) {
-                    return self.global_value_ty(m, &field.name);
+                    return self.global_value_ty(m, &field.name, field.span);
                 }
                 let path = self.program.modules[m].path.clone();
                 let names: Vec<String> = self.globals[m]
@@ -1108,4 +1122,10 @@ pub fn deferred_diagnostic(file: FileId, span: Span, what: &str, t: &Ty) -> Diag
         .label(file, span, format!("this is {t}: known only after deploy"))
         .message(DEFERRED_MESSAGE)
         .help("decide with something known now (a param, a literal); pass deferred values to node attributes or template vars")
+}
+
+pub fn binding_depth_diagnostic(file: FileId, span: Span) -> Diagnostic {
+    Diagnostic::new("name::too-deep", "bindings depend on each other too deeply")
+        .label(file, span, format!("more than {MAX_BINDING_DEPTH} top-level bindings deep"))
+        .help("build long sequences with a comprehension over a range instead of one binding per element")
 }

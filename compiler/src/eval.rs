@@ -190,6 +190,10 @@ impl<'p> Evaluator<'p> {
         let Some(global) = self.checked.globals[m].get(name).cloned() else {
             return Err(Stop::Reported); // the checker reported the unknown name
         };
+        if self.forcing.len() >= crate::check::MAX_BINDING_DEPTH {
+            let file = self.file();
+            return self.fail(crate::check::binding_depth_diagnostic(file, use_span));
+        }
         self.slots.insert(key.clone(), Slot::InProgress);
         self.forcing.push(key.clone());
         let saved = std::mem::replace(&mut self.module, m);
