@@ -20,7 +20,7 @@ use crate::derivation::{derivation_id, encode, DerivationRef};
 use crate::program::Program;
 use crate::source::{join_relative, SourceLoader};
 use crate::types::*;
-use crate::value::{format_size, Closure, Deferred, Env, Node, ProjectFile, Value};
+use crate::value::{expands_within, format_size, Closure, Deferred, Env, Node, ProjectFile, Value};
 
 pub struct Limits {
     pub max_steps: u64,
@@ -153,6 +153,11 @@ impl<'p> Evaluator<'p> {
                     ItemKind::Output { name, value } if m == self.program.root => {
                         self.module = m;
                         match self.eval(value, &Env::default()) {
+                            Ok(v) if !expands_within(&v, self.limits.max_string_bytes) => {
+                                let d =
+                                    self.too_large(value.span, &format!("output `{}`", name.name));
+                                self.errors.push(d);
+                            }
                             Ok(v) => outputs.push((name.name.clone(), v)),
                             Err(e) => self.record(Err(e)),
                         }
@@ -590,6 +595,14 @@ impl<'p> Evaluator<'p> {
             );
         }
         Ok(())
+    }
+
+    /// `what`, written out, would pass the size limit.
+    pub(crate) fn too_large(&self, span: Span, what: &str) -> Diagnostic {
+        Diagnostic::new("eval::too-large", format!("{what} is too large"))
+            .label(self.file(), span, format!("more than {} bytes once written out", self.limits.max_string_bytes))
+            .message("Strings and lists are shared while evaluating, so a value can be small in memory and huge once written out.")
+            .help("a value this large is almost certainly a mistake in a loop or a recursion")
     }
 
     fn overflow<T>(&mut self, span: Span) -> R<T> {
@@ -1325,6 +1338,15 @@ impl<'p> Evaluator<'p> {
         }
         inputs.sort_by_key(|n| n.id);
         inputs.dedup_by(|a, b| a.id == b.id);
+        if let Some((attr, _)) = attrs
+            .iter()
+            .find(|(_, v)| !expands_within(v, self.limits.max_string_bytes))
+        {
+            let attr = attr.clone();
+            return self.fail(
+                self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
+            );
+        }
         let pins = BTreeMap::new();
         let d = DerivationRef {
             kind: kind.name(),

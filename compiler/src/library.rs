@@ -244,6 +244,9 @@ pub(crate) fn call(
         }
         Builtin::ToJson => {
             let (v, s) = arg(0);
+            if !crate::value::expands_within(&v, ev.limits().max_string_bytes) {
+                return Err(Stop::Error(Box::new(ev.too_large(s, "this value as JSON"))));
+            }
             if contains_deferred(&v) {
                 no_deferred(
                     ev,

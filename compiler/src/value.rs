@@ -146,3 +146,46 @@ pub fn format_size(n: u64) -> String {
     }
     format!("{n}B")
 }
+
+/// Whether `v`, written out (JSON, a derivation's encoding), stays under `limit` bytes.
+/// Values share strings and lists (`Rc`), so a small value in memory can expand hugely:
+/// this counts the expansion, and stops counting as soon as it passes the limit.
+pub fn expands_within(v: &Value, limit: usize) -> bool {
+    fn walk(v: &Value, budget: &mut usize) -> bool {
+        let own = match v {
+            Value::Str(s) => s.len() + 2,
+            Value::Path(p) => p.path.len() + 80,
+            Value::List(xs) => {
+                if !take(budget, 2 + xs.len()) {
+                    return false;
+                }
+                return xs.iter().all(|x| walk(x, budget));
+            }
+            Value::Record(r) => {
+                if !take(budget, 2 + r.len()) {
+                    return false;
+                }
+                return r
+                    .iter()
+                    .all(|(k, x)| take(budget, k.len() + 3) && walk(x, budget));
+            }
+            Value::Deferred(d) => match &**d {
+                Deferred::Output { output, .. } => output.len() + 100,
+                Deferred::Concat(parts) => return parts.iter().all(|x| walk(x, budget)),
+            },
+            _ => 70,
+        };
+        take(budget, own)
+    }
+    fn take(budget: &mut usize, n: usize) -> bool {
+        match budget.checked_sub(n) {
+            Some(rest) => {
+                *budget = rest;
+                true
+            }
+            None => false,
+        }
+    }
+    let mut budget = limit;
+    walk(v, &mut budget)
+}

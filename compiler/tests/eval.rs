@@ -223,3 +223,42 @@ fn the_graph_is_what_the_root_reaches() {
     let names: Vec<&str> = g.nodes().map(|n| &*n.name).collect();
     assert_eq!(names, ["a"]);
 }
+
+/// Values share strings and lists, so a value small in memory can be huge written out:
+/// every place that writes values out (JSON, node encodings, outputs) bounds the expansion.
+#[test]
+fn shared_values_cannot_expand_past_the_limit() {
+    let prelude = "fn dbl(s: str, n: int) -> str { if n == 0 { s } else { dbl(s + s, n - 1) } }\n\
+                   let s = dbl(\"x\", 20)\nlet d = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n\
+                   let big = [for a in d for b in d for c in d => s]\n";
+    for (tail, what) in [
+        (
+            "output j = len(to_json(big))\n",
+            "this value as JSON is too large",
+        ),
+        (
+            "let m = manifest(name = \"m\", content = { xs = big })\n",
+            "attribute `content` of this manifest is too large",
+        ),
+        ("output o = big\n", "output `o` is too large"),
+    ] {
+        let src = format!("{prelude}{tail}");
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src.as_str())]),
+            &CompileOptions::default(),
+        );
+        let titles: Vec<&str> = c.diagnostics.iter().map(|d| d.title.as_str()).collect();
+        assert_eq!(titles, [what], "{tail}");
+        assert_eq!(c.diagnostics[0].code, "eval::too-large");
+    }
+    // The same shapes, small, are fine.
+    let small = prelude.replace("dbl(\"x\", 20)", "dbl(\"x\", 2)");
+    let src = format!("{small}output o = len(to_json(big))\n");
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src.as_str())]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+}
