@@ -1,0 +1,588 @@
+//! Isolated SSH "hosts" for end-to-end tests of the executor.
+//!
+//! `TestHosts::start(n)` starts `n` hosts. Each one is a process tree in its own network, pid,
+//! mount, uts and ipc namespaces, with an overlayfs over a shared Debian bookworm rootfs (built
+//! once by `scripts/testhosts/build-rootfs`, cached under `target/testhosts`) and a real `sshd`
+//! as its pid 1 (`scripts/testhosts/host-init`). All hosts hang off a bridge in a *controller*
+//! network namespace that this instance creates:
+//!
+//! ```text
+//!   controller netns: lo, br0 10.77.0.1/24 ── vh0 ── host 0: eth0 10.77.0.10, sshd :22
+//!                                         ── vh1 ── host 1: eth0 10.77.0.11, sshd :22 ...
+//! ```
+//!
+//! These addresses exist only inside namespaces the test created, and the controller namespace
+//! has no route anywhere else: a client run with [`TestHosts::in_controller`] reaches the hosts
+//! and nothing outside. Never connect to the addresses from the machine's own namespace.
+//!
+//! Several instances may live at once (parallel tests): each has its own controller namespace
+//! (so they reuse the same addresses without meeting) and its own state directory. Dropping an
+//! instance kills every host and the controller and waits for them, leaving no process, mount
+//! or namespace behind. The processes are also tied to the thread that called `start` (parent
+//! death signal), so they die with the test process even if `Drop` never runs: create an
+//! instance on the thread that uses it, not on a short-lived helper thread.
+//!
+//! Needs root, `unshare`/`nsenter`/`setpriv` (util-linux), `ip` (iproute2), `ssh` and
+//! `ssh-keygen` (openssh-client) and, for the first build of the rootfs, `mmdebstrap`.
+//!
+//! Host indices are 0-based: host `i` is named `host{i}` and has address `10.77.0.{10 + i}`.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// The controller's address on the bridge; hosts use it as their default gateway.
+const CONTROLLER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+const PREFIX_LEN: u8 = 24;
+/// Host `i` gets `10.77.0.(FIRST_HOST + i)`.
+const FIRST_HOST: u8 = 10;
+const MAX_HOSTS: usize = 200;
+const SSH_PORT: u16 = 22;
+const SSH_USER: &str = "root";
+/// `ConnectTimeout` of [`TestHosts::ssh_options`]: connecting to a dead host fails after this.
+pub const SSH_CONNECT_TIMEOUT_SECS: u32 = 2;
+/// How long `start` waits for every sshd to listen (the rootfs build is not counted).
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long stopping a host may take before its `unshare` is killed directly.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+unsafe extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+    fn geteuid() -> u32;
+}
+const SIGKILL: i32 = 9;
+
+/// A set of running SSH test hosts behind their own controller network namespace.
+pub struct TestHosts {
+    // Drop order matters: `Drop::drop` stops the processes, then the state dir goes last.
+    hosts: Vec<Host>,
+    controller: Option<Child>,
+    controller_pid: u32,
+    key: PathBuf,
+    rootfs: PathBuf,
+    state: TempDir,
+}
+
+struct Host {
+    name: String,
+    addr: Ipv4Addr,
+    dir: PathBuf,
+    /// The `unshare` process; it lives in the host's network namespace (its child does not
+    /// share its pid namespace, but it shares every other).
+    pid: u32,
+    proc: Mutex<HostProc>,
+}
+
+struct HostProc {
+    unshare: Child,
+    /// host-init, later sshd: pid 1 of the host's pid namespace, as seen from ours.
+    init: Option<u32>,
+    stopped: bool,
+}
+
+impl TestHosts {
+    /// Starts `n` hosts and returns once every one's sshd listens on port 22. Builds the rootfs
+    /// first if the cache does not have it (about a minute, once). Panics on any failure, with
+    /// the hosts' logs in the message.
+    pub fn start(n: usize) -> TestHosts {
+        match Self::try_start(n) {
+            Ok(hosts) => hosts,
+            Err(e) => panic!("TestHosts::start({n}): {e}"),
+        }
+    }
+
+    fn try_start(n: usize) -> Result<TestHosts, String> {
+        assert!(
+            (1..=MAX_HOSTS).contains(&n),
+            "between 1 and {MAX_HOSTS} hosts"
+        );
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { geteuid() } != 0 {
+            return Err("needs root (network, pid and mount namespaces, overlayfs)".into());
+        }
+        let rootfs = rootfs()?;
+        let state = tempfile::Builder::new()
+            .prefix("envc-testhosts-")
+            .tempdir()
+            .map_err(|e| format!("creating the state directory: {e}"))?;
+        let key = state.path().join("id_ed25519");
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "envc-testhosts"])
+            .arg("-f")
+            .arg(&key))?;
+
+        let controller = spawn_tied(
+            Command::new("unshare").args(["--net", "--", "sleep", "infinity"]),
+            &state.path().join("controller.log"),
+        )?;
+        let controller_pid = controller.id();
+        let mut th = TestHosts {
+            hosts: Vec::with_capacity(n),
+            controller: Some(controller),
+            controller_pid,
+            key,
+            rootfs,
+            state,
+        };
+        // From here on, dropping `th` (on an error return or a panic) cleans up what started.
+        wait_netns(controller_pid, th.controller.as_mut().unwrap())?;
+
+        let host_init = script("host-init");
+        let pubkey = th.key.with_extension("pub");
+        for i in 0..n {
+            let name = format!("host{i}");
+            let addr = host_addr(i);
+            let dir = th.state.path().join(&name);
+            fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            let unshare = spawn_tied(
+                Command::new("unshare")
+                    .args(["--net", "--mount", "--uts", "--ipc", "--pid", "--fork"])
+                    .args(["--kill-child", "--propagation", "private", "--"])
+                    .arg(&host_init)
+                    .arg(&name)
+                    .arg(format!("{addr}/{PREFIX_LEN}"))
+                    .arg(CONTROLLER_ADDR.to_string())
+                    .arg(&th.rootfs)
+                    .arg(&dir)
+                    .arg(&pubkey),
+                &dir.join("init.log"),
+            )?;
+            th.hosts.push(Host {
+                name,
+                addr,
+                dir,
+                pid: unshare.id(),
+                proc: Mutex::new(HostProc {
+                    unshare,
+                    init: None,
+                    stopped: false,
+                }),
+            });
+        }
+
+        // Wire every host to the bridge in one `ip` run inside the controller namespace.
+        let mut batch = format!(
+            "link set lo up\nlink add br0 type bridge\n\
+             addr add {CONTROLLER_ADDR}/{PREFIX_LEN} dev br0\nlink set br0 up\n"
+        );
+        for (i, host) in th.hosts.iter().enumerate() {
+            wait_netns(host.pid, &mut host.lock().unshare)
+                .map_err(|e| format!("{}: {e}\n{}", host.name, host.logs()))?;
+            batch += &format!(
+                "link add vh{i} type veth peer name eth0 netns {}\nlink set vh{i} master br0 up\n",
+                host.pid
+            );
+        }
+        let mut ip = th
+            .in_controller("ip")
+            .args(["-batch", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("running nsenter ... ip: {e}"))?;
+        ip.stdin
+            .take()
+            .unwrap()
+            .write_all(batch.as_bytes())
+            .map_err(|e| format!("writing to ip -batch: {e}"))?;
+        check("ip -batch (controller network)", ip.wait_with_output())?;
+
+        th.wait_listening()?;
+        Ok(th)
+    }
+
+    /// Waits until every host's sshd listens, watching its socket table from outside: probing
+    /// the port before sshd listens would cost a 1 s SYN retransmit.
+    fn wait_listening(&self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut ready = vec![false; self.hosts.len()];
+        loop {
+            for (host, ready) in self.hosts.iter().zip(ready.iter_mut()) {
+                if *ready {
+                    continue;
+                }
+                let mut p = host.lock();
+                if let Ok(Some(status)) = p.unshare.try_wait() {
+                    p.stopped = true;
+                    return Err(format!(
+                        "{} exited ({status}) before sshd listened\n{}",
+                        host.name,
+                        host.logs()
+                    ));
+                }
+                if p.init.is_none() {
+                    p.init = only_child(host.pid);
+                }
+                *ready = p.init.is_some() && listens_on(host.pid, SSH_PORT);
+            }
+            if ready.iter().all(|r| *r) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let mut msg = format!("sshd not listening after {READY_TIMEOUT:?} on:");
+                for (host, _) in self.hosts.iter().zip(&ready).filter(|(_, r)| !**r) {
+                    msg += &format!("\n{}", host.logs());
+                }
+                return Err(msg);
+            }
+            sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Address of host `i` (reachable only from the controller namespace).
+    pub fn addr(&self, i: usize) -> Ipv4Addr {
+        self.hosts[i].addr
+    }
+
+    /// Addresses of all hosts, in index order.
+    pub fn addrs(&self) -> Vec<Ipv4Addr> {
+        self.hosts.iter().map(|h| h.addr).collect()
+    }
+
+    /// Host name of host `i` (what `hostname` prints on it).
+    pub fn name(&self, i: usize) -> &str {
+        &self.hosts[i].name
+    }
+
+    /// The controller's own address on the hosts' network (their default gateway): a server
+    /// started with [`Self::in_controller`] and bound there is reachable from the hosts.
+    pub fn controller_addr(&self) -> Ipv4Addr {
+        CONTROLLER_ADDR
+    }
+
+    /// SSH port of every host.
+    pub fn port(&self) -> u16 {
+        SSH_PORT
+    }
+
+    /// SSH user of every host.
+    pub fn user(&self) -> &str {
+        SSH_USER
+    }
+
+    /// Private key (ed25519, no passphrase) that every host's `root` accepts; the public key is
+    /// beside it with `.pub` appended.
+    pub fn key_path(&self) -> &Path {
+        &self.key
+    }
+
+    /// Pid of the process that holds the controller network namespace
+    /// (`nsenter -t PID -n CMD` runs CMD there).
+    pub fn controller_pid(&self) -> u32 {
+        self.controller_pid
+    }
+
+    /// Pid of host `i`'s `unshare` process (in the host's network namespace; its only child is
+    /// the host's pid 1).
+    pub fn host_pid(&self, i: usize) -> u32 {
+        self.hosts[i].pid
+    }
+
+    /// This instance's state directory (keys, logs, each host's overlay upper directory).
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// The shared read-only rootfs (the overlay lower directory of every host).
+    pub fn rootfs(&self) -> &Path {
+        &self.rootfs
+    }
+
+    /// Host `i`'s init and sshd logs (their last lines), for failure messages.
+    pub fn logs(&self, i: usize) -> String {
+        self.hosts[i].logs()
+    }
+
+    /// A command that runs `program` inside the controller network namespace, where the hosts
+    /// are reachable (and nothing else is). Only the network namespace changes: the file system,
+    /// environment and working directory stay the caller's.
+    pub fn in_controller(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg("-t")
+            .arg(self.controller_pid.to_string())
+            .arg("-n")
+            .arg("--")
+            .arg(program);
+        cmd
+    }
+
+    /// `ssh` options that log into any host with the test key, non-interactively, ignoring the
+    /// user's ssh configuration and not recording host keys (each start makes new ones).
+    pub fn ssh_options(&self) -> Vec<String> {
+        let mut opts = vec![
+            "-F".to_string(),
+            "/dev/null".to_string(),
+            "-i".to_string(),
+            self.key.display().to_string(),
+            "-p".to_string(),
+            SSH_PORT.to_string(),
+            "-l".to_string(),
+            SSH_USER.to_string(),
+        ];
+        for o in [
+            "BatchMode=yes",
+            "IdentitiesOnly=yes",
+            "StrictHostKeyChecking=no",
+            "UserKnownHostsFile=/dev/null",
+            "GlobalKnownHostsFile=/dev/null",
+            "LogLevel=ERROR",
+        ] {
+            opts.push("-o".to_string());
+            opts.push(o.to_string());
+        }
+        opts.push("-o".to_string());
+        opts.push(format!("ConnectTimeout={SSH_CONNECT_TIMEOUT_SECS}"));
+        opts
+    }
+
+    /// `ssh <options> <host i>` inside the controller namespace; append the remote command.
+    pub fn ssh_command(&self, i: usize) -> Command {
+        let mut cmd = self.in_controller("ssh");
+        cmd.args(self.ssh_options()).arg(self.addr(i).to_string());
+        cmd
+    }
+
+    /// Runs the shell command `cmd` on host `i` as root over ssh, stdin empty.
+    pub fn ssh(&self, i: usize, cmd: &str) -> Output {
+        self.ssh_command(i)
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running nsenter ... ssh")
+    }
+
+    /// Simulates host `i` dying: first its network link is cut (its veth is deleted, as if the
+    /// cable were pulled, so nothing it does while dying reaches a client), then its pid 1 is
+    /// SIGKILLed, which takes its whole pid namespace down. When this returns its processes and
+    /// mounts are gone. Open connections then hear nothing (as from a crashed machine, so a
+    /// client notices only through its own timeouts or keepalives) and new ones fail after
+    /// `ConnectTimeout`. Calling it again does nothing.
+    pub fn kill_host(&self, i: usize) {
+        let host = &self.hosts[i];
+        if host.lock().stopped {
+            return;
+        }
+        // The deletion takes both ends of the pair down at once.
+        let _ = self
+            .in_controller("ip")
+            .args(["link", "del", &format!("vh{i}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        host.stop();
+    }
+}
+
+impl Drop for TestHosts {
+    fn drop(&mut self) {
+        for host in &self.hosts {
+            host.stop();
+        }
+        if let Some(mut controller) = self.controller.take() {
+            let _ = controller.kill();
+            let _ = controller.wait();
+        }
+    }
+}
+
+impl Host {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HostProc> {
+        self.proc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Kills the host's pid 1 and reaps `unshare`, which waits for it; a pid namespace's init
+    /// exits only after every other process in it, so nothing of the host is left afterwards.
+    /// Killing pid 1 rather than `unshare` keeps everything reaped (an orphaned init would be
+    /// left to the machine's pid 1).
+    fn stop(&self) {
+        let mut p = self.lock();
+        if p.stopped {
+            return;
+        }
+        p.stopped = true;
+        if let Ok(Some(_)) = p.unshare.try_wait() {
+            return;
+        }
+        if p.init.is_none() {
+            p.init = only_child(self.pid);
+        }
+        match p.init {
+            // Only while it is still unshare's child: never signal a recycled pid.
+            Some(init) if parent_of(init) == Some(self.pid) => {
+                // SAFETY: plain syscall; the pid is our unshare's child, checked just above.
+                unsafe { kill(init as i32, SIGKILL) };
+            }
+            _ => {
+                let _ = p.unshare.kill();
+            }
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match p.unshare.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if Instant::now() > deadline => {
+                    // --kill-child takes the pid namespace down with it.
+                    let _ = p.unshare.kill();
+                    let _ = p.unshare.wait();
+                    return;
+                }
+                Ok(None) => sleep(Duration::from_millis(2)),
+            }
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut s = format!("--- {} ({}) ---", self.name, self.addr);
+        for log in ["init.log", "sshd.log"] {
+            let text = fs::read_to_string(self.dir.join(log)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            s += &format!("\n[{log}, last lines]");
+            for line in &lines[lines.len().saturating_sub(20)..] {
+                s += &format!("\n  {line}");
+            }
+        }
+        s
+    }
+}
+
+fn host_addr(i: usize) -> Ipv4Addr {
+    let [a, b, c, _] = CONTROLLER_ADDR.octets();
+    Ipv4Addr::new(a, b, c, FIRST_HOST + u8::try_from(i).expect("host index"))
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/testhosts")
+        .join(name)
+}
+
+/// The rootfs directory, built (or found in the cache) once per test process.
+fn rootfs() -> Result<PathBuf, String> {
+    static ROOTFS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    ROOTFS
+        .get_or_init(|| {
+            let script = script("build-rootfs");
+            let out = check(
+                &script.display().to_string(),
+                Command::new("bash")
+                    .arg(&script)
+                    .stdin(Stdio::null())
+                    .output(),
+            )?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let path = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+            if !path.join("usr/sbin/sshd").exists() {
+                return Err(format!(
+                    "{} printed {path:?}, which has no usr/sbin/sshd",
+                    script.display()
+                ));
+            }
+            Ok(path)
+        })
+        .clone()
+}
+
+/// Spawns `cmd` with a clean environment, stdin closed and output to `log`, under
+/// `setpriv --pdeathsig KILL` so that it dies if this thread does (a test process that exits
+/// without dropping its `TestHosts`). `setpriv` and `unshare` exec: the pid is the command's.
+fn spawn_tied(cmd: &mut Command, log: &Path) -> Result<Child, String> {
+    let out = File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(&program)
+        .args(&args)
+        .env_clear()
+        .env("PATH", PATH)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("spawning setpriv {program:?}: {e}"))
+}
+
+/// Waits until `pid` is in a network namespace other than ours.
+fn wait_netns(pid: u32, child: &mut Child) -> Result<(), String> {
+    let ours = fs::read_link("/proc/self/ns/net").map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(theirs) = fs::read_link(format!("/proc/{pid}/ns/net")) {
+            if theirs != ours {
+                return Ok(());
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "pid {pid} exited ({status}) before unsharing its network"
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("pid {pid} did not unshare its network within 10 s"));
+        }
+        sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether a TCP socket listens on `port` in the network namespace of `pid`
+/// (`/proc/PID/net/tcp` shows that namespace's sockets).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = fs::read_to_string(format!("/proc/{pid}/net/tcp")) else {
+        return false;
+    };
+    let port = format!(":{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // fields: sl local_address rem_address st ...; st 0A = LISTEN
+        fields.len() > 3 && fields[1].ends_with(&port) && fields[3] == "0A"
+    })
+}
+
+/// The single child of `pid`, once it has one.
+fn only_child(pid: u32) -> Option<u32> {
+    let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may contain spaces and parentheses.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn run(cmd: &mut Command) -> Result<Output, String> {
+    let what = format!("{:?}", cmd.get_program());
+    check(&what, cmd.stdin(Stdio::null()).output())
+}
+
+fn check(what: &str, result: std::io::Result<Output>) -> Result<Output, String> {
+    let out = result.map_err(|e| format!("running {what}: {e}"))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
