@@ -59,8 +59,8 @@ pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
     }
     for m in 0..program.modules.len() {
         c.module = m;
-        for (i, item) in program.modules[m].ast.items.iter().enumerate() {
-            c.check_item(m, i, item);
+        for item in program.modules[m].ast.items.iter() {
+            c.check_item(m, item);
         }
     }
     (
@@ -161,7 +161,7 @@ impl<'p> Checker<'p> {
         r
     }
 
-    fn check_item(&mut self, m: ModuleId, i: usize, item: &'p Item) {
+    fn check_item(&mut self, m: ModuleId, item: &'p Item) {
         let root = m == self.program.root;
         match &item.kind {
             ItemKind::Let(b) => {
@@ -195,7 +195,6 @@ impl<'p> Checker<'p> {
                             .help("return the value from a function and declare the output in the root file"),
                     );
                 }
-                let _ = i;
                 self.infer(value);
             }
             ItemKind::Assert(a) => self.assertion(a),
@@ -502,7 +501,11 @@ impl<'p> Checker<'p> {
                 for f in fields {
                     let ty = self.resolve_type(&f.ty);
                     let default = f.default.as_ref().map(|d| {
+                        // Defaults are evaluated in the declaring module, where local
+                        // variables do not exist: check them the same way.
+                        let saved = std::mem::take(&mut self.locals);
                         let dt = self.infer(d);
+                        self.locals = saved;
                         self.expect_known(&dt, d.span, "a default value");
                         self.expect_ty(&dt, &ty, d.span);
                         (self.module, Rc::new(d.clone()))
@@ -879,6 +882,7 @@ impl<'p> Checker<'p> {
                 ),
             },
             Ty::Dict(t) => keep_deferred(bt, (**t).clone()),
+            Ty::Node(NodeTy::Kind(_)) if field.name.as_ref() == "name" => Ty::Str,
             Ty::Node(NodeTy::Kind(k)) => match builtins::schema(*k).field_ty(&field.name) {
                 Some(t) => t,
                 None => unknown_field(
@@ -938,15 +942,10 @@ impl<'p> Checker<'p> {
         self.expect_known(&lt, l.span, "an operator");
         self.expect_known(&rt, r.span, "an operator");
         if lt.is_unknown() || rt.is_unknown() {
+            // `x * 2` with `x` unknown may be an int or a size: only the evaluator knows.
             return match op {
                 Or | And | Eq | NotEq | Lt | Le | Gt | Ge => Ty::Bool,
-                _ => {
-                    if lt.is_unknown() {
-                        rt.base().clone()
-                    } else {
-                        lt.base().clone()
-                    }
-                }
+                _ => Ty::Unknown,
             };
         }
         let (a, b) = (lt.base().clone(), rt.base().clone());
@@ -1047,7 +1046,15 @@ impl<'p> Checker<'p> {
                     Ty::Str
                 }
             }
-            Some(Builtin::Merge) => arg(0),
+            Some(Builtin::Merge) => match (arg(0).base(), arg(1).base()) {
+                (Ty::Record(a), Ty::Record(b)) => {
+                    let mut fields = a.fields.clone();
+                    fields.extend(b.fields.iter().map(|(k, f)| (k.clone(), f.clone())));
+                    Ty::Record(Rc::new(RecordTy { name: None, fields }))
+                }
+                _ => Ty::Unknown,
+            },
+            Some(Builtin::ToStr) if arg(0).is_deferred() => Ty::deferred(Ty::Str),
             _ => sig.ret.clone(),
         }
     }

@@ -172,6 +172,17 @@ impl<'p> Evaluator<'p> {
             }
         }
         let files = std::mem::take(&mut self.files);
+        let failed = self.slots.values().any(|s| matches!(s, Slot::Failed));
+        if failed && self.errors.is_empty() {
+            // Every failure is reported where it happens; a silent one would let `check` say
+            // "ok" over a graph with bindings missing.
+            let file = self.program.modules[self.program.root].file;
+            self.errors.push(
+                Diagnostic::new("eval::internal", "evaluation failed without a diagnostic")
+                    .label(file, Span::at(0), "in this environment")
+                    .message("Some binding could not be evaluated, and no error explains why: this is a bug in envc; please report it with this file."),
+            );
+        }
         (
             Evaluated {
                 bindings,
@@ -605,6 +616,17 @@ impl<'p> Evaluator<'p> {
             .help("a value this large is almost certainly a mistake in a loop or a recursion")
     }
 
+    fn division_by_zero<T>(&mut self, span: Span) -> R<T> {
+        let file = self.file();
+        self.fail(
+            Diagnostic::new("eval::division-by-zero", "division by zero").label(
+                file,
+                span,
+                "this is 0",
+            ),
+        )
+    }
+
     fn overflow<T>(&mut self, span: Span) -> R<T> {
         let file = self.file();
         self.fail(
@@ -623,7 +645,16 @@ impl<'p> Evaluator<'p> {
         }
         match builtins::lookup(n) {
             Some(b) => Ok(Value::Builtin(b)),
-            None => Err(Stop::Reported), // reported by the checker
+            // The checker reports unknown names; reaching this means it and the evaluator
+            // disagree about scopes. Say so rather than fail silently.
+            None => {
+                let file = self.file();
+                self.fail(
+                    Diagnostic::new("name::unknown", format!("unknown name `{n}`"))
+                        .label(file, span, "not defined here")
+                        .message("The type checker accepted this name but evaluation cannot find it: this is a bug in envc; please report it with this file."),
+                )
+            }
         }
     }
 
@@ -803,12 +834,19 @@ impl<'p> Evaluator<'p> {
                 if self.checked.globals[m].contains_key(&field.name) {
                     return self.global(m, &field.name, field.span);
                 }
-                Err(Stop::Reported)
+                let names: Vec<String> = self.checked.globals[m]
+                    .keys()
+                    .filter(|k| !k.contains(' '))
+                    .map(|k| k.to_string())
+                    .collect();
+                let what = format!("module `{}`", self.program.modules[m].path);
+                self.fail(missing(what, names))
             }
-            Value::Deferred(_) => {
-                // Fields of a deferred record are deferred too; none of ours are records.
-                Err(Stop::Reported)
-            }
+            Value::Deferred(_) => self.fail(
+                Diagnostic::new("type::no-fields", "a deferred value has no fields")
+                    .label(file, field.span, "field access on a value known only after deploy")
+                    .help("deferred values are strings and numbers: interpolate them, or pass them to a node"),
+            ),
             other => self.fail(
                 Diagnostic::new(
                     "type::no-fields",
@@ -865,17 +903,8 @@ impl<'p> Evaluator<'p> {
                     _ => ord.is_ge(),
                 })
             }
+            (Div | Rem, _, Value::Int(0) | Value::Size(0)) => return self.division_by_zero(r.span),
             (Add | Sub | Mul | Div | Rem, Value::Int(x), Value::Int(y)) => {
-                if matches!(op, Div | Rem) && *y == 0 {
-                    let file = self.file();
-                    return self.fail(
-                        Diagnostic::new("eval::division-by-zero", "division by zero").label(
-                            file,
-                            r.span,
-                            "this is 0",
-                        ),
-                    );
-                }
                 let res = match op {
                     Add => x.checked_add(*y),
                     Sub => x.checked_sub(*y),
@@ -896,6 +925,22 @@ impl<'p> Evaluator<'p> {
                 };
                 match res {
                     Some(n) => Value::Size(n),
+                    None if op == Sub => {
+                        let file = self.file();
+                        return self.fail(
+                            Diagnostic::new("eval::overflow", "a size cannot be negative")
+                                .label(
+                                    file,
+                                    span,
+                                    format!(
+                                        "{} - {} is below zero",
+                                        format_size(*x),
+                                        format_size(*y)
+                                    ),
+                                )
+                                .help("subtract the smaller size from the larger"),
+                        );
+                    }
                     None => return self.overflow(span),
                 }
             }
@@ -905,12 +950,23 @@ impl<'p> Evaluator<'p> {
                     None => return self.overflow(span),
                 }
             }
-            (Div, Value::Size(s), Value::Int(n)) => match u64::try_from(*n).ok().filter(|n| *n > 0)
-            {
-                Some(n) => Value::Size(s / n),
-                None => return self.bad_operands(op, &a, &b, l.span, r.span),
+            (Div, Value::Size(s), Value::Int(n)) => match u64::try_from(*n) {
+                Ok(n) => Value::Size(s / n),
+                Err(_) => {
+                    let file = self.file();
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::overflow",
+                            "a size cannot be divided by a negative number",
+                        )
+                        .label(file, r.span, format!("this is {n}")),
+                    );
+                }
             },
-            (Div, Value::Size(x), Value::Size(y)) if *y > 0 => Value::Int((x / y) as i64),
+            (Div, Value::Size(x), Value::Size(y)) => match i64::try_from(x / y) {
+                Ok(q) => Value::Int(q),
+                Err(_) => return self.overflow(span),
+            },
             (Add, Value::List(x), Value::List(y)) => {
                 self.check_len(x.len() + y.len(), span)?;
                 Value::List(x.iter().chain(y.iter()).cloned().collect::<Vec<_>>().into())
@@ -1390,7 +1446,7 @@ impl<'p> Evaluator<'p> {
         } else {
             format!("./{rel}")
         };
-        let resolved = if from.starts_with("std/") || rel.starts_with('/') {
+        let resolved = if self.program.modules[self.module].is_std || rel.starts_with('/') {
             None
         } else {
             join_relative(&from, &spec)
@@ -1426,8 +1482,7 @@ impl<'p> Evaluator<'p> {
         }
     }
 
-    pub(crate) fn error_at(&self, span: Span, d: Diagnostic) -> Stop {
-        let _ = span;
+    pub(crate) fn error_at(&self, d: Diagnostic) -> Stop {
         Stop::Error(Box::new(d))
     }
 

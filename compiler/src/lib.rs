@@ -58,7 +58,7 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
     }
     let (checked, type_errors) = check::check(&program);
     diagnostics.extend(type_errors);
-    let params = parse_params(&mut program, &options.params, &mut diagnostics);
+    let params = parse_params(&mut program, &checked, &options.params, &mut diagnostics);
     if !diagnostics.is_empty() {
         return Compiled {
             sources: program.sources,
@@ -81,6 +81,15 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
     } else {
         None
     };
+    // A failing function called from several places reports the same problem once.
+    let mut seen = std::collections::HashSet::new();
+    diagnostics.retain(|d| {
+        seen.insert((
+            d.code,
+            d.title.clone(),
+            d.labels.first().map(|l| (l.file, l.span)),
+        ))
+    });
     Compiled {
         sources: program.sources,
         graph,
@@ -92,17 +101,21 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
 /// them). A bare word for a `str` parameter is the string itself.
 fn parse_params(
     program: &mut Program,
+    checked: &check::Checked,
     raw: &BTreeMap<String, String>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> BTreeMap<String, (FileId, envc_lang::ast::Expr)> {
     let root = &program.modules[program.root];
+    let root_file = root.file;
     let declared: BTreeMap<String, bool> = root
         .ast
         .items
         .iter()
         .filter_map(|it| match &it.kind {
             ItemKind::Param { name, ty, .. } => {
-                let is_str = matches!(&ty.kind, envc_lang::ast::TypeExprKind::Name(p) if p.len() == 1 && &*p[0].name == "str");
+                // By the resolved type, so that `type Region = str` counts too.
+                let resolved = checked.types.get(&(root_file, ty.span.start, ty.span.end));
+                let is_str = matches!(resolved.map(|t| t.base()), Some(types::Ty::Str));
                 Some((name.name.to_string(), is_str))
             }
             _ => None,

@@ -15,7 +15,6 @@ type R<T> = Result<T, Stop>;
 
 fn wrong(ev: &Evaluator, f: &str, expected: &str, v: &Value, span: Span) -> Stop {
     ev.error_at(
-        span,
         Diagnostic::new(
             "type::mismatch",
             format!("`{f}` expected {expected}, found {}", v.type_name()),
@@ -30,15 +29,12 @@ fn wrong(ev: &Evaluator, f: &str, expected: &str, v: &Value, span: Span) -> Stop
 
 fn no_deferred(ev: &Evaluator, f: &str, v: &Value, span: Span) -> R<()> {
     if v.is_deferred() {
-        return Err(ev.error_at(
+        return Err(ev.error_at(crate::check::deferred_diagnostic(
+            ev.current_file(),
             span,
-            crate::check::deferred_diagnostic(
-                ev.current_file(),
-                span,
-                &format!("`{f}`"),
-                &crate::types::Ty::deferred(crate::types::Ty::Str),
-            ),
-        ));
+            &format!("`{f}`"),
+            &crate::types::Ty::deferred(crate::types::Ty::Str),
+        )));
     }
     Ok(())
 }
@@ -95,9 +91,6 @@ pub(crate) fn call(
                 }
                 match x {
                     Value::Str(_) | Value::Deferred(_) => parts.push(x.clone()),
-                    Value::Int(_) | Value::Size(_) | Value::Mode(_) | Value::Bool(_) => {
-                        parts.push(Value::Str(display(x).into()))
-                    }
                     other => return Err(wrong(ev, name, "a list of strings", other, s)),
                 }
             }
@@ -109,7 +102,6 @@ pub(crate) fn call(
             if sep.is_empty() {
                 let (_, s) = arg(1);
                 return Err(ev.error_at(
-                    s,
                     Diagnostic::new(
                         "eval::empty-separator",
                         "cannot split on an empty separator",
@@ -160,7 +152,6 @@ pub(crate) fn call(
                 let grown = text.matches(&*from).count().saturating_mul(to.len());
                 if grown > ev.limits().max_string_bytes {
                     return Err(ev.error_at(
-                        span,
                         Diagnostic::new("eval::too-large", "string too large").label(
                             ev.current_file(),
                             span,

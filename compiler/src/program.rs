@@ -11,6 +11,10 @@ use crate::source::{join_relative, LoadError, SourceLoader, SourceMap};
 use crate::stdlib;
 use crate::types::ModuleId;
 
+/// Source files larger than this are refused: spans are 32-bit, and no hand-written or
+/// sensibly generated environment comes near it.
+pub const MAX_SOURCE_BYTES: usize = 64 << 20;
+
 /// Deeper import chains are refused rather than recursed into.
 const MAX_IMPORT_DEPTH: usize = 64;
 
@@ -23,6 +27,8 @@ pub struct Module {
     pub imports: BTreeMap<Rc<str>, (ModuleId, Span)>,
     /// Aliases of imports that failed (already reported): uses of them are not errors again.
     pub broken_imports: Vec<Rc<str>>,
+    /// From the embedded standard library (whose paths may look like project paths).
+    pub is_std: bool,
 }
 
 pub struct Program {
@@ -36,9 +42,9 @@ pub struct Program {
 struct Loader<'l> {
     loader: &'l dyn SourceLoader,
     program: Program,
-    by_path: BTreeMap<String, ModuleId>,
+    by_path: BTreeMap<(bool, String), ModuleId>,
     /// The chain of imports being loaded: (path, file, span of the import) for cycles.
-    stack: Vec<(String, FileId, Span)>,
+    stack: Vec<(String, bool, FileId, Span)>,
 }
 
 /// Loads `root` (project-relative) and its imports. Parse errors of every file are collected.
@@ -57,7 +63,7 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
     match l.loader.read(root) {
         Ok(bytes) => {
             let text = l.decode(root, bytes, None);
-            let id = l.add_module(root.to_string(), text);
+            let id = l.add_module(root.to_string(), text, false);
             l.program.root = id;
         }
         Err(e) => {
@@ -74,14 +80,26 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
 }
 
 impl<'l> Loader<'l> {
+    /// The text of a file about to be added by `add_module` (which will give it the next
+    /// file id: diagnostics here point into it).
     fn decode(&mut self, path: &str, bytes: Vec<u8>, at: Option<(FileId, Span)>) -> Rc<str> {
+        if bytes.len() > MAX_SOURCE_BYTES {
+            let mut d = Diagnostic::new("load::too-large", format!("`{path}` is too large to be a source file"))
+                .message(format!("It has {} bytes; envc reads source files of up to {MAX_SOURCE_BYTES} bytes.", bytes.len()))
+                .help("generate large inventories with comprehensions, or keep data in files named with path(…)");
+            if let Some((f, s)) = at {
+                d = d.label(f, s, "imported here");
+            }
+            self.program.errors.push(d);
+            return "".into();
+        }
         match String::from_utf8(bytes) {
             Ok(s) => s.into(),
             Err(e) => {
                 let offset = e.utf8_error().valid_up_to();
                 // Invalid bytes become U+FFFD here; the label covers that character.
                 let text: Rc<str> = String::from_utf8_lossy(e.as_bytes()).into();
-                let fid = self.program.sources.add(path.to_string(), text.clone());
+                let fid = self.program.sources.files.len() as FileId;
                 let mut d =
                     Diagnostic::new("load::not-utf8", format!("`{path}` is not UTF-8 text"))
                         .label(
@@ -100,20 +118,22 @@ impl<'l> Loader<'l> {
         }
     }
 
-    fn add_module(&mut self, path: String, text: Rc<str>) -> ModuleId {
+    fn add_module(&mut self, path: String, text: Rc<str>, is_std: bool) -> ModuleId {
         let file = self.program.sources.add(path.clone(), text.clone());
         let parsed = envc_lang::parse(&text, file);
         self.program.errors.extend(parsed.errors);
         let id = self.program.modules.len();
-        self.by_path.insert(path.clone(), id);
+        self.by_path.insert((is_std, path.clone()), id);
         self.program.modules.push(Module {
             file,
             path: path.clone(),
             ast: parsed.module,
             imports: BTreeMap::new(),
             broken_imports: Vec::new(),
+            is_std,
         });
-        self.stack.push((path.clone(), file, Span::default()));
+        self.stack
+            .push((path.clone(), is_std, file, Span::default()));
         let imports: Vec<(Rc<str>, Span, Option<ast::Ident>)> = self.program.modules[id]
             .ast
             .items
@@ -132,8 +152,8 @@ impl<'l> Loader<'l> {
                 Some(a) => a.name.clone(),
                 None => default_alias(&spec).into(),
             };
-            let child = match self.resolve(&path, &spec, file, span) {
-                Some(target) => self.import(&target, file, span),
+            let child = match self.resolve(&path, is_std, &spec, file, span) {
+                Some((target, target_std)) => self.import(&target, target_std, file, span),
                 None => None,
             };
             if child.is_none() {
@@ -167,10 +187,17 @@ impl<'l> Loader<'l> {
         id
     }
 
-    fn resolve(&mut self, from: &str, spec: &str, file: FileId, span: Span) -> Option<String> {
+    fn resolve(
+        &mut self,
+        from: &str,
+        from_std: bool,
+        spec: &str,
+        file: FileId,
+        span: Span,
+    ) -> Option<(String, bool)> {
         if spec.starts_with("std/") {
             if stdlib::get(spec).is_some() {
-                return Some(spec.to_string());
+                return Some((spec.to_string(), true));
             }
             let names = stdlib::MODULES.iter().map(|(p, _)| *p);
             let mut d = Diagnostic::new(
@@ -200,11 +227,11 @@ impl<'l> Loader<'l> {
             );
             return None;
         }
-        if from.starts_with("std/") {
+        if from_std {
             return None; // the standard library imports only itself
         }
         match join_relative(from, spec) {
-            Some(p) => Some(p),
+            Some(p) => Some((p, false)),
             None => {
                 self.program.errors.push(
                     Diagnostic::new("load::outside-project", format!("`{spec}` is outside the project"))
@@ -217,14 +244,18 @@ impl<'l> Loader<'l> {
         }
     }
 
-    fn import(&mut self, target: &str, file: FileId, span: Span) -> Option<ModuleId> {
+    fn import(&mut self, target: &str, is_std: bool, file: FileId, span: Span) -> Option<ModuleId> {
         if let Some(top) = self.stack.last_mut() {
-            top.2 = span;
+            top.3 = span;
         }
-        if let Some(pos) = self.stack.iter().position(|(p, _, _)| p == target) {
+        if let Some(pos) = self
+            .stack
+            .iter()
+            .position(|(p, std, _, _)| p == target && *std == is_std)
+        {
             let chain: Vec<String> = self.stack[pos..]
                 .iter()
-                .map(|(p, _, _)| p.clone())
+                .map(|(p, _, _, _)| p.clone())
                 .chain([target.to_string()])
                 .collect();
             let mut d = Diagnostic::new("load::import-cycle", "import cycle")
@@ -233,13 +264,13 @@ impl<'l> Loader<'l> {
                     chain.join(" → ")
                 ))
                 .help("move what both need into a third module that imports neither");
-            for (_, f, s) in self.stack[pos..].iter().rev() {
+            for (_, _, f, s) in self.stack[pos..].iter().rev() {
                 d = d.label(*f, *s, "imports the next module of the cycle");
             }
             self.program.errors.push(d);
             return None;
         }
-        if let Some(&id) = self.by_path.get(target) {
+        if let Some(&id) = self.by_path.get(&(is_std, target.to_string())) {
             return Some(id);
         }
         if self.stack.len() >= MAX_IMPORT_DEPTH {
@@ -254,8 +285,10 @@ impl<'l> Loader<'l> {
             );
             return None;
         }
-        let text: Rc<str> = if let Some(src) = stdlib::get(target) {
-            src.into()
+        let text: Rc<str> = if is_std {
+            stdlib::get(target)
+                .expect("resolve() checked the std module exists")
+                .into()
         } else {
             match self.loader.read(target) {
                 Ok(bytes) => self.decode(target, bytes, Some((file, span))),
@@ -278,7 +311,7 @@ impl<'l> Loader<'l> {
                 }
             }
         };
-        Some(self.add_module(target.to_string(), text))
+        Some(self.add_module(target.to_string(), text, is_std))
     }
 }
 

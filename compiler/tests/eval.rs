@@ -262,3 +262,112 @@ fn shared_values_cannot_expand_past_the_limit() {
     );
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
 }
+
+/// Compiles `src` and compares the codes of its diagnostics (in order) with `expected`.
+fn check_errors(files: &[(&str, &str)], set: &[(&str, &str)], expected: &[&str]) {
+    let options = CompileOptions {
+        params: set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new(files.iter().copied()),
+        &options,
+    );
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, expected, "{files:?}\n{:#?}", c.diagnostics);
+    if expected.is_empty() {
+        assert!(c.graph.is_some());
+    }
+}
+
+/// Found in review: each of these compiled "ok" while a binding (and its nodes) silently
+/// disappeared, or was rejected or accepted wrongly.
+#[test]
+fn review_regressions() {
+    let m = |src: &'static str| vec![("main.env", src)];
+    // Field access through an unannotated parameter, on a deferred value and on a module.
+    check_errors(
+        &m("fn f(x) => x.foo\nlet v = vm(name = \"m\")\nlet y = f(v.address)\n"),
+        &[],
+        &["type::no-fields"],
+    );
+    check_errors(
+        &[
+            (
+                "main.env",
+                "import \"./lib.env\"\nfn f(x) => x.nope\noutput o = f(lib)\n",
+            ),
+            ("lib.env", "let a = 1\n"),
+        ],
+        &[],
+        &["type::unknown-field"],
+    );
+    // A record-type default cannot see local variables (it is evaluated in its module).
+    check_errors(
+        &m("fn f(x: int) -> int {\n  let r: { a: int = x } = {}\n  r.a\n}\nlet n = f(3)\n"),
+        &[],
+        &["name::unknown"],
+    );
+    // A project directory named `std` is an ordinary directory.
+    check_errors(
+        &[
+            ("main.env", "import \"./std/a.env\"\noutput x = a.v\n"),
+            ("std/a.env", "import \"./b.env\"\nlet v = b.w\n"),
+            ("std/b.env", "let w = path(\"conf.txt\")\n"),
+            ("std/conf.txt", "hi\n"),
+        ],
+        &[],
+        &[],
+    );
+    // Size arithmetic: no wrap-around, real division by zero, no negative sizes.
+    check_errors(&m("output o = 10000000TB / 1B\n"), &[], &["eval::overflow"]);
+    check_errors(
+        &m("output o = 1GiB / 0\n"),
+        &[],
+        &["eval::division-by-zero"],
+    );
+    check_errors(
+        &m("output o = 1GiB / (1GiB - 1GiB)\n"),
+        &[],
+        &["eval::division-by-zero"],
+    );
+    check_errors(&m("output o = 1GiB - 2GiB\n"), &[], &["eval::overflow"]);
+    // Arithmetic on an unknown operand is not assumed to be an int.
+    check_errors(
+        &m("fn double(x) => x * 2\nlet s: size = double(1GiB)\n"),
+        &[],
+        &[],
+    );
+    // `merge` and `str` are typed by their arguments; every node has a `name`.
+    check_errors(
+        &m("output o = merge({ a = 1 }, { a = \"s\" }).a + 1\n"),
+        &[],
+        &["type::bad-operands"],
+    );
+    check_errors(
+        &m("let v = vm(name = \"m\")\nlet b = if str(v.port) == \"22\" { 1 } else { 2 }\n"),
+        &[],
+        &["type::deferred"],
+    );
+    check_errors(
+        &m("let h = host(name = \"h\", address = \"192.0.2.1\")\nlet f = file(path = \"/x\", content = \"a\", target = h)\noutput n = f.name\n"),
+        &[],
+        &[],
+    );
+    // A bare word sets a parameter whose type is an alias of `str`.
+    check_errors(
+        &m("type Region = str\nparam region: Region = \"eu\"\noutput r = region\n"),
+        &[("region", "us-east")],
+        &[],
+    );
+    // One failing function called three times is one problem.
+    check_errors(
+        &m("fn f(x) => x.foo\nlet a = [f(1), f(2), f(3)]\n"),
+        &[],
+        &["type::no-fields"],
+    );
+}

@@ -258,6 +258,10 @@ impl Store {
         let objects = self.root.join("objects");
         for shard in fs::read_dir(&objects).map_err(io_err(&objects))? {
             let shard = shard.map_err(io_err(&objects))?.path();
+            if !shard.is_dir() {
+                corrupt.push(shard); // objects live in shard directories only
+                continue;
+            }
             for entry in fs::read_dir(&shard).map_err(io_err(&shard))? {
                 let path = entry.map_err(io_err(&shard))?.path();
                 let name = format!(
@@ -289,11 +293,13 @@ impl Store {
     }
 }
 
-/// Environment names become file names: keep the readable ones, hex-encode the rest.
+/// Environment names become file names: keep the readable ones, hex-encode the rest
+/// (with an `x-` prefix that readable names may not start with, so no two names meet).
 pub(crate) fn safe_name(env: &str) -> String {
     let readable = !env.is_empty()
         && env.len() <= 100
         && !env.starts_with('.')
+        && !env.starts_with("x-")
         && env
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));

@@ -256,3 +256,21 @@ fn odd_environment_names_stay_inside_the_store() {
         }
     }
 }
+
+#[test]
+fn distinct_environment_names_never_share_a_ref() {
+    let (_d, s) = store();
+    let names = [".", "x-2e", "", "x-", "prod", "x-prod"];
+    for (i, env) in names.iter().enumerate() {
+        let lock = EnvLock::acquire(&s, env, false, &Holder::current("t")).unwrap();
+        let id = s.put(format!("{i}").as_bytes()).unwrap();
+        s.update_ref(&lock, None, id).unwrap().unwrap();
+    }
+    for (i, env) in names.iter().enumerate() {
+        assert_eq!(
+            s.read_ref(env).unwrap(),
+            Some(ObjectId::of(format!("{i}").as_bytes())),
+            "{env:?}"
+        );
+    }
+}

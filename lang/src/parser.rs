@@ -32,6 +32,7 @@ pub fn parse(src: &str, file: FileId) -> Parsed {
         errors: lexed.errors,
         depth: 0,
         last_error_at: None,
+        abandoned: false,
     };
     let module = p.module();
     let mut errors = p.errors;
@@ -54,6 +55,7 @@ pub fn parse_expr(src: &str, file: FileId) -> (Expr, Vec<Diagnostic>) {
         errors: lexed.errors,
         depth: 0,
         last_error_at: None,
+        abandoned: false,
     };
     let e = p.expr();
     if !p.at(T::Eof) {
@@ -70,6 +72,8 @@ struct Parser<'a> {
     errors: Vec<Diagnostic>,
     depth: u32,
     last_error_at: Option<u32>,
+    /// The current item passed the nesting limit: what follows in it is not reported.
+    abandoned: bool,
 }
 
 enum RawPiece {
@@ -128,7 +132,7 @@ impl<'a> Parser<'a> {
         let at = d.primary().map_or(0, |l| l.span.start);
         // One error per position: after a failure the callers up the stack would each
         // report the same missing token again.
-        if self.last_error_at == Some(at) || self.errors.len() >= MAX_ERRORS {
+        if self.abandoned || self.last_error_at == Some(at) || self.errors.len() >= MAX_ERRORS {
             return;
         }
         self.last_error_at = Some(at);
@@ -244,6 +248,10 @@ impl<'a> Parser<'a> {
                 .help("split the expression into named `let` bindings");
             self.push_error(d);
             self.depth -= 1;
+            // The rest of this item is beyond the limit too: skip it rather than report
+            // every level again.
+            self.sync_item();
+            self.abandoned = true;
             return false;
         }
         true
@@ -253,6 +261,16 @@ impl<'a> Parser<'a> {
         self.depth -= 1;
     }
 
+    /// One more link of a chain built in a loop (`a + b + c`, `a.b.c`, `else if`, clauses):
+    /// each is a level of the tree, so each counts against `MAX_DEPTH` like nesting does.
+    fn deepen(&mut self, links: &mut u32) -> bool {
+        let ok = self.enter();
+        if ok {
+            *links += 1;
+        }
+        ok
+    }
+
     // ---- items ------------------------------------------------------------------------
 
     fn module(&mut self) -> Module {
@@ -260,6 +278,7 @@ impl<'a> Parser<'a> {
         while !self.at(T::Eof) {
             let start = self.pos;
             if self.kind().starts_item() {
+                self.abandoned = false;
                 let item = self.item();
                 items.push(item);
                 if !self.at(T::Eof) && !self.tok().newline_before && self.eat(T::Semi).is_none() {
@@ -679,10 +698,11 @@ impl<'a> Parser<'a> {
             }
             _ => self.postfix(),
         };
+        let mut links = 0;
         loop {
             let k = self.kind();
             if matches!(k, T::DotDot | T::DotDotEq) {
-                if min > 5 {
+                if min > 5 || !self.deepen(&mut links) {
                     break;
                 }
                 self.bump();
@@ -699,7 +719,7 @@ impl<'a> Parser<'a> {
             }
             let Some(op) = binary_op(k) else { break };
             let prec = op.precedence();
-            if prec < min {
+            if prec < min || !self.deepen(&mut links) {
                 break;
             }
             let op_span = self.bump().span;
@@ -726,13 +746,20 @@ impl<'a> Parser<'a> {
                 kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
             };
         }
+        self.depth -= links;
         lhs
     }
 
     fn postfix(&mut self) -> Expr {
         let mut e = self.primary();
+        let mut links = 0;
         loop {
             let t = self.tok();
+            let link = matches!(t.kind, T::Dot)
+                || (matches!(t.kind, T::LParen | T::LBracket) && !t.newline_before);
+            if link && !self.deepen(&mut links) {
+                break;
+            }
             match t.kind {
                 T::Dot => {
                     self.bump();
@@ -769,6 +796,7 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
+        self.depth -= links;
         e
     }
 
@@ -807,7 +835,6 @@ impl<'a> Parser<'a> {
                 self.bump();
             }
         }
-        self.check_duplicate_fields(args.iter().filter_map(|a| a.name.as_ref()));
         self.expect(T::RParen, "`)`");
         args
     }
@@ -1004,7 +1031,12 @@ impl<'a> Parser<'a> {
     /// `for x in xs if cond … =>`: one or more clauses, then the arrow.
     fn clauses(&mut self) -> Vec<Clause> {
         let mut clauses = Vec::new();
+        let mut links = 0;
         loop {
+            // Each clause nests the rest of the comprehension one level deeper.
+            if matches!(self.kind(), T::For | T::If) && !self.deepen(&mut links) {
+                break;
+            }
             match self.kind() {
                 T::For => {
                     self.bump();
@@ -1043,6 +1075,7 @@ impl<'a> Parser<'a> {
             self.recover(&[T::FatArrow, T::RBracket, T::RBrace]);
             self.eat(T::FatArrow);
         }
+        self.depth -= links;
         clauses
     }
 
@@ -1120,7 +1153,14 @@ impl<'a> Parser<'a> {
         let then = self.block();
         let else_ = if self.eat(T::Else).is_some() {
             if self.at(T::If) {
-                self.if_expr()
+                // `else if` chains nest: each link counts.
+                if self.enter() {
+                    let e = self.if_expr();
+                    self.leave();
+                    e
+                } else {
+                    Expr::error(self.tok().span)
+                }
             } else {
                 self.block()
             }

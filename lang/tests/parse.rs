@@ -324,4 +324,26 @@ fn nesting_is_bounded() {
     assert!(!parse(&deep_parens, 0).errors.is_empty());
     let deep_not = format!("let x = {}true", "not ".repeat(100_000));
     assert!(!parse(&deep_not, 0).errors.is_empty());
+    // Chains built in loops are as deep as nesting (found in review: each overflowed the
+    // stack of a later tree walk at 100,000 links).
+    for chain in [
+        format!("let x = 1{}", " + 1".repeat(100_000)),
+        format!("let x = r{}", ".a".repeat(100_000)),
+        format!("let x = f{}", "()".repeat(100_000)),
+        format!("let x = {}{{ 2 }}", "if c { 1 } else ".repeat(100_000)),
+        format!("let x = [for x in xs {}=> 1]", "if true ".repeat(100_000)),
+        format!("let x = 0{}", "..1".repeat(100_000)),
+    ] {
+        let p = parse(&chain, 0);
+        assert!(
+            p.errors.iter().any(|e| e.code == "parse::too-deep"),
+            "{}",
+            &chain[..40]
+        );
+        assert!(
+            p.errors.len() <= 3,
+            "one problem, reported once: {:?}",
+            p.errors.iter().map(|e| e.code).collect::<Vec<_>>()
+        );
+    }
 }
