@@ -479,7 +479,8 @@ impl<'p> Checker<'p> {
                     );
                     return Ty::Unknown;
                 }
-                let (Some(l), Some(h)) = (self.const_number(lo), self.const_number(hi)) else {
+                let (Some(l), Some(h)) = (self.const_bound(lo, &b), self.const_bound(hi, &b))
+                else {
                     return b;
                 };
                 let h = if *inclusive { h } else { h - 1 };
@@ -520,22 +521,63 @@ impl<'p> Checker<'p> {
         }
     }
 
-    fn const_number(&mut self, e: &Expr) -> Option<i128> {
-        match &e.kind {
-            ExprKind::Int(n) => Some(*n as i128),
-            ExprKind::Size(n) => Some(*n as i128),
-            ExprKind::Unary(UnaryOp::Neg, x) => self.const_number(x).map(|n| -n),
-            ExprKind::Error => None,
+    /// A literal bound of a range type, checked against the base type (`int` or `size`).
+    fn const_bound(&mut self, e: &Expr, base: &Ty) -> Option<i128> {
+        let file = self.file();
+        let (n, is_size) = match &e.kind {
+            ExprKind::Int(n) => (*n as i128, false),
+            ExprKind::Size(n) => (*n as i128, true),
+            ExprKind::Unary(UnaryOp::Neg, x) => match &x.kind {
+                ExprKind::Int(n) => (-(*n as i128), false),
+                ExprKind::Size(_) => {
+                    self.error(
+                        Diagnostic::new("type::bad-range", "a size cannot be negative")
+                            .label(file, e.span, "a negative size")
+                            .help("size bounds are 0B or more"),
+                    );
+                    return None;
+                }
+                _ => return self.const_bound(x, base).map(|n| -n),
+            },
+            ExprKind::Error => return None,
             _ => {
-                let file = self.file();
                 self.error(
                     Diagnostic::new("type::bound-not-literal", "a range bound must be a number")
                         .label(file, e.span, "not a literal number")
                         .help("write the bound out, e.g. `int(1..=65535)`"),
                 );
-                None
+                return None;
             }
+        };
+        let want_size = matches!(base, Ty::Size);
+        if is_size != want_size {
+            let (what, hint) = if want_size {
+                (
+                    "a size range needs size bounds",
+                    "give units: `size(1GiB..=8GiB)`",
+                )
+            } else {
+                (
+                    "an int range needs int bounds",
+                    "drop the unit: `int(1..=65535)`",
+                )
+            };
+            self.error(
+                Diagnostic::new("type::bad-range", what)
+                    .label(
+                        file,
+                        e.span,
+                        if is_size {
+                            "this is a size"
+                        } else {
+                            "this is an int"
+                        },
+                    )
+                    .help(hint),
+            );
+            return None;
         }
+        Some(n)
     }
 
     // ---- expressions --------------------------------------------------------------------

@@ -164,6 +164,10 @@ impl fmt::Display for Ty {
             Ty::Size => f.write_str("size"),
             Ty::Mode => f.write_str("mode"),
             Ty::Path => f.write_str("path"),
+            Ty::Ranged(t, lo, hi) if matches!(**t, Ty::Size) => {
+                let size = |n: i128| crate::value::format_size(u64::try_from(n).unwrap_or(0));
+                write!(f, "size({}..={})", size(*lo), size(*hi))
+            }
             Ty::Ranged(t, lo, hi) => write!(f, "{t}({lo}..={hi})"),
             Ty::List(t) => write!(f, "list[{t}]"),
             Ty::Dict(t) => write!(f, "dict[{t}]"),

@@ -364,6 +364,22 @@ fn review_regressions() {
         &[("region", "us-east")],
         &[],
     );
+    // Range bounds match their base type; sizes are never negative.
+    check_errors(
+        &m("param p: size(-1GiB..=1GiB) = 1GiB\n"),
+        &[],
+        &["type::bad-range"],
+    );
+    check_errors(
+        &m("param q: size(1..=5) = 2GiB\n"),
+        &[],
+        &["type::bad-range", "type::bad-range"],
+    );
+    check_errors(
+        &m("param r: int(1GiB..=2GiB) = 1\n"),
+        &[],
+        &["type::bad-range", "type::bad-range"],
+    );
     // One failing function called three times is one problem.
     check_errors(
         &m("fn f(x) => x.foo\nlet a = [f(1), f(2), f(3)]\n"),

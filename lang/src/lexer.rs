@@ -338,6 +338,9 @@ impl<'a> Lexer<'a> {
                     match self.src[i..].chars().next() {
                         Some('n' | 't' | 'r' | '\\' | '"' | '$' | '0') => i += 1,
                         Some('\n') if multiline => i += 1,
+                        // A one-line string ends at the line's end, backslash or not: the
+                        // newline below reports it unterminated (with the `"""` hint).
+                        Some('\n') => {}
                         Some(ch) => {
                             i += ch.len_utf8();
                             let span = Span::new(esc_start, i);
