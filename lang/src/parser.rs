@@ -23,40 +23,20 @@ pub struct Parsed {
 }
 
 pub fn parse(src: &str, file: FileId) -> Parsed {
-    let lexed = lex(src, file);
-    let mut p = Parser {
-        src,
-        file,
-        toks: lexed.tokens,
-        pos: 0,
-        errors: lexed.errors,
-        depth: 0,
-        last_error_at: None,
-        abandoned: false,
-    };
+    let (mut p, comments) = Parser::new(src, file);
     let module = p.module();
     let mut errors = p.errors;
     errors.truncate(MAX_ERRORS);
     Parsed {
         module,
-        comments: lexed.comments,
+        comments,
         errors,
     }
 }
 
 /// Parses a single expression (used for `--set name=value` on the command line).
 pub fn parse_expr(src: &str, file: FileId) -> (Expr, Vec<Diagnostic>) {
-    let lexed = lex(src, file);
-    let mut p = Parser {
-        src,
-        file,
-        toks: lexed.tokens,
-        pos: 0,
-        errors: lexed.errors,
-        depth: 0,
-        last_error_at: None,
-        abandoned: false,
-    };
+    let (mut p, _) = Parser::new(src, file);
     let e = p.expr();
     if !p.at(T::Eof) {
         p.error_expected("the end of the value");
@@ -82,6 +62,22 @@ enum RawPiece {
 }
 
 impl<'a> Parser<'a> {
+    /// A parser over `src`'s tokens, and the comments the lexer set aside.
+    fn new(src: &'a str, file: FileId) -> (Parser<'a>, Vec<Comment>) {
+        let lexed = lex(src, file);
+        let p = Parser {
+            src,
+            file,
+            toks: lexed.tokens,
+            pos: 0,
+            errors: lexed.errors,
+            depth: 0,
+            last_error_at: None,
+            abandoned: false,
+        };
+        (p, lexed.comments)
+    }
+
     // ---- token plumbing -------------------------------------------------------------
 
     fn tok(&self) -> Token {
