@@ -73,7 +73,7 @@ pub struct Evaluator<'p> {
     checked: &'p Checked,
     loader: &'p dyn SourceLoader,
     params: &'p BTreeMap<String, (FileId, Expr)>,
-    limits: Limits,
+    pub(crate) limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
     module: ModuleId,
@@ -110,7 +110,7 @@ impl<'p> Evaluator<'p> {
         }
     }
 
-    fn file(&self) -> FileId {
+    pub(crate) fn file(&self) -> FileId {
         self.program.modules[self.module].file
     }
 
@@ -676,7 +676,7 @@ impl<'p> Evaluator<'p> {
     }
 
     /// Concatenates strings and deferred parts: known when every part is.
-    fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
+    pub(crate) fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
         let mut out: Vec<Value> = Vec::new();
         let mut text = String::new();
         for p in parts {
@@ -993,7 +993,7 @@ impl<'p> Evaluator<'p> {
         )
     }
 
-    fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
+    pub(crate) fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
         Ok(match (a, b) {
             (Value::Int(x), Value::Int(y)) => x == y,
             (Value::Str(x), Value::Str(y)) => x == y,
@@ -1480,26 +1480,6 @@ impl<'p> Evaluator<'p> {
                 .help("paths are relative to the file that names them"),
             ),
         }
-    }
-
-    pub(crate) fn error_at(&self, d: Diagnostic) -> Stop {
-        Stop::Error(Box::new(d))
-    }
-
-    pub(crate) fn current_file(&self) -> FileId {
-        self.file()
-    }
-
-    pub(crate) fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
-    pub(crate) fn values_equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
-        self.equal(a, b, span)
-    }
-
-    pub(crate) fn concat_parts(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
-        self.concat(parts, span)
     }
 }
 

@@ -14,23 +14,19 @@ use crate::value::{Deferred, Value};
 type R<T> = Result<T, Stop>;
 
 fn wrong(ev: &Evaluator, f: &str, expected: &str, v: &Value, span: Span) -> Stop {
-    ev.error_at(
+    Stop::from(
         Diagnostic::new(
             "type::mismatch",
             format!("`{f}` expected {expected}, found {}", v.type_name()),
         )
-        .label(
-            ev.current_file(),
-            span,
-            format!("this is {}", v.type_name()),
-        ),
+        .label(ev.file(), span, format!("this is {}", v.type_name())),
     )
 }
 
 fn no_deferred(ev: &Evaluator, f: &str, v: &Value, span: Span) -> R<()> {
     if v.is_deferred() {
-        return Err(ev.error_at(crate::check::deferred_diagnostic(
-            ev.current_file(),
+        return Err(Stop::from(crate::check::deferred_diagnostic(
+            ev.file(),
             span,
             &format!("`{f}`"),
             &crate::types::Ty::deferred(crate::types::Ty::Str),
@@ -94,19 +90,19 @@ pub(crate) fn call(
                     other => return Err(wrong(ev, name, "a list of strings", other, s)),
                 }
             }
-            ev.concat_parts(parts, span)?
+            ev.concat(parts, span)?
         }
         Builtin::Split => {
             let text = str_arg(ev, 0)?;
             let sep = str_arg(ev, 1)?;
             if sep.is_empty() {
                 let (_, s) = arg(1);
-                return Err(ev.error_at(
+                return Err(Stop::from(
                     Diagnostic::new(
                         "eval::empty-separator",
                         "cannot split on an empty separator",
                     )
-                    .label(ev.current_file(), s, "this is \"\""),
+                    .label(ev.file(), s, "this is \"\""),
                 ));
             }
             Value::List(
@@ -127,7 +123,7 @@ pub(crate) fn call(
                 (Value::List(xs), _) => {
                     let mut found = false;
                     for x in xs.iter() {
-                        if ev.values_equal(x, &needle, span)? {
+                        if ev.equal(x, &needle, span)? {
                             found = true;
                             break;
                         }
@@ -150,10 +146,10 @@ pub(crate) fn call(
                 Value::Str(text)
             } else {
                 let grown = text.matches(&*from).count().saturating_mul(to.len());
-                if grown > ev.limits().max_string_bytes {
-                    return Err(ev.error_at(
+                if grown > ev.limits.max_string_bytes {
+                    return Err(Stop::from(
                         Diagnostic::new("eval::too-large", "string too large").label(
-                            ev.current_file(),
+                            ev.file(),
                             span,
                             "the replacement makes a huge string",
                         ),
@@ -235,7 +231,7 @@ pub(crate) fn call(
         }
         Builtin::ToJson => {
             let (v, s) = arg(0);
-            if !crate::value::expands_within(&v, ev.limits().max_string_bytes) {
+            if !crate::value::expands_within(&v, ev.limits.max_string_bytes) {
                 return Err(Stop::Error(Box::new(ev.too_large(s, "this value as JSON"))));
             }
             if contains_deferred(&v) {
