@@ -1,11 +1,12 @@
-//! The executor: store, state and realization records, and (to come, with the executor
-//! issue) the scheduler, transports (local and SSH) and node executors. It will consume
-//! `envc_compiler::Graph` (nodes in canonical topological order, each with its blake3 id)
-//! and resolve deferred values before hashing again (the resolved hash).
+//! The executor: store, state and realization records, the scheduler, transports (local and
+//! SSH) and node executors. It consumes `envc_compiler::Graph` (nodes in canonical
+//! topological order, each with its blake3 id) and resolves deferred values before hashing
+//! again (the resolved hash).
 
 pub mod lock;
 pub mod record;
 pub mod store;
+pub mod transport;
 
 pub use lock::{EnvLock, Holder, LockError};
 pub use record::{RealizationRecord, RunRecord, State};
