@@ -1,5 +1,7 @@
 //! The command line. Exit codes: 0 success; 1 the input has errors (diagnostics on
-//! stderr) or `fmt --check` found unformatted files; 2 bad command-line usage.
+//! stderr) or `fmt --check` found unformatted files; 2 bad command-line usage; 3 drift
+//! found; 4 a step failed or a target was unreachable; 5 the environment is locked by
+//! another envc; 130 interrupted; 101 an internal error (a bug).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use envc_compiler::{compile, CompileOptions, Compiled};
 
+use crate::deploy::{self, TargetArgs};
 use crate::fs_loader::{split_root, FsLoader};
 use crate::render::Renderer;
 
@@ -77,6 +80,87 @@ enum Command {
         node: String,
         #[command(flatten)]
         params: Params,
+    },
+    /// Show what `build` would do: create, update, delete or leave each node, and why.
+    Plan {
+        file: PathBuf,
+        /// One JSON object per node, then a summary object.
+        #[arg(long)]
+        json: bool,
+        /// Probe the targets first: drift shows as updates.
+        #[arg(long)]
+        refresh: bool,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Realize FILE on its targets: run what changed, skip what a record shows done.
+    Build {
+        file: PathBuf,
+        /// Steps running at once (a batch of one host's files or packages is one step).
+        #[arg(short = 'j', long, default_value_t = 32)]
+        jobs: usize,
+        /// After a failure, go on with every step that does not depend on it.
+        #[arg(long)]
+        keep_going: bool,
+        /// Probe the targets first and repair what drifted from its record.
+        #[arg(long)]
+        refresh: bool,
+        /// Wait for another build of the same environment instead of failing.
+        #[arg(long)]
+        wait: bool,
+        /// One JSON object per node as it finishes, then a summary object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Explain one node: its resolved inputs, its record, and what build would do.
+    Why {
+        file: PathBuf,
+        node: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        params: Params,
+    },
+    /// Compare the targets with the records; exit 3 when something drifted.
+    Drift {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Remove everything envc created for FILE's environment from its targets.
+    Destroy {
+        file: PathBuf,
+        /// Really do it (without it, destroy shows what it would remove).
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// The environment's run history, newest first.
+    Log {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The environment's outputs as of its last build.
+    Output {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -167,7 +251,160 @@ fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Fmt { check, files } => fmt(&files, check, color),
+        Command::Plan {
+            file,
+            json,
+            refresh,
+            params,
+            target,
+        } => {
+            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            let store = match deploy::open_store(&file) {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            let refresh = refresh.then_some(&target);
+            match deploy::compute_plan(&spec, &loader, &store, &deploy::env_name(&file), refresh) {
+                Ok((p, _)) => write_stdout(&deploy::print_plan(&spec, &p, json)),
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Build {
+            file,
+            jobs,
+            keep_going,
+            refresh,
+            wait,
+            json,
+            params,
+            target,
+        } => {
+            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            let args = deploy::BuildArgs {
+                jobs,
+                keep_going,
+                refresh,
+                wait,
+                json,
+                command: "build",
+                target: &target,
+            };
+            ExitCode::from(deploy::build(&file, &spec, &loader, &args))
+        }
+        Command::Why {
+            file,
+            node,
+            json,
+            params,
+        } => {
+            let Some((spec, loader, compiled)) = compile_spec(&file, &params, color) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            let graph = compiled
+                .graph
+                .as_ref()
+                .expect("compile_spec returns graphs");
+            let selected = match graph.select(&node) {
+                Ok(n) => n.id.hex(),
+                Err(d) => {
+                    let renderer = Renderer {
+                        sources: &compiled.sources,
+                        prefix: String::new(),
+                        color,
+                        width: width(),
+                    };
+                    eprint!("{}", renderer.render(&d));
+                    return ExitCode::from(deploy::exit::INPUT);
+                }
+            };
+            let Some(index) = spec.nodes.iter().position(|n| n.id == selected) else {
+                return fail("the selected node is not in the graph");
+            };
+            let store = match deploy::open_store(&file) {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            match deploy::compute_plan(&spec, &loader, &store, &deploy::env_name(&file), None) {
+                Ok((p, _)) => write_stdout(&deploy::why(&spec, &p, index, json)),
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Drift {
+            file,
+            json,
+            params,
+            target,
+        } => {
+            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            ExitCode::from(deploy::drift(&file, &spec, &loader, &target, json))
+        }
+        Command::Destroy {
+            file,
+            yes,
+            wait,
+            json,
+            target,
+        } => {
+            let spec = envc_executor::spec::Spec::default();
+            let (dir, _) = split_root(&file);
+            let loader = FsLoader::new(&dir);
+            if !yes {
+                let store = match deploy::open_store(&file) {
+                    Ok(s) => s,
+                    Err(e) => return fail(&e),
+                };
+                return match deploy::compute_plan(
+                    &spec,
+                    &loader,
+                    &store,
+                    &deploy::env_name(&file),
+                    None,
+                ) {
+                    Ok((p, _)) => {
+                        let _ = write_stdout(&deploy::print_plan(&spec, &p, json));
+                        eprintln!("error: destroy changes nothing without --yes");
+                        ExitCode::from(deploy::exit::INPUT)
+                    }
+                    Err(e) => fail(&e),
+                };
+            }
+            let args = deploy::BuildArgs {
+                jobs: 32,
+                keep_going: true,
+                refresh: false,
+                wait,
+                json,
+                command: "destroy",
+                target: &target,
+            };
+            ExitCode::from(deploy::build(&file, &spec, &loader, &args))
+        }
+        Command::Log { file, json } => ExitCode::from(deploy::log(&file, json)),
+        Command::Output { file, json } => ExitCode::from(deploy::output(&file, json)),
     }
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(deploy::exit::INPUT)
+}
+
+/// Compiles FILE for the commands that reach targets; diagnostics are printed.
+fn compile_spec(
+    file: &Path,
+    params: &Params,
+    color: bool,
+) -> Option<(envc_executor::spec::Spec, FsLoader, Compiled)> {
+    let (compiled, prefix) = compile_file(file, params);
+    let spec = envc_executor::spec::Spec::from_graph(report(&compiled, &prefix, color, file)?);
+    let (dir, _) = split_root(file);
+    Some((spec, FsLoader::new(&dir), compiled))
 }
 
 fn width() -> usize {

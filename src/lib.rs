@@ -2,5 +2,6 @@
 //! rendering. Everything else lives in the workspace crates.
 
 pub mod cli;
+pub mod deploy;
 pub mod fs_loader;
 pub mod render;

@@ -3,8 +3,15 @@
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
 
+pub mod connect;
 pub mod lock;
+pub mod ops;
+pub mod plan;
+pub mod probe;
 pub mod record;
+pub mod resolve;
+pub mod run;
+pub mod spec;
 pub mod store;
 pub mod transport;
 

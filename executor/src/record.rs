@@ -1,6 +1,6 @@
 //! What the store remembers: realization records (what was observed after a deploy step on
-//! one target), run records (what one run did), and states (an environment's current
-//! records, chained to the previous state: the audit trail).
+//! one target), run records (what one run did), and states (an environment's live records,
+//! chained to the previous state: the audit trail).
 
 use std::collections::BTreeMap;
 
@@ -9,26 +9,54 @@ use serde::{Deserialize, Serialize};
 use crate::lock::EnvLock;
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
+/// What was observed on a target: a file's sha256, owner, group and mode; a package's
+/// installed version; a host's key. Sorted, so equal facts hash equally.
+pub type Facts = BTreeMap<String, String>;
+
 /// The result of realizing one derivation on one target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RealizationRecord {
-    /// The derivation's id after deferred values were substituted.
+    /// The derivation's id after deferred values and inputs were substituted: with the
+    /// target identity, the key under which this record answers "already done?".
     pub resolved_hash: String,
     /// The target's identity: its host key fingerprint (or a provider's machine id).
     pub target_identity: String,
-    /// `target/kind:name`, for people reading the history.
+    /// `target/kind:name`: what this record manages, from one run to the next.
     pub node: String,
-    /// What was observed afterwards (content hash, installed version, unit state, …).
-    pub facts: BTreeMap<String, String>,
-    pub run: ObjectId,
+    /// The compile-time derivation id.
+    pub derivation: String,
+    /// The resolved attributes as shown to people (short values inline, long ones as a
+    /// hash), so that a plan can say which input changed.
+    pub attrs: BTreeMap<String, String>,
+    /// What was observed afterwards.
+    pub facts: Facts,
+    /// blake3 of the facts: what dependents were built from (early cutoff).
+    pub output_hash: String,
+    /// Whether envc created the thing (a file or package absent before): only then does
+    /// removing the node from the source remove it from the target.
+    pub created: bool,
+    pub run: String,
     pub at_unix: u64,
 }
 
 impl RealizationRecord {
-    /// Records are found by (resolved hash, target identity).
+    /// The (resolved hash, target identity) pair that identifies a realization.
     pub fn key(resolved_hash: &str, target_identity: &str) -> String {
         format!("{resolved_hash}@{target_identity}")
     }
+
+    pub fn matches(&self, resolved_hash: &str, target_identity: &str) -> bool {
+        self.resolved_hash == resolved_hash && self.target_identity == target_identity
+    }
+}
+
+/// blake3 of a set of facts, as dependents see it.
+pub fn output_hash(facts: &Facts) -> String {
+    let bytes = serde_json::to_vec(facts).expect("facts serialise");
+    let mut h = blake3::Hasher::new();
+    h.update(b"envc-facts\0");
+    h.update(&bytes);
+    h.finalize().to_hex().to_string()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +65,7 @@ pub struct NodeOutcome {
     pub id: String,
     /// `create`, `update`, `replace`, `delete`, `unchanged`.
     pub action: String,
-    /// `ok`, `failed: …`, `skipped: …`.
+    /// `ok`, `cached`, `failed: …`, `skipped: …`.
     pub outcome: String,
     pub duration_ms: u64,
     pub output_hash: Option<String>,
@@ -45,12 +73,15 @@ pub struct NodeOutcome {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
+    pub run: String,
     pub env: String,
     pub command: String,
     pub graph_hash: String,
     pub lock_hash: Option<String>,
     pub started_unix: u64,
     pub finished_unix: u64,
+    /// `ok`, `failed`, `interrupted`.
+    pub result: String,
     pub nodes: Vec<NodeOutcome>,
 }
 
@@ -59,8 +90,12 @@ pub struct RunRecord {
 pub struct State {
     pub previous: Option<ObjectId>,
     pub run: Option<ObjectId>,
-    /// `RealizationRecord::key` → record object.
+    /// Node key (`target/kind:name`) → its live realization record. A record is current
+    /// for a node only while its resolved hash and target identity both match.
     pub records: BTreeMap<String, ObjectId>,
+    /// The environment's outputs as of the last build, deferred values resolved.
+    #[serde(default)]
+    pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
 impl State {
@@ -74,14 +109,26 @@ impl State {
 
     /// Stores this state as the successor of `base` and moves the ref to it.
     pub fn commit(
-        mut self,
+        &self,
         store: &Store,
         lock: &EnvLock,
         base: Option<ObjectId>,
     ) -> Result<Result<ObjectId, RefConflict>, StoreError> {
-        self.previous = base;
-        let id = store.put_json(&self)?;
+        let mut next = self.clone();
+        next.previous = base;
+        let id = store.put_json(&next)?;
         Ok(store.update_ref(lock, base, id)?.map(|()| id))
+    }
+
+    /// Loads every live record.
+    pub fn load_records(
+        &self,
+        store: &Store,
+    ) -> Result<BTreeMap<String, RealizationRecord>, StoreError> {
+        self.records
+            .iter()
+            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
+            .collect()
     }
 
     /// States from the newest back, following `previous`.

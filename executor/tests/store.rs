@@ -154,18 +154,20 @@ fn a_lock_left_by_a_killed_process_is_taken_over() {
 }
 
 fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, ObjectId) {
+    let facts = BTreeMap::from([("sha256".to_string(), "1234".to_string())]);
     let r = RealizationRecord {
         resolved_hash: hash.into(),
         target_identity: "SHA256:abc".into(),
         node: node.into(),
-        facts: BTreeMap::from([("content_hash".to_string(), "1234".to_string())]),
-        run,
+        derivation: "d1".into(),
+        attrs: BTreeMap::from([("mode".to_string(), "0o644".to_string())]),
+        output_hash: envc_executor::record::output_hash(&facts),
+        facts,
+        created: true,
+        run: run.hex(),
         at_unix: 1,
     };
-    (
-        RealizationRecord::key(hash, "SHA256:abc"),
-        store.put_json(&r).unwrap(),
-    )
+    (node.to_string(), store.put_json(&r).unwrap())
 }
 
 #[test]
@@ -173,6 +175,8 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
     let (_d, s) = store();
     let lock = EnvLock::acquire(&s, "prod", false, &Holder::current("test")).unwrap();
     let run = RunRecord {
+        run: "r".into(),
+        result: "ok".into(),
         env: "prod".into(),
         command: "build".into(),
         graph_hash: "g".into(),

@@ -1,0 +1,248 @@
+//! Deciding what to do: for each node, resolve it against what is known of its inputs and
+//! compare with its live record. The same decision serves `envc plan` (before anything
+//! runs, with predicted outputs) and `envc build` (as inputs complete, with real ones).
+
+use std::collections::BTreeMap;
+
+use envc_compiler::types::NodeKind;
+use serde::Serialize;
+
+use crate::record::{Facts, RealizationRecord};
+use crate::resolve::{resolve, Known, ProjectFiles, Resolution, Resolved};
+use crate::spec::Spec;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+    Unchanged,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// What is known of one node before it runs.
+#[derive(Clone, Debug)]
+pub struct Assessment {
+    pub action: Action,
+    /// Why it changes, one line each: `mode: "0o644" → "0o600"`, `never built`.
+    pub reasons: Vec<String>,
+    pub resolved: Result<Resolved, Resolution>,
+}
+
+/// The facts a probe found that differ from a record: (fact, recorded, observed).
+pub type DriftFacts = Vec<(String, String, String)>;
+
+/// Compares recorded facts with probed ones (`None`: the thing is gone).
+pub fn drift_between(recorded: &Facts, observed: Option<&Facts>) -> DriftFacts {
+    let Some(observed) = observed else {
+        return vec![("exists".into(), "yes".into(), "no".into())];
+    };
+    recorded
+        .iter()
+        .filter_map(|(k, v)| {
+            let o = observed.get(k).map_or("(none)", String::as_str);
+            (o != v).then(|| (k.clone(), v.clone(), o.to_string()))
+        })
+        .collect()
+}
+
+/// Decides node `i`. `identity` is its target's identity (its own, for a host) when known;
+/// `drift` holds what a probe found different from the record (`--refresh`).
+pub fn assess<'a>(
+    spec: &'a Spec,
+    i: usize,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    record: Option<&RealizationRecord>,
+    identity: Option<&str>,
+    drift: Option<&DriftFacts>,
+    files: &dyn ProjectFiles,
+) -> Assessment {
+    let resolved = resolve(spec, i, known, files);
+    let node = &spec.nodes[i];
+    let Some(rec) = record else {
+        return Assessment {
+            action: Action::Create,
+            reasons: vec!["not built yet".into()],
+            resolved,
+        };
+    };
+    let mut reasons = Vec::new();
+    match identity {
+        Some(id) if id != rec.target_identity => reasons.push(format!(
+            "new target: `{}` is now {id}, was {}",
+            target_name(spec, i),
+            rec.target_identity
+        )),
+        None if node.kind != NodeKind::Host => {
+            reasons.push(format!("target `{}` not known yet", target_name(spec, i)));
+        }
+        _ => {}
+    }
+    if !reasons.is_empty() {
+        return Assessment {
+            action: Action::Create,
+            reasons,
+            resolved,
+        };
+    }
+    match &resolved {
+        Ok(r) if r.hash == rec.resolved_hash => {}
+        Ok(r) => reasons.extend(attr_changes(&rec.attrs, &r.display)),
+        Err(Resolution::Pending(j)) => reasons.push(format!(
+            "depends on `{}`, which changes first",
+            spec.nodes[*j].key
+        )),
+        Err(Resolution::Failed(_)) => {}
+    }
+    if let (true, Some(d)) = (reasons.is_empty(), drift) {
+        for (fact, was, now) in d {
+            reasons.push(format!("drift: {fact} was {was}, found {now}"));
+        }
+    }
+    let action = if reasons.is_empty() && resolved.is_ok() {
+        Action::Unchanged
+    } else {
+        if reasons.is_empty() {
+            reasons.push("changed".into());
+        }
+        Action::Update
+    };
+    Assessment {
+        action,
+        reasons,
+        resolved,
+    }
+}
+
+fn target_name(spec: &Spec, i: usize) -> &str {
+    let n = &spec.nodes[i];
+    n.target.map_or(&n.name, |t| &spec.nodes[t].name)
+}
+
+/// One line per attribute that differs between a record and a new resolution.
+pub fn attr_changes(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out = Vec::new();
+    for k in keys {
+        match (old.get(k), new.get(k)) {
+            (Some(a), Some(b)) if a == b => {}
+            (Some(a), Some(b)) => out.push(format!("{k}: {a} → {b}")),
+            (None, Some(b)) => out.push(format!("{k}: (unset) → {b}")),
+            (Some(a), None) => out.push(format!("{k}: {a} → (unset)")),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug)]
+pub struct PlannedNode {
+    pub index: usize,
+    pub assessment: Assessment,
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub nodes: Vec<PlannedNode>,
+    /// Live records whose node left the graph: (key, record).
+    pub deletions: Vec<(String, RealizationRecord)>,
+}
+
+impl Plan {
+    pub fn counts(&self) -> BTreeMap<Action, usize> {
+        let mut c = BTreeMap::new();
+        for n in &self.nodes {
+            *c.entry(n.assessment.action).or_default() += 1;
+        }
+        if !self.deletions.is_empty() {
+            c.insert(Action::Delete, self.deletions.len());
+        }
+        c
+    }
+
+    pub fn has_changes(&self) -> bool {
+        !self.deletions.is_empty()
+            || self
+                .nodes
+                .iter()
+                .any(|n| n.assessment.action != Action::Unchanged)
+    }
+}
+
+/// The identity a node's target has in the records (a host's own, for a host).
+pub fn recorded_identity<'r>(
+    spec: &Spec,
+    i: usize,
+    records: &'r BTreeMap<String, RealizationRecord>,
+) -> Option<&'r str> {
+    let host = spec.nodes[i].target.unwrap_or(i);
+    records
+        .get(&spec.nodes[host].key)
+        .map(|r| r.target_identity.as_str())
+}
+
+/// The whole plan, from the live records (and, with `--refresh`, what probes found).
+pub fn plan(
+    spec: &Spec,
+    records: &BTreeMap<String, RealizationRecord>,
+    drift: &BTreeMap<String, DriftFacts>,
+    files: &dyn ProjectFiles,
+) -> Plan {
+    let mut known: Vec<Option<Known>> = vec![None; spec.nodes.len()];
+    let mut nodes = Vec::with_capacity(spec.nodes.len());
+    for i in 0..spec.nodes.len() {
+        let key = &spec.nodes[i].key;
+        let record = records.get(key);
+        let a = {
+            let lookup = |j: usize| known[j].as_ref();
+            assess(
+                spec,
+                i,
+                &lookup,
+                record,
+                recorded_identity(spec, i, records),
+                drift.get(key),
+                files,
+            )
+        };
+        known[i] = match (&a.action, record, &a.resolved) {
+            (Action::Unchanged, Some(r), _) => Some(Known {
+                facts: r.facts.clone(),
+                output_hash: r.output_hash.clone(),
+            }),
+            // A host that moved is expected to be the same machine (a different key is
+            // an error unless trusted anew), so what it reported stands.
+            (Action::Update, Some(r), _) if spec.nodes[i].kind == NodeKind::Host => Some(Known {
+                facts: r.facts.clone(),
+                output_hash: r.output_hash.clone(),
+            }),
+            (_, _, Ok(r)) => r.predicted_facts().map(Known::new),
+            _ => None,
+        };
+        nodes.push(PlannedNode {
+            index: i,
+            assessment: a,
+        });
+    }
+    let in_graph: std::collections::BTreeSet<&str> =
+        spec.nodes.iter().map(|n| n.key.as_str()).collect();
+    let deletions = records
+        .iter()
+        .filter(|(k, _)| !in_graph.contains(k.as_str()))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .collect();
+    Plan { nodes, deletions }
+}

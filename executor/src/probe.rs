@@ -1,0 +1,141 @@
+//! Probing: read the facts of every live record back from its target and report what
+//! differs (`envc drift`; `envc build --refresh` then repairs it).
+
+use std::collections::BTreeMap;
+
+use crate::connect::{host_from_record, recorded_key, Connections};
+use crate::ops::file::probe_files;
+use crate::ops::package::probe_packages;
+use crate::ops::service::probe_services;
+use crate::plan::{drift_between, DriftFacts};
+use crate::record::{Facts, RealizationRecord};
+use crate::transport::HostSpec;
+
+/// `target/kind:name` → (target, kind, name).
+pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
+    let (target, rest) = key.split_once('/')?;
+    let (kind, name) = rest.split_once(':')?;
+    Some((target, kind, name))
+}
+
+/// What a probe found, by node key: differences from the record, or why it could not look.
+pub struct Probed {
+    pub drift: BTreeMap<String, DriftFacts>,
+    pub unreachable: BTreeMap<String, String>,
+}
+
+/// Probes every record in `records`. `hosts` gives the current address of hosts still in
+/// the graph; others are reached where their record says.
+pub async fn probe(
+    records: &BTreeMap<String, RealizationRecord>,
+    hosts: &BTreeMap<String, HostSpec>,
+    conns: &Connections,
+) -> Probed {
+    let mut by_target: BTreeMap<&str, Vec<(&str, &str, &RealizationRecord)>> = BTreeMap::new();
+    for (key, r) in records {
+        if let Some((target, kind, name)) = split_key(key) {
+            by_target.entry(target).or_default().push((kind, name, r));
+        }
+    }
+    let mut out = Probed {
+        drift: BTreeMap::new(),
+        unreachable: BTreeMap::new(),
+    };
+    let probes = by_target.into_iter().map(|(target, items)| async move {
+        let host_key = format!("host:{target}");
+        let host_rec = records.get(&host_key);
+        let host = hosts
+            .get(&host_key)
+            .cloned()
+            .or_else(|| host_rec.and_then(|r| host_from_record(target, r)));
+        let Some(host) = host else {
+            return (items, Err(format!("no address is known for `{target}`")));
+        };
+        let recorded = host_rec.and_then(|r| recorded_key(&r.facts));
+        let t = match conns.get(&host_key, &host, recorded).await {
+            Ok((t, _)) => t,
+            Err(e) => return (items, Err(e)),
+        };
+        let names = |k: &str| -> Vec<String> {
+            items
+                .iter()
+                .filter(|x| x.0 == k)
+                .map(|x| x.1.to_string())
+                .collect()
+        };
+        let mut found: BTreeMap<(String, String), Option<Facts>> = BTreeMap::new();
+        let mut collect = |kind: &str, names: Vec<String>, facts: Vec<Option<Facts>>| {
+            for (n, f) in names.into_iter().zip(facts) {
+                found.insert((kind.to_string(), n), f);
+            }
+        };
+        let files = names("file");
+        let packages = names("package");
+        let services = names("service");
+        let r = async {
+            if !files.is_empty() {
+                let f = probe_files(&t, &files).await?;
+                collect("file", files, f);
+            }
+            if !packages.is_empty() {
+                let f = probe_packages(&t, &packages).await?;
+                collect("package", packages, f);
+            }
+            if !services.is_empty() {
+                let f = probe_services(&t, &services).await?;
+                collect("service", services, f);
+            }
+            Ok::<_, crate::transport::TransportError>(())
+        }
+        .await;
+        (items, r.map(|()| found).map_err(|e| e.to_string()))
+    });
+    for (items, result) in futures_join_all(probes).await {
+        match result {
+            Ok(found) => {
+                for (kind, name, r) in items {
+                    let observed = found.get(&(kind.to_string(), name.to_string()));
+                    let d = drift_between(&r.facts, observed.and_then(Option::as_ref));
+                    if !d.is_empty() {
+                        out.drift.insert(r.node.clone(), d);
+                    }
+                }
+            }
+            Err(e) => {
+                for (_, _, r) in items {
+                    out.unreachable.insert(r.node.clone(), e.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs futures concurrently on the current task (the probes borrow the records).
+async fn futures_join_all<F: std::future::Future>(
+    fs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = fs.into_iter().map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, r) in pinned.iter_mut().zip(results.iter_mut()) {
+            if r.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *r = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
+}

@@ -1,0 +1,473 @@
+//! Resolution: substitute what inputs produced for deferred values and node references,
+//! render file contents, and hash again. The result is the *resolved hash*: with the
+//! target's identity it decides whether a node has to run. Inputs enter by their output
+//! hash, not their derivation id, so an input that re-ran and produced the same output does
+//! not make its dependents run (early cutoff).
+
+use std::collections::BTreeMap;
+
+use envc_compiler::derivation::ENCODING_VERSION;
+use envc_compiler::types::NodeKind;
+use serde_json::{json, Value as Json};
+
+use crate::ops::file::{file_facts, FileSpec};
+use crate::ops::package::PackageSpec;
+use crate::record::Facts;
+use crate::spec::{NodeSpec, Spec, Val};
+use crate::transport::HostSpec;
+
+/// Reads project files (templates, sources) by their project-relative path.
+pub trait ProjectFiles: Sync {
+    fn read(&self, path: &str) -> std::io::Result<Vec<u8>>;
+}
+
+impl ProjectFiles for envc_compiler::MemoryLoader {
+    fn read(&self, path: &str) -> std::io::Result<Vec<u8>> {
+        envc_compiler::SourceLoader::read(self, path)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+/// What dependents know of a node that was realized (or, in a plan, is predicted to be).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Known {
+    pub facts: Facts,
+    pub output_hash: String,
+}
+
+impl Known {
+    pub fn new(facts: Facts) -> Known {
+        Known {
+            output_hash: crate::record::output_hash(&facts),
+            facts,
+        }
+    }
+}
+
+/// What executing the node needs.
+#[derive(Clone, Debug)]
+pub enum Payload {
+    Host(HostSpec),
+    File(FileSpec),
+    Package(PackageSpec),
+    Service {
+        name: String,
+        enabled: bool,
+        running: bool,
+        /// Nodes whose change restarts the service.
+        restart_on: Vec<usize>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub hash: String,
+    /// The resolved attributes as people read them (see `RealizationRecord::attrs`).
+    pub display: BTreeMap<String, String>,
+    pub payload: Payload,
+}
+
+impl Resolved {
+    /// The facts a successful realization will observe, when they can be known beforehand
+    /// (a file's content hash, a pinned package version). Plans use them to resolve
+    /// dependents before anything runs.
+    pub fn predicted_facts(&self) -> Option<Facts> {
+        match &self.payload {
+            Payload::File(f) => Some(file_facts(&f.content, &f.owner, &f.group, f.mode)),
+            Payload::Package(p) => p
+                .version
+                .as_ref()
+                .map(|v| Facts::from([("version".to_string(), v.clone())])),
+            Payload::Host(_) | Payload::Service { .. } => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// Waiting for this input's output.
+    Pending(usize),
+    /// The node cannot be resolved: the message says why and what to do.
+    Failed(String),
+}
+
+/// The fact that a node's deferred output reads.
+pub fn fact_of_output(kind: NodeKind, output: &str) -> String {
+    match (kind, output) {
+        (NodeKind::File, "content_hash") => "sha256".into(),
+        (NodeKind::Package, "installed_version") => "version".into(),
+        (_, o) => o.into(),
+    }
+}
+
+struct Resolver<'a> {
+    spec: &'a Spec,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+}
+
+impl Resolver<'_> {
+    fn known(&self, i: usize) -> Result<&Known, Resolution> {
+        (self.known)(i).ok_or(Resolution::Pending(i))
+    }
+
+    /// The value with deferred parts replaced by what their producers reported.
+    fn substitute(&self, v: &Val) -> Result<Val, Resolution> {
+        Ok(match v {
+            Val::Output { node, output } => {
+                let producer = &self.spec.nodes[*node];
+                let fact = fact_of_output(producer.kind, output);
+                match self.known(*node)?.facts.get(&fact) {
+                    Some(s) => Val::Str(s.clone()),
+                    None => {
+                        return Err(Resolution::Failed(format!(
+                            "`{}` reported no `{output}`",
+                            producer.key
+                        )))
+                    }
+                }
+            }
+            Val::Concat(parts) => {
+                let mut s = String::new();
+                for p in parts {
+                    match self.substitute(p)? {
+                        Val::Str(x) => s.push_str(&x),
+                        Val::Int(n) => s.push_str(&n.to_string()),
+                        other => s.push_str(&to_json(&other, self).to_string()),
+                    }
+                }
+                Val::Str(s)
+            }
+            Val::List(xs) => Val::List(
+                xs.iter()
+                    .map(|x| self.substitute(x))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Val::Record(r) => Val::Record(
+                r.iter()
+                    .map(|(k, x)| Ok((k.clone(), self.substitute(x)?)))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Val::Node(j) => {
+                self.known(*j)?;
+                Val::Node(*j)
+            }
+            other => other.clone(),
+        })
+    }
+}
+
+/// The hashed form of a substituted value: typed where JSON has no type, node references
+/// as (node, output hash).
+fn to_json(v: &Val, r: &Resolver) -> Json {
+    match v {
+        Val::Int(n) => json!(n),
+        Val::Str(s) => json!(s),
+        Val::Bool(b) => json!(b),
+        Val::Size(n) => json!({ "size": n }),
+        Val::Mode(m) => json!({ "mode": format!("0o{m:o}") }),
+        Val::Path { path, blake3 } => json!({ "path": path, "blake3": blake3 }),
+        Val::List(xs) => Json::Array(xs.iter().map(|x| to_json(x, r)).collect()),
+        Val::Record(m) => Json::Object(m.iter().map(|(k, x)| (k.clone(), to_json(x, r))).collect()),
+        Val::Node(j) => json!({
+            "node": r.spec.nodes[*j].key,
+            "output": (r.known)(*j).map(|k| k.output_hash.as_str()),
+        }),
+        Val::Output { .. } | Val::Concat(_) => json!(null),
+    }
+}
+
+/// Template variables: plain JSON, as a template author expects.
+fn template_json(v: &Val, spec: &Spec) -> Json {
+    match v {
+        Val::Int(n) => json!(n),
+        Val::Str(s) => json!(s),
+        Val::Bool(b) => json!(b),
+        Val::Size(n) => json!(n),
+        Val::Mode(m) => json!(format!("{m:04o}")),
+        Val::Path { path, .. } => json!(path),
+        Val::List(xs) => Json::Array(xs.iter().map(|x| template_json(x, spec)).collect()),
+        Val::Record(r) => Json::Object(
+            r.iter()
+                .map(|(k, x)| (k.clone(), template_json(x, spec)))
+                .collect(),
+        ),
+        Val::Node(j) => {
+            let n = &spec.nodes[*j];
+            json!({ "kind": n.kind.name(), "name": n.name })
+        }
+        Val::Output { .. } | Val::Concat(_) => json!(null),
+    }
+}
+
+/// Short values inline, long ones as a hash: what a plan shows.
+fn display(v: &Json) -> String {
+    let s = v.to_string();
+    if s.len() <= 100 {
+        s
+    } else {
+        format!(
+            "blake3:{} ({} bytes)",
+            &blake3::hash(s.as_bytes()).to_hex()[..16],
+            s.len()
+        )
+    }
+}
+
+fn content_display(bytes: &[u8]) -> String {
+    format!(
+        "blake3:{} ({} bytes)",
+        &blake3::hash(bytes).to_hex()[..16],
+        bytes.len()
+    )
+}
+
+/// Resolves node `i` of `spec`, given what is known of other nodes.
+pub fn resolve<'a>(
+    spec: &'a Spec,
+    i: usize,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    files: &dyn ProjectFiles,
+) -> Result<Resolved, Resolution> {
+    let r = Resolver { spec, known };
+    let node = &spec.nodes[i];
+    let mut attrs: BTreeMap<String, Val> = BTreeMap::new();
+    for (k, v) in &node.attrs {
+        attrs.insert(k.clone(), r.substitute(v)?);
+    }
+    let oh = &r;
+    // What is hashed, and what is shown, per attribute.
+    let mut hashed: BTreeMap<String, Json> = BTreeMap::new();
+    let mut shown: BTreeMap<String, String> = BTreeMap::new();
+    fn put(
+        hashed: &mut BTreeMap<String, Json>,
+        shown: &mut BTreeMap<String, String>,
+        k: &str,
+        j: Json,
+    ) {
+        shown.insert(k.to_string(), display(&j));
+        hashed.insert(k.to_string(), j);
+    }
+    let s = |k: &str| match attrs.get(k) {
+        Some(Val::Str(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let b = |k: &str| matches!(attrs.get(k), Some(Val::Bool(true)));
+    let nodes_of = |k: &str| match attrs.get(k) {
+        Some(Val::List(xs)) => xs
+            .iter()
+            .filter_map(|x| match x {
+                Val::Node(j) => Some(*j),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(after) = attrs.get("after") {
+        put(&mut hashed, &mut shown, "after", to_json(after, oh));
+    }
+    let payload = match node.kind {
+        NodeKind::Host => {
+            let port = match attrs.get("port") {
+                Some(Val::Int(p)) => u16::try_from(*p).unwrap_or(22),
+                _ => 22,
+            };
+            let host = HostSpec {
+                name: node.name.clone(),
+                address: s("address"),
+                port,
+                user: s("user"),
+            };
+            put(&mut hashed, &mut shown, "address", json!(host.address));
+            put(&mut hashed, &mut shown, "port", json!(host.port));
+            put(&mut hashed, &mut shown, "user", json!(host.user));
+            Payload::Host(host)
+        }
+        NodeKind::File => {
+            let content = file_content(node, &attrs, spec, files)?;
+            let mode = match attrs.get("mode") {
+                Some(Val::Mode(m)) => *m,
+                _ => 0o644,
+            };
+            let f = FileSpec {
+                path: node.name.clone(),
+                owner: s("owner"),
+                group: s("group"),
+                mode,
+                content,
+            };
+            hashed.insert(
+                "content".into(),
+                json!(blake3::hash(&f.content).to_hex().as_str()),
+            );
+            shown.insert("content".into(), content_display(&f.content));
+            // Shown, not hashed: they explain a content change but do not cause one.
+            for k in ["template", "source", "vars"] {
+                if let Some(v) = attrs.get(k) {
+                    shown.insert(k.into(), display(&to_json(v, oh)));
+                }
+            }
+            put(&mut hashed, &mut shown, "owner", json!(f.owner));
+            put(&mut hashed, &mut shown, "group", json!(f.group));
+            put(&mut hashed, &mut shown, "mode", json!(format!("0o{:o}", f.mode)));
+            Payload::File(f)
+        }
+        NodeKind::Package => {
+            let version = match attrs.get("version") {
+                Some(Val::Str(v)) if !v.is_empty() => Some(v.clone()),
+                _ => None,
+            };
+            put(&mut hashed, &mut shown, "version", json!(version));
+            Payload::Package(PackageSpec {
+                name: node.name.clone(),
+                version,
+            })
+        }
+        NodeKind::Service => {
+            let restart_on = nodes_of("restart_on");
+            if let Some(v) = attrs.get("restart_on") {
+                put(&mut hashed, &mut shown, "restart_on", to_json(v, oh));
+            }
+            put(&mut hashed, &mut shown, "enabled", json!(b("enabled")));
+            put(&mut hashed, &mut shown, "running", json!(b("running")));
+            Payload::Service {
+                name: node.name.clone(),
+                enabled: b("enabled"),
+                running: b("running"),
+                restart_on,
+            }
+        }
+        NodeKind::Vm => {
+            return Err(Resolution::Failed(format!(
+                "`{}`: vm nodes need the qemu provider, which this version of envc does not have yet",
+                node.key
+            )))
+        }
+        NodeKind::Manifest => {
+            return Err(Resolution::Failed(format!(
+                "`{}`: manifests are rendered and hashed, but this version of envc cannot apply them yet",
+                node.key
+            )))
+        }
+    };
+    let canonical = Json::Object(hashed.into_iter().collect());
+    let mut h = blake3::Hasher::new();
+    h.update(b"envc-resolved\0");
+    h.update(&ENCODING_VERSION.to_le_bytes());
+    h.update(node.kind.name().as_bytes());
+    h.update(b"\0");
+    h.update(node.name.as_bytes());
+    h.update(b"\0");
+    h.update(canonical.to_string().as_bytes());
+    Ok(Resolved {
+        hash: h.finalize().to_hex().to_string(),
+        display: shown,
+        payload,
+    })
+}
+
+fn file_content(
+    node: &NodeSpec,
+    attrs: &BTreeMap<String, Val>,
+    spec: &Spec,
+    files: &dyn ProjectFiles,
+) -> Result<Vec<u8>, Resolution> {
+    let fail = |m: String| Resolution::Failed(format!("`{}`: {m}", node.key));
+    let read = |v: &Val| -> Result<(String, Vec<u8>), Resolution> {
+        let Val::Path { path, blake3 } = v else {
+            return Err(fail("expected a project file".into()));
+        };
+        let bytes = files
+            .read(path)
+            .map_err(|e| fail(format!("cannot read `{path}`: {e}")))?;
+        if blake3::hash(&bytes).to_hex().as_str() != blake3 {
+            return Err(fail(format!(
+                "`{path}` changed after it was compiled; run the command again"
+            )));
+        }
+        Ok((path.clone(), bytes))
+    };
+    let given: Vec<&str> = ["content", "template", "source"]
+        .into_iter()
+        .filter(|k| attrs.contains_key(*k))
+        .collect();
+    match given.as_slice() {
+        ["content"] => match &attrs["content"] {
+            Val::Str(s) => Ok(s.clone().into_bytes()),
+            _ => Err(fail("`content` is not a string".into())),
+        },
+        ["source"] => Ok(read(&attrs["source"])?.1),
+        ["template"] => {
+            let (path, bytes) = read(&attrs["template"])?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| fail(format!("template `{path}` is not UTF-8 text")))?;
+            let vars = attrs
+                .get("vars")
+                .map_or(json!({}), |v| template_json(v, spec));
+            render_template(&path, &text, &vars).map_err(fail)
+        }
+        [] => Err(fail(
+            "a file needs its content: give `content`, `template` or `source`".into(),
+        )),
+        many => Err(fail(format!(
+            "a file takes one of `content`, `template` or `source`, not {}",
+            many.join(" and ")
+        ))),
+    }
+}
+
+/// Renders a minijinja template strictly: an undefined variable is an error, not an empty
+/// string.
+pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, String> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // Fuel bounds loops, so a template cannot hang a build.
+    env.set_fuel(Some(50_000_000));
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+    {
+        env.set_syntax(syntax);
+    }
+    let describe = |e: minijinja::Error| {
+        let line = e.line().map_or(String::new(), |l| format!(":{l}"));
+        format!(
+            "template `{path}{line}`: {}",
+            e.detail().unwrap_or(&e.kind().to_string())
+        )
+    };
+    env.add_template(path, text).map_err(describe)?;
+    let t = env.get_template(path).map_err(describe)?;
+    t.render(jinja_value(vars))
+        .map(String::into_bytes)
+        .map_err(describe)
+}
+
+fn jinja_value(j: &Json) -> minijinja::Value {
+    use minijinja::Value as V;
+    match j {
+        Json::Null => V::from(()),
+        Json::Bool(b) => V::from(*b),
+        Json::Number(n) => n.as_i64().map_or_else(|| V::from(n.to_string()), V::from),
+        Json::String(s) => V::from(s.as_str()),
+        Json::Array(xs) => V::from(xs.iter().map(jinja_value).collect::<Vec<_>>()),
+        Json::Object(m) => V::from(
+            m.iter()
+                .map(|(k, v)| (k.clone(), jinja_value(v)))
+                .collect::<BTreeMap<String, V>>(),
+        ),
+    }
+}
+
+/// An output of the environment as JSON, deferred values substituted where their producer
+/// is known (`null` where it is not).
+pub fn output_json<'a>(
+    spec: &'a Spec,
+    v: &Val,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+) -> Json {
+    let r = Resolver { spec, known };
+    match r.substitute(v) {
+        Ok(v) => template_json(&v, spec),
+        Err(_) => Json::Null,
+    }
+}

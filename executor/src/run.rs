@@ -1,0 +1,887 @@
+//! The scheduler: realizes a graph on its targets. Nodes become ready when their inputs are
+//! done; a ready node is resolved and assessed against its live record, and runs only when
+//! the record does not match. Ready files and packages of one host run as one batch (one
+//! upload, one apt transaction). Steps run on tokio, at most `jobs` at once.
+//!
+//! Failures: a failed step skips everything that depends on it; without `keep_going` it
+//! also stops further steps on its own target (the host "leaves the play", as in Ansible),
+//! while other targets finish. A cancel (SIGINT) starts nothing new and lets running steps
+//! finish. Records are written as steps complete and the state is committed often, so a
+//! run killed at any point loses at most the last few records, and the next run redoes
+//! only those (every step is idempotent).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envc_compiler::types::NodeKind;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::connect::{host_facts, host_from_record, recorded_key, Connections};
+use crate::lock::EnvLock;
+use crate::ops::file::{apply_files, remove_files, FileSpec};
+use crate::ops::package::{install_packages, purge_packages, PackageSpec};
+use crate::ops::service::{apply_service, remove_service, ServiceSpec};
+use crate::ops::Applied;
+use crate::plan::{assess, Action, DriftFacts};
+use crate::record::{output_hash, NodeOutcome, RealizationRecord, RunRecord, State};
+use crate::resolve::{Known, Payload, ProjectFiles, Resolution, Resolved};
+use crate::spec::Spec;
+use crate::store::{ObjectId, Store, StoreError};
+use crate::transport::{HostKey, HostSpec};
+
+pub struct BuildOptions {
+    pub jobs: usize,
+    pub keep_going: bool,
+    /// `build`, `destroy`: for the run record.
+    pub command: String,
+    /// What probes found different from the records (`--refresh`).
+    pub drift: BTreeMap<String, DriftFacts>,
+}
+
+/// What the scheduler tells its user as it goes.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Started {
+        key: &'a str,
+        target: &'a str,
+        action: Action,
+    },
+    Finished {
+        key: &'a str,
+        target: &'a str,
+        action: Action,
+        outcome: &'a str,
+        duration: Duration,
+    },
+}
+
+pub trait Reporter: Send + Sync {
+    fn event(&self, e: Event<'_>);
+}
+
+#[derive(Debug, Default)]
+pub struct BuildReport {
+    pub run: Option<ObjectId>,
+    pub outcomes: Vec<NodeOutcome>,
+    pub ran: usize,
+    pub cached: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub deleted: usize,
+    pub interrupted: bool,
+}
+
+/// The store, the environment's lock and its state as this run advances it.
+pub struct Env<'a> {
+    pub store: &'a Store,
+    pub lock: &'a EnvLock,
+    pub base: Option<ObjectId>,
+    pub state: State,
+    pub records: BTreeMap<String, RealizationRecord>,
+    last_commit: Instant,
+}
+
+impl<'a> Env<'a> {
+    pub fn open(store: &'a Store, lock: &'a EnvLock) -> Result<Env<'a>, StoreError> {
+        let (base, state) = State::current(store, lock.env())?;
+        let records = state.load_records(store)?;
+        Ok(Env {
+            store,
+            lock,
+            base,
+            state,
+            records,
+            last_commit: Instant::now(),
+        })
+    }
+
+    pub fn commit(&mut self) -> Result<(), String> {
+        match self.state.commit(self.store, self.lock, self.base) {
+            Ok(Ok(id)) => {
+                self.base = Some(id);
+                self.last_commit = Instant::now();
+                Ok(())
+            }
+            Ok(Err(c)) => Err(format!(
+                "the state of `{}` moved under this run (expected {:?}, found {:?}); nothing else should write it while the lock is held",
+                self.lock.env(),
+                c.expected,
+                c.found
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn commit_soon(&mut self) -> Result<(), String> {
+        if self.last_commit.elapsed() >= Duration::from_millis(300) {
+            self.commit()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn put_record(&mut self, r: RealizationRecord) -> Result<(), String> {
+        let id = self.store.put_json(&r).map_err(|e| e.to_string())?;
+        self.state.records.insert(r.node.clone(), id);
+        self.records.insert(r.node.clone(), r);
+        Ok(())
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.state.records.remove(key);
+        self.records.remove(key);
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Status {
+    Waiting,
+    Queued,
+    Done,
+    Failed,
+    Skipped,
+}
+
+/// The record of node `i` realized as `resolved`, observed as `applied`, on the target
+/// `identity`. A thing envc created stays "created" across later updates of it.
+pub fn realization_record(
+    spec: &Spec,
+    i: usize,
+    resolved: &Resolved,
+    applied: &Applied,
+    identity: String,
+    previous: Option<&RealizationRecord>,
+    run: &str,
+) -> RealizationRecord {
+    let previous = previous.filter(|p| p.target_identity == identity);
+    RealizationRecord {
+        resolved_hash: resolved.hash.clone(),
+        target_identity: identity,
+        node: spec.nodes[i].key.clone(),
+        derivation: spec.nodes[i].id.clone(),
+        attrs: resolved.display.clone(),
+        output_hash: output_hash(&applied.facts),
+        facts: applied.facts.clone(),
+        created: previous.map_or(applied.created, |p| p.created || applied.created),
+        run: run.to_string(),
+        at_unix: now_unix(),
+    }
+}
+
+/// One unit of remote work and the nodes it realizes.
+enum Work {
+    Host {
+        node: usize,
+        host: HostSpec,
+        recorded: Option<HostKey>,
+    },
+    Files(Vec<(usize, FileSpec)>),
+    Packages(Vec<(usize, PackageSpec)>),
+    Service(usize, ServiceSpec),
+}
+
+struct Done {
+    results: Vec<(usize, Result<Applied, String>)>,
+    elapsed: Duration,
+}
+
+/// Where a node's target is reached: the host node's state key, its spec and its key.
+#[derive(Clone)]
+struct Target {
+    key: String,
+    host: HostSpec,
+    recorded: Option<HostKey>,
+}
+
+async fn execute(work: Work, target: Option<Target>, conns: Arc<Connections>) -> Done {
+    let started = Instant::now();
+    let nodes: Vec<usize> = match &work {
+        Work::Host { node, .. } | Work::Service(node, _) => vec![*node],
+        Work::Files(xs) => xs.iter().map(|x| x.0).collect(),
+        Work::Packages(xs) => xs.iter().map(|x| x.0).collect(),
+    };
+    let all = |e: String| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
+    let results = match work {
+        Work::Host {
+            node,
+            host,
+            recorded,
+        } => {
+            let key = crate::spec::node_key(NodeKind::Host, &host.name, None);
+            match conns.get(&key, &host, recorded).await {
+                Ok((_, k)) => vec![(
+                    node,
+                    Ok(Applied {
+                        facts: host_facts(&k),
+                        created: false,
+                    }),
+                )],
+                Err(e) => vec![(node, Err(e))],
+            }
+        }
+        work => {
+            let Some(t) = target else {
+                return Done {
+                    results: all("a node without a target cannot be realized here".into()),
+                    elapsed: started.elapsed(),
+                };
+            };
+            match conns.get(&t.key, &t.host, t.recorded).await {
+                Err(e) => all(e),
+                Ok((transport, _)) => match work {
+                    Work::Files(xs) => {
+                        let specs: Vec<FileSpec> = xs.iter().map(|x| x.1.clone()).collect();
+                        match apply_files(&transport, &specs).await {
+                            Ok(rs) => nodes.iter().copied().zip(rs).collect(),
+                            Err(e) => all(e.to_string()),
+                        }
+                    }
+                    Work::Packages(xs) => {
+                        let specs: Vec<PackageSpec> = xs.iter().map(|x| x.1.clone()).collect();
+                        match install_packages(&transport, &specs).await {
+                            Ok(Ok(rs)) => {
+                                nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect()
+                            }
+                            Ok(Err(e)) => all(e),
+                            Err(e) => all(e.to_string()),
+                        }
+                    }
+                    Work::Service(i, s) => match apply_service(&transport, &s).await {
+                        Ok(Ok(facts)) => vec![(
+                            i,
+                            Ok(Applied {
+                                facts,
+                                created: true,
+                            }),
+                        )],
+                        Ok(Err(e)) => vec![(i, Err(e))],
+                        Err(e) => vec![(i, Err(e.to_string()))],
+                    },
+                    Work::Host { .. } => unreachable!("handled above"),
+                },
+            }
+        }
+    };
+    Done {
+        results,
+        elapsed: started.elapsed(),
+    }
+}
+
+pub struct Scheduler<'s> {
+    spec: &'s Spec,
+    files: &'s dyn ProjectFiles,
+    opts: &'s BuildOptions,
+    conns: Arc<Connections>,
+    cancel: Arc<AtomicBool>,
+    reporter: &'s dyn Reporter,
+    run_id: String,
+    status: Vec<Status>,
+    known: Vec<Option<Known>>,
+    /// Per node: the action decided and its resolution, once assessed.
+    decided: Vec<Option<(Action, Resolved)>>,
+    outcomes: BTreeMap<usize, NodeOutcome>,
+    deletions: Vec<NodeOutcome>,
+    failed_targets: BTreeSet<usize>,
+    report: BuildReport,
+}
+
+impl<'s> Scheduler<'s> {
+    pub fn new(
+        spec: &'s Spec,
+        files: &'s dyn ProjectFiles,
+        opts: &'s BuildOptions,
+        conns: Arc<Connections>,
+        cancel: Arc<AtomicBool>,
+        reporter: &'s dyn Reporter,
+    ) -> Scheduler<'s> {
+        let n = spec.nodes.len();
+        let run_id = {
+            let mut h = blake3::Hasher::new();
+            h.update(&std::process::id().to_le_bytes());
+            h.update(
+                &std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos())
+                    .to_le_bytes(),
+            );
+            h.update(spec.graph_hash.as_bytes());
+            h.finalize().to_hex()[..16].to_string()
+        };
+        Scheduler {
+            spec,
+            files,
+            opts,
+            conns,
+            cancel,
+            reporter,
+            run_id,
+            status: vec![Status::Waiting; n],
+            known: vec![None; n],
+            decided: vec![None; n],
+            outcomes: BTreeMap::new(),
+            deletions: Vec::new(),
+            failed_targets: BTreeSet::new(),
+            report: BuildReport::default(),
+        }
+    }
+
+    fn target_of(&self, i: usize) -> usize {
+        self.spec.nodes[i].target.unwrap_or(i)
+    }
+
+    fn target_name(&self, i: usize) -> &str {
+        &self.spec.nodes[self.target_of(i)].name
+    }
+
+    fn identity(&self, i: usize) -> Option<String> {
+        self.known[self.target_of(i)]
+            .as_ref()
+            .and_then(|k| k.facts.get("fingerprint").cloned())
+    }
+
+    fn outcome(
+        &mut self,
+        i: usize,
+        action: Action,
+        outcome: String,
+        d: Duration,
+        oh: Option<String>,
+    ) {
+        let node = &self.spec.nodes[i];
+        self.reporter.event(Event::Finished {
+            key: &node.key,
+            target: &self.spec.nodes[self.target_of(i)].name,
+            action,
+            outcome: &outcome,
+            duration: d,
+        });
+        self.outcomes.insert(
+            i,
+            NodeOutcome {
+                node: node.key.clone(),
+                id: node.id.clone(),
+                action: action.name().into(),
+                outcome,
+                duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+                output_hash: oh,
+            },
+        );
+    }
+
+    /// Marks `i` failed or skipped, and everything downstream of it skipped.
+    fn stop(&mut self, i: usize, status: Status, why: String, dependents: &[Vec<usize>]) {
+        let action = self.decided[i].as_ref().map_or(Action::Update, |d| d.0);
+        self.status[i] = status.clone();
+        if status == Status::Failed {
+            self.report.failed += 1;
+            if !self.opts.keep_going {
+                self.failed_targets.insert(self.target_of(i));
+            }
+            self.outcome(i, action, format!("failed: {why}"), Duration::ZERO, None);
+        } else {
+            self.report.skipped += 1;
+            self.outcome(i, action, format!("skipped: {why}"), Duration::ZERO, None);
+        }
+        let key = self.spec.nodes[i].key.clone();
+        let mut work: Vec<usize> = dependents[i].clone();
+        while let Some(d) = work.pop() {
+            if matches!(self.status[d], Status::Waiting) {
+                self.status[d] = Status::Skipped;
+                self.report.skipped += 1;
+                self.outcome(
+                    d,
+                    Action::Update,
+                    format!("skipped: its input `{key}` did not complete"),
+                    Duration::ZERO,
+                    None,
+                );
+                work.extend(dependents[d].iter().copied());
+            }
+        }
+    }
+
+    /// Runs the graph, then deletes what left it. Records and state go to `env`.
+    pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, String> {
+        let spec = self.spec;
+        let n = spec.nodes.len();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut waiting_on: Vec<usize> = vec![0; n];
+        for (i, node) in spec.nodes.iter().enumerate() {
+            let mut inputs: Vec<usize> = node.inputs.clone();
+            inputs.extend(node.target);
+            inputs.sort_unstable();
+            inputs.dedup();
+            waiting_on[i] = inputs.len();
+            for j in inputs {
+                dependents[j].push(i);
+            }
+        }
+        let mut ready: VecDeque<usize> = (0..n).filter(|i| waiting_on[*i] == 0).collect();
+        let semaphore = Arc::new(Semaphore::new(self.opts.jobs.max(1)));
+        let mut tasks: JoinSet<Done> = JoinSet::new();
+        let started_unix = now_unix();
+
+        loop {
+            let mut to_run: Vec<(usize, Action, Resolved)> = Vec::new();
+            let mut newly_done: Vec<usize> = Vec::new();
+            while let Some(i) = ready.pop_front() {
+                if self.status[i] != Status::Waiting {
+                    continue;
+                }
+                if self.cancel.load(Ordering::SeqCst) {
+                    self.report.interrupted = true;
+                    self.stop(i, Status::Skipped, "interrupted".into(), &dependents);
+                    continue;
+                }
+                if self.failed_targets.contains(&self.target_of(i)) {
+                    let t = self.target_name(i).to_string();
+                    self.stop(i, Status::Skipped, format!("an earlier step on `{t}` failed (--keep-going runs independent steps anyway)"), &dependents);
+                    continue;
+                }
+                let key = &spec.nodes[i].key;
+                let identity = self.identity(i);
+                let mut a = {
+                    let known = &self.known;
+                    let lookup = |j: usize| known[j].as_ref();
+                    assess(
+                        spec,
+                        i,
+                        &lookup,
+                        env.records.get(key),
+                        identity.as_deref(),
+                        self.opts.drift.get(key),
+                        self.files,
+                    )
+                };
+                let node = &spec.nodes[i];
+                if node.kind == NodeKind::Host
+                    && a.action == Action::Unchanged
+                    && self.conns.trusted.contains(&node.name)
+                {
+                    // Trusting a new key means contacting the host to learn it.
+                    a.action = Action::Update;
+                }
+                match a.resolved {
+                    Err(Resolution::Failed(m)) => self.stop(i, Status::Failed, m, &dependents),
+                    Err(Resolution::Pending(j)) => self.stop(
+                        i,
+                        Status::Failed,
+                        format!(
+                            "`{}` completed without the output this node needs",
+                            spec.nodes[j].key
+                        ),
+                        &dependents,
+                    ),
+                    Ok(r) if a.action == Action::Unchanged => {
+                        let rec = &env.records[key];
+                        self.known[i] = Some(Known {
+                            facts: rec.facts.clone(),
+                            output_hash: rec.output_hash.clone(),
+                        });
+                        let oh = rec.output_hash.clone();
+                        self.decided[i] = Some((Action::Unchanged, r));
+                        self.status[i] = Status::Done;
+                        self.report.cached += 1;
+                        self.outcome(
+                            i,
+                            Action::Unchanged,
+                            "cached".into(),
+                            Duration::ZERO,
+                            Some(oh),
+                        );
+                        newly_done.push(i);
+                    }
+                    Ok(r) => {
+                        self.decided[i] = Some((a.action, r.clone()));
+                        self.status[i] = Status::Queued;
+                        to_run.push((i, a.action, r));
+                    }
+                }
+            }
+            for i in newly_done {
+                for d in &dependents[i] {
+                    waiting_on[*d] -= 1;
+                    if waiting_on[*d] == 0 {
+                        ready.push_back(*d);
+                    }
+                }
+            }
+            if !ready.is_empty() {
+                // Cached nodes made more ready: assess those too before launching, so that
+                // batches are as large as they can be.
+                self.launch(to_run, env, &semaphore, &mut tasks);
+                continue;
+            }
+            self.launch(to_run, env, &semaphore, &mut tasks);
+            let Some(joined) = tasks.join_next().await else {
+                break;
+            };
+            let done = joined.map_err(|e| format!("a step panicked: {e}"))?;
+            for (i, result) in done.results {
+                let key = spec.nodes[i].key.clone();
+                let (action, resolved) =
+                    self.decided[i].clone().expect("queued nodes were decided");
+                match result {
+                    Ok(applied) => {
+                        let oh = output_hash(&applied.facts);
+                        let identity = match spec.nodes[i].kind {
+                            NodeKind::Host => applied.facts.get("fingerprint").cloned(),
+                            _ => self.identity(i),
+                        }
+                        .unwrap_or_default();
+                        env.put_record(realization_record(
+                            spec,
+                            i,
+                            &resolved,
+                            &applied,
+                            identity,
+                            env.records.get(&key),
+                            &self.run_id,
+                        ))?;
+                        self.known[i] = Some(Known {
+                            facts: applied.facts,
+                            output_hash: oh.clone(),
+                        });
+                        self.status[i] = Status::Done;
+                        self.report.ran += 1;
+                        self.outcome(i, action, "ok".into(), done.elapsed, Some(oh));
+                        for d in &dependents[i] {
+                            waiting_on[*d] -= 1;
+                            if waiting_on[*d] == 0 {
+                                ready.push_back(*d);
+                            }
+                        }
+                    }
+                    Err(e) => self.stop(i, Status::Failed, e, &dependents),
+                }
+            }
+            env.commit_soon()?;
+        }
+
+        if !self.report.interrupted {
+            self.delete_removed(env).await?;
+        }
+        let spec_outputs = self.resolve_outputs();
+        env.state.outputs = spec_outputs;
+        let result = if self.report.interrupted {
+            "interrupted"
+        } else if self.report.failed > 0 {
+            "failed"
+        } else {
+            "ok"
+        };
+        let run = RunRecord {
+            run: self.run_id.clone(),
+            env: env.lock.env().to_string(),
+            command: self.opts.command.clone(),
+            graph_hash: spec.graph_hash.clone(),
+            lock_hash: None,
+            started_unix,
+            finished_unix: now_unix(),
+            result: result.into(),
+            nodes: std::mem::take(&mut self.outcomes)
+                .into_values()
+                .chain(std::mem::take(&mut self.deletions))
+                .collect(),
+        };
+        let run_id = env.store.put_json(&run).map_err(|e| e.to_string())?;
+        env.state.run = Some(run_id);
+        env.commit()?;
+        self.report.run = Some(run_id);
+        self.report.outcomes = run.nodes;
+        Ok(self.report)
+    }
+
+    fn target_for(&self, i: usize, env: &Env) -> Option<Target> {
+        let t = self.spec.nodes[i].target?;
+        let host = match &self.decided[t] {
+            Some((
+                _,
+                Resolved {
+                    payload: Payload::Host(h),
+                    ..
+                },
+            )) => h.clone(),
+            _ => return None,
+        };
+        let key = self.spec.nodes[t].key.clone();
+        let recorded = self.known[t]
+            .as_ref()
+            .and_then(|k| recorded_key(&k.facts))
+            .or_else(|| env.records.get(&key).and_then(|r| recorded_key(&r.facts)));
+        Some(Target {
+            key,
+            host,
+            recorded,
+        })
+    }
+
+    fn launch(
+        &mut self,
+        to_run: Vec<(usize, Action, Resolved)>,
+        env: &Env,
+        semaphore: &Arc<Semaphore>,
+        tasks: &mut JoinSet<Done>,
+    ) {
+        let mut files: BTreeMap<usize, Vec<(usize, FileSpec)>> = BTreeMap::new();
+        let mut packages: BTreeMap<usize, Vec<(usize, PackageSpec)>> = BTreeMap::new();
+        let mut works: Vec<(Work, Option<Target>)> = Vec::new();
+        for (i, action, r) in to_run {
+            let node = &self.spec.nodes[i];
+            self.reporter.event(Event::Started {
+                key: &node.key,
+                target: self.target_name(i),
+                action,
+            });
+            let t = self.target_of(i);
+            match r.payload {
+                Payload::Host(host) => {
+                    let recorded = env
+                        .records
+                        .get(&node.key)
+                        .and_then(|r| recorded_key(&r.facts));
+                    works.push((
+                        Work::Host {
+                            node: i,
+                            host,
+                            recorded,
+                        },
+                        None,
+                    ));
+                }
+                Payload::File(f) => files.entry(t).or_default().push((i, f)),
+                Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
+                Payload::Service {
+                    name,
+                    enabled,
+                    running,
+                    ..
+                } => {
+                    let previous = env.records.get(&node.key);
+                    let restart = running
+                        && previous.is_some_and(|p| {
+                            p.attrs.get("restart_on") != r.display.get("restart_on")
+                        });
+                    works.push((
+                        Work::Service(
+                            i,
+                            ServiceSpec {
+                                name,
+                                enabled,
+                                running,
+                                restart,
+                            },
+                        ),
+                        self.target_for(i, env),
+                    ));
+                }
+            }
+        }
+        for (t, xs) in files {
+            let target = self.target_for(xs[0].0, env);
+            let _ = t;
+            works.push((Work::Files(xs), target));
+        }
+        for (_, xs) in packages {
+            let target = self.target_for(xs[0].0, env);
+            works.push((Work::Packages(xs), target));
+        }
+        for (work, target) in works {
+            let conns = self.conns.clone();
+            let semaphore = semaphore.clone();
+            tasks.spawn(async move {
+                let _permit = semaphore.acquire_owned().await;
+                execute(work, target, conns).await
+            });
+        }
+    }
+
+    fn resolve_outputs(&self) -> BTreeMap<String, serde_json::Value> {
+        self.spec
+            .outputs
+            .iter()
+            .map(|(name, v)| {
+                (
+                    name.clone(),
+                    crate::resolve::output_json(self.spec, v, &|j| self.known[j].as_ref()),
+                )
+            })
+            .collect()
+    }
+
+    /// Removes from their targets the nodes whose records are live but which left the
+    /// graph: services first, then files, then packages; what envc did not create is
+    /// left in place and forgotten.
+    async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+        let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
+        let gone: Vec<RealizationRecord> = env
+            .records
+            .values()
+            .filter(|r| !in_graph.contains(r.node.as_str()))
+            .cloned()
+            .collect();
+        // By target: (service names, file paths, package names) with their keys.
+        let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
+        for r in gone {
+            let target = r.node.split_once('/').map_or("", |(t, _)| t).to_string();
+            by_target.entry(target).or_default().push(r);
+        }
+        for (target, recs) in by_target {
+            if target.is_empty() {
+                continue; // hosts: forgotten below, once nothing on them is left
+            }
+            let host_key = crate::spec::node_key(NodeKind::Host, &target, None);
+            let host_ix = self.spec.find(&host_key);
+            if host_ix.is_some_and(|h| self.failed_targets.contains(&h)) {
+                continue;
+            }
+            let host_rec = env.records.get(&host_key).cloned();
+            let host = host_ix
+                .and_then(|h| match &self.decided[h] {
+                    Some((
+                        _,
+                        Resolved {
+                            payload: Payload::Host(h),
+                            ..
+                        },
+                    )) => Some(h.clone()),
+                    _ => None,
+                })
+                .or_else(|| host_rec.as_ref().and_then(|r| host_from_record(&target, r)));
+            let recorded = host_rec.as_ref().and_then(|r| recorded_key(&r.facts));
+            let started = Instant::now();
+            let mut results: Vec<(String, Result<String, String>)> = Vec::new();
+            let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
+            for r in foreign {
+                results.push((
+                    r.node.clone(),
+                    Ok("left in place: envc did not create it".into()),
+                ));
+            }
+            if !mine.is_empty() {
+                let conn = match &host {
+                    Some(h) => self.conns.get(&host_key, h, recorded).await,
+                    None => Err(format!("no address is recorded for `{target}`")),
+                };
+                match conn {
+                    Err(e) => results.extend(mine.iter().map(|r| (r.node.clone(), Err(e.clone())))),
+                    Ok((t, _)) => {
+                        let name_of = |r: &RealizationRecord| {
+                            r.node
+                                .split_once(':')
+                                .map_or(String::new(), |(_, n)| n.to_string())
+                        };
+                        let kind_of = |r: &RealizationRecord| {
+                            r.node
+                                .split_once('/')
+                                .and_then(|(_, k)| k.split_once(':'))
+                                .map_or("", |(k, _)| k)
+                                .to_string()
+                        };
+                        for r in mine.iter().filter(|r| kind_of(r) == "service") {
+                            let res = match remove_service(&t, &name_of(r)).await {
+                                Ok(Ok(())) => Ok("stopped and disabled".into()),
+                                Ok(Err(e)) => Err(e),
+                                Err(e) => Err(e.to_string()),
+                            };
+                            results.push((r.node.clone(), res));
+                        }
+                        let files: Vec<&RealizationRecord> =
+                            mine.iter().filter(|r| kind_of(r) == "file").collect();
+                        if !files.is_empty() {
+                            let paths: Vec<String> = files.iter().map(|r| name_of(r)).collect();
+                            match remove_files(&t, &paths).await {
+                                Ok(rs) => results.extend(files.iter().zip(rs).map(|(r, x)| {
+                                    (r.node.clone(), x.map(|()| "deleted".to_string()))
+                                })),
+                                Err(e) => results.extend(
+                                    files.iter().map(|r| (r.node.clone(), Err(e.to_string()))),
+                                ),
+                            }
+                        }
+                        let pkgs: Vec<&RealizationRecord> =
+                            mine.iter().filter(|r| kind_of(r) == "package").collect();
+                        if !pkgs.is_empty() {
+                            let names: Vec<String> = pkgs.iter().map(|r| name_of(r)).collect();
+                            let res = match purge_packages(&t, &names).await {
+                                Ok(Ok(())) => Ok("purged".to_string()),
+                                Ok(Err(e)) => Err(e),
+                                Err(e) => Err(e.to_string()),
+                            };
+                            results.extend(pkgs.iter().map(|r| (r.node.clone(), res.clone())));
+                        }
+                    }
+                }
+            }
+            for (key, res) in results {
+                self.report_deletion(env, &key, &target, res, started.elapsed());
+            }
+            env.commit_soon()?;
+        }
+        // Hosts that left the graph and have nothing left on them.
+        let hosts: Vec<String> = env
+            .records
+            .keys()
+            .filter(|k| k.starts_with("host:") && !in_graph.contains(k.as_str()))
+            .cloned()
+            .collect();
+        for key in hosts {
+            let name = &key["host:".len()..];
+            let prefix = format!("{name}/");
+            if !env.records.keys().any(|k| k.starts_with(&prefix)) {
+                self.report_deletion(env, &key, name, Ok("forgotten".into()), Duration::ZERO);
+            }
+        }
+        Ok(())
+    }
+
+    fn report_deletion(
+        &mut self,
+        env: &mut Env,
+        key: &str,
+        target: &str,
+        res: Result<String, String>,
+        d: Duration,
+    ) {
+        let outcome = match &res {
+            Ok(m) => format!("ok: {m}"),
+            Err(e) => format!("failed: {e}"),
+        };
+        self.reporter.event(Event::Finished {
+            key,
+            target,
+            action: Action::Delete,
+            outcome: &outcome,
+            duration: d,
+        });
+        match res {
+            Ok(_) => {
+                env.forget(key);
+                self.report.deleted += 1;
+            }
+            Err(_) => self.report.failed += 1,
+        }
+        let id = env
+            .records
+            .get(key)
+            .map_or(String::new(), |r| r.derivation.clone());
+        self.deletions.push(NodeOutcome {
+            node: key.to_string(),
+            id,
+            action: "delete".into(),
+            outcome,
+            duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            output_hash: None,
+        });
+    }
+}

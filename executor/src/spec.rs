@@ -1,0 +1,157 @@
+//! The graph, as the executor works on it: owned, `Send` data (the compiler's values are
+//! `Rc`-shared and stay on the compiling thread), with nodes referred to by their position
+//! in the graph's canonical order, which is topological.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use envc_compiler::types::NodeKind;
+use envc_compiler::value::{Deferred, Node, Value};
+use envc_compiler::{DerivationId, Graph};
+
+/// An attribute value. `Node` and `Output` point into `Spec::nodes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    Int(i64),
+    Str(String),
+    Bool(bool),
+    Size(u64),
+    Mode(u32),
+    /// A project file: its path relative to the project and the blake3 of its content.
+    Path {
+        path: String,
+        blake3: String,
+    },
+    List(Vec<Val>),
+    Record(BTreeMap<String, Val>),
+    Node(usize),
+    /// Output `output` of a node, known once that node is realized.
+    Output {
+        node: usize,
+        output: String,
+    },
+    /// A string made of known and deferred parts.
+    Concat(Vec<Val>),
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    /// The derivation id (blake3 of the canonical encoding), hex.
+    pub id: String,
+    pub kind: NodeKind,
+    pub name: String,
+    pub target: Option<usize>,
+    /// Every attribute but the name and the target.
+    pub attrs: BTreeMap<String, Val>,
+    pub inputs: Vec<usize>,
+    /// `target/kind:name`, or `kind:name` for nodes without a target: how the state finds
+    /// what this node manages from one run to the next.
+    pub key: String,
+}
+
+impl NodeSpec {
+    pub fn attr(&self, name: &str) -> Option<&Val> {
+        self.attrs.get(name)
+    }
+
+    pub fn str_attr(&self, name: &str) -> Option<&str> {
+        match self.attrs.get(name) {
+            Some(Val::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Spec {
+    /// In the graph's canonical order: inputs come before the nodes that use them.
+    pub nodes: Vec<NodeSpec>,
+    pub outputs: Vec<(String, Val)>,
+    /// blake3 over the node ids in order: the graph's identity, for run records.
+    pub graph_hash: String,
+}
+
+/// The state key of a node: `target/kind:name`.
+pub fn node_key(kind: NodeKind, name: &str, target: Option<&str>) -> String {
+    match target {
+        Some(t) => format!("{t}/{}:{name}", kind.name()),
+        None => format!("{}:{name}", kind.name()),
+    }
+}
+
+impl Spec {
+    pub fn from_graph(graph: &Graph) -> Spec {
+        let mut index: HashMap<DerivationId, usize> = HashMap::new();
+        let mut nodes = Vec::with_capacity(graph.order.len());
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"envc-graph\0");
+        for (i, n) in graph.nodes().enumerate() {
+            index.insert(n.id, i);
+            hasher.update(&n.id.0);
+            let target = n.target.as_ref().map(|t| index[&t.id]);
+            nodes.push(NodeSpec {
+                id: n.id.hex(),
+                kind: n.kind,
+                name: n.name.to_string(),
+                target,
+                attrs: n
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), convert(v, &index)))
+                    .collect(),
+                inputs: n.inputs.iter().map(|i| index[&i.id]).collect(),
+                key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
+            });
+        }
+        Spec {
+            outputs: graph
+                .outputs
+                .iter()
+                .map(|(k, v)| (k.to_string(), convert(v, &index)))
+                .collect(),
+            nodes,
+            graph_hash: hasher.finalize().to_hex().to_string(),
+        }
+    }
+
+    pub fn find(&self, key: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.key == key)
+    }
+}
+
+fn node_ix(n: &Rc<Node>, index: &HashMap<DerivationId, usize>) -> usize {
+    // Lowering closes the graph over inputs, and order puts inputs first.
+    index[&n.id]
+}
+
+fn convert(v: &Value, index: &HashMap<DerivationId, usize>) -> Val {
+    match v {
+        Value::Int(n) => Val::Int(*n),
+        Value::Str(s) => Val::Str(s.to_string()),
+        Value::Bool(b) => Val::Bool(*b),
+        Value::Size(n) => Val::Size(*n),
+        Value::Mode(m) => Val::Mode(*m),
+        Value::Path(p) => Val::Path {
+            path: p.path.to_string(),
+            blake3: p.hash.to_hex().to_string(),
+        },
+        Value::List(xs) => Val::List(xs.iter().map(|x| convert(x, index)).collect()),
+        Value::Record(r) => Val::Record(
+            r.iter()
+                .map(|(k, x)| (k.to_string(), convert(x, index)))
+                .collect(),
+        ),
+        Value::Node(n) => Val::Node(node_ix(n, index)),
+        Value::Deferred(d) => match &**d {
+            Deferred::Output { node, output } => Val::Output {
+                node: node_ix(node, index),
+                output: output.to_string(),
+            },
+            Deferred::Concat(parts) => {
+                Val::Concat(parts.iter().map(|x| convert(x, index)).collect())
+            }
+        },
+        // The encoder refuses functions and modules in nodes, so none reach a graph.
+        Value::Fn(_) | Value::Builtin(_) | Value::Module(_) => Val::Str(v.type_name()),
+    }
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of `envc build` against pyinfra and Ansible doing the same work on the
+# same kind of hosts (docs/benchmarks.md):
+#
+#   scripts/bench-build.sh [TOOL...]          TOOL: envc, pyinfra, ansible (default: all three)
+#
+# Workload (scripts/bench/workload): HOSTS namespace hosts (scripts/bench/hosts) x (FILES files
+# of ~1.1 KiB under /etc/bench + the packages hello, tree, jq). For each tool and each
+# repetition: start HOSTS fresh hosts, then time with the wall clock
+#   cold    the first run against clean hosts,
+#   no-op   the same run again (nothing to do),
+#   change  a run after one file per host changed (f00.conf gets a new revision),
+# verifying after every run that every host holds exactly the expected files (content, mode,
+# owner) and packages; then stop the hosts. On the change run it also counts what ran: envc's
+# summary ("N ran, M cached, F failed"), pyinfra's changed operations, Ansible's changed tasks.
+# Prints a Markdown table (median over the repetitions) with the machine's description and
+# writes it to $OUT/results.md; raw numbers go to $OUT/raw.tsv, each run's output to $OUT/logs/.
+#
+# Environment:
+#   REPEAT=1        repetitions per tool (the table shows the median)
+#   HOSTS=20 FILES=20
+#   PACKAGES=auto   yes | no | auto (= yes when the rootfs has the local apt repository
+#                   /srv/envc-repo that the packages come from)
+#   OUT=target/bench
+#   ENVC=target/release/envc   (built with `cargo build --release` first unless ENVC is set)
+#   RUN_TIMEOUT=600 seconds per run before it is killed (and counted as failed)
+#   ENVC_BENCH_ROOTFS  the hosts' rootfs (default: what scripts/testhosts/build-rootfs prints)
+# Needs root (namespaces), python3 >= 3.11 and PyPI through pip (scripts/bench/peers-setup).
+# One invocation with the defaults takes about 7 minutes on 2 cores, mostly Ansible's.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/target/bench}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+REPEAT=${REPEAT:-1}
+HOSTS=${HOSTS:-20}
+FILES=${FILES:-20}
+PACKAGES=${PACKAGES:-auto}
+RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+if [ "$#" -gt 0 ]; then TOOLS=("$@"); else TOOLS=(envc pyinfra ansible); fi
+HOSTCTL=$ROOT/scripts/bench/hosts
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+now() { date +%s.%N; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (namespace hosts)"
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || die "REPEAT must be a positive integer"
+for t in "${TOOLS[@]}"; do
+    case $t in envc | pyinfra | ansible) ;; *) die "unknown tool $t (envc, pyinfra, ansible)" ;; esac
+done
+
+# --- setup ----------------------------------------------------------------------------
+rootfs=${ENVC_BENCH_ROOTFS:-$("$ROOT/scripts/testhosts/build-rootfs" | tail -n 1)}
+export ENVC_BENCH_ROOTFS=$rootfs   # scripts/bench/hosts uses the same one
+case $PACKAGES in
+auto) if [ -d "$rootfs/srv/envc-repo" ]; then PACKAGES=yes; else PACKAGES=no
+          log "warning: the rootfs $rootfs has no local apt repository (/srv/envc-repo):"
+          log "         benchmarking the files only (PACKAGES=no)"; fi ;;
+yes | no) ;;
+*) die "PACKAGES must be yes, no or auto" ;;
+esac
+wl_flags=(--hosts "$HOSTS" --files "$FILES")
+[ "$PACKAGES" = yes ] || wl_flags+=(--no-packages)
+
+VENV_BIN=""
+for t in "${TOOLS[@]}"; do
+    if [ "$t" != envc ]; then VENV_BIN=$("$ROOT/scripts/bench/peers-setup" | tail -n 1); break; fi
+done
+
+ENVC_OK=""
+skip_envc=""
+for t in "${TOOLS[@]}"; do
+    [ "$t" = envc ] || continue
+    if [ -z "${ENVC:-}" ]; then
+        ENVC=$ROOT/target/release/envc
+        log "building envc (release)"
+        cargo build --release -q --bin envc >&2 || skip_envc="cargo build --release failed"
+    fi
+    if [ -z "$skip_envc" ]; then
+        if ! [ -x "$ENVC" ]; then skip_envc="$ENVC does not exist"
+        elif ! "$ENVC" build --help >/dev/null 2>&1; then skip_envc="\`envc build\` is not implemented in this envc ($ENVC build --help fails)"
+        else ENVC_OK=1; fi
+    fi
+    [ -z "$skip_envc" ] || log "SKIPPING envc: $skip_envc"
+done
+# Even without `envc build`, bench.env is checked against the files the peers deploy.
+[ -x "${ENVC:-$ROOT/target/release/envc}" ] && wl_flags+=(--envc "${ENVC:-$ROOT/target/release/envc}")
+
+# --- running --------------------------------------------------------------------------
+H=$OUT/hosts           # scripts/bench/hosts state of the current repetition
+RAW=$OUT/raw.tsv
+rm -rf "$OUT/logs"; mkdir -p "$OUT/logs"
+printf 'tool\trep\tphase\tseconds\trc\tverified\tchanged\n' >"$RAW"
+trap '"$HOSTCTL" down "$H" 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
+
+# run TOOL WORK: one run of TOOL inside the controller netns; output to $logf
+run_tool() {
+    local tool=$1 w=$2
+    case $tool in
+    envc)
+        (cd "$w/envc" && ENVC_STORE=$w/envc/store ENVC_SSH_CONFIG=$H/ssh_config \
+            timeout -k 10 "$RUN_TIMEOUT" "$HOSTCTL" exec "$H" -- "$ENVC" build bench.env) ;;
+    pyinfra)
+        (cd "$w/pyinfra" && timeout -k 10 "$RUN_TIMEOUT" \
+            "$HOSTCTL" exec "$H" -- "$VENV_BIN/pyinfra" -y inventory.py deploy.py) ;;
+    ansible)
+        (cd "$w/ansible" && HOME=$w/ansible/home ANSIBLE_HOME=$w/ansible/home \
+            ANSIBLE_CONFIG=$w/ansible/ansible.cfg timeout -k 10 "$RUN_TIMEOUT" \
+            "$HOSTCTL" exec "$H" -- "$VENV_BIN/ansible-playbook" site.yml) ;;
+    esac
+}
+
+# What the log of a run says changed (loosely parsed; "?" when it says nothing recognisable).
+changed_count() {
+    local tool=$1 f=$2
+    case $tool in
+    envc) grep -oE '[0-9]+ ran' "$f" | tail -n 1 | grep -oE '[0-9]+' || echo "?" ;;
+    pyinfra)  # results table: "Grand total  Hosts Success Error NoChange" ("-" for 0)
+        awk '/Grand total/ { v = ($4 == "-") ? 0 : $4 } END { print (v == "" ? "?" : v) }' "$f" ;;
+    ansible) grep -oE 'changed=[0-9]+' "$f" | awk -F= '{ s += $2; n++ } END { print (n ? s : "?") }' ;;
+    esac
+}
+
+# Compares every host with the workload's expectation; prints "yes" or "no" (details to stderr).
+verify() {
+    local w=$1 bad=0
+    mkdir -p "$w/actual"
+    for i in $(seq 0 $((HOSTS - 1))); do
+        "$HOSTCTL" ssh "$H" "$i" sh -s <"$w/expected/verify.sh" >"$w/actual/h$i.txt" 2>&1 &
+    done
+    wait
+    for i in $(seq 0 $((HOSTS - 1))); do
+        if ! diff -q "$w/expected/h$i.txt" "$w/actual/h$i.txt" >/dev/null; then
+            bad=$((bad + 1))
+            [ $bad -gt 2 ] || diff "$w/expected/h$i.txt" "$w/actual/h$i.txt" | head -n 8 | sed "s/^/bench:   h$i: /" >&2
+        fi
+    done
+    if [ $bad = 0 ]; then echo yes; else log "verification: $bad of $HOSTS hosts differ from the expectation"; echo no; fi
+}
+
+phase() {  # TOOL REP PHASE WORK
+    local tool=$1 rep=$2 ph=$3 w=$4 logf=$OUT/logs/$1-$2-$3.log rc=0 t0 t1
+    t0=$(now)
+    run_tool "$tool" "$w" >"$logf" 2>&1 || rc=$?
+    t1=$(now)
+    local secs; secs=$(echo "$t1 - $t0" | bc)
+    local ok; ok=$(verify "$w")
+    local ch; ch=$(changed_count "$tool" "$logf")
+    printf '%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n' "$tool" "$rep" "$ph" "$secs" "$rc" "$ok" "$ch" >>"$RAW"
+    log "$(printf '%-8s rep %s %-7s %7.2f s  rc=%s verified=%s changed=%s' "$tool" "$rep" "$ph" "$secs" "$rc" "$ok" "$ch")"
+    [ "$rc" = 0 ] || { log "  $tool $ph failed (rc=$rc); last lines of $logf:"; tail -n 15 "$logf" | sed 's/^/bench:   /' >&2; }
+}
+
+for tool in "${TOOLS[@]}"; do
+    if [ "$tool" = envc ] && [ -z "$ENVC_OK" ]; then continue; fi
+    for rep in $(seq 1 "$REPEAT"); do
+        w=$OUT/work/$tool
+        rm -rf "$w"
+        log "$tool rep $rep: starting $HOSTS fresh hosts"
+        "$HOSTCTL" up "$HOSTS" "$H"
+        "$ROOT/scripts/bench/workload" "$w" --hosts-dir "$H" "${wl_flags[@]}"
+        phase "$tool" "$rep" cold "$w"
+        phase "$tool" "$rep" noop "$w"
+        "$ROOT/scripts/bench/workload" "$w" --hosts-dir "$H" "${wl_flags[@]}" --change
+        phase "$tool" "$rep" change "$w"
+        "$HOSTCTL" down "$H"
+    done
+done
+
+# --- report ---------------------------------------------------------------------------
+ver() { local v; v=$("$@" 2>/dev/null) || true; printf '%s' "$v" | head -n 1; }
+machine=$(
+    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+    echo "- memory: $(free -g | awk '/Mem:/ {print $2}') GiB; kernel $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
+    echo "- envc: $(if [ -n "$ENVC_OK" ]; then ver "$ENVC" --version; else echo "skipped ($skip_envc)"; fi) (commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    if [ -n "$VENV_BIN" ]; then
+        echo "- pyinfra: $(ver "$VENV_BIN/pyinfra" --version); ansible: $(ver "$VENV_BIN/ansible" --version) (Python $(ver "$VENV_BIN/python" -c 'import platform; print(platform.python_version())'))"
+    fi
+    echo "- workload: $HOSTS hosts x ($FILES files$([ "$PACKAGES" = yes ] && echo " + 3 packages" || echo ", packages NOT included")); $REPEAT repetition(s), median shown; $(date -u +%Y-%m-%d)"
+)
+python3 - "$RAW" "$HOSTS" "$OUT/results.md" "$machine" "${skip_envc:+envc skipped: $skip_envc}" <<'PY'
+import csv, statistics, sys
+raw, hosts, out, machine, note = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+rows = list(csv.DictReader(open(raw), delimiter="\t"))
+tools = list(dict.fromkeys(r["tool"] for r in rows))
+def cell(tool, phase):
+    rs = [r for r in rows if r["tool"] == tool and r["phase"] == phase]
+    if not rs: return None, "–"
+    med = statistics.median(float(r["seconds"]) for r in rs)
+    flags = ""
+    if any(r["rc"] != "0" for r in rs): flags += " (failed)"
+    if any(r["verified"] != "yes" for r in rs): flags += " (not verified)"
+    return med, f"{med:.2f}{flags}"
+lines = ["| tool | cold (s) | no-op (s) | one change (s) | changed on the change run |",
+         "|---|---:|---:|---:|---:|"]
+med = {}
+for t in tools:
+    cs = []
+    for ph in ("cold", "noop", "change"):
+        m, c = cell(t, ph); med[t, ph] = m; cs.append(c)
+    ch = [r["changed"] for r in rows if r["tool"] == t and r["phase"] == "change"]
+    unit = {"envc": "nodes ran", "pyinfra": "operations changed", "ansible": "tasks changed"}[t]
+    lines.append(f"| {t} | {' | '.join(cs)} | {'/'.join(dict.fromkeys(ch))} {unit} (target {hosts}) |")
+text = "\n".join(lines) + "\n"
+if note: text += f"\n{note}\n"
+def clean(tool):
+    rs = [r for r in rows if r["tool"] == tool]
+    return rs and all(r["rc"] == "0" and r["verified"] == "yes" for r in rs)
+if clean("envc") and clean("pyinfra") and med["envc", "noop"] and med["envc", "cold"]:
+    n = med["pyinfra", "noop"] / med["envc", "noop"]; c = med["pyinfra", "cold"] / med["envc", "cold"]
+    text += (f"\nenvc vs pyinfra: no-op {n:.1f}x faster (target >= 10x: {'met' if n >= 10 else 'NOT met'}), "
+             f"cold {c:.1f}x faster (target >= 2x: {'met' if c >= 2 else 'NOT met'}).\n")
+text += "\n" + machine + "\n"
+open(out, "w").write(text)
+print(text, end="")
+PY
+log "results: $OUT/results.md (raw: $RAW, logs: $OUT/logs/)"

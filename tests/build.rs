@@ -1,0 +1,312 @@
+//! `envc build` end to end, against real SSH hosts (tests/support/nshosts.rs): the envc
+//! binary runs inside the hosts' controller network namespace, as a user's would run on
+//! their network, with its own store and an ssh_config naming the test key.
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nshosts::TestHosts;
+
+struct Project {
+    dir: tempfile::TempDir,
+    ssh_config: PathBuf,
+}
+
+impl Project {
+    fn new(hosts: &TestHosts) -> Project {
+        let dir = tempfile::Builder::new()
+            .prefix("envc-build-")
+            .tempdir()
+            .unwrap();
+        let ssh_config = dir.path().join("ssh_config");
+        std::fs::write(
+            &ssh_config,
+            format!(
+                "Host *\n  IdentityFile {}\n  IdentitiesOnly yes\n  BatchMode yes\n  LogLevel ERROR\n",
+                hosts.key_path().display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("env")).unwrap();
+        Project { dir, ssh_config }
+    }
+
+    fn env_file(&self) -> PathBuf {
+        self.dir.path().join("env/prod.env")
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.dir.path().join("env").join(rel), text).unwrap();
+    }
+
+    fn envc(&self, hosts: &TestHosts, args: &[&str]) -> Command {
+        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
+        cmd.args(args)
+            .arg(self.env_file())
+            .env("ENVC_SSH_CONFIG", &self.ssh_config)
+            .env_remove("ENVC_STORE")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
+        self.envc(hosts, args).output().unwrap()
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The `N ran, M cached, …` summary as (ran, cached, failed).
+fn summary(o: &Output) -> (usize, usize, usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains(" ran, "))
+        .unwrap_or_else(|| panic!("no summary in {}", text(o)));
+    let num = |what: &str| -> usize {
+        line.split(", ")
+            .chain(line.split(": "))
+            .find_map(|p| {
+                p.trim()
+                    .strip_suffix(what)
+                    .and_then(|n| n.rsplit(' ').next()?.trim().parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no `{what}` in {line:?}"))
+    };
+    (num(" ran"), num(" cached"), num(" failed"))
+}
+
+fn ok(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+}
+
+/// An environment over every test host: per host a template rendered with all hosts'
+/// addresses, a plain file, and a marker file.
+fn source(hosts: &TestHosts, extra: &str) -> String {
+    let mut s = String::from("import \"std/files\"\n\n");
+    for i in 0..hosts.len() {
+        s.push_str(&format!(
+            "let h{i} = host(name = \"{}\", address = \"{}\")\n",
+            hosts.name(i),
+            hosts.addr(i)
+        ));
+    }
+    let list: Vec<String> = (0..hosts.len()).map(|i| format!("h{i}")).collect();
+    s.push_str(&format!("let all = [{}]\n", list.join(", ")));
+    s.push_str(
+        r#"
+let peers = [for h in all => h.address]
+let confs = [for h in all => files.template(h, "/etc/app/peers.conf", path("peers.j2"), vars = { peers = peers, me = h.name })]
+let motds = [for h in all => file(path = "/etc/motd", content = "managed by envc: ${h.name}\n", target = h)]
+"#,
+    );
+    s.push_str(extra);
+    s
+}
+
+const TEMPLATE: &str = "# {{ me }}\n{% for p in peers %}peer {{ p }}\n{% endfor %}";
+
+fn remote(hosts: &TestHosts, i: usize, cmd: &str) -> String {
+    let o = hosts.ssh(i, cmd);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn build_rebuild_change_remove_and_drift_on_three_hosts() {
+    let hosts = TestHosts::start(3);
+    let p = Project::new(&hosts);
+    p.write(
+        "prod.env",
+        &source(
+            &hosts,
+            "let extra = file(path = \"/etc/extra\", content = \"x\\n\", target = h1)\n",
+        ),
+    );
+    p.write("peers.j2", TEMPLATE);
+
+    // Cold: everything runs (3 hosts + 3 templates + 3 motds + 1 extra).
+    let cold = p.run(&hosts, &["build"]);
+    ok(&cold);
+    assert_eq!(summary(&cold), (10, 0, 0), "{}", text(&cold));
+    let conf = remote(
+        &hosts,
+        0,
+        "cat /etc/app/peers.conf; stat -c '%U:%G %a' /etc/app/peers.conf",
+    );
+    let expected: String = std::iter::once(format!("# {}\n", hosts.name(0)))
+        .chain(hosts.addrs().iter().map(|a| format!("peer {a}\n")))
+        .collect();
+    assert_eq!(conf, format!("{expected}root:root 644\n"));
+
+    // No-op: nothing runs, nothing is contacted.
+    let noop = p.run(&hosts, &["build"]);
+    ok(&noop);
+    assert_eq!(summary(&noop), (0, 10, 0), "{}", text(&noop));
+
+    // An edited template re-runs exactly that file on each host, and nothing else.
+    p.write("peers.j2", &format!("{TEMPLATE}# end\n"));
+    let plan = p.run(&hosts, &["plan"]);
+    ok(&plan);
+    let plan_out = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan_out.contains("plan: 0 to create, 3 to update, 0 to delete, 7 unchanged"),
+        "{plan_out}"
+    );
+    assert!(plan_out.contains("template: "), "{plan_out}");
+    let change = p.run(&hosts, &["build"]);
+    ok(&change);
+    assert_eq!(summary(&change), (3, 7, 0), "{}", text(&change));
+    assert!(remote(&hosts, 2, "cat /etc/app/peers.conf").ends_with("# end\n"));
+
+    // A removed node is removed from its host.
+    assert_eq!(remote(&hosts, 1, "cat /etc/extra"), "x\n");
+    p.write("prod.env", &source(&hosts, ""));
+    let removed = p.run(&hosts, &["build"]);
+    ok(&removed);
+    assert!(
+        String::from_utf8_lossy(&removed.stdout).contains("1 deleted"),
+        "{}",
+        text(&removed)
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            1,
+            "test -e /etc/extra && echo present || echo absent"
+        ),
+        "absent\n"
+    );
+
+    // Drift: a file edited on a host is detected, then repaired by build --refresh.
+    hosts.ssh(2, "echo tampered > /etc/motd; chmod 600 /etc/motd");
+    let drift = p.run(&hosts, &["drift"]);
+    assert_eq!(drift.status.code(), Some(3), "{}", text(&drift));
+    let d = String::from_utf8_lossy(&drift.stdout);
+    assert!(
+        d.contains(&format!(
+            "{}/file:/etc/motd: mode was 0644, found 0600",
+            hosts.name(2)
+        )),
+        "{d}"
+    );
+    assert!(d.contains("sha256 was"), "{d}");
+    let repaired = p.run(&hosts, &["build", "--refresh"]);
+    ok(&repaired);
+    assert_eq!(summary(&repaired).0, 1, "{}", text(&repaired));
+    assert_eq!(
+        remote(&hosts, 2, "cat /etc/motd; stat -c %a /etc/motd"),
+        format!("managed by envc: {}\n644\n", hosts.name(2))
+    );
+    let clean = p.run(&hosts, &["drift"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean));
+
+    // The history has every build (plan and drift change nothing, so they are not runs).
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout)
+            .lines()
+            .filter(|l| l.starts_with("run "))
+            .count(),
+        6,
+        "{}",
+        text(&log)
+    );
+}
+
+#[test]
+fn an_unreachable_host_fails_its_nodes_and_the_others_finish() {
+    let hosts = TestHosts::start(3);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    ok(&p.run(&hosts, &["build"]));
+    hosts.kill_host(1);
+    p.write(
+        "prod.env",
+        &source(&hosts, "").replace("managed by envc", "managed by envc (v2)"),
+    );
+    let started = Instant::now();
+    let o = p.run(&hosts, &["build", "--connect-timeout", "3"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let (ran, _, failed) = summary(&o);
+    assert_eq!((ran, failed), (2, 1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{}/file:/etc/motd", hosts.name(1))),
+        "{err}"
+    );
+    assert!(remote(&hosts, 0, "cat /etc/motd").contains("(v2)"));
+    assert!(remote(&hosts, 2, "cat /etc/motd").contains("(v2)"));
+}
+
+#[test]
+fn a_killed_build_leaves_a_store_the_next_build_converges_from() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    // Enough files that the kill lands mid-run.
+    let many = "let many = [for h in all for i in 0..40 => file(path = \"/etc/many/f${i}\", content = \"${i}\\n\", target = h)]\n";
+    p.write("prod.env", &source(&hosts, many));
+    p.write("peers.j2", TEMPLATE);
+    // Killed at several points of a run (nsenter execs envc, so the pid is envc's).
+    for delay_ms in [150, 400, 800] {
+        let mut child = p
+            .envc(&hosts, &["build", "-j", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let again = p.run(&hosts, &["build"]);
+    ok(&again);
+    let (ran, cached, failed) = summary(&again);
+    assert_eq!(
+        (ran + cached, failed),
+        (2 + 2 + 2 + 80, 0),
+        "{}",
+        text(&again)
+    );
+    let last = p.run(&hosts, &["build"]);
+    assert_eq!(summary(&last), (0, 86, 0), "{}", text(&last));
+    assert_eq!(remote(&hosts, 1, "cat /etc/many/f39"), "39\n");
+}
+
+#[test]
+fn a_second_build_of_the_same_environment_is_refused_while_one_holds_the_lock() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    let store = envc_executor::Store::open(&p.dir.path().join("env/.envc")).unwrap();
+    let holder = envc_executor::Holder::current("envc build (the other one)");
+    let lock = envc_executor::EnvLock::acquire(&store, "prod", false, &holder).unwrap();
+    let o = p.run(&hosts, &["build"]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("envc build (the other one)")
+            && err.contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
+    drop(lock);
+    ok(&p.run(&hosts, &["build"]));
+}
