@@ -310,3 +310,107 @@ fn a_second_build_of_the_same_environment_is_refused_while_one_holds_the_lock() 
     drop(lock);
     ok(&p.run(&hosts, &["build"]));
 }
+
+#[test]
+fn sigint_lets_running_steps_finish_records_them_and_exits_130() {
+    let hosts = TestHosts::start(3);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    // A dead host keeps its connect step running for the whole timeout: the interrupt
+    // arrives while it runs, after the other hosts are done.
+    hosts.kill_host(2);
+    let child = p
+        .envc(&hosts, &["build", "--connect-timeout", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: kill has no memory preconditions; the pid is our child's (nsenter execs envc).
+    assert_eq!(unsafe { kill(child.id() as i32, 2) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("interrupted"),
+        "{}",
+        text(&o)
+    );
+    // The finished steps were recorded: the live hosts are unchanged in the next plan.
+    let plan = p.run(&hosts, &["plan", "--json"]);
+    ok(&plan);
+    let unchanged: Vec<String> = String::from_utf8_lossy(&plan.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["action"] == "unchanged")
+        .map(|v| v["node"].as_str().unwrap().to_string())
+        .collect();
+    for i in 0..2 {
+        for node in [
+            format!("host:{}", hosts.name(i)),
+            format!("{}/file:/etc/motd", hosts.name(i)),
+        ] {
+            assert!(
+                unchanged.contains(&node),
+                "{node} not recorded: {unchanged:?}\n{}",
+                text(&o)
+            );
+        }
+    }
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn hostile_values_reach_the_host_as_data_never_as_commands() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    // As the language spells it, and as the bytes on the host must read.
+    let hostile = r#"it's \"quoted\" $(touch /tmp/pwned-content) `touch /tmp/pwned-bt`; rm -rf / \\ \n\ttab \${HOME} 'x'"#;
+    let hostile_bytes = "it's \"quoted\" $(touch /tmp/pwned-content) `touch /tmp/pwned-bt`; rm -rf / \\ \n\ttab ${HOME} 'x'\n";
+    p.write(
+        "prod.env",
+        &format!(
+            r#"let h = host(name = "h", address = "{addr}")
+let a = file(path = "/srv/it's a \"dir\"/$(touch /tmp/pwned-path) `x`;y.conf", content = "{hostile}\n", target = h)
+let b = file(path = "/srv/plain", content = "ok\n", owner = "no-such-user", target = h)
+let c = file(path = "/srv/-dash", content = "", mode = 0o600, target = h)
+"#,
+            addr = hosts.addr(0)
+        ),
+    );
+    let o = p.run(&hosts, &["build", "--keep-going"]);
+    // The file owned by a missing user fails alone, with the reason; the others land.
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("h/file:/srv/plain") && err.contains("no-such-user"),
+        "{err}"
+    );
+    assert_eq!(summary(&o), (3, 0, 1), "{}", text(&o));
+    let expected = hostile_bytes;
+    let got = remote(
+        &hosts,
+        0,
+        r#"cat "/srv/it's a \"dir\"/\$(touch /tmp/pwned-path) \`x\`;y.conf""#,
+    );
+    assert_eq!(got, expected);
+    assert_eq!(
+        remote(
+            &hosts,
+            0,
+            "stat -c %a /srv/-dash; ls /tmp | grep -c pwned || true"
+        ),
+        "600\n0\n"
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            0,
+            "test -e /srv/plain && echo present || echo absent"
+        ),
+        "absent\n"
+    );
+}

@@ -379,7 +379,14 @@ impl<'s> Scheduler<'s> {
     }
 
     /// Marks `i` failed or skipped, and everything downstream of it skipped.
-    fn stop(&mut self, i: usize, status: Status, why: String, dependents: &[Vec<usize>]) {
+    fn stop(
+        &mut self,
+        i: usize,
+        status: Status,
+        why: String,
+        elapsed: Duration,
+        dependents: &[Vec<usize>],
+    ) {
         let action = self.decided[i].as_ref().map_or(Action::Update, |d| d.0);
         self.status[i] = status.clone();
         if status == Status::Failed {
@@ -387,7 +394,7 @@ impl<'s> Scheduler<'s> {
             if !self.opts.keep_going {
                 self.failed_targets.insert(self.target_of(i));
             }
-            self.outcome(i, action, format!("failed: {why}"), Duration::ZERO, None);
+            self.outcome(i, action, format!("failed: {why}"), elapsed, None);
         } else {
             self.report.skipped += 1;
             self.outcome(i, action, format!("skipped: {why}"), Duration::ZERO, None);
@@ -440,12 +447,18 @@ impl<'s> Scheduler<'s> {
                 }
                 if self.cancel.load(Ordering::SeqCst) {
                     self.report.interrupted = true;
-                    self.stop(i, Status::Skipped, "interrupted".into(), &dependents);
+                    self.stop(
+                        i,
+                        Status::Skipped,
+                        "interrupted".into(),
+                        Duration::ZERO,
+                        &dependents,
+                    );
                     continue;
                 }
                 if self.failed_targets.contains(&self.target_of(i)) {
                     let t = self.target_name(i).to_string();
-                    self.stop(i, Status::Skipped, format!("an earlier step on `{t}` failed (--keep-going runs independent steps anyway)"), &dependents);
+                    self.stop(i, Status::Skipped, format!("an earlier step on `{t}` failed (--keep-going runs independent steps anyway)"), Duration::ZERO, &dependents);
                     continue;
                 }
                 let key = &spec.nodes[i].key;
@@ -472,7 +485,9 @@ impl<'s> Scheduler<'s> {
                     a.action = Action::Update;
                 }
                 match a.resolved {
-                    Err(Resolution::Failed(m)) => self.stop(i, Status::Failed, m, &dependents),
+                    Err(Resolution::Failed(m)) => {
+                        self.stop(i, Status::Failed, m, Duration::ZERO, &dependents)
+                    }
                     Err(Resolution::Pending(j)) => self.stop(
                         i,
                         Status::Failed,
@@ -480,6 +495,7 @@ impl<'s> Scheduler<'s> {
                             "`{}` completed without the output this node needs",
                             spec.nodes[j].key
                         ),
+                        Duration::ZERO,
                         &dependents,
                     ),
                     Ok(r) if a.action == Action::Unchanged => {
@@ -562,12 +578,19 @@ impl<'s> Scheduler<'s> {
                             }
                         }
                     }
-                    Err(e) => self.stop(i, Status::Failed, e, &dependents),
+                    Err(e) => self.stop(
+                        i,
+                        Status::Failed,
+                        e,
+                        done.elapsed,
+                        &dependents,
+                    ),
                 }
             }
             env.commit_soon()?;
         }
 
+        self.report.interrupted |= self.cancel.load(Ordering::SeqCst);
         if !self.report.interrupted {
             self.delete_removed(env).await?;
         }
