@@ -62,3 +62,816 @@ impl CommandOutput {
         self.status == Some(0)
     }
 }
+
+/// The `HostKeyAlias` under which envc's own known_hosts file records a target's key: one entry,
+/// whatever the address, port or the user's ssh configuration call the host.
+const KNOWN_HOSTS_ALIAS: &str = "envc-target";
+/// Keepalive interval of the master connection; with `ServerAliveCountMax 2` a host that
+/// stopped answering is noticed after about 10 s.
+const SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// A unix socket path has at most 107 bytes; ssh adds `/.ssh-connectionXXXXXX/master` and,
+/// while binding, a 17-character random suffix.
+const MAX_WORK_DIR_LEN: usize = 107 - 30 - 17 - 9;
+
+/// Why a command could not be run on a target. Every message names the host and says what to
+/// do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// The host could not be reached, or the connection to it was lost.
+    Unreachable { host: String, detail: String },
+    /// The host presented a different key than the one recorded for it.
+    HostKeyChanged {
+        host: String,
+        recorded_fingerprint: String,
+        presented_fingerprint: String,
+    },
+    /// A command did not finish within `SshOptions::command_timeout`.
+    Timeout {
+        host: String,
+        after: Duration,
+        /// The command's program (the first element of argv), for the message.
+        command: String,
+    },
+    /// A local failure: files in the work directory, spawning ssh, an unusable argument.
+    Io { host: String, detail: String },
+}
+
+impl TransportError {
+    /// The host node's name the error is about.
+    pub fn host(&self) -> &str {
+        match self {
+            TransportError::Unreachable { host, .. }
+            | TransportError::HostKeyChanged { host, .. }
+            | TransportError::Timeout { host, .. }
+            | TransportError::Io { host, .. } => host,
+        }
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Unreachable { host, detail } => write!(
+                f,
+                "cannot reach host `{host}`: {detail}\n  hint: check the host's address and \
+                 port, that it is up and sshd runs on it, and that `ssh` with the same \
+                 configuration logs in without a password"
+            ),
+            TransportError::HostKeyChanged {
+                host,
+                recorded_fingerprint,
+                presented_fingerprint,
+            } => write!(
+                f,
+                "host `{host}` presented host key {presented_fingerprint}, but the key recorded \
+                 for it is {recorded_fingerprint}\n  hint: either the machine was reinstalled or \
+                 recreated, or someone is intercepting the connection; nothing was run on it. \
+                 If you expect the change, run `envc build --trust-host-key {host}`"
+            ),
+            TransportError::Timeout {
+                host,
+                after,
+                command,
+            } => write!(
+                f,
+                "`{command}` on host `{host}` did not finish within {} s and was stopped\n  \
+                 hint: check whether the host is overloaded or waiting on something (a lock, \
+                 the network), or raise the command timeout",
+                after.as_secs_f64()
+            ),
+            TransportError::Io { host, detail } => write!(f, "host `{host}`: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// How commands reach one target.
+pub enum Transport {
+    Local(LocalTransport),
+    Ssh(SshTransport),
+}
+
+/// Commands run as child processes of envc, without a shell.
+pub struct LocalTransport {
+    host: String,
+    command_timeout: Duration,
+}
+
+/// Commands run over one multiplexed OpenSSH master connection.
+pub struct SshTransport {
+    host: String,
+    command_timeout: Duration,
+    // Declared before `dir`: dropping the session stops the master before its directory goes.
+    session: openssh::Session,
+    /// Holds the control socket, the generated ssh_config and the known_hosts file.
+    dir: tempfile::TempDir,
+}
+
+impl Transport {
+    /// Connects to `host`. `known` is the host key recorded for it: the host must present
+    /// exactly that key (else [`TransportError::HostKeyChanged`]). `None` is a first contact:
+    /// whatever key the host presents is accepted. Returns the key the connected host has.
+    ///
+    /// Host keys are checked against a known_hosts file of envc's own in `opts.work_dir`,
+    /// never the user's or the system's.
+    pub async fn connect(
+        host: &HostSpec,
+        known: Option<&HostKey>,
+        opts: &SshOptions,
+    ) -> Result<(Transport, HostKey), TransportError> {
+        if host.is_local() {
+            let key = local_host_key(&host.name)?;
+            let t = LocalTransport {
+                host: host.name.clone(),
+                command_timeout: opts.command_timeout,
+            };
+            return Ok((Transport::Local(t), key));
+        }
+        let (t, key) = SshTransport::connect(host, known, opts).await?;
+        Ok((Transport::Ssh(t), key))
+    }
+
+    /// The host node's name.
+    pub fn host(&self) -> &str {
+        match self {
+            Transport::Local(t) => &t.host,
+            Transport::Ssh(t) => &t.host,
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self, Transport::Local(_))
+    }
+
+    /// Runs `argv` with `stdin` as its standard input and collects its output, within the
+    /// command timeout (on timeout the local process — ssh's, for a remote command — is
+    /// killed; a remote process that ignores its closed channel may linger until it ends).
+    ///
+    /// Over SSH each argument is quoted for the remote POSIX shell ([`shell_quote`]), so any
+    /// value is passed as exactly one argument; the login shell of the remote user must be a
+    /// POSIX shell (sh, dash, bash, zsh, ...).
+    pub async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+        let host = self.host();
+        let Some(program) = argv.first() else {
+            return Err(TransportError::Io {
+                host: host.to_string(),
+                detail: "an empty command cannot be run (this is a bug in envc)".into(),
+            });
+        };
+        if let Some(arg) = argv.iter().find(|a| a.contains('\0')) {
+            return Err(TransportError::Io {
+                host: host.to_string(),
+                detail: format!(
+                    "the argument {arg:?} contains a NUL byte, which no command line can carry"
+                ),
+            });
+        }
+        let timeout = match self {
+            Transport::Local(t) => t.command_timeout,
+            Transport::Ssh(t) => t.command_timeout,
+        };
+        let fut = async {
+            match self {
+                Transport::Local(t) => t.run(argv, stdin).await,
+                Transport::Ssh(t) => t.run(argv, stdin).await,
+            }
+        };
+        // Dropping `fut` on timeout drops the child, which is spawned with kill_on_drop.
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => Err(TransportError::Timeout {
+                host: host.to_string(),
+                after: timeout,
+                command: program.to_string(),
+            }),
+        }
+    }
+
+    /// Closes the connection (for SSH, stops the master); errors while closing are ignored.
+    pub async fn close(self) {
+        if let Transport::Ssh(t) = self {
+            let SshTransport { session, dir, .. } = t;
+            let _ = session.close().await;
+            drop(dir);
+        }
+    }
+}
+
+/// Quotes `s` as one word for a POSIX shell: `'…'`, with each `'` written as `'\''`. Every
+/// other byte (newlines, `$`, backticks, `\`, unicode) is literal inside single quotes.
+pub fn shell_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// `SHA256:<base64, no padding>` of an OpenSSH public key blob, as `ssh-keygen -l` prints it.
+/// `key` is `TYPE BASE64 [comment]`; `None` when it is not of that form.
+pub fn fingerprint(key: &str) -> Option<String> {
+    use sha2::Digest as _;
+    let blob = base64_decode(key.split_whitespace().nth(1)?)?;
+    let digest = sha2::Sha256::digest(&blob);
+    Some(format!("SHA256:{}", base64_encode_unpadded(&digest)))
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_encode_unpadded(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        let v = B64.iter().position(|&b| b == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    (bits < 6 && acc == 0).then_some(out)
+}
+
+/// The local machine's identity: its systemd/D-Bus machine id.
+fn local_host_key(host: &str) -> Result<HostKey, TransportError> {
+    for path in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let id = text.trim();
+            if !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Ok(HostKey {
+                    key: format!("local {id}"),
+                    fingerprint: format!("machine-id:{id}"),
+                });
+            }
+        }
+    }
+    Err(TransportError::Io {
+        host: host.to_string(),
+        detail: "this machine has no machine id (/etc/machine-id is missing or empty), which \
+                 envc uses as its identity\n  hint: run `systemd-machine-id-setup` (or \
+                 `dbus-uuidgen --ensure=/etc/machine-id`) once"
+            .into(),
+    })
+}
+
+impl LocalTransport {
+    async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+        let io = |what: &str, e: std::io::Error| TransportError::Io {
+            host: self.host.clone(),
+            detail: format!("{what} `{}`: {e}", argv[0]),
+        };
+        let mut child = tokio::process::Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| io("cannot start", e))?;
+        let input = child.stdin.take();
+        let (written, output) = tokio::join!(feed(input, stdin), child.wait_with_output());
+        let output = output.map_err(|e| io("waiting for", e))?;
+        written.map_err(|e| io("writing the input of", e))?;
+        Ok(CommandOutput {
+            status: output.status.code(),
+            stdout: output.stdout,
+            stderr: output.stderr,
+        })
+    }
+}
+
+/// Writes `data` to a child's stdin and closes it. A child that exits without reading all of
+/// its input is not an error here (its exit status tells).
+async fn feed<W: tokio::io::AsyncWrite + Unpin>(
+    input: Option<W>,
+    data: &[u8],
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let Some(mut input) = input else {
+        return Ok(());
+    };
+    let result = async {
+        input.write_all(data).await?;
+        input.shutdown().await
+    }
+    .await;
+    drop(input);
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(r: Option<R>) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = Vec::new();
+    if let Some(mut r) = r {
+        r.read_to_end(&mut buf).await?;
+    }
+    Ok(buf)
+}
+
+impl SshTransport {
+    async fn connect(
+        host: &HostSpec,
+        known: Option<&HostKey>,
+        opts: &SshOptions,
+    ) -> Result<(SshTransport, HostKey), TransportError> {
+        let name = &host.name;
+        let io = |detail: String| TransportError::Io {
+            host: name.clone(),
+            detail,
+        };
+        let addr = host.address.as_str();
+        if addr.is_empty()
+            || addr.starts_with('-')
+            || addr
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '@')
+        {
+            return Err(TransportError::Unreachable {
+                host: name.clone(),
+                detail: format!(
+                    "{addr:?} is not a host name or IP address; set the host's address to one"
+                ),
+            });
+        }
+        if let Some(k) = known {
+            if fingerprint(&k.key).is_none() {
+                return Err(io(format!(
+                    "the host key recorded for it ({:?}) is not an OpenSSH public key; run \
+                     `envc build --trust-host-key {name}` to record the key it presents",
+                    k.key
+                )));
+            }
+        }
+
+        let work = std::path::absolute(&opts.work_dir)
+            .map_err(|e| io(format!("work directory {}: {e}", opts.work_dir.display())))?;
+        let dir = tempfile::Builder::new()
+            .prefix("ssh")
+            .tempdir_in(&work)
+            .map_err(|e| {
+                io(format!(
+                    "cannot create a directory in {}: {e}",
+                    work.display()
+                ))
+            })?;
+        let dir_len = dir.path().as_os_str().len();
+        if dir_len > MAX_WORK_DIR_LEN {
+            return Err(io(format!(
+                "the work directory {} is too long a path for ssh's control socket (at most \
+                 {} bytes); use a shorter one",
+                work.display(),
+                MAX_WORK_DIR_LEN - 10
+            )));
+        }
+        let known_hosts = dir.path().join("known_hosts");
+        let known_line = known
+            .map(|k| format!("{KNOWN_HOSTS_ALIAS} {}\n", k.key.trim()))
+            .unwrap_or_default();
+        std::fs::write(&known_hosts, known_line)
+            .map_err(|e| io(format!("cannot write {}: {e}", known_hosts.display())))?;
+        let config = dir.path().join("ssh_config");
+        let text = ssh_config_text(&known_hosts, opts.config_file.as_deref()).map_err(io)?;
+        std::fs::write(&config, text)
+            .map_err(|e| io(format!("cannot write {}: {e}", config.display())))?;
+
+        let mut b = openssh::SessionBuilder::default();
+        b.user(host.user.clone())
+            .port(host.port)
+            .connect_timeout(opts.connect_timeout.max(Duration::from_secs(1)))
+            .server_alive_interval(SERVER_ALIVE_INTERVAL)
+            .control_directory(dir.path())
+            .config_file(&config)
+            .known_hosts_check(if known.is_some() {
+                openssh::KnownHosts::Strict
+            } else {
+                openssh::KnownHosts::Add
+            });
+        // The connect timeout bounds the TCP connection; this bounds the whole handshake too
+        // (a host that accepts and then says nothing).
+        let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
+        let session = match tokio::time::timeout(limit, b.connect(addr)).await {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => {
+                let detail = error_chain(&e);
+                if let Some(k) = known {
+                    if detail.contains("Host key verification failed")
+                        || detail.contains("HOST IDENTIFICATION HAS CHANGED")
+                    {
+                        let presented = match presented_fingerprint(&detail) {
+                            Some(fp) => fp,
+                            None => keyscan_fingerprint(host, &k.key, opts).await,
+                        };
+                        return Err(TransportError::HostKeyChanged {
+                            host: name.clone(),
+                            recorded_fingerprint: k.fingerprint.clone(),
+                            presented_fingerprint: presented,
+                        });
+                    }
+                }
+                return Err(TransportError::Unreachable {
+                    host: name.clone(),
+                    detail: format!("ssh to {}@{addr} port {}: {detail}", host.user, host.port),
+                });
+            }
+            Err(_) => {
+                return Err(TransportError::Unreachable {
+                    host: name.clone(),
+                    detail: format!(
+                        "ssh to {}@{addr} port {} did not complete within {} s",
+                        host.user,
+                        host.port,
+                        limit.as_secs()
+                    ),
+                })
+            }
+        };
+        let key = match known {
+            Some(k) => k.clone(),
+            None => {
+                let text = std::fs::read_to_string(&known_hosts)
+                    .map_err(|e| io(format!("cannot read {}: {e}", known_hosts.display())))?;
+                let recorded = text.lines().find_map(|line| {
+                    let mut f = line.split_whitespace();
+                    (f.next() == Some(KNOWN_HOSTS_ALIAS))
+                        .then(|| Some(format!("{} {}", f.next()?, f.next()?)))
+                        .flatten()
+                });
+                let Some(key) = recorded else {
+                    let _ = session.close().await;
+                    return Err(io(format!(
+                        "connected, but ssh did not record the host's key in {}; does the ssh \
+                         configuration override host key checking (KnownHostsCommand, \
+                         StrictHostKeyChecking)?",
+                        known_hosts.display()
+                    )));
+                };
+                let Some(fp) = fingerprint(&key) else {
+                    let _ = session.close().await;
+                    return Err(io(format!("ssh recorded an unreadable host key {key:?}")));
+                };
+                HostKey {
+                    key,
+                    fingerprint: fp,
+                }
+            }
+        };
+        let t = SshTransport {
+            host: name.clone(),
+            command_timeout: opts.command_timeout,
+            session,
+            dir,
+        };
+        Ok((t, key))
+    }
+
+    async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+        use openssh::Stdio;
+        let mut cmd = self.session.raw_command(shell_quote(argv[0]));
+        for arg in &argv[1..] {
+            cmd.raw_arg(shell_quote(arg));
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = match cmd.spawn().await {
+            Ok(child) => child,
+            Err(e) => return Err(self.lost(&e).await),
+        };
+        let input = child.stdin().take();
+        let out = child.stdout().take();
+        let err = child.stderr().take();
+        let (written, stdout, stderr) =
+            tokio::join!(feed(input, stdin), read_all(out), read_all(err));
+        let status = match child.wait().await {
+            Ok(status) => status.code(),
+            // The process mux reports exit status 127 and 255 as errors.
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
+            Err(openssh::Error::RemoteProcessTerminated) => {
+                // Either the command exited with 255, or the connection is gone.
+                if let Err(e) = self.session.check().await {
+                    return Err(self.lost(&e).await);
+                }
+                Some(255)
+            }
+            Err(e) => return Err(self.lost(&e).await),
+        };
+        let io = |e: std::io::Error| TransportError::Unreachable {
+            host: self.host.clone(),
+            detail: format!("the connection broke while running `{}`: {e}", argv[0]),
+        };
+        written.map_err(io)?;
+        Ok(CommandOutput {
+            status,
+            stdout: stdout.map_err(io)?,
+            stderr: stderr.map_err(io)?,
+        })
+    }
+
+    async fn lost(&self, e: &openssh::Error) -> TransportError {
+        TransportError::Unreachable {
+            host: self.host.clone(),
+            detail: format!("the ssh connection is lost: {}", error_chain(e)),
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s += ": ";
+            s += text.trim();
+        }
+        source = inner.source();
+    }
+    s
+}
+
+/// envc's ssh_config for one connection. ssh uses the first value it finds for an option, so
+/// these lines win over the user's configuration, which they include afterwards.
+fn ssh_config_text(
+    known_hosts: &std::path::Path,
+    user_config: Option<&std::path::Path>,
+) -> Result<String, String> {
+    let quote = |p: &std::path::Path| -> Result<String, String> {
+        let s = p
+            .to_str()
+            .ok_or_else(|| format!("the path {} is not UTF-8", p.display()))?;
+        if s.contains(['"', '\n', '\r']) {
+            return Err(format!(
+                "the path {s:?} contains a quote or a line break, which an ssh_config cannot \
+                 hold; use another path"
+            ));
+        }
+        Ok(format!("\"{s}\""))
+    };
+    let mut text = String::from(
+        "# Generated by envc for one connection: its own known_hosts, never the user's or the\n\
+         # system's. ssh takes the first value of each option, so these win over the Includes.\n",
+    );
+    text += &format!("HostKeyAlias {KNOWN_HOSTS_ALIAS}\n");
+    text += &format!(
+        "UserKnownHostsFile {}\n",
+        quote(known_hosts)?.replace('%', "%%")
+    );
+    text += "GlobalKnownHostsFile /dev/null\n\
+             KnownHostsCommand none\n\
+             HashKnownHosts no\n\
+             UpdateHostKeys no\n\
+             CheckHostIP no\n\
+             VerifyHostKeyDNS no\n\
+             ServerAliveCountMax 2\n";
+    match user_config {
+        Some(p) => {
+            let p = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            if !p.is_file() {
+                return Err(format!(
+                    "the ssh config file {} does not exist; fix --ssh-config / $ENVC_SSH_CONFIG",
+                    p.display()
+                ));
+            }
+            text += &format!("Include {}\n", quote(&p)?);
+        }
+        None => {
+            // What ssh reads without -F. A missing file is skipped.
+            text += "Include ~/.ssh/config\nInclude /etc/ssh/ssh_config\n";
+        }
+    }
+    Ok(text)
+}
+
+/// The fingerprint ssh printed for the key a host presented when it did not match.
+fn presented_fingerprint(log: &str) -> Option<String> {
+    let at = log.find("sent by the remote host is")?;
+    log[at..]
+        .split_whitespace()
+        .find(|w| w.starts_with("SHA256:"))
+        .map(|w| w.trim_end_matches('.').to_string())
+}
+
+/// Asks the host for its key of the recorded key's type with `ssh-keyscan`.
+async fn keyscan_fingerprint(host: &HostSpec, recorded_key: &str, opts: &SshOptions) -> String {
+    let kind = match recorded_key.split_whitespace().next().unwrap_or("") {
+        "ssh-rsa" => "rsa",
+        "ssh-dss" => "dsa",
+        k if k.starts_with("ecdsa-") => "ecdsa",
+        _ => "ed25519",
+    };
+    let timeout = opts.connect_timeout.as_secs().max(1).to_string();
+    let port = host.port.to_string();
+    let run = tokio::process::Command::new("ssh-keyscan")
+        .args(["-T", &timeout, "-t", kind, "-p", &port, "--", &host.address])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let limit = opts.connect_timeout * 2 + Duration::from_secs(2);
+    match tokio::time::timeout(limit, run).await {
+        Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.split_once(' ').and_then(|(_, key)| fingerprint(key)))
+            .unwrap_or_else(|| "(unknown: ssh-keyscan got no key)".into()),
+        Ok(Err(e)) => format!("(unknown: ssh-keyscan: {e})"),
+        Err(_) => "(unknown: ssh-keyscan timed out)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_is_one_literal_word() {
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("abc"), "'abc'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("''"), "''\\'''\\'''");
+        assert_eq!(shell_quote("$(touch x)"), "'$(touch x)'");
+        assert_eq!(shell_quote("a\nb"), "'a\nb'");
+        assert_eq!(shell_quote("-rf"), "'-rf'");
+        assert_eq!(shell_quote("ünï`c`"), "'ünï`c`'");
+    }
+
+    /// The quoted words, read back by a real `sh`, are the original strings.
+    #[test]
+    fn shell_quote_round_trips_through_sh() {
+        let values = [
+            "",
+            "plain",
+            "it's",
+            "'",
+            "\\'",
+            "$(touch /tmp/envc-pwned)",
+            "`id`",
+            "a\nb\n",
+            "; rm -rf /",
+            "-n",
+            "  spaces  ",
+            "ünïcødé ✓",
+            "\"double\" $HOME \\n",
+            "*",
+        ];
+        let mut script = String::from("for a in");
+        for v in values {
+            script.push(' ');
+            script.push_str(&shell_quote(v));
+        }
+        script.push_str("; do printf '%s\\0' \"$a\"; done");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let got: Vec<&[u8]> = out.stdout.split(|&b| b == 0).collect();
+        let want: Vec<&[u8]> = values
+            .iter()
+            .map(|v| v.as_bytes())
+            .chain([&b""[..]])
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn fingerprints_match_ssh_keygen() {
+        // Compared with what `ssh-keygen -lf` prints for the same key, where it is installed.
+        let key =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFN9BY+YLk9Eq+w7rDUcp0DsQh9w4mUIUtFE6x/RXHsg";
+        let fp = fingerprint(key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.pub");
+        std::fs::write(&file, format!("{key} comment\n")).unwrap();
+        if let Ok(out) = std::process::Command::new("ssh-keygen")
+            .arg("-lf")
+            .arg(&file)
+            .output()
+        {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(text.split_whitespace().nth(1), Some(fp.as_str()), "{text}");
+        }
+        assert!(fp.starts_with("SHA256:") && !fp.ends_with('='));
+        assert_eq!(fingerprint("ssh-ed25519"), None);
+        assert_eq!(fingerprint("ssh-ed25519 not*base64"), None);
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        for len in 0..40 {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let enc = base64_encode_unpadded(&bytes);
+            assert_eq!(base64_decode(&enc), Some(bytes));
+        }
+        assert_eq!(base64_encode_unpadded(b"foob"), "Zm9vYg");
+        assert_eq!(base64_decode("Zm9vYg=="), Some(b"foob".to_vec()));
+    }
+
+    #[test]
+    fn presented_fingerprint_is_read_from_the_warning() {
+        let log = "@@@@@\nThe fingerprint for the ED25519 key sent by the remote host is\n\
+                   SHA256:abcDEF123+/x.\nPlease contact your system administrator.\n\
+                   Host key verification failed.";
+        assert_eq!(
+            presented_fingerprint(log).as_deref(),
+            Some("SHA256:abcDEF123+/x")
+        );
+        assert_eq!(presented_fingerprint("Host key verification failed."), None);
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = TransportError::HostKeyChanged {
+            host: "web".into(),
+            recorded_fingerprint: "SHA256:old".into(),
+            presented_fingerprint: "SHA256:new".into(),
+        };
+        let text = e.to_string();
+        assert!(text.contains("SHA256:old") && text.contains("SHA256:new"));
+        assert!(text.contains("envc build --trust-host-key web"));
+        let e = TransportError::Unreachable {
+            host: "db".into(),
+            detail: "connection timed out".into(),
+        };
+        assert!(e.to_string().contains("`db`") && e.to_string().contains("sshd"));
+    }
+
+    #[test]
+    fn config_lines_come_before_the_users() {
+        let text = ssh_config_text(
+            std::path::Path::new("/w/50%/known_hosts"),
+            Some(std::path::Path::new("/etc/hostname")),
+        )
+        .unwrap();
+        let kh = text
+            .find("UserKnownHostsFile \"/w/50%%/known_hosts\"")
+            .unwrap();
+        let inc = text.find("Include \"/etc/hostname\"").unwrap();
+        assert!(kh < inc && text.contains("GlobalKnownHostsFile /dev/null"));
+        assert!(ssh_config_text(std::path::Path::new("/x\"y"), None).is_err());
+        assert!(ssh_config_text(
+            std::path::Path::new("/k"),
+            Some(std::path::Path::new("/nonexistent/envc"))
+        )
+        .is_err());
+    }
+
+    #[tokio::test]
+    async fn local_transport_runs_without_a_shell() {
+        let opts = SshOptions {
+            config_file: None,
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(1),
+            work_dir: std::env::temp_dir(),
+        };
+        let host = HostSpec {
+            name: "me".into(),
+            address: LOCAL_ADDRESS.into(),
+            port: 22,
+            user: "root".into(),
+        };
+        let Ok((t, key)) = Transport::connect(&host, None, &opts).await else {
+            return; // no machine id here
+        };
+        assert!(key.fingerprint.starts_with("machine-id:"));
+        let out = t.run(&["printf", "%s", "$(id)"], b"").await.unwrap();
+        assert_eq!(out.stdout, b"$(id)");
+        let out = t.run(&["cat"], b"in\0put").await.unwrap();
+        assert_eq!((out.status, out.stdout), (Some(0), b"in\0put".to_vec()));
+        let out = t.run(&["sh", "-c", "exit 3"], b"").await.unwrap();
+        assert_eq!(out.status, Some(3));
+        let e = t.run(&["sleep", "10"], b"").await.unwrap_err();
+        assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
+        let e = t.run(&["envc-no-such-program"], b"").await.unwrap_err();
+        assert!(e.to_string().contains("envc-no-such-program"), "{e}");
+        t.close().await;
+    }
+}
