@@ -414,3 +414,90 @@ let c = file(path = "/srv/-dash", content = "", mode = 0o600, target = h)
         "absent\n"
     );
 }
+
+#[test]
+fn packages_install_in_one_transaction_per_host_move_versions_and_are_purged() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    let src = |demo: &str, with_tree: bool| {
+        let mut s = String::from("import \"std/debian\"\n");
+        for i in 0..hosts.len() {
+            s.push_str(&format!(
+                "let h{i} = host(name = \"{}\", address = \"{}\")\n",
+                hosts.name(i),
+                hosts.addr(i)
+            ));
+            let tree = if with_tree { r#", tree = """# } else { "" };
+            s.push_str(&format!("let p{i} = debian.packages(h{i}, {{ hello = \"\", envc-demo = \"{demo}\"{tree} }})\n"));
+        }
+        s.replace("envc-demo = ", "\"envc-demo\" = ")
+    };
+    p.write("prod.env", &src("1.0", true));
+    let cold = p.run(&hosts, &["build"]);
+    ok(&cold);
+    assert_eq!(summary(&cold), (2 + 6, 0, 0), "{}", text(&cold));
+    for i in 0..2 {
+        // One apt transaction for the host's three packages.
+        assert_eq!(
+            remote(
+                &hosts,
+                i,
+                "grep -c '^Commandline: apt-get install' /var/log/apt/history.log"
+            ),
+            "1\n"
+        );
+        assert_eq!(
+            remote(
+                &hosts,
+                i,
+                "cat /usr/share/envc-demo/version; command -v hello tree"
+            ),
+            "1.0\n/usr/bin/hello\n/usr/bin/tree\n"
+        );
+    }
+    assert_eq!(summary(&p.run(&hosts, &["build"])), (0, 8, 0));
+
+    // The pin moves: exactly that package, on each host.
+    p.write("prod.env", &src("2.0", true));
+    let moved = p.run(&hosts, &["build"]);
+    ok(&moved);
+    assert_eq!(summary(&moved), (2, 6, 0), "{}", text(&moved));
+    assert_eq!(
+        remote(&hosts, 1, "cat /usr/share/envc-demo/version"),
+        "2.0\n"
+    );
+
+    // A package dropped from the source is purged (envc installed it).
+    p.write("prod.env", &src("2.0", false));
+    let dropped = p.run(&hosts, &["build"]);
+    ok(&dropped);
+    assert!(
+        String::from_utf8_lossy(&dropped.stdout).contains("2 deleted"),
+        "{}",
+        text(&dropped)
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            0,
+            "dpkg -s tree >/dev/null 2>&1 && echo installed || echo purged; command -v hello"
+        ),
+        "purged\n/usr/bin/hello\n"
+    );
+
+    // A package that does not exist fails with apt's reason; the other host is unaffected.
+    p.write(
+        "prod.env",
+        &src("2.0", false).replace(
+            &format!("let p1 = debian.packages(h1, {{"),
+            "let p1 = debian.packages(h1, { \"no-such-package\" = \"\",",
+        ),
+    );
+    let missing = p.run(&hosts, &["build"]);
+    assert_eq!(missing.status.code(), Some(4), "{}", text(&missing));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("no-such-package") && err.contains("Unable to locate package"),
+        "{err}"
+    );
+}

@@ -578,13 +578,7 @@ impl<'s> Scheduler<'s> {
                             }
                         }
                     }
-                    Err(e) => self.stop(
-                        i,
-                        Status::Failed,
-                        e,
-                        done.elapsed,
-                        &dependents,
-                    ),
+                    Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
                 }
             }
             env.commit_soon()?;
