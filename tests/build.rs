@@ -489,7 +489,7 @@ fn packages_install_in_one_transaction_per_host_move_versions_and_are_purged() {
     p.write(
         "prod.env",
         &src("2.0", false).replace(
-            &format!("let p1 = debian.packages(h1, {{"),
+            "let p1 = debian.packages(h1, {",
             "let p1 = debian.packages(h1, { \"no-such-package\" = \"\",",
         ),
     );
