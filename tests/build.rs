@@ -45,8 +45,10 @@ impl Project {
 
     fn envc(&self, hosts: &TestHosts, args: &[&str]) -> Command {
         let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
-        cmd.args(args)
+        // `envc COMMAND FILE [ARGS…]`
+        cmd.arg(args[0])
             .arg(self.env_file())
+            .args(&args[1..])
             .env("ENVC_SSH_CONFIG", &self.ssh_config)
             .env_remove("ENVC_STORE")
             .stdin(Stdio::null());
@@ -109,6 +111,7 @@ fn source(hosts: &TestHosts, extra: &str) -> String {
 let peers = [for h in all => h.address]
 let confs = [for h in all => files.template(h, "/etc/app/peers.conf", path("peers.j2"), vars = { peers = peers, me = h.name })]
 let motds = [for h in all => file(path = "/etc/motd", content = "managed by envc: ${h.name}\n", target = h)]
+output keys = [for h in all => h.host_key]
 "#,
     );
     s.push_str(extra);
@@ -211,6 +214,28 @@ fn build_rebuild_change_remove_and_drift_on_three_hosts() {
     let clean = p.run(&hosts, &["drift"]);
     assert_eq!(clean.status.code(), Some(0), "{}", text(&clean));
 
+    // why explains one node; output shows deferred values resolved.
+    let why = p.run(
+        &hosts,
+        &["why", &format!("{}/file:/etc/motd", hosts.name(0))],
+    );
+    ok(&why);
+    let w = String::from_utf8_lossy(&why.stdout);
+    assert!(
+        w.contains("action     unchanged") && w.contains("content = blake3:"),
+        "{w}"
+    );
+    let out = p.run(&hosts, &["output", "--json"]);
+    ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = v["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 3);
+    assert!(
+        keys.iter()
+            .all(|k| k.as_str().unwrap().starts_with("ssh-ed25519 ")),
+        "{v}"
+    );
+
     // The history has every build (plan and drift change nothing, so they are not runs).
     let log = p.run(&hosts, &["log"]);
     ok(&log);
@@ -219,9 +244,35 @@ fn build_rebuild_change_remove_and_drift_on_three_hosts() {
             .lines()
             .filter(|l| l.starts_with("run "))
             .count(),
-        6,
+        5,
         "{}",
         text(&log)
+    );
+
+    // destroy removes what envc made, and only that: Debian ships /etc/motd, so envc
+    // leaves it in place; peers.conf was envc's.
+    let refused = p.run(&hosts, &["destroy"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    let destroyed = p.run(&hosts, &["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        String::from_utf8_lossy(&destroyed.stderr)
+            .contains("left in place: envc did not create it"),
+        "{}",
+        text(&destroyed)
+    );
+    for i in 0..3 {
+        assert_eq!(
+            remote(&hosts, i, "ls /etc/app; test -e /etc/motd && echo motd"),
+            "motd\n"
+        );
+    }
+    let after = p.run(&hosts, &["plan"]);
+    assert!(
+        String::from_utf8_lossy(&after.stdout)
+            .contains("plan: 9 to create, 0 to update, 0 to delete, 0 unchanged"),
+        "{}",
+        text(&after)
     );
 }
 
