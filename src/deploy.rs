@@ -297,39 +297,60 @@ pub fn why(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
 
 // ---------------------------------------------------------------- build and destroy
 
+/// Progress: one bar per host on a terminal, one line per step otherwise, JSON lines
+/// with `--json`.
 struct Progress {
     json: bool,
-    bar: Option<indicatif::ProgressBar>,
+    bars: Option<(indicatif::MultiProgress, Mutex<BTreeMap<String, indicatif::ProgressBar>>)>,
+    /// Nodes per target, for the bars' lengths.
+    totals: BTreeMap<String, u64>,
     lines: Mutex<()>,
-    quiet_cached: bool,
 }
 
 impl Progress {
-    fn new(json: bool, total: usize) -> Progress {
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-            let b = indicatif::ProgressBar::new(total as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} [{elapsed}] {bar:30} {pos}/{len} {msg}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            b.enable_steady_tick(Duration::from_millis(120));
-            b
-        });
+    fn new(json: bool, spec: &Spec) -> Progress {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for n in &spec.nodes {
+            let t = n.target.map_or(&n.name, |t| &spec.nodes[t].name);
+            *totals.entry(t.clone()).or_default() += 1;
+        }
+        let bars = (!json && std::io::stderr().is_terminal())
+            .then(|| (indicatif::MultiProgress::new(), Mutex::new(BTreeMap::new())));
         Progress {
             json,
-            bar,
+            bars,
+            totals,
             lines: Mutex::new(()),
-            quiet_cached: true,
         }
     }
 
-    fn line(&self, s: &str) {
-        let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        match &self.bar {
-            Some(b) => b.println(s),
-            None => eprintln!("{s}"),
+    fn bar(&self, target: &str) -> Option<indicatif::ProgressBar> {
+        let (multi, bars) = self.bars.as_ref()?;
+        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            bars.entry(target.to_string())
+                .or_insert_with(|| {
+                    let b = multi.add(indicatif::ProgressBar::new(
+                        self.totals.get(target).copied().unwrap_or(0),
+                    ));
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{prefix:>16} {bar:24} {pos}/{len} {wide_msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    b.set_prefix(target.to_string());
+                    b
+                })
+                .clone(),
+        )
+    }
+
+    fn finish(&self) {
+        if let Some((_, bars)) = &self.bars {
+            for b in bars.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                b.finish();
+            }
         }
     }
 }
@@ -338,22 +359,19 @@ impl Reporter for Progress {
     fn event(&self, e: Event<'_>) {
         match e {
             Event::Started { key, target, .. } => {
-                if let Some(b) = &self.bar {
-                    b.set_message(format!("{target}: {key}"));
+                if let Some(b) = self.bar(target) {
+                    b.set_message(key.to_string());
                 }
             }
             Event::Finished {
                 key,
+                target,
                 action,
                 outcome,
                 duration,
-                ..
             } => {
-                if let Some(b) = &self.bar {
-                    b.inc(1);
-                }
+                let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
                 if self.json {
-                    let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
                     let mut out = std::io::stdout().lock();
                     let _ = writeln!(
                         out,
@@ -362,14 +380,21 @@ impl Reporter for Progress {
                     );
                     return;
                 }
-                if self.quiet_cached && outcome == "cached" {
-                    return;
-                }
-                self.line(&format!(
+                let line = format!(
                     "{:<9} {key}: {outcome} ({} ms)",
                     action.name(),
                     duration.as_millis()
-                ));
+                );
+                match self.bar(target) {
+                    Some(b) => {
+                        b.inc(1);
+                        if outcome != "cached" {
+                            b.set_message(line);
+                        }
+                    }
+                    None if outcome == "cached" => {}
+                    None => eprintln!("{line}"),
+                }
             }
         }
     }
@@ -461,16 +486,14 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8
         command: args.command.to_string(),
         drift,
     };
-    let progress = Progress::new(args.json, spec.nodes.len());
+    let progress = Progress::new(args.json, spec);
     let scheduler = Scheduler::new(spec, files, &opts, conns.clone(), cancel.clone(), &progress);
     let result = rt.block_on(async {
         let r = scheduler.run(&mut env).await;
         conns.close().await;
         r
     });
-    if let Some(b) = &progress.bar {
-        b.finish_and_clear();
-    }
+    progress.finish();
     let report = match result {
         Ok(r) => r,
         Err(e) => {

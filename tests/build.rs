@@ -552,3 +552,44 @@ fn packages_install_in_one_transaction_per_host_move_versions_and_are_purged() {
         "{err}"
     );
 }
+
+#[test]
+fn a_changed_host_key_stops_the_host_until_trusted_and_then_everything_on_it_reruns() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    let src = |addr: std::net::Ipv4Addr| {
+        format!("let h = host(name = \"app\", address = \"{addr}\")\nlet f = file(path = \"/etc/app.conf\", content = \"v1\\n\", target = h)\n")
+    };
+    p.write("prod.env", &src(hosts.addr(0)));
+    ok(&p.run(&hosts, &["build"]));
+    // The name now points at another machine (as after a reinstall, or an attack): its
+    // key differs from the recorded one, and nothing is sent to it.
+    p.write("prod.env", &src(hosts.addr(1)));
+    let o = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let host = events.iter().find(|e| e["node"] == "host:app").unwrap();
+    let why = host["outcome"].as_str().unwrap();
+    assert!(
+        why.contains("SHA256:") && why.contains("--trust-host-key app"),
+        "{why}"
+    );
+    assert_eq!(events.last().unwrap()["summary"]["failed"], 1);
+    assert_eq!(
+        remote(
+            &hosts,
+            1,
+            "test -e /etc/app.conf && echo present || echo absent"
+        ),
+        "absent\n"
+    );
+    // Trusted anew: a new identity, so the file is placed again on the new machine.
+    let trusted = p.run(&hosts, &["build", "--trust-host-key", "app"]);
+    ok(&trusted);
+    assert_eq!(summary(&trusted), (2, 0, 0), "{}", text(&trusted));
+    assert_eq!(remote(&hosts, 1, "cat /etc/app.conf"), "v1\n");
+    assert_eq!(summary(&p.run(&hosts, &["build"])), (0, 2, 0));
+}
