@@ -67,7 +67,7 @@ impl CommandOutput {
 /// whatever the address, port or the user's ssh configuration call the host.
 const KNOWN_HOSTS_ALIAS: &str = "envc-target";
 /// Keepalive interval of the master connection; with `ServerAliveCountMax 2` a host that
-/// stopped answering is noticed after about 10 s.
+/// stopped answering is noticed after about 15 s (three unanswered intervals).
 const SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// A unix socket path has at most 107 bytes; ssh adds `/.ssh-connectionXXXXXX/master` and,
 /// while binding, a 17-character random suffix.
@@ -480,6 +480,12 @@ impl SshTransport {
         let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
         let session = match tokio::time::timeout(limit, b.connect(addr)).await {
             Ok(Ok(session)) => session,
+            Ok(Err(openssh::Error::Connect(e))) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(io(format!(
+                    "cannot run the ssh client: {e}\n  hint: install OpenSSH's client \
+                     (`apt-get install openssh-client`)"
+                )));
+            }
             Ok(Err(e)) => {
                 let detail = error_chain(&e);
                 if let Some(k) = known {
@@ -564,7 +570,12 @@ impl SshTransport {
             .stderr(Stdio::piped());
         let mut child = match cmd.spawn().await {
             Ok(child) => child,
-            Err(e) => return Err(self.lost(&e).await),
+            Err(e) => {
+                return Err(TransportError::Io {
+                    host: self.host.clone(),
+                    detail: format!("cannot run the ssh client: {}", error_chain(&e)),
+                })
+            }
         };
         let input = child.stdin().take();
         let out = child.stdout().take();
@@ -578,11 +589,11 @@ impl SshTransport {
             Err(openssh::Error::RemoteProcessTerminated) => {
                 // Either the command exited with 255, or the connection is gone.
                 if let Err(e) = self.session.check().await {
-                    return Err(self.lost(&e).await);
+                    return Err(self.lost(&e));
                 }
                 Some(255)
             }
-            Err(e) => return Err(self.lost(&e).await),
+            Err(e) => return Err(self.lost(&e)),
         };
         let io = |e: std::io::Error| TransportError::Unreachable {
             host: self.host.clone(),
@@ -596,10 +607,13 @@ impl SshTransport {
         })
     }
 
-    async fn lost(&self, e: &openssh::Error) -> TransportError {
+    fn lost(&self, e: &openssh::Error) -> TransportError {
         TransportError::Unreachable {
             host: self.host.clone(),
-            detail: format!("the ssh connection is lost: {}", error_chain(e)),
+            detail: format!(
+                "the ssh connection was lost (the host stopped answering or closed it): {}",
+                error_chain(e)
+            ),
         }
     }
 }
