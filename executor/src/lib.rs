@@ -4,6 +4,7 @@
 //! again (the resolved hash).
 
 pub mod lock;
+pub mod ops;
 pub mod record;
 pub mod store;
 pub mod transport;
