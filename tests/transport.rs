@@ -380,6 +380,23 @@ fn files_apply_probe_drift_and_remove() {
         );
         // No temporary files are left beside the destinations.
         assert_eq!(run_ok(&t, &["ls", "-A", "/etc/envc"]).await, b"");
+
+        // A large batch is one run.
+        let many: Vec<FileSpec> = (0..200)
+            .map(|i| {
+                file(
+                    &format!("/srv/many/{i}.conf"),
+                    format!("{i}\n").as_bytes(),
+                    "root",
+                    "root",
+                    0o644,
+                )
+            })
+            .collect();
+        let t0 = Instant::now();
+        let r = ops::apply_files(&t, &many).await.unwrap();
+        eprintln!("apply_files of {}: {:?}", many.len(), t0.elapsed());
+        assert!(r.iter().all(|r| r.as_ref().is_ok_and(|a| a.created)));
         t.close().await;
     });
 }

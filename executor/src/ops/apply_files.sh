@@ -23,19 +23,26 @@ apply_one() {
         err "it is a directory"
         return
     fi
-    if ! id -u -- "$owner" >/dev/null 2>&1; then
-        err "the owner \`$owner\` does not exist on the host"
-        return
+    # Owners and groups are looked up once per batch (files mostly share them).
+    if [ "$owner" != "$known_owner" ]; then
+        if ! id -u -- "$owner" >/dev/null 2>&1; then
+            err "the owner \`$owner\` does not exist on the host"
+            return
+        fi
+        known_owner=$owner
     fi
-    if ! getent group -- "$group" >/dev/null 2>&1; then
-        err "the group \`$group\` does not exist on the host"
-        return
+    if [ "$group" != "$known_group" ]; then
+        if ! getent group -- "$group" >/dev/null 2>&1; then
+            err "the group \`$group\` does not exist on the host"
+            return
+        fi
+        known_group=$group
     fi
     created=false
     [ -e "$path" ] || [ -L "$path" ] || created=true
     dir=${path%/*}
     [ -n "$dir" ] || dir=/
-    if ! out=$(mkdir -p -- "$dir" 2>&1); then
+    if [ ! -d "$dir" ] && ! out=$(mkdir -p -- "$dir" 2>&1); then
         err "cannot create its directory: $out"
         return
     fi
@@ -43,9 +50,8 @@ apply_one() {
         err "cannot create a temporary file beside it: $new"
         return
     fi
-    if ! out=$(cat -- "$tmp/$i" 2>&1 >"$new") ||
-        ! out=$(chown -- "$owner:$group" "$new" 2>&1) ||
-        ! out=$(chmod -- "$mode" "$new" 2>&1) ||
+    # install copies the content and sets owner, group and mode in one process.
+    if ! out=$(install -o "$owner" -g "$group" -m "$mode" -T -- "$tmp/$i" "$new" 2>&1) ||
         ! out=$(mv -f -T -- "$new" "$path" 2>&1); then
         rm -f -- "$new"
         err "$out"
@@ -59,6 +65,7 @@ apply_one() {
 }
 
 i=0
+known_owner= known_group=
 while [ $# -ge 4 ]; do
     path=$1 owner=$2 group=$3 mode=$4
     shift 4
