@@ -120,6 +120,20 @@ fn connect_run_and_host_keys() {
         assert_eq!(out.status, Some(127));
         t.close().await;
 
+        // A command that outlives the timeout is stopped; the connection stays usable.
+        let short = SshOptions {
+            command_timeout: Duration::from_secs(1),
+            ..env.opts.clone()
+        };
+        let (t, _) = connect(&host, Some(&key), &short).await;
+        let t0 = Instant::now();
+        let e = t.run(&["sleep", "30"], b"").await.unwrap_err();
+        assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("`sleep` on host `host0`"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert_eq!(run_ok(&t, &["hostname"]).await, b"host0\n");
+        t.close().await;
+
         // The key returned is accepted as the known one.
         let (t, again) = connect(&host, Some(&key), &env.opts).await;
         assert_eq!(again, key);

@@ -346,14 +346,31 @@ impl LocalTransport {
             host: self.host.clone(),
             detail: format!("{what} `{}`: {e}", argv[0]),
         };
-        let mut child = tokio::process::Command::new(argv[0])
+        use std::io::ErrorKind;
+        let child = tokio::process::Command::new(argv[0])
             .args(&argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| io("cannot start", e))?;
+            .spawn();
+        // As a shell (and the SSH transport) reports them: 127 not found, 126 not executable.
+        let mut child = match child {
+            Ok(child) => child,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied) => {
+                let status = if e.kind() == ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                };
+                return Ok(CommandOutput {
+                    status: Some(status),
+                    stdout: Vec::new(),
+                    stderr: format!("envc: {}: {e}\n", argv[0]).into_bytes(),
+                });
+            }
+            Err(e) => return Err(io("cannot start", e)),
+        };
         let input = child.stdin.take();
         let (written, output) = tokio::join!(feed(input, stdin), child.wait_with_output());
         let output = output.map_err(|e| io("waiting for", e))?;
@@ -884,8 +901,9 @@ mod tests {
         assert_eq!(out.status, Some(3));
         let e = t.run(&["sleep", "10"], b"").await.unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
-        let e = t.run(&["envc-no-such-program"], b"").await.unwrap_err();
-        assert!(e.to_string().contains("envc-no-such-program"), "{e}");
+        let out = t.run(&["envc-no-such-program"], b"").await.unwrap();
+        assert_eq!(out.status, Some(127));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("envc-no-such-program"));
         t.close().await;
     }
 }
