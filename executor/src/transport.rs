@@ -875,6 +875,19 @@ mod tests {
         .is_err());
     }
 
+    /// The scheduler shares transports between tasks on a multi-threaded runtime: this only
+    /// has to compile.
+    #[allow(dead_code)]
+    fn transports_and_operations_are_send(t: &Transport, service: &crate::ops::ServiceSpec) {
+        fn send_sync<T: Send + Sync>(_: &T) {}
+        fn send<T: Send>(_: T) {}
+        send_sync(t);
+        send(t.run(&[], b""));
+        send(crate::ops::apply_files(t, &[]));
+        send(crate::ops::install_packages(t, &[]));
+        send(crate::ops::apply_service(t, service));
+    }
+
     #[tokio::test]
     async fn local_transport_runs_without_a_shell() {
         let opts = SshOptions {
