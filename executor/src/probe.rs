@@ -63,23 +63,33 @@ pub async fn probe(
                 .map(|x| x.1.to_string())
                 .collect()
         };
-        let mut found: BTreeMap<(String, String), Option<Facts>> = BTreeMap::new();
-        let mut collect = |kind: &str, names: Vec<String>, facts: Vec<Option<Facts>>| {
-            for (n, f) in names.into_iter().zip(facts) {
-                found.insert((kind.to_string(), n), f);
-            }
-        };
+        // Per item: what the probe saw, or why it could not look.
+        let mut found: BTreeMap<(String, String), Result<Option<Facts>, String>> = BTreeMap::new();
+        let mut collect =
+            |kind: &str, names: Vec<String>, facts: Result<Vec<Option<Facts>>, String>| match facts
+            {
+                Ok(facts) => {
+                    for (n, f) in names.into_iter().zip(facts) {
+                        found.insert((kind.to_string(), n), Ok(f));
+                    }
+                }
+                Err(e) => {
+                    for n in names {
+                        found.insert((kind.to_string(), n), Err(e.clone()));
+                    }
+                }
+            };
         let files = names("file");
         let packages = names("package");
         let services = names("service");
         let r = async {
             if !files.is_empty() {
                 let f = probe_files(&t, &files).await?;
-                collect("file", files, f);
+                collect("file", files, Ok(f));
             }
             if !packages.is_empty() {
                 let f = probe_packages(&t, &packages).await?;
-                collect("package", packages, f);
+                collect("package", packages, Ok(f));
             }
             if !services.is_empty() {
                 let f = probe_services(&t, &services).await?;
@@ -94,10 +104,17 @@ pub async fn probe(
         match result {
             Ok(found) => {
                 for (kind, name, r) in items {
-                    let observed = found.get(&(kind.to_string(), name.to_string()));
-                    let d = drift_between(&r.facts, observed.and_then(Option::as_ref));
-                    if !d.is_empty() {
-                        out.drift.insert(r.node.clone(), d);
+                    match found.get(&(kind.to_string(), name.to_string())) {
+                        Some(Err(e)) => {
+                            out.unreachable.insert(r.node.clone(), e.clone());
+                        }
+                        observed => {
+                            let observed = observed.and_then(|o| o.as_ref().ok()?.as_ref());
+                            let d = drift_between(&r.facts, observed);
+                            if !d.is_empty() {
+                                out.drift.insert(r.node.clone(), d);
+                            }
+                        }
                     }
                 }
             }

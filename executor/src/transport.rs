@@ -67,7 +67,7 @@ impl CommandOutput {
 /// whatever the address, port or the user's ssh configuration call the host.
 const KNOWN_HOSTS_ALIAS: &str = "envc-target";
 /// Keepalive interval of the master connection; with `ServerAliveCountMax 2` a host that
-/// stopped answering is noticed after about 10 s.
+/// stopped answering is noticed after about 15 s (three unanswered intervals).
 const SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// A unix socket path has at most 107 bytes; ssh adds `/.ssh-connectionXXXXXX/master` and,
 /// while binding, a 17-character random suffix.
@@ -346,14 +346,31 @@ impl LocalTransport {
             host: self.host.clone(),
             detail: format!("{what} `{}`: {e}", argv[0]),
         };
-        let mut child = tokio::process::Command::new(argv[0])
+        use std::io::ErrorKind;
+        let child = tokio::process::Command::new(argv[0])
             .args(&argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| io("cannot start", e))?;
+            .spawn();
+        // As a shell (and the SSH transport) reports them: 127 not found, 126 not executable.
+        let mut child = match child {
+            Ok(child) => child,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied) => {
+                let status = if e.kind() == ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                };
+                return Ok(CommandOutput {
+                    status: Some(status),
+                    stdout: Vec::new(),
+                    stderr: format!("envc: {}: {e}\n", argv[0]).into_bytes(),
+                });
+            }
+            Err(e) => return Err(io("cannot start", e)),
+        };
         let input = child.stdin.take();
         let (written, output) = tokio::join!(feed(input, stdin), child.wait_with_output());
         let output = output.map_err(|e| io("waiting for", e))?;
@@ -480,6 +497,12 @@ impl SshTransport {
         let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
         let session = match tokio::time::timeout(limit, b.connect(addr)).await {
             Ok(Ok(session)) => session,
+            Ok(Err(openssh::Error::Connect(e))) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(io(format!(
+                    "cannot run the ssh client: {e}\n  hint: install OpenSSH's client \
+                     (`apt-get install openssh-client`)"
+                )));
+            }
             Ok(Err(e)) => {
                 let detail = error_chain(&e);
                 if let Some(k) = known {
@@ -564,7 +587,12 @@ impl SshTransport {
             .stderr(Stdio::piped());
         let mut child = match cmd.spawn().await {
             Ok(child) => child,
-            Err(e) => return Err(self.lost(&e).await),
+            Err(e) => {
+                return Err(TransportError::Io {
+                    host: self.host.clone(),
+                    detail: format!("cannot run the ssh client: {}", error_chain(&e)),
+                })
+            }
         };
         let input = child.stdin().take();
         let out = child.stdout().take();
@@ -578,11 +606,11 @@ impl SshTransport {
             Err(openssh::Error::RemoteProcessTerminated) => {
                 // Either the command exited with 255, or the connection is gone.
                 if let Err(e) = self.session.check().await {
-                    return Err(self.lost(&e).await);
+                    return Err(self.lost(&e));
                 }
                 Some(255)
             }
-            Err(e) => return Err(self.lost(&e).await),
+            Err(e) => return Err(self.lost(&e)),
         };
         let io = |e: std::io::Error| TransportError::Unreachable {
             host: self.host.clone(),
@@ -596,10 +624,13 @@ impl SshTransport {
         })
     }
 
-    async fn lost(&self, e: &openssh::Error) -> TransportError {
+    fn lost(&self, e: &openssh::Error) -> TransportError {
         TransportError::Unreachable {
             host: self.host.clone(),
-            detail: format!("the ssh connection is lost: {}", error_chain(e)),
+            detail: format!(
+                "the ssh connection was lost (the host stopped answering or closed it): {}",
+                error_chain(e)
+            ),
         }
     }
 }
@@ -844,6 +875,19 @@ mod tests {
         .is_err());
     }
 
+    /// The scheduler shares transports between tasks on a multi-threaded runtime: this only
+    /// has to compile.
+    #[allow(dead_code)]
+    fn transports_and_operations_are_send(t: &Transport, service: &crate::ops::ServiceSpec) {
+        fn send_sync<T: Send + Sync>(_: &T) {}
+        fn send<T: Send>(_: T) {}
+        send_sync(t);
+        send(t.run(&[], b""));
+        send(crate::ops::apply_files(t, &[]));
+        send(crate::ops::install_packages(t, &[]));
+        send(crate::ops::apply_service(t, service));
+    }
+
     #[tokio::test]
     async fn local_transport_runs_without_a_shell() {
         let opts = SshOptions {
@@ -870,8 +914,9 @@ mod tests {
         assert_eq!(out.status, Some(3));
         let e = t.run(&["sleep", "10"], b"").await.unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
-        let e = t.run(&["envc-no-such-program"], b"").await.unwrap_err();
-        assert!(e.to_string().contains("envc-no-such-program"), "{e}");
+        let out = t.run(&["envc-no-such-program"], b"").await.unwrap();
+        assert_eq!(out.status, Some(127));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("envc-no-such-program"));
         t.close().await;
     }
 }

@@ -1,165 +1,285 @@
-//! Files: uploaded to a temporary name beside the destination, given owner, group and
-//! mode, then renamed into place, so a reader never sees a partial file. Facts: the
-//! content's sha256, owner, group and mode, as observed afterwards.
+//! Files: placed atomically (temporary name in the destination's directory, owner, group and
+//! mode set, then renamed into place), probed, removed. A batch is one `run`: the contents go
+//! over stdin as one tar archive.
 
-use sha2::Digest;
-
-use super::{item_lines, missing, run_script, Applied, Facts};
+use super::{indexed, no_record, records, run_script, sha256_hex, Applied, Facts};
 use crate::transport::{Transport, TransportError};
 
+const APPLY: &str = include_str!("apply_files.sh");
+const PROBE: &str = include_str!("probe_files.sh");
+const REMOVE: &str = include_str!("remove_files.sh");
+
+/// One file to place on a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileSpec {
+    /// Absolute, normalized (no `.`, `..` or empty components, no trailing `/`).
     pub path: String,
     pub content: Vec<u8>,
+    /// A user name (the facts record the name the target reports, so a numeric id shows up
+    /// as drift against the name).
     pub owner: String,
     pub group: String,
+    /// Permission bits, at most `0o7777`.
     pub mode: u32,
 }
 
-/// What a correct apply of this content and metadata observes.
+/// What a correct apply of this file observes afterwards: compare with [`probe_files`] to
+/// detect drift. Keys: `sha256` (hex of the content), `owner`, `group`, `mode` (`0644`).
 pub fn file_facts(content: &[u8], owner: &str, group: &str, mode: u32) -> Facts {
-    let sha: String = sha2::Sha256::digest(content)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     Facts::from([
-        ("sha256".to_string(), sha),
+        ("sha256".to_string(), sha256_hex(content)),
         ("owner".to_string(), owner.to_string()),
         ("group".to_string(), group.to_string()),
-        ("mode".to_string(), format!("{:04o}", mode & 0o7777)),
+        ("mode".to_string(), format!("{mode:04o}")),
     ])
 }
 
-/// Prints `OK\t$n\t<sha256>\t<owner>\t<group>\t<mode>` for "$path", or `NO\t$n`.
-const FACTS_FN: &str = r#"
-facts() {
-  if [ -f "$path" ]; then
-    sum=$(sha256sum < "$path" | cut -c1-64) || return 1
-    meta=$(stat -c '%U	%G	%a' -- "$path") || return 1
-    m=${meta##*	}; while [ ${#m} -lt 4 ]; do m=0$m; done
-    printf 'OK\t%s\t%s\t%s\t%s\n' "$n" "$sum" "${meta%	*}" "$m"
-  else
-    printf 'NO\t%s\n' "$n"
-  fi
-}
-oneline() { tr '\n\t' '  ' | cut -c1-400; }
-"#;
-
-const APPLY: &str = r#"
-n=0
-while [ $# -ge 5 ]; do
-  path=$1; owner=$2; group=$3; mode=$4; size=$5; shift 5
-  existed=0; [ -e "$path" ] && existed=1
-  dir=$(dirname -- "$path")
-  if ! err=$(mkdir -p -- "$dir" 2>&1) || ! tmp=$(mktemp -- "$dir/.envc-new.XXXXXX" 2>&1); then
-    head -c "$size" > /dev/null
-    printf 'ERR\t%s\tcannot write in %s: %s\n' "$n" "$dir" "$(printf %s "$err$tmp" | oneline)"
-    n=$((n+1)); continue
-  fi
-  trap 'rm -f -- "$tmp"' EXIT HUP INT TERM
-  if ! err=$(head -c "$size" 2>&1 > "$tmp") || [ "$(wc -c < "$tmp")" -ne "$size" ]; then
-    rm -f -- "$tmp"
-    printf 'ERR\t%s\tcould not write all %s bytes: %s\n' "$n" "$size" "$(printf %s "$err" | oneline)"
-    n=$((n+1)); continue
-  fi
-  if ! err=$(chown -- "$owner:$group" "$tmp" 2>&1 && chmod -- "$mode" "$tmp" 2>&1 && mv -f -- "$tmp" "$path" 2>&1); then
-    rm -f -- "$tmp"
-    printf 'ERR\t%s\t%s\n' "$n" "$(printf %s "$err" | oneline)"
-  else
-    line=$(facts) && printf '%s\t%s\n' "$line" "$existed"
-  fi
-  trap - EXIT HUP INT TERM
-  n=$((n+1))
-done
-"#;
-
-const PROBE: &str = r#"
-n=0
-for path in "$@"; do facts; n=$((n+1)); done
-"#;
-
-const REMOVE: &str = r#"
-n=0
-for path in "$@"; do
-  if err=$(rm -f -- "$path" 2>&1); then printf 'OK\t%s\n' "$n"
-  else printf 'ERR\t%s\t%s\n' "$n" "$(printf %s "$err" | oneline)"; fi
-  n=$((n+1))
-done
-"#;
-
-fn parse_facts(fields: &[String]) -> Option<Facts> {
-    let [sha, owner, group, mode, ..] = fields else {
-        return None;
-    };
-    Some(Facts::from([
-        ("sha256".to_string(), sha.clone()),
-        ("owner".to_string(), owner.clone()),
-        ("group".to_string(), group.clone()),
-        ("mode".to_string(), mode.clone()),
-    ]))
-}
-
-/// Places a batch of files; one result per file, in order.
+/// Places `files` on the target in one `run`. Per file: `Ok(Applied)` with the facts observed
+/// afterwards, or `Err` naming the file and the cause (a missing owner, a directory in the
+/// way, a full disk). The outer error is a transport failure.
 pub async fn apply_files(
     t: &Transport,
     files: &[FileSpec],
 ) -> Result<Vec<Result<Applied, String>>, TransportError> {
-    let mut args = Vec::with_capacity(files.len() * 5);
-    let mut stdin = Vec::new();
-    for f in files {
-        args.extend([
-            f.path.clone(),
-            f.owner.clone(),
-            f.group.clone(),
-            format!("{:o}", f.mode & 0o7777),
-            f.content.len().to_string(),
-        ]);
-        stdin.extend_from_slice(&f.content);
+    let mut results: Vec<Option<Result<Applied, String>>> = vec![None; files.len()];
+    // Items that pass validation go into the batch; `batch[j]` is their index in `files`.
+    let mut batch = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        match check_file(f) {
+            Ok(()) => batch.push(i),
+            Err(e) => results[i] = Some(Err(format!("file `{}`: {e}", f.path))),
+        }
     }
-    let out = run_script(t, &format!("{FACTS_FN}{APPLY}"), &args, &stdin).await?;
-    let lines = item_lines(&out);
-    Ok((0..files.len())
-        .map(|n| match lines.get(&n) {
-            Some((tag, fields)) if tag == "OK" => match parse_facts(fields) {
-                Some(facts) => Ok(Applied {
-                    facts,
-                    created: fields.get(4).map(String::as_str) == Some("0"),
+    if !batch.is_empty() {
+        let archive = tar_of(files, &batch).map_err(|e| TransportError::Io {
+            host: t.host().to_string(),
+            detail: format!("cannot pack the files to send: {e}"),
+        })?;
+        let modes: Vec<String> = batch
+            .iter()
+            .map(|&i| format!("{:04o}", files[i].mode))
+            .collect();
+        let mut args = Vec::with_capacity(batch.len() * 4);
+        for (j, &i) in batch.iter().enumerate() {
+            let f = &files[i];
+            args.extend_from_slice(&[
+                f.path.as_str(),
+                f.owner.as_str(),
+                f.group.as_str(),
+                modes[j].as_str(),
+            ]);
+        }
+        let out = run_script(t, APPLY, &args, &archive).await?;
+        let recs = indexed(records(&out, "R"), batch.len());
+        for (j, rec) in recs.into_iter().enumerate() {
+            let path = &files[batch[j]].path;
+            let result = match rec.as_deref() {
+                Some(["ok", created, sha, mode, owner, group]) => Ok(Applied {
+                    facts: observed(sha, mode, owner, group),
+                    created: *created == "true",
                 }),
-                None => Err("the target reported facts envc cannot read".into()),
-            },
-            Some((tag, fields)) if tag == "ERR" => Err(fields.join(" ")),
-            _ => Err(missing(&out)),
-        })
+                Some(["err", msg]) => Err(format!("file `{path}` on host `{}`: {msg}", t.host())),
+                _ => Err(format!(
+                    "file `{path}` on host `{}`: {}",
+                    t.host(),
+                    no_record(&out)
+                )),
+            };
+            results[batch[j]] = Some(result);
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("internal error: no result".into())))
         .collect())
 }
 
-/// The facts of each path now (`None`: absent or not a regular file).
+/// The facts of each path as it is on the target, in one `run`; `None` where it is absent.
+/// A path that is not a regular file (a directory, a symlink) has `sha256` set to `(KIND)`,
+/// which never equals a content hash. Paths that are not absolute are reported absent.
 pub async fn probe_files(
     t: &Transport,
     paths: &[String],
 ) -> Result<Vec<Option<Facts>>, TransportError> {
-    let out = run_script(t, &format!("{FACTS_FN}{PROBE}"), paths, b"").await?;
-    let lines = item_lines(&out);
-    Ok((0..paths.len())
-        .map(|n| match lines.get(&n) {
-            Some((tag, fields)) if tag == "OK" => parse_facts(fields),
-            _ => None,
-        })
-        .collect())
+    let valid: Vec<usize> = (0..paths.len())
+        .filter(|&i| check_path(&paths[i]).is_ok())
+        .collect();
+    let mut results = vec![None; paths.len()];
+    if valid.is_empty() {
+        return Ok(results);
+    }
+    let args: Vec<&str> = valid.iter().map(|&i| paths[i].as_str()).collect();
+    let out = run_script(t, PROBE, &args, b"").await?;
+    let recs = indexed(records(&out, "R"), valid.len());
+    for (j, rec) in recs.into_iter().enumerate() {
+        results[valid[j]] = match rec.as_deref() {
+            Some(["absent"]) => None,
+            Some(["file", sha, mode, owner, group]) => Some(observed(sha, mode, owner, group)),
+            Some(["other", kind, mode, owner, group]) => {
+                Some(observed(&format!("({kind})"), mode, owner, group))
+            }
+            Some(["unreadable", msg]) => Some(Facts::from([(
+                "sha256".to_string(),
+                format!("(unreadable: {msg})"),
+            )])),
+            _ => {
+                return Err(TransportError::Io {
+                    host: t.host().to_string(),
+                    detail: format!("probing file `{}`: {}", paths[valid[j]], no_record(&out)),
+                })
+            }
+        };
+    }
+    Ok(results)
 }
 
-/// Deletes each path (one already gone is fine).
+/// Removes each file (absent is fine; a directory is refused), in one `run`.
 pub async fn remove_files(
     t: &Transport,
     paths: &[String],
 ) -> Result<Vec<Result<(), String>>, TransportError> {
-    let out = run_script(t, &format!("{FACTS_FN}{REMOVE}"), paths, b"").await?;
-    let lines = item_lines(&out);
-    Ok((0..paths.len())
-        .map(|n| match lines.get(&n) {
-            Some((tag, _)) if tag == "OK" => Ok(()),
-            Some((_, fields)) => Err(fields.join(" ")),
-            None => Err(missing(&out)),
-        })
+    let mut results: Vec<Option<Result<(), String>>> = vec![None; paths.len()];
+    let mut valid = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        match check_path(p) {
+            Ok(()) => valid.push(i),
+            Err(e) => results[i] = Some(Err(format!("file `{p}`: {e}"))),
+        }
+    }
+    if !valid.is_empty() {
+        let args: Vec<&str> = valid.iter().map(|&i| paths[i].as_str()).collect();
+        let out = run_script(t, REMOVE, &args, b"").await?;
+        let recs = indexed(records(&out, "R"), valid.len());
+        for (j, rec) in recs.into_iter().enumerate() {
+            let path = &paths[valid[j]];
+            results[valid[j]] = Some(match rec.as_deref() {
+                Some(["ok"]) => Ok(()),
+                Some(["err", msg]) => Err(format!(
+                    "cannot remove file `{path}` on host `{}`: {msg}",
+                    t.host()
+                )),
+                _ => Err(format!(
+                    "removing file `{path}` on host `{}`: {}",
+                    t.host(),
+                    no_record(&out)
+                )),
+            });
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("internal error: no result".into())))
         .collect())
+}
+
+fn observed(sha: &str, mode: &str, owner: &str, group: &str) -> Facts {
+    let mode = u32::from_str_radix(mode, 8)
+        .map(|m| format!("{m:04o}"))
+        .unwrap_or_else(|_| mode.to_string());
+    Facts::from([
+        ("sha256".to_string(), sha.to_string()),
+        ("owner".to_string(), owner.to_string()),
+        ("group".to_string(), group.to_string()),
+        ("mode".to_string(), mode),
+    ])
+}
+
+fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err("the path must be absolute (start with `/`)".into());
+    }
+    if path == "/" || path.ends_with('/') {
+        return Err("the path must name a file, not end with `/`".into());
+    }
+    if path.contains('\0') {
+        return Err("the path contains a NUL byte".into());
+    }
+    if path[1..]
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err("the path must be normalized (no `//`, `.` or `..` components)".into());
+    }
+    Ok(())
+}
+
+fn check_file(f: &FileSpec) -> Result<(), String> {
+    check_path(&f.path)?;
+    if f.mode > 0o7777 {
+        return Err(format!(
+            "mode {:o} is not a permission mode (at most 7777 in octal)",
+            f.mode
+        ));
+    }
+    for (what, name) in [("owner", &f.owner), ("group", &f.group)] {
+        if name.is_empty() || name.contains(['\0', ':', '\n']) {
+            return Err(format!(
+                "the {what} {name:?} is not a user or group name; give a name like `root`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A tar archive whose member `j` is the content of `files[batch[j]]`.
+fn tar_of(files: &[FileSpec], batch: &[usize]) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (j, &i) in batch.iter().enumerate() {
+        let content = &files[i].content;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o600);
+        header.set_mtime(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut header, j.to_string(), content.as_slice())?;
+    }
+    b.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_must_be_absolute_and_normalized() {
+        assert!(check_path("/etc/motd").is_ok());
+        assert!(check_path("/a b/-x/'$(y)'\n").is_ok());
+        for bad in [
+            "",
+            "etc/motd",
+            "/",
+            "/etc/",
+            "/etc//x",
+            "/etc/./x",
+            "/etc/../x",
+            "/a\0b",
+        ] {
+            assert!(check_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn facts_of_a_correct_apply() {
+        let f = file_facts(b"", "root", "adm", 0o640);
+        assert_eq!(f["mode"], "0640");
+        assert_eq!(f["owner"], "root");
+        assert_eq!(f["group"], "adm");
+        assert_eq!(f, observed(&sha256_hex(b""), "640", "root", "adm"));
+        assert_eq!(observed("x", "4755", "a", "b")["mode"], "4755");
+    }
+
+    #[test]
+    fn bad_specs_are_refused_before_anything_runs() {
+        let spec = |owner: &str, mode| FileSpec {
+            path: "/x".into(),
+            content: vec![],
+            owner: owner.into(),
+            group: "root".into(),
+            mode,
+        };
+        assert!(check_file(&spec("root", 0o644)).is_ok());
+        assert!(check_file(&spec("root", 0o17777)).is_err());
+        assert!(check_file(&spec("", 0o644)).is_err());
+        assert!(check_file(&spec("a:b", 0o644)).is_err());
+    }
 }

@@ -1,69 +1,143 @@
-//! Remote operations, one module per node kind. Each is a fixed POSIX `sh` script run
-//! through `Transport::run`: values reach it only as quoted arguments or on stdin, never
-//! spliced into script text, so no file name, package name or template value can inject a
-//! command. Each call handles a batch in one round trip; per-item failures come back as
-//! `Err(message)` beside the others' results, and only transport failures fail the call.
+//! Remote operations: what the node executors do on a target, one module per node kind.
 //!
-//! Scripts answer on stdout with one tab-separated line per item, `OK\t<n>\t…` or
-//! `ERR\t<n>\t<message>`, where `<n>` is the item's position: item values are never
-//! echoed back, so nothing in them can confuse the parsing.
+//! Each operation is one fixed POSIX `sh` script (the `*.sh` files beside this module, embedded
+//! at build time) run through [`Transport::run`] as `sh -c SCRIPT envc ARG…`. Values — paths,
+//! owners, package and unit names — reach the script only as arguments, which the transport
+//! quotes, or on stdin (file contents, as a tar archive); no value is ever spliced into script
+//! text. Operations are batched: one `run` per call, however many items it has.
+//!
+//! Scripts report one tab-separated record per item on stdout (`R<TAB>INDEX<TAB>…`), in a
+//! format private to the script and its parser here. A failure of one item is an `Err(String)`
+//! in the returned vector, naming the item and the cause; a failure to reach the target is the
+//! outer [`TransportError`].
 
 use std::collections::BTreeMap;
 
-pub use crate::record::Facts;
 use crate::transport::{CommandOutput, Transport, TransportError};
 
 pub mod file;
 pub mod package;
 pub mod service;
 
-/// A step's result on one item.
+pub use file::{apply_files, file_facts, probe_files, remove_files, FileSpec};
+pub use package::{install_packages, probe_packages, purge_packages, PackageSpec};
+pub use service::{apply_service, probe_services, remove_service, ServiceSpec};
+
+/// What was observed on a target after an operation (or by a probe): fact name → value.
+pub type Facts = BTreeMap<String, String>;
+
+/// The result of applying one item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
+    /// What was observed afterwards.
     pub facts: Facts,
-    /// The thing did not exist before this step made it.
+    /// The item did not exist before (the file was absent, the package not installed).
     pub created: bool,
 }
 
-/// Runs `script` with `args` (`sh -c script envc args…`) and feeds `stdin`.
+/// `$0` of the scripts, as it appears in their own error messages.
+const SCRIPT_NAME: &str = "envc";
+
+/// Runs `script` with `args` as its positional parameters and `stdin` as its input.
 async fn run_script(
     t: &Transport,
     script: &str,
-    args: &[String],
+    args: &[&str],
     stdin: &[u8],
 ) -> Result<CommandOutput, TransportError> {
-    let mut argv: Vec<&str> = vec!["sh", "-c", script, "envc"];
-    argv.extend(args.iter().map(String::as_str));
+    let mut argv = Vec::with_capacity(args.len() + 4);
+    argv.extend_from_slice(&["sh", "-c", script, SCRIPT_NAME]);
+    argv.extend_from_slice(args);
     t.run(&argv, stdin).await
 }
 
-/// Item lines by position: `OK`/`ERR`/`NO` and the remaining fields.
-fn item_lines(out: &CommandOutput) -> BTreeMap<usize, (String, Vec<String>)> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut fields = l.split('\t');
-            let tag = fields.next()?.to_string();
-            let n: usize = fields.next()?.parse().ok()?;
-            Some((n, (tag, fields.map(str::to_string).collect())))
+/// The records a script printed: the lines of stdout starting with `tag` and a tab, split on
+/// tabs (without the tag).
+fn records<'a>(out: &'a CommandOutput, tag: &str) -> Vec<Vec<&'a str>> {
+    let text = std::str::from_utf8(&out.stdout).unwrap_or("");
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            (fields.next() == Some(tag)).then(|| fields.collect())
         })
         .collect()
 }
 
-/// The message for an item the script gave no line for (it died half way).
-fn missing(out: &CommandOutput) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    let tail: Vec<&str> = err.lines().rev().take(5).collect();
-    format!(
-        "the remote script stopped (exit {}) before this item{}",
-        out.status.map_or("by signal".into(), |s| s.to_string()),
-        if tail.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ": {}",
-                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-            )
+/// Records indexed by their first field (an item index below `n`); later ones win.
+fn indexed(recs: Vec<Vec<&str>>, n: usize) -> Vec<Option<Vec<&str>>> {
+    let mut by_index = vec![None; n];
+    for mut rec in recs {
+        if rec.is_empty() {
+            continue;
         }
-    )
+        if let Ok(i) = rec.remove(0).parse::<usize>() {
+            if i < n {
+                by_index[i] = Some(rec);
+            }
+        }
+    }
+    by_index
+}
+
+/// The last lines of a command's stderr, for messages about a script that failed as a whole.
+fn stderr_tail(out: &CommandOutput) -> String {
+    tail(&String::from_utf8_lossy(&out.stderr), 10)
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Why a script printed no record for an item.
+fn no_record(out: &CommandOutput) -> String {
+    let status = out
+        .status
+        .map_or("was killed by a signal".to_string(), |s| {
+            format!("exited with status {s}")
+        });
+    let err = stderr_tail(out);
+    if err.is_empty() {
+        format!("the remote script {status} without reporting a result")
+    } else {
+        format!("the remote script {status} without reporting a result: {err}")
+    }
+}
+
+/// Hex of a SHA-256 digest.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_parsed_by_tag_and_index() {
+        let out = CommandOutput {
+            status: Some(0),
+            stdout: b"noise\nR\t1\tok\tx\nR\t0\terr\tbad thing\nR\t7\tok\nR\tx\tok\nB\t0\n"
+                .to_vec(),
+            stderr: vec![],
+        };
+        let recs = indexed(records(&out, "R"), 2);
+        assert_eq!(recs[0], Some(vec!["err", "bad thing"]));
+        assert_eq!(recs[1], Some(vec!["ok", "x"]));
+        assert_eq!(records(&out, "B"), vec![vec!["0"]]);
+    }
+
+    #[test]
+    fn sha256_is_hex() {
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
 }

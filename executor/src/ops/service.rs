@@ -1,107 +1,186 @@
-//! systemd services: enabled or disabled, started or stopped, and restarted when the
-//! scheduler says an input they restart on changed. Facts: `systemctl is-enabled` and
-//! `is-active`. A target without systemd gets a clear error. (The SSH test hosts have no
-//! init system, so end-to-end tests exercise only that error; the rest runs on VMs.)
+//! systemd services: enabled or not, running or not, restarted on demand.
+//!
+//! The namespace test hosts do not run systemd, so the tests exercise only the clear error a
+//! systemd-less target gives; enabling, starting, restarting and probing units can only be
+//! exercised against VMs (the qemu provider's targets boot systemd).
 
-use super::{item_lines, missing, run_script, Facts};
-use crate::transport::{Transport, TransportError};
+use super::{indexed, no_record, records, run_script, Facts};
+use crate::transport::{CommandOutput, Transport, TransportError};
 
+const APPLY: &str = include_str!("apply_service.sh");
+const PROBE: &str = include_str!("probe_services.sh");
+const REMOVE: &str = include_str!("remove_service.sh");
+
+/// The wanted state of one systemd unit (`nginx` means `nginx.service`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceSpec {
     pub name: String,
+    /// Started at boot (`systemctl enable`), or not (`disable`).
     pub enabled: bool,
+    /// Running now (`start`), or stopped (`stop`).
     pub running: bool,
-    /// Restart (when running): something it restarts on changed.
+    /// Restart it now (when `running`): something it reads changed.
     pub restart: bool,
 }
 
-const NO_SYSTEMD: &str = "the target does not run systemd (no /run/systemd/system), so services cannot be managed there; run it on a machine booted with systemd";
-
-const FACTS_FN: &str = r#"
-facts() {
-  e=$(systemctl is-enabled -- "$1" 2>/dev/null) || true
-  a=$(systemctl is-active -- "$1" 2>/dev/null) || true
-  printf 'OK\t%s\t%s\t%s\n' "$2" "${e:-unknown}" "${a:-unknown}"
-}
-"#;
-
-/// Args: name, enable|disable, start|stop|restart.
-const APPLY: &str = r#"
-[ -d /run/systemd/system ] || { printf 'NOSYSTEMD\t0\n'; exit 0; }
-if ! err=$(systemctl "$2" -q -- "$1" 2>&1 && systemctl "$3" -- "$1" 2>&1); then
-  printf 'ERR\t0\t%s\n' "$(printf %s "$err" | tr '\n\t' '  ' | cut -c1-400)"
-  exit 0
-fi
-facts "$1" 0
-"#;
-
-const PROBE: &str = r#"
-[ -d /run/systemd/system ] || exit 0
-n=0
-for name in "$@"; do facts "$name" "$n"; n=$((n+1)); done
-"#;
-
-const REMOVE: &str = r#"
-[ -d /run/systemd/system ] || { printf 'NOSYSTEMD\t0\n'; exit 0; }
-systemctl stop -- "$1" >/dev/null 2>&1
-if err=$(systemctl disable -q -- "$1" 2>&1); then printf 'OK\t0\n'
-else printf 'ERR\t0\t%s\n' "$(printf %s "$err" | tr '\n\t' '  ' | cut -c1-400)"; fi
-"#;
-
-fn service_facts(f: &[String]) -> Option<Facts> {
-    let [enabled, active, ..] = f else {
-        return None;
-    };
-    Some(Facts::from([
-        ("active".to_string(), active.clone()),
-        ("enabled".to_string(), enabled.clone()),
-    ]))
-}
-
+/// Brings one unit to `spec` in one `run`. Facts afterwards: `enabled` (what
+/// `systemctl is-enabled` says: enabled, disabled, static, …) and `active` (`is-active`:
+/// active, inactive, failed, …).
 pub async fn apply_service(
     t: &Transport,
-    s: &ServiceSpec,
+    spec: &ServiceSpec,
 ) -> Result<Result<Facts, String>, TransportError> {
-    let enable = if s.enabled { "enable" } else { "disable" };
-    let start = match (s.running, s.restart) {
-        (false, _) => "stop",
-        (true, true) => "restart",
-        (true, false) => "start",
-    };
-    let args = [s.name.clone(), enable.into(), start.into()];
-    let out = run_script(t, &format!("{FACTS_FN}{APPLY}"), &args, b"").await?;
-    Ok(match item_lines(&out).get(&0) {
-        Some((tag, _)) if tag == "NOSYSTEMD" => Err(format!("service `{}`: {NO_SYSTEMD}", s.name)),
-        Some((tag, f)) if tag == "OK" => {
-            service_facts(f).ok_or_else(|| "the target reported facts envc cannot read".into())
-        }
-        Some((_, f)) => Err(f.join(" ")),
-        None => Err(missing(&out)),
+    if let Err(e) = check_name(&spec.name) {
+        return Ok(Err(e));
+    }
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let args = [
+        spec.name.as_str(),
+        yn(spec.enabled),
+        yn(spec.running),
+        yn(spec.restart),
+    ];
+    let out = run_script(t, APPLY, &args, b"").await?;
+    if let Some(e) = failure(t, &spec.name, &out) {
+        return Ok(Err(e));
+    }
+    Ok(match records(&out, "S").first().map(Vec::as_slice) {
+        Some([enabled, active]) => Ok(facts(enabled, active)),
+        _ => Err(format!(
+            "service `{}` on host `{}`: {}",
+            spec.name,
+            t.host(),
+            no_record(&out)
+        )),
     })
 }
 
-/// Each service's state (`None` when the target has no systemd).
+/// The state of each unit, `None` where no such unit exists; one `run`. On a host without
+/// systemd the inner result is the error [`apply_service`] gives.
 pub async fn probe_services(
     t: &Transport,
     names: &[String],
-) -> Result<Vec<Option<Facts>>, TransportError> {
-    let out = run_script(t, &format!("{FACTS_FN}{PROBE}"), names, b"").await?;
-    let lines = item_lines(&out);
-    Ok((0..names.len())
-        .map(|n| lines.get(&n).and_then(|(_, f)| service_facts(f)))
-        .collect())
+) -> Result<Result<Vec<Option<Facts>>, String>, TransportError> {
+    if names.is_empty() {
+        return Ok(Ok(Vec::new()));
+    }
+    for name in names {
+        if let Err(e) = check_name(name) {
+            return Ok(Err(e));
+        }
+    }
+    let args: Vec<&str> = names.iter().map(String::as_str).collect();
+    let out = run_script(t, PROBE, &args, b"").await?;
+    if let Some(e) = failure(t, &names[0], &out) {
+        return Ok(Err(e));
+    }
+    let mut results = Vec::with_capacity(names.len());
+    for (i, rec) in indexed(records(&out, "R"), names.len())
+        .into_iter()
+        .enumerate()
+    {
+        results.push(match rec.as_deref() {
+            Some(["absent"]) => None,
+            Some(["present", enabled, active]) => Some(facts(enabled, active)),
+            _ => {
+                return Ok(Err(format!(
+                    "probing service `{}` on host `{}`: {}",
+                    names[i],
+                    t.host(),
+                    no_record(&out)
+                )))
+            }
+        });
+    }
+    Ok(Ok(results))
 }
 
-/// Stops and disables a service.
+/// Stops and disables a unit (`systemctl disable --now`); a unit that does not exist is fine.
 pub async fn remove_service(
     t: &Transport,
     name: &str,
 ) -> Result<Result<(), String>, TransportError> {
-    let out = run_script(t, REMOVE, &[name.to_string()], b"").await?;
-    Ok(match item_lines(&out).get(&0) {
-        Some((tag, _)) if tag == "OK" => Ok(()),
-        Some((tag, _)) if tag == "NOSYSTEMD" => Err(format!("service `{name}`: {NO_SYSTEMD}")),
-        Some((_, f)) => Err(f.join(" ")),
-        None => Err(missing(&out)),
-    })
+    if let Err(e) = check_name(name) {
+        return Ok(Err(e));
+    }
+    let out = run_script(t, REMOVE, &[name], b"").await?;
+    if let Some(e) = failure(t, name, &out) {
+        return Ok(Err(e));
+    }
+    if records(&out, "S").is_empty() {
+        return Ok(Err(format!(
+            "removing service `{name}` on host `{}`: {}",
+            t.host(),
+            no_record(&out)
+        )));
+    }
+    Ok(Ok(()))
+}
+
+fn facts(enabled: &str, active: &str) -> Facts {
+    Facts::from([
+        ("enabled".to_string(), enabled.to_string()),
+        ("active".to_string(), active.to_string()),
+    ])
+}
+
+/// The no-systemd error or a failure message the script reported.
+fn failure(t: &Transport, name: &str, out: &CommandOutput) -> Option<String> {
+    if !records(out, "N").is_empty() {
+        return Some(no_systemd(t.host(), name));
+    }
+    let rec = records(out, "E").into_iter().next()?;
+    // The script encodes line breaks as the record separator character (036).
+    let msg = rec.join(" ").replace('\u{1e}', "\n  ");
+    Some(format!(
+        "service `{name}` on host `{}`: {}",
+        t.host(),
+        msg.trim_end()
+    ))
+}
+
+fn no_systemd(host: &str, name: &str) -> String {
+    format!("`{host}` does not run systemd, so service `{name}` cannot be managed there")
+}
+
+/// systemd unit names: letters, digits and `:_.@-\`, at most 255 bytes, not starting with `-`.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ":_.@-\\".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a systemd unit name (letters, digits and `:_.@-\\`, such as \
+             `nginx` or `getty@tty1.service`)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_names() {
+        for ok in [
+            "nginx",
+            "getty@tty1.service",
+            "systemd-journald.socket",
+            "a\\x2db",
+        ] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a b", "x;y", "$(id)", "a/b"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            no_systemd("web", "nginx"),
+            "`web` does not run systemd, so service `nginx` cannot be managed there"
+        );
+    }
 }

@@ -1,0 +1,630 @@
+//! The transport and the remote operations of the executor against real SSH hosts
+//! (tests/support/nshosts.rs) and the local machine.
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use envc_executor::ops::{self, FileSpec, PackageSpec, ServiceSpec};
+use envc_executor::transport::{
+    HostKey, HostSpec, SshOptions, Transport, TransportError, LOCAL_ADDRESS,
+};
+use nshosts::TestHosts;
+use tempfile::TempDir;
+
+unsafe extern "C" {
+    fn setns(fd: i32, nstype: i32) -> i32;
+}
+const CLONE_NEWNET: i32 = 0x4000_0000;
+
+/// Runs the future made by `f` on a new thread inside the hosts' controller network namespace
+/// (where their addresses exist), on a current-thread tokio runtime. Processes it spawns (ssh,
+/// the mux master) inherit the namespace.
+fn in_controller<T, Fut>(hosts: &TestHosts, f: impl FnOnce() -> Fut + Send) -> T
+where
+    T: Send,
+    Fut: Future<Output = T>,
+{
+    use std::os::fd::AsRawFd as _;
+    let ns = std::fs::File::open(format!("/proc/{}/ns/net", hosts.controller_pid())).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: plain syscall on an fd we own; it affects only this thread.
+            let rc = unsafe { setns(ns.as_raw_fd(), CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(f())
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
+/// Options for the test hosts: an ssh_config with the test key, and a short work dir (the
+/// control socket's path must fit in 107 bytes).
+struct Env {
+    opts: SshOptions,
+    _dir: TempDir,
+}
+
+fn env(hosts: &TestHosts, command_timeout: Duration) -> Env {
+    let dir = tempfile::Builder::new().prefix("envc-t").tempdir().unwrap();
+    let config = dir.path().join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "IdentityFile {}\nIdentitiesOnly yes\nBatchMode yes\nUser root\nLogLevel ERROR\n",
+            hosts.key_path().display()
+        ),
+    )
+    .unwrap();
+    Env {
+        opts: SshOptions {
+            config_file: Some(config),
+            connect_timeout: Duration::from_secs(2),
+            command_timeout,
+            work_dir: dir.path().to_path_buf(),
+        },
+        _dir: dir,
+    }
+}
+
+fn spec(hosts: &TestHosts, i: usize) -> HostSpec {
+    HostSpec {
+        name: hosts.name(i).to_string(),
+        address: hosts.addr(i).to_string(),
+        port: hosts.port(),
+        user: hosts.user().to_string(),
+    }
+}
+
+async fn connect(
+    hosts_spec: &HostSpec,
+    known: Option<&HostKey>,
+    opts: &SshOptions,
+) -> (Transport, HostKey) {
+    match Transport::connect(hosts_spec, known, opts).await {
+        Ok(t) => t,
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+#[test]
+fn connect_run_and_host_keys() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(20));
+    let host = spec(&hosts, 0);
+    let presented = hosts.ssh(0, "cat /etc/ssh/ssh_host_ed25519_key.pub");
+    let presented = String::from_utf8(presented.stdout).unwrap();
+    in_controller(&hosts, || async {
+        let t0 = Instant::now();
+        let (t, key) = connect(&host, None, &env.opts).await;
+        eprintln!("first contact: {:?}", t0.elapsed());
+        assert!(presented.starts_with(&key.key), "{presented} vs {key:?}");
+        assert!(key.fingerprint.starts_with("SHA256:"));
+        let out = t.run(&["hostname"], b"").await.unwrap();
+        assert_eq!((out.status, out.stdout), (Some(0), b"host0\n".to_vec()));
+        let out = t.run(&["cat"], b"stdin\nbytes\0").await.unwrap();
+        assert_eq!(out.stdout, b"stdin\nbytes\0");
+        let out = t
+            .run(&["sh", "-c", "echo oops >&2; exit 255"], b"")
+            .await
+            .unwrap();
+        assert_eq!((out.status, out.stderr), (Some(255), b"oops\n".to_vec()));
+        let out = t.run(&["envc-no-such-command"], b"").await.unwrap();
+        assert_eq!(out.status, Some(127));
+        t.close().await;
+
+        // A command that outlives the timeout is stopped; the connection stays usable.
+        let short = SshOptions {
+            command_timeout: Duration::from_secs(1),
+            ..env.opts.clone()
+        };
+        let (t, _) = connect(&host, Some(&key), &short).await;
+        let t0 = Instant::now();
+        let e = t.run(&["sleep", "30"], b"").await.unwrap_err();
+        assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("`sleep` on host `host0`"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert_eq!(run_ok(&t, &["hostname"]).await, b"host0\n");
+        t.close().await;
+
+        // The key returned is accepted as the known one.
+        let (t, again) = connect(&host, Some(&key), &env.opts).await;
+        assert_eq!(again, key);
+        t.close().await;
+
+        // Any other key is refused, with both fingerprints.
+        let other = HostKey {
+            key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFN9BY+YLk9Eq+w7rDUcp0DsQh9w4mUIUtFE6x/RXHsg"
+                .into(),
+            fingerprint: envc_executor::transport::fingerprint(
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFN9BY+YLk9Eq+w7rDUcp0DsQh9w4mUIUtFE6x/RXHsg",
+            )
+            .unwrap(),
+        };
+        match Transport::connect(&host, Some(&other), &env.opts).await {
+            Err(TransportError::HostKeyChanged {
+                host: name,
+                recorded_fingerprint,
+                presented_fingerprint,
+            }) => {
+                assert_eq!(name, "host0");
+                assert_eq!(recorded_fingerprint, other.fingerprint);
+                assert_eq!(presented_fingerprint, key.fingerprint);
+            }
+            Err(e) => panic!("expected HostKeyChanged, got {e}"),
+            Ok(_) => panic!("connected with a wrong host key"),
+        }
+    });
+}
+
+fn file(path: &str, content: &[u8], owner: &str, group: &str, mode: u32) -> FileSpec {
+    FileSpec {
+        path: path.to_string(),
+        content: content.to_vec(),
+        owner: owner.to_string(),
+        group: group.to_string(),
+        mode,
+    }
+}
+
+/// Runs argv on the transport and returns its stdout, asserting success.
+async fn run_ok(t: &Transport, argv: &[&str]) -> Vec<u8> {
+    let out = t.run(argv, b"").await.unwrap();
+    assert!(
+        out.success(),
+        "{argv:?}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+const PWNED: &str = "/tmp/envc-pwned";
+
+/// Values that would run commands, split words or look like options if they reached a shell
+/// unquoted.
+fn hostile_names() -> Vec<String> {
+    [
+        "it's",
+        "$(touch /tmp/envc-pwned)",
+        "`touch /tmp/envc-pwned`",
+        "a;touch /tmp/envc-pwned;b",
+        "two words",
+        "-rf",
+        "--help",
+        "line\nbreak",
+        "'; touch /tmp/envc-pwned; '",
+        "\"$(touch /tmp/envc-pwned)\"",
+        "ünïcødé ✓",
+        "* ?",
+        "tab\there",
+        "trailing newline\n",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn hostile_values_are_data_never_code() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(20));
+    let host = spec(&hosts, 0);
+    let base = "/tmp/envc-hostile";
+    let names = hostile_names();
+    // Each file: a hostile name, in a hostile directory, with hostile content (every byte
+    // value, quotes, NULs, what would be commands).
+    let files: Vec<FileSpec> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut content = format!("{name}\n'\"$(touch {PWNED})`id`\\\n").into_bytes();
+            content.extend((0..=255u8).cycle().skip(i).take(300));
+            file(
+                &format!("{base}/dir {name}/{name}"),
+                &content,
+                "root",
+                "root",
+                0o640,
+            )
+        })
+        .collect();
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        // Arguments reach the remote command exactly.
+        for name in &names {
+            assert_eq!(run_ok(&t, &["printf", "%s", name]).await, name.as_bytes());
+        }
+        let results = ops::apply_files(&t, &files).await.unwrap();
+        for (f, r) in files.iter().zip(&results) {
+            let applied = r.as_ref().unwrap_or_else(|e| panic!("{:?}: {e}", f.path));
+            assert!(applied.created);
+            assert_eq!(
+                applied.facts,
+                ops::file_facts(&f.content, "root", "root", 0o640)
+            );
+            assert_eq!(run_ok(&t, &["cat", "--", &f.path]).await, f.content);
+        }
+        // Hostile owners and groups are per-file errors that name the file.
+        let bad: Vec<FileSpec> = names
+            .iter()
+            .flat_map(|name| {
+                [
+                    file(&format!("{base}/owner"), b"x", name, "root", 0o644),
+                    file(&format!("{base}/group"), b"x", "root", name, 0o644),
+                ]
+            })
+            .collect();
+        let results = ops::apply_files(&t, &bad).await.unwrap();
+        for (f, r) in bad.iter().zip(&results) {
+            let e = r.as_ref().unwrap_err();
+            assert!(
+                e.contains("does not exist on the host") || e.contains("is not a user or group"),
+                "{e}"
+            );
+            assert!(e.contains(&format!("`{}`", f.path)), "{e}");
+        }
+        let probed = ops::probe_files(&t, &[format!("{base}/owner")])
+            .await
+            .unwrap();
+        assert_eq!(probed, vec![None], "a refused file was created");
+        t.close().await;
+    });
+    // Exactly the expected files exist on the host (listed by find, NUL-separated).
+    let out = hosts.ssh(
+        0,
+        &format!("find {base} -type f -print0; test ! -e {PWNED}"),
+    );
+    assert!(out.status.success(), "an injected command ran on the host");
+    let mut found: Vec<&[u8]> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .collect();
+    found.sort();
+    let mut want: Vec<&[u8]> = files.iter().map(|f| f.path.as_bytes()).collect();
+    want.sort();
+    assert_eq!(found, want);
+    assert!(!std::path::Path::new(PWNED).exists());
+}
+
+#[test]
+fn files_apply_probe_drift_and_remove() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(20));
+    let host = spec(&hosts, 0);
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        let files = vec![
+            file("/etc/envc/app.conf", b"port = 80\n", "root", "root", 0o644),
+            file("/etc/envc/secret", b"s3cret", "root", "adm", 0o0640),
+            file(
+                "/usr/local/bin/envc-tool",
+                b"#!/bin/sh\necho tool\n",
+                "root",
+                "root",
+                0o755,
+            ),
+            file(
+                "/etc/envc/nobody-owns",
+                b"x",
+                "envc-no-such-user",
+                "root",
+                0o644,
+            ),
+            file("relative/path", b"x", "root", "root", 0o644),
+        ];
+        let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+        let t0 = Instant::now();
+        let first = ops::apply_files(&t, &files).await.unwrap();
+        eprintln!("apply_files of {}: {:?}", files.len(), t0.elapsed());
+        for (f, r) in files.iter().zip(&first).take(3) {
+            let a = r.as_ref().unwrap();
+            assert!(a.created, "{}", f.path);
+            assert_eq!(
+                a.facts,
+                ops::file_facts(&f.content, &f.owner, &f.group, f.mode)
+            );
+        }
+        let e = first[3].as_ref().unwrap_err();
+        assert!(e.contains("`envc-no-such-user` does not exist"), "{e}");
+        assert!(first[4].as_ref().unwrap_err().contains("absolute"));
+        assert_eq!(run_ok(&t, &["/usr/local/bin/envc-tool"]).await, b"tool\n");
+
+        // Again: nothing is new, the facts are the same.
+        let second = ops::apply_files(&t, &files[..3]).await.unwrap();
+        for (a, b) in first.iter().zip(&second) {
+            let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
+            assert!(!b.created);
+            assert_eq!(a.facts, b.facts);
+        }
+
+        // Probing sees what apply saw; a change on the host is drift.
+        let probed = ops::probe_files(&t, &paths).await.unwrap();
+        for (p, r) in probed.iter().zip(&second) {
+            assert_eq!(p.as_ref(), Some(&r.as_ref().unwrap().facts));
+        }
+        assert_eq!(probed[3..], [None, None]);
+        run_ok(
+            &t,
+            &[
+                "sh",
+                "-c",
+                "echo edited >> /etc/envc/app.conf; chmod 600 /etc/envc/secret",
+            ],
+        )
+        .await;
+        let drifted = ops::probe_files(&t, &paths[..2]).await.unwrap();
+        let (conf, secret) = (drifted[0].as_ref().unwrap(), drifted[1].as_ref().unwrap());
+        assert_ne!(conf["sha256"], second[0].as_ref().unwrap().facts["sha256"]);
+        assert_eq!(conf["mode"], "0644");
+        assert_eq!(secret["mode"], "0600");
+        assert_eq!(
+            secret["sha256"],
+            second[1].as_ref().unwrap().facts["sha256"]
+        );
+        // A directory in the way is reported, not replaced.
+        let dir = ops::probe_files(&t, &["/etc/envc".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(dir[0].as_ref().unwrap()["sha256"], "(directory)");
+        let r = ops::apply_files(&t, &[file("/etc/envc", b"x", "root", "root", 0o644)])
+            .await
+            .unwrap();
+        assert!(r[0].as_ref().unwrap_err().contains("is a directory"));
+
+        // Removal: present, absent and a directory.
+        let removed = ops::remove_files(&t, &paths[..3]).await.unwrap();
+        assert!(removed.iter().all(Result::is_ok), "{removed:?}");
+        let again = ops::remove_files(&t, &[paths[0].clone(), "/etc/envc".to_string()])
+            .await
+            .unwrap();
+        assert!(again[0].is_ok());
+        assert!(again[1].as_ref().unwrap_err().contains("is a directory"));
+        assert_eq!(
+            ops::probe_files(&t, &paths[..3]).await.unwrap(),
+            [None, None, None]
+        );
+        // No temporary files are left beside the destinations.
+        assert_eq!(run_ok(&t, &["ls", "-A", "/etc/envc"]).await, b"");
+
+        // A large batch is one run.
+        let many: Vec<FileSpec> = (0..200)
+            .map(|i| {
+                file(
+                    &format!("/srv/many/{i}.conf"),
+                    format!("{i}\n").as_bytes(),
+                    "root",
+                    "root",
+                    0o644,
+                )
+            })
+            .collect();
+        let t0 = Instant::now();
+        let r = ops::apply_files(&t, &many).await.unwrap();
+        eprintln!("apply_files of {}: {:?}", many.len(), t0.elapsed());
+        assert!(r.iter().all(|r| r.as_ref().is_ok_and(|a| a.created)));
+        t.close().await;
+    });
+}
+
+fn pkg(name: &str, version: Option<&str>) -> PackageSpec {
+    PackageSpec {
+        name: name.to_string(),
+        version: version.map(str::to_string),
+    }
+}
+
+#[test]
+fn packages_install_pin_fail_and_purge() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(120));
+    let host = spec(&hosts, 0);
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        let names = vec![
+            "hello".to_string(),
+            "jq".to_string(),
+            "envc-demo".to_string(),
+        ];
+        assert_eq!(
+            ops::probe_packages(&t, &names).await.unwrap(),
+            [None, None, None]
+        );
+
+        // Two packages (and jq's dependencies) in one transaction.
+        let t0 = Instant::now();
+        let applied = ops::install_packages(&t, &[pkg("hello", None), pkg("jq", None)])
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("install hello jq: {:?}", t0.elapsed());
+        assert!(applied.iter().all(|a| a.created));
+        assert_eq!(run_ok(&t, &["hello"]).await, b"Hello, world!\n");
+        let probed = ops::probe_packages(&t, &names).await.unwrap();
+        for (a, p) in applied.iter().zip(&probed) {
+            assert_eq!(Some(&a.facts), p.as_ref());
+        }
+        let dpkg = run_ok(&t, &["dpkg-query", "-W", "-f", "${Version}", "hello"]).await;
+        assert_eq!(probed[0].as_ref().unwrap()["version"].as_bytes(), dpkg);
+        assert_eq!(probed[2], None);
+
+        // Installing an installed package again: not created.
+        let again = ops::install_packages(&t, &[pkg("hello", None)])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!again[0].created);
+
+        // Pinned versions: install 1.0, upgrade to 2.0, downgrade to 1.0.
+        for (version, created) in [("1.0", true), ("2.0", false), ("1.0", false)] {
+            let a = ops::install_packages(&t, &[pkg("envc-demo", Some(version))])
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("envc-demo={version}: {e}"));
+            assert_eq!(
+                (a[0].facts["version"].as_str(), a[0].created),
+                (version, created)
+            );
+            let file = run_ok(&t, &["cat", "/usr/share/envc-demo/version"]).await;
+            assert_eq!(file, format!("{version}\n").into_bytes());
+        }
+
+        // Failures name the packages and the host and carry apt's own words.
+        let e = ops::install_packages(&t, &[pkg("envc-no-such-package", None)])
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.contains("`envc-no-such-package`") && e.contains("host0"),
+            "{e}"
+        );
+        assert!(
+            e.contains("Unable to locate package envc-no-such-package"),
+            "{e}"
+        );
+        let e = ops::install_packages(&t, &[pkg("envc-demo", Some("9.9"))])
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("'9.9'") && e.contains("hint:"), "{e}");
+        let e = ops::install_packages(&t, &[pkg("$(touch /tmp/envc-pwned)", None)])
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("not a Debian package name"), "{e}");
+
+        // Purge: installed ones go, absent ones are fine.
+        let all = vec![
+            "hello".to_string(),
+            "jq".to_string(),
+            "envc-demo".to_string(),
+            "tree".to_string(),
+        ];
+        ops::purge_packages(&t, &all).await.unwrap().unwrap();
+        let probed = ops::probe_packages(&t, &all).await.unwrap();
+        assert_eq!(probed, [None, None, None, None]);
+        ops::purge_packages(&t, &all).await.unwrap().unwrap();
+        t.close().await;
+    });
+}
+
+#[test]
+fn services_need_systemd_and_a_dead_host_is_an_error_not_a_hang() {
+    let hosts = TestHosts::start(1);
+    // Longer than the keepalives take to notice a dead host (5 s interval, 2 missed).
+    let env = env(&hosts, Duration::from_secs(30));
+    let host = spec(&hosts, 0);
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        let want = "`host0` does not run systemd, so service `nginx` cannot be managed there";
+        let svc = ServiceSpec {
+            name: "nginx".into(),
+            enabled: true,
+            running: true,
+            restart: false,
+        };
+        assert_eq!(
+            ops::apply_service(&t, &svc).await.unwrap().unwrap_err(),
+            want
+        );
+        let names = ["nginx".to_string()];
+        assert_eq!(
+            ops::probe_services(&t, &names).await.unwrap().unwrap_err(),
+            want
+        );
+        assert_eq!(
+            ops::remove_service(&t, "nginx").await.unwrap().unwrap_err(),
+            want
+        );
+
+        // The host dies while connected: the next command fails once the keepalives notice,
+        // well before the command timeout.
+        hosts.kill_host(0);
+        let t0 = Instant::now();
+        let e = t.run(&["true"], b"").await.unwrap_err();
+        eprintln!("command on a killed host: {:?}: {e}", t0.elapsed());
+        assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
+        assert!(e.to_string().contains("host0"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+        t.close().await;
+
+        // A new connection to it fails after the connect timeout.
+        let t0 = Instant::now();
+        let e = Transport::connect(&host, None, &env.opts)
+            .await
+            .err()
+            .unwrap();
+        eprintln!("connect to a killed host: {:?}: {e}", t0.elapsed());
+        assert!(matches!(e, TransportError::Unreachable { .. }), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    });
+}
+
+#[test]
+fn local_transport_runs_commands_and_places_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SshOptions {
+        config_file: None,
+        connect_timeout: Duration::from_secs(2),
+        command_timeout: Duration::from_secs(10),
+        work_dir: dir.path().to_path_buf(),
+    };
+    let host = HostSpec {
+        name: "this-machine".into(),
+        address: LOCAL_ADDRESS.into(),
+        port: 22,
+        user: "root".into(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (t, key) = Transport::connect(&host, None, &opts).await.unwrap();
+        let id = std::fs::read_to_string("/etc/machine-id").unwrap();
+        assert_eq!(key.fingerprint, format!("machine-id:{}", id.trim()));
+        assert!(t.is_local());
+        // No shell: the argument is printed, not run.
+        let out = t
+            .run(&["echo", "$(touch /tmp/envc-pwned)"], b"")
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, b"$(touch /tmp/envc-pwned)\n");
+
+        let (uid, gid) = (
+            String::from_utf8(run_ok(&t, &["id", "-un"]).await).unwrap(),
+            String::from_utf8(run_ok(&t, &["id", "-gn"]).await).unwrap(),
+        );
+        let (user, group) = (uid.trim(), gid.trim());
+        let path = dir.path().join("sub dir/it's $(x).conf");
+        let path = path.to_str().unwrap().to_string();
+        let f = file(&path, b"local\n", user, group, 0o600);
+        let r = ops::apply_files(&t, std::slice::from_ref(&f))
+            .await
+            .unwrap();
+        let a = r[0].as_ref().unwrap();
+        assert!(a.created);
+        assert_eq!(a.facts, ops::file_facts(b"local\n", user, group, 0o600));
+        assert_eq!(std::fs::read(&path).unwrap(), b"local\n");
+        let probed = ops::probe_files(&t, std::slice::from_ref(&path))
+            .await
+            .unwrap();
+        assert_eq!(probed[0].as_ref(), Some(&a.facts));
+        ops::remove_files(&t, std::slice::from_ref(&path))
+            .await
+            .unwrap()[0]
+            .clone()
+            .unwrap();
+        assert!(!std::path::Path::new(&path).exists());
+        t.close().await;
+    });
+    assert!(!std::path::Path::new(PWNED).exists());
+}
