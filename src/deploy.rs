@@ -301,7 +301,10 @@ pub fn why(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
 /// with `--json`.
 struct Progress {
     json: bool,
-    bars: Option<(indicatif::MultiProgress, Mutex<BTreeMap<String, indicatif::ProgressBar>>)>,
+    bars: Option<(
+        indicatif::MultiProgress,
+        Mutex<BTreeMap<String, indicatif::ProgressBar>>,
+    )>,
     /// Nodes per target, for the bars' lengths.
     totals: BTreeMap<String, u64>,
     lines: Mutex<()>,
