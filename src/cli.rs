@@ -293,7 +293,7 @@ fn run(cli: Cli) -> ExitCode {
                 command: "build",
                 target: &target,
             };
-            ExitCode::from(deploy::build(&file, &spec, &loader, &args))
+            ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
         }
         Command::Why {
             file,
@@ -342,7 +342,9 @@ fn run(cli: Cli) -> ExitCode {
             let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
-            ExitCode::from(deploy::drift(&file, &spec, &loader, &target, json))
+            ExitCode::from(deploy::finish(deploy::drift(
+                &file, &spec, &loader, &target, json,
+            )))
         }
         Command::Destroy {
             file,
@@ -383,10 +385,12 @@ fn run(cli: Cli) -> ExitCode {
                 command: "destroy",
                 target: &target,
             };
-            ExitCode::from(deploy::build(&file, &spec, &loader, &args))
+            ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
         }
-        Command::Log { file, json } => ExitCode::from(deploy::log(&file, json)),
-        Command::Output { file, json } => ExitCode::from(deploy::output(&file, json)),
+        Command::Log { file, json } => ExitCode::from(deploy::finish(deploy::log(&file, json))),
+        Command::Output { file, json } => {
+            ExitCode::from(deploy::finish(deploy::output(&file, json)))
+        }
     }
 }
 

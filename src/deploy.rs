@@ -114,6 +114,14 @@ fn eprint_error(msg: &str) {
     eprintln!("error: {msg}");
 }
 
+/// A command's exit code; an error is printed and exits as bad input.
+pub fn finish(r: Result<u8, String>) -> u8 {
+    r.unwrap_or_else(|e| {
+        eprint_error(&e);
+        exit::INPUT
+    })
+}
+
 /// Hosts as the graph has them now, resolved from the plan (for probes).
 fn graph_hosts(spec: &Spec, p: &Plan) -> BTreeMap<String, envc_executor::transport::HostSpec> {
     p.nodes
@@ -414,14 +422,8 @@ pub struct BuildArgs<'a> {
 }
 
 /// `envc build` (and `envc destroy`, which builds an empty graph).
-pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8 {
-    let store = match open_store(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
+pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Result<u8, String> {
+    let store = open_store(file)?;
     let env_name = env_name(file);
     let lock = match EnvLock::acquire(
         &store,
@@ -432,27 +434,13 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8
         Ok(l) => l,
         Err(e @ LockError::Held { .. }) => {
             eprint_error(&e.to_string());
-            return exit::LOCKED;
+            return Ok(exit::LOCKED);
         }
-        Err(e) => {
-            eprint_error(&e.to_string());
-            return exit::INPUT;
-        }
+        Err(e) => return Err(e.to_string()),
     };
-    let mut env = match Env::open(&store, &lock) {
-        Ok(e) => e,
-        Err(e) => {
-            eprint_error(&format!("the state of `{env_name}`: {e}"));
-            return exit::INPUT;
-        }
-    };
-    let (conns, _work) = match connections(args.target) {
-        Ok(c) => c,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
+    let mut env =
+        Env::open(&store, &lock).map_err(|e| format!("the state of `{env_name}`: {e}"))?;
+    let (conns, _work) = connections(args.target)?;
     let conns = Arc::new(conns);
     let rt = runtime();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -502,7 +490,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8
         Err(e) => {
             eprint_error(&e);
             let _ = env.commit();
-            return exit::FAILED;
+            return Ok(exit::FAILED);
         }
     };
     let summary = format!(
@@ -517,7 +505,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8
     } else {
         println!("{summary}");
     }
-    if report.interrupted {
+    Ok(if report.interrupted {
         exit::INTERRUPTED
     } else if report.failed > 0 {
         if !args.json {
@@ -530,7 +518,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> u8
         exit::FAILED
     } else {
         exit::OK
-    }
+    })
 }
 
 // ---------------------------------------------------------------- drift, log, output
@@ -541,22 +529,9 @@ pub fn drift(
     files: &FsLoader,
     target: &TargetArgs,
     json_out: bool,
-) -> u8 {
-    let store = match open_store(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
-    let (p, drift) = match compute_plan(spec, files, &store, &env_name(file), Some(target)) {
-        Ok(x) => x,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
-    let _ = p;
+) -> Result<u8, String> {
+    let store = open_store(file)?;
+    let (_, drift) = compute_plan(spec, files, &store, &env_name(file), Some(target))?;
     let mut out = std::io::stdout().lock();
     for (key, d) in &drift {
         for (fact, was, now) in d {
@@ -571,7 +546,7 @@ pub fn drift(
             }
         }
     }
-    if drift.is_empty() {
+    Ok(if drift.is_empty() {
         if !json_out {
             let _ = writeln!(out, "drift: none; every target matches its records");
         }
@@ -585,24 +560,12 @@ pub fn drift(
             );
         }
         exit::DRIFT
-    }
+    })
 }
 
-pub fn log(file: &Path, json_out: bool) -> u8 {
-    let store = match open_store(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
-    let history = match State::history(&store, &env_name(file)) {
-        Ok(h) => h,
-        Err(e) => {
-            eprint_error(&e.to_string());
-            return exit::INPUT;
-        }
-    };
+pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
+    let store = open_store(file)?;
+    let history = State::history(&store, &env_name(file)).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     let mut seen = BTreeSet::new();
     for (_, state) in history {
@@ -610,13 +573,7 @@ pub fn log(file: &Path, json_out: bool) -> u8 {
         if !seen.insert(run_id) {
             continue; // intermediate commits of one run share its record
         }
-        let run: RunRecord = match store.get_json(&run_id) {
-            Ok(r) => r,
-            Err(e) => {
-                eprint_error(&e.to_string());
-                return exit::INPUT;
-            }
-        };
+        let run: RunRecord = store.get_json(&run_id).map_err(|e| e.to_string())?;
         let count = |f: &dyn Fn(&str) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
         let ran = count(&|o| o == "ok" || o.starts_with("ok:"));
         let cached = count(&|o| o == "cached");
@@ -642,31 +599,18 @@ pub fn log(file: &Path, json_out: bool) -> u8 {
             }
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
-pub fn output(file: &Path, json_out: bool) -> u8 {
-    let store = match open_store(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprint_error(&e);
-            return exit::INPUT;
-        }
-    };
-    let state = match State::current(&store, &env_name(file)) {
-        Ok((_, s)) => s,
-        Err(e) => {
-            eprint_error(&e.to_string());
-            return exit::INPUT;
-        }
-    };
+pub fn output(file: &Path, json_out: bool) -> Result<u8, String> {
+    let store = open_store(file)?;
+    let (_, state) = State::current(&store, &env_name(file)).map_err(|e| e.to_string())?;
     if state.run.is_none() {
-        eprint_error(&format!(
+        return Err(format!(
             "`{}` was never built; run `envc build {}` first",
             env_name(file),
             file.display()
         ));
-        return exit::INPUT;
     }
     let mut out = std::io::stdout().lock();
     if json_out {
@@ -680,5 +624,5 @@ pub fn output(file: &Path, json_out: bool) -> u8 {
             let _ = writeln!(out, "{k} = {v}");
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }
