@@ -26,7 +26,7 @@
 #   RUN_TIMEOUT=600 seconds per run before it is killed (and counted as failed)
 #   ENVC_BENCH_ROOTFS  the hosts' rootfs (default: what scripts/testhosts/build-rootfs prints)
 # Needs root (namespaces), python3 >= 3.11 and PyPI through pip (scripts/bench/peers-setup).
-# One invocation with the defaults takes about 7 minutes on 2 cores, mostly Ansible's.
+# One invocation with the defaults takes about 9 minutes on 2 cores, 6 of them Ansible's.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -62,6 +62,11 @@ auto) if [ -d "$rootfs/srv/envc-repo" ]; then PACKAGES=yes; else PACKAGES=no
 yes | no) ;;
 *) die "PACKAGES must be yes, no or auto" ;;
 esac
+if [ "$PACKAGES" = yes ] && [[ " ${TOOLS[*]} " == *" ansible "* ]] &&
+    ! [ -d "$rootfs/usr/lib/python3/dist-packages/apt" ]; then
+    log "warning: the rootfs has no python3-apt: Ansible's apt module needs it on the target, so"
+    log "         Ansible's package task will fail (add python3-apt to scripts/testhosts/build-rootfs)"
+fi
 wl_flags=(--hosts "$HOSTS" --files "$FILES")
 [ "$PACKAGES" = yes ] || wl_flags+=(--no-packages)
 
@@ -88,6 +93,8 @@ for t in "${TOOLS[@]}"; do
 done
 # Even without `envc build`, bench.env is checked against the files the peers deploy.
 [ -x "${ENVC:-$ROOT/target/release/envc}" ] && wl_flags+=(--envc "${ENVC:-$ROOT/target/release/envc}")
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- running --------------------------------------------------------------------------
 H=$OUT/hosts           # scripts/bench/hosts state of the current repetition
@@ -176,9 +183,10 @@ ver() { local v; v=$("$@" 2>/dev/null) || true; printf '%s' "$v" | head -n 1; }
 machine=$(
     echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
     echo "- memory: $(free -g | awk '/Mem:/ {print $2}') GiB; kernel $(uname -r); $(. /etc/os-release && echo "$PRETTY_NAME")"
+    echo "- load average (1/5/15 min) before the runs: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the numbers)"
     echo "- envc: $(if [ -n "$ENVC_OK" ]; then ver "$ENVC" --version; else echo "skipped ($skip_envc)"; fi) (commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
     if [ -n "$VENV_BIN" ]; then
-        echo "- pyinfra: $(ver "$VENV_BIN/pyinfra" --version); ansible: $(ver "$VENV_BIN/ansible" --version) (Python $(ver "$VENV_BIN/python" -c 'import platform; print(platform.python_version())'))"
+        echo "- $(ver "$VENV_BIN/pyinfra" --version | tr -d :), $(ver "$VENV_BIN/ansible" --version | tr -d "[]") (Python $(ver "$VENV_BIN/python" -c 'import platform; print(platform.python_version())'))"
     fi
     echo "- workload: $HOSTS hosts x ($FILES files$([ "$PACKAGES" = yes ] && echo " + 3 packages" || echo ", packages NOT included")); $REPEAT repetition(s), median shown; $(date -u +%Y-%m-%d)"
 )
