@@ -593,3 +593,61 @@ fn a_changed_host_key_stops_the_host_until_trusted_and_then_everything_on_it_rer
     assert_eq!(remote(&hosts, 1, "cat /etc/app.conf"), "v1\n");
     assert_eq!(summary(&p.run(&hosts, &["build"])), (0, 2, 0));
 }
+
+#[test]
+fn a_host_that_dies_during_its_step_fails_that_step_and_the_others_finish() {
+    use std::io::BufRead;
+    let hosts = TestHosts::start(3);
+    let p = Project::new(&hosts);
+    // Every host installs jq: an apt transaction takes long enough to die during it.
+    p.write(
+        "prod.env",
+        &source(
+            &hosts,
+            "let jqs = [for h in all => package(name = \"jq\", target = h)]\n",
+        ),
+    );
+    p.write("peers.j2", TEMPLATE);
+    let started = Instant::now();
+    let mut child = p
+        .envc(&hosts, &["build", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut events = Vec::new();
+    let victim = format!("host:{}", hosts.name(1));
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["node"] == victim.as_str() && v["outcome"] == "ok" {
+            // Connected, and its steps are starting: pull the cable.
+            hosts.kill_host(1);
+        }
+        events.push(v);
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status.code(), Some(4), "{events:#?}");
+    let outcome = |node: String| {
+        events
+            .iter()
+            .find(|e| e["node"] == node.as_str())
+            .map_or(String::new(), |e| {
+                e["outcome"].as_str().unwrap().to_string()
+            })
+    };
+    let jq1 = outcome(format!("{}/package:jq", hosts.name(1)));
+    assert!(
+        jq1.starts_with("failed: ") && jq1.contains(hosts.name(1)),
+        "{jq1}"
+    );
+    for i in [0, 2] {
+        assert_eq!(outcome(format!("{}/package:jq", hosts.name(i))), "ok");
+        assert_eq!(outcome(format!("{}/file:/etc/motd", hosts.name(i))), "ok");
+        assert_eq!(remote(&hosts, i, "command -v jq"), "/usr/bin/jq\n");
+    }
+}
