@@ -267,7 +267,22 @@ fn run(cli: Cli) -> ExitCode {
             };
             let refresh = refresh.then_some(&target);
             match deploy::compute_plan(&spec, &loader, &store, &deploy::env_name(&file), refresh) {
-                Ok((p, _)) => write_stdout(&deploy::print_plan(&spec, &p, json)),
+                Ok((p, _)) => {
+                    let _ = write_stdout(&deploy::print_plan(&spec, &p, json));
+                    // A node that cannot be built makes the plan fail, as the build would.
+                    let broken = p.nodes.iter().any(|n| {
+                        matches!(
+                            n.assessment.resolved,
+                            Err(envc_executor::resolve::Resolution::Failed(_))
+                        )
+                    });
+                    if broken {
+                        eprintln!("error: some nodes cannot be built (see `error:` above)");
+                        ExitCode::from(deploy::exit::INPUT)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
                 Err(e) => fail(&e),
             }
         }

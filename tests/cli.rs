@@ -285,3 +285,31 @@ fn no_input_panics() {
         }
     }
 }
+
+#[test]
+fn plan_says_which_nodes_cannot_be_built_yet_and_exits_1() {
+    let store = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["plan", "examples/quickstart.env"])
+        .current_dir(repo())
+        .env("ENVC_STORE", store.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("create    vm:web-0"), "{out}");
+    assert!(out.contains("need the qemu provider"), "{out}");
+    // Nodes on the VMs wait for them rather than fail on their own.
+    assert!(
+        out.contains("create    web-0/file:/var/www/html/index.html"),
+        "{out}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["output", "examples/quickstart.env"])
+        .current_dir(repo())
+        .env("ENVC_STORE", store.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("was never built"), "{}", stderr(&o));
+}
