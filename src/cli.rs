@@ -410,8 +410,7 @@ fn run(cli: Cli) -> ExitCode {
 }
 
 fn fail(msg: &str) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(deploy::exit::INPUT)
+    ExitCode::from(deploy::finish(Err(msg.to_string())))
 }
 
 /// Compiles FILE for the commands that reach targets; diagnostics are printed.

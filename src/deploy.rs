@@ -12,7 +12,7 @@ use std::time::Duration;
 use envc_executor::connect::Connections;
 use envc_executor::plan::{plan, Action, DriftFacts, Plan};
 use envc_executor::probe::probe;
-use envc_executor::resolve::{Payload, ProjectFiles};
+use envc_executor::resolve::ProjectFiles;
 use envc_executor::run::{BuildOptions, Env, Event, Reporter, Scheduler};
 use envc_executor::spec::Spec;
 use envc_executor::transport::SshOptions;
@@ -122,17 +122,12 @@ pub fn finish(r: Result<u8, String>) -> u8 {
     })
 }
 
-/// Hosts as the graph has them now, resolved from the plan (for probes).
-fn graph_hosts(spec: &Spec, p: &Plan) -> BTreeMap<String, envc_executor::transport::HostSpec> {
+/// Hosts by name as the graph has them now, resolved from the plan (for probes).
+fn graph_hosts(p: &Plan) -> BTreeMap<String, envc_executor::transport::HostSpec> {
     p.nodes
         .iter()
-        .filter_map(|n| match &n.assessment.resolved {
-            Ok(r) => match &r.payload {
-                Payload::Host(h) => Some((spec.nodes[n.index].key.clone(), h.clone())),
-                _ => None,
-            },
-            Err(_) => None,
-        })
+        .filter_map(|n| n.assessment.resolved.as_ref().ok()?.host())
+        .map(|h| (h.name.clone(), h.clone()))
         .collect()
 }
 
@@ -233,7 +228,7 @@ pub fn compute_plan(
         return Ok((first, empty));
     };
     let (conns, _work) = connections(args)?;
-    let hosts = graph_hosts(spec, &first);
+    let hosts = graph_hosts(&first);
     let probed = runtime().block_on(async {
         let p = probe(&records, &hosts, &conns).await;
         conns.close().await;
@@ -459,7 +454,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
     let mut drift = BTreeMap::new();
     if args.refresh {
         let first = plan(spec, &env.records, &BTreeMap::new(), files);
-        let hosts = graph_hosts(spec, &first);
+        let hosts = graph_hosts(&first);
         let probed = rt.block_on(probe(&env.records, &hosts, &conns));
         for (key, d) in &probed.drift {
             for (fact, was, now) in d {

@@ -53,6 +53,29 @@ impl Connections {
             .clone()
     }
 
+    /// The connection to the host named `target`: at `current` (its address in the graph
+    /// now) or else where its record says, checked against its recorded key. For targets
+    /// that may have left the graph (probes, deletions).
+    pub async fn to_target(
+        &self,
+        target: &str,
+        current: Option<&HostSpec>,
+        records: &BTreeMap<String, RealizationRecord>,
+    ) -> Connected {
+        let host_key = crate::spec::node_key(envc_compiler::types::NodeKind::Host, target, None);
+        let record = records.get(&host_key);
+        let host = current
+            .cloned()
+            .or_else(|| record.and_then(|r| host_from_record(target, r)))
+            .ok_or_else(|| format!("no address is known for `{target}`"))?;
+        self.get(
+            &host_key,
+            &host,
+            record.and_then(|r| recorded_key(&r.facts)),
+        )
+        .await
+    }
+
     /// Closes every connection (ends the multiplexing masters).
     pub async fn close(&self) {
         let cells: Vec<_> = {

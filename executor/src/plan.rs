@@ -219,16 +219,12 @@ pub fn plan(
             )
         };
         known[i] = match (&a.action, record, &a.resolved) {
-            (Action::Unchanged, Some(r), _) => Some(Known {
-                facts: r.facts.clone(),
-                output_hash: r.output_hash.clone(),
-            }),
+            (Action::Unchanged, Some(r), _) => Some(Known::of_record(r)),
             // A host that moved is expected to be the same machine (a different key is
             // an error unless trusted anew), so what it reported stands.
-            (Action::Update, Some(r), _) if spec.nodes[i].kind == NodeKind::Host => Some(Known {
-                facts: r.facts.clone(),
-                output_hash: r.output_hash.clone(),
-            }),
+            (Action::Update, Some(r), _) if spec.nodes[i].kind == NodeKind::Host => {
+                Some(Known::of_record(r))
+            }
             (_, _, Ok(r)) => r.predicted_facts().map(Known::new),
             _ => None,
         };

@@ -3,20 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::connect::{host_from_record, recorded_key, Connections};
+use crate::connect::Connections;
 use crate::ops::file::probe_files;
 use crate::ops::package::probe_packages;
 use crate::ops::service::probe_services;
 use crate::plan::{drift_between, DriftFacts};
 use crate::record::{Facts, RealizationRecord};
+use crate::spec::split_key;
 use crate::transport::HostSpec;
-
-/// `target/kind:name` → (target, kind, name).
-pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
-    let (target, rest) = key.split_once('/')?;
-    let (kind, name) = rest.split_once(':')?;
-    Some((target, kind, name))
-}
 
 /// What a probe found, by node key: differences from the record, or why it could not look.
 pub struct Probed {
@@ -24,8 +18,8 @@ pub struct Probed {
     pub unreachable: BTreeMap<String, String>,
 }
 
-/// Probes every record in `records`. `hosts` gives the current address of hosts still in
-/// the graph; others are reached where their record says.
+/// Probes every record in `records`. `hosts` gives, by host name, the current address of
+/// hosts still in the graph; others are reached where their record says.
 pub async fn probe(
     records: &BTreeMap<String, RealizationRecord>,
     hosts: &BTreeMap<String, HostSpec>,
@@ -42,17 +36,7 @@ pub async fn probe(
         unreachable: BTreeMap::new(),
     };
     let probes = by_target.into_iter().map(|(target, items)| async move {
-        let host_key = format!("host:{target}");
-        let host_rec = records.get(&host_key);
-        let host = hosts
-            .get(&host_key)
-            .cloned()
-            .or_else(|| host_rec.and_then(|r| host_from_record(target, r)));
-        let Some(host) = host else {
-            return (items, Err(format!("no address is known for `{target}`")));
-        };
-        let recorded = host_rec.and_then(|r| recorded_key(&r.facts));
-        let t = match conns.get(&host_key, &host, recorded).await {
+        let t = match conns.to_target(target, hosts.get(target), records).await {
             Ok((t, _)) => t,
             Err(e) => return (items, Err(e)),
         };

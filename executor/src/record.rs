@@ -39,17 +39,6 @@ pub struct RealizationRecord {
     pub at_unix: u64,
 }
 
-impl RealizationRecord {
-    /// The (resolved hash, target identity) pair that identifies a realization.
-    pub fn key(resolved_hash: &str, target_identity: &str) -> String {
-        format!("{resolved_hash}@{target_identity}")
-    }
-
-    pub fn matches(&self, resolved_hash: &str, target_identity: &str) -> bool {
-        self.resolved_hash == resolved_hash && self.target_identity == target_identity
-    }
-}
-
 /// blake3 of a set of facts, as dependents see it.
 pub fn output_hash(facts: &Facts) -> String {
     let bytes = serde_json::to_vec(facts).expect("facts serialise");

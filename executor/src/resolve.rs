@@ -42,6 +42,14 @@ impl Known {
             facts,
         }
     }
+
+    /// What a record says its node produced.
+    pub fn of_record(r: &crate::record::RealizationRecord) -> Known {
+        Known {
+            facts: r.facts.clone(),
+            output_hash: r.output_hash.clone(),
+        }
+    }
 }
 
 /// What executing the node needs.
@@ -68,6 +76,14 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// How to reach the host, when this is a host node.
+    pub fn host(&self) -> Option<&HostSpec> {
+        match &self.payload {
+            Payload::Host(h) => Some(h),
+            _ => None,
+        }
+    }
+
     /// The facts a successful realization will observe, when they can be known beforehand
     /// (a file's content hash, a pinned package version). Plans use them to resolve
     /// dependents before anything runs.

@@ -19,7 +19,7 @@ use envc_compiler::types::NodeKind;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::connect::{host_facts, host_from_record, recorded_key, Connections};
+use crate::connect::{host_facts, recorded_key, Connections};
 use crate::lock::EnvLock;
 use crate::ops::file::{apply_files, remove_files, FileSpec};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
@@ -28,7 +28,7 @@ use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
 use crate::record::{output_hash, NodeOutcome, RealizationRecord, RunRecord, State};
 use crate::resolve::{Known, Payload, ProjectFiles, Resolution, Resolved};
-use crate::spec::Spec;
+use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, Store, StoreError};
 use crate::transport::{HostKey, HostSpec};
 
@@ -179,14 +179,30 @@ pub fn realization_record(
 
 /// One unit of remote work and the nodes it realizes.
 enum Work {
+    /// Connect to a host and learn its key.
     Host {
         node: usize,
         host: HostSpec,
         recorded: Option<HostKey>,
     },
+    /// A step on a target (`None` if its host could not be resolved).
+    OnTarget(Option<Target>, Step),
+}
+
+enum Step {
     Files(Vec<(usize, FileSpec)>),
     Packages(Vec<(usize, PackageSpec)>),
     Service(usize, ServiceSpec),
+}
+
+impl Step {
+    fn nodes(&self) -> Vec<usize> {
+        match self {
+            Step::Service(node, _) => vec![*node],
+            Step::Files(xs) => xs.iter().map(|x| x.0).collect(),
+            Step::Packages(xs) => xs.iter().map(|x| x.0).collect(),
+        }
+    }
 }
 
 struct Done {
@@ -202,14 +218,8 @@ struct Target {
     recorded: Option<HostKey>,
 }
 
-async fn execute(work: Work, target: Option<Target>, conns: Arc<Connections>) -> Done {
+async fn execute(work: Work, conns: Arc<Connections>) -> Done {
     let started = Instant::now();
-    let nodes: Vec<usize> = match &work {
-        Work::Host { node, .. } | Work::Service(node, _) => vec![*node],
-        Work::Files(xs) => xs.iter().map(|x| x.0).collect(),
-        Work::Packages(xs) => xs.iter().map(|x| x.0).collect(),
-    };
-    let all = |e: String| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
     let results = match work {
         Work::Host {
             node,
@@ -217,63 +227,79 @@ async fn execute(work: Work, target: Option<Target>, conns: Arc<Connections>) ->
             recorded,
         } => {
             let key = crate::spec::node_key(NodeKind::Host, &host.name, None);
-            match conns.get(&key, &host, recorded).await {
-                Ok((_, k)) => vec![(
-                    node,
-                    Ok(Applied {
-                        facts: host_facts(&k),
-                        created: false,
-                    }),
-                )],
-                Err(e) => vec![(node, Err(e))],
-            }
+            let result = conns
+                .get(&key, &host, recorded)
+                .await
+                .map(|(_, k)| Applied {
+                    facts: host_facts(&k),
+                    created: false,
+                });
+            vec![(node, result)]
         }
-        work => {
-            let Some(t) = target else {
-                return Done {
-                    results: all("a node without a target cannot be realized here".into()),
-                    elapsed: started.elapsed(),
-                };
-            };
-            match conns.get(&t.key, &t.host, t.recorded).await {
-                Err(e) => all(e),
-                Ok((transport, _)) => match work {
-                    Work::Files(xs) => {
-                        let specs: Vec<FileSpec> = xs.iter().map(|x| x.1.clone()).collect();
-                        match apply_files(&transport, &specs).await {
-                            Ok(rs) => nodes.iter().copied().zip(rs).collect(),
-                            Err(e) => all(e.to_string()),
-                        }
-                    }
-                    Work::Packages(xs) => {
-                        let specs: Vec<PackageSpec> = xs.iter().map(|x| x.1.clone()).collect();
-                        match install_packages(&transport, &specs).await {
-                            Ok(Ok(rs)) => {
-                                nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect()
-                            }
-                            Ok(Err(e)) => all(e),
-                            Err(e) => all(e.to_string()),
-                        }
-                    }
-                    Work::Service(i, s) => match apply_service(&transport, &s).await {
-                        Ok(Ok(facts)) => vec![(
-                            i,
-                            Ok(Applied {
-                                facts,
-                                created: true,
-                            }),
-                        )],
-                        Ok(Err(e)) => vec![(i, Err(e))],
-                        Err(e) => vec![(i, Err(e.to_string()))],
-                    },
-                    Work::Host { .. } => unreachable!("handled above"),
-                },
-            }
-        }
+        Work::OnTarget(target, step) => execute_step(target, step, &conns).await,
     };
     Done {
         results,
         elapsed: started.elapsed(),
+    }
+}
+
+async fn execute_step(
+    target: Option<Target>,
+    step: Step,
+    conns: &Connections,
+) -> Vec<(usize, Result<Applied, String>)> {
+    let nodes = step.nodes();
+    let all = |e: String| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
+    let Some(t) = target else {
+        return all("a node without a target cannot be realized here".into());
+    };
+    let transport = match conns.get(&t.key, &t.host, t.recorded).await {
+        Ok((transport, _)) => transport,
+        Err(e) => return all(e),
+    };
+    match step {
+        Step::Files(xs) => {
+            let specs: Vec<FileSpec> = xs.into_iter().map(|x| x.1).collect();
+            match apply_files(&transport, &specs).await {
+                Ok(rs) => nodes.iter().copied().zip(rs).collect(),
+                Err(e) => all(e.to_string()),
+            }
+        }
+        Step::Packages(xs) => {
+            let specs: Vec<PackageSpec> = xs.into_iter().map(|x| x.1).collect();
+            match install_packages(&transport, &specs).await {
+                Ok(Ok(rs)) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
+                Ok(Err(e)) => all(e),
+                Err(e) => all(e.to_string()),
+            }
+        }
+        Step::Service(i, s) => {
+            let result = match apply_service(&transport, &s).await {
+                Ok(Ok(facts)) => Ok(Applied {
+                    facts,
+                    created: true,
+                }),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(e.to_string()),
+            };
+            vec![(i, result)]
+        }
+    }
+}
+
+/// Node `i` is done: its dependents wait for one input less.
+fn release(
+    i: usize,
+    dependents: &[Vec<usize>],
+    waiting_on: &mut [usize],
+    ready: &mut VecDeque<usize>,
+) {
+    for d in &dependents[i] {
+        waiting_on[*d] -= 1;
+        if waiting_on[*d] == 0 {
+            ready.push_back(*d);
+        }
     }
 }
 
@@ -499,12 +525,9 @@ impl<'s> Scheduler<'s> {
                         &dependents,
                     ),
                     Ok(r) if a.action == Action::Unchanged => {
-                        let rec = &env.records[key];
-                        self.known[i] = Some(Known {
-                            facts: rec.facts.clone(),
-                            output_hash: rec.output_hash.clone(),
-                        });
-                        let oh = rec.output_hash.clone();
+                        let known = Known::of_record(&env.records[key]);
+                        let oh = known.output_hash.clone();
+                        self.known[i] = Some(known);
                         self.decided[i] = Some((Action::Unchanged, r));
                         self.status[i] = Status::Done;
                         self.report.cached += 1;
@@ -525,12 +548,7 @@ impl<'s> Scheduler<'s> {
                 }
             }
             for i in newly_done {
-                for d in &dependents[i] {
-                    waiting_on[*d] -= 1;
-                    if waiting_on[*d] == 0 {
-                        ready.push_back(*d);
-                    }
-                }
+                release(i, &dependents, &mut waiting_on, &mut ready);
             }
             if !ready.is_empty() {
                 // Cached nodes made more ready: assess those too before launching, so that
@@ -549,13 +567,12 @@ impl<'s> Scheduler<'s> {
                     self.decided[i].clone().expect("queued nodes were decided");
                 match result {
                     Ok(applied) => {
-                        let oh = output_hash(&applied.facts);
                         let identity = match spec.nodes[i].kind {
                             NodeKind::Host => applied.facts.get("fingerprint").cloned(),
                             _ => self.identity(i),
                         }
                         .unwrap_or_default();
-                        env.put_record(realization_record(
+                        let record = realization_record(
                             spec,
                             i,
                             &resolved,
@@ -563,20 +580,15 @@ impl<'s> Scheduler<'s> {
                             identity,
                             env.records.get(&key),
                             &self.run_id,
-                        ))?;
-                        self.known[i] = Some(Known {
-                            facts: applied.facts,
-                            output_hash: oh.clone(),
-                        });
+                        );
+                        let known = Known::of_record(&record);
+                        let oh = known.output_hash.clone();
+                        env.put_record(record)?;
+                        self.known[i] = Some(known);
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
                         self.outcome(i, action, "ok".into(), done.elapsed, Some(oh));
-                        for d in &dependents[i] {
-                            waiting_on[*d] -= 1;
-                            if waiting_on[*d] == 0 {
-                                ready.push_back(*d);
-                            }
-                        }
+                        release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
                 }
@@ -621,16 +633,7 @@ impl<'s> Scheduler<'s> {
 
     fn target_for(&self, i: usize, env: &Env) -> Option<Target> {
         let t = self.spec.nodes[i].target?;
-        let host = match &self.decided[t] {
-            Some((
-                _,
-                Resolved {
-                    payload: Payload::Host(h),
-                    ..
-                },
-            )) => h.clone(),
-            _ => return None,
-        };
+        let host = self.decided[t].as_ref()?.1.host()?.clone();
         let key = self.spec.nodes[t].key.clone();
         let recorded = self.known[t]
             .as_ref()
@@ -652,7 +655,7 @@ impl<'s> Scheduler<'s> {
     ) {
         let mut files: BTreeMap<usize, Vec<(usize, FileSpec)>> = BTreeMap::new();
         let mut packages: BTreeMap<usize, Vec<(usize, PackageSpec)>> = BTreeMap::new();
-        let mut works: Vec<(Work, Option<Target>)> = Vec::new();
+        let mut works: Vec<Work> = Vec::new();
         for (i, action, r) in to_run {
             let node = &self.spec.nodes[i];
             self.reporter.event(Event::Started {
@@ -667,14 +670,11 @@ impl<'s> Scheduler<'s> {
                         .records
                         .get(&node.key)
                         .and_then(|r| recorded_key(&r.facts));
-                    works.push((
-                        Work::Host {
-                            node: i,
-                            host,
-                            recorded,
-                        },
-                        None,
-                    ));
+                    works.push(Work::Host {
+                        node: i,
+                        host,
+                        recorded,
+                    });
                 }
                 Payload::File(f) => files.entry(t).or_default().push((i, f)),
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
@@ -689,8 +689,9 @@ impl<'s> Scheduler<'s> {
                         && previous.is_some_and(|p| {
                             p.attrs.get("restart_on") != r.display.get("restart_on")
                         });
-                    works.push((
-                        Work::Service(
+                    works.push(Work::OnTarget(
+                        self.target_for(i, env),
+                        Step::Service(
                             i,
                             ServiceSpec {
                                 name,
@@ -699,26 +700,28 @@ impl<'s> Scheduler<'s> {
                                 restart,
                             },
                         ),
-                        self.target_for(i, env),
                     ));
                 }
             }
         }
-        for (t, xs) in files {
-            let target = self.target_for(xs[0].0, env);
-            let _ = t;
-            works.push((Work::Files(xs), target));
+        for xs in files.into_values() {
+            works.push(Work::OnTarget(
+                self.target_for(xs[0].0, env),
+                Step::Files(xs),
+            ));
         }
-        for (_, xs) in packages {
-            let target = self.target_for(xs[0].0, env);
-            works.push((Work::Packages(xs), target));
+        for xs in packages.into_values() {
+            works.push(Work::OnTarget(
+                self.target_for(xs[0].0, env),
+                Step::Packages(xs),
+            ));
         }
-        for (work, target) in works {
+        for work in works {
             let conns = self.conns.clone();
             let semaphore = semaphore.clone();
             tasks.spawn(async move {
                 let _permit = semaphore.acquire_owned().await;
-                execute(work, target, conns).await
+                execute(work, conns).await
             });
         }
     }
@@ -747,35 +750,21 @@ impl<'s> Scheduler<'s> {
             .filter(|r| !in_graph.contains(r.node.as_str()))
             .cloned()
             .collect();
-        // By target: (service names, file paths, package names) with their keys.
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
-            let target = r.node.split_once('/').map_or("", |(t, _)| t).to_string();
-            by_target.entry(target).or_default().push(r);
+            // Hosts (no target) are forgotten below, once nothing on them is left.
+            if let Some((target, _, _)) = split_key(&r.node) {
+                by_target.entry(target.to_string()).or_default().push(r);
+            }
         }
         for (target, recs) in by_target {
-            if target.is_empty() {
-                continue; // hosts: forgotten below, once nothing on them is left
-            }
-            let host_key = crate::spec::node_key(NodeKind::Host, &target, None);
-            let host_ix = self.spec.find(&host_key);
+            let host_ix = self
+                .spec
+                .find(&crate::spec::node_key(NodeKind::Host, &target, None));
             if host_ix.is_some_and(|h| self.failed_targets.contains(&h)) {
                 continue;
             }
-            let host_rec = env.records.get(&host_key).cloned();
-            let host = host_ix
-                .and_then(|h| match &self.decided[h] {
-                    Some((
-                        _,
-                        Resolved {
-                            payload: Payload::Host(h),
-                            ..
-                        },
-                    )) => Some(h.clone()),
-                    _ => None,
-                })
-                .or_else(|| host_rec.as_ref().and_then(|r| host_from_record(&target, r)));
-            let recorded = host_rec.as_ref().and_then(|r| recorded_key(&r.facts));
+            let current = host_ix.and_then(|h| Some(self.decided[h].as_ref()?.1.host()?.clone()));
             let started = Instant::now();
             let mut results: Vec<(String, Result<String, String>)> = Vec::new();
             let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
@@ -786,37 +775,33 @@ impl<'s> Scheduler<'s> {
                 ));
             }
             if !mine.is_empty() {
-                let conn = match &host {
-                    Some(h) => self.conns.get(&host_key, h, recorded).await,
-                    None => Err(format!("no address is recorded for `{target}`")),
-                };
-                match conn {
+                match self
+                    .conns
+                    .to_target(&target, current.as_ref(), &env.records)
+                    .await
+                {
                     Err(e) => results.extend(mine.iter().map(|r| (r.node.clone(), Err(e.clone())))),
                     Ok((t, _)) => {
-                        let name_of = |r: &RealizationRecord| {
-                            r.node
-                                .split_once(':')
-                                .map_or(String::new(), |(_, n)| n.to_string())
+                        // (record, name) of each kind; keys were split when grouped.
+                        let of_kind = |kind: &str| -> (Vec<&RealizationRecord>, Vec<String>) {
+                            mine.iter()
+                                .filter_map(|r| {
+                                    let (_, k, name) = split_key(&r.node)?;
+                                    (k == kind).then(|| (r, name.to_string()))
+                                })
+                                .unzip()
                         };
-                        let kind_of = |r: &RealizationRecord| {
-                            r.node
-                                .split_once('/')
-                                .and_then(|(_, k)| k.split_once(':'))
-                                .map_or("", |(k, _)| k)
-                                .to_string()
-                        };
-                        for r in mine.iter().filter(|r| kind_of(r) == "service") {
-                            let res = match remove_service(&t, &name_of(r)).await {
+                        let (services, names) = of_kind("service");
+                        for (r, name) in services.into_iter().zip(names) {
+                            let res = match remove_service(&t, &name).await {
                                 Ok(Ok(())) => Ok("stopped and disabled".into()),
                                 Ok(Err(e)) => Err(e),
                                 Err(e) => Err(e.to_string()),
                             };
                             results.push((r.node.clone(), res));
                         }
-                        let files: Vec<&RealizationRecord> =
-                            mine.iter().filter(|r| kind_of(r) == "file").collect();
+                        let (files, paths) = of_kind("file");
                         if !files.is_empty() {
-                            let paths: Vec<String> = files.iter().map(|r| name_of(r)).collect();
                             match remove_files(&t, &paths).await {
                                 Ok(rs) => results.extend(files.iter().zip(rs).map(|(r, x)| {
                                     (r.node.clone(), x.map(|()| "deleted".to_string()))
@@ -826,10 +811,8 @@ impl<'s> Scheduler<'s> {
                                 ),
                             }
                         }
-                        let pkgs: Vec<&RealizationRecord> =
-                            mine.iter().filter(|r| kind_of(r) == "package").collect();
+                        let (pkgs, names) = of_kind("package");
                         if !pkgs.is_empty() {
-                            let names: Vec<String> = pkgs.iter().map(|r| name_of(r)).collect();
                             let res = match purge_packages(&t, &names).await {
                                 Ok(Ok(())) => Ok("purged".to_string()),
                                 Ok(Err(e)) => Err(e),
@@ -846,17 +829,20 @@ impl<'s> Scheduler<'s> {
             env.commit_soon()?;
         }
         // Hosts that left the graph and have nothing left on them.
-        let hosts: Vec<String> = env
+        // Targets (records without a target of their own, `kind:name`) that left the graph.
+        let hosts: Vec<(String, String)> = env
             .records
             .keys()
-            .filter(|k| k.starts_with("host:") && !in_graph.contains(k.as_str()))
-            .cloned()
+            .filter(|k| !in_graph.contains(k.as_str()) && split_key(k).is_none())
+            .filter_map(|k| Some((k.clone(), k.split_once(':')?.1.to_string())))
             .collect();
-        for key in hosts {
-            let name = &key["host:".len()..];
-            let prefix = format!("{name}/");
-            if !env.records.keys().any(|k| k.starts_with(&prefix)) {
-                self.report_deletion(env, &key, name, Ok("forgotten".into()), Duration::ZERO);
+        for (key, name) in hosts {
+            if !env
+                .records
+                .keys()
+                .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name))
+            {
+                self.report_deletion(env, &key, &name, Ok("forgotten".into()), Duration::ZERO);
             }
         }
         Ok(())

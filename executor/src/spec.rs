@@ -79,6 +79,13 @@ pub fn node_key(kind: NodeKind, name: &str, target: Option<&str>) -> String {
     }
 }
 
+/// `target/kind:name` → (target, kind, name); `None` for targetless keys (`host:name`).
+pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
+    let (target, rest) = key.split_once('/')?;
+    let (kind, name) = rest.split_once(':')?;
+    Some((target, kind, name))
+}
+
 impl Spec {
     pub fn from_graph(graph: &Graph) -> Spec {
         let mut index: HashMap<DerivationId, usize> = HashMap::new();

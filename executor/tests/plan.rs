@@ -38,10 +38,7 @@ fn realize(
         let node = &spec.nodes[i];
         if n.assessment.action == Action::Unchanged {
             let r = &records[&node.key];
-            known[i] = Some(Known {
-                facts: r.facts.clone(),
-                output_hash: r.output_hash.clone(),
-            });
+            known[i] = Some(Known::of_record(r));
             continue;
         }
         // Re-resolve with what this simulated run knows (as the scheduler does).
@@ -79,10 +76,7 @@ fn realize(
             records.get(&node.key),
             "test",
         );
-        known[i] = Some(Known {
-            facts,
-            output_hash: rec.output_hash.clone(),
-        });
+        known[i] = Some(Known::of_record(&rec));
         out.insert(node.key.clone(), rec);
     }
     for (k, _) in &p.deletions {
