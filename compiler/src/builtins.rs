@@ -1,5 +1,5 @@
 //! Built-in functions: the node constructors (`vm`, `host`, `package`, `file`, `service`,
-//! `manifest`) and a small library of pure functions. Their signatures live here only; the
+//! `manifest`, `image`) and a small library of pure functions. Their signatures live here only; the
 //! checker and the evaluator both read them.
 
 use std::rc::Rc;
@@ -143,6 +143,15 @@ fn t_vars() -> Ty {
 fn t_target() -> Ty {
     Ty::Node(NodeTy::Target)
 }
+fn t_image() -> Ty {
+    Ty::Node(NodeTy::Kind(NodeKind::Image))
+}
+fn t_strs() -> Ty {
+    Ty::list(Ty::Str)
+}
+fn t_files() -> Ty {
+    Ty::Dict(Rc::new(Ty::Str))
+}
 fn t_deferred_str() -> Ty {
     Ty::deferred(Ty::Str)
 }
@@ -159,7 +168,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
         has_target: false,
         attrs: &[
             attr("name", t_str, true, None),
-            attr("image", t_str, false, Some(Default::Str("debian-12"))),
+            attr("image", t_image, true, None),
             attr("cpus", t_cpus, false, Some(Default::Int(1))),
             attr("memory", t_memory, false, Some(Default::Size(1 << 30))),
             attr("disk", t_disk, false, Some(Default::Size(8 << 30))),
@@ -243,6 +252,20 @@ pub const SCHEMAS: &[NodeSchema] = &[
         ],
         outputs: &[],
         doc: "a Kubernetes manifest (placeholder: rendered and hashed, not applied yet)",
+    },
+    NodeSchema {
+        kind: NodeKind::Image,
+        name_attr: "name",
+        has_target: false,
+        attrs: &[
+            attr("name", t_str, true, None),
+            attr("suite", t_str, false, Some(Default::Str("bookworm"))),
+            attr("packages", t_strs, false, Some(Default::EmptyList)),
+            attr("files", t_files, false, Some(Default::EmptyRecord)),
+            AFTER,
+        ],
+        outputs: &[("digest", t_deferred_str), ("kernel", t_deferred_str)],
+        doc: "a bootable Debian disk image built reproducibly with mmdebstrap (a build derivation)",
     },
 ];
 

@@ -312,6 +312,19 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
                 );
             }
         }
+        NodeKind::Image => {
+            let ok = name.len() <= 63
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+            if !ok {
+                return bad(
+                    "not a valid image name",
+                    "use lowercase letters, digits, `-` and `.`, at most 63 characters: `debian-12`",
+                );
+            }
+        }
         NodeKind::Manifest => {
             let ok = name.len() <= 253
                 && name

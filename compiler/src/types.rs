@@ -20,16 +20,18 @@ pub enum NodeKind {
     File,
     Service,
     Manifest,
+    Image,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 6] = [
+    pub const ALL: [NodeKind; 7] = [
         NodeKind::Vm,
         NodeKind::Host,
         NodeKind::Package,
         NodeKind::File,
         NodeKind::Service,
         NodeKind::Manifest,
+        NodeKind::Image,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +42,7 @@ impl NodeKind {
             NodeKind::File => "file",
             NodeKind::Service => "service",
             NodeKind::Manifest => "manifest",
+            NodeKind::Image => "image",
         }
     }
 
@@ -364,7 +367,7 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
 
 pub const BUILTIN_TYPE_NAMES: &[&str] = &[
     "int", "str", "bool", "size", "mode", "path", "any", "target", "node", "vm", "host", "package",
-    "file", "service", "manifest", "list", "dict",
+    "file", "service", "manifest", "image", "list", "dict",
 ];
 
 #[cfg(test)]

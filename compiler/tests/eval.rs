@@ -176,7 +176,7 @@ fn modules() {
 
 #[test]
 fn deferred_values_stay_deferred_through_interpolation_and_join() {
-    let src = "let v = vm(name = \"db-0\")\noutput a = \"${v.address}:${v.port}\"\noutput j = join([v.address, \"x\"], \",\")";
+    let src = "let v = vm(name = \"db-0\", image = image(name = \"i\"))\noutput a = \"${v.address}:${v.port}\"\noutput j = join([v.address, \"x\"], \",\")";
     let c = compile(
         "main.env",
         &MemoryLoader::new([("main.env", src)]),
@@ -184,7 +184,12 @@ fn deferred_values_stay_deferred_through_interpolation_and_join() {
     );
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
     let g = c.graph.unwrap();
-    let id = g.nodes().next().unwrap().id.hex();
+    let id = g
+        .nodes()
+        .find(|n| n.name.as_ref() == "db-0")
+        .unwrap()
+        .id
+        .hex();
     let deferred =
         |out: &str| serde_json::json!({"deferred": {"name": "db-0", "node": id, "output": out}});
     let outputs: Vec<serde_json::Value> = g.outputs.iter().map(|(_, v)| value_json(v)).collect();
@@ -291,7 +296,7 @@ fn review_regressions() {
     let m = |src: &'static str| vec![("main.env", src)];
     // Field access through an unannotated parameter, on a deferred value and on a module.
     check_errors(
-        &m("fn f(x) => x.foo\nlet v = vm(name = \"m\")\nlet y = f(v.address)\n"),
+        &m("fn f(x) => x.foo\nlet v = vm(name = \"m\", image = image(name = \"i\"))\nlet y = f(v.address)\n"),
         &[],
         &["type::no-fields"],
     );
@@ -349,7 +354,7 @@ fn review_regressions() {
         &["type::bad-operands"],
     );
     check_errors(
-        &m("let v = vm(name = \"m\")\nlet b = if str(v.port) == \"22\" { 1 } else { 2 }\n"),
+        &m("let v = vm(name = \"m\", image = image(name = \"i\"))\nlet b = if str(v.port) == \"22\" { 1 } else { 2 }\n"),
         &[],
         &["type::deferred"],
     );
