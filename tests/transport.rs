@@ -80,6 +80,7 @@ fn spec(hosts: &TestHosts, i: usize) -> HostSpec {
         address: hosts.addr(i).to_string(),
         port: hosts.port(),
         user: hosts.user().to_string(),
+        identity: None,
     }
 }
 
@@ -582,6 +583,7 @@ fn local_transport_runs_commands_and_places_files() {
         address: LOCAL_ADDRESS.into(),
         port: 22,
         user: "root".into(),
+        identity: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -118,6 +119,7 @@ pub struct RefConflict {
     pub found: Option<ObjectId>,
 }
 
+#[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
 }
@@ -192,6 +194,42 @@ impl Store {
             return Err(StoreError::Corrupt { id: *id, path });
         }
         Ok(bytes)
+    }
+
+    /// Moves the file at `path` into the store as an object (read-only from then on) and
+    /// returns its id. For large build outputs (disk images): hashed by streaming, moved
+    /// by rename when `path` is on the store's file system, so sparse files stay sparse.
+    pub fn put_file(&self, path: &Path) -> Result<ObjectId, StoreError> {
+        let mut h = blake3::Hasher::new();
+        h.update_mmap_rayon(path).map_err(io_err(path))?;
+        let id = ObjectId(*h.finalize().as_bytes());
+        let dest = self.object_path(&id);
+        if dest.exists() {
+            fs::remove_file(path).map_err(io_err(path))?;
+            return Ok(id);
+        }
+        let dir = dest.parent().expect("object paths have parents");
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        File::open(path)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(path))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o444)).map_err(io_err(path))?;
+        if fs::rename(path, &dest).is_err() {
+            // Another file system: copy beside the destination, then rename.
+            let tmp = self.root.join("tmp").join(format!("{}.part", id.hex()));
+            fs::copy(path, &tmp).map_err(io_err(&tmp))?;
+            fs::rename(&tmp, &dest).map_err(io_err(&dest))?;
+            fs::remove_file(path).map_err(io_err(path))?;
+        }
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))?;
+        Ok(id)
+    }
+
+    /// Where object `id` lives, for tools that read it in place (QEMU reads disk images).
+    pub fn object_file(&self, id: &ObjectId) -> PathBuf {
+        self.object_path(id)
     }
 
     pub fn contains(&self, id: &ObjectId) -> bool {

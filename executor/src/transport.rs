@@ -18,6 +18,9 @@ pub struct HostSpec {
     pub address: String,
     pub port: u16,
     pub user: String,
+    /// The private key to log in with, for machines envc made itself (its VMs trust one
+    /// key of the store's); `None` uses the ssh configuration's.
+    pub identity: Option<PathBuf>,
 }
 
 impl HostSpec {
@@ -476,7 +479,12 @@ impl SshTransport {
         std::fs::write(&known_hosts, known_line)
             .map_err(|e| io(format!("cannot write {}: {e}", known_hosts.display())))?;
         let config = dir.path().join("ssh_config");
-        let text = ssh_config_text(&known_hosts, opts.config_file.as_deref()).map_err(io)?;
+        let text = ssh_config_text(
+            &known_hosts,
+            host.identity.as_deref(),
+            opts.config_file.as_deref(),
+        )
+        .map_err(io)?;
         std::fs::write(&config, text)
             .map_err(|e| io(format!("cannot write {}: {e}", config.display())))?;
 
@@ -653,6 +661,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// these lines win over the user's configuration, which they include afterwards.
 fn ssh_config_text(
     known_hosts: &std::path::Path,
+    identity: Option<&std::path::Path>,
     user_config: Option<&std::path::Path>,
 ) -> Result<String, String> {
     let quote = |p: &std::path::Path| -> Result<String, String> {
@@ -683,6 +692,12 @@ fn ssh_config_text(
              CheckHostIP no\n\
              VerifyHostKeyDNS no\n\
              ServerAliveCountMax 2\n";
+    if let Some(key) = identity {
+        text += &format!(
+            "IdentityFile {}\nIdentitiesOnly yes\n",
+            quote(key)?.replace('%', "%%")
+        );
+    }
     match user_config {
         Some(p) => {
             let p = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -859,6 +874,7 @@ mod tests {
     fn config_lines_come_before_the_users() {
         let text = ssh_config_text(
             std::path::Path::new("/w/50%/known_hosts"),
+            Some(std::path::Path::new("/s/id_%d")),
             Some(std::path::Path::new("/etc/hostname")),
         )
         .unwrap();
@@ -866,10 +882,14 @@ mod tests {
             .find("UserKnownHostsFile \"/w/50%%/known_hosts\"")
             .unwrap();
         let inc = text.find("Include \"/etc/hostname\"").unwrap();
-        assert!(kh < inc && text.contains("GlobalKnownHostsFile /dev/null"));
-        assert!(ssh_config_text(std::path::Path::new("/x\"y"), None).is_err());
+        let id = text
+            .find("IdentityFile \"/s/id_%%d\"\nIdentitiesOnly yes")
+            .unwrap();
+        assert!(kh < inc && id < inc && text.contains("GlobalKnownHostsFile /dev/null"));
+        assert!(ssh_config_text(std::path::Path::new("/x\"y"), None, None).is_err());
         assert!(ssh_config_text(
             std::path::Path::new("/k"),
+            None,
             Some(std::path::Path::new("/nonexistent/envc"))
         )
         .is_err());
@@ -901,6 +921,7 @@ mod tests {
             address: LOCAL_ADDRESS.into(),
             port: 22,
             user: "root".into(),
+            identity: None,
         };
         let Ok((t, key)) = Transport::connect(&host, None, &opts).await else {
             return; // no machine id here
