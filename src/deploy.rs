@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use envc_executor::connect::Connections;
 use envc_executor::plan::{plan, Action, DriftFacts, Plan};
-use envc_executor::probe::probe;
+use envc_executor::probe::{local_drift, probe};
+use envc_executor::qemu::Machines;
 use envc_executor::resolve::ProjectFiles;
 use envc_executor::run::{BuildOptions, Env, Event, Reporter, Scheduler};
 use envc_executor::spec::Spec;
@@ -36,7 +37,7 @@ pub mod exit {
 }
 
 /// Options shared by the commands that reach targets.
-#[derive(clap::Args, Clone)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct TargetArgs {
     /// An ssh_config file for reaching hosts (identity files, jump hosts).
     #[arg(long, env = "ENVC_SSH_CONFIG", value_name = "FILE")]
@@ -50,6 +51,26 @@ pub struct TargetArgs {
     /// Accept a changed host key for host NAME (after a reinstall), and record the new one.
     #[arg(long, value_name = "NAME")]
     pub trust_host_key: Vec<String>,
+    /// Seconds a new or restarted VM may take to answer ssh.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub boot_timeout: u64,
+}
+
+impl Default for TargetArgs {
+    fn default() -> TargetArgs {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            target: TargetArgs,
+        }
+        Defaults::parse_from(["envc"]).target
+    }
+}
+
+/// The environment's VMs (the `qemu` provider).
+fn machines(store: &Store, env: &str, args: &TargetArgs) -> Machines {
+    Machines::new(store, env, Duration::from_secs(args.boot_timeout.max(1)))
 }
 
 pub fn store_root(file: &Path) -> PathBuf {
@@ -94,7 +115,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime starts")
 }
 
-fn connections(args: &TargetArgs) -> Result<(Connections, tempfile::TempDir), String> {
+fn connections(
+    args: &TargetArgs,
+    machines: &Machines,
+) -> Result<(Connections, tempfile::TempDir), String> {
     // Control sockets need short paths (108 bytes): keep them under the system temp dir.
     let work = tempfile::Builder::new()
         .prefix("envc-ssh-")
@@ -107,7 +131,9 @@ fn connections(args: &TargetArgs) -> Result<(Connections, tempfile::TempDir), St
         work_dir: work.path().to_path_buf(),
     };
     let trusted: BTreeSet<String> = args.trust_host_key.iter().cloned().collect();
-    Ok((Connections::new(ssh, trusted), work))
+    let mut conns = Connections::new(ssh, trusted);
+    conns.vm_identity = Some(machines.key.clone());
+    Ok((conns, work))
 }
 
 fn eprint_error(msg: &str) {
@@ -173,7 +199,7 @@ pub fn print_plan(spec: &Spec, p: &Plan, json_out: bool) -> String {
         let c = p.counts();
         let count = |a: Action| c.get(&a).copied().unwrap_or(0);
         out.push_str(
-            &json!({"summary": {"create": count(Action::Create), "update": count(Action::Update), "delete": count(Action::Delete), "unchanged": count(Action::Unchanged)}})
+            &json!({"summary": {"create": count(Action::Create), "update": count(Action::Update), "replace": count(Action::Replace), "delete": count(Action::Delete), "unchanged": count(Action::Unchanged)}})
                 .to_string(),
         );
         out.push('\n');
@@ -204,9 +230,10 @@ pub fn print_plan(spec: &Spec, p: &Plan, json_out: bool) -> String {
     let c = p.counts();
     let count = |a: Action| c.get(&a).copied().unwrap_or(0);
     out.push_str(&format!(
-        "plan: {} to create, {} to update, {} to delete, {} unchanged\n",
+        "plan: {} to create, {} to update, {} to replace, {} to delete, {} unchanged\n",
         count(Action::Create),
         count(Action::Update),
+        count(Action::Replace),
         count(Action::Delete),
         count(Action::Unchanged)
     ));
@@ -222,12 +249,21 @@ pub fn compute_plan(
     refresh: Option<&TargetArgs>,
 ) -> Result<(Plan, BTreeMap<String, DriftFacts>), String> {
     let records = load_records(store, env)?;
-    let empty = BTreeMap::new();
-    let first = plan(spec, &records, &empty, files);
-    let Some(args) = refresh else {
-        return Ok((first, empty));
+    let default_args;
+    let args = match refresh {
+        Some(a) => a,
+        None => {
+            default_args = TargetArgs::default();
+            &default_args
+        }
     };
-    let (conns, _work) = connections(args)?;
+    let machines = machines(store, env, args);
+    let mut drift = local_drift(&records, store, &machines);
+    let first = plan(spec, &records, &drift, files);
+    if refresh.is_none() {
+        return Ok((first, drift));
+    }
+    let (conns, _work) = connections(args, &machines)?;
     let hosts = graph_hosts(&first);
     let probed = runtime().block_on(async {
         let p = probe(&records, &hosts, &conns).await;
@@ -237,8 +273,9 @@ pub fn compute_plan(
     for (key, e) in &probed.unreachable {
         eprintln!("warning: could not probe `{key}`: {e}");
     }
-    let p = plan(spec, &records, &probed.drift, files);
-    Ok((p, probed.drift))
+    drift.extend(probed.drift);
+    let p = plan(spec, &records, &drift, files);
+    Ok((p, drift))
 }
 
 pub fn why(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
@@ -435,7 +472,8 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
     };
     let mut env =
         Env::open(&store, &lock).map_err(|e| format!("the state of `{env_name}`: {e}"))?;
-    let (conns, _work) = connections(args.target)?;
+    let machines = Arc::new(machines(&store, &env_name, args.target));
+    let (conns, _work) = connections(args.target, &machines)?;
     let conns = Arc::new(conns);
     let rt = runtime();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -451,9 +489,9 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
             }
         });
     }
-    let mut drift = BTreeMap::new();
+    let mut drift = local_drift(&env.records, &store, &machines);
     if args.refresh {
-        let first = plan(spec, &env.records, &BTreeMap::new(), files);
+        let first = plan(spec, &env.records, &drift, files);
         let hosts = graph_hosts(&first);
         let probed = rt.block_on(probe(&env.records, &hosts, &conns));
         for (key, d) in &probed.drift {
@@ -464,7 +502,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
         for (key, e) in &probed.unreachable {
             eprintln!("warning: could not probe `{key}`: {e}");
         }
-        drift = probed.drift;
+        drift.extend(probed.drift);
     }
     let opts = BuildOptions {
         jobs: args.jobs,
@@ -473,7 +511,15 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
         drift,
     };
     let progress = Progress::new(args.json, spec);
-    let scheduler = Scheduler::new(spec, files, &opts, conns.clone(), cancel.clone(), &progress);
+    let scheduler = Scheduler::new(
+        spec,
+        files,
+        &opts,
+        conns.clone(),
+        machines,
+        cancel.clone(),
+        &progress,
+    );
     let result = rt.block_on(async {
         let r = scheduler.run(&mut env).await;
         conns.close().await;

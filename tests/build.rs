@@ -163,7 +163,7 @@ fn build_rebuild_change_remove_and_drift_on_three_hosts() {
     ok(&plan);
     let plan_out = String::from_utf8_lossy(&plan.stdout);
     assert!(
-        plan_out.contains("plan: 0 to create, 3 to update, 0 to delete, 7 unchanged"),
+        plan_out.contains("plan: 0 to create, 3 to update, 0 to replace, 0 to delete, 7 unchanged"),
         "{plan_out}"
     );
     assert!(plan_out.contains("template: "), "{plan_out}");
@@ -270,7 +270,7 @@ fn build_rebuild_change_remove_and_drift_on_three_hosts() {
     let after = p.run(&hosts, &["plan"]);
     assert!(
         String::from_utf8_lossy(&after.stdout)
-            .contains("plan: 9 to create, 0 to update, 0 to delete, 0 unchanged"),
+            .contains("plan: 9 to create, 0 to update, 0 to replace, 0 to delete, 0 unchanged"),
         "{}",
         text(&after)
     );

@@ -47,8 +47,10 @@ fn examples_check_format_and_graph() {
         for n in nodes {
             let id = n["id"].as_str().unwrap();
             assert_eq!(id.len(), 64, "a blake3 id in hex");
-            assert!(["vm", "host", "package", "file", "service", "manifest"]
-                .contains(&n["kind"].as_str().unwrap()));
+            assert!(
+                ["vm", "host", "package", "file", "service", "manifest", "image"]
+                    .contains(&n["kind"].as_str().unwrap())
+            );
             // Inputs come first: the order is topological.
             let pos = ids.iter().position(|i| *i == id).unwrap();
             for input in n["inputs"].as_array().unwrap() {
@@ -287,7 +289,7 @@ fn no_input_panics() {
 }
 
 #[test]
-fn plan_says_which_nodes_cannot_be_built_yet_and_exits_1() {
+fn a_plan_waits_on_images_and_exits_1_when_a_node_cannot_be_built() {
     let store = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_envc"))
         .args(["plan", "examples/quickstart.env"])
@@ -295,14 +297,29 @@ fn plan_says_which_nodes_cannot_be_built_yet_and_exits_1() {
         .env("ENVC_STORE", store.path())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
+    assert!(out.contains("create    image:debian-12"), "{out}");
     assert!(out.contains("create    vm:web-0"), "{out}");
-    assert!(out.contains("need the qemu provider"), "{out}");
     // Nodes on the VMs wait for them rather than fail on their own.
     assert!(
         out.contains("create    web-0/file:/var/www/html/index.html"),
         "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("k8s.env");
+    std::fs::write(&file, "let app = manifest(name = \"app\")\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .arg("plan")
+        .arg(&file)
+        .env("ENVC_STORE", store.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("cannot apply them yet"),
+        "{}",
+        stdout(&o)
     );
     let o = Command::new(env!("CARGO_BIN_EXE_envc"))
         .args(["output", "examples/quickstart.env"])

@@ -3,6 +3,7 @@
 //! there fails at once with the same message instead of waiting for its own timeout.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
@@ -16,6 +17,8 @@ pub struct Connections {
     pub ssh: SshOptions,
     /// Hosts whose recorded key is not checked (`--trust-host-key NAME`).
     pub trusted: BTreeSet<String>,
+    /// The key envc logs in to its own VMs with.
+    pub vm_identity: Option<PathBuf>,
     cells: Mutex<BTreeMap<String, Arc<OnceCell<Connected>>>>,
 }
 
@@ -24,7 +27,28 @@ impl Connections {
         Connections {
             ssh,
             trusted,
+            vm_identity: None,
             cells: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Keeps a connection opened elsewhere (a VM's, opened while waiting for it to boot) as
+    /// the one for the target with state key `key`.
+    pub fn adopt(&self, key: &str, transport: Transport, host_key: HostKey) {
+        let cell = Arc::new(OnceCell::new_with(Some(Ok((
+            Arc::new(transport),
+            host_key,
+        )))));
+        let mut cells = self.cells.lock().unwrap_or_else(|e| e.into_inner());
+        cells.insert(key.to_string(), cell);
+    }
+
+    /// How to reach a target from its record: a host where its attributes say, a VM where
+    /// its facts say.
+    pub fn reach_from_record(&self, name: &str, r: &RealizationRecord) -> Option<HostSpec> {
+        match split_kind(&r.node) {
+            Some("vm") => vm_host(name, &r.facts, self.vm_identity.clone()?),
+            _ => host_from_record(name, r),
         }
     }
 
@@ -62,11 +86,11 @@ impl Connections {
         current: Option<&HostSpec>,
         records: &BTreeMap<String, RealizationRecord>,
     ) -> Connected {
-        let host_key = crate::spec::node_key(envc_compiler::types::NodeKind::Host, target, None);
+        let host_key = target_key(target, records);
         let record = records.get(&host_key);
         let host = current
             .cloned()
-            .or_else(|| record.and_then(|r| host_from_record(target, r)))
+            .or_else(|| record.and_then(|r| self.reach_from_record(target, r)))
             .ok_or_else(|| format!("no address is known for `{target}`"))?;
         self.get(
             &host_key,
@@ -90,6 +114,38 @@ impl Connections {
             }
         }
     }
+}
+
+/// The state key of the target named `name`: its VM's if it has a VM record, else its
+/// host's.
+pub fn target_key(name: &str, records: &BTreeMap<String, RealizationRecord>) -> String {
+    use envc_compiler::types::NodeKind;
+    let vm = crate::spec::node_key(NodeKind::Vm, name, None);
+    if records.contains_key(&vm) {
+        vm
+    } else {
+        crate::spec::node_key(NodeKind::Host, name, None)
+    }
+}
+
+/// `vm` of a targetless key `vm:name`.
+fn split_kind(key: &str) -> Option<&str> {
+    if crate::spec::split_key(key).is_some() {
+        return None;
+    }
+    Some(key.split_once(':')?.0)
+}
+
+/// How to reach a VM, from its facts.
+pub fn vm_host(name: &str, facts: &Facts, identity: PathBuf) -> Option<HostSpec> {
+    use crate::qemu::fact;
+    Some(HostSpec {
+        name: name.to_string(),
+        address: facts.get(fact::SSH_ADDRESS)?.clone(),
+        port: facts.get(fact::PORT)?.parse().ok()?,
+        user: facts.get(fact::USER)?.clone(),
+        identity: Some(identity),
+    })
 }
 
 /// A host's key as its record holds it.
@@ -118,5 +174,6 @@ pub fn host_from_record(name: &str, r: &RealizationRecord) -> Option<HostSpec> {
         address,
         port,
         user,
+        identity: None,
     })
 }

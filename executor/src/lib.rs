@@ -4,10 +4,12 @@
 //! again (the resolved hash).
 
 pub mod connect;
+pub mod image;
 pub mod lock;
 pub mod ops;
 pub mod plan;
 pub mod probe;
+pub mod qemu;
 pub mod record;
 pub mod resolve;
 pub mod run;

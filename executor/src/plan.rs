@@ -16,6 +16,8 @@ use crate::spec::Spec;
 pub enum Action {
     Create,
     Update,
+    /// A VM whose image or size changed: destroyed and created anew (a new target).
+    Replace,
     Delete,
     Unchanged,
 }
@@ -25,6 +27,7 @@ impl Action {
         match self {
             Action::Create => "create",
             Action::Update => "update",
+            Action::Replace => "replace",
             Action::Delete => "delete",
             Action::Unchanged => "unchanged",
         }
@@ -84,7 +87,8 @@ pub fn assess<'a>(
             target_name(spec, i),
             rec.target_identity
         )),
-        None if node.kind != NodeKind::Host => {
+        // Targets have their own identity; images are built where envc runs.
+        None if node.target.is_some() => {
             reasons.push(format!("target `{}` not known yet", target_name(spec, i)));
         }
         _ => {}
@@ -116,7 +120,12 @@ pub fn assess<'a>(
         if reasons.is_empty() {
             reasons.push("changed".into());
         }
-        Action::Update
+        let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash);
+        if node.kind == NodeKind::Vm && !same {
+            Action::Replace
+        } else {
+            Action::Update
+        }
     };
     Assessment {
         action,

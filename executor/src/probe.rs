@@ -4,13 +4,41 @@
 use std::collections::BTreeMap;
 
 use crate::connect::Connections;
+use crate::image::objects;
 use crate::ops::file::probe_files;
 use crate::ops::package::probe_packages;
 use crate::ops::service::probe_services;
 use crate::plan::{drift_between, DriftFacts};
+use crate::qemu::Machines;
 use crate::record::{Facts, RealizationRecord};
 use crate::spec::split_key;
+use crate::store::Store;
 use crate::transport::HostSpec;
+
+/// What envc can see without contacting anything: a VM whose QEMU no longer runs, an image
+/// whose files left the store. Cheap, so plans and builds always look.
+pub fn local_drift(
+    records: &BTreeMap<String, RealizationRecord>,
+    store: &Store,
+    machines: &Machines,
+) -> BTreeMap<String, DriftFacts> {
+    let mut out = BTreeMap::new();
+    for (key, r) in records {
+        if key.starts_with("vm:") && !machines.is_running(&r.facts) {
+            out.insert(
+                key.clone(),
+                vec![("running".into(), "yes".into(), "no".into())],
+            );
+        }
+        if key.starts_with("image:") && !objects(&r.facts).iter().all(|id| store.contains(id)) {
+            out.insert(
+                key.clone(),
+                vec![("files in the store".into(), "yes".into(), "no".into())],
+            );
+        }
+    }
+    out
+}
 
 /// What a probe found, by node key: differences from the record, or why it could not look.
 pub struct Probed {

@@ -10,10 +10,13 @@ use envc_compiler::derivation::ENCODING_VERSION;
 use envc_compiler::types::NodeKind;
 use serde_json::{json, Value as Json};
 
+use crate::image::ImageSpec;
 use crate::ops::file::{file_facts, FileSpec};
 use crate::ops::package::PackageSpec;
+use crate::qemu::VmSpec;
 use crate::record::Facts;
 use crate::spec::{NodeSpec, Spec, Val};
+use crate::store::ObjectId;
 use crate::transport::HostSpec;
 
 /// Reads project files (templates, sources) by their project-relative path.
@@ -56,6 +59,8 @@ impl Known {
 #[derive(Clone, Debug)]
 pub enum Payload {
     Host(HostSpec),
+    Vm(VmSpec),
+    Image(ImageSpec),
     File(FileSpec),
     Package(PackageSpec),
     Service {
@@ -94,7 +99,7 @@ impl Resolved {
                 .version
                 .as_ref()
                 .map(|v| Facts::from([("version".to_string(), v.clone())])),
-            Payload::Host(_) | Payload::Service { .. } => None,
+            Payload::Host(_) | Payload::Vm(_) | Payload::Image(_) | Payload::Service { .. } => None,
         }
     }
 }
@@ -116,6 +121,13 @@ pub fn fact_of_output(kind: NodeKind, output: &str) -> String {
     }
 }
 
+fn output_is_int(kind: NodeKind, output: &str) -> bool {
+    envc_compiler::builtins::schema(kind)
+        .outputs
+        .iter()
+        .any(|(n, ty)| *n == output && matches!(ty().base(), envc_compiler::types::Ty::Int))
+}
+
 struct Resolver<'a> {
     spec: &'a Spec,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
@@ -133,6 +145,16 @@ impl Resolver<'_> {
                 let producer = &self.spec.nodes[*node];
                 let fact = fact_of_output(producer.kind, output);
                 match self.known(*node)?.facts.get(&fact) {
+                    // Facts are text; an output declared `deferred int` (a port) is a number.
+                    Some(s) if output_is_int(producer.kind, output) => match s.parse() {
+                        Ok(n) => Val::Int(n),
+                        Err(_) => {
+                            return Err(Resolution::Failed(format!(
+                                "`{}` reported `{output}` = {s:?}, which is not a number",
+                                producer.key
+                            )))
+                        }
+                    },
                     Some(s) => Val::Str(s.clone()),
                     None => {
                         return Err(Resolution::Failed(format!(
@@ -292,6 +314,7 @@ pub fn resolve<'a>(
                 address: s("address"),
                 port,
                 user: s("user"),
+                identity: None,
             };
             put(&mut hashed, &mut shown, "address", json!(host.address));
             put(&mut hashed, &mut shown, "port", json!(host.port));
@@ -353,10 +376,87 @@ pub fn resolve<'a>(
             }
         }
         NodeKind::Vm => {
-            return Err(Resolution::Failed(format!(
-                "`{}`: vm nodes need the qemu provider, which this version of envc does not have yet",
-                node.key
-            )))
+            let fail = |m: &str| Resolution::Failed(format!("`{}`: {m}", node.key));
+            let Some(Val::Node(image)) = attrs.get("image") else {
+                return Err(fail("`image` is not an image node"));
+            };
+            let image_facts = &r.known(*image)?.facts;
+            let object = |fact: &str| {
+                image_facts
+                    .get(fact)
+                    .and_then(|h| ObjectId::parse(h))
+                    .ok_or_else(|| fail(&format!("its image reported no `{fact}`")))
+            };
+            let int = |k: &str| match attrs.get(k) {
+                Some(Val::Int(n)) => u64::try_from(*n).unwrap_or(1),
+                Some(Val::Size(n)) => *n,
+                _ => 0,
+            };
+            let vm = VmSpec {
+                name: node.name.clone(),
+                cpus: u32::try_from(int("cpus")).unwrap_or(1),
+                memory_mib: int("memory") >> 20,
+                disk_bytes: int("disk"),
+                user: s("user"),
+                disk_image: object(crate::image::fact::DISK)?,
+                kernel: object(crate::image::fact::KERNEL)?,
+            };
+            put(&mut hashed, &mut shown, "image", to_json(&attrs["image"], oh));
+            put(&mut hashed, &mut shown, "cpus", json!(vm.cpus));
+            put(&mut hashed, &mut shown, "memory", json!({ "size": int("memory") }));
+            put(&mut hashed, &mut shown, "disk", json!({ "size": vm.disk_bytes }));
+            put(&mut hashed, &mut shown, "user", json!(vm.user));
+            Payload::Vm(vm)
+        }
+        NodeKind::Image => {
+            let mut packages: Vec<String> = match attrs.get("packages") {
+                Some(Val::List(xs)) => xs
+                    .iter()
+                    .filter_map(|x| match x {
+                        Val::Str(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            packages.sort();
+            packages.dedup();
+            let files: BTreeMap<String, String> = match attrs.get("files") {
+                Some(Val::Record(m)) => m
+                    .iter()
+                    .filter_map(|(k, v)| match v {
+                        Val::Str(s) => Some((k.clone(), s.clone())),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => BTreeMap::new(),
+            };
+            let img = ImageSpec {
+                name: node.name.clone(),
+                suite: s("suite"),
+                packages,
+                files,
+            };
+            put(&mut hashed, &mut shown, "suite", json!(img.suite));
+            put(&mut hashed, &mut shown, "packages", json!(img.packages));
+            put(&mut hashed, &mut shown, "files", json!(img.files));
+            // The builder and the fixed time are inputs too: a new builder is a new image.
+            put(
+                &mut hashed,
+                &mut shown,
+                "builder",
+                json!(format!(
+                    "blake3:{}",
+                    &blake3::hash(crate::image::BUILDER.as_bytes()).to_hex()[..16]
+                )),
+            );
+            put(
+                &mut hashed,
+                &mut shown,
+                "source_date_epoch",
+                json!(crate::image::SOURCE_DATE_EPOCH),
+            );
+            Payload::Image(img)
         }
         NodeKind::Manifest => {
             return Err(Resolution::Failed(format!(

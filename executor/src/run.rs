@@ -19,14 +19,16 @@ use envc_compiler::types::NodeKind;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::connect::{host_facts, recorded_key, Connections};
+use crate::connect::{host_facts, recorded_key, vm_host, Connections};
+use crate::image::{build_image, ImageSpec};
 use crate::lock::EnvLock;
 use crate::ops::file::{apply_files, remove_files, FileSpec};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
-use crate::record::{output_hash, NodeOutcome, RealizationRecord, RunRecord, State};
+use crate::qemu::{Machines, VmSpec};
+use crate::record::{output_hash, Facts, NodeOutcome, RealizationRecord, RunRecord, State};
 use crate::resolve::{Known, Payload, ProjectFiles, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, Store, StoreError};
@@ -185,6 +187,17 @@ enum Work {
         host: HostSpec,
         recorded: Option<HostKey>,
     },
+    /// Make a VM run: create it, start it again from its disk (`previous` and `restart`),
+    /// or replace it (`previous`, not `restart`); then connect to it.
+    Vm {
+        node: usize,
+        key: String,
+        spec: VmSpec,
+        previous: Option<Facts>,
+        restart: bool,
+    },
+    /// Build an image into the store.
+    Image { node: usize, spec: ImageSpec },
     /// A step on a target (`None` if its host could not be resolved).
     OnTarget(Option<Target>, Step),
 }
@@ -218,9 +231,37 @@ struct Target {
     recorded: Option<HostKey>,
 }
 
-async fn execute(work: Work, conns: Arc<Connections>) -> Done {
+async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -> Done {
     let started = Instant::now();
     let results = match work {
+        Work::Vm {
+            node,
+            key,
+            spec,
+            previous,
+            restart,
+        } => {
+            let result = machines
+                .realize(&spec, previous.as_ref(), restart, &conns.ssh)
+                .await
+                .map(|(facts, transport, host_key)| {
+                    conns.adopt(&key, transport, host_key);
+                    Applied {
+                        facts,
+                        created: true,
+                    }
+                });
+            vec![(node, result)]
+        }
+        Work::Image { node, spec } => {
+            let result = build_image(machines.store(), &spec)
+                .await
+                .map(|facts| Applied {
+                    facts,
+                    created: true,
+                });
+            vec![(node, result)]
+        }
         Work::Host {
             node,
             host,
@@ -308,6 +349,7 @@ pub struct Scheduler<'s> {
     files: &'s dyn ProjectFiles,
     opts: &'s BuildOptions,
     conns: Arc<Connections>,
+    machines: Arc<Machines>,
     cancel: Arc<AtomicBool>,
     reporter: &'s dyn Reporter,
     run_id: String,
@@ -327,6 +369,7 @@ impl<'s> Scheduler<'s> {
         files: &'s dyn ProjectFiles,
         opts: &'s BuildOptions,
         conns: Arc<Connections>,
+        machines: Arc<Machines>,
         cancel: Arc<AtomicBool>,
         reporter: &'s dyn Reporter,
     ) -> Scheduler<'s> {
@@ -348,6 +391,7 @@ impl<'s> Scheduler<'s> {
             files,
             opts,
             conns,
+            machines,
             cancel,
             reporter,
             run_id,
@@ -567,9 +611,10 @@ impl<'s> Scheduler<'s> {
                     self.decided[i].clone().expect("queued nodes were decided");
                 match result {
                     Ok(applied) => {
-                        let identity = match spec.nodes[i].kind {
-                            NodeKind::Host => applied.facts.get("fingerprint").cloned(),
-                            _ => self.identity(i),
+                        let identity = if spec.nodes[i].kind.is_target() {
+                            applied.facts.get("fingerprint").cloned()
+                        } else {
+                            self.identity(i)
                         }
                         .unwrap_or_default();
                         let record = realization_record(
@@ -631,9 +676,22 @@ impl<'s> Scheduler<'s> {
         Ok(self.report)
     }
 
+    /// How to reach target `t` (a host or VM node) as this run decided it.
+    fn reach(&self, t: usize) -> Option<HostSpec> {
+        match &self.decided[t].as_ref()?.1.payload {
+            Payload::Host(h) => Some(h.clone()),
+            Payload::Vm(_) => vm_host(
+                &self.spec.nodes[t].name,
+                &self.known[t].as_ref()?.facts,
+                self.conns.vm_identity.clone()?,
+            ),
+            _ => None,
+        }
+    }
+
     fn target_for(&self, i: usize, env: &Env) -> Option<Target> {
         let t = self.spec.nodes[i].target?;
-        let host = self.decided[t].as_ref()?.1.host()?.clone();
+        let host = self.reach(t)?;
         let key = self.spec.nodes[t].key.clone();
         let recorded = self.known[t]
             .as_ref()
@@ -676,6 +734,19 @@ impl<'s> Scheduler<'s> {
                         recorded,
                     });
                 }
+                Payload::Vm(spec) => {
+                    let previous = env.records.get(&node.key);
+                    works.push(Work::Vm {
+                        node: i,
+                        key: node.key.clone(),
+                        spec,
+                        // The same VM found stopped starts again from its disk; a changed
+                        // one is replaced.
+                        restart: previous.is_some_and(|p| p.resolved_hash == r.hash),
+                        previous: previous.map(|p| p.facts.clone()),
+                    });
+                }
+                Payload::Image(spec) => works.push(Work::Image { node: i, spec }),
                 Payload::File(f) => files.entry(t).or_default().push((i, f)),
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Service {
@@ -718,10 +789,11 @@ impl<'s> Scheduler<'s> {
         }
         for work in works {
             let conns = self.conns.clone();
+            let machines = self.machines.clone();
             let semaphore = semaphore.clone();
             tasks.spawn(async move {
                 let _permit = semaphore.acquire_owned().await;
-                execute(work, conns).await
+                execute(work, conns, machines).await
             });
         }
     }
@@ -752,21 +824,38 @@ impl<'s> Scheduler<'s> {
             .collect();
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
-            // Hosts (no target) are forgotten below, once nothing on them is left.
+            // Targets (no target of their own) are handled below, after what was on them.
             if let Some((target, _, _)) = split_key(&r.node) {
                 by_target.entry(target.to_string()).or_default().push(r);
             }
         }
+        let vm_key = |name: &str| crate::spec::node_key(NodeKind::Vm, name, None);
         for (target, recs) in by_target {
+            let started = Instant::now();
+            let mut results: Vec<(String, Result<String, String>)> = Vec::new();
+            if env.records.contains_key(&vm_key(&target))
+                && !in_graph.contains(vm_key(&target).as_str())
+            {
+                // Its VM goes too, and everything on it with its disk.
+                for r in recs {
+                    self.report_deletion(
+                        env,
+                        &r.node,
+                        &target,
+                        Ok("removed with its VM".into()),
+                        Duration::ZERO,
+                    );
+                }
+                continue;
+            }
             let host_ix = self
                 .spec
-                .find(&crate::spec::node_key(NodeKind::Host, &target, None));
+                .find(&crate::spec::node_key(NodeKind::Host, &target, None))
+                .or_else(|| self.spec.find(&vm_key(&target)));
             if host_ix.is_some_and(|h| self.failed_targets.contains(&h)) {
                 continue;
             }
-            let current = host_ix.and_then(|h| Some(self.decided[h].as_ref()?.1.host()?.clone()));
-            let started = Instant::now();
-            let mut results: Vec<(String, Result<String, String>)> = Vec::new();
+            let current = host_ix.and_then(|h| self.reach(h));
             let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
             for r in foreign {
                 results.push((
@@ -828,22 +917,40 @@ impl<'s> Scheduler<'s> {
             }
             env.commit_soon()?;
         }
-        // Hosts that left the graph and have nothing left on them.
-        // Targets (records without a target of their own, `kind:name`) that left the graph.
-        let hosts: Vec<(String, String)> = env
+        // Records without a target of their own (`kind:name`) whose node left the graph:
+        // VMs are stopped and their disks deleted; images stay in the store as a cache;
+        // hosts are forgotten once nothing envc put on them is left.
+        let targetless: Vec<(String, String, String)> = env
             .records
             .keys()
             .filter(|k| !in_graph.contains(k.as_str()) && split_key(k).is_none())
-            .filter_map(|k| Some((k.clone(), k.split_once(':')?.1.to_string())))
+            .filter_map(|k| {
+                let (kind, name) = k.split_once(':')?;
+                Some((k.clone(), kind.to_string(), name.to_string()))
+            })
             .collect();
-        for (key, name) in hosts {
-            if !env
-                .records
-                .keys()
-                .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name))
-            {
-                self.report_deletion(env, &key, &name, Ok("forgotten".into()), Duration::ZERO);
-            }
+        for (key, kind, name) in targetless {
+            let started = Instant::now();
+            let res = match kind.as_str() {
+                "vm" => {
+                    let facts = env.records[&key].facts.clone();
+                    self.machines
+                        .destroy(&facts)
+                        .await
+                        .map(|()| "stopped, its disk deleted".to_string())
+                }
+                "image" => Ok("forgotten; its files stay in the store".into()),
+                _ if env
+                    .records
+                    .keys()
+                    .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name)) =>
+                {
+                    continue
+                }
+                _ => Ok("forgotten".into()),
+            };
+            self.report_deletion(env, &key, &name, res, started.elapsed());
+            env.commit_soon()?;
         }
         Ok(())
     }

@@ -305,7 +305,7 @@ fn nodes_that_cannot_run_yet_say_why() {
             r#"
 let h = host(name = "h", address = "10.0.0.1")
 let bad = file(path = "/etc/x", template = path("t.j2"), vars = {}, target = h)
-let vm1 = vm(name = "v")
+let vm1 = vm(name = "v", image = image(name = "i"))
 "#,
         ),
         ("t.j2", "{{ missing }}\n"),
@@ -325,5 +325,16 @@ let vm1 = vm(name = "v")
         "{}",
         err("h/file:/etc/x")
     );
-    assert!(err("vm:v").contains("qemu provider"), "{}", err("vm:v"));
+    // A VM waits for its image, which has to be built first.
+    let vm = &p.nodes[spec.find("vm:v").unwrap()].assessment;
+    assert_eq!(
+        vm.resolved.as_ref().err(),
+        Some(&envc_executor::resolve::Resolution::Pending(
+            spec.find("image:i").unwrap()
+        ))
+    );
+    assert_eq!(
+        p.nodes[spec.find("image:i").unwrap()].assessment.action,
+        envc_executor::plan::Action::Create
+    );
 }

@@ -31,6 +31,18 @@ configure() {
         sleep 1
     done
 }
+# The package index is fetched when it is missing (a fresh image ships none) or does not
+# offer a requested package or version; otherwise the machine's index is used as it is.
+stale_index() {
+    ls /var/lib/apt/lists/ 2>/dev/null | grep -q '_Packages' || return 0
+    for spec; do
+        apt-cache show "$spec" >/dev/null 2>&1 || return 0
+    done
+    return 1
+}
+if stale_index "$@"; then
+    apt-get -q -o DPkg::Lock::Timeout=600 update >>"$log" 2>&1 || true
+fi
 if configure &&
     apt-get -q -y -o DPkg::Lock::Timeout=600 \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \

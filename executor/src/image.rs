@@ -1,0 +1,240 @@
+//! Image builds: the `image` node is a build derivation. `image.sh` (embedded) runs
+//! mmdebstrap against Debian's archive with `SOURCE_DATE_EPOCH` fixed and turns the rootfs
+//! into an ext4 disk image bit for bit the same on every build; its outputs move into the
+//! store as objects, and the facts of the image are their ids. Nothing here depends on the
+//! machine it runs on but the mirror, which serves the same archive wherever it is.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::record::Facts;
+use crate::store::{ObjectId, Store};
+
+/// The build script. Its hash is an input of every image (a new builder is a new image).
+pub const BUILDER: &str = include_str!("image.sh");
+
+/// Timestamps inside images. The lockfile will pin it; until then it is fixed here, and it
+/// enters the resolved hash either way.
+pub const SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
+
+/// An image build bounded in time: a stuck mirror fails the node instead of hanging the run.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// What an image is built from; all of it enters the image's resolved hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageSpec {
+    pub name: String,
+    pub suite: String,
+    /// Extra packages, sorted and without repeats (a set: order does not make another image).
+    pub packages: Vec<String>,
+    /// Absolute path in the image → content.
+    pub files: BTreeMap<String, String>,
+}
+
+/// The image's outputs, as facts: store object ids, and what is worth showing.
+pub mod fact {
+    /// The bootable ext4 disk image (the `digest` output).
+    pub const DISK: &str = "digest";
+    /// The kernel (the `kernel` output).
+    pub const KERNEL: &str = "kernel";
+    pub const ROOTFS: &str = "rootfs";
+    /// `name=version` of every package in the image.
+    pub const PACKAGES: &str = "packages";
+    pub const KERNEL_VERSION: &str = "kernel_version";
+}
+
+/// The store objects an image's facts name, that must be present for a record to stand.
+pub fn objects(facts: &Facts) -> Vec<ObjectId> {
+    [fact::DISK, fact::KERNEL, fact::ROOTFS, fact::PACKAGES]
+        .iter()
+        .filter_map(|k| ObjectId::parse(facts.get(*k)?))
+        .collect()
+}
+
+/// The mirror apt on this machine is configured with (`$ENVC_DEBIAN_MIRROR` overrides): the
+/// first `deb` or `URIs:` line that names an http(s) Debian archive.
+pub fn mirror() -> Result<String, String> {
+    if let Ok(m) = std::env::var("ENVC_DEBIAN_MIRROR") {
+        if !m.is_empty() {
+            return Ok(m);
+        }
+    }
+    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
+    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut more: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
+        more.sort();
+        files.extend(more);
+    }
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        if let Some(uri) = first_debian_uri(&text) {
+            return Ok(uri);
+        }
+    }
+    Err(
+        "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d\n  \
+         hint: set ENVC_DEBIAN_MIRROR=http://deb.debian.org/debian"
+            .into(),
+    )
+}
+
+fn first_debian_uri(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("deb ") || l.starts_with("URIs:"))
+        .flat_map(|l| l.split_whitespace())
+        .find(|w| {
+            (w.starts_with("http://") || w.starts_with("https://"))
+                && w.trim_end_matches('/').ends_with("/debian")
+        })
+        .map(|w| w.trim_end_matches('/').to_string())
+}
+
+/// Where downloaded `.deb` files are kept between builds (`$ENVC_CACHE`, else
+/// `$XDG_CACHE_HOME/envc`, else `~/.cache/envc`). Packages are checked by apt against the
+/// archive's signed index, so the cache saves time without being trusted.
+pub fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("ENVC_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| Path::new(&d).join("envc")))
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/envc")))
+        .unwrap_or_else(|| std::env::temp_dir().join("envc-cache"));
+    base.join("debs")
+}
+
+/// Builds the image and moves its outputs into the store. Returns its facts.
+pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, String> {
+    let mirror = mirror()?;
+    let cache = cache_dir();
+    std::fs::create_dir_all(&cache)
+        .map_err(|e| format!("cannot create the package cache {}: {e}", cache.display()))?;
+    // Under the store, so that outputs move into it by rename.
+    let work = tempfile::Builder::new()
+        .prefix("image-")
+        .tempdir_in(store.root().join("tmp"))
+        .map_err(|e| format!("cannot create a build directory in the store: {e}"))?;
+    let out = work.path().join("out");
+    let files = work.path().join("files");
+    std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
+    for (path, content) in &spec.files {
+        let rel = path.trim_start_matches('/');
+        if !path.starts_with('/')
+            || rel
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
+        {
+            return Err(format!(
+                "image `{}`: file path {path:?} is not a normalised absolute path",
+                spec.name
+            ));
+        }
+        let dest = files.join(rel);
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&dest, content).map_err(|e| format!("{}: {e}", dest.display()))?;
+    }
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(BUILDER)
+        .arg("envc-image")
+        .arg(&out)
+        .arg(&spec.suite)
+        .arg(&mirror)
+        .arg(spec.packages.join(","))
+        .arg(&cache)
+        .arg(&files)
+        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        // Its own process group: on a timeout the whole build (mmdebstrap and what it
+        // mounted) is told to stop, not only bash.
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run bash to build image `{}`: {e}", spec.name))?;
+    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    let waiting = child.wait_with_output();
+    tokio::pin!(waiting);
+    let output = match tokio::time::timeout(BUILD_TIMEOUT, &mut waiting).await {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => return Err(format!("building image `{}`: {e}", spec.name)),
+        Err(_) => {
+            if let Some(pgid) = pgid {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe { libc::kill(-pgid, libc::SIGTERM) };
+                // image.sh passes the signal on and cleans up its mounts.
+                let _ = tokio::time::timeout(Duration::from_secs(120), &mut waiting).await;
+            }
+            return Err(format!(
+                "building image `{}` took more than {} s; is the mirror {mirror} reachable?",
+                spec.name,
+                BUILD_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "building image `{}` from {mirror} ({}) failed:\n{}\n  hint: the image build needs \
+             root, mmdebstrap and e2fsprogs (`./scripts/setup` installs them)",
+            spec.name,
+            spec.suite,
+            tail.join("\n")
+        ));
+    }
+    let put = |name: &str| -> Result<String, String> {
+        let path = out.join(name);
+        store
+            .put_file(&path)
+            .map(|id| id.hex())
+            .map_err(|e| format!("image `{}`: storing {name}: {e}", spec.name))
+    };
+    let kernel_version = std::fs::read_to_string(out.join("kernel-version"))
+        .map_err(|e| {
+            format!(
+                "image `{}`: the build wrote no kernel-version: {e}",
+                spec.name
+            )
+        })?
+        .trim()
+        .to_string();
+    Ok(Facts::from([
+        (fact::DISK.to_string(), put("disk.raw")?),
+        (fact::KERNEL.to_string(), put("vmlinuz")?),
+        (fact::ROOTFS.to_string(), put("rootfs.tar")?),
+        (fact::PACKAGES.to_string(), put("packages.txt")?),
+        (fact::KERNEL_VERSION.to_string(), kernel_version),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_debian_uri;
+
+    #[test]
+    fn finds_the_debian_mirror_in_either_format() {
+        let check = |text: &str, expected: Option<&str>| {
+            assert_eq!(first_debian_uri(text).as_deref(), expected, "{text}");
+        };
+        check(
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n",
+            Some("http://deb.debian.org/debian"),
+        );
+        check(
+            "# deb http://old/debian\ndeb [arch=amd64] https://mirror.example/debian/ bookworm main\n",
+            Some("https://mirror.example/debian"),
+        );
+        check(
+            "deb https://packages.cloud.google.com/apt cloud-sdk main\n",
+            None,
+        );
+        check("URIs: http://deb.debian.org/debian-security\n", None);
+    }
+}

@@ -1,0 +1,724 @@
+//! The `qemu` provider: `vm` nodes as local QEMU machines.
+//!
+//! A VM lives in a directory of the store (`machines/ENV/NAME/`): a copy-on-write qcow2 disk
+//! over the image's disk object (the image stays immutable and shared), the pid file, the
+//! console log and the launch arguments. QEMU runs daemonized, so VMs outlive envc; a later
+//! run finds them by pid file and reattaches, or starts a dead one again from its disk.
+//!
+//! Each VM has two network cards. One is QEMU's user mode (NAT to the outside, which is how
+//! apt in the guest reaches the archive) with the guest's port 22 forwarded to a free port
+//! on 127.0.0.1: envc's way in. The other joins the environment's private network, a
+//! multicast socket on the loopback interface that only this environment's VMs share, where
+//! each VM has an address of `10.89.0.0/24` (the `address` output): the VMs' way to each
+//! other. envc logs in with one ed25519 key of the store's, given to the guest at boot as
+//! the systemd credential `ssh.authorized_keys.root`. The guest makes its own ed25519 host
+//! key on first boot and prints it on the serial console, which envc reads and pins, so even
+//! the first connection is checked rather than trusted.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::OnceCell;
+
+use crate::record::Facts;
+use crate::store::{ObjectId, Store};
+use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, TransportError};
+
+/// What a VM is made from; all of it but the name enters its resolved hash, and a change of
+/// any of it replaces the VM.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmSpec {
+    pub name: String,
+    pub cpus: u32,
+    pub memory_mib: u64,
+    pub disk_bytes: u64,
+    pub user: String,
+    /// The image's disk and kernel: objects of the store.
+    pub disk_image: ObjectId,
+    pub kernel: ObjectId,
+}
+
+/// The facts of a VM (and the names of its outputs).
+pub mod fact {
+    /// On the environment's private network.
+    pub const ADDRESS: &str = "address";
+    /// Where envc reaches its sshd: `SSH_ADDRESS:PORT`.
+    pub const SSH_ADDRESS: &str = "ssh_address";
+    pub const PORT: &str = "port";
+    pub const USER: &str = "user";
+    pub const HOST_KEY: &str = "host_key";
+    pub const FINGERPRINT: &str = "fingerprint";
+    /// The VM's directory: where its disk, pid file and console are.
+    pub const DIR: &str = "dir";
+}
+
+const CONSOLE: &str = "console.log";
+const PID: &str = "qemu.pid";
+const LAUNCH: &str = "launch.json";
+const DISK: &str = "disk.qcow2";
+/// The line the guest prints on its console once its host key exists.
+const HOST_KEY_LINE: &str = "envc-host-key: ";
+
+/// How a VM was started: what a restart from its disk needs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Launch {
+    spec: VmSpec,
+    port: u16,
+    /// Its host number on the private network: `10.89.0.N`.
+    lan: u8,
+}
+
+const LAN_PREFIX: &str = "10.89.0";
+const LAN_HOSTS: std::ops::RangeInclusive<u8> = 10..=250;
+
+/// The VMs of one environment.
+pub struct Machines {
+    store: Store,
+    dir: PathBuf,
+    /// The private key envc logs in with; its `.pub` goes to every VM.
+    pub key: PathBuf,
+    pub boot_timeout: Duration,
+    /// Held while a VM picks its private address, so two VMs created at once do not
+    /// pick the same.
+    allocating: tokio::sync::Mutex<()>,
+    /// The public half of `key`, made once however many VMs start at once.
+    login: OnceCell<Result<String, String>>,
+}
+
+impl Machines {
+    pub fn new(store: &Store, env: &str, boot_timeout: Duration) -> Machines {
+        let root = store.root().join("machines");
+        Machines {
+            store: store.clone(),
+            dir: root.join(env),
+            key: root.join("id_ed25519"),
+            boot_timeout,
+            allocating: tokio::sync::Mutex::new(()),
+            login: OnceCell::new(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Makes the VM run. `previous` are the facts of the VM this node had: with `restart`
+    /// (its spec is unchanged) it starts again from its disk, unless the disk is gone;
+    /// otherwise it is destroyed and a new VM is created.
+    pub async fn realize(
+        &self,
+        spec: &VmSpec,
+        previous: Option<&Facts>,
+        restart: bool,
+        ssh: &SshOptions,
+    ) -> Result<(Facts, Transport, HostKey), String> {
+        if let Some(p) = previous {
+            let disk_kept = p
+                .get(fact::DIR)
+                .is_some_and(|d| Path::new(d).join(DISK).exists());
+            if restart && disk_kept {
+                return self.restart(p, ssh).await;
+            }
+            self.destroy(p).await?;
+        }
+        self.create(spec, ssh).await
+    }
+
+    fn vm_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The key envc logs in with, made on first use.
+    async fn login_key(&self) -> Result<String, String> {
+        self.login
+            .get_or_init(|| self.make_login_key())
+            .await
+            .clone()
+    }
+
+    async fn make_login_key(&self) -> Result<String, String> {
+        let public = self.key.with_extension("pub");
+        if !public.exists() {
+            let parent = self.key.parent().expect("the key lives in a directory");
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            let _ = std::fs::remove_file(&self.key);
+            let out = tokio::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "envc", "-f"])
+                .arg(&self.key)
+                .output()
+                .await
+                .map_err(|e| {
+                    format!("cannot run ssh-keygen: {e}\n  hint: install openssh-client")
+                })?;
+            if !out.status.success() {
+                return Err(format!(
+                    "ssh-keygen failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+        std::fs::read_to_string(&public)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("cannot read {}: {e}", public.display()))
+    }
+
+    /// Whether the VM these facts describe runs: its pid file names a live QEMU that uses
+    /// its disk.
+    pub fn is_running(&self, facts: &Facts) -> bool {
+        facts
+            .get(fact::DIR)
+            .is_some_and(|d| running_pid(Path::new(d)).is_some())
+    }
+
+    /// Creates the VM: a fresh disk over the image, then boots it. Whatever was at its
+    /// place before (a VM being replaced) must have been destroyed first.
+    async fn create(
+        &self,
+        spec: &VmSpec,
+        ssh: &SshOptions,
+    ) -> Result<(Facts, Transport, HostKey), String> {
+        let dir = self.vm_dir(&spec.name);
+        if dir.exists() {
+            self.destroy_dir(&dir).await?;
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let disk = dir.join(DISK);
+        let out = tokio::process::Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+            .arg(
+                std::path::absolute(self.store.object_file(&spec.disk_image))
+                    .map_err(|e| e.to_string())?,
+            )
+            .arg(&disk)
+            .arg(spec.disk_bytes.to_string())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run qemu-img: {e}\n  hint: install qemu-utils"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "qemu-img could not create the disk of `{}`: {}",
+                spec.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let launch = {
+            let _guard = self.allocating.lock().await;
+            let launch = Launch {
+                spec: spec.clone(),
+                port: 0,
+                lan: self.free_lan_host()?,
+            };
+            write_launch(&dir, &launch)?;
+            launch
+        };
+        self.boot(&dir, launch, ssh).await
+    }
+
+    /// The lowest host number of the private network that no VM of this environment has.
+    fn free_lan_host(&self) -> Result<u8, String> {
+        let taken: Vec<u8> = std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.filter_map(|e| read_launch(&e.ok()?.path()))
+                    .map(|l| l.lan)
+                    .collect()
+            })
+            .unwrap_or_default();
+        LAN_HOSTS
+            .into_iter()
+            .find(|n| !taken.contains(n))
+            .ok_or_else(|| "the private network of this environment is full (241 VMs)".into())
+    }
+
+    /// The environment's private network: a multicast group and port on loopback, derived
+    /// from where its VMs live so that two environments never share one.
+    fn lan_socket(&self) -> String {
+        let h = blake3::hash(self.dir.as_os_str().as_encoded_bytes());
+        let b = h.as_bytes();
+        let port = 20000 + u16::from_le_bytes([b[2], b[3]]) % 40000;
+        format!("239.255.{}.{}:{port}", b[0], b[1])
+    }
+
+    /// Starts a stopped VM again from its disk, on its old port when that is free.
+    async fn restart(
+        &self,
+        facts: &Facts,
+        ssh: &SshOptions,
+    ) -> Result<(Facts, Transport, HostKey), String> {
+        let dir = PathBuf::from(
+            facts
+                .get(fact::DIR)
+                .ok_or("the record names no directory")?,
+        );
+        let launch = read_launch(&dir).ok_or_else(|| {
+            format!(
+                "{} is missing or damaged, so the VM cannot be restarted; `envc destroy` \
+                     and build again",
+                dir.join(LAUNCH).display()
+            )
+        })?;
+        if !dir.join(DISK).exists() {
+            return Err(format!(
+                "the disk of the VM ({}) is gone; `envc destroy` and build again",
+                dir.join(DISK).display()
+            ));
+        }
+        self.boot(&dir, launch, ssh).await
+    }
+
+    /// Starts QEMU as `launch` says (on its port if it has one and it is free), records how,
+    /// and waits for ssh.
+    async fn boot(
+        &self,
+        dir: &Path,
+        mut launch: Launch,
+        ssh: &SshOptions,
+    ) -> Result<(Facts, Transport, HostKey), String> {
+        let login = self.login_key().await?;
+        let accel = accelerator().await;
+        let spec = launch.spec.clone();
+        let mut port = Some(launch.port).filter(|p| *p != 0 && port_is_free(*p));
+        let mut last_error = String::new();
+        let mut launched = None;
+        for _ in 0..5 {
+            let p = match port.take() {
+                Some(p) => p,
+                None => free_port()?,
+            };
+            let console = dir.join(CONSOLE);
+            if console.exists() {
+                let _ = std::fs::rename(&console, dir.join(format!("{CONSOLE}.1")));
+            }
+            let kernel = std::path::absolute(self.store.object_file(&spec.kernel))
+                .map_err(|e| e.to_string())?;
+            let net = Net {
+                ssh_port: p,
+                lan: launch.lan,
+                lan_socket: self.lan_socket(),
+            };
+            let args = qemu_args(dir, &spec, &kernel, &net, &login, accel)?;
+            let out = tokio::process::Command::new("qemu-system-x86_64")
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .map_err(|e| {
+                    format!("cannot run qemu-system-x86_64: {e}\n  hint: install qemu-system-x86")
+                })?;
+            if out.status.success() {
+                launched = Some(p);
+                break;
+            }
+            last_error = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            // Another process took the port between our check and QEMU's bind: try another.
+            if !last_error.contains("host forwarding") {
+                break;
+            }
+        }
+        let Some(port) = launched else {
+            return Err(format!(
+                "QEMU could not start `{}`: {last_error}",
+                spec.name
+            ));
+        };
+        launch.port = port;
+        write_launch(dir, &launch)?;
+        let (transport, key) = self.wait_for_ssh(dir, &spec, port, ssh).await?;
+        let facts = Facts::from([
+            (
+                fact::ADDRESS.to_string(),
+                format!("{LAN_PREFIX}.{}", launch.lan),
+            ),
+            (fact::SSH_ADDRESS.to_string(), "127.0.0.1".to_string()),
+            (fact::PORT.to_string(), port.to_string()),
+            (fact::USER.to_string(), spec.user.clone()),
+            (fact::HOST_KEY.to_string(), key.key.clone()),
+            (fact::FINGERPRINT.to_string(), key.fingerprint.clone()),
+            (fact::DIR.to_string(), dir.display().to_string()),
+        ]);
+        Ok((facts, transport, key))
+    }
+
+    /// Waits, at most the boot timeout, for the guest to print its host key and for sshd to
+    /// accept envc's key with that host key.
+    async fn wait_for_ssh(
+        &self,
+        dir: &Path,
+        spec: &VmSpec,
+        port: u16,
+        ssh: &SshOptions,
+    ) -> Result<(Transport, HostKey), String> {
+        let started = Instant::now();
+        let host = HostSpec {
+            name: spec.name.clone(),
+            address: "127.0.0.1".into(),
+            port,
+            user: spec.user.clone(),
+            identity: Some(self.key.clone()),
+        };
+        let opts = SshOptions {
+            connect_timeout: Duration::from_secs(5),
+            ..ssh.clone()
+        };
+        let fail = |what: String| {
+            format!(
+                "{what}\n  console ({}), last lines:\n{}",
+                dir.join(CONSOLE).display(),
+                console_tail(&dir.join(CONSOLE), 15)
+            )
+        };
+        let mut last = String::from("the guest never printed its host key");
+        loop {
+            if started.elapsed() > self.boot_timeout {
+                return Err(fail(format!(
+                    "`{}` did not answer ssh within {} s ({last}); a slow machine may need \
+                     a longer --boot-timeout",
+                    spec.name,
+                    self.boot_timeout.as_secs()
+                )));
+            }
+            if running_pid(dir).is_none() {
+                return Err(fail(format!("`{}` stopped while booting", spec.name)));
+            }
+            if let Some(key) = console_host_key(&dir.join(CONSOLE)) {
+                match Transport::connect(&host, Some(&key), &opts).await {
+                    Ok((t, k)) => return Ok((t, k)),
+                    Err(e @ TransportError::HostKeyChanged { .. }) => {
+                        return Err(fail(e.to_string()))
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Stops the VM these facts describe and deletes its directory (its disk with it).
+    pub async fn destroy(&self, facts: &Facts) -> Result<(), String> {
+        match facts.get(fact::DIR) {
+            Some(d) => self.destroy_dir(Path::new(d)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn destroy_dir(&self, dir: &Path) -> Result<(), String> {
+        if let Some(pid) = running_pid(dir) {
+            signal(pid, libc::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while running_pid(dir).is_some() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if running_pid(dir).is_some() {
+                signal(pid, libc::SIGKILL);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            if running_pid(dir).is_some() {
+                return Err(format!(
+                    "QEMU (pid {pid}) did not stop; kill it and run the command again"
+                ));
+            }
+        }
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("cannot delete {}: {e}", dir.display())),
+        }
+    }
+}
+
+fn read_launch(dir: &Path) -> Option<Launch> {
+    serde_json::from_slice(&std::fs::read(dir.join(LAUNCH)).ok()?).ok()
+}
+
+fn write_launch(dir: &Path, launch: &Launch) -> Result<(), String> {
+    let path = dir.join(LAUNCH);
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(launch).expect("launch serialises"),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn signal(pid: i32, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// The pid of the QEMU that runs the VM in `dir`: the pid file's, if that process lives and
+/// its command line names this directory (pids are reused).
+fn running_pid(dir: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.join(PID))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // A zombie has exited.
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    let needle = dir.join(DISK);
+    let needle = needle.to_str()?.as_bytes();
+    let named = cmdline.windows(needle.len()).any(|w| w == needle);
+    (named && state != "Z").then_some(pid)
+}
+
+fn console_host_key(console: &Path) -> Option<HostKey> {
+    let text = std::fs::read(console).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let line = text.lines().rev().find_map(|l| {
+        let i = l.find(HOST_KEY_LINE)?;
+        Some(l[i + HOST_KEY_LINE.len()..].trim().to_string())
+    })?;
+    let mut words = line.split_whitespace();
+    let key = format!("{} {}", words.next()?, words.next()?);
+    Some(HostKey {
+        fingerprint: fingerprint(&key)?,
+        key,
+    })
+}
+
+fn console_tail(console: &Path, n: usize) -> String {
+    let text = std::fs::read(console).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(n)..];
+    if tail.is_empty() {
+        "    (empty)".into()
+    } else {
+        tail.iter()
+            .map(|l| format!("    {}", l.trim_end()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+}
+
+/// QEMU option values are comma-separated; a comma in a path would split it.
+fn qemu_path(p: &Path) -> Result<String, String> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| format!("the path {} is not UTF-8", p.display()))?;
+    if s.contains(',') {
+        return Err(format!(
+            "the path {s} contains a comma, which QEMU options cannot hold; move the store"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A VM's network: its ssh port on 127.0.0.1 and its place on the private network.
+struct Net {
+    ssh_port: u16,
+    lan: u8,
+    /// `GROUP:PORT` of the private network's multicast socket.
+    lan_socket: String,
+}
+
+fn qemu_args(
+    dir: &Path,
+    spec: &VmSpec,
+    kernel: &Path,
+    net: &Net,
+    login: &str,
+    accel: Accel,
+) -> Result<Vec<String>, String> {
+    use base64_encode as b64;
+    let disk = qemu_path(&dir.join(DISK))?;
+    let console = qemu_path(&dir.join(CONSOLE))?;
+    let pid = qemu_path(&dir.join(PID))?;
+    let kernel = qemu_path(kernel)?;
+    let (accel, cpu) = match accel {
+        // A bounded translation cache: TCG's default takes ~600 MB per VM.
+        Accel::Tcg => ("tcg,tb-size=64", "max"),
+        Accel::Kvm => ("kvm", "host"),
+    };
+    let args = [
+        "-name",
+        &format!("envc-{}", spec.name),
+        "-machine",
+        "q35",
+        "-accel",
+        accel,
+        "-cpu",
+        cpu,
+        "-smp",
+        &spec.cpus.to_string(),
+        "-m",
+        &spec.memory_mib.to_string(),
+        "-kernel",
+        &kernel,
+        "-append",
+        &format!(
+            "root=/dev/nvme0n1 rw console=ttyS0 quiet systemd.hostname={} envc.lan={LAN_PREFIX}.{}/24",
+            spec.name, net.lan
+        ),
+        "-drive",
+        &format!("file={disk},if=none,id=d0,format=qcow2"),
+        "-device",
+        "nvme,drive=d0,serial=root0",
+        // The guest names its cards by slot: 4 is the NAT card, 5 the private one.
+        "-netdev",
+        &format!("user,id=n0,hostfwd=tcp:127.0.0.1:{}-:22", net.ssh_port),
+        "-device",
+        "virtio-net-pci,netdev=n0,addr=0x4",
+        "-netdev",
+        &format!(
+            "socket,id=n1,mcast={},localaddr=127.0.0.1",
+            net.lan_socket
+        ),
+        "-device",
+        &format!("virtio-net-pci,netdev=n1,addr=0x5,mac=52:54:00:89:00:{:02x}", net.lan),
+        "-smbios",
+        &format!(
+            "type=11,value=io.systemd.credential.binary:ssh.authorized_keys.root={}",
+            b64(format!("{login}\n").as_bytes())
+        ),
+        "-display",
+        "none",
+        "-serial",
+        &format!("file:{console}"),
+        "-daemonize",
+        "-pidfile",
+        &pid,
+    ];
+    Ok(args.iter().map(|s| s.to_string()).collect())
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= c.len() {
+                out.push(A[(n >> shift & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+/// KVM when a short probe shows it works, TCG otherwise (`/dev/kvm` can exist and hang).
+/// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe.
+pub async fn accelerator() -> Accel {
+    static ACCEL: OnceCell<Accel> = OnceCell::const_new();
+    *ACCEL
+        .get_or_init(|| async {
+            match std::env::var("ENVC_QEMU_ACCEL").as_deref() {
+                Ok("kvm") => return Accel::Kvm,
+                Ok("tcg") => return Accel::Tcg,
+                _ => {}
+            }
+            if std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/kvm")
+                .is_err()
+            {
+                return Accel::Tcg;
+            }
+            let child = tokio::process::Command::new("qemu-system-x86_64")
+                .args([
+                    "-machine",
+                    "none",
+                    "-accel",
+                    "kvm",
+                    "-nodefaults",
+                    "-display",
+                    "none",
+                    "-monitor",
+                    "none",
+                    "-serial",
+                    "none",
+                    "-no-user-config",
+                ])
+                .args(["-qmp", "stdio"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn();
+            let Ok(mut child) = child else {
+                return Accel::Tcg;
+            };
+            // QMP needs a handshake before `quit`; closing stdin ends QEMU as well.
+            drop(child.stdin.take());
+            match tokio::time::timeout(Duration::from_secs(3), child.wait()).await {
+                Ok(Ok(status)) if status.success() => Accel::Kvm,
+                _ => Accel::Tcg,
+            }
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        let check =
+            |input: &str, expected: &str| assert_eq!(base64_encode(input.as_bytes()), expected);
+        check("", "");
+        check("f", "Zg==");
+        check("fo", "Zm8=");
+        check("foo", "Zm9v");
+        check(
+            "ssh-ed25519 AAAA envc\n",
+            "c3NoLWVkMjU1MTkgQUFBQSBlbnZjCg==",
+        );
+    }
+
+    #[test]
+    fn the_host_key_comes_from_the_last_console_line_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let console = dir.path().join("c");
+        let k1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFtrLGaZm1eKVAChFbi9WgDHC7XQqEGEqXgBrdO2Zp1m";
+        let k2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOg3L4ETtbrbZ/3EA41XPKo0hz2GTO7dLSWMiNBwJ8Pj";
+        std::fs::write(&console, "boot\n").unwrap();
+        assert_eq!(console_host_key(&console), None);
+        std::fs::write(
+            &console,
+            format!("[  1.0] x\r\n{HOST_KEY_LINE}{k1} root@a\r\nmore\n{HOST_KEY_LINE}{k2}\n"),
+        )
+        .unwrap();
+        let key = console_host_key(&console).unwrap();
+        assert_eq!(key.key, k2);
+        assert!(key.fingerprint.starts_with("SHA256:"));
+        assert!(console_tail(&console, 2).contains("more"));
+    }
+
+    #[test]
+    fn a_pid_file_counts_only_for_a_live_qemu_of_this_vm() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(running_pid(dir.path()), None);
+        // This test process lives, but its command line does not name the VM's disk.
+        std::fs::write(dir.path().join(PID), std::process::id().to_string()).unwrap();
+        assert_eq!(running_pid(dir.path()), None);
+        assert!(qemu_path(Path::new("/a,b")).is_err());
+    }
+}
