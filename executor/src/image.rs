@@ -1,8 +1,9 @@
 //! Image builds: the `image` node is a build derivation. `image.sh` (embedded) runs
 //! mmdebstrap against Debian's archive with `SOURCE_DATE_EPOCH` fixed and turns the rootfs
-//! into an ext4 disk image bit for bit the same on every build; its outputs move into the
-//! store as objects, and the facts of the image are their ids. Nothing here depends on the
-//! machine it runs on but the mirror, which serves the same archive wherever it is.
+//! into an ext4 disk image; its outputs move into the store as objects, and the facts of
+//! the image are their ids. Two builds give the same bits as long as the archive serves the
+//! same package versions: nothing of the machine that builds leaks in (not the time, not
+//! the directory order, not the cache). Pinning the archive's state is the lockfile's job.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
