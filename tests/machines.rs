@@ -1,0 +1,371 @@
+//! Machines end to end: an image built by envc from Debian's archive, a real QEMU VM booted
+//! from it (TCG unless KVM works), configured over ssh, and the VM's lifecycle: rebuild as a
+//! no-op, a service restarted by a change, a VM found dead started again from its disk, a
+//! removed service stopped, `destroy` leaving no process, disk or port. And the image
+//! itself: built again into an empty store, it is the same bits.
+//!
+//! Slow (a few minutes under TCG), so it is one test that walks the whole life of a VM.
+//! Needs root, mmdebstrap and qemu-system-x86 (`./scripts/setup` installs them).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const ENV: &str = r#"
+import "std/debian"
+
+param greeting: str = "hello"
+param with_service: bool = true
+param memory: size = 512MiB
+
+let vm0 = debian.machine("t-0", memory = memory, disk = 3GiB)
+
+let hello = package(name = "hello", target = vm0)
+let conf = file(
+  path = "/etc/envc-test.conf",
+  content = "greeting=${greeting}\naddress=${vm0.address}\n",
+  target = vm0,
+)
+let tick = if with_service {
+  [{
+    unit = file(
+      path = "/etc/systemd/system/envc-tick.service",
+      content = """
+      [Unit]
+      Description=envc test service
+      [Service]
+      ExecStart=/bin/sh -c 'cp /etc/envc-test.conf /run/envc-tick; exec sleep infinity'
+      [Install]
+      WantedBy=multi-user.target
+      """,
+      target = vm0,
+    ),
+  }]
+} else {
+  []
+}
+let services = [for t in tick => service(name = "envc-tick", target = vm0, after = [t.unit, hello], restart_on = [t.unit, conf])]
+
+output address = vm0.address
+output port = vm0.port
+output image = vm0.image.digest
+"#;
+
+/// An environment with only the image of `ENV`: to build it alone into another store.
+const IMAGE_ONLY: &str = r#"
+import "std/debian"
+output image = debian.default_image.digest
+output kernel = debian.default_image.kernel
+"#;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(name: &str, text: &str) -> Project {
+        let dir = tempfile::Builder::new()
+            .prefix("envc-vm-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join(name), text).unwrap();
+        Project { dir }
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join(".envc")
+    }
+
+    fn envc(&self, file: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_envc"))
+            .arg(args[0])
+            .arg(self.dir.path().join(file))
+            .args(&args[1..])
+            .env_remove("ENVC_STORE")
+            // Downloaded packages are shared between builds (and test runs): apt checks
+            // them against the archive's signed index, so they cannot change an image.
+            .env("ENVC_CACHE", repo().join("target/envc-cache"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+/// A failing test leaves no VM running: QEMU is daemonized and would outlive it.
+impl Drop for Project {
+    fn drop(&mut self) {
+        let Ok(envs) = std::fs::read_dir(self.store().join("machines")) else {
+            return;
+        };
+        for vm in envs
+            .flatten()
+            .filter_map(|e| std::fs::read_dir(e.path()).ok())
+            .flatten()
+        {
+            if let Ok(pid) = std::fs::read_to_string(vm.unwrap().path().join("qemu.pid")) {
+                let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+            }
+        }
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// (ran, cached, failed) from the build summary.
+fn summary(o: &Output) -> (usize, usize, usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains(" ran, "))
+        .unwrap_or_else(|| panic!("no summary: {}", text(o)));
+    let num = |what: &str| -> usize {
+        let end = line.find(what).unwrap();
+        line[..end]
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (num(" ran"), num(" cached"), num(" failed"))
+}
+
+fn build_ok(p: &Project, args: &[&str]) -> (usize, usize) {
+    let mut all = vec!["build"];
+    all.extend_from_slice(args);
+    let o = p.envc("t.env", &all);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (ran, cached, failed) = summary(&o);
+    assert_eq!(failed, 0, "{}", text(&o));
+    (ran, cached)
+}
+
+fn outputs(p: &Project, file: &str) -> serde_json::Value {
+    let o = p.envc(file, &["output", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Runs `command` in the VM over ssh, as root, with the store's key.
+fn in_vm(p: &Project, port: u64, command: &str) -> String {
+    let o = Command::new("ssh")
+        .args([
+            "-q",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+        ])
+        .args([
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "IdentitiesOnly=yes",
+        ])
+        .arg("-i")
+        .arg(p.store().join("machines/id_ed25519"))
+        .args(["-p", &port.to_string(), "root@127.0.0.1", command])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "in the VM: {command}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn vm_dir(p: &Project) -> PathBuf {
+    p.store().join("machines/t/t-0")
+}
+
+fn qemu_pid(p: &Project) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(vm_dir(p).join("qemu.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (!ended_now(pid)).then_some(pid)
+}
+
+/// Big objects of a store: the image's outputs.
+fn image_objects(store: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(store.join("objects")).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let f = f.unwrap();
+            if f.metadata().unwrap().len() > 1 << 20 {
+                out.push(format!(
+                    "{}{}",
+                    f.path()
+                        .parent()
+                        .unwrap()
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy(),
+                    f.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
+    let p = Project::new("t.env", ENV);
+
+    // Cold: the image is built, the VM created and configured.
+    let (ran, _) = build_ok(&p, &[]);
+    assert_eq!(ran, 6, "image, vm, package, two files, service");
+    let out = outputs(&p, "t.env");
+    let port = out["port"].as_u64().unwrap();
+    let address = out["address"].as_str().unwrap().to_string();
+    assert!(address.starts_with("10.89.0."), "{out}");
+    assert_eq!(in_vm(&p, port, "hostname"), "t-0");
+    assert_eq!(
+        in_vm(&p, port, "cat /etc/envc-test.conf"),
+        format!("greeting=hello\naddress={address}")
+    );
+    assert!(in_vm(&p, port, "dpkg-query -W hello").starts_with("hello\t"));
+    assert_eq!(
+        in_vm(
+            &p,
+            port,
+            "systemctl is-enabled envc-tick; systemctl is-active envc-tick"
+        ),
+        "enabled\nactive"
+    );
+    // The address is the VM's own, on its private network; the disk grew to its size.
+    assert!(in_vm(&p, port, "ip -4 -o addr show").contains(&format!("{address}/24")));
+    let root_kib: u64 = in_vm(&p, port, "df --output=size -k / | tail -1")
+        .parse()
+        .unwrap();
+    assert!(root_kib > 2_500_000, "root is {root_kib} KiB");
+
+    // Again: nothing runs, the VM is found running.
+    assert_eq!(build_ok(&p, &[]).0, 0);
+
+    // A change to what the service reads restarts it: the file and the service run.
+    let pid_before = in_vm(&p, port, "systemctl show -p MainPID --value envc-tick");
+    assert_eq!(build_ok(&p, &["--set", "greeting=\"bonjour\""]).0, 2);
+    assert_eq!(
+        in_vm(&p, port, "cat /run/envc-tick"),
+        format!("greeting=bonjour\naddress={address}")
+    );
+    assert_ne!(
+        in_vm(&p, port, "systemctl show -p MainPID --value envc-tick"),
+        pid_before
+    );
+
+    // A resized VM would be replaced: the plan says so (not built: it takes a new boot).
+    let o = p.envc(
+        "t.env",
+        &[
+            "plan",
+            "--set",
+            "greeting=\"bonjour\"",
+            "--set",
+            "memory=768MiB",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("replace   vm:t-0"),
+        "{}",
+        text(&o)
+    );
+
+    // The VM dies: the next build starts it again from its disk, and only the VM runs.
+    let pid = qemu_pid(&p).expect("QEMU runs");
+    kill_hard(pid);
+    let o = p.envc("t.env", &["plan", "--set", "greeting=\"bonjour\""]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("drift: running was yes, found no"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(build_ok(&p, &["--set", "greeting=\"bonjour\""]).0, 1);
+    let port = outputs(&p, "t.env")["port"].as_u64().unwrap();
+    assert!(in_vm(&p, port, "cat /etc/envc-test.conf").contains("bonjour"));
+
+    // The service leaves the source: it is stopped and disabled, its unit file deleted.
+    build_ok(
+        &p,
+        &[
+            "--set",
+            "greeting=\"bonjour\"",
+            "--set",
+            "with_service=false",
+        ],
+    );
+    assert_eq!(
+        in_vm(
+            &p,
+            port,
+            "systemctl is-active envc-tick; test -e /etc/systemd/system/envc-tick.service && echo present || echo gone"
+        ),
+        "inactive\ngone"
+    );
+
+    // The same image, built into an empty store, is the same bits.
+    let q = Project::new("i.env", IMAGE_ONLY);
+    let o = q.envc("i.env", &["build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(outputs(&q, "i.env")["image"], out["image"]);
+    let again = image_objects(&q.store());
+    assert_eq!(again.len(), 3, "disk, kernel and rootfs: {again:?}");
+    let first = image_objects(&p.store());
+    assert!(
+        again.iter().all(|o| first.contains(o)),
+        "{first:?} {again:?}"
+    );
+
+    // Destroy leaves nothing: no process, no disk, no port.
+    let pid = qemu_pid(&p).expect("QEMU runs");
+    let o = p.envc("t.env", &["destroy", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(ended(pid), "QEMU still runs");
+    assert!(!vm_dir(&p).exists(), "the VM's directory is still there");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_err(),
+        "port {port} still answers"
+    );
+}
+
+fn kill_hard(pid: i32) {
+    let status = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(ended(pid), "QEMU {pid} survived SIGKILL");
+}
+
+/// Whether process `pid` ends within 5 s (a zombie has ended: only its parent's reaping is
+/// left, and a daemon's parent is init).
+fn ended(pid: i32) -> bool {
+    for _ in 0..50 {
+        if ended_now(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+fn ended_now(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, s)| s.trim_start().starts_with('Z')),
+    }
+}
