@@ -4,12 +4,15 @@
 
 #[path = "support/nshosts.rs"]
 mod nshosts;
+#[path = "support/output.rs"]
+mod output;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nshosts::TestHosts;
+use output::{summary, text};
 
 struct Project {
     dir: tempfile::TempDir,
@@ -58,35 +61,6 @@ impl Project {
     fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
         self.envc(hosts, args).output().unwrap()
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The `N ran, M cached, …` summary as (ran, cached, failed).
-fn summary(o: &Output) -> (usize, usize, usize) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    let line = out
-        .lines()
-        .find(|l| l.contains(" ran, "))
-        .unwrap_or_else(|| panic!("no summary in {}", text(o)));
-    let num = |what: &str| -> usize {
-        line.split(", ")
-            .chain(line.split(": "))
-            .find_map(|p| {
-                p.trim()
-                    .strip_suffix(what)
-                    .and_then(|n| n.rsplit(' ').next()?.trim().parse().ok())
-            })
-            .unwrap_or_else(|| panic!("no `{what}` in {line:?}"))
-    };
-    (num(" ran"), num(" cached"), num(" failed"))
 }
 
 fn ok(o: &Output) {

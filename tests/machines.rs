@@ -10,14 +10,20 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "support/output.rs"]
+mod output;
+use output::{summary, text};
+
 const ENV: &str = r#"
 import "std/debian"
 
 param greeting: str = "hello"
 param with_service: bool = true
 param memory: size = 512MiB
+param extra: bool = false
 
 let vm0 = debian.machine("t-0", memory = memory, disk = 3GiB)
+let more = if extra { [debian.machine("t-1", memory = 256MiB)] } else { [] }
 
 let hello = package(name = "hello", target = vm0)
 let conf = file(
@@ -110,34 +116,6 @@ impl Drop for Project {
             }
         }
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// (ran, cached, failed) from the build summary.
-fn summary(o: &Output) -> (usize, usize, usize) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    let line = out
-        .lines()
-        .find(|l| l.contains(" ran, "))
-        .unwrap_or_else(|| panic!("no summary: {}", text(o)));
-    let num = |what: &str| -> usize {
-        let end = line.find(what).unwrap();
-        line[..end]
-            .rsplit(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    (num(" ran"), num(" cached"), num(" failed"))
 }
 
 fn build_ok(p: &Project, args: &[&str]) -> (usize, usize) {
@@ -277,10 +255,41 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
             "memory=768MiB",
         ],
     );
+    // Everything on it would be created again: a new VM is a new target.
+    let plan = String::from_utf8_lossy(&o.stdout);
+    assert!(plan.contains("replace   vm:t-0"), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("replace   vm:t-0"),
+        plan.contains("create    t-0/file:/etc/envc-test.conf"),
         "{}",
         text(&o)
+    );
+
+    // A VM that does not answer in time fails with its console, and is not left running.
+    let o = p.envc(
+        "t.env",
+        &[
+            "build",
+            "--set",
+            "greeting=\"bonjour\"",
+            "--set",
+            "extra=true",
+            "--boot-timeout",
+            "2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`t-1` did not answer ssh within 2 s"), "{err}");
+    assert!(
+        err.contains("console") && err.contains("last lines"),
+        "{err}"
+    );
+    // (QEMU deletes its pid file as it stops: look for the process itself.)
+    let t1 = p.store().join("machines/t/t-1");
+    assert!(t1.join("console.log").exists(), "the console log is kept");
+    assert!(
+        processes_naming(&t1).is_empty(),
+        "the VM that timed out still runs"
     );
 
     // The VM dies: the next build starts it again from its disk, and only the VM runs.
@@ -333,7 +342,10 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     let o = p.envc("t.env", &["destroy", "--yes"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(ended(pid), "QEMU still runs");
-    assert!(!vm_dir(&p).exists(), "the VM's directory is still there");
+    assert!(
+        !p.store().join("machines/t").exists(),
+        "VM directories are left (the one that timed out included)"
+    );
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_err(),
         "port {port} still answers"
@@ -359,6 +371,20 @@ fn ended(pid: i32) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     false
+}
+
+/// Live processes whose command line names `path`.
+fn processes_naming(path: &Path) -> Vec<i32> {
+    let needle = path.to_str().unwrap().as_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| !ended_now(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
 }
 
 fn ended_now(pid: i32) -> bool {

@@ -211,21 +211,23 @@ pub fn plan(
     files: &dyn ProjectFiles,
 ) -> Plan {
     let mut known: Vec<Option<Known>> = vec![None; spec.nodes.len()];
-    let mut nodes = Vec::with_capacity(spec.nodes.len());
+    let mut nodes: Vec<PlannedNode> = Vec::with_capacity(spec.nodes.len());
     for i in 0..spec.nodes.len() {
         let key = &spec.nodes[i].key;
         let record = records.get(key);
+        // A target that will be created or replaced is a new machine: nothing on it is
+        // known to be there.
+        let new_target = spec.nodes[i].target.is_some_and(|t| {
+            matches!(nodes[t].assessment.action, Action::Create | Action::Replace)
+        });
+        let identity = if new_target {
+            None
+        } else {
+            recorded_identity(spec, i, records)
+        };
         let a = {
             let lookup = |j: usize| known[j].as_ref();
-            assess(
-                spec,
-                i,
-                &lookup,
-                record,
-                recorded_identity(spec, i, records),
-                drift.get(key),
-                files,
-            )
+            assess(spec, i, &lookup, record, identity, drift.get(key), files)
         };
         known[i] = match (&a.action, record, &a.resolved) {
             (Action::Unchanged, Some(r), _) => Some(Known::of_record(r)),

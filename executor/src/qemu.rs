@@ -325,7 +325,16 @@ impl Machines {
         };
         launch.port = port;
         write_launch(dir, &launch)?;
-        let (transport, key) = self.wait_for_ssh(dir, &spec, port, ssh).await?;
+        let (transport, key) = match self.wait_for_ssh(dir, &spec, port, ssh).await {
+            Ok(x) => x,
+            Err(e) => {
+                // A VM that never answered is stopped, not left running unrecorded; its
+                // directory stays for the console log until it is created again or
+                // `destroy` sweeps it.
+                stop(dir).await?;
+                return Err(e);
+            }
+        };
         let facts = Facts::from([
             (
                 fact::ADDRESS.to_string(),
@@ -403,29 +412,52 @@ impl Machines {
         }
     }
 
-    async fn destroy_dir(&self, dir: &Path) -> Result<(), String> {
-        if let Some(pid) = running_pid(dir) {
-            signal(pid, libc::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while running_pid(dir).is_some() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            if running_pid(dir).is_some() {
-                signal(pid, libc::SIGKILL);
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            if running_pid(dir).is_some() {
-                return Err(format!(
-                    "QEMU (pid {pid}) did not stop; kill it and run the command again"
-                ));
+    /// Destroys every VM of the environment not named in `keep`, recorded or not (what a
+    /// failed creation left): `destroy` leaves nothing behind.
+    pub async fn sweep(&self, keep: &std::collections::BTreeSet<String>) -> Result<(), String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Ok(());
+        };
+        for e in entries.flatten() {
+            if e.path().is_dir() && !keep.contains(&*e.file_name().to_string_lossy()) {
+                self.destroy_dir(&e.path()).await?;
             }
         }
+        // The environment's directory goes too once it is empty.
+        let _ = std::fs::remove_dir(&self.dir);
+        Ok(())
+    }
+
+    async fn destroy_dir(&self, dir: &Path) -> Result<(), String> {
+        stop(dir).await?;
         match std::fs::remove_dir_all(dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(format!("cannot delete {}: {e}", dir.display())),
         }
     }
+}
+
+/// Stops the QEMU of the VM in `dir`, if one runs: SIGTERM, then SIGKILL after 10 s.
+async fn stop(dir: &Path) -> Result<(), String> {
+    let Some(pid) = running_pid(dir) else {
+        return Ok(());
+    };
+    signal(pid, libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running_pid(dir).is_some() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if running_pid(dir).is_some() {
+        signal(pid, libc::SIGKILL);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    if running_pid(dir).is_some() {
+        return Err(format!(
+            "QEMU (pid {pid}) did not stop; kill it and run the command again"
+        ));
+    }
+    Ok(())
 }
 
 fn read_launch(dir: &Path) -> Option<Launch> {

@@ -952,6 +952,15 @@ impl<'s> Scheduler<'s> {
             self.report_deletion(env, &key, &name, res, started.elapsed());
             env.commit_soon()?;
         }
+        if self.spec.nodes.is_empty() {
+            // `destroy`: VMs that never got a record (a failed creation) go too.
+            let recorded: BTreeSet<String> = env
+                .records
+                .keys()
+                .filter_map(|k| k.strip_prefix("vm:").map(str::to_string))
+                .collect();
+            self.machines.sweep(&recorded).await?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,33 @@
+//! Reading what the envc binary printed, for the end-to-end tests.
+
+use std::process::Output;
+
+/// Everything a command printed, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The `N ran, M cached, …` summary as (ran, cached, failed).
+pub fn summary(o: &Output) -> (usize, usize, usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains(" ran, "))
+        .unwrap_or_else(|| panic!("no summary in {}", text(o)));
+    let num = |what: &str| -> usize {
+        line.split(", ")
+            .chain(line.split(": "))
+            .find_map(|p| {
+                p.trim()
+                    .strip_suffix(what)
+                    .and_then(|n| n.rsplit(' ').next()?.trim().parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no `{what}` in {line:?}"))
+    };
+    (num(" ran"), num(" cached"), num(" failed"))
+}
