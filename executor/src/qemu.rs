@@ -37,6 +37,10 @@ pub struct VmSpec {
     /// The image's disk and kernel: objects of the store.
     pub disk_image: ObjectId,
     pub kernel: ObjectId,
+    /// The VM's place among the environment's VMs (by name): it gets the private address
+    /// `10.89.0.(10 + lan_rank)` when that is free, so that the same environment gets the
+    /// same addresses, and so the same files, however its VMs race to boot.
+    pub lan_rank: u8,
 }
 
 /// The facts of a VM (and the names of its outputs).
@@ -209,7 +213,7 @@ impl Machines {
             let launch = Launch {
                 spec: spec.clone(),
                 port: 0,
-                lan: self.free_lan_host()?,
+                lan: self.free_lan_host(spec.lan_rank)?,
             };
             write_launch(&dir, &launch)?;
             launch
@@ -217,8 +221,9 @@ impl Machines {
         self.boot(&dir, launch, ssh).await
     }
 
-    /// The lowest host number of the private network that no VM of this environment has.
-    fn free_lan_host(&self) -> Result<u8, String> {
+    /// The host number of the private network that the VM's rank asks for, or else the
+    /// lowest that no VM of this environment has.
+    fn free_lan_host(&self, rank: u8) -> Result<u8, String> {
         let taken: Vec<u8> = std::fs::read_dir(&self.dir)
             .map(|d| {
                 d.filter_map(|e| read_launch(&e.ok()?.path()))
@@ -226,8 +231,13 @@ impl Machines {
                     .collect()
             })
             .unwrap_or_default();
-        LAN_HOSTS
+        let preferred = LAN_HOSTS
+            .start()
+            .checked_add(rank)
+            .filter(|n| LAN_HOSTS.contains(n));
+        preferred
             .into_iter()
+            .chain(LAN_HOSTS)
             .find(|n| !taken.contains(n))
             .ok_or_else(|| "the private network of this environment is full (241 VMs)".into())
     }

@@ -400,6 +400,17 @@ pub fn resolve<'a>(
                 user: s("user"),
                 disk_image: object(crate::image::fact::DISK)?,
                 kernel: object(crate::image::fact::KERNEL)?,
+                lan_rank: {
+                    let mut names: Vec<&str> = spec
+                        .nodes
+                        .iter()
+                        .filter(|n| n.kind == NodeKind::Vm)
+                        .map(|n| n.name.as_str())
+                        .collect();
+                    names.sort_unstable();
+                    let rank = names.iter().position(|n| *n == node.name).unwrap_or(0);
+                    u8::try_from(rank).unwrap_or(u8::MAX)
+                },
             };
             put(&mut hashed, &mut shown, "image", to_json(&attrs["image"], oh));
             put(&mut hashed, &mut shown, "cpus", json!(vm.cpus));
