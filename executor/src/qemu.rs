@@ -287,7 +287,7 @@ impl Machines {
         ssh: &SshOptions,
     ) -> Result<(Facts, Transport, HostKey), String> {
         let login = self.login_key().await?;
-        let accel = accelerator().await;
+        let accel = accelerator(&self.key.with_file_name("accel")).await;
         let spec = launch.spec.clone();
         let mut port = Some(launch.port).filter(|p| *p != 0 && port_is_free(*p));
         let mut last_error = String::new();
@@ -665,8 +665,9 @@ pub enum Accel {
 }
 
 /// KVM when a short probe shows it works, TCG otherwise (`/dev/kvm` can exist and hang).
-/// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe.
-pub async fn accelerator() -> Accel {
+/// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe. The answer is kept in `cache` for
+/// the rest of the machine's boot (a hanging probe costs its whole 3 s timeout).
+pub async fn accelerator(cache: &Path) -> Accel {
     static ACCEL: OnceCell<Accel> = OnceCell::const_new();
     *ACCEL
         .get_or_init(|| async {
@@ -675,46 +676,61 @@ pub async fn accelerator() -> Accel {
                 Ok("tcg") => return Accel::Tcg,
                 _ => {}
             }
-            if std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/kvm")
-                .is_err()
-            {
-                return Accel::Tcg;
+            let boot =
+                std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+            let cached = std::fs::read_to_string(cache).unwrap_or_default();
+            match cached.split_once(' ') {
+                Some(("kvm", b)) if !boot.is_empty() && b == boot.trim() => return Accel::Kvm,
+                Some(("tcg", b)) if !boot.is_empty() && b == boot.trim() => return Accel::Tcg,
+                _ => {}
             }
-            let child = tokio::process::Command::new("qemu-system-x86_64")
-                .args([
-                    "-machine",
-                    "none",
-                    "-accel",
-                    "kvm",
-                    "-nodefaults",
-                    "-display",
-                    "none",
-                    "-monitor",
-                    "none",
-                    "-serial",
-                    "none",
-                    "-no-user-config",
-                ])
-                .args(["-qmp", "stdio"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn();
-            let Ok(mut child) = child else {
-                return Accel::Tcg;
-            };
-            // QMP needs a handshake before `quit`; closing stdin ends QEMU as well.
-            drop(child.stdin.take());
-            match tokio::time::timeout(Duration::from_secs(3), child.wait()).await {
-                Ok(Ok(status)) if status.success() => Accel::Kvm,
-                _ => Accel::Tcg,
-            }
+            let found = probe_kvm().await;
+            let name = if found == Accel::Kvm { "kvm" } else { "tcg" };
+            let _ = std::fs::write(cache, format!("{name} {}", boot.trim()));
+            found
         })
         .await
+}
+
+async fn probe_kvm() -> Accel {
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        return Accel::Tcg;
+    }
+    let child = tokio::process::Command::new("qemu-system-x86_64")
+        .args([
+            "-machine",
+            "none",
+            "-accel",
+            "kvm",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-serial",
+            "none",
+            "-no-user-config",
+        ])
+        .args(["-qmp", "stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let Ok(mut child) = child else {
+        return Accel::Tcg;
+    };
+    // QMP needs a handshake before `quit`; closing stdin ends QEMU as well.
+    drop(child.stdin.take());
+    match tokio::time::timeout(Duration::from_secs(3), child.wait()).await {
+        Ok(Ok(status)) if status.success() => Accel::Kvm,
+        _ => Accel::Tcg,
+    }
 }
 
 #[cfg(test)]
