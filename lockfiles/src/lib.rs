@@ -1,7 +1,21 @@
 //! The lockfile: the model of pinned external inputs (Debian archive state, package versions
-//! and hashes, kernel, tool versions, `SOURCE_DATE_EPOCH`), its deterministic text form,
-//! resolution against the archive, and `lock diff`.
+//! and hashes, image package sets, tool versions, `SOURCE_DATE_EPOCH`, the standard
+//! library's hash), its deterministic text form, resolution against Debian's archive, tool
+//! probing, and `lock diff`.
 //!
-//! Not built yet: the lockfile issue fills this crate. The compiler already reserves the
-//! `pins` field in every derivation's encoding, so pins will change exactly the ids of the
-//! derivations that use them.
+//! Modules follow the pipeline of `envc lock`: [`fetch`] reads an archive's indices over
+//! HTTP and verifies them along the chain Release → Packages; [`archive`] parses them (pure);
+//! [`resolve`] picks versions and image package sets (pure, [`version`] orders versions the
+//! way dpkg does); [`probe`] asks the machine's tools for their versions; [`model`] is what is
+//! pinned and [`text`] its TOML form; [`diff`] explains the change between two lockfiles.
+//! Every error is a value whose message names the pin and the fix.
+
+pub mod model;
+pub mod text;
+pub mod version;
+
+#[cfg(test)]
+mod testdata;
+
+pub use model::*;
+pub use text::LockError;
