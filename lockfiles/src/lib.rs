@@ -10,7 +10,9 @@
 //! pinned and [`text`] its TOML form; [`diff`] explains the change between two lockfiles.
 //! Every error is a value whose message names the pin and the fix.
 
+pub mod archive;
 pub mod model;
+pub mod resolve;
 pub mod text;
 pub mod version;
 
