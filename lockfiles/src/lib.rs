@@ -11,7 +11,10 @@
 //! Every error is a value whose message names the pin and the fix.
 
 pub mod archive;
+pub mod diff;
+pub mod fetch;
 pub mod model;
+pub mod probe;
 pub mod resolve;
 pub mod text;
 pub mod version;
@@ -19,5 +22,10 @@ pub mod version;
 #[cfg(test)]
 mod testdata;
 
+pub use archive::Archive;
+pub use diff::{diff, LockDiff};
+pub use fetch::FetchError;
 pub use model::*;
+pub use probe::{check_tools, probe_tool, ToolMismatch};
+pub use resolve::{resolve_image, resolve_packages, ResolveError};
 pub use text::LockError;

@@ -20,6 +20,13 @@
 //! - mmdebstrap's merged-usr hook installs `usr-is-merged` before apt runs, which satisfies
 //!   `init-system-helpers`' `usrmerge | usr-is-merged`: pass `usr-is-merged` as an include
 //!   to get the same set, otherwise `usrmerge` (and perl) are chosen.
+//!
+//! Checked against a real build: for the image builder's base packages (plus
+//! `usr-is-merged`) on bookworm, the set is identical, versions included, to the
+//! `packages` fact of an image built from the same archive state (145 packages). Note that
+//! `mmdebstrap --simulate` is no reference: it skips the hooks and simulates the second
+//! apt run against an empty system, so it reports `usrmerge`, `perl` and `lsb-base`, which
+//! a real build does not install.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -186,8 +193,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The package set of an image built with `mmdebstrap --variant=apt --include=INCLUDES`,
-/// sorted by name. An include may be `name=version`. See the module's notes for where this
-/// may differ from apt.
+/// sorted by name. An include may be `name=version`. Include `usr-is-merged` when the
+/// build uses mmdebstrap's merged-usr hook (envc's image builder does). See the module's
+/// notes for where this may differ from apt.
 pub fn resolve_image(
     archive: &Archive,
     includes: &[&str],
