@@ -13,6 +13,7 @@
 pub mod archive;
 pub mod diff;
 pub mod fetch;
+pub mod file;
 pub mod model;
 pub mod probe;
 pub mod resolve;
@@ -25,6 +26,7 @@ mod testdata;
 pub use archive::Archive;
 pub use diff::{diff, LockDiff};
 pub use fetch::FetchError;
+pub use file::lock_path;
 pub use model::*;
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

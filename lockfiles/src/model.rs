@@ -189,8 +189,79 @@ impl Lockfile {
     }
 }
 
+/// `envc lock FILE --update KEY…`: the freshly resolved lockfile for the named pins, the old
+/// one for every other pin that both have. Pins that the environment added or dropped
+/// follow `fresh` (what the environment needs now).
+///
+/// Updating a package or an image also updates its archive pin: the archive pin records
+/// the archive state the newest pins were verified against. Other packages of that archive
+/// keep their pins, which hold by their `.deb` hashes.
+///
+/// A key in neither lockfile is an error, so that a typo does not silently update nothing.
+pub fn update(
+    old: &Lockfile,
+    fresh: &Lockfile,
+    keys: &[&str],
+) -> Result<Lockfile, crate::text::LockError> {
+    let known_old = old.keys();
+    let known_fresh = fresh.keys();
+    for key in keys {
+        if !known_old.iter().chain(&known_fresh).any(|k| k == key) {
+            return Err(crate::text::LockError {
+                message: format!("no pin `{key}` in the lockfile or the environment"),
+                line: None,
+                pin: Some(key.to_string()),
+                hint: "keys are package:NAME, image:NAME, archive:NAME, tool:NAME, \
+                       source_date_epoch and stdlib, as `envc lock diff` prints them"
+                    .into(),
+            });
+        }
+    }
+    let mut named: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    for p in &fresh.packages {
+        if named.contains(&p.key()) {
+            named.push(format!("archive:{}", p.archive));
+        }
+    }
+    for i in &fresh.images {
+        if named.contains(&i.key()) {
+            named.push(format!("archive:{}", i.archive));
+        }
+    }
+    let keep = |key: &str| !named.iter().any(|n| n == key);
+    let mut out = fresh.clone();
+    if keep(KEY_SOURCE_DATE_EPOCH) {
+        out.source_date_epoch = old.source_date_epoch;
+    }
+    if keep(KEY_STDLIB) {
+        out.stdlib = old.stdlib.clone();
+    }
+    fn keep_old<T: Clone>(
+        list: &mut [T],
+        key: impl Fn(&T) -> String,
+        old: &[T],
+        keep: &dyn Fn(&str) -> bool,
+    ) {
+        for item in list.iter_mut() {
+            let k = key(item);
+            if keep(&k) {
+                if let Some(o) = old.iter().find(|o| key(o) == k) {
+                    *item = o.clone();
+                }
+            }
+        }
+    }
+    keep_old(&mut out.archives, ArchivePin::key, &old.archives, &keep);
+    keep_old(&mut out.packages, PackagePin::key, &old.packages, &keep);
+    keep_old(&mut out.images, ImagePin::key, &old.images, &keep);
+    keep_old(&mut out.tools, ToolPin::key, &old.tools, &keep);
+    out.normalize();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::testdata::sample;
 
     #[test]
@@ -210,6 +281,65 @@ mod tests {
                 "tool:ssh",
             ]
         );
+    }
+
+    /// `update(old, fresh, keys)` rendered as the keys whose pin came from `fresh`.
+    fn check(keys: &[&str], expected: &str) {
+        let old = sample();
+        let mut fresh = sample();
+        fresh.source_date_epoch += 1;
+        fresh.archives[0].release_sha256 = "d".repeat(64);
+        fresh.packages[0].version = "2.10-4".into();
+        fresh.packages[1].version = "2.36-9+deb12u14".into();
+        fresh.images[0].packages[0].1 = "2.6.2".into();
+        fresh.tools[2].version = "9.3".into();
+        let got = match update(&old, &fresh, keys) {
+            Ok(lock) => {
+                let mut from_fresh: Vec<String> = lock
+                    .keys()
+                    .into_iter()
+                    .filter(|k| lock.pin_value(k) != old.pin_value(k))
+                    .collect();
+                from_fresh.sort();
+                from_fresh.join(" ")
+            }
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(got, expected, "{keys:?}");
+    }
+
+    #[test]
+    fn update_takes_the_named_pins_and_keeps_the_rest() {
+        check(&[], "");
+        check(&["tool:ssh"], "tool:ssh");
+        check(&["source_date_epoch"], "source_date_epoch");
+        // A package brings its archive's state along.
+        check(&["package:hello"], "archive:debian/bookworm package:hello");
+        check(
+            &["image:debian-12"],
+            "archive:debian/bookworm image:debian-12",
+        );
+        check(&["archive:debian/bookworm"], "archive:debian/bookworm");
+        check(
+            &["package:helo"],
+            "package:helo: no pin `package:helo` in the lockfile or the environment\n  \
+             hint: keys are package:NAME, image:NAME, archive:NAME, tool:NAME, source_date_epoch \
+             and stdlib, as `envc lock diff` prints them",
+        );
+    }
+
+    #[test]
+    fn update_follows_the_environment_for_added_and_dropped_pins() {
+        let old = sample();
+        let mut fresh = sample();
+        fresh.packages.remove(0);
+        fresh.tools.push(ToolPin {
+            name: "new-tool".into(),
+            version: "1".into(),
+        });
+        let lock = update(&old, &fresh, &[]).unwrap();
+        assert!(lock.package("hello").is_none());
+        assert!(lock.tool("new-tool").is_some());
     }
 
     #[test]
