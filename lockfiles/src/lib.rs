@@ -7,8 +7,15 @@
 //! HTTP and verifies them along the chain Release → Packages; [`archive`] parses them (pure);
 //! [`resolve`] picks versions and image package sets (pure, [`version`] orders versions the
 //! way dpkg does); [`probe`] asks the machine's tools for their versions; [`model`] is what is
-//! pinned and [`text`] its TOML form; [`diff`] explains the change between two lockfiles.
-//! Every error is a value whose message names the pin and the fix.
+//! pinned, [`text`] its TOML form and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
+//! change between two lockfiles. Every error is a value whose message names the pin and
+//! the fix; nothing here panics on bad input.
+//!
+//! What `envc lock FILE` does with it, in order: [`Archive::fetch`] each suite the
+//! environment uses, [`resolve_packages`] and [`resolve_image`] what it names,
+//! [`probe::probe_all`] the tools, build a [`Lockfile`] (with [`update`] to keep unnamed
+//! pins on `--update KEY`), and [`Lockfile::write_to`] the path [`lock_path`] gives, only
+//! when everything resolved. The format is described in `lockfiles/README.md`.
 
 pub mod archive;
 pub mod diff;

@@ -953,6 +953,22 @@ mod tests {
     }
 
     #[test]
+    fn no_single_character_edit_panics() {
+        let text = sample().to_toml("envc lock prod.env");
+        let cuts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        for &i in &cuts {
+            let next = text[i..].chars().next().map_or(0, char::len_utf8);
+            let deleted = format!("{}{}", &text[..i], &text[i + next..]);
+            for edited in [deleted, format!("{}\"{}", &text[..i], &text[i..])] {
+                if let Err(errors) = Lockfile::parse(&edited) {
+                    assert!(!errors.is_empty());
+                    assert!(errors.iter().all(|e| !e.hint.is_empty()));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_merge_that_kept_both_sides_is_a_duplicate_pin() {
         check(
             |t| {
