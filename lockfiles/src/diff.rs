@@ -1,0 +1,370 @@
+//! `envc lock diff OLD NEW`: what a lockfile change means, pin by pin, in text that reads
+//! the same in a terminal and in a pull-request comment (plain lines, markdown lists).
+//!
+//! A pin is added, removed, or moved (same key, other content). A package that moved
+//! without changing version is called out: the same version with other bytes is the one
+//! change a reviewer must not wave through.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::model::*;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockDiff {
+    /// Sorted by key.
+    pub changes: Vec<Change>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub key: String,
+    pub kind: ChangeKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// With a one-line summary of the new pin.
+    Added(String),
+    /// With a one-line summary of the old pin.
+    Removed(String),
+    /// One line saying what moved, and detail lines (an image's package changes).
+    Moved {
+        summary: String,
+        details: Vec<String>,
+    },
+}
+
+impl LockDiff {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    fn count(&self, f: impl Fn(&ChangeKind) -> bool) -> usize {
+        self.changes.iter().filter(|c| f(&c.kind)).count()
+    }
+}
+
+/// Compares two lockfiles pin by pin.
+pub fn diff(old: &Lockfile, new: &Lockfile) -> LockDiff {
+    let old = pins(old);
+    let new = pins(new);
+    let mut changes = Vec::new();
+    for (key, o) in &old {
+        match new.get(key) {
+            None => changes.push(Change {
+                key: key.clone(),
+                kind: ChangeKind::Removed(o.summary()),
+            }),
+            Some(n) if n != o => changes.push(Change {
+                key: key.clone(),
+                kind: moved(o, n),
+            }),
+            Some(_) => {}
+        }
+    }
+    for (key, n) in &new {
+        if !old.contains_key(key) {
+            changes.push(Change {
+                key: key.clone(),
+                kind: ChangeKind::Added(n.summary()),
+            });
+        }
+    }
+    changes.sort_by(|a, b| a.key.cmp(&b.key));
+    LockDiff { changes }
+}
+
+/// Any pin, by reference, so that one comparison covers every kind.
+#[derive(PartialEq, Eq)]
+enum Pin<'a> {
+    Epoch(u64),
+    Stdlib(&'a str),
+    Version(u32),
+    Archive(&'a ArchivePin),
+    Package(&'a PackagePin),
+    Image(&'a ImagePin),
+    Tool(&'a ToolPin),
+}
+
+fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
+    let mut m = BTreeMap::new();
+    m.insert("version".to_string(), Pin::Version(lock.version));
+    m.insert(
+        KEY_SOURCE_DATE_EPOCH.to_string(),
+        Pin::Epoch(lock.source_date_epoch),
+    );
+    m.insert(KEY_STDLIB.to_string(), Pin::Stdlib(&lock.stdlib));
+    for a in &lock.archives {
+        m.insert(a.key(), Pin::Archive(a));
+    }
+    for p in &lock.packages {
+        m.insert(p.key(), Pin::Package(p));
+    }
+    for i in &lock.images {
+        m.insert(i.key(), Pin::Image(i));
+    }
+    for t in &lock.tools {
+        m.insert(t.key(), Pin::Tool(t));
+    }
+    m
+}
+
+/// The first 12 hex digits: enough to tell hashes apart in review.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+impl Pin<'_> {
+    fn summary(&self) -> String {
+        match self {
+            Pin::Epoch(e) => e.to_string(),
+            Pin::Stdlib(h) => short(h).to_string(),
+            Pin::Version(v) => format!("format {v}"),
+            Pin::Archive(a) => format!(
+                "{} {} {} [{}], Release {} of {}",
+                a.mirror,
+                a.suite,
+                a.architecture,
+                a.components.join(" "),
+                short(&a.release_sha256),
+                a.date
+            ),
+            Pin::Package(p) => format!("{} ({}, {})", p.version, p.architecture, p.archive),
+            Pin::Image(i) => format!("{} packages from {}", i.packages.len(), i.archive),
+            Pin::Tool(t) => t.version.clone(),
+        }
+    }
+}
+
+/// `what: old → new` for each field that differs.
+fn fields(changes: &[(&str, String, String)]) -> Vec<String> {
+    changes
+        .iter()
+        .filter(|(_, o, n)| o != n)
+        .map(|(what, o, n)| {
+            if what.is_empty() {
+                format!("{o} → {n}")
+            } else {
+                format!("{what} {o} → {n}")
+            }
+        })
+        .collect()
+}
+
+fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
+    let (summary, details) = match (old, new) {
+        (Pin::Package(o), Pin::Package(n)) => {
+            let mut parts = fields(&[
+                ("", o.version.clone(), n.version.clone()),
+                ("archive", o.archive.clone(), n.archive.clone()),
+                (
+                    "architecture",
+                    o.architecture.clone(),
+                    n.architecture.clone(),
+                ),
+            ]);
+            if o.version == n.version && (o.sha256 != n.sha256 || o.size != n.size) {
+                let size = if o.size == n.size {
+                    String::new()
+                } else {
+                    format!(", {} → {} bytes", o.size, n.size)
+                };
+                parts.insert(
+                    0,
+                    format!(
+                        "{}: same version, other bytes (sha256 {} → {}{size}): check why before \
+                         merging",
+                        o.version,
+                        short(&o.sha256),
+                        short(&n.sha256),
+                    ),
+                );
+            } else if parts.is_empty() {
+                parts.extend(fields(&[("file", o.filename.clone(), n.filename.clone())]));
+            }
+            (parts.join(", "), Vec::new())
+        }
+        (Pin::Archive(o), Pin::Archive(n)) => {
+            let parts = fields(&[
+                ("mirror", o.mirror.clone(), n.mirror.clone()),
+                ("suite", o.suite.clone(), n.suite.clone()),
+                (
+                    "architecture",
+                    o.architecture.clone(),
+                    n.architecture.clone(),
+                ),
+                ("components", o.components.join(" "), n.components.join(" ")),
+                (
+                    "Release",
+                    short(&o.release_sha256).to_string(),
+                    short(&n.release_sha256).to_string(),
+                ),
+                ("dated", o.date.clone(), n.date.clone()),
+            ]);
+            (parts.join(", "), Vec::new())
+        }
+        (Pin::Image(o), Pin::Image(n)) => image(o, n),
+        (Pin::Tool(o), Pin::Tool(n)) => (format!("{} → {}", o.version, n.version), Vec::new()),
+        (o, n) => (format!("{} → {}", o.summary(), n.summary()), Vec::new()),
+    };
+    ChangeKind::Moved { summary, details }
+}
+
+fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
+    let old: BTreeMap<&str, &str> = o
+        .packages
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let new: BTreeMap<&str, &str> = n
+        .packages
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let mut details = Vec::new();
+    let (mut added, mut removed, mut moved) = (0, 0, 0);
+    let mut names: Vec<&str> = old.keys().chain(new.keys()).copied().collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        match (old.get(name), new.get(name)) {
+            (None, Some(v)) => {
+                added += 1;
+                details.push(format!("added `{name}` {v}"));
+            }
+            (Some(v), None) => {
+                removed += 1;
+                details.push(format!("removed `{name}` {v}"));
+            }
+            (Some(a), Some(b)) if a != b => {
+                moved += 1;
+                details.push(format!("`{name}` {a} → {b}"));
+            }
+            _ => {}
+        }
+    }
+    let mut parts = fields(&[("archive", o.archive.clone(), n.archive.clone())]);
+    let mut counts = Vec::new();
+    for (k, what) in [(added, "added"), (removed, "removed"), (moved, "moved")] {
+        if k > 0 {
+            counts.push(format!("{k} {what}"));
+        }
+    }
+    if !counts.is_empty() {
+        parts.push(format!(
+            "{} of {} packages changed: {}",
+            added + removed + moved,
+            new.len(),
+            counts.join(", ")
+        ));
+    }
+    (parts.join(", "), details)
+}
+
+impl fmt::Display for LockDiff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return writeln!(f, "No pin changed.");
+        }
+        let added = self.count(|k| matches!(k, ChangeKind::Added(_)));
+        let removed = self.count(|k| matches!(k, ChangeKind::Removed(_)));
+        let moved = self.count(|k| matches!(k, ChangeKind::Moved { .. }));
+        let plural = if self.changes.len() == 1 {
+            "pin"
+        } else {
+            "pins"
+        };
+        writeln!(
+            f,
+            "{} {plural} changed: {added} added, {removed} removed, {moved} moved.",
+            self.changes.len()
+        )?;
+        for (title, which) in [("Added", 0), ("Removed", 1), ("Moved", 2)] {
+            let section: Vec<&Change> = self
+                .changes
+                .iter()
+                .filter(|c| match c.kind {
+                    ChangeKind::Added(_) => which == 0,
+                    ChangeKind::Removed(_) => which == 1,
+                    ChangeKind::Moved { .. } => which == 2,
+                })
+                .collect();
+            if section.is_empty() {
+                continue;
+            }
+            writeln!(f, "\n{title}:")?;
+            for c in section {
+                match &c.kind {
+                    ChangeKind::Added(s) | ChangeKind::Removed(s) => {
+                        writeln!(f, "- `{}` {s}", c.key)?
+                    }
+                    ChangeKind::Moved { summary, details } => {
+                        writeln!(f, "- `{}`: {summary}", c.key)?;
+                        for d in details {
+                            writeln!(f, "  - {d}")?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::{hex, sample};
+
+    #[test]
+    fn the_same_lockfile_has_no_change() {
+        let d = diff(&sample(), &sample());
+        assert!(d.is_empty());
+        assert_eq!(d.to_string(), "No pin changed.\n");
+    }
+
+    #[test]
+    fn renders_every_kind_of_change() {
+        let old = sample();
+        let mut new = sample();
+        new.source_date_epoch += 86_400;
+        new.archives[0].release_sha256 = hex('d');
+        new.archives[0].date = "Sat, 11 Jul 2026 10:16:37 UTC".into();
+        // hello moves; libc6 keeps its version but changes bytes.
+        new.packages[0].version = "2.10-3+b1".into();
+        new.packages[0].filename = "pool/main/h/hello/hello_2.10-3+b1_amd64.deb".into();
+        new.packages[0].sha256 = hex('e');
+        new.packages[1].sha256 = hex('f');
+        new.packages.push(PackagePin {
+            name: "curl".into(),
+            archive: "debian/bookworm".into(),
+            version: "7.88.1-10+deb12u14".into(),
+            architecture: "amd64".into(),
+            filename: "pool/main/c/curl/curl_7.88.1-10+deb12u14_amd64.deb".into(),
+            size: 315_000,
+            sha256: hex('1'),
+        });
+        new.images[0].packages = vec![
+            ("apt".into(), "2.6.1".into()),
+            ("curl".into(), "7.88.1-10+deb12u14".into()),
+            ("libc6".into(), "2.36-9+deb12u14".into()),
+            ("openssh-server".into(), "1:9.2p1-2+deb12u6".into()),
+        ];
+        new.tools.retain(|t| t.name != "ssh");
+        new.tools[1].version = "1:7.2+dfsg-7+deb12u19".into();
+        insta::assert_snapshot!(diff(&old, &new).to_string());
+    }
+
+    #[test]
+    fn one_change_reads_as_one_pin() {
+        let mut new = sample();
+        new.tools[0].version = "1.4.0".into();
+        insta::assert_snapshot!(diff(&sample(), &new).to_string(), @r"
+        1 pin changed: 0 added, 0 removed, 1 moved.
+
+        Moved:
+        - `tool:mmdebstrap`: 1.3.5 → 1.4.0
+        ");
+    }
+}

@@ -1,0 +1,368 @@
+//! The lockfile's model: every external input an environment depends on, pinned.
+//!
+//! Each pin has a stable key (`package:hello`, `archive:debian/bookworm`, …): `lock diff`
+//! reports by key and `envc lock --update KEY` re-resolves one pin, so keys never depend on
+//! a pin's content, only on its kind and name.
+
+/// The lockfile format's version; a lockfile of another version is refused with a message
+/// that says to regenerate it (or to upgrade envc, when the lockfile is newer).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Key of the scalar pins.
+pub const KEY_SOURCE_DATE_EPOCH: &str = "source_date_epoch";
+pub const KEY_STDLIB: &str = "stdlib";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lockfile {
+    pub version: u32,
+    /// The only clock image builds see (`SOURCE_DATE_EPOCH`), in seconds.
+    pub source_date_epoch: u64,
+    /// Hash (64 hex) of the standard library embedded in the envc that locked.
+    pub stdlib: String,
+    pub archives: Vec<ArchivePin>,
+    pub packages: Vec<PackagePin>,
+    pub images: Vec<ImagePin>,
+    pub tools: Vec<ToolPin>,
+}
+
+/// The state of one Debian archive (a mirror's suite) when it was locked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchivePin {
+    /// How packages and images refer to it: `debian/bookworm`.
+    pub name: String,
+    /// `http://deb.debian.org/debian`, without a trailing slash.
+    pub mirror: String,
+    pub suite: String,
+    pub architecture: String,
+    pub components: Vec<String>,
+    /// sha256 of `dists/SUITE/InRelease` as served (of `Release` on a mirror without
+    /// InRelease): what the package hashes are verified from.
+    pub release_sha256: String,
+    /// The Release file's `Date:` field, so a reader sees how old the pinned state is.
+    pub date: String,
+}
+
+/// One package an environment names, down to the bytes of its `.deb`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackagePin {
+    pub name: String,
+    /// The `name` of an [`ArchivePin`] of the same lockfile.
+    pub archive: String,
+    pub version: String,
+    pub architecture: String,
+    /// Path of the `.deb` under the mirror (`pool/main/h/hello/hello_2.10-3_amd64.deb`).
+    pub filename: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// The whole package set of an image, so that a changed dependency of a dependency shows up in
+/// review, not only in the built image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImagePin {
+    /// The image node's name.
+    pub name: String,
+    pub archive: String,
+    /// `(package, version)`, sorted by package name, one entry per package.
+    pub packages: Vec<(String, String)>,
+}
+
+/// A tool envc drives, as probed on the machine that locked (`qemu-system-x86_64`,
+/// `mmdebstrap`, `ssh`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolPin {
+    pub name: String,
+    pub version: String,
+}
+
+impl ArchivePin {
+    pub fn key(&self) -> String {
+        format!("archive:{}", self.name)
+    }
+
+    /// The conventional name of a Debian suite's pin: `debian/SUITE`.
+    pub fn default_name(suite: &str) -> String {
+        format!("debian/{suite}")
+    }
+}
+
+impl PackagePin {
+    pub fn key(&self) -> String {
+        format!("package:{}", self.name)
+    }
+}
+
+impl ImagePin {
+    pub fn key(&self) -> String {
+        format!("image:{}", self.name)
+    }
+}
+
+impl ToolPin {
+    pub fn key(&self) -> String {
+        format!("tool:{}", self.name)
+    }
+}
+
+impl Lockfile {
+    /// An empty lockfile of the current format.
+    pub fn new(source_date_epoch: u64, stdlib: impl Into<String>) -> Lockfile {
+        Lockfile {
+            version: FORMAT_VERSION,
+            source_date_epoch,
+            stdlib: stdlib.into(),
+            archives: Vec::new(),
+            packages: Vec::new(),
+            images: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// Sorts every list the way the text form writes it (pins by name, image sets by package
+    /// name, components as given: their order is the mirror's `sources.list` order and
+    /// does not change what is installed, but it is kept rather than guessed).
+    pub fn normalize(&mut self) {
+        self.archives.sort_by(|a, b| a.name.cmp(&b.name));
+        self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        self.images.sort_by(|a, b| a.name.cmp(&b.name));
+        for image in &mut self.images {
+            image.packages.sort();
+        }
+        self.tools.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Every key of this lockfile, sorted: what diff compares and what `--update` accepts.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys = vec![KEY_SOURCE_DATE_EPOCH.to_string(), KEY_STDLIB.to_string()];
+        keys.extend(self.archives.iter().map(ArchivePin::key));
+        keys.extend(self.packages.iter().map(PackagePin::key));
+        keys.extend(self.images.iter().map(ImagePin::key));
+        keys.extend(self.tools.iter().map(ToolPin::key));
+        keys.sort();
+        keys
+    }
+
+    pub fn archive(&self, name: &str) -> Option<&ArchivePin> {
+        self.archives.iter().find(|a| a.name == name)
+    }
+
+    pub fn package(&self, name: &str) -> Option<&PackagePin> {
+        self.packages.iter().find(|p| p.name == name)
+    }
+
+    pub fn image(&self, name: &str) -> Option<&ImagePin> {
+        self.images.iter().find(|i| i.name == name)
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolPin> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The pins a derivation uses, as the compiler's `pins` map wants them (key → a string
+    /// that changes whenever the pin does): a package pin's `version sha256`, an image's
+    /// archive state and package set, and so on. `None` for a key this lockfile lacks.
+    pub fn pin_value(&self, key: &str) -> Option<String> {
+        let (kind, name) = key.split_once(':').unwrap_or((key, ""));
+        match kind {
+            KEY_SOURCE_DATE_EPOCH => Some(self.source_date_epoch.to_string()),
+            KEY_STDLIB => Some(self.stdlib.clone()),
+            "archive" => self.archive(name).map(|a| {
+                format!(
+                    "{} {} {} {} {}",
+                    a.mirror,
+                    a.suite,
+                    a.architecture,
+                    a.components.join(","),
+                    a.release_sha256
+                )
+            }),
+            "package" => self
+                .package(name)
+                .map(|p| format!("{} {} {}", p.version, p.architecture, p.sha256)),
+            "image" => self.image(name).map(|i| {
+                let set: Vec<String> = i.packages.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                format!("{} {}", i.archive, set.join(" "))
+            }),
+            "tool" => self.tool(name).map(|t| t.version.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// `envc lock FILE --update KEY…`: the freshly resolved lockfile for the named pins, the old
+/// one for every other pin that both have. Pins that the environment added or dropped
+/// follow `fresh` (what the environment needs now).
+///
+/// Updating a package or an image also updates its archive pin: the archive pin records
+/// the archive state the newest pins were verified against. Other packages of that archive
+/// keep their pins, which hold by their `.deb` hashes.
+///
+/// A key in neither lockfile is an error, so that a typo does not silently update nothing.
+pub fn update(
+    old: &Lockfile,
+    fresh: &Lockfile,
+    keys: &[&str],
+) -> Result<Lockfile, crate::text::LockError> {
+    let known_old = old.keys();
+    let known_fresh = fresh.keys();
+    for key in keys {
+        if !known_old.iter().chain(&known_fresh).any(|k| k == key) {
+            return Err(crate::text::LockError {
+                message: format!("no pin `{key}` in the lockfile or the environment"),
+                line: None,
+                pin: Some(key.to_string()),
+                hint: "keys are package:NAME, image:NAME, archive:NAME, tool:NAME, \
+                       source_date_epoch and stdlib, as `envc lock diff` prints them"
+                    .into(),
+            });
+        }
+    }
+    let mut named: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    for p in &fresh.packages {
+        if named.contains(&p.key()) {
+            named.push(format!("archive:{}", p.archive));
+        }
+    }
+    for i in &fresh.images {
+        if named.contains(&i.key()) {
+            named.push(format!("archive:{}", i.archive));
+        }
+    }
+    let keep = |key: &str| !named.iter().any(|n| n == key);
+    let mut out = fresh.clone();
+    if keep(KEY_SOURCE_DATE_EPOCH) {
+        out.source_date_epoch = old.source_date_epoch;
+    }
+    if keep(KEY_STDLIB) {
+        out.stdlib = old.stdlib.clone();
+    }
+    fn keep_old<T: Clone>(
+        list: &mut [T],
+        key: impl Fn(&T) -> String,
+        old: &[T],
+        keep: &dyn Fn(&str) -> bool,
+    ) {
+        for item in list.iter_mut() {
+            let k = key(item);
+            if keep(&k) {
+                if let Some(o) = old.iter().find(|o| key(o) == k) {
+                    *item = o.clone();
+                }
+            }
+        }
+    }
+    keep_old(&mut out.archives, ArchivePin::key, &old.archives, &keep);
+    keep_old(&mut out.packages, PackagePin::key, &old.packages, &keep);
+    keep_old(&mut out.images, ImagePin::key, &old.images, &keep);
+    keep_old(&mut out.tools, ToolPin::key, &old.tools, &keep);
+    out.normalize();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::sample;
+
+    #[test]
+    fn keys_name_every_pin() {
+        let keys = sample().keys();
+        assert_eq!(
+            keys,
+            [
+                "archive:debian/bookworm",
+                "image:debian-12",
+                "package:hello",
+                "package:libc6",
+                "source_date_epoch",
+                "stdlib",
+                "tool:mmdebstrap",
+                "tool:qemu-system-x86_64",
+                "tool:ssh",
+            ]
+        );
+    }
+
+    /// `update(old, fresh, keys)` rendered as the keys whose pin came from `fresh`.
+    fn check(keys: &[&str], expected: &str) {
+        let old = sample();
+        let mut fresh = sample();
+        fresh.source_date_epoch += 1;
+        fresh.archives[0].release_sha256 = "d".repeat(64);
+        fresh.packages[0].version = "2.10-4".into();
+        fresh.packages[1].version = "2.36-9+deb12u14".into();
+        fresh.images[0].packages[0].1 = "2.6.2".into();
+        fresh.tools[2].version = "9.3".into();
+        let got = match update(&old, &fresh, keys) {
+            Ok(lock) => {
+                let mut from_fresh: Vec<String> = lock
+                    .keys()
+                    .into_iter()
+                    .filter(|k| lock.pin_value(k) != old.pin_value(k))
+                    .collect();
+                from_fresh.sort();
+                from_fresh.join(" ")
+            }
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(got, expected, "{keys:?}");
+    }
+
+    #[test]
+    fn update_takes_the_named_pins_and_keeps_the_rest() {
+        check(&[], "");
+        check(&["tool:ssh"], "tool:ssh");
+        check(&["source_date_epoch"], "source_date_epoch");
+        // A package brings its archive's state along.
+        check(&["package:hello"], "archive:debian/bookworm package:hello");
+        check(
+            &["image:debian-12"],
+            "archive:debian/bookworm image:debian-12",
+        );
+        check(&["archive:debian/bookworm"], "archive:debian/bookworm");
+        check(
+            &["package:helo"],
+            "package:helo: no pin `package:helo` in the lockfile or the environment\n  \
+             hint: keys are package:NAME, image:NAME, archive:NAME, tool:NAME, source_date_epoch \
+             and stdlib, as `envc lock diff` prints them",
+        );
+    }
+
+    #[test]
+    fn update_follows_the_environment_for_added_and_dropped_pins() {
+        let old = sample();
+        let mut fresh = sample();
+        fresh.packages.remove(0);
+        fresh.tools.push(ToolPin {
+            name: "new-tool".into(),
+            version: "1".into(),
+        });
+        let lock = update(&old, &fresh, &[]).unwrap();
+        assert!(lock.package("hello").is_none());
+        assert!(lock.tool("new-tool").is_some());
+    }
+
+    #[test]
+    fn pin_values_change_with_their_pin() {
+        let lock = sample();
+        let mut moved = lock.clone();
+        moved.packages[0].sha256 = "f".repeat(64);
+        assert_ne!(
+            lock.pin_value("package:hello"),
+            moved.pin_value("package:hello")
+        );
+        assert_eq!(
+            lock.pin_value("package:libc6"),
+            moved.pin_value("package:libc6")
+        );
+        assert_eq!(lock.pin_value("package:nope"), None);
+        assert_eq!(
+            lock.pin_value("source_date_epoch").as_deref(),
+            Some("1700000000")
+        );
+        assert_eq!(
+            lock.pin_value("tool:ssh").as_deref(),
+            Some("9.2p1 Debian-2+deb12u6")
+        );
+    }
+}

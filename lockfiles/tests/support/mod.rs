@@ -1,0 +1,197 @@
+//! A tiny Debian archive the tests build themselves, served over loopback, so that version
+//! moves and hash failures are tested deterministically.
+//!
+//! Layout, as a mirror has it: `debian/dists/SUITE/{Release,InRelease}`,
+//! `debian/dists/SUITE/main/binary-amd64/Packages{,.gz}`, `debian/pool/main/…/*.deb` (the
+//! "debs" are a few bytes of text: only their hashes matter here).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+
+use envc_lockfiles::fetch::sha256_hex;
+use flate2::write::GzEncoder;
+
+/// One package of the tiny archive.
+#[derive(Clone)]
+pub struct Pkg {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub fields: &'static str,
+}
+
+pub const fn pkg(name: &'static str, version: &'static str, fields: &'static str) -> Pkg {
+    Pkg {
+        name,
+        version,
+        fields,
+    }
+}
+
+pub struct TinyArchive {
+    pub dir: tempfile::TempDir,
+    pub suite: &'static str,
+    /// `http://127.0.0.1:PORT/debian`
+    pub mirror: String,
+}
+
+impl TinyArchive {
+    /// An empty archive directory, served.
+    pub fn new(suite: &'static str) -> TinyArchive {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mirror = format!("{}/debian", serve(dir.path().to_path_buf()));
+        TinyArchive { dir, suite, mirror }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("debian")
+    }
+
+    pub fn dists(&self) -> PathBuf {
+        self.root().join("dists").join(self.suite)
+    }
+
+    /// (Re)writes the archive with these packages: pool files, Packages, Packages.gz, and a
+    /// Release listing their hashes and sizes (and an InRelease with a clear-sign armour
+    /// around it when `signed`; the signature is not a real one).
+    pub fn write(&self, packages: &[Pkg], date: &str, signed: bool) {
+        // A mirror keeps only the current versions' files.
+        let _ = std::fs::remove_dir_all(self.root().join("pool"));
+        let mut index = String::new();
+        for p in packages {
+            let filename = format!(
+                "pool/main/{}/{}/{}_{}_amd64.deb",
+                &p.name[..1],
+                p.name,
+                p.name,
+                // Pool file names leave the epoch out, as Debian's do.
+                p.version.split_once(':').map_or(p.version, |(_, v)| v)
+            );
+            let content = format!("not really a deb: {} {}\n", p.name, p.version);
+            write(&self.root().join(&filename), content.as_bytes());
+            index.push_str(&format!(
+                "Package: {}\nVersion: {}\nArchitecture: amd64\nMaintainer: Test <t@example.org>\n\
+                 Filename: {filename}\nSize: {}\nSHA256: {}\nDescription: {}\n",
+                p.name,
+                p.version,
+                content.len(),
+                sha256_hex(content.as_bytes()),
+                p.name
+            ));
+            for f in p.fields.split(';').map(str::trim).filter(|f| !f.is_empty()) {
+                index.push_str(f);
+                index.push('\n');
+            }
+            index.push('\n');
+        }
+        let bin = self.dists().join("main/binary-amd64");
+        write(&bin.join("Packages"), index.as_bytes());
+        let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(index.as_bytes()).unwrap();
+        let gz = gz.finish().unwrap();
+        write(&bin.join("Packages.gz"), &gz);
+
+        let mut release = format!(
+            "Origin: Test\nLabel: Test\nSuite: stable\nCodename: {}\nDate: {date}\n\
+             Architectures: amd64\nComponents: main\nDescription: a tiny archive\nSHA256:\n",
+            self.suite
+        );
+        for (path, bytes) in [
+            ("main/binary-amd64/Packages", index.as_bytes()),
+            ("main/binary-amd64/Packages.gz", gz.as_slice()),
+        ] {
+            release.push_str(&format!(
+                " {} {:>8} {path}\n",
+                sha256_hex(bytes),
+                bytes.len()
+            ));
+        }
+        write(&self.dists().join("Release"), release.as_bytes());
+        let inrelease = self.dists().join("InRelease");
+        if signed {
+            let armoured = format!(
+                "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\n{release}\
+                 -----BEGIN PGP SIGNATURE-----\n\nnot a signature\n-----END PGP SIGNATURE-----\n"
+            );
+            write(&inrelease, armoured.as_bytes());
+        } else {
+            let _ = std::fs::remove_file(inrelease);
+        }
+    }
+
+    /// Replaces a file without updating the Release: a mirror caught mid-update.
+    pub fn overwrite(&self, path_under_mirror: &str, content: &[u8]) {
+        write(&self.root().join(path_under_mirror), content);
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Serves a directory over HTTP/1.1 on 127.0.0.1 (a free port), GET only, one thread per
+/// connection, `Connection: close`. Returns `http://127.0.0.1:PORT`. The server lives as long
+/// as the test process; it only answers, so it does nothing once the tests stop asking.
+pub fn serve(root: PathBuf) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let _ = answer(stream, &root);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn answer(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    // Headers, up to the blank line.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+    }
+    let mut parts = request.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let rel = path.trim_start_matches('/');
+    let file = (method == "GET" && !rel.split('/').any(|s| s == ".." || s.is_empty()))
+        .then(|| root.join(rel))
+        .filter(|p| p.is_file());
+    match file.and_then(|p| std::fs::read(p).ok()) {
+        Some(body) => {
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )?;
+            stream.write_all(&body)?;
+        }
+        None => {
+            let body = b"not found\n";
+            write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )?;
+            stream.write_all(body)?;
+        }
+    }
+    stream.flush()
+}
+
+/// A URL on which nothing listens: a port bound, then released.
+pub fn closed_port_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}/debian")
+}
