@@ -52,8 +52,16 @@ fn pipeline(c: &mut Criterion) {
     let (checked, errors) = check::check(&program);
     assert!(errors.is_empty(), "generated project does not check");
     let params = BTreeMap::new();
-    let (evaluated, errors) =
-        Evaluator::new(&program, &checked, &loader, &params, Limits::default()).run();
+    let pins = BTreeMap::new();
+    let (evaluated, errors) = Evaluator::new(
+        &program,
+        &checked,
+        &loader,
+        &params,
+        &pins,
+        Limits::default(),
+    )
+    .run();
     assert!(errors.is_empty(), "generated project does not evaluate");
     let g = graph::lower(&evaluated).unwrap_or_else(|_| panic!("generated project does not lower"));
     assert_eq!(g.order.len(), nodes, "node count");
@@ -83,6 +91,7 @@ fn pipeline(c: &mut Criterion) {
                 &checked,
                 &loader,
                 &params,
+                &pins,
                 Limits::default(),
             )
             .run()

@@ -228,6 +228,6 @@ pub fn node_json(n: &Node) -> serde_json::Value {
         "target": n.target.as_ref().map(|t| t.id.hex()),
         "attrs": value_json(&Value::Record(Rc::new(n.attrs.clone()))),
         "inputs": n.inputs.iter().map(|i| i.id.hex()).collect::<Vec<_>>(),
-        "pins": {},
+        "pins": n.pins.iter().map(|(k, v)| (k.to_string(), serde_json::json!(&**v))).collect::<serde_json::Map<_, _>>(),
     })
 }

@@ -73,6 +73,7 @@ pub struct Evaluator<'p> {
     checked: &'p Checked,
     loader: &'p dyn SourceLoader,
     params: &'p BTreeMap<String, (FileId, Expr)>,
+    pins: &'p BTreeMap<String, String>,
     pub(crate) limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
@@ -91,6 +92,7 @@ impl<'p> Evaluator<'p> {
         checked: &'p Checked,
         loader: &'p dyn SourceLoader,
         params: &'p BTreeMap<String, (FileId, Expr)>,
+        pins: &'p BTreeMap<String, String>,
         limits: Limits,
     ) -> Evaluator<'p> {
         Evaluator {
@@ -98,6 +100,7 @@ impl<'p> Evaluator<'p> {
             checked,
             loader,
             params,
+            pins,
             limits,
             slots: HashMap::new(),
             forcing: Vec::new(),
@@ -1403,7 +1406,13 @@ impl<'p> Evaluator<'p> {
                 self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
             );
         }
-        let pins = BTreeMap::new();
+        let pins: BTreeMap<Rc<str>, Rc<str>> = pin_keys(kind, &name)
+            .into_iter()
+            .filter_map(|k| {
+                let v = self.pins.get(&k)?;
+                Some((Rc::from(k.as_str()), Rc::from(v.as_str())))
+            })
+            .collect();
         let d = DerivationRef {
             kind: kind.name(),
             name: &name,
@@ -1432,6 +1441,7 @@ impl<'p> Evaluator<'p> {
             target,
             attrs,
             inputs,
+            pins,
             file,
             span,
         })))
@@ -1563,4 +1573,14 @@ fn not_literal(e: &Expr, file: FileId) -> Stop {
             .label(file, e.span, "not a literal")
             .help("give a number, size, mode, bool, \"string\", [list] or { record }; a bare word is taken as a string for str parameters"),
     ))
+}
+
+/// The lockfile keys a node of `kind` named `name` uses: a package its version and hash,
+/// an image its package set and the time its files carry.
+fn pin_keys(kind: NodeKind, name: &str) -> Vec<String> {
+    match kind {
+        NodeKind::Package => vec![format!("package:{name}")],
+        NodeKind::Image => vec![format!("image:{name}"), "source_date_epoch".to_string()],
+        _ => Vec::new(),
+    }
 }

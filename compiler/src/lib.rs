@@ -35,6 +35,9 @@ pub use source::{LoadError, MemoryLoader, SourceLoader, SourceMap};
 pub struct CompileOptions {
     /// `--set name=value`, as given on the command line.
     pub params: BTreeMap<String, String>,
+    /// Lockfile pins by key (`package:hello` → its value): each node carries, and is
+    /// identified by, the pins it uses.
+    pub pins: BTreeMap<String, String>,
     pub limits: Limits,
 }
 
@@ -67,7 +70,8 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
         };
     }
     let limits = Limits { ..options.limits };
-    let evaluator = eval::Evaluator::new(&program, &checked, loader, &params, limits);
+    let evaluator =
+        eval::Evaluator::new(&program, &checked, loader, &params, &options.pins, limits);
     let (evaluated, eval_errors) = evaluator.run();
     diagnostics.extend(eval_errors);
     let graph = if diagnostics.is_empty() {

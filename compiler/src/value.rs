@@ -105,6 +105,9 @@ pub struct Node {
     /// Nodes this one depends on: its target, nodes named in its attributes, and the
     /// producers of deferred values it uses. Sorted by id, no duplicates.
     pub inputs: Vec<Rc<Node>>,
+    /// The lockfile pins this node uses (`package:hello` → its version and hash), part of
+    /// its id: a moved pin changes exactly the nodes that use it and what depends on them.
+    pub pins: BTreeMap<Rc<str>, Rc<str>>,
     pub file: FileId,
     pub span: Span,
 }
