@@ -19,6 +19,44 @@ pub const BUILDER: &str = include_str!("image.sh");
 /// enters the resolved hash either way.
 pub const SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
 
+/// What every image has besides its own packages: systemd, sshd, the cloud kernel (it
+/// boots without an initramfs), the tools the guest setup uses; dbus, without which
+/// systemd-logind fails at boot.
+pub const BASE_PACKAGES: &[&str] = &[
+    "openssh-server",
+    "systemd-sysv",
+    "udev",
+    "kmod",
+    "iproute2",
+    "e2fsprogs",
+    "dbus",
+    "linux-image-cloud-amd64",
+];
+
+/// Identifies how images are built: the script and the base package list. A new builder
+/// makes new images.
+pub fn builder_hash() -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(BUILDER.as_bytes());
+    for p in BASE_PACKAGES {
+        h.update(b"\0");
+        h.update(p.as_bytes());
+    }
+    format!("blake3:{}", &h.finalize().to_hex()[..16])
+}
+
+/// What the lockfile resolves an image's package set from: what the build is asked to
+/// install, plus `usr-is-merged`, which mmdebstrap's merged-usr hook provides (without it,
+/// resolution would pick `usrmerge` and perl, which a build does not install).
+pub fn lock_includes(packages: &[String]) -> Vec<String> {
+    let mut all: Vec<String> = BASE_PACKAGES.iter().map(|p| p.to_string()).collect();
+    all.extend(packages.iter().cloned());
+    all.push("usr-is-merged".into());
+    all.sort();
+    all.dedup();
+    all
+}
+
 /// An image build bounded in time: a stuck mirror fails the node instead of hanging the run.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -31,6 +69,10 @@ pub struct ImageSpec {
     pub packages: Vec<String>,
     /// Absolute path in the image → content.
     pub files: BTreeMap<String, String>,
+    pub source_date_epoch: u64,
+    /// The package set the lockfile pins (`name=version`), when locked: a build that
+    /// installs anything else fails, naming what moved.
+    pub expected: Option<Vec<String>>,
 }
 
 /// The image's outputs, as facts: store object ids, and what is worth showing.
@@ -145,10 +187,17 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
         .arg(&out)
         .arg(&spec.suite)
         .arg(&mirror)
-        .arg(spec.packages.join(","))
+        .arg(
+            BASE_PACKAGES
+                .iter()
+                .map(|p| p.to_string())
+                .chain(spec.packages.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(","),
+        )
         .arg(&cache)
         .arg(&files)
-        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH.to_string())
+        .env("SOURCE_DATE_EPOCH", spec.source_date_epoch.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -190,6 +239,16 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
             tail.join("\n")
         ));
     }
+    if let Some(expected) = &spec.expected {
+        let built = std::fs::read_to_string(out.join("packages.txt")).map_err(|e| {
+            format!(
+                "image `{}`: the build wrote no packages.txt: {e}",
+                spec.name
+            )
+        })?;
+        let built: Vec<String> = built.lines().map(str::to_string).collect();
+        check_package_set(&spec.name, expected, &built)?;
+    }
     let put = |name: &str| -> Result<String, String> {
         let path = out.join(name);
         store
@@ -215,9 +274,69 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
     ]))
 }
 
+/// The archive moved under the lock: say which pins no longer hold, instead of storing an
+/// image that silently differs from the locked one.
+fn check_package_set(image: &str, expected: &[String], built: &[String]) -> Result<(), String> {
+    let split = |s: &String| -> (String, String) {
+        let (n, v) = s.split_once('=').unwrap_or((s, ""));
+        (n.to_string(), v.to_string())
+    };
+    let want: BTreeMap<String, String> = expected.iter().map(split).collect();
+    let got: BTreeMap<String, String> = built.iter().map(split).collect();
+    let mut lines = Vec::new();
+    for (name, v) in &want {
+        match got.get(name) {
+            Some(g) if g == v => {}
+            Some(g) => lines.push(format!("  {name}: locked {v}, the archive gave {g}")),
+            None => lines.push(format!("  {name}: locked {v}, not installed")),
+        }
+    }
+    for (name, g) in &got {
+        if !want.contains_key(name) {
+            lines.push(format!("  {name}: not in the lock, the archive gave {g}"));
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "image `{image}` no longer matches its pin `image:{image}`: the archive changed under \
+         the lock\n{}\n  hint: review the move with `envc lock FILE --update image:{image}` and \
+         `envc lock diff`, or build from a mirror that still serves the locked versions",
+        lines.join("\n")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::first_debian_uri;
+
+    #[test]
+    fn a_moved_archive_names_every_pin_that_no_longer_holds() {
+        let s = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let lock = s(&[
+            "bash=5.2.15-2+b7",
+            "libc6=2.36-9+deb12u10",
+            "zlib1g=1:1.2.13",
+        ]);
+        assert!(super::check_package_set("i", &lock, &lock).is_ok());
+        let err = super::check_package_set(
+            "i",
+            &lock,
+            &s(&["bash=5.2.15-2+b7", "libc6=2.36-9+deb12u13", "tzdata=2025b"]),
+        )
+        .unwrap_err();
+        for part in [
+            "pin `image:i`",
+            "libc6: locked 2.36-9+deb12u10, the archive gave 2.36-9+deb12u13",
+            "zlib1g: locked 1:1.2.13, not installed",
+            "tzdata: not in the lock, the archive gave 2025b",
+            "--update image:i",
+        ] {
+            assert!(err.contains(part), "{part}: {err}");
+        }
+        assert!(!err.contains("bash"), "{err}");
+    }
 
     #[test]
     fn finds_the_debian_mirror_in_either_format() {

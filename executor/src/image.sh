@@ -67,11 +67,10 @@ for p in "${items[@]}"; do
         die "bad package name in PACKAGES: '$p'"
     EXTRA+=("$p")
 done
-# dbus: without it systemd-logind fails at boot (and hostnamectl or
-# networkctl do not work).
-BASE_PACKAGES=(openssh-server systemd-sysv udev kmod iproute2 e2fsprogs dbus
-    linux-image-cloud-amd64)
-INCLUDE=$(IFS=,; echo "${BASE_PACKAGES[*]}${EXTRA[*]:+,${EXTRA[*]}}")
+# The caller passes the whole list, the base every image has included
+# (image.rs, BASE_PACKAGES: the lockfile resolves the same list).
+[ ${#EXTRA[@]} -gt 0 ] || die "PACKAGES is empty: give at least the base packages"
+INCLUDE=$(IFS=,; echo "${EXTRA[*]}")
 
 mkdir -p "$OUT_DIR" "$CACHE_DIR" || die "cannot create OUT_DIR or CACHE_DIR"
 OUT_DIR=$(realpath "$OUT_DIR")

@@ -351,9 +351,15 @@ pub fn resolve<'a>(
             Payload::File(f)
         }
         NodeKind::Package => {
+            // The source's version, else the lockfile's (its first word).
+            let pinned = node
+                .pins
+                .get(&format!("package:{}", node.name))
+                .and_then(|v| v.split_whitespace().next())
+                .map(str::to_string);
             let version = match attrs.get("version") {
                 Some(Val::Str(v)) if !v.is_empty() => Some(v.clone()),
-                _ => None,
+                _ => pinned,
             };
             put(&mut hashed, &mut shown, "version", json!(version));
             Payload::Package(PackageSpec {
@@ -442,11 +448,23 @@ pub fn resolve<'a>(
                     .collect(),
                 _ => BTreeMap::new(),
             };
+            // The lockfile's package set (after the archive's name) and clock, when locked.
+            let expected = node
+                .pins
+                .get(&format!("image:{}", node.name))
+                .map(|v| v.split_whitespace().skip(1).map(str::to_string).collect());
+            let source_date_epoch = node
+                .pins
+                .get("source_date_epoch")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(crate::image::SOURCE_DATE_EPOCH);
             let img = ImageSpec {
                 name: node.name.clone(),
                 suite: s("suite"),
                 packages,
                 files,
+                source_date_epoch,
+                expected,
             };
             put(&mut hashed, &mut shown, "suite", json!(img.suite));
             put(&mut hashed, &mut shown, "packages", json!(img.packages));
@@ -456,16 +474,13 @@ pub fn resolve<'a>(
                 &mut hashed,
                 &mut shown,
                 "builder",
-                json!(format!(
-                    "blake3:{}",
-                    &blake3::hash(crate::image::BUILDER.as_bytes()).to_hex()[..16]
-                )),
+                json!(crate::image::builder_hash()),
             );
             put(
                 &mut hashed,
                 &mut shown,
                 "source_date_epoch",
-                json!(crate::image::SOURCE_DATE_EPOCH),
+                json!(img.source_date_epoch),
             );
             Payload::Image(img)
         }
@@ -476,6 +491,12 @@ pub fn resolve<'a>(
             )))
         }
     };
+    if !node.pins.is_empty() {
+        // Pins are inputs: a moved pin is a change, shown per pin.
+        for (k, v) in &node.pins {
+            put(&mut hashed, &mut shown, &format!("pin {k}"), json!(v));
+        }
+    }
     let canonical = Json::Object(hashed.into_iter().collect());
     let mut h = blake3::Hasher::new();
     h.update(b"envc-resolved\0");

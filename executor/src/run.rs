@@ -41,6 +41,8 @@ pub struct BuildOptions {
     pub command: String,
     /// What probes found different from the records (`--refresh`).
     pub drift: BTreeMap<String, DriftFacts>,
+    /// blake3 of the lockfile this run used.
+    pub lock_hash: Option<String>,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -659,7 +661,7 @@ impl<'s> Scheduler<'s> {
             env: env.lock.env().to_string(),
             command: self.opts.command.clone(),
             graph_hash: spec.graph_hash.clone(),
-            lock_hash: None,
+            lock_hash: self.opts.lock_hash.clone(),
             started_unix,
             finished_unix: now_unix(),
             result: result.into(),

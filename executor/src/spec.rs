@@ -44,6 +44,8 @@ pub struct NodeSpec {
     /// Every attribute but the name and the target.
     pub attrs: BTreeMap<String, Val>,
     pub inputs: Vec<usize>,
+    /// Lockfile pins the node uses: key → value (see `envc_lockfiles::Lockfile::pin_value`).
+    pub pins: BTreeMap<String, String>,
     /// `target/kind:name`, or `kind:name` for nodes without a target: how the state finds
     /// what this node manages from one run to the next.
     pub key: String,
@@ -107,6 +109,11 @@ impl Spec {
                     .map(|(k, v)| (k.to_string(), convert(v, &index)))
                     .collect(),
                 inputs: n.inputs.iter().map(|i| index[&i.id]).collect(),
+                pins: n
+                    .pins
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
             });
         }
