@@ -43,6 +43,28 @@ enum GraphFormat {
     Dot,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum PlanFormat {
+    Text,
+    Json,
+    /// A table fit for a pull-request comment.
+    Markdown,
+}
+
+#[derive(Subcommand)]
+enum LockCommand {
+    /// What changed between two lockfiles: pins added, removed and moved.
+    Diff {
+        /// The old lockfile: a path, or a git revision as `REV:PATH` (`main:prod.lock`).
+        old: String,
+        /// The new lockfile, the same way.
+        new: String,
+        /// Also list the nodes of this environment whose ids change.
+        #[arg(long, value_name = "FILE")]
+        env: Option<PathBuf>,
+    },
+}
+
 #[derive(clap::Args)]
 struct Params {
     /// Set a `param` of the environment: `--set replicas=5`.
@@ -84,9 +106,11 @@ enum Command {
     /// Show what `build` would do: create, update, delete or leave each node, and why.
     Plan {
         file: PathBuf,
-        /// One JSON object per node, then a summary object.
+        /// One JSON object per node, then a summary object (`--format json`).
         #[arg(long)]
         json: bool,
+        #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
+        format: PlanFormat,
         /// Probe the targets first: drift shows as updates.
         #[arg(long)]
         refresh: bool,
@@ -113,10 +137,31 @@ enum Command {
         /// One JSON object per node as it finishes, then a summary object.
         #[arg(long)]
         json: bool,
+        /// Refuse to build unless the lockfile covers the environment and the tools here
+        /// are the locked ones. The default when `CI` is set; `--locked=false` overrides.
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+        locked: Option<bool>,
         #[command(flatten)]
         params: Params,
         #[command(flatten)]
         target: TargetArgs,
+    },
+    /// Pin every external input of FILE in its lockfile (`prod.env` → `prod.lock`):
+    /// Debian archive state, packages with their hashes, image package sets, tools.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Lock {
+        #[command(subcommand)]
+        command: Option<LockCommand>,
+        #[arg(required = true)]
+        file: Option<PathBuf>,
+        /// Change nothing: exit 3 when the lockfile does not cover the environment.
+        #[arg(long)]
+        check: bool,
+        /// Move only these pins (`package:hello`, `image:debian-12`, `source_date_epoch`).
+        #[arg(long, value_name = "KEY")]
+        update: Vec<String>,
+        #[command(flatten)]
+        params: Params,
     },
     /// Explain one node: its resolved inputs, its record, and what build would do.
     Why {
@@ -197,7 +242,9 @@ fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Check { file, params } => {
-            let (compiled, renderer_prefix) = compile_file(&file, &params);
+            let Some((compiled, renderer_prefix)) = compile_file(&file, &params, true) else {
+                return ExitCode::from(1);
+            };
             let Some(graph) = report(&compiled, &renderer_prefix, color, &file) else {
                 return ExitCode::from(1);
             };
@@ -214,7 +261,9 @@ fn run(cli: Cli) -> ExitCode {
             format,
             params,
         } => {
-            let (compiled, prefix) = compile_file(&file, &params);
+            let Some((compiled, prefix)) = compile_file(&file, &params, true) else {
+                return ExitCode::from(1);
+            };
             let Some(graph) = report(&compiled, &prefix, color, &file) else {
                 return ExitCode::from(1);
             };
@@ -226,7 +275,9 @@ fn run(cli: Cli) -> ExitCode {
             write_stdout(&out)
         }
         Command::Show { file, node, params } => {
-            let (compiled, prefix) = compile_file(&file, &params);
+            let Some((compiled, prefix)) = compile_file(&file, &params, true) else {
+                return ExitCode::from(1);
+            };
             let Some(graph) = report(&compiled, &prefix, color, &file) else {
                 return ExitCode::from(1);
             };
@@ -254,6 +305,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Plan {
             file,
             json,
+            format,
             refresh,
             params,
             target,
@@ -268,7 +320,14 @@ fn run(cli: Cli) -> ExitCode {
             let refresh = refresh.then_some(&target);
             match deploy::compute_plan(&spec, &loader, &store, &deploy::env_name(&file), refresh) {
                 Ok((p, _)) => {
-                    let _ = write_stdout(&deploy::print_plan(&spec, &p, json));
+                    let text = match (json, format) {
+                        (true, _) | (_, PlanFormat::Json) => deploy::print_plan(&spec, &p, true),
+                        (_, PlanFormat::Markdown) => {
+                            deploy::plan_markdown(&spec, &p, &deploy::env_name(&file))
+                        }
+                        (_, PlanFormat::Text) => deploy::print_plan(&spec, &p, false),
+                    };
+                    let _ = write_stdout(&text);
                     // A node that cannot be built makes the plan fail, as the build would.
                     let broken = p.nodes.iter().any(|n| {
                         matches!(
@@ -293,12 +352,30 @@ fn run(cli: Cli) -> ExitCode {
             refresh,
             wait,
             json,
+            locked,
             params,
             target,
         } => {
             let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
+            let lock = match crate::lock::read_lock(&file) {
+                Ok(l) => l,
+                Err(e) => return fail(&e),
+            };
+            if locked.unwrap_or_else(in_ci) {
+                let problems = crate::lock::locked_problems(lock.as_ref(), &spec, &file);
+                if !problems.is_empty() {
+                    for p in &problems {
+                        eprintln!("error: {p}");
+                    }
+                    eprintln!(
+                        "error: a locked build refuses to start (`--locked`{}); nothing was changed",
+                        if locked.is_none() { ", the default when CI is set" } else { "" }
+                    );
+                    return ExitCode::from(deploy::exit::INPUT);
+                }
+            }
             let args = deploy::BuildArgs {
                 jobs,
                 keep_going,
@@ -307,8 +384,50 @@ fn run(cli: Cli) -> ExitCode {
                 json,
                 command: "build",
                 target: &target,
+                lock_hash: lock_hash(&file),
             };
             ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
+        }
+        Command::Lock {
+            command: Some(LockCommand::Diff { old, new, env }),
+            ..
+        } => {
+            let ids = |pins: &BTreeMap<String, String>| -> Option<BTreeMap<String, String>> {
+                let file = env.as_ref()?;
+                let (dir, name) = split_root(file);
+                let options = CompileOptions {
+                    pins: pins.clone(),
+                    ..Default::default()
+                };
+                let compiled = compile(&name, &FsLoader::new(&dir), &options);
+                let prefix = String::new();
+                let graph = report(&compiled, &prefix, color, file)?;
+                let spec = envc_executor::spec::Spec::from_graph(graph);
+                Some(spec.nodes.into_iter().map(|n| (n.key, n.id)).collect())
+            };
+            let ids: Option<crate::lock::NodeIds> = if env.is_some() { Some(&ids) } else { None };
+            ExitCode::from(deploy::finish(crate::lock::lock_diff(&old, &new, ids)))
+        }
+        Command::Lock {
+            command: None,
+            file,
+            check,
+            update,
+            params,
+        } => {
+            let Some(file) = file else {
+                return fail("give the environment file: `envc lock prod.env`");
+            };
+            let Some((compiled, prefix)) = compile_file(&file, &params, false) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            let Some(graph) = report(&compiled, &prefix, color, &file) else {
+                return ExitCode::from(deploy::exit::INPUT);
+            };
+            let spec = envc_executor::spec::Spec::from_graph(graph);
+            ExitCode::from(deploy::finish(crate::lock::lock(
+                &file, &spec, check, &update,
+            )))
         }
         Command::Why {
             file,
@@ -399,6 +518,7 @@ fn run(cli: Cli) -> ExitCode {
                 json,
                 command: "destroy",
                 target: &target,
+                lock_hash: None,
             };
             ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
         }
@@ -407,6 +527,17 @@ fn run(cli: Cli) -> ExitCode {
             ExitCode::from(deploy::finish(deploy::output(&file, json)))
         }
     }
+}
+
+/// Whether this runs in CI (`CI` set, and not to `false` or `0`): builds are locked then.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// blake3 of the lockfile's bytes, for the run record.
+fn lock_hash(file: &Path) -> Option<String> {
+    let bytes = std::fs::read(envc_lockfiles::lock_path(file)).ok()?;
+    Some(blake3::hash(&bytes).to_hex().to_string())
 }
 
 fn fail(msg: &str) -> ExitCode {
@@ -419,7 +550,7 @@ fn compile_spec(
     params: &Params,
     color: bool,
 ) -> Option<(envc_executor::spec::Spec, FsLoader, Compiled)> {
-    let (compiled, prefix) = compile_file(file, params);
+    let (compiled, prefix) = compile_file(file, params, true)?;
     let spec = envc_executor::spec::Spec::from_graph(report(&compiled, &prefix, color, file)?);
     let (dir, _) = split_root(file);
     Some((spec, FsLoader::new(&dir), compiled))
@@ -436,18 +567,33 @@ fn write_stdout(s: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn compile_file(file: &Path, params: &Params) -> (Compiled, String) {
+/// Compiles FILE, with the pins of the lockfile beside it when `with_lock` (every command
+/// but `envc lock`, which must work when the lockfile is missing or broken). A broken
+/// lockfile is reported and gives `None`.
+fn compile_file(file: &Path, params: &Params, with_lock: bool) -> Option<(Compiled, String)> {
+    let pins = if with_lock {
+        match crate::lock::read_lock(file) {
+            Ok(lock) => lock.as_ref().map(crate::lock::pins_of).unwrap_or_default(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return None;
+            }
+        }
+    } else {
+        BTreeMap::new()
+    };
     let (dir, name) = split_root(file);
     let loader = FsLoader::new(&dir);
     let options = CompileOptions {
         params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
+        pins,
         ..Default::default()
     };
     let prefix = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => format!("{}/", p.display()),
         _ => String::new(),
     };
-    (compile(&name, &loader, &options), prefix)
+    Some((compile(&name, &loader, &options), prefix))
 }
 
 /// Prints the diagnostics; the graph when there were none.

@@ -240,6 +240,52 @@ pub fn print_plan(spec: &Spec, p: &Plan, json_out: bool) -> String {
     out
 }
 
+/// `envc plan --format markdown`: the changes as a table for a pull-request comment, the
+/// unchanged nodes only counted. Table cells escape `|` and keep to one line.
+pub fn plan_markdown(spec: &Spec, p: &Plan, env: &str) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let c = p.counts();
+    let count = |a: Action| c.get(&a).copied().unwrap_or(0);
+    let mut out = format!(
+        "### envc plan: `{env}`\n\n**{} to create, {} to update, {} to replace, {} to delete**, {} unchanged\n",
+        count(Action::Create),
+        count(Action::Update),
+        count(Action::Replace),
+        count(Action::Delete),
+        count(Action::Unchanged)
+    );
+    if !p.has_changes() {
+        out.push_str("\nNo changes.\n");
+        return out;
+    }
+    out.push_str("\n| action | node | why |\n|---|---|---|\n");
+    for n in &p.nodes {
+        let a = &n.assessment;
+        if a.action == Action::Unchanged {
+            continue;
+        }
+        let mut why: Vec<String> = a.reasons.iter().map(|r| cell(r)).collect();
+        if let Err(envc_executor::resolve::Resolution::Failed(m)) = &a.resolved {
+            why.push(format!("**error:** {}", cell(m)));
+        }
+        out.push_str(&format!(
+            "| {} | `{}` | {} |\n",
+            a.action.name(),
+            cell(&spec.nodes[n.index].key),
+            why.join("<br>")
+        ));
+    }
+    for (key, r) in &p.deletions {
+        let why = if r.created || !key.contains('/') {
+            "no longer in the source"
+        } else {
+            "no longer in the source; envc did not create it, so it stays"
+        };
+        out.push_str(&format!("| delete | `{}` | {why} |\n", cell(key)));
+    }
+    out
+}
+
 /// `envc plan` (and the plan part of `why`): records, optional probes, then the plan.
 pub fn compute_plan(
     spec: &Spec,
@@ -451,6 +497,8 @@ pub struct BuildArgs<'a> {
     pub json: bool,
     pub command: &'a str,
     pub target: &'a TargetArgs,
+    /// blake3 of the lockfile the build used, for its run record.
+    pub lock_hash: Option<String>,
 }
 
 /// `envc build` (and `envc destroy`, which builds an empty graph).
@@ -509,6 +557,7 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
         keep_going: args.keep_going,
         command: args.command.to_string(),
         drift,
+        lock_hash: args.lock_hash.clone(),
     };
     let progress = Progress::new(args.json, spec);
     let scheduler = Scheduler::new(

@@ -4,4 +4,5 @@
 pub mod cli;
 pub mod deploy;
 pub mod fs_loader;
+pub mod lock;
 pub mod render;

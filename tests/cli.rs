@@ -79,11 +79,11 @@ fn text_graph_shows_deferred_outputs_for_what_they_are() {
     let o = envc(&["graph", "examples/replset/prod.env"], &repo());
     let out = stdout(&o);
     assert!(
-        out.contains("output primary = (db-0.address, known after deploy)"),
+        out.contains("output clients = [\"http://${db-0.address}:2379\" (known after deploy)"),
         "{out}"
     );
     assert!(
-        out.contains("\"${db-1.address}:27017\" (known after deploy)"),
+        out.contains("\"db-1=http://${db-1.address}:2380\" (known after deploy)"),
         "{out}"
     );
 }
@@ -169,7 +169,7 @@ fn parameters_from_the_command_line() {
             .count()
     };
     assert_eq!(count(&[]), 3);
-    assert_eq!(count(&["members=5", "replset=prod"]), 5);
+    assert_eq!(count(&["members=5", "cluster=\"prod\""]), 5);
     let o = envc(&["check", ex, "--set", "members=4"], &repo());
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("odd number of members"));

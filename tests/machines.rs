@@ -91,6 +91,8 @@ impl Project {
             .arg(self.dir.path().join(file))
             .args(&args[1..])
             .env_remove("ENVC_STORE")
+            // Unlocked on purpose: the image pins are exercised in tests/lock.rs.
+            .env_remove("CI")
             // Downloaded packages are shared between builds (and test runs): apt checks
             // them against the archive's signed index, so they cannot change an image.
             .env("ENVC_CACHE", repo().join("target/envc-cache"))
@@ -325,9 +327,30 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
         "inactive\ngone"
     );
 
-    // The same image, built into an empty store, is the same bits.
+    // The same image, locked against Debian's archive and built into an empty store.
     let q = Project::new("i.env", IMAGE_ONLY);
-    let o = q.envc("i.env", &["build"]);
+    let o = q.envc("i.env", &["lock"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let lock_path = q.dir.path().join("i.lock");
+    let lock = std::fs::read_to_string(&lock_path).unwrap();
+    // If the archive moves under the lock, the build says which pin no longer holds (a
+    // lock that pins another bash stands in for an archive that moved on).
+    let at = lock.find("\"bash=").expect("bash is in every image") + "\"bash=".len();
+    let end = at + lock[at..].find('"').unwrap();
+    let locked_bash = lock[at..end].to_string();
+    std::fs::write(&lock_path, format!("{}0.1{}", &lock[..at], &lock[end..])).unwrap();
+    let o = q.envc("i.env", &["build", "--locked"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no longer matches its pin `image:debian-12`")
+            && err.contains(&format!("bash: locked 0.1, the archive gave {locked_bash}")),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&lock_path, &lock).unwrap();
+    // Locked as it should be: it builds, and it is the same bits as the unlocked build.
+    let o = q.envc("i.env", &["build", "--locked"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(outputs(&q, "i.env")["image"], out["image"]);
     let again = image_objects(&q.store());

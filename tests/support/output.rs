@@ -1,5 +1,8 @@
 //! Reading what the envc binary printed, for the end-to-end tests.
 
+// Each test binary that includes this uses only part of it.
+#![allow(dead_code)]
+
 use std::process::Output;
 
 /// Everything a command printed, for assertion messages.
