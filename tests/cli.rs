@@ -38,6 +38,13 @@ fn examples_check_format_and_graph() {
         assert!(o.status.success(), "{ex}: {}", stderr(&o));
         let o = envc(&["fmt", "--check", ex], &repo());
         assert!(o.status.success(), "{ex} is not formatted: {}", stderr(&o));
+        // Each example's committed lockfile covers it (offline: no mirror is asked).
+        let o = envc(&["lock", "--check", ex], &repo());
+        assert!(
+            o.status.success(),
+            "{ex}: its lockfile is stale; run `envc lock {ex}`: {}",
+            stderr(&o)
+        );
         let o = envc(&["graph", ex, "--format", "json"], &repo());
         assert!(o.status.success());
         let g: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("graph JSON");
