@@ -250,6 +250,29 @@ pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, file: &Path) -> Vec
     out
 }
 
+/// Checks the archive's InRelease signature against Debian's keyring (`gpgv`), so that a
+/// lock records an archive state Debian signed, not whatever a mirror or proxy served.
+/// `ENVC_ARCHIVE_KEYRING` names another keyring; set empty, it skips the check (for an
+/// archive of one's own), with a warning.
+fn authenticate(archive: &Archive) -> Result<(), String> {
+    let keyring = std::env::var("ENVC_ARCHIVE_KEYRING")
+        .unwrap_or_else(|_| envc_lockfiles::fetch::DEBIAN_KEYRING.to_string());
+    if keyring.is_empty() {
+        eprintln!(
+            "warning: archive:{}: its signature is not checked (ENVC_ARCHIVE_KEYRING is empty)",
+            archive.pin.name
+        );
+        return Ok(());
+    }
+    envc_lockfiles::fetch::verify_signature(archive, Path::new(&keyring)).map_err(|e| {
+        format!(
+            "archive:{}: {e}\n  hint: for an archive Debian does not sign, set \
+             ENVC_ARCHIVE_KEYRING to the keyring that does",
+            archive.pin.name
+        )
+    })
+}
+
 /// Resolves every pin the environment needs against the mirror.
 fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfile, Vec<String>> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -260,13 +283,15 @@ fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfi
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
     for suite in needs.suites() {
         match rt.block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"])) {
-            Ok(a) => {
-                archives.insert(suite, a);
-            }
+            Ok(a) => match authenticate(&a) {
+                Ok(()) => {
+                    archives.insert(suite, a);
+                }
+                Err(e) => errors.push(e),
+            },
             Err(e) => errors.push(format!(
-                "archive:{}: {e}\n  hint: {}",
-                envc_lockfiles::ArchivePin::default_name(suite),
-                e.hint()
+                "archive:{}: {e}",
+                envc_lockfiles::ArchivePin::default_name(suite)
             )),
         }
     }

@@ -57,6 +57,8 @@ impl Project {
             .current_dir(self.dir.path())
             .env("ENVC_DEBIAN_MIRROR", &self.mirror)
             .env("ENVC_STORE", self.path(".envc"))
+            // The tiny archive's signature is not a real one.
+            .env("ENVC_ARCHIVE_KEYRING", "")
             .env_remove("CI")
             .stdin(Stdio::null());
         for (k, v) in env {
@@ -106,6 +108,18 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
         text(&o)
     );
     std::fs::copy(p.path("prod.lock"), p.path("old.lock")).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(p.dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "prod.lock"]);
+    git(&["commit", "-q", "-m", "lock"]);
 
     // The archive moves: only the pin asked for moves with it.
     archive.write(V2, "Sat, 11 Jul 2026 10:16:37 UTC", true);
@@ -127,6 +141,21 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
     assert!(
         out.contains("Nodes whose ids change (2):\n- `h/file:/etc/motd`\n- `h/package:hello`\n"),
         "{out}"
+    );
+    // The same from git: the committed lockfile against the working one.
+    let o = p.envc(&["lock", "diff", "HEAD:prod.lock", "prod.lock"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains("`package:hello`: 2.10-3 → 2.10-3+b1"),
+        "{}",
+        text(&o)
+    );
+    let o = p.envc(&["lock", "diff", "nosuchrev:prod.lock", "prod.lock"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("neither a file nor a git `REV:PATH`"),
+        "{}",
+        text(&o)
     );
 
     // The source adds a package: the lock is stale, and a locked build refuses.
