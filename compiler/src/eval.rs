@@ -1406,7 +1406,7 @@ impl<'p> Evaluator<'p> {
                 self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
             );
         }
-        let pins: BTreeMap<Rc<str>, Rc<str>> = pin_keys(kind, &name)
+        let pins: BTreeMap<Rc<str>, Rc<str>> = pin_keys(kind, &name, &attrs)
             .into_iter()
             .filter_map(|k| {
                 let v = self.pins.get(&k)?;
@@ -1576,11 +1576,17 @@ fn not_literal(e: &Expr, file: FileId) -> Stop {
 }
 
 /// The lockfile keys a node of `kind` named `name` uses: a package its version and hash,
-/// an image its package set and the time its files carry.
-fn pin_keys(kind: NodeKind, name: &str) -> Vec<String> {
+/// an image its package set, the archive it is built from and the time its files carry.
+fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec<String> {
     match kind {
         NodeKind::Package => vec![format!("package:{name}")],
-        NodeKind::Image => vec![format!("image:{name}"), "source_date_epoch".to_string()],
+        NodeKind::Image => {
+            let mut keys = vec![format!("image:{name}"), "source_date_epoch".to_string()];
+            if let Some(Value::Str(suite)) = attrs.get("suite") {
+                keys.push(format!("archive:debian/{suite}"));
+            }
+            keys
+        }
         _ => Vec::new(),
     }
 }

@@ -15,8 +15,8 @@ use crate::store::{ObjectId, Store};
 /// The build script. Its hash is an input of every image (a new builder is a new image).
 pub const BUILDER: &str = include_str!("image.sh");
 
-/// Timestamps inside images. The lockfile will pin it; until then it is fixed here, and it
-/// enters the resolved hash either way.
+/// Timestamps inside images when no lockfile pins `source_date_epoch` (and a new
+/// lockfile's value). It enters the resolved hash either way.
 pub const SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
 
 /// What every image has besides its own packages: systemd, sshd, the cloud kernel (it
@@ -70,6 +70,10 @@ pub struct ImageSpec {
     /// Absolute path in the image → content.
     pub files: BTreeMap<String, String>,
     pub source_date_epoch: u64,
+    /// The mirror the lockfile pinned its archive from; `None` (unlocked) builds from the
+    /// mirror this machine's apt uses, so only locked images are the same bits everywhere
+    /// (the mirror's URL is written into the image's apt sources).
+    pub mirror: Option<String>,
     /// The package set the lockfile pins (`name=version`), when locked: a build that
     /// installs anything else fails, naming what moved.
     pub expected: Option<Vec<String>>,
@@ -100,7 +104,7 @@ pub fn objects(facts: &Facts) -> Vec<ObjectId> {
 pub fn mirror() -> Result<String, String> {
     if let Ok(m) = std::env::var("ENVC_DEBIAN_MIRROR") {
         if !m.is_empty() {
-            return Ok(m);
+            return Ok(m.trim_end_matches('/').to_string());
         }
     }
     let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
@@ -150,7 +154,10 @@ pub fn cache_dir() -> PathBuf {
 
 /// Builds the image and moves its outputs into the store. Returns its facts.
 pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, String> {
-    let mirror = mirror()?;
+    let mirror = match &spec.mirror {
+        Some(m) => m.clone(),
+        None => mirror()?,
+    };
     let cache = cache_dir();
     std::fs::create_dir_all(&cache)
         .map_err(|e| format!("cannot create the package cache {}: {e}", cache.display()))?;
@@ -175,10 +182,15 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
             ));
         }
         let dest = files.join(rel);
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let mut dir = dest.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(&files) && *d != files) {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            set_mode(d, 0o755)?;
+            dir = d.parent();
         }
         std::fs::write(&dest, content).map_err(|e| format!("{}: {e}", dest.display()))?;
+        // The image gets these modes: set them, rather than inherit this process's umask.
+        set_mode(&dest, 0o644)?;
     }
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
@@ -200,25 +212,31 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
         .env("SOURCE_DATE_EPOCH", spec.source_date_epoch.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        // Its own process group: on a timeout the whole build (mmdebstrap and what it
-        // mounted) is told to stop, not only bash.
-        .process_group(0);
+        // In envc's process group: a Ctrl-C at the terminal reaches the build too, and
+        // image.sh stops mmdebstrap and cleans up its mounts.
+        .stderr(std::process::Stdio::piped());
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot run bash to build image `{}`: {e}", spec.name))?;
-    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    let pid = child.id().and_then(|p| i32::try_from(p).ok());
     let waiting = child.wait_with_output();
     tokio::pin!(waiting);
     let output = match tokio::time::timeout(BUILD_TIMEOUT, &mut waiting).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => return Err(format!("building image `{}`: {e}", spec.name)),
         Err(_) => {
-            if let Some(pgid) = pgid {
+            if let Some(pid) = pid {
+                // image.sh passes SIGTERM on to mmdebstrap and cleans up its mounts; the
+                // work directory is removed only once it has.
                 // SAFETY: kill(2) has no memory-safety preconditions.
-                unsafe { libc::kill(-pgid, libc::SIGTERM) };
-                // image.sh passes the signal on and cleans up its mounts.
-                let _ = tokio::time::timeout(Duration::from_secs(120), &mut waiting).await;
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                if tokio::time::timeout(Duration::from_secs(120), &mut waiting)
+                    .await
+                    .is_err()
+                {
+                    // Still mounted, perhaps: leave the directory for `Store::verify`.
+                    let _ = work.keep();
+                }
             }
             return Err(format!(
                 "building image `{}` took more than {} s; is the mirror {mirror} reachable?",
@@ -272,6 +290,12 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
         (fact::PACKAGES.to_string(), put("packages.txt")?),
         (fact::KERNEL_VERSION.to_string(), kernel_version),
     ]))
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The archive moved under the lock: say which pins no longer hold, instead of storing an

@@ -231,6 +231,11 @@ pub fn plan(
         };
         known[i] = match (&a.action, record, &a.resolved) {
             (Action::Unchanged, Some(r), _) => Some(Known::of_record(r)),
+            // Only drift (a stopped VM, an image gone from the store, an edited file):
+            // redoing the same resolution gives what it gave before.
+            (Action::Update, Some(r), Ok(res)) if res.hash == r.resolved_hash => {
+                Some(Known::of_record(r))
+            }
             // A host that moved is expected to be the same machine (a different key is
             // an error unless trusted anew), so what it reported stands.
             (Action::Update, Some(r), _) if spec.nodes[i].kind == NodeKind::Host => {

@@ -8,7 +8,9 @@
 //! Each VM has two network cards. One is QEMU's user mode (NAT to the outside, which is how
 //! apt in the guest reaches the archive) with the guest's port 22 forwarded to a free port
 //! on 127.0.0.1: envc's way in. The other joins the environment's private network, a
-//! multicast socket on the loopback interface that only this environment's VMs share, where
+//! multicast group on the loopback interface of its own (derived from the environment's
+//! absolute directory; a network for development and tests, not a security boundary: any
+//! local process could join it), where
 //! each VM has an address of `10.89.0.0/24` (the `address` output): the VMs' way to each
 //! other. envc logs in with one ed25519 key of the store's, given to the guest at boot as
 //! the systemd credential `ssh.authorized_keys.root`. The guest makes its own ed25519 host
@@ -25,8 +27,8 @@ use crate::record::Facts;
 use crate::store::{ObjectId, Store};
 use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, TransportError};
 
-/// What a VM is made from; all of it but the name enters its resolved hash, and a change of
-/// any of it replaces the VM.
+/// What a VM is made from. Its size and image enter its resolved hash, and a change of
+/// them replaces the VM; `lan_rank` only picks its address.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmSpec {
     pub name: String,
@@ -147,10 +149,18 @@ impl Machines {
             let parent = self.key.parent().expect("the key lives in a directory");
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-            let _ = std::fs::remove_file(&self.key);
+            // Made under a name of this process's and moved into place, private half
+            // last-but-one, public half last: another envc (another environment of this
+            // store) never sees a pair whose halves do not match.
+            let tmp = self
+                .key
+                .with_extension(format!("tmp{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            let _ =
+                std::fs::remove_file(tmp.with_extension(format!("tmp{}.pub", std::process::id())));
             let out = tokio::process::Command::new("ssh-keygen")
                 .args(["-q", "-t", "ed25519", "-N", "", "-C", "envc", "-f"])
-                .arg(&self.key)
+                .arg(&tmp)
                 .output()
                 .await
                 .map_err(|e| {
@@ -161,6 +171,17 @@ impl Machines {
                     "ssh-keygen failed: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
                 ));
+            }
+            let tmp_pub = PathBuf::from(format!("{}.pub", tmp.display()));
+            if !public.exists() {
+                std::fs::rename(&tmp, &self.key)
+                    .and_then(|()| std::fs::rename(&tmp_pub, &public))
+                    .map_err(|e| {
+                        format!("cannot store the login key {}: {e}", self.key.display())
+                    })?;
+            } else {
+                let _ = std::fs::remove_file(&tmp);
+                let _ = std::fs::remove_file(&tmp_pub);
             }
         }
         std::fs::read_to_string(&public)
@@ -189,13 +210,23 @@ impl Machines {
         }
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let image = std::path::absolute(self.store.object_file(&spec.disk_image))
+            .map_err(|e| e.to_string())?;
+        let image_size = std::fs::metadata(&image)
+            .map_err(|e| format!("the image's disk {} is missing: {e}", image.display()))?
+            .len();
+        if spec.disk_bytes < image_size {
+            return Err(format!(
+                "`{}`: disk = {} MiB is smaller than its image ({} MiB); give it at least that",
+                spec.name,
+                spec.disk_bytes >> 20,
+                image_size.div_ceil(1 << 20)
+            ));
+        }
         let disk = dir.join(DISK);
         let out = tokio::process::Command::new("qemu-img")
             .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
-            .arg(
-                std::path::absolute(self.store.object_file(&spec.disk_image))
-                    .map_err(|e| e.to_string())?,
-            )
+            .arg(&image)
             .arg(&disk)
             .arg(spec.disk_bytes.to_string())
             .output()
@@ -334,15 +365,20 @@ impl Machines {
             ));
         };
         launch.port = port;
-        write_launch(dir, &launch)?;
-        let (transport, key) = match self.wait_for_ssh(dir, &spec, port, ssh).await {
+        let waited = match write_launch(dir, &launch) {
+            Ok(()) => self.wait_for_ssh(dir, &spec, port, ssh).await,
+            Err(e) => Err(e),
+        };
+        let (transport, key) = match waited {
             Ok(x) => x,
             Err(e) => {
                 // A VM that never answered is stopped, not left running unrecorded; its
                 // directory stays for the console log until it is created again or
                 // `destroy` sweeps it.
-                stop(dir).await?;
-                return Err(e);
+                return Err(match stop(dir).await {
+                    Ok(()) => e,
+                    Err(stop_error) => format!("{e}\n  and then: {stop_error}"),
+                });
             }
         };
         let facts = Facts::from([
@@ -725,8 +761,13 @@ async fn probe_kvm() -> Accel {
     let Ok(mut child) = child else {
         return Accel::Tcg;
     };
-    // QMP needs a handshake before `quit`; closing stdin ends QEMU as well.
-    drop(child.stdin.take());
+    // QEMU does not exit when QMP's input ends: it has to be asked, after the handshake.
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin
+            .write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n")
+            .await;
+    }
     match tokio::time::timeout(Duration::from_secs(3), child.wait()).await {
         Ok(Ok(status)) if status.success() => Accel::Kvm,
         _ => Accel::Tcg,

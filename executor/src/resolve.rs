@@ -398,6 +398,11 @@ pub fn resolve<'a>(
                 Some(Val::Size(n)) => *n,
                 _ => 0,
             };
+            if s("user") != "root" {
+                return Err(fail(
+                    "the qemu provider logs in as root only (its key is given to root at boot); drop `user` or set it to \"root\"",
+                ));
+            }
             let vm = VmSpec {
                 name: node.name.clone(),
                 cpus: u32::try_from(int("cpus")).unwrap_or(1),
@@ -426,16 +431,7 @@ pub fn resolve<'a>(
             Payload::Vm(vm)
         }
         NodeKind::Image => {
-            let mut packages: Vec<String> = match attrs.get("packages") {
-                Some(Val::List(xs)) => xs
-                    .iter()
-                    .filter_map(|x| match x {
-                        Val::Str(s) => Some(s.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let mut packages = crate::spec::strings(attrs.get("packages"));
             packages.sort();
             packages.dedup();
             let files: BTreeMap<String, String> = match attrs.get("files") {
@@ -458,7 +454,13 @@ pub fn resolve<'a>(
                 .get("source_date_epoch")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(crate::image::SOURCE_DATE_EPOCH);
+            let mirror = node
+                .pins
+                .get(&format!("archive:debian/{}", s("suite")))
+                .and_then(|v| v.split_whitespace().next())
+                .map(str::to_string);
             let img = ImageSpec {
+                mirror,
                 name: node.name.clone(),
                 suite: s("suite"),
                 packages,

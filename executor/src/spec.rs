@@ -56,6 +56,11 @@ impl NodeSpec {
         self.attrs.get(name)
     }
 
+    /// The strings of a list attribute (an image's `packages`); other items are skipped.
+    pub fn str_list(&self, name: &str) -> Vec<String> {
+        strings(self.attrs.get(name))
+    }
+
     pub fn str_attr(&self, name: &str) -> Option<&str> {
         match self.attrs.get(name) {
             Some(Val::Str(s)) => Some(s),
@@ -71,6 +76,20 @@ pub struct Spec {
     pub outputs: Vec<(String, Val)>,
     /// blake3 over the node ids in order: the graph's identity, for run records.
     pub graph_hash: String,
+}
+
+/// The strings of a list value.
+pub fn strings(v: Option<&Val>) -> Vec<String> {
+    match v {
+        Some(Val::List(xs)) => xs
+            .iter()
+            .filter_map(|x| match x {
+                Val::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The state key of a node: `target/kind:name`.

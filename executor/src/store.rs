@@ -135,6 +135,10 @@ impl Store {
     /// Opens (creating if needed) the store at `root`: `.envc/` beside the env file, or
     /// `$ENVC_STORE`.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
+        // Absolute: paths of the store end up in records and in QEMU's command lines, and
+        // must mean the same from any working directory.
+        let root = std::path::absolute(root).map_err(io_err(root))?;
+        let root = root.as_path();
         for dir in ["objects", "refs", "locks", "tmp"] {
             let p = root.join(dir);
             fs::create_dir_all(&p).map_err(io_err(&p))?;
