@@ -21,7 +21,7 @@ use envc_lockfiles::{
 use crate::deploy::exit;
 
 /// A new lockfile's clock for image builds. Kept across relocks: only `--update
-/// source_date_epoch` moves it.
+/// source_date_epoch` moves it, to the time of the newest archive state it pins.
 const DEFAULT_SOURCE_DATE_EPOCH: u64 = envc_executor::image::SOURCE_DATE_EPOCH;
 /// The suite of packages on hosts envc did not build (their sources are their own).
 const DEFAULT_SUITE: &str = "bookworm";
@@ -46,19 +46,10 @@ impl Needs {
         for (i, n) in spec.nodes.iter().enumerate() {
             match n.kind {
                 NodeKind::Image => {
-                    let packages: Vec<String> = match n.attr("packages") {
-                        Some(Val::List(xs)) => xs
-                            .iter()
-                            .filter_map(|x| match x {
-                                Val::Str(s) => Some(s.clone()),
-                                _ => None,
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    };
+                    let includes = lock_includes(&n.str_list("packages"));
                     needs
                         .images
-                        .insert(n.name.clone(), (image_suite(i), lock_includes(&packages)));
+                        .insert(n.name.clone(), (image_suite(i), includes));
                     needs.tools.insert("mmdebstrap");
                 }
                 NodeKind::Vm => {
@@ -174,20 +165,33 @@ pub fn stale(lock: &Lockfile, needs: &Needs) -> Vec<String> {
     for (name, (_, includes)) in &needs.images {
         match lock.image(name) {
             None => out.push(format!("image:{name}: not in the lockfile; {fix}")),
-            Some(i) => {
-                let pinned: BTreeSet<&str> = i.packages.iter().map(|(n, _)| n.as_str()).collect();
-                let missing: Vec<&str> = includes
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|p| !pinned.contains(p))
-                    .collect();
-                if !missing.is_empty() {
-                    out.push(format!(
-                        "image:{name}: its pinned set lacks {}, which the source adds; {fix}",
-                        missing.join(", ")
-                    ));
-                }
+            Some(i)
+                if i.archive != envc_lockfiles::ArchivePin::default_name(&needs.images[name].0) =>
+            {
+                out.push(format!(
+                    "image:{name}: pinned from {}, the source builds it from {}; {fix}",
+                    i.archive, needs.images[name].0
+                ))
             }
+            Some(i) if i.includes != *includes => {
+                let added: Vec<&str> = includes
+                    .iter()
+                    .filter(|p| !i.includes.contains(p))
+                    .map(String::as_str)
+                    .collect();
+                let dropped: Vec<&str> = i
+                    .includes
+                    .iter()
+                    .filter(|p| !includes.contains(p))
+                    .map(String::as_str)
+                    .collect();
+                out.push(format!(
+                    "image:{name}: the source's packages changed (added: {}; dropped: {}) since its set was pinned; {fix}",
+                    if added.is_empty() { "none".into() } else { added.join(", ") },
+                    if dropped.is_empty() { "none".into() } else { dropped.join(", ") },
+                ));
+            }
+            Some(_) => {}
         }
     }
     for p in &lock.packages {
@@ -209,6 +213,14 @@ pub fn stale(lock: &Lockfile, needs: &Needs) -> Vec<String> {
     for t in &needs.tools {
         if lock.tool(t).is_none() {
             out.push(format!("tool:{t}: not in the lockfile; {fix}"));
+        }
+    }
+    for t in &lock.tools {
+        if !needs.tools.contains(t.name.as_str()) {
+            out.push(format!(
+                "tool:{}: pinned, but nothing in the environment uses it any more; {fix}",
+                t.name
+            ));
         }
     }
     let stdlib = envc_compiler::stdlib::hash().to_hex().to_string();
@@ -237,14 +249,21 @@ pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, file: &Path) -> Vec
         Err(e) => return e,
     };
     let mut out = stale(lock, &needs);
-    let probed: Vec<ToolPin> = needs
-        .tools
-        .iter()
-        .filter_map(|t| probe_tool(t).ok())
-        .collect();
+    // Only the tools this environment uses are checked (`stale` reports leftovers).
+    let mut used = lock.clone();
+    used.tools.retain(|t| needs.tools.contains(t.name.as_str()));
+    let mut probed: Vec<ToolPin> = Vec::new();
+    for t in &needs.tools {
+        match probe_tool(t) {
+            Ok(p) => probed.push(p),
+            Err(e) => out.push(e.to_string()),
+        }
+    }
     out.extend(
-        check_tools(lock, &probed)
+        check_tools(&used, &probed)
             .into_iter()
+            // A tool that could not be probed is already reported, with why.
+            .filter(|m| m.found.is_some() || !needs.tools.contains(m.tool.as_str()))
             .map(|m| m.to_string()),
     );
     out
@@ -273,8 +292,19 @@ fn authenticate(archive: &Archive) -> Result<(), String> {
     })
 }
 
+/// The mirror to lock `suite` from: `$ENVC_DEBIAN_MIRROR`, else the one the lockfile
+/// already pins (so that relocking on another machine does not move every pin to its
+/// mirror), else the one apt here uses.
+fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, String> {
+    let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
+    match old.and_then(|o| o.archive(&envc_lockfiles::ArchivePin::default_name(suite))) {
+        Some(a) if !overridden => Ok(a.mirror.clone()),
+        _ => mirror(),
+    }
+}
+
 /// Resolves every pin the environment needs against the mirror.
-fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfile, Vec<String>> {
+fn resolve(needs: &Needs, old: Option<&Lockfile>) -> Result<Lockfile, Vec<String>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -282,7 +312,14 @@ fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfi
     let mut errors: Vec<String> = Vec::new();
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
     for suite in needs.suites() {
-        match rt.block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"])) {
+        let mirror = match mirror_for(suite, old) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        match rt.block_on(Archive::fetch(&mirror, suite, ARCHITECTURE, &["main"])) {
             Ok(a) => match authenticate(&a) {
                 Ok(()) => {
                     archives.insert(suite, a);
@@ -318,6 +355,7 @@ fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfi
             Ok(packages) => lock.images.push(ImagePin {
                 name: name.clone(),
                 archive: archive.pin.name.clone(),
+                includes: includes.iter().map(|s| s.to_string()).collect(),
                 packages,
             }),
             Err(es) => errors.extend(
@@ -340,6 +378,48 @@ fn resolve(needs: &Needs, mirror: &str, old: Option<&Lockfile>) -> Result<Lockfi
     } else {
         Err(errors)
     }
+}
+
+/// The newest `Date:` of the archives a lockfile pins, as seconds since the epoch: what
+/// `--update source_date_epoch` moves the images' clock to (deterministic: it is the
+/// archive's own time, not this machine's).
+fn archive_epoch(lock: &Lockfile) -> Option<u64> {
+    lock.archives
+        .iter()
+        .filter_map(|a| rfc2822_epoch(&a.date))
+        .max()
+}
+
+/// `Sat, 11 Jul 2026 10:16:37 UTC` → seconds since 1970 (Release files use UTC).
+fn rfc2822_epoch(date: &str) -> Option<u64> {
+    let mut w = date.split_whitespace();
+    let first = w.next()?;
+    let day: u64 = if first.ends_with(',') {
+        w.next()?
+    } else {
+        first
+    }
+    .parse()
+    .ok()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let name = w.next()?;
+    let month = MONTHS.iter().position(|m| *m == name)? as i64 + 1;
+    let year: i64 = w.next()?.parse().ok()?;
+    let mut hms = w.next()?.split(':').map(|x| x.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days)
+        .ok()
+        .map(|d| d * 86_400 + h * 3600 + m * 60 + s)
 }
 
 /// `envc lock FILE [--check] [--update KEY…]`.
@@ -378,7 +458,7 @@ pub fn lock(file: &Path, spec: &Spec, check: bool, update: &[String]) -> Result<
         }
         return Ok(exit::DRIFT);
     }
-    let fresh = match resolve(&needs, &mirror()?, old.as_ref()) {
+    let fresh = match resolve(&needs, old.as_ref()) {
         Ok(l) => l,
         Err(errors) => {
             for e in &errors {
@@ -391,7 +471,14 @@ pub fn lock(file: &Path, spec: &Spec, check: bool, update: &[String]) -> Result<
     let new = match (&old, update.is_empty()) {
         (Some(old), false) => {
             let keys: Vec<&str> = update.iter().map(String::as_str).collect();
-            envc_lockfiles::model::update(old, &fresh, &keys).map_err(|e| e.to_string())?
+            let mut new =
+                envc_lockfiles::model::update(old, &fresh, &keys).map_err(|e| e.to_string())?;
+            if keys.contains(&envc_lockfiles::KEY_SOURCE_DATE_EPOCH) {
+                new.source_date_epoch = archive_epoch(&new).ok_or(
+                    "source_date_epoch moves to the pinned archive's Release date, and no archive is pinned",
+                )?;
+            }
+            new
         }
         (None, false) => {
             return Err(format!(
@@ -486,4 +573,20 @@ pub fn lock_diff(old: &str, new: &str, ids: Option<NodeIds>) -> Result<u8, Strin
         }
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn release_dates_are_read_as_utc_seconds() {
+        let check = |date: &str, expected: Option<u64>| {
+            assert_eq!(super::rfc2822_epoch(date), expected, "{date}");
+        };
+        check("Thu, 01 Jan 1970 00:00:00 UTC", Some(0));
+        check("Tue, 14 Nov 2023 22:13:20 UTC", Some(1_700_000_000));
+        check("Sat, 11 Jul 2026 10:16:37 UTC", Some(1_783_764_997));
+        check("29 Feb 2024 12:00:00 UTC", Some(1_709_208_000));
+        check("Sat, 11 Jul", None);
+        check("Sat, 11 Foo 2026 10:16:37 UTC", None);
+    }
 }

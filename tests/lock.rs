@@ -21,7 +21,7 @@ let motd = file(path = "/etc/motd", content = "hi\n", target = h, after = [hello
 "#;
 
 const V1: &[Pkg] = &[pkg("hello", "2.10-3", ""), pkg("jq", "1.6-2.1", "")];
-const V2: &[Pkg] = &[pkg("hello", "2.10-3+b1", ""), pkg("jq", "1.6-2.1", "")];
+const V2: &[Pkg] = &[pkg("hello", "2.10-3+b1", ""), pkg("jq", "1.7.1-2", "")];
 const DATE: &str = "Sat, 10 Jan 2026 10:14:31 UTC";
 
 struct Project {
@@ -130,8 +130,10 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
         "{}",
         text(&o)
     );
+    // jq moved in the archive too, but was not asked for: it keeps its pin.
     assert!(!stdout(&o).contains("package:jq"), "{}", text(&o));
     assert!(p.lockfile().contains("version = \"2.10-3+b1\""));
+    assert!(p.lockfile().contains("version = \"1.6-2.1\""));
 
     // What a pull request changes: the pin, and the nodes whose ids change with it.
     let o = p.envc(&["lock", "diff", "old.lock", "prod.lock", "--env", "prod.env"]);
@@ -154,6 +156,15 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
     expect(&o, 1);
     assert!(
         stderr(&o).contains("neither a file nor a git `REV:PATH`"),
+        "{}",
+        text(&o)
+    );
+
+    // The images' clock moves to the pinned archive's own date (Sat, 11 Jul 2026 10:16:37).
+    let o = p.envc(&["lock", "prod.env", "--update", "source_date_epoch"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains("`source_date_epoch`: 1700000000 → 1783764997"),
         "{}",
         text(&o)
     );
@@ -232,4 +243,43 @@ fn plan_as_markdown_for_a_pull_request() {
     let o = p.envc(&["plan", "--format", "markdown", "prod.env"]);
     expect(&o, 0);
     insta::assert_snapshot!(stdout(&o));
+}
+
+#[test]
+fn an_image_pin_is_stale_when_its_source_packages_change() {
+    // What resolving an image needs: apt, the base every image has, and what this one adds.
+    let mut packages: Vec<Pkg> = envc_executor::image::BASE_PACKAGES
+        .iter()
+        .map(|name| pkg(name, "1.0", ""))
+        .collect();
+    packages.extend([
+        pkg("apt", "2.6.1", ""),
+        pkg("usr-is-merged", "37", ""),
+        pkg("jq", "1.6-2.1", "Depends: libjq1"),
+        pkg("libjq1", "1.6-2.1", ""),
+    ]);
+    let archive = TinyArchive::new("bookworm");
+    archive.write(&packages, DATE, true);
+    let p = Project::new(&archive.mirror);
+    let image =
+        |packages: &str| format!("let img = image(name = \"tiny\", packages = [{packages}])\n");
+    std::fs::write(p.path("prod.env"), image("\"jq\"")).unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let lock = p.lockfile();
+    assert!(
+        lock.contains("\"jq=1.6-2.1\",\n    \"kmod=1.0\",\n    \"libjq1=1.6-2.1\","),
+        "{lock}"
+    );
+    assert!(lock.contains("includes = [\"dbus\", "), "{lock}");
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+
+    // The source drops jq: the set no longer matches the source, and --check says so.
+    std::fs::write(p.path("prod.env"), image("")).unwrap();
+    let o = p.envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains("image:tiny: the source's packages changed (added: none; dropped: jq)"),
+        "{}",
+        text(&o)
+    );
 }

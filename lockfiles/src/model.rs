@@ -63,6 +63,9 @@ pub struct ImagePin {
     /// The image node's name.
     pub name: String,
     pub archive: String,
+    /// What the set was resolved from (the image's base and its own packages), sorted: so
+    /// that a package dropped from the source shows the pin stale, offline.
+    pub includes: Vec<String>,
     /// `(package, version)`, sorted by package name, one entry per package.
     pub packages: Vec<(String, String)>,
 }
@@ -127,6 +130,8 @@ impl Lockfile {
         self.images.sort_by(|a, b| a.name.cmp(&b.name));
         for image in &mut self.images {
             image.packages.sort();
+            image.includes.sort();
+            image.includes.dedup();
         }
         self.tools.sort_by(|a, b| a.name.cmp(&b.name));
     }

@@ -141,14 +141,14 @@ impl fmt::Display for ToolMismatch {
         match &self.found {
             Some(found) => write!(
                 f,
-                "{} is {found} here, the lock says {}: install that version or run `envc lock \
+                "{} is {found} here, the lock says {}: install that version or run `envc lock FILE \
                  --update {key}`",
                 self.tool, self.locked
             ),
             None => write!(
                 f,
                 "{} is not installed here, the lock says {}: install that version or run `envc \
-                 lock --update {key}`",
+                 lock FILE --update {key}`",
                 self.tool, self.locked
             ),
         }
@@ -236,10 +236,10 @@ mod tests {
             got,
             [
                 "qemu-system-x86_64 is 1:7.2+dfsg-7+deb12u16 here, the lock says \
-                 1:7.2+dfsg-7+deb12u18+b3: install that version or run `envc lock --update \
-                 tool:qemu-system-x86_64`",
+                 1:7.2+dfsg-7+deb12u18+b3: install that version or run `envc lock FILE \
+                 --update tool:qemu-system-x86_64`",
                 "ssh is not installed here, the lock says 9.2p1 Debian-2+deb12u6: install that \
-                 version or run `envc lock --update tool:ssh`",
+                 version or run `envc lock FILE --update tool:ssh`",
             ]
         );
         assert_eq!(check_tools(&lock, &lock.tools), []);

@@ -44,6 +44,7 @@ pub fn sample() -> Lockfile {
         images: vec![ImagePin {
             name: "debian-12".into(),
             archive: "debian/bookworm".into(),
+            includes: vec!["apt".into(), "libc6".into()],
             packages: vec![
                 ("apt".into(), "2.6.1".into()),
                 ("base-files".into(), "12.4+deb12u12".into()),

@@ -93,6 +93,8 @@ impl Lockfile {
             out.push_str("\n[[image]]\n");
             field(&mut out, "name", &i.name);
             field(&mut out, "archive", &i.archive);
+            let includes: Vec<String> = i.includes.iter().map(|c| quote(c)).collect();
+            out.push_str(&format!("includes = [{}]\n", includes.join(", ")));
             if i.packages.is_empty() {
                 out.push_str("packages = []\n");
             } else {
@@ -553,6 +555,7 @@ impl Parser {
     fn image(&mut self, mut b: Block<'_, '_>) -> Option<ImagePin> {
         let name = self.name(&mut b)?;
         let archive = self.string(&mut b, "archive");
+        let includes = self.strings(&mut b, "includes");
         let mut packages = Vec::new();
         let mut ok = true;
         match b.take("packages").map(|v| (v, v.get_ref())) {
@@ -599,6 +602,7 @@ impl Parser {
         Some(ImagePin {
             name,
             archive: archive?,
+            includes: includes?,
             packages: ok.then_some(packages)?,
         })
     }
@@ -882,7 +886,7 @@ mod tests {
         );
         check(
             replace("name = \"mmdebstrap\"\n", ""),
-            "line 46: missing `name` in a [[tool]] block\n  \
+            "line 47: missing `name` in a [[tool]] block\n  \
              hint: add it, or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
@@ -912,12 +916,12 @@ mod tests {
         );
         check(
             replace("    \"libc6=", "    \"libc6\",\n    \"libc6="),
-            "line 42: image:debian-12: \"libc6\" is not \"NAME=VERSION\" (a Debian package and its version)\n  \
+            "line 43: image:debian-12: \"libc6\" is not \"NAME=VERSION\" (a Debian package and its version)\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
             replace("    \"libc6=", "    \"apt=2.6.0\",\n    \"libc6="),
-            "line 42: image:debian-12: package `apt` is listed twice\n  \
+            "line 43: image:debian-12: package `apt` is listed twice\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
@@ -937,17 +941,17 @@ mod tests {
         );
         check(
             replace("name = \"ssh\"", "name = \"ssh\"\nname = \"ssh2\""),
-            "line 56: not valid TOML: duplicate key\n  \
+            "line 57: not valid TOML: duplicate key\n  \
              hint: the lockfile was edited or merged by hand into invalid TOML; restore it from version control or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
             replace("[[tool]]\nname = \"ssh\"", "<<<<<<< HEAD\n[[tool]]\nname = \"ssh\""),
-            "line 54: unresolved merge conflict marker `<<<<<<< HEAD`\n  \
+            "line 55: unresolved merge conflict marker `<<<<<<< HEAD`\n  \
              hint: a lockfile conflict is resolved by locking again: take either side, then run `envc lock FILE` (pins that both sides changed are re-resolved)",
         );
         check(
             replace("[[tool]]\nname = \"ssh\"", "[tool]]\nname = \"ssh\""),
-            "line 54: not valid TOML: unexpected key or value, expected newline, `#`\n  \
+            "line 55: not valid TOML: unexpected key or value, expected newline, `#`\n  \
              hint: the lockfile was edited or merged by hand into invalid TOML; restore it from version control or run `envc lock FILE` to regenerate the lockfile",
         );
     }
@@ -975,7 +979,7 @@ mod tests {
                 let block = "\n[[tool]]\nname = \"ssh\"\nversion = \"9.2p1 Debian-2+deb12u6\"\n";
                 format!("{t}{}", block.replace("u6", "u7"))
             },
-            "line 58: tool:ssh: tool:ssh is pinned 2 times (lines 54, 58)\n  \
+            "line 59: tool:ssh: tool:ssh is pinned 2 times (lines 55, 59)\n  \
              hint: a merge may have kept both sides: keep one block and run `envc lock FILE --update tool:ssh`, or run `envc lock FILE` to regenerate the lockfile",
         );
     }

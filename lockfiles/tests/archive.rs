@@ -72,6 +72,7 @@ fn lock(archive: &Archive) -> Lockfile {
     lock.images.push(ImagePin {
         name: "ssh-box".into(),
         archive: archive.pin.name.clone(),
+        includes: vec!["openssh-server".into()],
         packages: resolve_image(archive, &["openssh-server"]).unwrap(),
     });
     lock

@@ -84,6 +84,7 @@ async fn locks_against_debian_bookworm() {
     lock.images.push(ImagePin {
         name: "ssh-box".into(),
         archive: archive.pin.name.clone(),
+        includes: vec!["openssh-server".into()],
         packages: set,
     });
     let text = lock.to_toml("envc lock test.env");
