@@ -216,16 +216,18 @@ let m = manifest(content = { image = "app:1", replicas = 2 }, name = "app")
 #[test]
 fn a_template_edit_changes_the_files_that_use_it_and_their_dependents() {
     let l = replset();
-    let edited =
-        text(&l, "mongod.conf.j2").replace("dbPath: /var/lib/mongodb", "dbPath: /srv/mongodb");
+    let edited = text(&l, "etcd.conf.j2").replace(
+        "ETCD_INITIAL_CLUSTER_STATE=\"new\"",
+        "ETCD_INITIAL_CLUSTER_STATE=\"existing\"",
+    );
     check_change(
         &l,
         "prod.env",
-        &[("mongod.conf.j2", &edited)],
+        &[("etcd.conf.j2", &edited)],
         &[
-            "db-0/file:/etc/mongod.conf",
-            "db-1/file:/etc/mongod.conf",
-            "db-2/file:/etc/mongod.conf",
+            "db-0/file:/etc/default/etcd",
+            "db-1/file:/etc/default/etcd",
+            "db-2/file:/etc/default/etcd",
         ],
     );
 }
@@ -237,8 +239,8 @@ fn a_vm_change_reaches_everything_on_it_and_everything_using_its_outputs() {
     // Give the first VM more memory: the VM is replaced, so everything on it and every
     // config that lists its address changes; the other VMs do not.
     let edited = src.replace(
-        "debian.machine(\"db-${m.index}\", cpus = 2, memory = 2GiB, disk = 16GiB)",
-        "debian.machine(\"db-${m.index}\", cpus = 2, memory = if m.index == 0 { 4GiB } else { 2GiB }, disk = 16GiB)",
+        "debian.machine(\"db-${m.index}\", memory = 768MiB, image = image)",
+        "debian.machine(\"db-${m.index}\", memory = if m.index == 0 { 1GiB } else { 768MiB }, image = image)",
     );
     assert_ne!(src, edited, "the example changed: update this test's edit");
     check_change(&l, "prod.env", &[("prod.env", &edited)], &["vm:db-0"]);
@@ -250,7 +252,7 @@ fn a_vm_change_reaches_everything_on_it_and_everything_using_its_outputs() {
     let base = ids(&graph_of(&l, "prod.env", &[]));
     assert_eq!(changed_ids["vm:db-1"], base["vm:db-1"]);
     assert_ne!(
-        changed_ids["db-1/file:/etc/mongod.conf"], base["db-1/file:/etc/mongod.conf"],
+        changed_ids["db-1/file:/etc/default/etcd"], base["db-1/file:/etc/default/etcd"],
         "db-1's config lists db-0"
     );
 }
@@ -260,8 +262,8 @@ fn a_package_pin_changes_that_package_and_its_dependents_only() {
     let l = replset();
     let src = text(&l, "prod.env");
     let edited = src.replace(
-        "\"mongodb-mongosh\" = \"2.3.1\"",
-        "\"mongodb-mongosh\" = \"2.3.2\"",
+        "{ \"etcd-server\" = \"\" }",
+        "{ \"etcd-server\" = \"3.4.23-4+b4\" }",
     );
     assert_ne!(src, edited, "the example changed: update this test's edit");
     check_change(
@@ -269,9 +271,9 @@ fn a_package_pin_changes_that_package_and_its_dependents_only() {
         "prod.env",
         &[("prod.env", &edited)],
         &[
-            "db-0/package:mongodb-mongosh",
-            "db-1/package:mongodb-mongosh",
-            "db-2/package:mongodb-mongosh",
+            "db-0/package:etcd-server",
+            "db-1/package:etcd-server",
+            "db-2/package:etcd-server",
         ],
     );
 }
@@ -280,23 +282,25 @@ fn a_package_pin_changes_that_package_and_its_dependents_only() {
 fn parameters_are_inputs() {
     let l = replset();
     let base = ids(&graph_of(&l, "prod.env", &[]));
-    let same = ids(&graph_of(&l, "prod.env", &[("replset", "rs0")]));
+    let same = ids(&graph_of(&l, "prod.env", &[("cluster", "\"envc-demo\"")]));
     assert_eq!(
         base, same,
         "setting a parameter to its default changes nothing"
     );
-    let renamed = ids(&graph_of(&l, "prod.env", &[("replset", "rs1")]));
+    let renamed = ids(&graph_of(&l, "prod.env", &[("cluster", "\"other\"")]));
     let changed: BTreeSet<&String> = base.keys().filter(|k| base[*k] != renamed[*k]).collect();
-    // The set name is in every config and the init unit; VMs and packages do not use it.
+    // The cluster's name is in every config, and so in what comes after the configs (the
+    // packages, then the daemons); the VMs and their image do not use it.
     assert!(
-        changed.iter().all(|k| k.contains("mongod.conf")
-            || k.contains("mongod")
-            || k.contains("replset-init")),
+        changed.iter().all(|k| k.contains("/file:/etc/default/etcd")
+            || k.contains("/package:etcd-server")
+            || k.contains("/service:etcd")),
         "{changed:?}"
     );
+    assert_eq!(changed.len(), 9, "{changed:?}");
     assert!(!changed
         .iter()
-        .any(|k| k.starts_with("vm:") || k.contains("package:")));
+        .any(|k| k.starts_with("vm:") || k.starts_with("image:")));
     let five = ids(&graph_of(&l, "prod.env", &[("members", "5")]));
     assert_eq!(five.keys().filter(|k| k.starts_with("vm:")).count(), 5);
 }
