@@ -343,7 +343,17 @@ fn resolve(needs: &Needs, old: Option<&Lockfile>) -> Result<Lockfile, Vec<String
     for (name, (suite, version, _)) in &needs.packages {
         let archive = &archives[suite.as_str()];
         match resolve_packages(archive, &[(name.as_str(), version.as_deref())]) {
-            Ok(pins) => lock.packages.extend(pins),
+            Ok(pins) => {
+                // The last link of Release → Packages → .deb: the file itself matches.
+                for pin in &pins {
+                    if let Err(e) =
+                        rt.block_on(envc_lockfiles::fetch::fetch_deb(&archive.pin.mirror, pin))
+                    {
+                        errors.push(format!("package:{}: {e}", pin.name));
+                    }
+                }
+                lock.packages.extend(pins)
+            }
             Err(es) => errors.extend(es.iter().map(|e| e.to_string())),
         }
         used.insert(suite);

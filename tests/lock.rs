@@ -283,3 +283,20 @@ fn an_image_pin_is_stale_when_its_source_packages_change() {
         text(&o)
     );
 }
+
+#[test]
+fn a_deb_that_does_not_match_its_index_is_not_pinned() {
+    let archive = TinyArchive::new("bookworm");
+    archive.write(V1, DATE, true);
+    archive.overwrite(
+        "pool/main/h/hello/hello_2.10-3_amd64.deb",
+        b"not these bytes\n",
+    );
+    let p = Project::new(&archive.mirror);
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("package:hello"), "{err}");
+    assert!(err.contains("nothing written"), "{err}");
+    assert!(!p.path("prod.lock").exists());
+}
