@@ -263,7 +263,7 @@ pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, file: &Path) -> Vec
         check_tools(&used, &probed)
             .into_iter()
             // A tool that could not be probed is already reported, with why.
-            .filter(|m| m.found.is_some() || !needs.tools.contains(m.tool.as_str()))
+            .filter(|m| m.found.is_some())
             .map(|m| m.to_string()),
     );
     out
