@@ -318,7 +318,8 @@ impl Machines {
         ssh: &SshOptions,
     ) -> Result<(Facts, Transport, HostKey), String> {
         let login = self.login_key().await?;
-        let accel = accelerator(&self.key.with_file_name("accel")).await;
+        let accel_cache = self.key.with_file_name("accel");
+        let mut accel = accelerator(&accel_cache).await;
         let spec = launch.spec.clone();
         let mut port = Some(launch.port).filter(|p| *p != 0 && port_is_free(*p));
         let mut last_error = String::new();
@@ -353,6 +354,13 @@ impl Machines {
                 break;
             }
             last_error = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            if accel == Accel::Kvm && !last_error.contains("host forwarding") {
+                // The probe passed but a real VM does not start under KVM: TCG from now on.
+                accel = Accel::Tcg;
+                kvm_failed(&accel_cache);
+                port = Some(p);
+                continue;
+            }
             // Another process took the port between our check and QEMU's bind: try another.
             if !last_error.contains("host forwarding") {
                 break;
@@ -700,11 +708,24 @@ pub enum Accel {
     Tcg,
 }
 
+static KVM_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// KVM failed to start a VM although the probe passed: remember TCG, in this process and
+/// in the cache, for the rest of the machine's boot.
+fn kvm_failed(cache: &Path) {
+    KVM_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let _ = std::fs::write(cache, format!("tcg {}", boot.trim()));
+}
+
 /// KVM when a short probe shows it works, TCG otherwise (`/dev/kvm` can exist and hang).
 /// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe. The answer is kept in `cache` for
 /// the rest of the machine's boot (a hanging probe costs its whole 3 s timeout).
 pub async fn accelerator(cache: &Path) -> Accel {
     static ACCEL: OnceCell<Accel> = OnceCell::const_new();
+    if KVM_FAILED.load(std::sync::atomic::Ordering::SeqCst) {
+        return Accel::Tcg;
+    }
     *ACCEL
         .get_or_init(|| async {
             match std::env::var("ENVC_QEMU_ACCEL").as_deref() {
@@ -737,12 +758,19 @@ async fn probe_kvm() -> Accel {
     {
         return Accel::Tcg;
     }
+    // The machine and CPU a VM gets, run for a moment: KVM can open fine and still fail
+    // at the first vCPU reset (seen here: "failed to set MSR"), and a probe that does not
+    // run a vCPU would not see it.
     let child = tokio::process::Command::new("qemu-system-x86_64")
         .args([
             "-machine",
-            "none",
+            "q35",
             "-accel",
             "kvm",
+            "-cpu",
+            "host",
+            "-m",
+            "64",
             "-nodefaults",
             "-display",
             "none",
@@ -751,6 +779,7 @@ async fn probe_kvm() -> Accel {
             "-serial",
             "none",
             "-no-user-config",
+            "-S",
         ])
         .args(["-qmp", "stdio"])
         .stdin(std::process::Stdio::piped())
@@ -762,14 +791,19 @@ async fn probe_kvm() -> Accel {
         return Accel::Tcg;
     };
     // QEMU does not exit when QMP's input ends: it has to be asked, after the handshake.
-    if let Some(mut stdin) = child.stdin.take() {
+    let talk = async {
         use tokio::io::AsyncWriteExt;
-        let _ = stdin
-            .write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n")
-            .await;
-    }
-    match tokio::time::timeout(Duration::from_secs(3), child.wait()).await {
-        Ok(Ok(status)) if status.success() => Accel::Kvm,
+        let mut stdin = child.stdin.take()?;
+        stdin
+            .write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"cont\"}\n")
+            .await
+            .ok()?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stdin.write_all(b"{\"execute\":\"quit\"}\n").await.ok()?;
+        child.wait().await.ok()
+    };
+    match tokio::time::timeout(Duration::from_secs(3), talk).await {
+        Ok(Some(status)) if status.success() => Accel::Kvm,
         _ => Accel::Tcg,
     }
 }
