@@ -296,6 +296,9 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
 
     // The VM dies: the next build starts it again from its disk, and only the VM runs.
+    // (Its writes are synced first: what a crash loses is the guest file system's to
+    // recover; this checks envc's side, finding the VM dead and starting it again.)
+    in_vm(&p, port, "sync");
     let pid = qemu_pid(&p).expect("QEMU runs");
     kill_hard(pid);
     let o = p.envc("t.env", &["plan", "--set", "greeting=\"bonjour\""]);

@@ -649,7 +649,8 @@ fn qemu_args(
         &kernel,
         "-append",
         &format!(
-            "root=/dev/nvme0n1 rw console=ttyS0 quiet systemd.hostname={} envc.lan={LAN_PREFIX}.{}/24",
+            // Not `quiet`: when a boot stalls, the console's tail in the error says where.
+            "root=/dev/nvme0n1 rw console=ttyS0 systemd.hostname={} envc.lan={LAN_PREFIX}.{}/24",
             spec.name, net.lan
         ),
         "-drive",
@@ -662,12 +663,12 @@ fn qemu_args(
         "-device",
         "virtio-net-pci,netdev=n0,addr=0x4",
         "-netdev",
-        &format!(
-            "socket,id=n1,mcast={},localaddr=127.0.0.1",
-            net.lan_socket
-        ),
+        &format!("socket,id=n1,mcast={},localaddr=127.0.0.1", net.lan_socket),
         "-device",
-        &format!("virtio-net-pci,netdev=n1,addr=0x5,mac=52:54:00:89:00:{:02x}", net.lan),
+        &format!(
+            "virtio-net-pci,netdev=n1,addr=0x5,mac=52:54:00:89:00:{:02x}",
+            net.lan
+        ),
         "-smbios",
         &format!(
             "type=11,value=io.systemd.credential.binary:ssh.authorized_keys.root={}",
