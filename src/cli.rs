@@ -242,7 +242,7 @@ fn run(cli: Cli) -> ExitCode {
     };
     match cli.command {
         Command::Check { file, params } => {
-            let Some((compiled, renderer_prefix)) = compile_file(&file, &params, true) else {
+            let Some((compiled, renderer_prefix, _)) = compile_file(&file, &params, true) else {
                 return ExitCode::from(1);
             };
             let Some(graph) = report(&compiled, &renderer_prefix, color, &file) else {
@@ -261,7 +261,7 @@ fn run(cli: Cli) -> ExitCode {
             format,
             params,
         } => {
-            let Some((compiled, prefix)) = compile_file(&file, &params, true) else {
+            let Some((compiled, prefix, _)) = compile_file(&file, &params, true) else {
                 return ExitCode::from(1);
             };
             let Some(graph) = report(&compiled, &prefix, color, &file) else {
@@ -275,7 +275,7 @@ fn run(cli: Cli) -> ExitCode {
             write_stdout(&out)
         }
         Command::Show { file, node, params } => {
-            let Some((compiled, prefix)) = compile_file(&file, &params, true) else {
+            let Some((compiled, prefix, _)) = compile_file(&file, &params, true) else {
                 return ExitCode::from(1);
             };
             let Some(graph) = report(&compiled, &prefix, color, &file) else {
@@ -310,7 +310,7 @@ fn run(cli: Cli) -> ExitCode {
             params,
             target,
         } => {
-            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+            let Some((spec, loader, _, _)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
             let store = match deploy::open_store(&file) {
@@ -356,15 +356,12 @@ fn run(cli: Cli) -> ExitCode {
             params,
             target,
         } => {
-            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+            let Some((spec, loader, _, lock)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
-            let lock = match crate::lock::read_lock(&file) {
-                Ok(l) => l,
-                Err(e) => return fail(&e),
-            };
             if locked.unwrap_or_else(in_ci) {
-                let problems = crate::lock::locked_problems(lock.as_ref(), &spec, &file);
+                let problems =
+                    crate::lock::locked_problems(lock.as_ref().map(|l| &l.lock), &spec, &file);
                 if !problems.is_empty() {
                     for p in &problems {
                         eprintln!("error: {p}");
@@ -384,7 +381,7 @@ fn run(cli: Cli) -> ExitCode {
                 json,
                 command: "build",
                 target: &target,
-                lock_hash: lock_hash(&file),
+                lock_hash: lock.map(|l| l.hash),
             };
             ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
         }
@@ -418,7 +415,7 @@ fn run(cli: Cli) -> ExitCode {
             let Some(file) = file else {
                 return fail("give the environment file: `envc lock prod.env`");
             };
-            let Some((compiled, prefix)) = compile_file(&file, &params, false) else {
+            let Some((compiled, prefix, _)) = compile_file(&file, &params, false) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
             let Some(graph) = report(&compiled, &prefix, color, &file) else {
@@ -435,7 +432,7 @@ fn run(cli: Cli) -> ExitCode {
             json,
             params,
         } => {
-            let Some((spec, loader, compiled)) = compile_spec(&file, &params, color) else {
+            let Some((spec, loader, compiled, _)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
             let graph = compiled
@@ -473,7 +470,7 @@ fn run(cli: Cli) -> ExitCode {
             params,
             target,
         } => {
-            let Some((spec, loader, _)) = compile_spec(&file, &params, color) else {
+            let Some((spec, loader, _, _)) = compile_spec(&file, &params, color) else {
                 return ExitCode::from(deploy::exit::INPUT);
             };
             ExitCode::from(deploy::finish(deploy::drift(
@@ -534,26 +531,26 @@ fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
-/// blake3 of the lockfile's bytes, for the run record.
-fn lock_hash(file: &Path) -> Option<String> {
-    let bytes = std::fs::read(envc_lockfiles::lock_path(file)).ok()?;
-    Some(blake3::hash(&bytes).to_hex().to_string())
-}
-
 fn fail(msg: &str) -> ExitCode {
     ExitCode::from(deploy::finish(Err(msg.to_string())))
 }
 
-/// Compiles FILE for the commands that reach targets; diagnostics are printed.
+/// Compiles FILE for the commands that reach targets; diagnostics are printed. Also gives
+/// the lockfile it was compiled with.
 fn compile_spec(
     file: &Path,
     params: &Params,
     color: bool,
-) -> Option<(envc_executor::spec::Spec, FsLoader, Compiled)> {
-    let (compiled, prefix) = compile_file(file, params, true)?;
+) -> Option<(
+    envc_executor::spec::Spec,
+    FsLoader,
+    Compiled,
+    Option<crate::lock::LockedFile>,
+)> {
+    let (compiled, prefix, lock) = compile_file(file, params, true)?;
     let spec = envc_executor::spec::Spec::from_graph(report(&compiled, &prefix, color, file)?);
     let (dir, _) = split_root(file);
-    Some((spec, FsLoader::new(&dir), compiled))
+    Some((spec, FsLoader::new(&dir), compiled, lock))
 }
 
 fn width() -> usize {
@@ -568,20 +565,28 @@ fn write_stdout(s: &str) -> ExitCode {
 }
 
 /// Compiles FILE, with the pins of the lockfile beside it when `with_lock` (every command
-/// but `envc lock`, which must work when the lockfile is missing or broken). A broken
-/// lockfile is reported and gives `None`.
-fn compile_file(file: &Path, params: &Params, with_lock: bool) -> Option<(Compiled, String)> {
-    let pins = if with_lock {
+/// but `envc lock`, which must work when the lockfile is missing or broken), and gives that
+/// lockfile back. A broken lockfile is reported and gives `None`.
+fn compile_file(
+    file: &Path,
+    params: &Params,
+    with_lock: bool,
+) -> Option<(Compiled, String, Option<crate::lock::LockedFile>)> {
+    let lock = if with_lock {
         match crate::lock::read_lock(file) {
-            Ok(lock) => lock.as_ref().map(crate::lock::pins_of).unwrap_or_default(),
+            Ok(lock) => lock,
             Err(e) => {
                 eprintln!("error: {e}");
                 return None;
             }
         }
     } else {
-        BTreeMap::new()
+        None
     };
+    let pins = lock
+        .as_ref()
+        .map(|l| crate::lock::pins_of(&l.lock))
+        .unwrap_or_default();
     let (dir, name) = split_root(file);
     let loader = FsLoader::new(&dir);
     let options = CompileOptions {
@@ -593,7 +598,7 @@ fn compile_file(file: &Path, params: &Params, with_lock: bool) -> Option<(Compil
         Some(p) if !p.as_os_str().is_empty() => format!("{}/", p.display()),
         _ => String::new(),
     };
-    Some((compile(&name, &loader, &options), prefix))
+    Some((compile(&name, &loader, &options), prefix, lock))
 }
 
 /// Prints the diagnostics; the graph when there were none.

@@ -113,24 +113,42 @@ pub fn pins_of(lock: &Lockfile) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A lockfile as read: its pins, and the blake3 of its bytes (what a run record names), read
+/// once so that the two cannot disagree.
+pub struct LockedFile {
+    pub lock: Lockfile,
+    pub hash: String,
+}
+
 /// The lockfile beside `file`, if there is one. A broken one is an error: builds must not
 /// quietly go unpinned.
-pub fn read_lock(file: &Path) -> Result<Option<Lockfile>, String> {
+pub fn read_lock(file: &Path) -> Result<Option<LockedFile>, String> {
     let path = lock_path(file);
-    if !path.exists() {
-        return Ok(None);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let lock = Lockfile::parse(&String::from_utf8_lossy(&bytes)).map_err(|errors| {
+        invalid(&path.display().to_string(), errors)
+            + &format!(
+                "\n  hint: regenerate it with `envc lock {}`",
+                file.display()
+            )
+    })?;
+    Ok(Some(LockedFile {
+        lock,
+        hash: blake3::hash(&bytes).to_hex().to_string(),
+    }))
+}
+
+/// `WHAT is not a valid lockfile:` and every problem, one per line.
+fn invalid(what: &str, errors: Vec<envc_lockfiles::LockError>) -> String {
+    let mut s = format!("{what} is not a valid lockfile:");
+    for e in errors {
+        s.push_str(&format!("\n  {}", e.to_string().replace('\n', "\n  ")));
     }
-    Lockfile::read_from(&path).map(Some).map_err(|errors| {
-        let mut s = format!("{} is not a valid lockfile:", path.display());
-        for e in errors {
-            s.push_str(&format!("\n  {}", e.to_string().replace('\n', "\n  ")));
-        }
-        s.push_str(&format!(
-            "\n  hint: regenerate it with `envc lock {}`",
-            file.display()
-        ));
-        s
-    })
+    s
 }
 
 /// Where `lock` falls short of what the environment needs (offline): missing pins, pins
@@ -439,7 +457,7 @@ pub fn lock(file: &Path, spec: &Spec, check: bool, update: &[String]) -> Result<
         Err(e) => return Err(e.join("\n")),
     };
     let old = match read_lock(file) {
-        Ok(old) => old,
+        Ok(old) => old.map(|l| l.lock),
         // Regenerating is how a broken lockfile is fixed.
         Err(e) if !check && update.is_empty() => {
             eprintln!("warning: {e}\nwarning: writing a new lockfile in its place");
@@ -540,13 +558,7 @@ fn read_lock_arg(arg: &str) -> Result<Lockfile, String> {
             "{arg}: no such file (a git revision is written `REV:PATH`)"
         ));
     };
-    Lockfile::parse(&text).map_err(|errors| {
-        let mut s = format!("{arg} is not a valid lockfile:");
-        for e in errors {
-            s.push_str(&format!("\n  {}", e.to_string().replace('\n', "\n  ")));
-        }
-        s
-    })
+    Lockfile::parse(&text).map_err(|errors| invalid(arg, errors))
 }
 
 /// Compiles the environment with the given pins: node key → id (`None` when it does not
