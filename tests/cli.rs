@@ -1,8 +1,13 @@
 //! End-to-end tests of the `envc` binary: exit codes, output shapes, determinism across
 //! processes, and that no input makes it panic.
 
+#[path = "support/output.rs"]
+mod output;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use output::{stderr, stdout};
 
 fn envc(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_envc"))
@@ -11,14 +16,6 @@ fn envc(args: &[&str], dir: &Path) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .expect("envc runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn repo() -> PathBuf {

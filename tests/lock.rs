@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use archive::{pkg, Pkg, TinyArchive};
-use output::text;
+use output::{stderr, stdout, text};
 
 const ENV: &str = r#"
 let h = host(name = "h", address = "192.0.2.1")
@@ -66,14 +66,6 @@ impl Project {
         }
         cmd.output().unwrap()
     }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn expect(o: &Output, code: i32) {

@@ -5,6 +5,14 @@
 
 use std::process::Output;
 
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Everything a command printed, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
