@@ -13,6 +13,7 @@ use envc_executor::connect::Connections;
 use envc_executor::plan::{plan, Action, DriftFacts, Plan};
 use envc_executor::probe::{local_drift, probe};
 use envc_executor::qemu::Machines;
+use envc_executor::record::Outcome;
 use envc_executor::resolve::ProjectFiles;
 use envc_executor::run::{BuildOptions, Env, Event, Reporter, Scheduler};
 use envc_executor::spec::Spec;
@@ -477,11 +478,11 @@ impl Reporter for Progress {
                 match self.bar(target) {
                     Some(b) => {
                         b.inc(1);
-                        if outcome != "cached" {
+                        if *outcome != Outcome::Cached {
                             b.set_message(line);
                         }
                     }
-                    None if outcome == "cached" => {}
+                    None if *outcome == Outcome::Cached => {}
                     None => eprintln!("{line}"),
                 }
             }
@@ -600,8 +601,8 @@ pub fn build(file: &Path, spec: &Spec, files: &FsLoader, args: &BuildArgs) -> Re
     } else if report.failed > 0 {
         if !args.json {
             for o in &report.outcomes {
-                if o.outcome.starts_with("failed") {
-                    eprintln!("error: {}: {}", o.node, &o.outcome["failed: ".len()..]);
+                if let Some(why) = o.outcome.failure() {
+                    eprintln!("error: {}: {why}", o.node);
                 }
             }
         }
@@ -664,10 +665,11 @@ pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
             continue; // intermediate commits of one run share its record
         }
         let run: RunRecord = store.get_json(&run_id).map_err(|e| e.to_string())?;
-        let count = |f: &dyn Fn(&str) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
-        let ran = count(&|o| o == "ok" || o.starts_with("ok:"));
-        let cached = count(&|o| o == "cached");
-        let failed = count(&|o| o.starts_with("failed"));
+        let count =
+            |f: &dyn Fn(&Outcome) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
+        let ran = count(&Outcome::ran);
+        let cached = count(&|o| *o == Outcome::Cached);
+        let failed = count(&|o| o.failure().is_some());
         if json_out {
             let _ = writeln!(
                 out,
@@ -680,12 +682,12 @@ pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
                 "run {}  {:<7} {:<11} started {} took {} s: {ran} ran, {cached} cached, {failed} failed",
                 run.run,
                 run.command,
-                run.result,
+                run.result.name(),
                 run.started_unix,
                 run.finished_unix.saturating_sub(run.started_unix)
             );
-            for n in run.nodes.iter().filter(|n| n.outcome != "cached") {
-                let _ = writeln!(out, "    {:<9} {}: {}", n.action, n.node, n.outcome);
+            for n in run.nodes.iter().filter(|n| n.outcome != Outcome::Cached) {
+                let _ = writeln!(out, "    {:<9} {}: {}", n.action.name(), n.node, n.outcome);
             }
         }
     }

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::types::NodeKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::{Facts, RealizationRecord};
 use crate::resolve::{resolve, Known, ProjectFiles, Resolution, Resolved};
 use crate::spec::Spec;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Create,

@@ -3,10 +3,12 @@
 //! chained to the previous state: the audit trail).
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::lock::EnvLock;
+use crate::plan::Action;
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
 /// What was observed on a target: a file's sha256, owner, group and mode; a package's
@@ -48,14 +50,93 @@ pub fn output_hash(facts: &Facts) -> String {
     h.finalize().to_hex().to_string()
 }
 
+/// How one node's step ended. On disk it is the line people read (`ok`, `ok: deleted`,
+/// `cached`, `failed: …`, `skipped: …`), so that a run record stays readable as it is and
+/// records written before this type existed still load.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Outcome {
+    /// The step ran; the note says what it did where that is not obvious (`deleted`).
+    Ok(Option<String>),
+    /// A record of the same resolved hash on the same target: nothing ran.
+    Cached,
+    Failed(String),
+    Skipped(String),
+}
+
+impl Outcome {
+    pub fn ran(&self) -> bool {
+        matches!(self, Outcome::Ok(_))
+    }
+
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            Outcome::Failed(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Ok(None) => f.write_str("ok"),
+            Outcome::Ok(Some(note)) => write!(f, "ok: {note}"),
+            Outcome::Cached => f.write_str("cached"),
+            Outcome::Failed(why) => write!(f, "failed: {why}"),
+            Outcome::Skipped(why) => write!(f, "skipped: {why}"),
+        }
+    }
+}
+
+impl From<Outcome> for String {
+    fn from(o: Outcome) -> String {
+        o.to_string()
+    }
+}
+
+impl TryFrom<String> for Outcome {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Outcome, String> {
+        let with_note = |prefix: &str| s.strip_prefix(prefix).map(str::to_string);
+        match s.as_str() {
+            "ok" => Ok(Outcome::Ok(None)),
+            "cached" => Ok(Outcome::Cached),
+            _ => with_note("ok: ")
+                .map(|n| Outcome::Ok(Some(n)))
+                .or_else(|| with_note("failed: ").map(Outcome::Failed))
+                .or_else(|| with_note("skipped: ").map(Outcome::Skipped))
+                .ok_or_else(|| format!("`{s}` is not a step outcome")),
+        }
+    }
+}
+
+/// How a whole run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunResult {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+impl RunResult {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunResult::Ok => "ok",
+            RunResult::Failed => "failed",
+            RunResult::Interrupted => "interrupted",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeOutcome {
     pub node: String,
     pub id: String,
-    /// `create`, `update`, `replace`, `delete`, `unchanged`.
-    pub action: String,
-    /// `ok`, `cached`, `failed: …`, `skipped: …`.
-    pub outcome: String,
+    pub action: Action,
+    pub outcome: Outcome,
     pub duration_ms: u64,
     pub output_hash: Option<String>,
 }
@@ -69,8 +150,7 @@ pub struct RunRecord {
     pub lock_hash: Option<String>,
     pub started_unix: u64,
     pub finished_unix: u64,
-    /// `ok`, `failed`, `interrupted`.
-    pub result: String,
+    pub result: RunResult,
     pub nodes: Vec<NodeOutcome>,
 }
 
@@ -130,5 +210,35 @@ impl State {
             out.push((id, s));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed outcome and the line on disk are one codec: each line reads back as the
+    /// same outcome, so run records written before the type existed keep loading.
+    #[test]
+    fn outcomes_round_trip_through_their_line() {
+        let check = |line: &str, expected: Outcome| {
+            let json = serde_json::to_string(line).unwrap();
+            let read: Outcome = serde_json::from_str(&json).unwrap();
+            assert_eq!(read, expected, "{line}");
+            assert_eq!(serde_json::to_string(&read).unwrap(), json);
+        };
+        check("ok", Outcome::Ok(None));
+        check("ok: deleted", Outcome::Ok(Some("deleted".into())));
+        check("cached", Outcome::Cached);
+        check(
+            "failed: no route: to host",
+            Outcome::Failed("no route: to host".into()),
+        );
+        check(
+            "skipped: interrupted",
+            Outcome::Skipped("interrupted".into()),
+        );
+        assert!(serde_json::from_str::<Outcome>("\"done\"").is_err());
+        assert!(serde_json::from_str::<Action>("\"create\"").is_ok_and(|a| a == Action::Create));
     }
 }

@@ -28,7 +28,9 @@ use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
 use crate::qemu::{Machines, VmSpec};
-use crate::record::{output_hash, Facts, NodeOutcome, RealizationRecord, RunRecord, State};
+use crate::record::{
+    output_hash, Facts, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State,
+};
 use crate::resolve::{Known, Payload, ProjectFiles, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, Store, StoreError};
@@ -57,7 +59,7 @@ pub enum Event<'a> {
         key: &'a str,
         target: &'a str,
         action: Action,
-        outcome: &'a str,
+        outcome: &'a Outcome,
         duration: Duration,
     },
 }
@@ -425,7 +427,7 @@ impl<'s> Scheduler<'s> {
         &mut self,
         i: usize,
         action: Action,
-        outcome: String,
+        outcome: Outcome,
         d: Duration,
         oh: Option<String>,
     ) {
@@ -442,7 +444,7 @@ impl<'s> Scheduler<'s> {
             NodeOutcome {
                 node: node.key.clone(),
                 id: node.id.clone(),
-                action: action.name().into(),
+                action,
                 outcome,
                 duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
                 output_hash: oh,
@@ -466,10 +468,10 @@ impl<'s> Scheduler<'s> {
             if !self.opts.keep_going {
                 self.failed_targets.insert(self.target_of(i));
             }
-            self.outcome(i, action, format!("failed: {why}"), elapsed, None);
+            self.outcome(i, action, Outcome::Failed(why), elapsed, None);
         } else {
             self.report.skipped += 1;
-            self.outcome(i, action, format!("skipped: {why}"), Duration::ZERO, None);
+            self.outcome(i, action, Outcome::Skipped(why), Duration::ZERO, None);
         }
         let key = self.spec.nodes[i].key.clone();
         let mut work: Vec<usize> = dependents[i].clone();
@@ -480,7 +482,7 @@ impl<'s> Scheduler<'s> {
                 self.outcome(
                     d,
                     Action::Update,
-                    format!("skipped: its input `{key}` did not complete"),
+                    Outcome::Skipped(format!("its input `{key}` did not complete")),
                     Duration::ZERO,
                     None,
                 );
@@ -580,7 +582,7 @@ impl<'s> Scheduler<'s> {
                         self.outcome(
                             i,
                             Action::Unchanged,
-                            "cached".into(),
+                            Outcome::Cached,
                             Duration::ZERO,
                             Some(oh),
                         );
@@ -634,7 +636,7 @@ impl<'s> Scheduler<'s> {
                         self.known[i] = Some(known);
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
-                        self.outcome(i, action, "ok".into(), done.elapsed, Some(oh));
+                        self.outcome(i, action, Outcome::Ok(None), done.elapsed, Some(oh));
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
@@ -650,11 +652,11 @@ impl<'s> Scheduler<'s> {
         let spec_outputs = self.resolve_outputs();
         env.state.outputs = spec_outputs;
         let result = if self.report.interrupted {
-            "interrupted"
+            RunResult::Interrupted
         } else if self.report.failed > 0 {
-            "failed"
+            RunResult::Failed
         } else {
-            "ok"
+            RunResult::Ok
         };
         let run = RunRecord {
             run: self.run_id.clone(),
@@ -664,7 +666,7 @@ impl<'s> Scheduler<'s> {
             lock_hash: self.opts.lock_hash.clone(),
             started_unix,
             finished_unix: now_unix(),
-            result: result.into(),
+            result,
             nodes: std::mem::take(&mut self.outcomes)
                 .into_values()
                 .chain(std::mem::take(&mut self.deletions))
@@ -975,8 +977,8 @@ impl<'s> Scheduler<'s> {
         d: Duration,
     ) {
         let outcome = match &res {
-            Ok(m) => format!("ok: {m}"),
-            Err(e) => format!("failed: {e}"),
+            Ok(m) => Outcome::Ok(Some(m.clone())),
+            Err(e) => Outcome::Failed(e.clone()),
         };
         self.reporter.event(Event::Finished {
             key,
@@ -999,7 +1001,7 @@ impl<'s> Scheduler<'s> {
         self.deletions.push(NodeOutcome {
             node: key.to_string(),
             id,
-            action: "delete".into(),
+            action: Action::Delete,
             outcome,
             duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             output_hash: None,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use envc_executor::record::NodeOutcome;
+use envc_executor::plan::Action;
+use envc_executor::record::{NodeOutcome, Outcome, RunResult};
 use envc_executor::{
     EnvLock, Holder, LockError, ObjectId, RealizationRecord, RunRecord, State, Store, StoreError,
 };
@@ -176,7 +177,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
     let lock = EnvLock::acquire(&s, "prod", false, &Holder::current("test")).unwrap();
     let run = RunRecord {
         run: "r".into(),
-        result: "ok".into(),
+        result: RunResult::Ok,
         env: "prod".into(),
         command: "build".into(),
         graph_hash: "g".into(),
@@ -186,8 +187,8 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
         nodes: vec![NodeOutcome {
             node: "h1/file:/etc/motd".into(),
             id: "d1".into(),
-            action: "create".into(),
-            outcome: "ok".into(),
+            action: Action::Create,
+            outcome: Outcome::Ok(None),
             duration_ms: 5,
             output_hash: None,
         }],
