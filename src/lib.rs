@@ -1,8 +1,9 @@
-//! The `envc` command line: argument parsing, the filesystem loader and diagnostic
-//! rendering. Everything else lives in the workspace crates.
+//! The `envc` command line: argument parsing (clap), rendering (diagnostics with miette,
+//! plans, logs) and progress (indicatif). Everything else lives in the workspace crates:
+//! the application layer is `envc_executor::session`, `locking` and `project`.
 
 pub mod cli;
-pub mod deploy;
-pub mod fs_loader;
-pub mod lock;
+mod commands;
+pub mod exit;
+mod output;
 pub mod render;

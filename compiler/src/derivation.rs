@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::rc::Rc;
 
+use crate::pin::PinKey;
 use crate::value::{Deferred, Node, Value};
 
 /// Bumped whenever the encoding changes: it is hashed, so every id changes with it.
@@ -153,7 +154,7 @@ pub struct DerivationRef<'a> {
     pub attrs: &'a BTreeMap<Rc<str>, Value>,
     pub inputs: &'a [Rc<Node>],
     /// Lockfile pins this derivation uses (empty until the lockfile feeds them in).
-    pub pins: &'a BTreeMap<Rc<str>, Rc<str>>,
+    pub pins: &'a BTreeMap<PinKey, Rc<str>>,
 }
 
 pub fn encode(d: &DerivationRef) -> Result<Vec<u8>, NotEncodable> {
@@ -176,9 +177,10 @@ pub fn encode(d: &DerivationRef) -> Result<Vec<u8>, NotEncodable> {
     for n in d.inputs {
         e.id(&n.id);
     }
+    // In the keys' text order, which `PinKey`'s order is.
     e.len(d.pins.len());
     for (k, v) in d.pins {
-        e.str(k);
+        e.str(&k.to_string());
         e.str(v);
     }
     Ok(e.buf)

@@ -17,6 +17,7 @@ use crate::args::bind_args;
 use crate::builtins::{self, Builtin, Default};
 use crate::check::{body_span, deferred_diagnostic, mismatch_diagnostic, Checked, Global};
 use crate::derivation::{derivation_id, encode, DerivationRef};
+use crate::pin::PinKey;
 use crate::program::Program;
 use crate::source::{join_relative, SourceLoader};
 use crate::types::*;
@@ -73,7 +74,7 @@ pub struct Evaluator<'p> {
     checked: &'p Checked,
     loader: &'p dyn SourceLoader,
     params: &'p BTreeMap<String, (FileId, Expr)>,
-    pins: &'p BTreeMap<String, String>,
+    pins: &'p BTreeMap<PinKey, String>,
     pub(crate) limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
@@ -92,7 +93,7 @@ impl<'p> Evaluator<'p> {
         checked: &'p Checked,
         loader: &'p dyn SourceLoader,
         params: &'p BTreeMap<String, (FileId, Expr)>,
-        pins: &'p BTreeMap<String, String>,
+        pins: &'p BTreeMap<PinKey, String>,
         limits: Limits,
     ) -> Evaluator<'p> {
         Evaluator {
@@ -1406,11 +1407,11 @@ impl<'p> Evaluator<'p> {
                 self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
             );
         }
-        let pins: BTreeMap<Rc<str>, Rc<str>> = pin_keys(kind, &name, &attrs)
+        let pins: BTreeMap<PinKey, Rc<str>> = pin_keys(kind, &name, &attrs)
             .into_iter()
             .filter_map(|k| {
-                let v = self.pins.get(&k)?;
-                Some((Rc::from(k.as_str()), Rc::from(v.as_str())))
+                let v = Rc::from(self.pins.get(&k)?.as_str());
+                Some((k, v))
             })
             .collect();
         let d = DerivationRef {
@@ -1577,13 +1578,13 @@ fn not_literal(e: &Expr, file: FileId) -> Stop {
 
 /// The lockfile keys a node of `kind` named `name` uses: a package its version and hash,
 /// an image its package set, the archive it is built from and the time its files carry.
-fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec<String> {
+fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec<PinKey> {
     match kind {
-        NodeKind::Package => vec![format!("package:{name}")],
+        NodeKind::Package => vec![PinKey::Package(name.to_string())],
         NodeKind::Image => {
-            let mut keys = vec![format!("image:{name}"), "source_date_epoch".to_string()];
+            let mut keys = vec![PinKey::Image(name.to_string()), PinKey::SourceDateEpoch];
             if let Some(Value::Str(suite)) = attrs.get("suite") {
-                keys.push(format!("archive:debian/{suite}"));
+                keys.push(PinKey::debian_archive(suite));
             }
             keys
         }

@@ -14,6 +14,7 @@ pub mod derivation;
 pub mod eval;
 pub mod graph;
 mod library;
+pub mod pin;
 pub mod program;
 pub mod source;
 pub mod stdlib;
@@ -37,7 +38,7 @@ pub struct CompileOptions {
     pub params: BTreeMap<String, String>,
     /// Lockfile pins by key (`package:hello` → its value): each node carries, and is
     /// identified by, the pins it uses.
-    pub pins: BTreeMap<String, String>,
+    pub pins: BTreeMap<pin::PinKey, String>,
     pub limits: Limits,
 }
 

@@ -7,7 +7,9 @@ use envc_lang::FileId;
 
 /// Reads files of the project. Paths are project-relative, `/`-separated and normalised
 /// (no `.`/`..`, never leaving the project); the project root is the root file's directory.
-pub trait SourceLoader {
+/// The executor reads templates and `source` files through the same trait, from its
+/// worker threads (hence `Sync`).
+pub trait SourceLoader: Sync {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError>;
 }
 

@@ -107,7 +107,7 @@ pub struct Node {
     pub inputs: Vec<Rc<Node>>,
     /// The lockfile pins this node uses (`package:hello` → its version and hash), part of
     /// its id: a moved pin changes exactly the nodes that use it and what depends on them.
-    pub pins: BTreeMap<Rc<str>, Rc<str>>,
+    pub pins: BTreeMap<crate::pin::PinKey, Rc<str>>,
     pub file: FileId,
     pub span: Span,
 }

@@ -21,7 +21,7 @@ fn ids(pins: &[(&str, &str)]) -> BTreeMap<String, String> {
     let options = CompileOptions {
         pins: pins
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.parse().expect("a pin key"), v.to_string()))
             .collect(),
         ..CompileOptions::default()
     };

@@ -6,6 +6,8 @@
 //! the directory order, not the cache). Pinning the archive's state is the lockfile's job.
 
 use std::collections::BTreeMap;
+
+use envc_compiler::pin::PinKey;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,9 +17,9 @@ use crate::store::{ObjectId, Store};
 /// The build script. Its hash is an input of every image (a new builder is a new image).
 pub const BUILDER: &str = include_str!("image.sh");
 
-/// Timestamps inside images when no lockfile pins `source_date_epoch` (and a new
-/// lockfile's value). It enters the resolved hash either way.
-pub const SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
+/// Timestamps inside images when no lockfile pins `source_date_epoch`: the clock a new
+/// lockfile starts from, so a first lock does not change an unlocked image.
+pub const SOURCE_DATE_EPOCH: u64 = envc_lockfiles::environment::DEFAULT_SOURCE_DATE_EPOCH;
 
 /// What every image has besides its own packages: systemd, sshd, the cloud kernel (it
 /// boots without an initramfs), the tools the guest setup uses; dbus, without which
@@ -74,9 +76,9 @@ pub struct ImageSpec {
     /// mirror this machine's apt uses, so only locked images are the same bits everywhere
     /// (the mirror's URL is written into the image's apt sources).
     pub mirror: Option<String>,
-    /// The package set the lockfile pins (`name=version`), when locked: a build that
+    /// The package set the lockfile pins (name, version), when locked: a build that
     /// installs anything else fails, naming what moved.
-    pub expected: Option<Vec<String>>,
+    pub expected: Option<Vec<(String, String)>>,
 }
 
 /// The image's outputs, as facts: store object ids, and what is worth showing.
@@ -99,47 +101,6 @@ pub fn objects(facts: &Facts) -> Vec<ObjectId> {
         .collect()
 }
 
-/// The mirror apt on this machine is configured with (`$ENVC_DEBIAN_MIRROR` overrides): the
-/// first `deb` or `URIs:` line that names an http(s) Debian archive.
-pub fn mirror() -> Result<String, String> {
-    if let Ok(m) = std::env::var("ENVC_DEBIAN_MIRROR") {
-        if !m.is_empty() {
-            return Ok(m.trim_end_matches('/').to_string());
-        }
-    }
-    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
-    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
-        let mut more: Vec<PathBuf> = dir.filter_map(|e| Some(e.ok()?.path())).collect();
-        more.sort();
-        files.extend(more);
-    }
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else {
-            continue;
-        };
-        if let Some(uri) = first_debian_uri(&text) {
-            return Ok(uri);
-        }
-    }
-    Err(
-        "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d\n  \
-         hint: set ENVC_DEBIAN_MIRROR=http://deb.debian.org/debian"
-            .into(),
-    )
-}
-
-fn first_debian_uri(text: &str) -> Option<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("deb ") || l.starts_with("URIs:"))
-        .flat_map(|l| l.split_whitespace())
-        .find(|w| {
-            (w.starts_with("http://") || w.starts_with("https://"))
-                && w.trim_end_matches('/').ends_with("/debian")
-        })
-        .map(|w| w.trim_end_matches('/').to_string())
-}
-
 /// Where downloaded `.deb` files are kept between builds (`$ENVC_CACHE`, else
 /// `$XDG_CACHE_HOME/envc`, else `~/.cache/envc`). Packages are checked by apt against the
 /// archive's signed index, so the cache saves time without being trusted.
@@ -156,7 +117,7 @@ pub fn cache_dir() -> PathBuf {
 pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, String> {
     let mirror = match &spec.mirror {
         Some(m) => m.clone(),
-        None => mirror()?,
+        None => envc_lockfiles::mirror::local_mirror()?,
     };
     let cache = cache_dir();
     std::fs::create_dir_all(&cache)
@@ -300,12 +261,17 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
 
 /// The archive moved under the lock: say which pins no longer hold, instead of storing an
 /// image that silently differs from the locked one.
-fn check_package_set(image: &str, expected: &[String], built: &[String]) -> Result<(), String> {
+fn check_package_set(
+    image: &str,
+    expected: &[(String, String)],
+    built: &[String],
+) -> Result<(), String> {
+    // `packages.txt` is what image.sh wrote: `name=version` a line.
     let split = |s: &String| -> (String, String) {
         let (n, v) = s.split_once('=').unwrap_or((s, ""));
         (n.to_string(), v.to_string())
     };
-    let want: BTreeMap<String, String> = expected.iter().map(split).collect();
+    let want: BTreeMap<String, String> = expected.iter().cloned().collect();
     let got: BTreeMap<String, String> = built.iter().map(split).collect();
     let mut lines = Vec::new();
     for (name, v) in &want {
@@ -324,16 +290,16 @@ fn check_package_set(image: &str, expected: &[String], built: &[String]) -> Resu
         return Ok(());
     }
     Err(format!(
-        "image `{image}` no longer matches its pin `image:{image}`: the archive changed under \
-         the lock\n{}\n  hint: review the move with `envc lock FILE --update image:{image}` and \
+        "image `{image}` no longer matches its pin `{key}`: the archive changed under \
+         the lock\n{}\n  hint: review the move with `envc lock FILE --update {key}` and \
          `envc lock diff`, or build from a mirror that still serves the locked versions",
-        lines.join("\n")
+        lines.join("\n"),
+        key = PinKey::Image(image.to_string())
     ))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::first_debian_uri;
 
     #[test]
     fn a_moved_archive_names_every_pin_that_no_longer_holds() {
@@ -343,10 +309,15 @@ mod tests {
             "libc6=2.36-9+deb12u10",
             "zlib1g=1:1.2.13",
         ]);
-        assert!(super::check_package_set("i", &lock, &lock).is_ok());
+        let pinned: Vec<(String, String)> = lock
+            .iter()
+            .filter_map(|l| l.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        assert!(super::check_package_set("i", &pinned, &lock).is_ok());
         let err = super::check_package_set(
             "i",
-            &lock,
+            &pinned,
             &s(&["bash=5.2.15-2+b7", "libc6=2.36-9+deb12u13", "tzdata=2025b"]),
         )
         .unwrap_err();
@@ -360,25 +331,5 @@ mod tests {
             assert!(err.contains(part), "{part}: {err}");
         }
         assert!(!err.contains("bash"), "{err}");
-    }
-
-    #[test]
-    fn finds_the_debian_mirror_in_either_format() {
-        let check = |text: &str, expected: Option<&str>| {
-            assert_eq!(first_debian_uri(text).as_deref(), expected, "{text}");
-        };
-        check(
-            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n",
-            Some("http://deb.debian.org/debian"),
-        );
-        check(
-            "# deb http://old/debian\ndeb [arch=amd64] https://mirror.example/debian/ bookworm main\n",
-            Some("https://mirror.example/debian"),
-        );
-        check(
-            "deb https://packages.cloud.google.com/apt cloud-sdk main\n",
-            None,
-        );
-        check("URIs: http://deb.debian.org/debian-security\n", None);
     }
 }

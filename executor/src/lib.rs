@@ -1,22 +1,28 @@
-//! The executor: store, state and realization records, the scheduler, transports (local and
-//! SSH) and node executors. It consumes `envc_compiler::Graph` (nodes in canonical
+//! The executor: the application layer of envc. Store, state and realization records, the
+//! scheduler, transports (local and SSH) and node executors; the project on disk
+//! (`project`), the session that plans, builds, destroys and probes an environment
+//! (`session`), and the lockfile as the graph needs it (`locking`). It consumes `envc_compiler::Graph` (nodes in canonical
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
 
 pub mod connect;
+pub mod envlock;
 pub mod image;
-pub mod lock;
+pub mod locking;
 pub mod ops;
 pub mod plan;
 pub mod probe;
+pub mod project;
 pub mod qemu;
 pub mod record;
 pub mod resolve;
 pub mod run;
+pub mod session;
 pub mod spec;
 pub mod store;
+pub mod tools;
 pub mod transport;
 
-pub use lock::{EnvLock, Holder, LockError};
+pub use envlock::{EnvLock, EnvLockError, Holder};
 pub use record::{RealizationRecord, RunRecord, State};
 pub use store::{ObjectId, RefConflict, Store, StoreError};

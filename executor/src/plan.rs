@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::types::NodeKind;
+use envc_compiler::SourceLoader;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Facts, RealizationRecord};
-use crate::resolve::{resolve, Known, ProjectFiles, Resolution, Resolved};
+use crate::resolve::{resolve, Known, Resolution, Resolved};
 use crate::spec::Spec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -69,7 +70,7 @@ pub fn assess<'a>(
     record: Option<&RealizationRecord>,
     identity: Option<&str>,
     drift: Option<&DriftFacts>,
-    files: &dyn ProjectFiles,
+    files: &dyn SourceLoader,
 ) -> Assessment {
     let resolved = resolve(spec, i, known, files);
     let node = &spec.nodes[i];
@@ -208,7 +209,7 @@ pub fn plan(
     spec: &Spec,
     records: &BTreeMap<String, RealizationRecord>,
     drift: &BTreeMap<String, DriftFacts>,
-    files: &dyn ProjectFiles,
+    files: &dyn SourceLoader,
 ) -> Plan {
     let mut known: Vec<Option<Known>> = vec![None; spec.nodes.len()];
     let mut nodes: Vec<PlannedNode> = Vec::with_capacity(spec.nodes.len());

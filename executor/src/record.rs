@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lock::EnvLock;
+use crate::envlock::EnvLock;
 use crate::plan::Action;
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::derivation::ENCODING_VERSION;
+use envc_compiler::pin::{ArchiveValue, ImageValue, PackageValue, PinKey, PinValue};
 use envc_compiler::types::NodeKind;
+use envc_compiler::SourceLoader;
 use serde_json::{json, Value as Json};
 
 use crate::image::ImageSpec;
@@ -18,18 +20,6 @@ use crate::record::Facts;
 use crate::spec::{NodeSpec, Spec, Val};
 use crate::store::ObjectId;
 use crate::transport::HostSpec;
-
-/// Reads project files (templates, sources) by their project-relative path.
-pub trait ProjectFiles: Sync {
-    fn read(&self, path: &str) -> std::io::Result<Vec<u8>>;
-}
-
-impl ProjectFiles for envc_compiler::MemoryLoader {
-    fn read(&self, path: &str) -> std::io::Result<Vec<u8>> {
-        envc_compiler::SourceLoader::read(self, path)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    }
-}
 
 /// What dependents know of a node that was realized (or, in a plan, is predicted to be).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,7 +254,7 @@ pub fn resolve<'a>(
     spec: &'a Spec,
     i: usize,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
-    files: &dyn ProjectFiles,
+    files: &dyn SourceLoader,
 ) -> Result<Resolved, Resolution> {
     let r = Resolver { spec, known };
     let node = &spec.nodes[i];
@@ -351,12 +341,12 @@ pub fn resolve<'a>(
             Payload::File(f)
         }
         NodeKind::Package => {
-            // The source's version, else the lockfile's (its first word).
+            // The source's version, else the lockfile's.
             let pinned = node
                 .pins
-                .get(&format!("package:{}", node.name))
-                .and_then(|v| v.split_whitespace().next())
-                .map(str::to_string);
+                .get(&PinKey::Package(node.name.clone()))
+                .and_then(|v| PackageValue::decode(v))
+                .map(|p| p.version);
             let version = match attrs.get("version") {
                 Some(Val::Str(v)) if !v.is_empty() => Some(v.clone()),
                 _ => pinned,
@@ -444,21 +434,22 @@ pub fn resolve<'a>(
                     .collect(),
                 _ => BTreeMap::new(),
             };
-            // The lockfile's package set (after the archive's name) and clock, when locked.
+            // The lockfile's package set and clock, when locked.
             let expected = node
                 .pins
-                .get(&format!("image:{}", node.name))
-                .map(|v| v.split_whitespace().skip(1).map(str::to_string).collect());
+                .get(&PinKey::Image(node.name.clone()))
+                .and_then(|v| ImageValue::decode(v))
+                .map(|i| i.packages);
             let source_date_epoch = node
                 .pins
-                .get("source_date_epoch")
-                .and_then(|v| v.parse().ok())
+                .get(&PinKey::SourceDateEpoch)
+                .and_then(|v| u64::decode(v))
                 .unwrap_or(crate::image::SOURCE_DATE_EPOCH);
             let mirror = node
                 .pins
-                .get(&format!("archive:debian/{}", s("suite")))
-                .and_then(|v| v.split_whitespace().next())
-                .map(str::to_string);
+                .get(&PinKey::debian_archive(&s("suite")))
+                .and_then(|v| ArchiveValue::decode(v))
+                .map(|a| a.mirror);
             let img = ImageSpec {
                 mirror,
                 name: node.name.clone(),
@@ -519,7 +510,7 @@ fn file_content(
     node: &NodeSpec,
     attrs: &BTreeMap<String, Val>,
     spec: &Spec,
-    files: &dyn ProjectFiles,
+    files: &dyn SourceLoader,
 ) -> Result<Vec<u8>, Resolution> {
     let fail = |m: String| Resolution::Failed(format!("`{}`: {m}", node.key));
     let read = |v: &Val| -> Result<(String, Vec<u8>), Resolution> {

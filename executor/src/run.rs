@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use envc_compiler::types::NodeKind;
+use envc_compiler::SourceLoader;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
+use crate::envlock::EnvLock;
 use crate::image::{build_image, ImageSpec};
-use crate::lock::EnvLock;
 use crate::ops::file::{apply_files, remove_files, FileSpec};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
@@ -31,7 +32,7 @@ use crate::qemu::{Machines, VmSpec};
 use crate::record::{
     output_hash, Facts, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State,
 };
-use crate::resolve::{Known, Payload, ProjectFiles, Resolution, Resolved};
+use crate::resolve::{Known, Payload, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, Store, StoreError};
 use crate::transport::{HostKey, HostSpec};
@@ -66,6 +67,15 @@ pub enum Event<'a> {
 
 pub trait Reporter: Send + Sync {
     fn event(&self, e: Event<'_>);
+
+    /// What probes of the targets found before the run (`--refresh`): drifted facts by
+    /// node, and the nodes that could not be probed, with why.
+    fn probed(
+        &self,
+        _drift: &BTreeMap<String, DriftFacts>,
+        _unreachable: &BTreeMap<String, String>,
+    ) {
+    }
 }
 
 #[derive(Debug, Default)]
@@ -350,7 +360,7 @@ fn release(
 
 pub struct Scheduler<'s> {
     spec: &'s Spec,
-    files: &'s dyn ProjectFiles,
+    files: &'s dyn SourceLoader,
     opts: &'s BuildOptions,
     conns: Arc<Connections>,
     machines: Arc<Machines>,
@@ -370,7 +380,7 @@ pub struct Scheduler<'s> {
 impl<'s> Scheduler<'s> {
     pub fn new(
         spec: &'s Spec,
-        files: &'s dyn ProjectFiles,
+        files: &'s dyn SourceLoader,
         opts: &'s BuildOptions,
         conns: Arc<Connections>,
         machines: Arc<Machines>,

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
 use envc_compiler::value::{Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph};
@@ -45,7 +46,7 @@ pub struct NodeSpec {
     pub attrs: BTreeMap<String, Val>,
     pub inputs: Vec<usize>,
     /// Lockfile pins the node uses: key → value (see `envc_lockfiles::Lockfile::pin_value`).
-    pub pins: BTreeMap<String, String>,
+    pub pins: BTreeMap<PinKey, String>,
     /// `target/kind:name`, or `kind:name` for nodes without a target: how the state finds
     /// what this node manages from one run to the next.
     pub key: String,
@@ -131,7 +132,7 @@ impl Spec {
                 pins: n
                     .pins
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .map(|(k, v)| (k.clone(), v.to_string()))
                     .collect(),
                 key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
             });

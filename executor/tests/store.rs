@@ -9,7 +9,7 @@ use std::time::Duration;
 use envc_executor::plan::Action;
 use envc_executor::record::{NodeOutcome, Outcome, RunResult};
 use envc_executor::{
-    EnvLock, Holder, LockError, ObjectId, RealizationRecord, RunRecord, State, Store, StoreError,
+    EnvLock, EnvLockError, Holder, ObjectId, RealizationRecord, RunRecord, State, Store, StoreError,
 };
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -69,7 +69,7 @@ fn the_lock_is_exclusive_and_names_its_holder() {
         false,
         &Holder::current("envc build prod.env -j 4"),
     ) {
-        Err(LockError::Held {
+        Err(EnvLockError::Held {
             env,
             holder: Some(h),
         }) => {

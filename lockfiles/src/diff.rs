@@ -91,21 +91,21 @@ fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
     let mut m = BTreeMap::new();
     m.insert("version".to_string(), Pin::Version(lock.version));
     m.insert(
-        KEY_SOURCE_DATE_EPOCH.to_string(),
+        PinKey::SourceDateEpoch.to_string(),
         Pin::Epoch(lock.source_date_epoch),
     );
-    m.insert(KEY_STDLIB.to_string(), Pin::Stdlib(&lock.stdlib));
+    m.insert(PinKey::Stdlib.to_string(), Pin::Stdlib(&lock.stdlib));
     for a in &lock.archives {
-        m.insert(a.key(), Pin::Archive(a));
+        m.insert(a.key().to_string(), Pin::Archive(a));
     }
     for p in &lock.packages {
-        m.insert(p.key(), Pin::Package(p));
+        m.insert(p.key().to_string(), Pin::Package(p));
     }
     for i in &lock.images {
-        m.insert(i.key(), Pin::Image(i));
+        m.insert(i.key().to_string(), Pin::Image(i));
     }
     for t in &lock.tools {
-        m.insert(t.key(), Pin::Tool(t));
+        m.insert(t.key().to_string(), Pin::Tool(t));
     }
     m
 }

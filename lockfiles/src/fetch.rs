@@ -367,7 +367,7 @@ pub async fn fetch_deb(mirror: &str, pin: &PackagePin) -> Result<Vec<u8>, FetchE
             got,
             hint: "the mirror serves other bytes under this name: use another mirror; if the \
                archive really changed the file, run `envc lock FILE --update KEY` and review"
-                .replace("KEY", &pin.key()),
+                .replace("KEY", &pin.key().to_string()),
         }))
     };
     if body.len() as u64 != pin.size {

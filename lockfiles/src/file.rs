@@ -115,3 +115,66 @@ mod tests {
             .starts_with("cannot read /nonexistent/prod.lock: "));
     }
 }
+
+/// A lockfile as read: its pins, and the blake3 of its bytes (what a run record names),
+/// read once so that the two cannot disagree.
+#[derive(Clone, Debug)]
+pub struct LockedFile {
+    pub lock: Lockfile,
+    pub hash: String,
+}
+
+/// `WHAT is not a valid lockfile:` and every problem, one per line.
+fn invalid(what: &str, errors: Vec<LockError>) -> String {
+    let mut s = format!("{what} is not a valid lockfile:");
+    for e in errors {
+        s.push_str(&format!("\n  {}", e.to_string().replace('\n', "\n  ")));
+    }
+    s
+}
+
+/// The lockfile beside `env_file`, if there is one. A broken one is an error: builds must
+/// not quietly go unpinned.
+pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, String> {
+    let path = lock_path(env_file);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let lock = Lockfile::parse(&String::from_utf8_lossy(&bytes)).map_err(|errors| {
+        invalid(&path.display().to_string(), errors)
+            + &format!(
+                "\n  hint: regenerate it with `envc lock {}`",
+                env_file.display()
+            )
+    })?;
+    Ok(Some(LockedFile {
+        lock,
+        hash: blake3::hash(&bytes).to_hex().to_string(),
+    }))
+}
+
+/// A lockfile named on the command line of `lock diff`: a path, or `REV:PATH` read from git.
+pub fn read_lock_arg(arg: &str) -> Result<Lockfile, String> {
+    let text = if Path::new(arg).exists() {
+        std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?
+    } else if let Some((rev, path)) = arg.split_once(':') {
+        let out = std::process::Command::new("git")
+            .args(["show", &format!("{rev}:{path}")])
+            .output()
+            .map_err(|e| format!("cannot run git for {arg}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{arg}: neither a file nor a git `REV:PATH`: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    } else {
+        return Err(format!(
+            "{arg}: no such file (a git revision is written `REV:PATH`)"
+        ));
+    };
+    Lockfile::parse(&text).map_err(|errors| invalid(arg, errors))
+}

@@ -11,17 +11,24 @@
 //! change between two lockfiles. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
-//! What `envc lock FILE` does with it, in order: [`Archive::fetch`] each suite the
-//! environment uses, [`resolve_packages`] and [`resolve_image`] what it names,
-//! [`probe::probe_all`] the tools, build a [`Lockfile`] (with [`update`] to keep unnamed
-//! pins on `--update KEY`), and [`Lockfile::write_to`] the path [`lock_path`] gives, only
-//! when everything resolved. The format is described in `lockfiles/README.md`.
+//! What `envc lock FILE` does with it, in order: the executor reads the environment's
+//! [`Needs`] off its graph; [`needs::stale`] compares them with the lockfile offline
+//! (`--check`, `build --locked`); [`environment::resolve_environment`] fetches each suite
+//! ([`Archive::fetch`], its signature checked), resolves what it names
+//! ([`resolve_packages`], [`resolve_image`]) and probes the tools; [`update`] keeps the
+//! unnamed pins on `--update KEY`; [`Lockfile::write_to`] writes the path [`lock_path`]
+//! gives, only when everything resolved. Pin keys and values go through
+//! `envc_compiler::pin`, the one codec every crate shares. The format is described in
+//! `lockfiles/README.md`.
 
 pub mod archive;
 pub mod diff;
+pub mod environment;
 pub mod fetch;
 pub mod file;
+pub mod mirror;
 pub mod model;
+pub mod needs;
 pub mod probe;
 pub mod resolve;
 pub mod text;
@@ -33,8 +40,9 @@ mod testdata;
 pub use archive::Archive;
 pub use diff::{diff, LockDiff};
 pub use fetch::FetchError;
-pub use file::lock_path;
+pub use file::{lock_path, read_lock, read_lock_arg, LockedFile};
 pub use model::*;
+pub use needs::{stale, Needs, NeedsConflict, Stale};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};
 pub use text::LockError;

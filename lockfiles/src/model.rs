@@ -8,9 +8,8 @@
 /// that says to regenerate it (or to upgrade envc, when the lockfile is newer).
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Key of the scalar pins.
-pub const KEY_SOURCE_DATE_EPOCH: &str = "source_date_epoch";
-pub const KEY_STDLIB: &str = "stdlib";
+pub use envc_compiler::pin::PinKey;
+use envc_compiler::pin::{ArchiveValue, ImageValue, PackageValue, PinValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lockfile {
@@ -79,8 +78,8 @@ pub struct ToolPin {
 }
 
 impl ArchivePin {
-    pub fn key(&self) -> String {
-        format!("archive:{}", self.name)
+    pub fn key(&self) -> PinKey {
+        PinKey::Archive(self.name.clone())
     }
 
     /// The conventional name of a Debian suite's pin: `debian/SUITE`.
@@ -90,20 +89,20 @@ impl ArchivePin {
 }
 
 impl PackagePin {
-    pub fn key(&self) -> String {
-        format!("package:{}", self.name)
+    pub fn key(&self) -> PinKey {
+        PinKey::Package(self.name.clone())
     }
 }
 
 impl ImagePin {
-    pub fn key(&self) -> String {
-        format!("image:{}", self.name)
+    pub fn key(&self) -> PinKey {
+        PinKey::Image(self.name.clone())
     }
 }
 
 impl ToolPin {
-    pub fn key(&self) -> String {
-        format!("tool:{}", self.name)
+    pub fn key(&self) -> PinKey {
+        PinKey::Tool(self.name.clone())
     }
 }
 
@@ -137,8 +136,8 @@ impl Lockfile {
     }
 
     /// Every key of this lockfile, sorted: what diff compares and what `--update` accepts.
-    pub fn keys(&self) -> Vec<String> {
-        let mut keys = vec![KEY_SOURCE_DATE_EPOCH.to_string(), KEY_STDLIB.to_string()];
+    pub fn keys(&self) -> Vec<PinKey> {
+        let mut keys = vec![PinKey::SourceDateEpoch, PinKey::Stdlib];
         keys.extend(self.archives.iter().map(ArchivePin::key));
         keys.extend(self.packages.iter().map(PackagePin::key));
         keys.extend(self.images.iter().map(ImagePin::key));
@@ -166,31 +165,48 @@ impl Lockfile {
     /// The pins a derivation uses, as the compiler's `pins` map wants them (key → a string
     /// that changes whenever the pin does): a package pin's `version sha256`, an image's
     /// archive state and package set, and so on. `None` for a key this lockfile lacks.
-    pub fn pin_value(&self, key: &str) -> Option<String> {
-        let (kind, name) = key.split_once(':').unwrap_or((key, ""));
-        match kind {
-            KEY_SOURCE_DATE_EPOCH => Some(self.source_date_epoch.to_string()),
-            KEY_STDLIB => Some(self.stdlib.clone()),
-            "archive" => self.archive(name).map(|a| {
-                format!(
-                    "{} {} {} {} {}",
-                    a.mirror,
-                    a.suite,
-                    a.architecture,
-                    a.components.join(","),
-                    a.release_sha256
-                )
+    pub fn pin_value(&self, key: &PinKey) -> Option<String> {
+        match key {
+            PinKey::SourceDateEpoch => Some(self.source_date_epoch.encode()),
+            PinKey::Stdlib => Some(self.stdlib.clone()),
+            PinKey::Archive(name) => self.archive(name).map(|a| {
+                ArchiveValue {
+                    mirror: a.mirror.clone(),
+                    suite: a.suite.clone(),
+                    architecture: a.architecture.clone(),
+                    components: a.components.clone(),
+                    release_sha256: a.release_sha256.clone(),
+                }
+                .encode()
             }),
-            "package" => self
-                .package(name)
-                .map(|p| format!("{} {} {}", p.version, p.architecture, p.sha256)),
-            "image" => self.image(name).map(|i| {
-                let set: Vec<String> = i.packages.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                format!("{} {}", i.archive, set.join(" "))
+            PinKey::Package(name) => self.package(name).map(|p| {
+                PackageValue {
+                    version: p.version.clone(),
+                    architecture: p.architecture.clone(),
+                    sha256: p.sha256.clone(),
+                }
+                .encode()
             }),
-            "tool" => self.tool(name).map(|t| t.version.clone()),
-            _ => None,
+            PinKey::Image(name) => self.image(name).map(|i| {
+                ImageValue {
+                    archive: i.archive.clone(),
+                    packages: i.packages.clone(),
+                }
+                .encode()
+            }),
+            PinKey::Tool(name) => self.tool(name).map(|t| t.version.clone()),
         }
+    }
+
+    /// Every pin as the compiler takes them: key → value.
+    pub fn pins(&self) -> std::collections::BTreeMap<PinKey, String> {
+        self.keys()
+            .into_iter()
+            .filter_map(|k| {
+                let v = self.pin_value(&k)?;
+                Some((k, v))
+            })
+            .collect()
     }
 }
 
@@ -206,7 +222,7 @@ impl Lockfile {
 pub fn update(
     old: &Lockfile,
     fresh: &Lockfile,
-    keys: &[&str],
+    keys: &[PinKey],
 ) -> Result<Lockfile, crate::text::LockError> {
     let known_old = old.keys();
     let known_fresh = fresh.keys();
@@ -215,37 +231,37 @@ pub fn update(
             return Err(crate::text::LockError {
                 message: format!("no pin `{key}` in the lockfile or the environment"),
                 line: None,
-                pin: Some(key.to_string()),
+                pin: Some(key.clone()),
                 hint: "keys are package:NAME, image:NAME, archive:NAME, tool:NAME, \
                        source_date_epoch and stdlib, as `envc lock diff` prints them"
                     .into(),
             });
         }
     }
-    let mut named: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let mut named: Vec<PinKey> = keys.to_vec();
     for p in &fresh.packages {
         if named.contains(&p.key()) {
-            named.push(format!("archive:{}", p.archive));
+            named.push(PinKey::Archive(p.archive.clone()));
         }
     }
     for i in &fresh.images {
         if named.contains(&i.key()) {
-            named.push(format!("archive:{}", i.archive));
+            named.push(PinKey::Archive(i.archive.clone()));
         }
     }
-    let keep = |key: &str| !named.iter().any(|n| n == key);
+    let keep = |key: &PinKey| !named.contains(key);
     let mut out = fresh.clone();
-    if keep(KEY_SOURCE_DATE_EPOCH) {
+    if keep(&PinKey::SourceDateEpoch) {
         out.source_date_epoch = old.source_date_epoch;
     }
-    if keep(KEY_STDLIB) {
+    if keep(&PinKey::Stdlib) {
         out.stdlib = old.stdlib.clone();
     }
     fn keep_old<T: Clone>(
         list: &mut [T],
-        key: impl Fn(&T) -> String,
+        key: impl Fn(&T) -> PinKey,
         old: &[T],
-        keep: &dyn Fn(&str) -> bool,
+        keep: &dyn Fn(&PinKey) -> bool,
     ) {
         for item in list.iter_mut() {
             let k = key(item);
@@ -269,9 +285,13 @@ mod tests {
     use super::*;
     use crate::testdata::sample;
 
+    fn key(text: &str) -> PinKey {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn keys_name_every_pin() {
-        let keys = sample().keys();
+        let keys: Vec<String> = sample().keys().iter().map(PinKey::to_string).collect();
         assert_eq!(
             keys,
             [
@@ -290,6 +310,7 @@ mod tests {
 
     /// `update(old, fresh, keys)` rendered as the keys whose pin came from `fresh`.
     fn check(keys: &[&str], expected: &str) {
+        let keys: Vec<PinKey> = keys.iter().map(|k| k.parse().unwrap()).collect();
         let old = sample();
         let mut fresh = sample();
         fresh.source_date_epoch += 1;
@@ -298,12 +319,13 @@ mod tests {
         fresh.packages[1].version = "2.36-9+deb12u14".into();
         fresh.images[0].packages[0].1 = "2.6.2".into();
         fresh.tools[2].version = "9.3".into();
-        let got = match update(&old, &fresh, keys) {
+        let got = match update(&old, &fresh, &keys) {
             Ok(lock) => {
                 let mut from_fresh: Vec<String> = lock
                     .keys()
                     .into_iter()
                     .filter(|k| lock.pin_value(k) != old.pin_value(k))
+                    .map(|k| k.to_string())
                     .collect();
                 from_fresh.sort();
                 from_fresh.join(" ")
@@ -353,20 +375,20 @@ mod tests {
         let mut moved = lock.clone();
         moved.packages[0].sha256 = "f".repeat(64);
         assert_ne!(
-            lock.pin_value("package:hello"),
-            moved.pin_value("package:hello")
+            lock.pin_value(&key("package:hello")),
+            moved.pin_value(&key("package:hello"))
         );
         assert_eq!(
-            lock.pin_value("package:libc6"),
-            moved.pin_value("package:libc6")
+            lock.pin_value(&key("package:libc6")),
+            moved.pin_value(&key("package:libc6"))
         );
-        assert_eq!(lock.pin_value("package:nope"), None);
+        assert_eq!(lock.pin_value(&key("package:nope")), None);
         assert_eq!(
-            lock.pin_value("source_date_epoch").as_deref(),
+            lock.pin_value(&key("source_date_epoch")).as_deref(),
             Some("1700000000")
         );
         assert_eq!(
-            lock.pin_value("tool:ssh").as_deref(),
+            lock.pin_value(&key("tool:ssh")).as_deref(),
             Some("9.2p1 Debian-2+deb12u6")
         );
     }

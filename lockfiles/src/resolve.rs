@@ -32,13 +32,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use crate::archive::{Alternatives, Archive, Dep, Stanza};
-use crate::model::PackagePin;
+use crate::model::{PackagePin, PinKey};
 
 /// A request that cannot be pinned: which pin, why, and what to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveError {
     /// The key of the pin (`package:hello`, `image:debian-12` when the caller sets it).
-    pub pin: String,
+    pub pin: PinKey,
     pub message: String,
     pub hint: String,
 }
@@ -60,7 +60,7 @@ pub fn resolve_packages(
     let mut pins = Vec::new();
     let mut errors = Vec::new();
     for (name, version) in requests {
-        match find(archive, name, *version, &format!("package:{name}")) {
+        match find(archive, name, *version, &PinKey::Package(name.to_string())) {
             Ok(s) => pins.push(pin(archive, s)),
             Err(e) => errors.push(e),
         }
@@ -93,7 +93,7 @@ fn find<'a>(
     archive: &'a Archive,
     name: &str,
     version: Option<&str>,
-    key: &str,
+    key: &PinKey,
 ) -> Result<&'a Stanza, ResolveError> {
     let a = &archive.pin;
     let versions = archive.versions(name);
@@ -132,7 +132,7 @@ fn find<'a>(
             )
         };
         return Err(ResolveError {
-            pin: key.to_string(),
+            pin: key.clone(),
             message,
             hint,
         });
@@ -142,7 +142,7 @@ fn find<'a>(
         Some(v) => versions.iter().find(|s| s.version == v).ok_or_else(|| {
             let available: Vec<&str> = versions.iter().map(|s| s.version.as_str()).collect();
             ResolveError {
-                pin: key.to_string(),
+                pin: key.clone(),
                 message: format!(
                     "`{name}` version {v} is not in {} (available: {})",
                     a.name,
@@ -215,7 +215,7 @@ pub fn resolve_image(
     match archive.candidate("apt") {
         Some(s) => seeds.push(s),
         None => errors.push(ResolveError {
-            pin: format!("archive:{}", archive.pin.name),
+            pin: archive.pin.key(),
             message: format!("`apt` is not in {}", archive.pin.name),
             hint: "an image is built with apt: pin a Debian suite that has it".into(),
         }),
@@ -225,7 +225,7 @@ pub fn resolve_image(
             Some((n, v)) => (n, Some(v)),
             None => (*include, None),
         };
-        match find(archive, name, version, &format!("package:{name}")) {
+        match find(archive, name, version, &PinKey::Package(name.to_string())) {
             Ok(s) => seeds.push(s),
             Err(e) => errors.push(e),
         }
@@ -362,7 +362,7 @@ fn unsatisfiable(archive: &Archive, by: &Stanza, group: &Alternatives) -> Resolv
         })
         .collect();
     ResolveError {
-        pin: format!("package:{}", by.package),
+        pin: PinKey::Package(by.package.clone()),
         message: format!(
             "`{}` {} depends on `{}`, which is not in {}",
             by.package,

@@ -27,7 +27,7 @@ pub struct LockError {
     /// 1-based line in the lockfile.
     pub line: Option<usize>,
     /// The key of the pin the error is in (`package:hello`), when there is one.
-    pub pin: Option<String>,
+    pub pin: Option<PinKey>,
     pub hint: String,
 }
 
@@ -236,11 +236,11 @@ struct Parser {
 type Value<'i> = Spanned<DeValue<'i>>;
 
 impl Parser {
-    fn error(&mut self, at: usize, pin: Option<&str>, message: String, hint: impl Into<String>) {
+    fn error(&mut self, at: usize, pin: Option<&PinKey>, message: String, hint: impl Into<String>) {
         self.errors.push(LockError {
             message,
             line: Some(self.lines.line(at)),
-            pin: pin.map(str::to_string),
+            pin: pin.cloned(),
             hint: hint.into(),
         });
     }
@@ -287,13 +287,13 @@ impl Parser {
                 "source_date_epoch" => {
                     seen_epoch = true;
                     lock.source_date_epoch = self
-                        .uint(value, Some(KEY_SOURCE_DATE_EPOCH), "source_date_epoch")
+                        .uint(value, Some(&PinKey::SourceDateEpoch), "source_date_epoch")
                         .unwrap_or(0);
                 }
                 "stdlib" => {
                     seen_stdlib = true;
                     lock.stdlib = self
-                        .hash(value, Some(KEY_STDLIB), "stdlib")
+                        .hash(value, Some(&PinKey::Stdlib), "stdlib")
                         .unwrap_or_default();
                 }
                 "archive" => {
@@ -327,12 +327,15 @@ impl Parser {
                 ),
             }
         }
-        for (seen, key) in [(seen_epoch, "source_date_epoch"), (seen_stdlib, "stdlib")] {
+        for (seen, key) in [
+            (seen_epoch, PinKey::SourceDateEpoch),
+            (seen_stdlib, PinKey::Stdlib),
+        ] {
             if !seen {
                 self.errors.push(LockError {
                     message: format!("missing `{key}`"),
                     line: None,
-                    pin: Some(key.to_string()),
+                    pin: Some(key),
                     hint: REGENERATE.into(),
                 });
             }
@@ -352,7 +355,7 @@ impl Parser {
                 _ => Vec::new(),
             }
         };
-        let mut found: Vec<(String, usize)> = Vec::new();
+        let mut found: Vec<(PinKey, usize)> = Vec::new();
         let archive_lines = block_lines("archive");
         let package_lines = block_lines("package");
         let image_lines = block_lines("image");
@@ -371,12 +374,14 @@ impl Parser {
             for (t, line) in blocks.iter().zip(lines.iter()) {
                 if let DeValue::Table(t) = t.get_ref() {
                     if let Some(name) = t.get("name").and_then(|n| n.get_ref().as_str()) {
-                        found.push((format!("{kind}:{name}"), *line));
+                        if let Some(key) = PinKey::of_block(kind, name) {
+                            found.push((key, *line));
+                        }
                     }
                 }
             }
         }
-        let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut by_key: BTreeMap<&PinKey, Vec<usize>> = BTreeMap::new();
         for (key, line) in &found {
             by_key.entry(key).or_default().push(*line);
         }
@@ -390,7 +395,7 @@ impl Parser {
                         list.join(", ")
                     ),
                     line: lines.get(1).copied(),
-                    pin: Some(key.to_string()),
+                    pin: Some(key.clone()),
                     hint: format!(
                         "a merge may have kept both sides: keep one block and run `envc lock FILE \
                          --update {key}`, or {REGENERATE}"
@@ -402,7 +407,10 @@ impl Parser {
         // also make every package that refers to it an error.
         let archives: Vec<&str> = found
             .iter()
-            .filter_map(|(key, _)| key.strip_prefix("archive:"))
+            .filter_map(|(key, _)| match key {
+                PinKey::Archive(name) => Some(name.as_str()),
+                _ => None,
+            })
             .collect();
         let refs = lock
             .packages
@@ -421,7 +429,7 @@ impl Parser {
             self.errors.push(LockError {
                 message: format!("refers to archive `{archive}`, which is not pinned ({known})"),
                 line: self.line_of(doc, kind, name),
-                pin: Some(format!("{kind}:{name}")),
+                pin: PinKey::of_block(kind, name),
                 hint: format!("fix the `archive` field, or {REGENERATE}"),
             });
         }
@@ -535,7 +543,7 @@ impl Parser {
         }
         let size = b
             .take("size")
-            .and_then(|v| self.uint(v, b.pin.as_deref(), "size"));
+            .and_then(|v| self.uint(v, b.pin.as_ref(), "size"));
         if size.is_none() && !b.table.contains_key("size") {
             self.missing(&b, "size");
         }
@@ -573,7 +581,7 @@ impl Parser {
                             if seen.insert(n.to_string(), v.to_string()).is_some() {
                                 self.error(
                                     at,
-                                    b.pin.as_deref(),
+                                    b.pin.as_ref(),
                                     format!("package `{n}` is listed twice"),
                                     REGENERATE,
                                 );
@@ -584,7 +592,7 @@ impl Parser {
                         _ => {
                             self.error(
                                 at,
-                                b.pin.as_deref(),
+                                b.pin.as_ref(),
                                 format!("{entry:?} is not \"NAME=VERSION\" (a Debian package and its version)"),
                                 REGENERATE,
                             );
@@ -634,7 +642,7 @@ impl Parser {
                 );
                 return None;
             }
-            Some(n) => b.pin = Some(format!("{}:{n}", b.kind)),
+            Some(n) => b.pin = PinKey::of_block(&b.kind, n),
             // Reported as missing; the block's other keys are not checked, as they would
             // only be reported against an unnamed block.
             None => return None,
@@ -680,10 +688,10 @@ impl Parser {
             return None;
         };
         let pin = b.pin.clone();
-        self.hash(v, pin.as_deref(), key)
+        self.hash(v, pin.as_ref(), key)
     }
 
-    fn hash(&mut self, v: &Value<'_>, pin: Option<&str>, key: &str) -> Option<String> {
+    fn hash(&mut self, v: &Value<'_>, pin: Option<&PinKey>, key: &str) -> Option<String> {
         match v.get_ref().as_str() {
             Some(s) if is_sha256(s) => Some(s.to_string()),
             Some(s) => {
@@ -713,7 +721,7 @@ impl Parser {
         }
     }
 
-    fn uint(&mut self, v: &Value<'_>, pin: Option<&str>, key: &str) -> Option<u64> {
+    fn uint(&mut self, v: &Value<'_>, pin: Option<&PinKey>, key: &str) -> Option<u64> {
         let n = match v.get_ref() {
             DeValue::Integer(i) => {
                 u64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok()
@@ -738,7 +746,7 @@ impl Parser {
         };
         self.error(
             b.at,
-            b.pin.as_deref(),
+            b.pin.as_ref(),
             message,
             format!("add it, or {REGENERATE}"),
         );
@@ -747,7 +755,7 @@ impl Parser {
     fn type_error(&mut self, b: &Block<'_, '_>, v: &Value<'_>, key: &str, want: &str) {
         self.error(
             v.span().start,
-            b.pin.as_deref(),
+            b.pin.as_ref(),
             format!("`{key}` must be {want}, not {}", v.get_ref().type_str()),
             REGENERATE,
         );
@@ -755,7 +763,7 @@ impl Parser {
 
     fn field_error(&mut self, b: &Block<'_, '_>, key: &str, message: String) {
         let at = b.table.get(key).map_or(b.at, |v| v.span().start);
-        self.error(at, b.pin.as_deref(), message, REGENERATE);
+        self.error(at, b.pin.as_ref(), message, REGENERATE);
     }
 
     /// Reports the keys of a block that no field read.
@@ -765,7 +773,7 @@ impl Parser {
             if !b.used.iter().any(|u| u == k) {
                 self.error(
                     key.span().start,
-                    b.pin.as_deref(),
+                    b.pin.as_ref(),
                     format!("unknown key `{k}` in a [[{}]] block", b.kind),
                     format!("remove it, or {REGENERATE}"),
                 );
@@ -780,7 +788,7 @@ struct Block<'a, 'i> {
     table: &'a DeTable<'i>,
     at: usize,
     kind: String,
-    pin: Option<String>,
+    pin: Option<PinKey>,
     used: Vec<String>,
 }
 
@@ -997,7 +1005,7 @@ mod tests {
         let errors = Lockfile::parse(&text).unwrap_err();
         let pins: Vec<_> = errors
             .iter()
-            .map(|e| e.pin.clone().unwrap_or_default())
+            .map(|e| e.pin.as_ref().map(PinKey::to_string).unwrap_or_default())
             .collect();
         assert_eq!(
             pins,

@@ -296,7 +296,7 @@ async fn a_missing_package_is_named_with_a_suggestion() {
         )]
     );
     let errors = resolve_image(&archive, &["helo"]).unwrap_err();
-    assert_eq!(errors[0].pin, "package:helo");
+    assert_eq!(errors[0].pin.to_string(), "package:helo");
     assert!(errors[0].hint.contains("did you mean `hello`?"));
 }
 

@@ -39,7 +39,7 @@ impl Holder {
 }
 
 #[derive(Debug)]
-pub enum LockError {
+pub enum EnvLockError {
     /// Held by another live process; `None` when it has not written its name yet.
     Held { env: String, holder: Option<Holder> },
     Io {
@@ -48,23 +48,23 @@ pub enum LockError {
     },
 }
 
-impl std::fmt::Display for LockError {
+impl std::fmt::Display for EnvLockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LockError::Held { env, holder: Some(h) } => write!(
+            EnvLockError::Held { env, holder: Some(h) } => write!(
                 f,
                 "environment `{env}` is locked by `{}` (pid {} on {}, since unix time {}); wait for it, or pass --wait",
                 h.command, h.pid, h.host, h.since_unix
             ),
-            LockError::Held { env, holder: None } => {
+            EnvLockError::Held { env, holder: None } => {
                 write!(f, "environment `{env}` is locked by another envc that is starting; wait for it, or pass --wait")
             }
-            LockError::Io { path, error } => write!(f, "cannot lock {}: {error}", path.display()),
+            EnvLockError::Io { path, error } => write!(f, "cannot lock {}: {error}", path.display()),
         }
     }
 }
 
-impl std::error::Error for LockError {}
+impl std::error::Error for EnvLockError {}
 
 /// Held while it lives; dropping it (or the process dying) releases the lock.
 pub struct EnvLock {
@@ -80,12 +80,12 @@ impl EnvLock {
         env: &str,
         wait: bool,
         me: &Holder,
-    ) -> Result<EnvLock, LockError> {
+    ) -> Result<EnvLock, EnvLockError> {
         let path = store
             .root()
             .join("locks")
             .join(format!("{}.lock", safe_name(env)));
-        let io = |error| LockError::Io {
+        let io = |error| EnvLockError::Io {
             path: path.clone(),
             error,
         };
@@ -103,7 +103,7 @@ impl EnvLock {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
                 let holder = serde_json::from_str(&text).ok();
-                return Err(LockError::Held {
+                return Err(EnvLockError::Held {
                     env: env.to_string(),
                     holder,
                 });

@@ -1,5 +1,7 @@
-//! The filesystem side of `SourceLoader`: reads files under the project directory (the root
-//! file's directory) and refuses anything that resolves outside it, symlinks included.
+//! The project on disk: the filesystem side of `SourceLoader`, which reads files under the
+//! project directory (the root file's directory) and refuses anything that resolves
+//! outside it, symlinks included. The compiler and the executor read the project only
+//! through it (templates and `source` files included).
 
 use std::path::{Path, PathBuf};
 
@@ -38,12 +40,17 @@ impl SourceLoader for FsLoader {
     }
 }
 
-/// Splits a command-line path into the project directory and the root file's name in it.
-pub fn split_root(file: &Path) -> (PathBuf, String) {
-    let dir = match file.parent() {
+/// The project directory of an env file: the directory it is in.
+pub fn project_dir(file: &Path) -> PathBuf {
+    match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
+
+/// Splits a command-line path into the project directory and the root file's name in it.
+pub fn split_root(file: &Path) -> (PathBuf, String) {
+    let dir = project_dir(file);
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

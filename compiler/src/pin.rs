@@ -1,0 +1,306 @@
+//! Lockfile pins as the crates exchange them: the key that names a pin and the one-line
+//! value a derivation carries. This module is the only place either is written or read,
+//! so the lockfile, the compiler and the executor cannot disagree on a spelling or on the
+//! position of a field.
+//!
+//! The value lines are part of derivation encodings (a moved pin changes the ids of its
+//! users), so their shape is fixed: changing it changes ids, like `ENCODING_VERSION`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The vendor part of the archive pins envc makes for a Debian suite: `debian/SUITE`.
+pub const DEBIAN_VENDOR: &str = "debian";
+
+/// What a pin is about, and its stable name in lockfiles, diffs and `--update KEY`.
+///
+/// The variants are declared in the order of their text (`archive:` < `image:` <
+/// `package:` < `source_date_epoch` < `stdlib` < `tool:`), so keys sort the same as keys or
+/// as text: derivation encodings and lockfiles list pins in text order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PinKey {
+    /// `archive:debian/bookworm`: one archive state.
+    Archive(String),
+    /// `image:debian-12`: an image's whole package set.
+    Image(String),
+    /// `package:nginx`: one package down to its bytes.
+    Package(String),
+    /// `source_date_epoch`: the only clock image builds see.
+    SourceDateEpoch,
+    /// `stdlib`: the standard library embedded in the envc that locked.
+    Stdlib,
+    /// `tool:qemu-system-x86_64`: a tool's version.
+    Tool(String),
+}
+
+impl PinKey {
+    /// The archive pin of a Debian suite (`archive:debian/bookworm`).
+    pub fn debian_archive(suite: &str) -> PinKey {
+        PinKey::Archive(debian_archive_name(suite))
+    }
+
+    /// The key of a lockfile block: `[[package]]` with `name = "nginx"` is `package:nginx`.
+    pub fn of_block(block: &str, name: &str) -> Option<PinKey> {
+        let name = name.to_string();
+        Some(match block {
+            "archive" => PinKey::Archive(name),
+            "package" => PinKey::Package(name),
+            "image" => PinKey::Image(name),
+            "tool" => PinKey::Tool(name),
+            _ => return None,
+        })
+    }
+
+    /// The name after the kind (`nginx` of `package:nginx`); empty for the scalar pins.
+    pub fn name(&self) -> &str {
+        match self {
+            PinKey::SourceDateEpoch | PinKey::Stdlib => "",
+            PinKey::Archive(n) | PinKey::Package(n) | PinKey::Image(n) | PinKey::Tool(n) => n,
+        }
+    }
+}
+
+/// The name of a Debian suite's archive pin: `debian/SUITE`.
+pub fn debian_archive_name(suite: &str) -> String {
+    format!("{DEBIAN_VENDOR}/{suite}")
+}
+
+impl fmt::Display for PinKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinKey::SourceDateEpoch => f.write_str("source_date_epoch"),
+            PinKey::Stdlib => f.write_str("stdlib"),
+            PinKey::Archive(n) => write!(f, "archive:{n}"),
+            PinKey::Package(n) => write!(f, "package:{n}"),
+            PinKey::Image(n) => write!(f, "image:{n}"),
+            PinKey::Tool(n) => write!(f, "tool:{n}"),
+        }
+    }
+}
+
+/// A string that is not a pin key; its `Display` says what keys look like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadPinKey(pub String);
+
+impl fmt::Display for BadPinKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is not a pin key; keys are package:NAME, image:NAME, archive:NAME, \
+             tool:NAME, source_date_epoch and stdlib, as `envc lock diff` prints them",
+            self.0
+        )
+    }
+}
+
+impl FromStr for PinKey {
+    type Err = BadPinKey;
+
+    fn from_str(s: &str) -> Result<PinKey, BadPinKey> {
+        let bad = || BadPinKey(s.to_string());
+        match s {
+            "source_date_epoch" => return Ok(PinKey::SourceDateEpoch),
+            "stdlib" => return Ok(PinKey::Stdlib),
+            _ => {}
+        }
+        let (kind, name) = s.split_once(':').ok_or_else(bad)?;
+        if name.is_empty() || name.chars().any(char::is_whitespace) {
+            return Err(bad());
+        }
+        PinKey::of_block(kind, name).ok_or_else(bad)
+    }
+}
+
+/// `package:NAME`'s value: `VERSION ARCH SHA256`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackageValue {
+    pub version: String,
+    pub architecture: String,
+    pub sha256: String,
+}
+
+/// `image:NAME`'s value: `ARCHIVE NAME=VERSION…`, the set sorted by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageValue {
+    pub archive: String,
+    pub packages: Vec<(String, String)>,
+}
+
+/// `archive:NAME`'s value: `MIRROR SUITE ARCH COMPONENT,… RELEASE_SHA256`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveValue {
+    pub mirror: String,
+    pub suite: String,
+    pub architecture: String,
+    pub components: Vec<String>,
+    pub release_sha256: String,
+}
+
+/// One pin value's line: written by `encode`, read back by `decode` (`None` when the line
+/// is not of this shape). No field may contain whitespace; the lockfile parser ensures it.
+pub trait PinValue: Sized {
+    fn encode(&self) -> String;
+    fn decode(line: &str) -> Option<Self>;
+}
+
+impl PinValue for PackageValue {
+    fn encode(&self) -> String {
+        format!("{} {} {}", self.version, self.architecture, self.sha256)
+    }
+
+    fn decode(line: &str) -> Option<PackageValue> {
+        let [version, architecture, sha256] = words(line)?;
+        Some(PackageValue {
+            version,
+            architecture,
+            sha256,
+        })
+    }
+}
+
+impl PinValue for ImageValue {
+    fn encode(&self) -> String {
+        let mut line = self.archive.clone();
+        for (name, version) in &self.packages {
+            line.push_str(&format!(" {name}={version}"));
+        }
+        line
+    }
+
+    fn decode(line: &str) -> Option<ImageValue> {
+        let mut words = line.split(' ');
+        let archive = words.next().filter(|a| !a.is_empty())?.to_string();
+        let packages = words
+            .map(|w| {
+                let (n, v) = w.split_once('=')?;
+                Some((n.to_string(), v.to_string()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(ImageValue { archive, packages })
+    }
+}
+
+impl PinValue for ArchiveValue {
+    fn encode(&self) -> String {
+        format!(
+            "{} {} {} {} {}",
+            self.mirror,
+            self.suite,
+            self.architecture,
+            self.components.join(","),
+            self.release_sha256
+        )
+    }
+
+    fn decode(line: &str) -> Option<ArchiveValue> {
+        let [mirror, suite, architecture, components, release_sha256] = words(line)?;
+        Some(ArchiveValue {
+            mirror,
+            suite,
+            architecture,
+            components: components.split(',').map(str::to_string).collect(),
+            release_sha256,
+        })
+    }
+}
+
+/// `source_date_epoch`'s value: seconds, in decimal.
+impl PinValue for u64 {
+    fn encode(&self) -> String {
+        self.to_string()
+    }
+
+    fn decode(line: &str) -> Option<u64> {
+        line.parse().ok()
+    }
+}
+
+/// Exactly `N` space-separated, non-empty words.
+fn words<const N: usize>(line: &str) -> Option<[String; N]> {
+    let words: Vec<String> = line.split(' ').map(str::to_string).collect();
+    if words.iter().any(String::is_empty) {
+        return None;
+    }
+    words.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_bad_keys_are_refused() {
+        let check = |text: &str, expected: Option<PinKey>| {
+            let parsed = text.parse::<PinKey>().ok();
+            assert_eq!(parsed, expected, "{text}");
+            if let Some(k) = parsed {
+                assert_eq!(k.to_string(), text);
+            }
+        };
+        check("source_date_epoch", Some(PinKey::SourceDateEpoch));
+        check("stdlib", Some(PinKey::Stdlib));
+        check("package:nginx", Some(PinKey::Package("nginx".into())));
+        check("image:debian-12", Some(PinKey::Image("debian-12".into())));
+        check(
+            "archive:debian/bookworm",
+            Some(PinKey::debian_archive("bookworm")),
+        );
+        check("tool:ssh", Some(PinKey::Tool("ssh".into())));
+        check("package:", None);
+        check("image:", None);
+        check("package:a b", None);
+        check("pkg:nginx", None);
+        check("nginx", None);
+    }
+
+    #[test]
+    fn keys_sort_as_their_text() {
+        let mut keys = [
+            PinKey::Tool("a".into()),
+            PinKey::Stdlib,
+            PinKey::SourceDateEpoch,
+            PinKey::Package("b".into()),
+            PinKey::Package("a".into()),
+            PinKey::Image("z".into()),
+            PinKey::Archive("debian/x".into()),
+        ];
+        keys.sort();
+        let mut texts: Vec<String> = keys.iter().map(PinKey::to_string).collect();
+        let sorted_as_keys = texts.clone();
+        texts.sort();
+        assert_eq!(sorted_as_keys, texts);
+    }
+
+    #[test]
+    fn values_round_trip_in_their_fixed_shape() {
+        let p = PackageValue {
+            version: "1:2.10-3".into(),
+            architecture: "amd64".into(),
+            sha256: "ab".into(),
+        };
+        assert_eq!(p.encode(), "1:2.10-3 amd64 ab");
+        assert_eq!(PackageValue::decode(&p.encode()), Some(p));
+        assert_eq!(PackageValue::decode("2.10 amd64"), None);
+        assert_eq!(PackageValue::decode("2.10 amd64 ab extra"), None);
+
+        let i = ImageValue {
+            archive: "debian/bookworm".into(),
+            packages: vec![("a".into(), "1".into()), ("b".into(), "2:3".into())],
+        };
+        assert_eq!(i.encode(), "debian/bookworm a=1 b=2:3");
+        assert_eq!(ImageValue::decode(&i.encode()), Some(i));
+        assert_eq!(ImageValue::decode("debian/bookworm a"), None);
+
+        let a = ArchiveValue {
+            mirror: "http://m/debian".into(),
+            suite: "bookworm".into(),
+            architecture: "amd64".into(),
+            components: vec!["main".into(), "contrib".into()],
+            release_sha256: "ff".into(),
+        };
+        assert_eq!(a.encode(), "http://m/debian bookworm amd64 main,contrib ff");
+        assert_eq!(ArchiveValue::decode(&a.encode()), Some(a));
+        assert_eq!(u64::decode("1700000000"), Some(1_700_000_000));
+        assert_eq!(u64::decode("soon"), None);
+    }
+}

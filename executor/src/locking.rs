@@ -1,0 +1,228 @@
+//! The lockfile and the graph: what an environment needs pinned (read off its nodes), what
+//! `build --locked` checks before anything runs, and `envc lock` itself. The lockfile's
+//! model, its staleness and the archive resolution are in `envc_lockfiles`; this module
+//! only knows which node needs what.
+
+use std::path::{Path, PathBuf};
+
+use envc_compiler::pin::PinKey;
+use envc_compiler::types::NodeKind;
+use envc_lockfiles::needs::{ImageNeed, DEFAULT_SUITE};
+use envc_lockfiles::{
+    check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, Lockfile, Needs, NeedsConflict,
+    Stale, ToolPin,
+};
+
+use crate::image::lock_includes;
+use crate::spec::{Spec, Val};
+
+/// The hash of this envc's standard library, as lockfiles pin it.
+fn stdlib_hash() -> String {
+    envc_compiler::stdlib::hash().to_hex().to_string()
+}
+
+/// What `spec` needs pinned: each `package` node its package (from the suite of the image
+/// its VM boots, else the default), each `image` node its whole set, and the tools that
+/// build and reach its nodes.
+pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
+    let mut needs = Needs::default();
+    let mut conflicts = Vec::new();
+    let image_suite = |img: usize| {
+        spec.nodes[img]
+            .str_attr("suite")
+            .unwrap_or(DEFAULT_SUITE)
+            .to_string()
+    };
+    for (i, n) in spec.nodes.iter().enumerate() {
+        match n.kind {
+            NodeKind::Image => {
+                needs.images.insert(
+                    n.name.clone(),
+                    ImageNeed {
+                        suite: image_suite(i),
+                        includes: lock_includes(&n.str_list("packages")),
+                    },
+                );
+                needs.tools.insert("mmdebstrap".into());
+            }
+            NodeKind::Vm => {
+                needs.tools.insert("qemu-system-x86_64".into());
+                needs.tools.insert("ssh".into());
+            }
+            NodeKind::Host => {
+                needs.tools.insert("ssh".into());
+            }
+            NodeKind::Package => {
+                let suite = n
+                    .target
+                    .and_then(|t| match spec.nodes[t].attr("image") {
+                        Some(Val::Node(img)) => Some(image_suite(*img)),
+                        _ => None,
+                    })
+                    .unwrap_or(DEFAULT_SUITE.into());
+                let version = n
+                    .str_attr("version")
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string);
+                if let Err(c) = needs.add_package(&n.name, &suite, version, &n.key) {
+                    conflicts.push(*c);
+                }
+            }
+            _ => {}
+        }
+    }
+    if conflicts.is_empty() {
+        Ok(needs)
+    } else {
+        Err(conflicts)
+    }
+}
+
+/// Where the lockfile falls short of the environment, offline.
+pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<Stale> {
+    stale(lock, needs, &stdlib_hash())
+}
+
+/// What `build --locked` checks before anything runs: the lock covers the environment, and
+/// the tools here are the locked ones. Problems, one per line.
+pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) -> Vec<String> {
+    let Some(lock) = lock else {
+        return vec![format!(
+            "{} does not exist; a locked build needs one: run `envc lock {}` and commit it",
+            lock_path(env_file).display(),
+            env_file.display()
+        )];
+    };
+    let needs = match needs_of(spec) {
+        Ok(n) => n,
+        Err(e) => return e.iter().map(ToString::to_string).collect(),
+    };
+    let mut out: Vec<String> = stale_pins(lock, &needs)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    // Only the tools this environment uses are checked (`stale` reports leftovers).
+    let mut used = lock.clone();
+    used.tools.retain(|t| needs.tools.contains(&t.name));
+    let mut probed: Vec<ToolPin> = Vec::new();
+    for t in &needs.tools {
+        match probe_tool(t) {
+            Ok(p) => probed.push(p),
+            Err(e) => out.push(e.to_string()),
+        }
+    }
+    out.extend(
+        check_tools(&used, &probed)
+            .into_iter()
+            // A tool that could not be probed is already reported, with why.
+            .filter(|m| m.found.is_some())
+            .map(|m| m.to_string()),
+    );
+    out
+}
+
+/// What `envc lock` was asked to do.
+pub enum LockRequest<'a> {
+    /// `--check`: change nothing.
+    Check,
+    /// Resolve every pin again.
+    All,
+    /// `--update KEY…`: move only these.
+    Update(&'a [PinKey]),
+}
+
+/// What `envc lock` found or did.
+pub enum LockOutcome {
+    /// `--check`: the lockfile covers the environment.
+    UpToDate { path: PathBuf },
+    /// `--check`: it does not exist.
+    Missing { path: PathBuf },
+    /// `--check`: it falls short, pin by pin.
+    Stale { path: PathBuf, problems: Vec<Stale> },
+    /// Written: what moved against the old lockfile, or how many pins a new one has.
+    Written {
+        path: PathBuf,
+        diff: Option<LockDiff>,
+        pins: usize,
+    },
+}
+
+/// Why `envc lock` wrote nothing.
+#[derive(Debug)]
+pub enum LockCommandError {
+    /// The environment or the lockfile cannot be locked as it is (bad input).
+    Input(String),
+    /// Resolution failed: one message per pin; the lockfile is unchanged.
+    Unresolved { path: PathBuf, errors: Vec<String> },
+}
+
+/// `envc lock FILE [--check] [--update KEY…]`. A broken lockfile is regenerated by a full
+/// lock (with a warning on stderr) and is an error otherwise.
+pub fn lock_environment(
+    env_file: &Path,
+    spec: &Spec,
+    request: LockRequest,
+) -> Result<LockOutcome, LockCommandError> {
+    let needs = needs_of(spec).map_err(|e| {
+        LockCommandError::Input(
+            e.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })?;
+    let path = lock_path(env_file);
+    let old = match read_lock(env_file) {
+        Ok(old) => old.map(|l| l.lock),
+        // Regenerating is how a broken lockfile is fixed.
+        Err(e) if matches!(request, LockRequest::All) => {
+            eprintln!("warning: {e}\nwarning: writing a new lockfile in its place");
+            None
+        }
+        Err(e) => return Err(LockCommandError::Input(e)),
+    };
+    if let LockRequest::Check = request {
+        let Some(old) = &old else {
+            return Ok(LockOutcome::Missing { path });
+        };
+        let problems = stale_pins(old, &needs);
+        return Ok(if problems.is_empty() {
+            LockOutcome::UpToDate { path }
+        } else {
+            LockOutcome::Stale { path, problems }
+        });
+    }
+    let fresh =
+        envc_lockfiles::environment::resolve_environment(&needs, old.as_ref(), &stdlib_hash())
+            .map_err(|errors| LockCommandError::Unresolved {
+                path: path.clone(),
+                errors,
+            })?;
+    let new = match (&old, request) {
+        (Some(old), LockRequest::Update(keys)) => {
+            envc_lockfiles::environment::update_pins(old, &fresh, keys)
+                .map_err(LockCommandError::Input)?
+        }
+        (None, LockRequest::Update(_)) => {
+            return Err(LockCommandError::Input(format!(
+                "--update needs an existing lockfile; {} does not exist (run `envc lock {}`)",
+                path.display(),
+                env_file.display()
+            )))
+        }
+        _ => fresh,
+    };
+    let command = format!(
+        "envc lock {}",
+        env_file
+            .file_name()
+            .map_or("".into(), |f| f.to_string_lossy())
+    );
+    new.write_to(&path, &command)
+        .map_err(|e| LockCommandError::Input(format!("cannot write {}: {e}", path.display())))?;
+    Ok(LockOutcome::Written {
+        diff: old.as_ref().map(|old| envc_lockfiles::diff(old, &new)),
+        pins: new.keys().len(),
+        path,
+    })
+}

@@ -1,0 +1,402 @@
+//! One environment's session: its store, its targets and the commands that reach them —
+//! plan, build, destroy, drift, log, output. The command line only parses arguments and
+//! renders what these return.
+//!
+//! Every command that compares targets with records goes through one path: the records,
+//! what is visible locally (`local_drift`), then, when asked to look at the targets, a
+//! plan that tells where each host is now, the probes, and the plan again with what the
+//! probes found.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envc_compiler::SourceLoader;
+
+use crate::connect::Connections;
+use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::plan::{plan, Action, DriftFacts, Plan};
+use crate::probe::{local_drift, probe};
+use crate::qemu::Machines;
+use crate::record::{RealizationRecord, RunRecord, State};
+use crate::run::{BuildOptions, BuildReport, Env, Reporter, Scheduler};
+use crate::spec::Spec;
+use crate::store::{Store, StoreError};
+use crate::tools::{missing_tools, MissingTool};
+use crate::transport::{HostSpec, SshOptions};
+
+/// How targets are reached; the command line's `--ssh-config`, timeouts and trust.
+#[derive(Clone, Debug)]
+pub struct TargetOptions {
+    pub ssh_config: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// Hosts whose changed host key is accepted (after a reinstall).
+    pub trust_host_key: BTreeSet<String>,
+    pub boot_timeout: Duration,
+}
+
+/// Why a session command could not do its work (as opposed to a step that failed, which is
+/// in the build report).
+#[derive(Debug)]
+pub enum SessionError {
+    /// The store cannot be opened or read.
+    Store {
+        root: PathBuf,
+        error: StoreError,
+    },
+    /// Another envc holds the environment.
+    Locked(EnvLockError),
+    /// The environment's lock or state cannot be used.
+    State {
+        env: String,
+        error: String,
+    },
+    /// `output` of an environment that was never built.
+    NeverBuilt {
+        env: String,
+        file: PathBuf,
+    },
+    /// Tools the nodes about to run need are missing; nothing ran.
+    MissingTools(Vec<MissingTool>),
+    /// The run itself broke off (its state is committed as far as it got).
+    Run(String),
+    Io(String),
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::Store { root, error } => write!(
+                f,
+                "cannot open the store at {}: {error}\n  hint: set ENVC_STORE to a writable directory",
+                root.display()
+            ),
+            SessionError::Locked(e) => write!(f, "{e}"),
+            SessionError::State { env, error } => write!(f, "the state of `{env}`: {error}"),
+            SessionError::NeverBuilt { env, file } => write!(
+                f,
+                "`{env}` was never built; run `envc build {}` first",
+                file.display()
+            ),
+            SessionError::MissingTools(missing) => {
+                let lines: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "{}\n  hint: `./scripts/setup` installs every tool envc drives; nothing was changed",
+                    lines.join("\n")
+                )
+            }
+            SessionError::Run(e) | SessionError::Io(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+/// The store beside the env file (`.envc/`), or `$ENVC_STORE`.
+pub fn store_root(env_file: &Path) -> PathBuf {
+    if let Some(s) = std::env::var_os("ENVC_STORE") {
+        return PathBuf::from(s);
+    }
+    crate::project::project_dir(env_file).join(".envc")
+}
+
+/// The environment's name: the file's stem (`prod.env` → `prod`).
+pub fn env_name(env_file: &Path) -> String {
+    env_file
+        .file_stem()
+        .map_or("env".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// A plan, and what the targets showed on the way to it.
+pub struct PlanReport {
+    pub plan: Plan,
+    /// Nodes whose target differs from their record (locally visible, or probed).
+    pub drift: BTreeMap<String, DriftFacts>,
+    /// Nodes that could not be probed, and why.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+/// What `build` is asked to do beyond the graph.
+pub struct BuildRequest {
+    pub jobs: usize,
+    pub keep_going: bool,
+    /// Probe the targets first and repair what drifted.
+    pub refresh: bool,
+    /// Wait for another run of the environment instead of failing.
+    pub wait: bool,
+    /// `build` or `destroy`, for the run record and the lock's holder.
+    pub command: String,
+    /// blake3 of the lockfile the build used.
+    pub lock_hash: Option<String>,
+}
+
+/// Told when SIGINT arrives during a build: the first stops new steps, the second is the
+/// user insisting (the command line exits at once).
+pub trait Interrupts: Sync {
+    fn interrupted(&self, again: bool);
+}
+
+pub struct Session {
+    pub store: Store,
+    pub env: String,
+    pub env_file: PathBuf,
+    pub target: TargetOptions,
+}
+
+impl Session {
+    /// Opens the store of `env_file`'s environment.
+    pub fn open(env_file: &Path, target: TargetOptions) -> Result<Session, SessionError> {
+        let root = store_root(env_file);
+        let store = Store::open(&root).map_err(|error| SessionError::Store { root, error })?;
+        Ok(Session {
+            store,
+            env: env_name(env_file),
+            env_file: env_file.to_path_buf(),
+            target,
+        })
+    }
+
+    fn store_error(&self, error: StoreError) -> SessionError {
+        SessionError::Store {
+            root: self.store.root().to_path_buf(),
+            error,
+        }
+    }
+
+    /// The environment's VMs (the `qemu` provider).
+    fn machines(&self) -> Machines {
+        Machines::new(
+            &self.store,
+            &self.env,
+            self.target.boot_timeout.max(Duration::from_secs(1)),
+        )
+    }
+
+    fn connections(
+        &self,
+        machines: &Machines,
+    ) -> Result<(Connections, tempfile::TempDir), SessionError> {
+        // Control sockets need short paths (108 bytes): keep them under the system temp dir.
+        let work = tempfile::Builder::new()
+            .prefix("envc-ssh-")
+            .tempdir()
+            .map_err(|e| SessionError::Io(format!("cannot create a temporary directory: {e}")))?;
+        let second = Duration::from_secs(1);
+        let ssh = SshOptions {
+            config_file: self.target.ssh_config.clone(),
+            connect_timeout: self.target.connect_timeout.max(second),
+            command_timeout: self.target.command_timeout.max(second),
+            work_dir: work.path().to_path_buf(),
+        };
+        let mut conns = Connections::new(ssh, self.target.trust_host_key.clone());
+        conns.vm_identity = Some(machines.key.clone());
+        Ok((conns, work))
+    }
+
+    /// The live records of the environment.
+    pub fn records(&self) -> Result<BTreeMap<String, RealizationRecord>, SessionError> {
+        let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        state
+            .load_records(&self.store)
+            .map_err(|e| self.store_error(e))
+    }
+
+    /// What differs from the records: what is visible locally, plus, with `conns`, what
+    /// probes of the targets find (hosts reached where `first`, the plan before probing,
+    /// says they are now).
+    async fn observe(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+        records: &BTreeMap<String, RealizationRecord>,
+        machines: &Machines,
+        conns: Option<&Connections>,
+    ) -> (BTreeMap<String, DriftFacts>, BTreeMap<String, String>) {
+        let mut drift = local_drift(records, &self.store, machines);
+        let Some(conns) = conns else {
+            return (drift, BTreeMap::new());
+        };
+        let first = plan(spec, records, &drift, files);
+        let probed = probe(records, &graph_hosts(&first), conns).await;
+        drift.extend(probed.drift);
+        (drift, probed.unreachable)
+    }
+
+    /// `envc plan` (and `why`, `drift`): the records, optional probes, then the plan.
+    pub fn plan(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+        refresh: bool,
+    ) -> Result<PlanReport, SessionError> {
+        let records = self.records()?;
+        let machines = self.machines();
+        let (drift, unreachable) = if refresh {
+            let (conns, _work) = self.connections(&machines)?;
+            runtime()?.block_on(async {
+                let seen = self
+                    .observe(spec, files, &records, &machines, Some(&conns))
+                    .await;
+                conns.close().await;
+                seen
+            })
+        } else {
+            (
+                local_drift(&records, &self.store, &machines),
+                BTreeMap::new(),
+            )
+        };
+        Ok(PlanReport {
+            plan: plan(spec, &records, &drift, files),
+            drift,
+            unreachable,
+        })
+    }
+
+    /// `envc build` (and `envc destroy`, which builds an empty graph).
+    pub fn build(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+        request: &BuildRequest,
+        reporter: &dyn Reporter,
+        interrupts: &'static dyn Interrupts,
+    ) -> Result<BuildReport, SessionError> {
+        let lock = EnvLock::acquire(
+            &self.store,
+            &self.env,
+            request.wait,
+            &Holder::current(&format!("envc {}", request.command)),
+        )
+        .map_err(|e| match e {
+            e @ EnvLockError::Held { .. } => SessionError::Locked(e),
+            e => SessionError::State {
+                env: self.env.clone(),
+                error: e.to_string(),
+            },
+        })?;
+        let mut env = Env::open(&self.store, &lock).map_err(|e| SessionError::State {
+            env: self.env.clone(),
+            error: e.to_string(),
+        })?;
+        let machines = Arc::new(self.machines());
+        let (conns, _work) = self.connections(&machines)?;
+        let conns = Arc::new(conns);
+        let rt = runtime()?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        {
+            let cancel = cancel.clone();
+            rt.spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancel.store(true, Ordering::SeqCst);
+                    interrupts.interrupted(false);
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        interrupts.interrupted(true);
+                    }
+                }
+            });
+        }
+        let (drift, unreachable) = rt.block_on(self.observe(
+            spec,
+            files,
+            &env.records,
+            &machines,
+            request.refresh.then_some(&*conns),
+        ));
+        if request.refresh {
+            reporter.probed(&drift, &unreachable);
+        }
+        // Every tool the nodes about to run need, before any of them runs.
+        let first = plan(spec, &env.records, &drift, files);
+        let missing = missing_tools(
+            first
+                .nodes
+                .iter()
+                .filter(|n| n.assessment.action != Action::Unchanged)
+                .map(|n| spec.nodes[n.index].kind),
+        );
+        if !missing.is_empty() {
+            return Err(SessionError::MissingTools(missing));
+        }
+        let opts = BuildOptions {
+            jobs: request.jobs,
+            keep_going: request.keep_going,
+            command: request.command.clone(),
+            drift,
+            lock_hash: request.lock_hash.clone(),
+        };
+        let scheduler = Scheduler::new(
+            spec,
+            files,
+            &opts,
+            conns.clone(),
+            machines,
+            cancel.clone(),
+            reporter,
+        );
+        let result = rt.block_on(async {
+            let r = scheduler.run(&mut env).await;
+            conns.close().await;
+            r
+        });
+        match result {
+            Ok(report) => Ok(report),
+            Err(e) => {
+                let _ = env.commit();
+                Err(SessionError::Run(e))
+            }
+        }
+    }
+
+    /// The environment's runs, newest first (intermediate commits of one run share its
+    /// record, so each run is listed once).
+    pub fn history(&self) -> Result<Vec<RunRecord>, SessionError> {
+        let history = State::history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        let mut seen = BTreeSet::new();
+        let mut runs = Vec::new();
+        for (_, state) in history {
+            let Some(run_id) = state.run else { continue };
+            if seen.insert(run_id) {
+                runs.push(
+                    self.store
+                        .get_json(&run_id)
+                        .map_err(|e| self.store_error(e))?,
+                );
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The environment's outputs as of its last build.
+    pub fn outputs(&self) -> Result<BTreeMap<String, serde_json::Value>, SessionError> {
+        let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        if state.run.is_none() {
+            return Err(SessionError::NeverBuilt {
+                env: self.env.clone(),
+                file: self.env_file.clone(),
+            });
+        }
+        Ok(state.outputs)
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| SessionError::Io(format!("cannot start the async runtime: {e}")))
+}
+
+/// Hosts by name as the graph has them now, resolved from the plan (for probes).
+fn graph_hosts(p: &Plan) -> BTreeMap<String, HostSpec> {
+    p.nodes
+        .iter()
+        .filter_map(|n| n.assessment.resolved.as_ref().ok()?.host())
+        .map(|h| (h.name.clone(), h.clone()))
+        .collect()
+}

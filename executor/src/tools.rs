@@ -1,0 +1,166 @@
+//! The programs on this machine that node kinds need, checked before a run starts: a missing
+//! `qemu-img` is one clear error naming the tool and its package before anything changes,
+//! not a failed VM halfway through a build.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::process::{Command, Stdio};
+
+use envc_compiler::types::NodeKind;
+
+/// A program envc runs on this machine: its name, an argument that makes it print its
+/// version and exit 0 (`None`: it has none, and starting it is the check), and the Debian
+/// package that provides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version_arg: Option<&'static str>,
+    pub package: &'static str,
+}
+
+const fn tool(
+    name: &'static str,
+    version_arg: Option<&'static str>,
+    package: &'static str,
+) -> Tool {
+    Tool {
+        name,
+        version_arg,
+        package,
+    }
+}
+
+/// What the controller runs to realize a node of `kind` (targets reached over SSH need
+/// only the `ssh` client, which every run already depends on and reports clearly).
+pub fn tools_for(kind: NodeKind) -> &'static [Tool] {
+    const IMAGE: &[Tool] = &[
+        tool("mmdebstrap", Some("--version"), "mmdebstrap"),
+        tool("mke2fs", Some("-V"), "e2fsprogs"),
+        tool("debugfs", Some("-V"), "e2fsprogs"),
+        tool("e2fsck", Some("-V"), "e2fsprogs"),
+    ];
+    const VM: &[Tool] = &[
+        tool("qemu-system-x86_64", Some("--version"), "qemu-system-x86"),
+        tool("qemu-img", Some("--version"), "qemu-utils"),
+        tool("ssh-keygen", None, "openssh-client"),
+    ];
+    match kind {
+        NodeKind::Image => IMAGE,
+        NodeKind::Vm => VM,
+        _ => &[],
+    }
+}
+
+/// A tool that did not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingTool {
+    pub tool: Tool,
+    pub kinds: Vec<NodeKind>,
+    pub why: String,
+}
+
+impl fmt::Display for MissingTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds: Vec<&str> = self.kinds.iter().map(|k| k.name()).collect();
+        write!(
+            f,
+            "`{}` is needed by the {} nodes about to run, and {} (it comes with Debian's `{}`)",
+            self.tool.name,
+            kinds.join(" and "),
+            self.why,
+            self.tool.package
+        )
+    }
+}
+
+/// Runs each tool that nodes of `kinds` need once; the ones that do not run.
+pub fn missing_tools(kinds: impl IntoIterator<Item = NodeKind>) -> Vec<MissingTool> {
+    let kinds: BTreeSet<NodeKind> = kinds.into_iter().collect();
+    let mut needed: Vec<(Tool, Vec<NodeKind>)> = Vec::new();
+    for kind in &kinds {
+        for t in tools_for(*kind) {
+            match needed.iter_mut().find(|(n, _)| n == t) {
+                Some((_, ks)) => ks.push(*kind),
+                None => needed.push((*t, vec![*kind])),
+            }
+        }
+    }
+    needed
+        .into_iter()
+        .filter_map(|(tool, kinds)| {
+            let why = runs(&tool).err()?;
+            Some(MissingTool { tool, kinds, why })
+        })
+        .collect()
+}
+
+fn runs(tool: &Tool) -> Result<(), String> {
+    let Some(arg) = tool.version_arg else {
+        return on_path(tool.name)
+            .then_some(())
+            .ok_or_else(|| "it is not installed".to_string());
+    };
+    let status = Command::new(tool.name)
+        .arg(arg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "it is not installed".to_string(),
+            _ => format!("it cannot be run: {e}"),
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{} {arg}` failed ({status})", tool.name))
+    }
+}
+
+/// An executable file of that name in a `$PATH` directory (for tools with no harmless
+/// version argument: `ssh-keygen` with none would start making a key).
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool that is surely absent is reported with its package; one that surely runs is
+    /// not (`sh` stands in for an installed tool).
+    #[test]
+    fn reports_what_does_not_run() {
+        let absent = tool("envc-no-such-tool", Some("--version"), "envc-test");
+        assert_eq!(
+            runs(&absent),
+            Err("it is not installed".to_string()),
+            "an absent tool"
+        );
+        assert_eq!(
+            runs(&tool("sh", Some("-c"), "dash")),
+            Err("`sh -c` failed (exit status: 2)".into())
+        );
+        assert_eq!(runs(&tool("true", Some("--version"), "coreutils")), Ok(()));
+        assert_eq!(runs(&tool("sh", None, "dash")), Ok(()));
+        assert_eq!(
+            runs(&tool("envc-no-such-tool", None, "envc-test")),
+            Err("it is not installed".to_string())
+        );
+        let m = MissingTool {
+            tool: tool("qemu-img", Some("--version"), "qemu-utils"),
+            kinds: vec![NodeKind::Vm],
+            why: "it is not installed".into(),
+        };
+        assert_eq!(
+            m.to_string(),
+            "`qemu-img` is needed by the vm nodes about to run, and it is not installed (it comes with Debian's `qemu-utils`)"
+        );
+    }
+}

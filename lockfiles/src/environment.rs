@@ -1,0 +1,209 @@
+//! `envc lock`'s resolution: every pin an environment needs, resolved against the archive
+//! (over the network), with the archive's signature checked and each named `.deb` fetched
+//! and checked before it is pinned.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::model::{ArchivePin, ImagePin, Lockfile, PinKey};
+use crate::needs::Needs;
+use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
+
+/// A new lockfile's clock for image builds. Kept across relocks: only `--update
+/// source_date_epoch` moves it, to the time of the newest archive state it pins.
+pub const DEFAULT_SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
+const ARCHITECTURE: &str = "amd64";
+
+/// Resolves every pin `needs` names; `old` keeps the mirror and the clock a lockfile
+/// already pins, so that relocking on another machine does not move every pin. `stdlib`
+/// is the hash of this envc's standard library. Errors: one message per pin that failed.
+pub fn resolve_environment(
+    needs: &Needs,
+    old: Option<&Lockfile>,
+    stdlib: &str,
+) -> Result<Lockfile, Vec<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| vec![e.to_string()])?;
+    let mut errors: Vec<String> = Vec::new();
+    let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
+    for suite in needs.suites() {
+        let mirror = match mirror_for(suite, old) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        match rt.block_on(Archive::fetch(&mirror, suite, ARCHITECTURE, &["main"])) {
+            Ok(a) => match authenticate(&a) {
+                Ok(()) => {
+                    archives.insert(suite, a);
+                }
+                Err(e) => errors.push(e),
+            },
+            Err(e) => errors.push(format!("{}: {e}", PinKey::debian_archive(suite))),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut lock = Lockfile::new(
+        old.map_or(DEFAULT_SOURCE_DATE_EPOCH, |o| o.source_date_epoch),
+        stdlib.to_string(),
+    );
+    let mut used: BTreeSet<&str> = BTreeSet::new();
+    for (name, need) in &needs.packages {
+        let archive = &archives[need.suite.as_str()];
+        match resolve_packages(archive, &[(name.as_str(), need.version.as_deref())]) {
+            Ok(pins) => {
+                // The last link of Release → Packages → .deb: the file itself matches.
+                for pin in &pins {
+                    if let Err(e) = rt.block_on(fetch::fetch_deb(&archive.pin.mirror, pin)) {
+                        errors.push(format!("{}: {e}", pin.key()));
+                    }
+                }
+                lock.packages.extend(pins)
+            }
+            Err(es) => errors.extend(es.iter().map(|e| e.to_string())),
+        }
+        used.insert(need.suite.as_str());
+    }
+    for (name, need) in &needs.images {
+        let archive = &archives[need.suite.as_str()];
+        let includes: Vec<&str> = need.includes.iter().map(String::as_str).collect();
+        match resolve_image(archive, &includes) {
+            Ok(packages) => lock.images.push(ImagePin {
+                name: name.clone(),
+                archive: archive.pin.name.clone(),
+                includes: need.includes.clone(),
+                packages,
+            }),
+            Err(es) => errors.extend(es.iter().map(|e| {
+                format!(
+                    "{}: {}",
+                    PinKey::Image(name.clone()),
+                    e.to_string().replace('\n', "\n  ")
+                )
+            })),
+        }
+        used.insert(need.suite.as_str());
+    }
+    lock.archives = used.into_iter().map(|s| archives[s].pin.clone()).collect();
+    for t in &needs.tools {
+        match probe_tool(t) {
+            Ok(p) => lock.tools.push(p),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        lock.normalize();
+        Ok(lock)
+    } else {
+        Err(errors)
+    }
+}
+
+/// `envc lock --update KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
+/// `source_date_epoch` moves the images' clock to the newest archive state pinned.
+pub fn update_pins(old: &Lockfile, fresh: &Lockfile, keys: &[PinKey]) -> Result<Lockfile, String> {
+    let mut new = crate::model::update(old, fresh, keys).map_err(|e| e.to_string())?;
+    if keys.contains(&PinKey::SourceDateEpoch) {
+        new.source_date_epoch = archive_epoch(&new).ok_or(
+            "source_date_epoch moves to the pinned archive's Release date, and no archive is pinned",
+        )?;
+    }
+    Ok(new)
+}
+
+/// Checks the archive's InRelease signature against Debian's keyring (`gpgv`), so that a
+/// lock records an archive state Debian signed, not whatever a mirror or proxy served.
+/// `ENVC_ARCHIVE_KEYRING` names another keyring; set empty, it skips the check (for an
+/// archive of one's own), with a warning.
+fn authenticate(archive: &Archive) -> Result<(), String> {
+    let keyring =
+        std::env::var("ENVC_ARCHIVE_KEYRING").unwrap_or_else(|_| fetch::DEBIAN_KEYRING.to_string());
+    if keyring.is_empty() {
+        eprintln!(
+            "warning: {}: its signature is not checked (ENVC_ARCHIVE_KEYRING is empty)",
+            archive.pin.key()
+        );
+        return Ok(());
+    }
+    fetch::verify_signature(archive, Path::new(&keyring)).map_err(|e| {
+        format!(
+            "{}: {e}\n  hint: for an archive Debian does not sign, set \
+             ENVC_ARCHIVE_KEYRING to the keyring that does",
+            archive.pin.key()
+        )
+    })
+}
+
+/// The mirror to lock `suite` from: `$ENVC_DEBIAN_MIRROR`, else the one the lockfile
+/// already pins, else the one apt here uses.
+fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, String> {
+    let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
+    match old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
+        Some(a) if !overridden => Ok(a.mirror.clone()),
+        _ => crate::mirror::local_mirror(),
+    }
+}
+
+/// The newest `Date:` of the archives a lockfile pins, as seconds since the epoch: what
+/// `--update source_date_epoch` moves the images' clock to (deterministic: it is the
+/// archive's own time, not this machine's).
+fn archive_epoch(lock: &Lockfile) -> Option<u64> {
+    lock.archives
+        .iter()
+        .filter_map(|a| rfc2822_epoch(&a.date))
+        .max()
+}
+
+/// `Sat, 11 Jul 2026 10:16:37 UTC` → seconds since 1970 (Release files use UTC).
+fn rfc2822_epoch(date: &str) -> Option<u64> {
+    let mut w = date.split_whitespace();
+    let first = w.next()?;
+    let day: u64 = if first.ends_with(',') {
+        w.next()?
+    } else {
+        first
+    }
+    .parse()
+    .ok()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let name = w.next()?;
+    let month = MONTHS.iter().position(|m| *m == name)? as i64 + 1;
+    let year: i64 = w.next()?.parse().ok()?;
+    let mut hms = w.next()?.split(':').map(|x| x.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days)
+        .ok()
+        .map(|d| d * 86_400 + h * 3600 + m * 60 + s)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn release_dates_are_read_as_utc_seconds() {
+        let check = |date: &str, expected: Option<u64>| {
+            assert_eq!(super::rfc2822_epoch(date), expected, "{date}");
+        };
+        check("Thu, 01 Jan 1970 00:00:00 UTC", Some(0));
+        check("Tue, 14 Nov 2023 22:13:20 UTC", Some(1_700_000_000));
+        check("Sat, 11 Jul 2026 10:16:37 UTC", Some(1_783_764_997));
+        check("29 Feb 2024 12:00:00 UTC", Some(1_709_208_000));
+        check("Sat, 11 Jul", None);
+        check("Sat, 11 Foo 2026 10:16:37 UTC", None);
+    }
+}

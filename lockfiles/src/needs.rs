@@ -1,0 +1,239 @@
+//! What an environment needs pinned, and where a lockfile falls short of it (offline).
+//!
+//! The executor reads `Needs` off the derivation graph (each `package` node its package,
+//! each `image` node its package set, the tools that build and reach the nodes); `stale`
+//! compares them with a lockfile without touching the network, so CI can refuse a stale
+//! lock without reaching a mirror.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::model::{ArchivePin, Lockfile, PinKey};
+
+/// The suite of packages on hosts envc did not build (their sources are their own).
+pub const DEFAULT_SUITE: &str = "bookworm";
+
+/// An image's package set, as the source asks for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageNeed {
+    pub suite: String,
+    /// Exactly what the image build is asked to install, sorted.
+    pub includes: Vec<String>,
+}
+
+/// A package, as the source asks for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackageNeed {
+    pub suite: String,
+    /// The version the source asks for; `None` takes the newest.
+    pub version: Option<String>,
+    /// The nodes that install it (`h/package:curl`).
+    pub used_by: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub images: BTreeMap<String, ImageNeed>,
+    pub packages: BTreeMap<String, PackageNeed>,
+    pub tools: BTreeSet<String>,
+}
+
+/// Two nodes ask for one package differently: a lockfile pins one version of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeedsConflict {
+    pub package: String,
+    pub node: String,
+    pub wants: (Option<String>, String),
+    pub earlier: (Option<String>, String),
+}
+
+impl fmt::Display for NeedsConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let version = |v: &Option<String>| v.clone().unwrap_or_else(|| "the newest".into());
+        write!(
+            f,
+            "{}: `{}` asks for {} from {}, another node for {} from {}; a lockfile pins one \
+             version of a package\n  hint: give every node of `{}` the same version",
+            PinKey::Package(self.package.clone()),
+            self.node,
+            version(&self.wants.0),
+            self.wants.1,
+            version(&self.earlier.0),
+            self.earlier.1,
+            self.package
+        )
+    }
+}
+
+impl Needs {
+    /// Adds a package `node` installs; a second node asking for it differently conflicts.
+    pub fn add_package(
+        &mut self,
+        name: &str,
+        suite: &str,
+        version: Option<String>,
+        node: &str,
+    ) -> Result<(), Box<NeedsConflict>> {
+        let entry = self
+            .packages
+            .entry(name.to_string())
+            .or_insert_with(|| PackageNeed {
+                suite: suite.to_string(),
+                version: version.clone(),
+                used_by: Vec::new(),
+            });
+        entry.used_by.push(node.to_string());
+        if entry.version != version || entry.suite != suite {
+            return Err(Box::new(NeedsConflict {
+                package: name.to_string(),
+                node: node.to_string(),
+                wants: (version, suite.to_string()),
+                earlier: (entry.version.clone(), entry.suite.clone()),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Every suite an image or a package comes from.
+    pub fn suites(&self) -> BTreeSet<&str> {
+        self.images
+            .values()
+            .map(|i| i.suite.as_str())
+            .chain(self.packages.values().map(|p| p.suite.as_str()))
+            .collect()
+    }
+}
+
+/// One way a lockfile falls short of what the environment needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stale {
+    pub key: PinKey,
+    pub problem: String,
+}
+
+impl fmt::Display for Stale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}; run `envc lock FILE` (or `--update KEY`) and commit the lockfile",
+            self.key, self.problem
+        )
+    }
+}
+
+/// Where `lock` falls short of `needs`: missing pins, pins for what left the source, a
+/// version the source asks for that the lock does not hold, a standard library other than
+/// `stdlib` (the hash of this envc's).
+pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<Stale> {
+    let mut out = Vec::new();
+    let mut push = |key: PinKey, problem: String| out.push(Stale { key, problem });
+    for (name, need) in &needs.packages {
+        let key = PinKey::Package(name.clone());
+        match lock.package(name) {
+            None => push(
+                key,
+                format!("not in the lockfile (used by {})", need.used_by.join(", ")),
+            ),
+            Some(p) => {
+                if let Some(v) = &need.version {
+                    if *v != p.version {
+                        push(
+                            key.clone(),
+                            format!("the source asks for {v}, the lockfile pins {}", p.version),
+                        );
+                    }
+                }
+                if p.archive != ArchivePin::default_name(&need.suite) {
+                    push(
+                        key,
+                        format!(
+                            "pinned from {}, the source installs it from {}",
+                            p.archive, need.suite
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for (name, need) in &needs.images {
+        let key = PinKey::Image(name.clone());
+        match lock.image(name) {
+            None => push(key, "not in the lockfile".into()),
+            Some(i) if i.archive != ArchivePin::default_name(&need.suite) => push(
+                key,
+                format!(
+                    "pinned from {}, the source builds it from {}",
+                    i.archive, need.suite
+                ),
+            ),
+            Some(i) if i.includes != need.includes => {
+                let list = |xs: Vec<&str>| {
+                    if xs.is_empty() {
+                        "none".to_string()
+                    } else {
+                        xs.join(", ")
+                    }
+                };
+                let added = need
+                    .includes
+                    .iter()
+                    .filter(|p| !i.includes.contains(p))
+                    .map(String::as_str)
+                    .collect();
+                let dropped = i
+                    .includes
+                    .iter()
+                    .filter(|p| !need.includes.contains(p))
+                    .map(String::as_str)
+                    .collect();
+                push(
+                    key,
+                    format!(
+                        "the source's packages changed (added: {}; dropped: {}) since its set \
+                         was pinned",
+                        list(added),
+                        list(dropped)
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    for p in &lock.packages {
+        if !needs.packages.contains_key(&p.name) {
+            push(p.key(), "pinned, but no node installs it any more".into());
+        }
+    }
+    for i in &lock.images {
+        if !needs.images.contains_key(&i.name) {
+            push(
+                i.key(),
+                "pinned, but the source has no such image any more".into(),
+            );
+        }
+    }
+    for t in &needs.tools {
+        if lock.tool(t).is_none() {
+            push(PinKey::Tool(t.clone()), "not in the lockfile".into());
+        }
+    }
+    for t in &lock.tools {
+        if !needs.tools.contains(&t.name) {
+            push(
+                t.key(),
+                "pinned, but nothing in the environment uses it any more".into(),
+            );
+        }
+    }
+    if lock.stdlib != stdlib {
+        push(
+            PinKey::Stdlib,
+            format!(
+                "this envc's standard library ({}) is not the one locked ({})",
+                &stdlib[..stdlib.len().min(12)],
+                &lock.stdlib[..lock.stdlib.len().min(12)]
+            ),
+        );
+    }
+    out
+}

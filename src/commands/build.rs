@@ -1,0 +1,261 @@
+//! `envc build FILE` and `envc destroy FILE`: realize the graph (or an empty one) on its
+//! targets, with progress as it goes and a summary at the end.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Mutex;
+
+use envc_executor::locking::locked_problems;
+use envc_executor::plan::DriftFacts;
+use envc_executor::project::{project_dir, FsLoader};
+use envc_executor::record::Outcome as StepOutcome;
+use envc_executor::run::{BuildReport, Event, Reporter};
+use envc_executor::session::{BuildRequest, Interrupts};
+use envc_executor::spec::Spec;
+use serde_json::json;
+
+use super::plan::plan_text;
+use super::{compile_env, session, Params, TargetArgs, Ui};
+use crate::exit::{Exit, Failure, Outcome};
+use crate::output;
+
+pub struct BuildArgs {
+    pub jobs: usize,
+    pub keep_going: bool,
+    pub refresh: bool,
+    pub wait: bool,
+    pub json: bool,
+    /// `--locked`; `None` is locked when `CI` is set.
+    pub locked: Option<bool>,
+}
+
+pub fn build(
+    file: &Path,
+    args: &BuildArgs,
+    params: &Params,
+    target: &TargetArgs,
+    ui: Ui,
+) -> Outcome {
+    let env = compile_env(file, params, true, ui)?;
+    if args.locked.unwrap_or_else(in_ci) {
+        let problems = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
+        if !problems.is_empty() {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            eprintln!(
+                "error: a locked build refuses to start (`--locked`{}); nothing was changed",
+                if args.locked.is_none() {
+                    ", the default when CI is set"
+                } else {
+                    ""
+                }
+            );
+            return Ok(Exit::Input);
+        }
+    }
+    let request = BuildRequest {
+        jobs: args.jobs,
+        keep_going: args.keep_going,
+        refresh: args.refresh,
+        wait: args.wait,
+        command: "build".into(),
+        lock_hash: env.lock.map(|l| l.hash),
+    };
+    realize(file, &env.spec, &env.files, &request, args.json, target)
+}
+
+pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &TargetArgs) -> Outcome {
+    let spec = Spec::default();
+    let files = FsLoader::new(&project_dir(file));
+    if !yes {
+        let report = session(file, target)?.plan(&spec, &files, false)?;
+        output::print(&plan_text(&spec, &report.plan, json_out));
+        eprintln!("error: destroy changes nothing without --yes");
+        return Ok(Exit::Input);
+    }
+    let request = BuildRequest {
+        jobs: 32,
+        keep_going: true,
+        refresh: false,
+        wait,
+        command: "destroy".into(),
+        lock_hash: None,
+    };
+    realize(file, &spec, &files, &request, json_out, target)
+}
+
+/// Whether this runs in CI (`CI` set, and not to `false` or `0`): builds are locked then.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+fn realize(
+    file: &Path,
+    spec: &Spec,
+    files: &FsLoader,
+    request: &BuildRequest,
+    json_out: bool,
+    target: &TargetArgs,
+) -> Outcome {
+    let session = session(file, target)?;
+    let progress = Progress::new(json_out, spec);
+    let result = session.build(spec, files, request, &progress, &SigInt);
+    progress.finish();
+    let report = result.map_err(Failure::Session)?;
+    summary(&report, &request.command, json_out);
+    Ok(if report.interrupted {
+        Exit::Interrupted
+    } else if report.failed > 0 {
+        if !json_out {
+            for o in &report.outcomes {
+                if let Some(why) = o.outcome.failure() {
+                    eprintln!("error: {}: {why}", o.node);
+                }
+            }
+        }
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
+}
+
+fn summary(r: &BuildReport, command: &str, json_out: bool) {
+    if json_out {
+        output::line(
+            json!({"summary": {"ran": r.ran, "cached": r.cached, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex())}}),
+        );
+    } else {
+        output::line(format!(
+            "{command}: {} ran, {} cached, {} deleted, {} failed, {} skipped",
+            r.ran, r.cached, r.deleted, r.failed, r.skipped
+        ));
+    }
+}
+
+/// SIGINT during a build: the first lets running steps finish, the second stops at once.
+struct SigInt;
+
+impl Interrupts for SigInt {
+    fn interrupted(&self, again: bool) {
+        if again {
+            std::process::exit(i32::from(Exit::Interrupted.code()));
+        }
+        eprintln!("envc: interrupted; letting running steps finish and recording them (interrupt again to stop at once)");
+    }
+}
+
+/// Progress: one bar per host on a terminal, one line per step otherwise, JSON lines
+/// with `--json`.
+struct Progress {
+    json: bool,
+    bars: Option<(
+        indicatif::MultiProgress,
+        Mutex<BTreeMap<String, indicatif::ProgressBar>>,
+    )>,
+    /// Nodes per target, for the bars' lengths.
+    totals: BTreeMap<String, u64>,
+    lines: Mutex<()>,
+}
+
+impl Progress {
+    fn new(json: bool, spec: &Spec) -> Progress {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for n in &spec.nodes {
+            let t = n.target.map_or(&n.name, |t| &spec.nodes[t].name);
+            *totals.entry(t.clone()).or_default() += 1;
+        }
+        let bars = (!json && std::io::stderr().is_terminal())
+            .then(|| (indicatif::MultiProgress::new(), Mutex::new(BTreeMap::new())));
+        Progress {
+            json,
+            bars,
+            totals,
+            lines: Mutex::new(()),
+        }
+    }
+
+    fn bar(&self, target: &str) -> Option<indicatif::ProgressBar> {
+        let (multi, bars) = self.bars.as_ref()?;
+        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            bars.entry(target.to_string())
+                .or_insert_with(|| {
+                    let b = multi.add(indicatif::ProgressBar::new(
+                        self.totals.get(target).copied().unwrap_or(0),
+                    ));
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{prefix:>16} {bar:24} {pos}/{len} {wide_msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    b.set_prefix(target.to_string());
+                    b
+                })
+                .clone(),
+        )
+    }
+
+    fn finish(&self) {
+        if let Some((_, bars)) = &self.bars {
+            for b in bars.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                b.finish();
+            }
+        }
+    }
+}
+
+impl Reporter for Progress {
+    fn event(&self, e: Event<'_>) {
+        match e {
+            Event::Started { key, target, .. } => {
+                if let Some(b) = self.bar(target) {
+                    b.set_message(key.to_string());
+                }
+            }
+            Event::Finished {
+                key,
+                target,
+                action,
+                outcome,
+                duration,
+            } => {
+                let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+                if self.json {
+                    output::line(
+                        json!({"event": "node", "node": key, "action": action, "outcome": outcome, "duration_ms": duration.as_millis() as u64}),
+                    );
+                    return;
+                }
+                let line = format!(
+                    "{:<9} {key}: {outcome} ({} ms)",
+                    action.name(),
+                    duration.as_millis()
+                );
+                match self.bar(target) {
+                    Some(b) => {
+                        b.inc(1);
+                        if *outcome != StepOutcome::Cached {
+                            b.set_message(line);
+                        }
+                    }
+                    None if *outcome == StepOutcome::Cached => {}
+                    None => eprintln!("{line}"),
+                }
+            }
+        }
+    }
+
+    fn probed(&self, drift: &BTreeMap<String, DriftFacts>, unreachable: &BTreeMap<String, String>) {
+        for (key, d) in drift {
+            for (fact, was, now) in d {
+                eprintln!("drift     {key}: {fact} was {was}, found {now}");
+            }
+        }
+        for (key, e) in unreachable {
+            eprintln!("warning: could not probe `{key}`: {e}");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! `envc log FILE` and `envc output FILE`: what the store remembers of an environment.
+
+use std::path::Path;
+
+use envc_executor::record::Outcome as StepOutcome;
+use serde_json::json;
+
+use super::{session, TargetArgs};
+use crate::exit::{Exit, Outcome};
+use crate::output;
+
+pub fn log(file: &Path, json_out: bool) -> Outcome {
+    for run in session(file, &TargetArgs::default())?.history()? {
+        let count =
+            |f: &dyn Fn(&StepOutcome) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
+        let ran = count(&StepOutcome::ran);
+        let cached = count(&|o| *o == StepOutcome::Cached);
+        let failed = count(&|o| o.failure().is_some());
+        if json_out {
+            output::line(
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed}),
+            );
+            continue;
+        }
+        output::line(format!(
+            "run {}  {:<7} {:<11} started {} took {} s: {ran} ran, {cached} cached, {failed} failed",
+            run.run,
+            run.command,
+            run.result.name(),
+            run.started_unix,
+            run.finished_unix.saturating_sub(run.started_unix)
+        ));
+        for n in run
+            .nodes
+            .iter()
+            .filter(|n| n.outcome != StepOutcome::Cached)
+        {
+            output::line(format!(
+                "    {:<9} {}: {}",
+                n.action.name(),
+                n.node,
+                n.outcome
+            ));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn output(file: &Path, json_out: bool) -> Outcome {
+    let outputs = session(file, &TargetArgs::default())?.outputs()?;
+    if json_out {
+        output::line(serde_json::Value::Object(outputs.into_iter().collect()));
+    } else {
+        for (k, v) in outputs {
+            output::line(format!("{k} = {v}"));
+        }
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,110 @@
+//! `envc lock FILE [--check] [--update KEY…]` and `envc lock diff OLD NEW [--env FILE]`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use envc_compiler::pin::PinKey;
+use envc_compiler::{compile, CompileOptions};
+use envc_executor::locking::{lock_environment, LockCommandError, LockOutcome, LockRequest};
+use envc_executor::project::{split_root, FsLoader};
+use envc_executor::spec::Spec;
+use envc_lockfiles::{read_lock_arg, Lockfile};
+
+use super::{compile_env, report, Params, Ui};
+use crate::exit::{Exit, Failure, Outcome};
+use crate::output;
+
+pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui) -> Outcome {
+    let env = compile_env(file, params, false, ui)?;
+    let request = match (check, update.is_empty()) {
+        (true, _) => LockRequest::Check,
+        (false, true) => LockRequest::All,
+        (false, false) => LockRequest::Update(update),
+    };
+    match lock_environment(file, &env.spec, request) {
+        Ok(LockOutcome::UpToDate { path }) => {
+            output::line(format!("{}: up to date", path.display()));
+            Ok(Exit::Ok)
+        }
+        Ok(LockOutcome::Missing { path }) => {
+            eprintln!(
+                "error: {} does not exist\n  hint: run `envc lock {}` and commit it",
+                path.display(),
+                file.display()
+            );
+            Ok(Exit::Drift)
+        }
+        Ok(LockOutcome::Stale { path, problems }) => {
+            eprintln!("error: {} is stale:", path.display());
+            for p in &problems {
+                eprintln!("  {p}");
+            }
+            Ok(Exit::Drift)
+        }
+        Ok(LockOutcome::Written { path, diff, pins }) => {
+            match diff {
+                Some(d) if d.is_empty() => output::line(format!("{}: unchanged", path.display())),
+                Some(d) => output::print(&d.to_string()),
+                None => output::line(format!("{}: {pins} pins written", path.display())),
+            }
+            Ok(Exit::Ok)
+        }
+        Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
+        Err(LockCommandError::Unresolved { path, errors }) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            eprintln!("error: nothing written: {} is unchanged", path.display());
+            Ok(Exit::Input)
+        }
+    }
+}
+
+/// `envc lock diff OLD NEW [--env FILE]`: what moved, and with `--env` the nodes whose ids
+/// change because of it.
+pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
+    let (a, b) = (
+        read_lock_arg(old).map_err(Failure::Input)?,
+        read_lock_arg(new).map_err(Failure::Input)?,
+    );
+    let d = envc_lockfiles::diff(&a, &b);
+    if d.is_empty() {
+        output::line("no pins changed");
+    } else {
+        output::print(&d.to_string());
+    }
+    let Some(env) = env else {
+        return Ok(Exit::Ok);
+    };
+    let (Some(before), Some(after)) = (node_ids(env, &a, ui), node_ids(env, &b, ui)) else {
+        return Ok(Exit::Input);
+    };
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, id)| before.get(*k) != Some(id))
+        .map(|(k, _)| k)
+        .collect();
+    output::line("");
+    if changed.is_empty() {
+        output::line("No node ids change.");
+    } else {
+        output::line(format!("Nodes whose ids change ({}):", changed.len()));
+        for k in changed {
+            output::line(format!("- `{k}`"));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// Node key → id of the environment compiled with `lock`'s pins (`None` when it does not
+/// compile; its diagnostics are printed).
+fn node_ids(file: &Path, lock: &Lockfile, ui: Ui) -> Option<BTreeMap<String, String>> {
+    let (dir, name) = split_root(file);
+    let options = CompileOptions {
+        pins: lock.pins(),
+        ..Default::default()
+    };
+    let compiled = compile(&name, &FsLoader::new(&dir), &options);
+    let spec = Spec::from_graph(report(&compiled, ui, file)?);
+    Some(spec.nodes.into_iter().map(|n| (n.key, n.id)).collect())
+}

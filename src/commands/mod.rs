@@ -1,0 +1,207 @@
+//! One module per subcommand; each returns an `exit::Outcome`. What they share: compiling
+//! the file (with its lockfile's pins) and rendering its diagnostics, and the options for
+//! reaching targets.
+
+pub mod build;
+pub mod check;
+pub mod drift;
+pub mod fmt;
+pub mod graph;
+pub mod history;
+pub mod lock;
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use envc_compiler::{compile, CompileOptions, Compiled};
+use envc_executor::project::{split_root, FsLoader};
+use envc_executor::session::{Session, TargetOptions};
+use envc_executor::spec::Spec;
+use envc_lockfiles::LockedFile;
+
+use crate::exit::{Exit, Failure};
+use crate::render::Renderer;
+
+/// What every command knows of the terminal.
+#[derive(Clone, Copy)]
+pub struct Ui {
+    pub color: bool,
+}
+
+impl Ui {
+    pub fn renderer<'a>(
+        &self,
+        sources: &'a envc_compiler::SourceMap,
+        prefix: &str,
+    ) -> Renderer<'a> {
+        Renderer {
+            sources,
+            prefix: prefix.to_string(),
+            color: self.color,
+            width: 100,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Params {
+    /// Set a `param` of the environment: `--set replicas=5`.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected NAME=VALUE, found `{s}`")),
+    }
+}
+
+/// Options shared by the commands that reach targets.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TargetArgs {
+    /// An ssh_config file for reaching hosts (identity files, jump hosts).
+    #[arg(long, env = "ENVC_SSH_CONFIG", value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+    /// Seconds to wait for a host to accept a connection.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub connect_timeout: u64,
+    /// Seconds one remote command may take (package installs included).
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    pub command_timeout: u64,
+    /// Accept a changed host key for host NAME (after a reinstall), and record the new one.
+    #[arg(long, value_name = "NAME")]
+    pub trust_host_key: Vec<String>,
+    /// Seconds a new or restarted VM may take to answer ssh.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub boot_timeout: u64,
+}
+
+impl TargetArgs {
+    pub fn options(&self) -> TargetOptions {
+        TargetOptions {
+            ssh_config: self.ssh_config.clone(),
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            command_timeout: Duration::from_secs(self.command_timeout),
+            trust_host_key: self.trust_host_key.iter().cloned().collect(),
+            boot_timeout: Duration::from_secs(self.boot_timeout),
+        }
+    }
+}
+
+impl Default for TargetArgs {
+    fn default() -> TargetArgs {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            target: TargetArgs,
+        }
+        Defaults::parse_from(["envc"]).target
+    }
+}
+
+/// The session of `file`'s environment.
+pub fn session(file: &Path, target: &TargetArgs) -> Result<Session, Failure> {
+    Ok(Session::open(file, target.options())?)
+}
+
+/// A compiled environment: the graph as the executor takes it, the compiler's output (for
+/// selecting nodes and rendering), the project's files and the lockfile it was compiled
+/// with.
+pub struct CompiledEnv {
+    pub spec: Spec,
+    pub compiled: Compiled,
+    pub files: FsLoader,
+    pub lock: Option<LockedFile>,
+}
+
+/// Compiles FILE, with the pins of the lockfile beside it when `with_lock` (every command
+/// but `envc lock`, which must work when the lockfile is missing or broken). Diagnostics
+/// are printed; a file with any is `Failure::Reported`.
+pub fn compile_env(
+    file: &Path,
+    params: &Params,
+    with_lock: bool,
+    ui: Ui,
+) -> Result<CompiledEnv, Failure> {
+    let lock = if with_lock {
+        envc_lockfiles::read_lock(file).map_err(Failure::Input)?
+    } else {
+        None
+    };
+    let pins = lock.as_ref().map(|l| l.lock.pins()).unwrap_or_default();
+    let (dir, name) = split_root(file);
+    let files = FsLoader::new(&dir);
+    let options = CompileOptions {
+        params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
+        pins,
+        ..Default::default()
+    };
+    let compiled = compile(&name, &files, &options);
+    let graph = report(&compiled, ui, file).ok_or(Failure::Reported(Exit::Input))?;
+    let spec = Spec::from_graph(graph);
+    Ok(CompiledEnv {
+        spec,
+        compiled,
+        files,
+        lock,
+    })
+}
+
+/// `dir/` for files of the project in `dir`, so diagnostics name files as the user typed.
+pub fn prefix(file: &Path) -> String {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => format!("{}/", p.display()),
+        _ => String::new(),
+    }
+}
+
+/// Prints the diagnostics; the graph when there were none.
+pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c envc_compiler::Graph> {
+    if compiled.diagnostics.is_empty() {
+        return compiled.graph.as_ref();
+    }
+    let renderer = ui.renderer(&compiled.sources, &prefix(file));
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", renderer.render_all(&compiled.diagnostics));
+    let n = compiled.diagnostics.len();
+    let _ = writeln!(
+        err,
+        "error: envc found {n} problem{} in {}",
+        if n == 1 { "" } else { "s" },
+        file.display()
+    );
+    None
+}
+
+/// The graph of a compiled environment (present whenever it compiled without diagnostics).
+pub fn graph(env: &CompiledEnv) -> Result<&envc_compiler::Graph, Failure> {
+    env.compiled
+        .graph
+        .as_ref()
+        .ok_or_else(|| Failure::Input("the environment has no graph".into()))
+}
+
+/// The index in the spec of NODE (`kind:name`, `target/kind:name` or an id prefix); a
+/// miss is a diagnostic with "did you mean".
+pub fn select(env: &CompiledEnv, node: &str, ui: Ui, file: &Path) -> Result<usize, Failure> {
+    let id = match graph(env)?.select(node) {
+        Ok(n) => n.id.hex(),
+        Err(d) => {
+            eprint!(
+                "{}",
+                ui.renderer(&env.compiled.sources, &prefix(file)).render(&d)
+            );
+            return Err(Failure::Reported(Exit::Input));
+        }
+    };
+    env.spec
+        .nodes
+        .iter()
+        .position(|n| n.id == id)
+        .ok_or_else(|| Failure::Input("the selected node is not in the graph".into()))
+}

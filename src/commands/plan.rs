@@ -1,0 +1,243 @@
+//! `envc plan FILE` and `envc why FILE NODE`: what `build` would do, and why.
+
+use std::path::Path;
+
+use clap::ValueEnum;
+use envc_executor::plan::{Action, Plan};
+use envc_executor::resolve::Resolution;
+use envc_executor::session::PlanReport;
+use envc_executor::spec::Spec;
+use serde_json::json;
+
+use super::{compile_env, select, session, Params, TargetArgs, Ui};
+use crate::exit::{Exit, Outcome};
+use crate::output;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum PlanFormat {
+    Text,
+    Json,
+    /// A table fit for a pull-request comment.
+    Markdown,
+}
+
+pub fn plan_command(
+    file: &Path,
+    format: PlanFormat,
+    refresh: bool,
+    params: &Params,
+    target: &TargetArgs,
+    ui: Ui,
+) -> Outcome {
+    let env = compile_env(file, params, true, ui)?;
+    let session = session(file, target)?;
+    let report = session.plan(&env.spec, &env.files, refresh)?;
+    warn_unreachable(&report);
+    let p = &report.plan;
+    output::print(&match format {
+        PlanFormat::Json => plan_text(&env.spec, p, true),
+        PlanFormat::Markdown => plan_markdown(&env.spec, p, &session.env),
+        PlanFormat::Text => plan_text(&env.spec, p, false),
+    });
+    // A node that cannot be built makes the plan fail, as the build would.
+    let broken = p
+        .nodes
+        .iter()
+        .any(|n| matches!(n.assessment.resolved, Err(Resolution::Failed(_))));
+    if broken {
+        eprintln!("error: some nodes cannot be built (see `error:` above)");
+        return Ok(Exit::Input);
+    }
+    Ok(Exit::Ok)
+}
+
+/// Nodes a probe could not reach, one warning each.
+pub fn warn_unreachable(report: &PlanReport) {
+    for (key, e) in &report.unreachable {
+        eprintln!("warning: could not probe `{key}`: {e}");
+    }
+}
+
+pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> Outcome {
+    let env = compile_env(file, params, true, ui)?;
+    let index = select(&env, node, ui, file)?;
+    let report = session(file, &TargetArgs::default())?.plan(&env.spec, &env.files, false)?;
+    output::print(&why_text(&env.spec, &report.plan, index, json_out));
+    Ok(Exit::Ok)
+}
+
+fn counts_line(p: &Plan) -> [usize; 5] {
+    let c = p.counts();
+    [
+        Action::Create,
+        Action::Update,
+        Action::Replace,
+        Action::Delete,
+        Action::Unchanged,
+    ]
+    .map(|a| c.get(&a).copied().unwrap_or(0))
+}
+
+/// Why a record that left the graph is deleted, or left in place.
+fn deletion_note(key: &str, created: bool, in_table: bool) -> &'static str {
+    match (created || !key.contains('/'), in_table) {
+        (true, _) => "no longer in the source",
+        (false, false) => {
+            "no longer in the source; envc did not create it, so it stays on the target"
+        }
+        (false, true) => "no longer in the source; envc did not create it, so it stays",
+    }
+}
+
+/// The plan as text (one line per change, with its reasons), or as JSON lines.
+pub fn plan_text(spec: &Spec, p: &Plan, json_out: bool) -> String {
+    let mut out = String::new();
+    let [create, update, replace, delete, unchanged] = counts_line(p);
+    if json_out {
+        for n in &p.nodes {
+            let node = &spec.nodes[n.index];
+            let a = &n.assessment;
+            out.push_str(
+                &json!({
+                    "node": node.key,
+                    "id": node.id,
+                    "action": a.action,
+                    "reasons": a.reasons,
+                    "resolved": a.resolved.as_ref().ok().map(|r| &r.hash),
+                    "error": match &a.resolved {
+                        Err(Resolution::Failed(m)) => Some(m.clone()),
+                        _ => None,
+                    },
+                })
+                .to_string(),
+            );
+            out.push('\n');
+        }
+        for (key, r) in &p.deletions {
+            out.push_str(
+                &json!({"node": key, "id": r.derivation, "action": Action::Delete, "reasons": ["no longer in the source"], "resolved": null, "error": null})
+                    .to_string(),
+            );
+            out.push('\n');
+        }
+        out.push_str(
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "unchanged": unchanged}})
+                .to_string(),
+        );
+        out.push('\n');
+        return out;
+    }
+    for n in &p.nodes {
+        let a = &n.assessment;
+        if a.action == Action::Unchanged {
+            continue;
+        }
+        out.push_str(&format!(
+            "{:<9} {}\n",
+            a.action.name(),
+            spec.nodes[n.index].key
+        ));
+        for r in &a.reasons {
+            out.push_str(&format!("          {r}\n"));
+        }
+        if let Err(Resolution::Failed(m)) = &a.resolved {
+            out.push_str(&format!("          error: {m}\n"));
+        }
+    }
+    for (key, r) in &p.deletions {
+        let note = deletion_note(key, r.created, false);
+        out.push_str(&format!("{:<9} {key}\n          {note}\n", "delete"));
+    }
+    out.push_str(&format!(
+        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete, {unchanged} unchanged\n"
+    ));
+    out
+}
+
+/// `envc plan --format markdown`: the changes as a table for a pull-request comment, the
+/// unchanged nodes only counted. Table cells escape `|` and keep to one line.
+pub fn plan_markdown(spec: &Spec, p: &Plan, env: &str) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let [create, update, replace, delete, unchanged] = counts_line(p);
+    let mut out = format!(
+        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete**, {unchanged} unchanged\n"
+    );
+    if !p.has_changes() {
+        out.push_str("\nNo changes.\n");
+        return out;
+    }
+    out.push_str("\n| action | node | why |\n|---|---|---|\n");
+    for n in &p.nodes {
+        let a = &n.assessment;
+        if a.action == Action::Unchanged {
+            continue;
+        }
+        let mut why: Vec<String> = a.reasons.iter().map(|r| cell(r)).collect();
+        if let Err(Resolution::Failed(m)) = &a.resolved {
+            why.push(format!("**error:** {}", cell(m)));
+        }
+        out.push_str(&format!(
+            "| {} | `{}` | {} |\n",
+            a.action.name(),
+            cell(&spec.nodes[n.index].key),
+            why.join("<br>")
+        ));
+    }
+    for (key, r) in &p.deletions {
+        let why = deletion_note(key, r.created, true);
+        out.push_str(&format!("| delete | `{}` | {why} |\n", cell(key)));
+    }
+    out
+}
+
+fn why_text(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
+    let node = &spec.nodes[index];
+    let a = &p.nodes[index].assessment;
+    if json_out {
+        let inputs: Vec<serde_json::Value> = node
+            .inputs
+            .iter()
+            .map(|j| json!({"node": spec.nodes[*j].key, "action": p.nodes[*j].assessment.action}))
+            .collect();
+        return json!({
+            "node": node.key,
+            "id": node.id,
+            "action": a.action,
+            "reasons": a.reasons,
+            "resolved": a.resolved.as_ref().ok().map(|r| &r.hash),
+            "attrs": a.resolved.as_ref().ok().map(|r| &r.display),
+            "inputs": inputs,
+        })
+        .to_string()
+            + "\n";
+    }
+    let mut s = format!("{}\n  derivation {}\n", node.key, node.id);
+    match &a.resolved {
+        Ok(r) => {
+            s.push_str(&format!("  resolved   {}\n", r.hash));
+            for (k, v) in &r.display {
+                s.push_str(&format!("    {k} = {v}\n"));
+            }
+        }
+        Err(Resolution::Pending(j)) => s.push_str(&format!(
+            "  resolved   not yet: needs the output of `{}`\n",
+            spec.nodes[*j].key
+        )),
+        Err(Resolution::Failed(m)) => s.push_str(&format!("  error      {m}\n")),
+    }
+    s.push_str(&format!("  action     {}\n", a.action.name()));
+    for r in &a.reasons {
+        s.push_str(&format!("    because  {r}\n"));
+    }
+    if a.action == Action::Unchanged {
+        s.push_str("    because  a record of this resolved hash exists for this target\n");
+    }
+    for i in &node.inputs {
+        s.push_str(&format!(
+            "  input      {} ({})\n",
+            spec.nodes[*i].key,
+            p.nodes[*i].assessment.action.name()
+        ));
+    }
+    s
+}

@@ -1,0 +1,88 @@
+//! Exit codes, from one enum, and the one place command errors are rendered (also in
+//! docs/cli.md): 0 success; 1 the input has problems (diagnostics on stderr) or `fmt
+//! --check` found unformatted files; 2 bad command-line usage (clap's); 3 drift found or a
+//! stale lockfile; 4 a step failed or a target was unreachable; 5 the environment is
+//! locked by another envc; 130 interrupted; 101 an internal error (a bug).
+
+use std::process::ExitCode;
+
+use envc_executor::session::SessionError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    /// Bad input: diagnostics, a missing store, a node that does not exist.
+    Input,
+    /// Drift found, or `lock --check` found the lockfile stale.
+    Drift,
+    /// A step failed or a target could not be reached.
+    Failed,
+    /// Another envc holds the environment's lock.
+    Locked,
+    Interrupted,
+    /// envc itself broke (a panic).
+    Bug,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Input => 1,
+            Exit::Drift => 3,
+            Exit::Failed => 4,
+            Exit::Locked => 5,
+            Exit::Interrupted => 130,
+            Exit::Bug => 101,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e.code())
+    }
+}
+
+/// Why a command stopped early.
+#[derive(Debug)]
+pub enum Failure {
+    /// Its diagnostics are already on stderr.
+    Reported(Exit),
+    /// Bad input, said in one message.
+    Input(String),
+    Session(SessionError),
+}
+
+impl From<SessionError> for Failure {
+    fn from(e: SessionError) -> Failure {
+        Failure::Session(e)
+    }
+}
+
+impl Failure {
+    /// Prints the error (unless it is already printed) and gives the exit code.
+    pub fn report(self) -> Exit {
+        match self {
+            Failure::Reported(exit) => exit,
+            Failure::Input(message) => {
+                eprintln!("error: {message}");
+                Exit::Input
+            }
+            Failure::Session(e) => {
+                eprintln!("error: {e}");
+                match e {
+                    SessionError::Locked(_) => Exit::Locked,
+                    SessionError::Run(_) | SessionError::MissingTools(_) => Exit::Failed,
+                    SessionError::Store { .. }
+                    | SessionError::State { .. }
+                    | SessionError::NeverBuilt { .. }
+                    | SessionError::Io(_) => Exit::Input,
+                }
+            }
+        }
+    }
+}
+
+/// What every command returns: how it ended, or why it stopped early.
+pub type Outcome = Result<Exit, Failure>;

@@ -1,0 +1,15 @@
+//! Standard output. A closed pipe (`envc build … | head -1`) is not an error: printing
+//! stops quietly and the command finishes its work and exits as it would have.
+
+use std::io::Write;
+
+/// Writes `text` to stdout; a failed write (a closed pipe) is ignored.
+pub fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// `print` with a newline.
+pub fn line(text: impl std::fmt::Display) {
+    print(&format!("{text}\n"));
+}
