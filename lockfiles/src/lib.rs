@@ -18,6 +18,7 @@
 //! when everything resolved. The format is described in `lockfiles/README.md`.
 
 pub mod archive;
+pub mod consistency;
 pub mod diff;
 pub mod fetch;
 pub mod file;
@@ -31,6 +32,7 @@ pub mod version;
 mod testdata;
 
 pub use archive::Archive;
+pub use consistency::{inconsistencies, Inconsistency};
 pub use diff::{diff, LockDiff};
 pub use fetch::FetchError;
 pub use file::lock_path;
