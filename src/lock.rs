@@ -249,6 +249,12 @@ pub fn stale(lock: &Lockfile, needs: &Needs) -> Vec<String> {
             &lock.stdlib[..lock.stdlib.len().min(12)]
         ));
     }
+    // Pins whose own fields disagree: edited by hand.
+    out.extend(
+        envc_lockfiles::inconsistencies(lock)
+            .iter()
+            .map(ToString::to_string),
+    );
     out
 }
 
