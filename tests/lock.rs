@@ -7,7 +7,7 @@ mod archive;
 #[path = "support/output.rs"]
 mod output;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use archive::{pkg, Pkg, TinyArchive};
@@ -291,4 +291,58 @@ fn a_deb_that_does_not_match_its_index_is_not_pinned() {
     assert!(err.contains("package:hello"), "{err}");
     assert!(err.contains("nothing written"), "{err}");
     assert!(!p.path("prod.lock").exists());
+}
+
+/// Copies the files under `from` into `to`, keeping the layout.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_pin_edited_by_hand_is_stale() {
+    // A copy of the committed quickstart and its lockfile; `--check` fetches nothing.
+    let p = Project::new("http://127.0.0.1:9/debian");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
+        p.dir.path(),
+    );
+    expect(&p.envc(&["lock", "--check", "quickstart.env"]), 0);
+
+    // The version moved by hand; the filename and hash still name the old .deb.
+    let lock = std::fs::read_to_string(p.path("quickstart.lock")).unwrap();
+    let pinned = "version = \"1.22.1-9+deb12u9\"";
+    assert!(lock.contains(pinned), "{lock}");
+    let tampered = lock.replacen(pinned, "version = \"1.22.1-9+deb12u9+tampered\"", 1);
+    std::fs::write(p.path("quickstart.lock"), tampered).unwrap();
+    let o = p.envc(&["lock", "--check", "quickstart.env"]);
+    expect(&o, 3);
+    let err = stderr(&o);
+    assert!(err.contains("package:nginx: filename"), "{}", text(&o));
+    assert!(
+        err.contains("envc lock --update package:nginx"),
+        "{}",
+        text(&o)
+    );
+    // A locked build refuses it before anything runs.
+    let o = p.envc(&["build", "--locked", "quickstart.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("package:nginx: filename"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        stderr(&o).contains("a locked build refuses to start"),
+        "{}",
+        text(&o)
+    );
 }

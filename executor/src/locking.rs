@@ -9,8 +9,8 @@ use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
 use envc_lockfiles::needs::{ImageNeed, DEFAULT_SUITE};
 use envc_lockfiles::{
-    check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, Lockfile, Needs, NeedsConflict,
-    Stale, ToolPin,
+    check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, LockProblem, Lockfile, Needs,
+    NeedsConflict, ToolPin,
 };
 
 use crate::image::lock_includes;
@@ -79,7 +79,7 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
 }
 
 /// Where the lockfile falls short of the environment, offline.
-pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<Stale> {
+pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
 }
 
@@ -138,7 +138,10 @@ pub enum LockOutcome {
     /// `--check`: it does not exist.
     Missing { path: PathBuf },
     /// `--check`: it falls short, pin by pin.
-    Stale { path: PathBuf, problems: Vec<Stale> },
+    Stale {
+        path: PathBuf,
+        problems: Vec<LockProblem>,
+    },
     /// Written: what moved against the old lockfile, or how many pins a new one has.
     Written {
         path: PathBuf,

@@ -22,6 +22,7 @@
 //! `lockfiles/README.md`.
 
 pub mod archive;
+pub mod consistency;
 pub mod diff;
 pub mod environment;
 pub mod fetch;
@@ -38,11 +39,12 @@ pub mod version;
 mod testdata;
 
 pub use archive::Archive;
+pub use consistency::{inconsistencies, Inconsistency};
 pub use diff::{diff, LockDiff};
 pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile};
 pub use model::*;
-pub use needs::{stale, Needs, NeedsConflict, Stale};
+pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};
 pub use text::LockError;

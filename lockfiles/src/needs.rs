@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::consistency::{inconsistencies, Inconsistency};
 use crate::model::{ArchivePin, Lockfile, PinKey};
 
 /// The suite of packages on hosts envc did not build (their sources are their own).
@@ -121,12 +122,31 @@ impl fmt::Display for Stale {
     }
 }
 
+/// Why `envc lock --check` refuses a lockfile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockProblem {
+    /// It falls short of the environment.
+    Stale(Stale),
+    /// A pin's own fields disagree: it was edited by hand.
+    Inconsistent(Inconsistency),
+}
+
+impl fmt::Display for LockProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockProblem::Stale(s) => s.fmt(f),
+            LockProblem::Inconsistent(i) => i.fmt(f),
+        }
+    }
+}
+
 /// Where `lock` falls short of `needs`: missing pins, pins for what left the source, a
 /// version the source asks for that the lock does not hold, a standard library other than
-/// `stdlib` (the hash of this envc's).
-pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<Stale> {
+/// `stdlib` (the hash of this envc's); and pins whose own fields disagree.
+pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
     let mut out = Vec::new();
-    let mut push = |key: PinKey, problem: String| out.push(Stale { key, problem });
+    let mut push =
+        |key: PinKey, problem: String| out.push(LockProblem::Stale(Stale { key, problem }));
     for (name, need) in &needs.packages {
         let key = PinKey::Package(name.clone());
         match lock.package(name) {
@@ -235,5 +255,10 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<Stale> {
             ),
         );
     }
+    out.extend(
+        inconsistencies(lock)
+            .into_iter()
+            .map(LockProblem::Inconsistent),
+    );
     out
 }

@@ -1,0 +1,318 @@
+//! What must hold between the fields of a pin, checked offline: a hand edit that changes one
+//! field of a pin and not the others (a version bumped, an architecture changed) leaves a pin
+//! whose fields disagree, and `envc lock --check` says so without reaching a mirror.
+//!
+//! [`Lockfile::parse`] already rejects what one field shows alone: malformed versions and
+//! hashes, a package or image naming an archive that is not pinned, an image package listed
+//! twice (and it sorts image sets). What is checked here:
+//!
+//! - a package's `filename` is `pool/COMPONENT/…/NAME_VERSION_ARCH.deb`, as Debian's pool
+//!   names it: its name, its version without the epoch (`1:2.3-1` → `2.3-1`), its
+//!   architecture, under one of its archive's components;
+//! - a package's architecture is its archive's, or `all`;
+//! - a package's `size` is not 0;
+//! - an archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]).
+//!
+//! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
+
+use std::fmt;
+
+use crate::model::{ArchivePin, Lockfile, PackagePin, PinKey};
+
+/// One pin whose fields disagree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inconsistency {
+    /// The pin's key (`package:nginx`), as `envc lock --update` takes it.
+    pub key: PinKey,
+    pub problem: Problem,
+}
+
+/// What disagrees within a pin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// A package's `.deb` is not named after the pin's name, version (without its epoch)
+    /// and architecture.
+    FileName { filename: String, expected: String },
+    /// A package's `.deb` is not under `pool/COMPONENT/` for a component of its archive.
+    NotInPool {
+        filename: String,
+        components: Vec<String>,
+    },
+    /// A package of another architecture than its archive's, and not `all`.
+    Architecture {
+        architecture: String,
+        archive: String,
+        archive_architecture: String,
+    },
+    /// A package whose `.deb` has 0 bytes.
+    EmptyDeb,
+    /// An archive pin whose name is not the one its suite gives it.
+    ArchiveName { suite: String, expected: String },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::FileName { filename, expected } => write!(
+                f,
+                "filename {filename:?} is not this pin's .deb, which Debian's pool names \
+                 {expected:?} (NAME_VERSION_ARCH.deb, the version without its epoch)"
+            ),
+            Problem::NotInPool {
+                filename,
+                components,
+            } => write!(
+                f,
+                "filename {filename:?} is not under pool/COMPONENT/ for a component of its \
+                 archive ({})",
+                components.join(", ")
+            ),
+            Problem::Architecture {
+                architecture,
+                archive,
+                archive_architecture,
+            } => write!(
+                f,
+                "architecture {architecture:?} is neither \"all\" nor that of {} \
+                 ({archive_architecture:?})",
+                PinKey::Archive(archive.clone())
+            ),
+            Problem::EmptyDeb => write!(f, "size is 0, and no .deb is empty"),
+            Problem::ArchiveName { suite, expected } => {
+                write!(f, "its suite {suite:?} makes its name {expected:?}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Inconsistency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{key}: {problem}; its fields disagree, so it was edited by hand: \
+             run `envc lock --update {key} FILE`",
+            key = self.key,
+            problem = self.problem
+        )
+    }
+}
+
+/// Every pin of `lock` whose fields disagree, in the lockfile's order. Pure: nothing is
+/// fetched. Meant for a lockfile [`Lockfile::parse`] accepted (see the module's docs for
+/// what that already guarantees); a package whose archive is not pinned is checked only
+/// for what does not need the archive.
+pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
+    let mut out = Vec::new();
+    for a in &lock.archives {
+        let expected = ArchivePin::default_name(&a.suite);
+        if a.name != expected {
+            out.push(Inconsistency {
+                key: a.key(),
+                problem: Problem::ArchiveName {
+                    suite: a.suite.clone(),
+                    expected,
+                },
+            });
+        }
+    }
+    for p in &lock.packages {
+        out.extend(
+            package(p, lock.archive(&p.archive))
+                .into_iter()
+                .map(|problem| Inconsistency {
+                    key: p.key(),
+                    problem,
+                }),
+        );
+    }
+    out
+}
+
+fn package(p: &PackagePin, archive: Option<&ArchivePin>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let version = p.version.split_once(':').map_or(&*p.version, |(_, v)| v);
+    let expected = format!("{}_{version}_{}.deb", p.name, p.architecture);
+    if p.filename.rsplit('/').next() != Some(expected.as_str()) {
+        problems.push(Problem::FileName {
+            filename: p.filename.clone(),
+            expected,
+        });
+    }
+    if let Some(a) = archive {
+        let in_pool = p.filename.strip_prefix("pool/").is_some_and(|rest| {
+            a.components
+                .iter()
+                .any(|c| rest.starts_with(&format!("{c}/")))
+        });
+        if !in_pool {
+            problems.push(Problem::NotInPool {
+                filename: p.filename.clone(),
+                components: a.components.clone(),
+            });
+        }
+        if p.architecture != "all" && p.architecture != a.architecture {
+            problems.push(Problem::Architecture {
+                architecture: p.architecture.clone(),
+                archive: a.name.clone(),
+                archive_architecture: a.architecture.clone(),
+            });
+        }
+    }
+    if p.size == 0 {
+        problems.push(Problem::EmptyDeb);
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::sample;
+
+    /// `edits` (each `(from, to)`, replacing the first `from`) applied to the sample
+    /// lockfile's text, which must still parse; `expected`: the inconsistencies found, one
+    /// per line.
+    fn check(edits: &[(&str, &str)], expected: &[&str]) {
+        let mut text = sample().to_toml("envc lock prod.env");
+        for (from, to) in edits {
+            assert!(text.contains(from), "{from:?} not in the sample");
+            text = text.replacen(from, to, 1);
+        }
+        let lock = Lockfile::parse(&text)
+            .unwrap_or_else(|e| panic!("the edit does not parse: {e:?}\n{text}"));
+        let got: Vec<String> = inconsistencies(&lock)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, expected, "\n--- text ---\n{text}");
+    }
+
+    const FIX_HELLO: &str =
+        "its fields disagree, so it was edited by hand: run `envc lock --update package:hello FILE`";
+
+    #[test]
+    fn a_lockfile_as_written_is_consistent() {
+        check(&[], &[]);
+        // An epoch is not part of a pool filename.
+        check(&[("version = \"2.10-3\"", "version = \"1:2.10-3\"")], &[]);
+        // Architecture-independent packages are in every architecture's archive.
+        check(
+            &[
+                (
+                    "architecture = \"amd64\"\nfilename",
+                    "architecture = \"all\"\nfilename",
+                ),
+                ("hello_2.10-3_amd64.deb", "hello_2.10-3_all.deb"),
+            ],
+            &[],
+        );
+    }
+
+    #[test]
+    fn the_committed_lockfiles_are_consistent() {
+        for text in [
+            include_str!("../../examples/quickstart.lock"),
+            include_str!("../../examples/component/prod.lock"),
+            include_str!("../../examples/replset/prod.lock"),
+        ] {
+            let lock = Lockfile::parse(text).unwrap();
+            assert_eq!(inconsistencies(&lock), []);
+        }
+    }
+
+    #[test]
+    fn hand_edits_that_leave_a_pin_disagreeing_with_itself() {
+        // The version moved, the filename (and hash) did not.
+        check(
+            &[("version = \"2.10-3\"", "version = \"2.10-3+tampered\"")],
+            &[&format!(
+                "package:hello: filename \"pool/main/h/hello/hello_2.10-3_amd64.deb\" is not \
+                 this pin's .deb, which Debian's pool names \"hello_2.10-3+tampered_amd64.deb\" \
+                 (NAME_VERSION_ARCH.deb, the version without its epoch); {FIX_HELLO}"
+            )],
+        );
+        // An epoch written into the filename: the pool drops it.
+        check(
+            &[
+                ("version = \"2.10-3\"", "version = \"1:2.10-3\""),
+                ("hello_2.10-3_amd64.deb", "hello_1:2.10-3_amd64.deb"),
+            ],
+            &[&format!(
+                "package:hello: filename \"pool/main/h/hello/hello_1:2.10-3_amd64.deb\" is not \
+                 this pin's .deb, which Debian's pool names \"hello_2.10-3_amd64.deb\" \
+                 (NAME_VERSION_ARCH.deb, the version without its epoch); {FIX_HELLO}"
+            )],
+        );
+        // The filename points at another package's .deb.
+        check(
+            &[("hello/hello_2.10-3", "hello/hellox_2.10-3")],
+            &[&format!(
+                "package:hello: filename \"pool/main/h/hello/hellox_2.10-3_amd64.deb\" is not \
+                 this pin's .deb, which Debian's pool names \"hello_2.10-3_amd64.deb\" \
+                 (NAME_VERSION_ARCH.deb, the version without its epoch); {FIX_HELLO}"
+            )],
+        );
+        // Outside the pool, or in a component the archive does not pin.
+        check(
+            &[("\"pool/main/h/hello/", "\"dists/main/h/hello/")],
+            &[&format!(
+                "package:hello: filename \"dists/main/h/hello/hello_2.10-3_amd64.deb\" is not \
+                 under pool/COMPONENT/ for a component of its archive (main); {FIX_HELLO}"
+            )],
+        );
+        check(
+            &[("\"pool/main/h/hello/", "\"pool/contrib/h/hello/")],
+            &[&format!(
+                "package:hello: filename \"pool/contrib/h/hello/hello_2.10-3_amd64.deb\" is not \
+                 under pool/COMPONENT/ for a component of its archive (main); {FIX_HELLO}"
+            )],
+        );
+        // Another architecture than the archive's, filename edited to match.
+        check(
+            &[
+                (
+                    "architecture = \"amd64\"\nfilename",
+                    "architecture = \"arm64\"\nfilename",
+                ),
+                ("hello_2.10-3_amd64.deb", "hello_2.10-3_arm64.deb"),
+            ],
+            &[&format!(
+                "package:hello: architecture \"arm64\" is neither \"all\" nor that of \
+                 archive:debian/bookworm (\"amd64\"); {FIX_HELLO}"
+            )],
+        );
+        // ... and not edited to match: both are reported.
+        check(
+            &[(
+                "architecture = \"amd64\"\nfilename",
+                "architecture = \"arm64\"\nfilename",
+            )],
+            &[
+                &format!(
+                    "package:hello: filename \"pool/main/h/hello/hello_2.10-3_amd64.deb\" is not \
+                     this pin's .deb, which Debian's pool names \"hello_2.10-3_arm64.deb\" \
+                     (NAME_VERSION_ARCH.deb, the version without its epoch); {FIX_HELLO}"
+                ),
+                &format!(
+                    "package:hello: architecture \"arm64\" is neither \"all\" nor that of \
+                     archive:debian/bookworm (\"amd64\"); {FIX_HELLO}"
+                ),
+            ],
+        );
+        check(
+            &[("size = 56120", "size = 0")],
+            &[&format!(
+                "package:hello: size is 0, and no .deb is empty; {FIX_HELLO}"
+            )],
+        );
+        // The suite moved, the name (which packages and images refer to) did not.
+        check(
+            &[("suite = \"bookworm\"", "suite = \"trixie\"")],
+            &[
+                "archive:debian/bookworm: its suite \"trixie\" makes its name \"debian/trixie\"; \
+               its fields disagree, so it was edited by hand: run \
+               `envc lock --update archive:debian/bookworm FILE`",
+            ],
+        );
+    }
+}
