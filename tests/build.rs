@@ -317,6 +317,125 @@ fn a_killed_build_leaves_a_store_the_next_build_converges_from() {
     assert_eq!(remote(&hosts, 1, "cat /etc/many/f39"), "39\n");
 }
 
+/// The ssh ControlMaster processes of envc runs in `hosts`' controller network namespace
+/// that talk to `addr`, as (pid, command line).
+fn ssh_masters(hosts: &TestHosts, addr: std::net::Ipv4Addr) -> Vec<(u32, String)> {
+    let netns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let ours = netns(&hosts.controller_pid().to_string());
+    let addr = addr.to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(n) = pid.parse::<u32>() else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_ssh = argv
+            .first()
+            .is_some_and(|a| a == "ssh" || a.ends_with("/ssh"));
+        if is_ssh && argv.iter().any(|a| a == "-M") && argv.contains(&addr) && netns(&pid) == ours {
+            found.push((n, argv.join(" ")));
+        }
+    }
+    found
+}
+
+/// Polls `f` every 100 ms until it holds; panics with `what` after `limit` (a bound so that a
+/// regression fails instead of hanging, not a timing assertion).
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write(
+        "prod.env",
+        &source(&hosts, "let jq = package(name = \"jq\", target = h0)\n"),
+    );
+    p.write("peers.j2", TEMPLATE);
+    // Something else holds dpkg's lock (as an apt that a killed envc left running would): the
+    // package step waits for it, so the build is mid-run, its master up, when it is killed.
+    let holder = remote(
+        &hosts,
+        0,
+        "setsid python3 -c 'import fcntl, time; f = open(\"/var/lib/dpkg/lock-frontend\", \"w\"); \
+         fcntl.lockf(f, fcntl.LOCK_EX); open(\"/run/envc-held\", \"w\").close(); time.sleep(600)' \
+         </dev/null >/dev/null 2>&1 & echo $!; \
+         for i in $(seq 100); do [ -e /run/envc-held ] && break; sleep 0.1; done",
+    );
+    let mut child = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "envc's ssh master to start",
+        || {
+            assert_eq!(
+                child.try_wait().unwrap(),
+                None,
+                "envc ended before it was killed"
+            );
+            !ssh_masters(&hosts, hosts.addr(0)).is_empty()
+        },
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut left = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the ssh masters of the killed envc to exit",
+        || {
+            left = ssh_masters(&hosts, hosts.addr(0));
+            left.is_empty()
+        },
+    );
+    assert!(left.is_empty(), "{left:?}");
+
+    // The lock is let go while the next build runs (the killed run's apt script may still be
+    // waiting too): that build waits for it and finishes.
+    let next = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "the next build to connect", || {
+        !ssh_masters(&hosts, hosts.addr(0)).is_empty()
+    });
+    remote(&hosts, 0, &format!("kill {}", holder.trim()));
+    let o = output_within(next, Duration::from_secs(300));
+    ok(&o);
+    assert_eq!(remote(&hosts, 0, "command -v jq"), "/usr/bin/jq\n");
+}
+
+/// The output of `child`, which is killed if it does not finish within `limit` (so that a
+/// regression fails the test instead of hanging it).
+fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("envc did not finish within {limit:?}: {}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_second_build_of_the_same_environment_is_refused_while_one_holds_the_lock() {
     let hosts = TestHosts::start(1);
