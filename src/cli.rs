@@ -656,7 +656,8 @@ fn text_graph(graph: &envc_compiler::Graph) -> String {
 fn fmt(files: &[PathBuf], check: bool, color: bool) -> ExitCode {
     let mut failed = false;
     for f in files {
-        let text = match std::fs::read(f) {
+        let limit = envc_compiler::program::MAX_SOURCE_BYTES as u64;
+        let text = match crate::fs_loader::read_bounded(f, limit) {
             Ok(b) => match String::from_utf8(b) {
                 Ok(t) => t,
                 Err(_) => {

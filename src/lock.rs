@@ -124,9 +124,9 @@ pub struct LockedFile {
 /// quietly go unpinned.
 pub fn read_lock(file: &Path) -> Result<Option<LockedFile>, String> {
     let path = lock_path(file);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::fs_loader::read_bounded(&path, envc_lockfiles::file::MAX_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(crate::fs_loader::ReadError::NotFound) => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let lock = Lockfile::parse(&String::from_utf8_lossy(&bytes)).map_err(|errors| {
@@ -540,7 +540,9 @@ pub fn lock(file: &Path, spec: &Spec, check: bool, update: &[String]) -> Result<
 /// A lockfile given to `lock diff`: a path, or `REV:PATH` read from git.
 fn read_lock_arg(arg: &str) -> Result<Lockfile, String> {
     let text = if Path::new(arg).exists() {
-        std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?
+        let bytes = crate::fs_loader::read_bounded(Path::new(arg), envc_lockfiles::file::MAX_BYTES)
+            .map_err(|e| format!("{arg}: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| format!("{arg}: it is not UTF-8 text"))?
     } else if let Some((rev, path)) = arg.split_once(':') {
         let out = std::process::Command::new("git")
             .args(["show", &format!("{rev}:{path}")])

@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use crate::model::Lockfile;
 use crate::text::LockError;
 
+/// The largest lockfile read. A lockfile pins a few hundred inputs in well under a megabyte;
+/// the bound keeps a wrong path (a device, a huge file) from being read whole.
+pub const MAX_BYTES: u64 = 64 << 20;
+
 /// The lockfile of an environment file: the same name with `.lock` for its extension.
 pub fn lock_path(env_file: &Path) -> PathBuf {
     env_file.with_extension("lock")
@@ -15,17 +19,17 @@ pub fn lock_path(env_file: &Path) -> PathBuf {
 impl Lockfile {
     /// Reads and parses a lockfile. A missing file is an error that says how to create it.
     pub fn read_from(path: &Path) -> Result<Lockfile, Vec<LockError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                "create it with `envc lock FILE`".to_string()
-            } else {
-                "check the file's permissions".to_string()
+        let text = read_text(path).map_err(|e| {
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => "create it with `envc lock FILE`",
+                std::io::ErrorKind::InvalidInput => "name the environment's `.lock` file",
+                _ => "check the file's permissions",
             };
             vec![LockError {
                 message: format!("cannot read {}: {e}", path.display()),
                 line: None,
                 pin: None,
-                hint,
+                hint: hint.to_string(),
             }]
         })?;
         Lockfile::parse(&text)
@@ -67,6 +71,29 @@ impl Lockfile {
         }
         result
     }
+}
+
+/// A regular file of at most [`MAX_BYTES`], as UTF-8 text. Checked to be a regular file
+/// before it is opened, since opening a FIFO blocks.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read as _};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Error::new(
+            ErrorKind::FileTooLarge,
+            format!("it is too large: a lockfile has at most {MAX_BYTES} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 #[cfg(test)]
