@@ -1,6 +1,6 @@
 //! The command line. Exit codes: 0 success; 1 the input has errors (diagnostics on
 //! stderr) or `fmt --check` found unformatted files; 2 bad command-line usage; 3 drift
-//! found; 4 a step failed or a target was unreachable; 5 the environment is locked by
+//! (or store damage) found; 4 a step failed or a target was unreachable; 5 the environment is locked by
 //! another envc; 130 interrupted; 101 an internal error (a bug).
 
 use std::collections::BTreeMap;
@@ -206,6 +206,22 @@ enum Command {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+    },
+    /// The store beside FILE (or `$ENVC_STORE`).
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Re-hash every object and check every environment's state; exit 3 on damage.
+    Verify {
+        file: PathBuf,
+        /// Remove damaged objects and make every environment's state valid without them.
+        #[arg(long)]
+        repair: bool,
     },
 }
 
@@ -520,6 +536,9 @@ fn run(cli: Cli) -> ExitCode {
             ExitCode::from(deploy::finish(deploy::build(&file, &spec, &loader, &args)))
         }
         Command::Log { file, json } => ExitCode::from(deploy::finish(deploy::log(&file, json))),
+        Command::Store {
+            command: StoreCommand::Verify { file, repair },
+        } => ExitCode::from(deploy::finish(crate::store_cmd::verify(&file, repair))),
         Command::Output { file, json } => {
             ExitCode::from(deploy::finish(deploy::output(&file, json)))
         }

@@ -27,7 +27,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// Bad input: diagnostics, a missing store, a node that does not exist.
     pub const INPUT: u8 = 1;
-    /// `envc drift` found targets that differ from their records.
+    /// `envc drift` found targets that differ from their records; `envc store verify`
+    /// found damaged objects.
     pub const DRIFT: u8 = 3;
     /// A step failed or a target could not be reached.
     pub const FAILED: u8 = 4;
@@ -655,7 +656,13 @@ pub fn drift(
 
 pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
     let store = open_store(file)?;
-    let history = State::history(&store, &env_name(file)).map_err(|e| e.to_string())?;
+    let envc_executor::repair::History {
+        states: history,
+        end,
+    } = envc_executor::repair::readable_history(&store, &env_name(file))
+        .map_err(|e| e.to_string())?;
+    // A damaged entry is reported and skipped: the rest of the history is still worth showing.
+    let hint = format!("`envc store verify --repair {}`", file.display());
     let mut out = std::io::stdout().lock();
     let mut seen = BTreeSet::new();
     for (_, state) in history {
@@ -663,7 +670,14 @@ pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
         if !seen.insert(run_id) {
             continue; // intermediate commits of one run share its record
         }
-        let run: RunRecord = store.get_json(&run_id).map_err(|e| e.to_string())?;
+        let run: RunRecord = match store.get_json(&run_id) {
+            Ok(run) => run,
+            Err(e) => {
+                let d = envc_executor::repair::Damage::of(e).map_err(|e| e.to_string())?;
+                eprintln!("run {run_id}: damaged: {d}; {hint}");
+                continue;
+            }
+        };
         let count = |f: &dyn Fn(&str) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
         let ran = count(&|o| o == "ok" || o.starts_with("ok:"));
         let cached = count(&|o| o == "cached");
@@ -688,6 +702,10 @@ pub fn log(file: &Path, json_out: bool) -> Result<u8, String> {
                 let _ = writeln!(out, "    {:<9} {}: {}", n.action, n.node, n.outcome);
             }
         }
+    }
+    if let Some((state, d)) = end {
+        let at = state.map_or("the ref".to_string(), |s| format!("state {s}"));
+        eprintln!("{at}: damaged: {d}; the history before it cannot be read; {hint}");
     }
     Ok(exit::OK)
 }

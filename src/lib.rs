@@ -6,3 +6,4 @@ pub mod deploy;
 pub mod fs_loader;
 pub mod lock;
 pub mod render;
+pub mod store_cmd;

@@ -746,3 +746,103 @@ fn a_host_that_dies_during_its_step_fails_that_step_and_the_others_finish() {
         assert_eq!(remote(&hosts, i, "command -v jq"), "/usr/bin/jq\n");
     }
 }
+
+#[test]
+fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
+    use envc_executor::{ObjectId, State, Store};
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    ok(&p.run(&hosts, &["build"]));
+    p.write(
+        "prod.env",
+        &source(&hosts, "").replace("managed by envc", "managed by envc (v2)"),
+    );
+    ok(&p.run(&hosts, &["build"]));
+
+    // One bit flips in the motd's live record and in the first run's record.
+    let store = Store::open(&p.dir.path().join("env/.envc")).unwrap();
+    let (_, state) = State::current(&store, "prod").unwrap();
+    let motd = format!("{}/file:/etc/motd", hosts.name(0));
+    let record = state.records[&motd];
+    let history = State::history(&store, "prod").unwrap();
+    // The oldest states are the first run's intermediate commits, before its record was made.
+    let first_run = history.iter().rev().find_map(|(_, s)| s.run).unwrap();
+    let flip = |id: &ObjectId| {
+        let path = store.object_file(id);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+    };
+    flip(&record);
+    flip(&first_run);
+    let store_cmd = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_envc"))
+            .args(["store", "verify"])
+            .args(args)
+            .arg(p.env_file())
+            .env_remove("ENVC_STORE")
+            .output()
+            .unwrap()
+    };
+
+    // The log shows the run it can read and names the one it cannot.
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout)
+            .lines()
+            .filter(|l| l.starts_with("run "))
+            .count(),
+        1,
+        "{}",
+        text(&log)
+    );
+    let err = String::from_utf8_lossy(&log.stderr);
+    assert!(
+        err.contains(&format!("run {first_run}: damaged: corrupt"))
+            && err.contains("`envc store verify --repair "),
+        "{err}"
+    );
+    // A build cannot start on a state it cannot read, and says what to do.
+    let stopped = p.run(&hosts, &["build"]);
+    assert_eq!(stopped.status.code(), Some(1), "{}", text(&stopped));
+    assert!(
+        String::from_utf8_lossy(&stopped.stderr).contains("envc store verify --repair"),
+        "{}",
+        text(&stopped)
+    );
+
+    // verify names exactly the two objects, and exits 3.
+    let found = store_cmd(&[]);
+    assert_eq!(found.status.code(), Some(3), "{}", text(&found));
+    let out = String::from_utf8_lossy(&found.stdout);
+    let corrupt: Vec<&str> = out.lines().filter(|l| l.starts_with("corrupt ")).collect();
+    assert_eq!(corrupt.len(), 2, "{out}");
+    for id in [record, first_run] {
+        assert!(corrupt.iter().any(|l| l.contains(&id.hex()[2..])), "{out}");
+    }
+    assert!(out.contains(&format!("record of {motd}")), "{out}");
+    assert!(store.object_file(&record).exists());
+
+    // repair removes them and says what the next build runs again; that build converges.
+    let repaired = store_cmd(&["--repair"]);
+    ok(&repaired);
+    assert!(
+        String::from_utf8_lossy(&repaired.stdout)
+            .contains(&format!("record of {motd} ({record}): corrupt")),
+        "{}",
+        text(&repaired)
+    );
+    let sound = store_cmd(&[]);
+    ok(&sound);
+    let again = p.run(&hosts, &["build"]);
+    ok(&again);
+    assert_eq!(summary(&again), (1, 2, 0), "{}", text(&again));
+    assert_eq!(summary(&p.run(&hosts, &["build"])), (0, 3, 0));
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert!(log.stderr.is_empty(), "{}", text(&log));
+}

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod probe;
 pub mod qemu;
 pub mod record;
+pub mod repair;
 pub mod resolve;
 pub mod run;
 pub mod spec;
