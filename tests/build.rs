@@ -47,10 +47,15 @@ impl Project {
     }
 
     fn envc(&self, hosts: &TestHosts, args: &[&str]) -> Command {
+        self.envc_on(hosts, &self.env_file(), args)
+    }
+
+    /// `envc` on another environment file of the project (`env/NAME`).
+    fn envc_on(&self, hosts: &TestHosts, file: &std::path::Path, args: &[&str]) -> Command {
         let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
         // `envc COMMAND FILE [ARGS…]`
         cmd.arg(args[0])
-            .arg(self.env_file())
+            .arg(file)
             .args(&args[1..])
             .env("ENVC_SSH_CONFIG", &self.ssh_config)
             .env_remove("ENVC_STORE")
@@ -845,4 +850,59 @@ fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
     let log = p.run(&hosts, &["log"]);
     ok(&log);
     assert!(log.stderr.is_empty(), "{}", text(&log));
+}
+
+#[test]
+fn a_file_another_environment_rewrote_is_left_in_place_and_an_overwrite_is_noted() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let write = |name: &str, content: &str| {
+        p.write(
+            name,
+            &format!(
+                "let h = host(name = \"{}\", address = \"{}\")\nlet f = file(path = \"/etc/shared.conf\", content = \"{content}\\n\", target = h)\n",
+                hosts.name(0),
+                hosts.addr(0)
+            ),
+        )
+    };
+    let run = |name: &str, args: &[&str]| {
+        let file = p.dir.path().join("env").join(name);
+        p.envc_on(&hosts, &file, args).output().unwrap()
+    };
+    let shared = || remote(&hosts, 0, "cat /etc/shared.conf");
+    write("a.env", "from a");
+    write("b.env", "from b");
+    ok(&run("a.env", &["build"]));
+    ok(&run("b.env", &["build"]));
+    assert_eq!(shared(), "from b\n");
+
+    // A created the file, but it now holds B's content: destroying A leaves it.
+    let destroyed = run("a.env", &["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        String::from_utf8_lossy(&destroyed.stderr).contains(
+            "left in place: its content changed since envc wrote it (now held by something else)"
+        ),
+        "{}",
+        text(&destroyed)
+    );
+    assert_eq!(shared(), "from b\n");
+
+    // A build still owns what it declares: B's new content replaces what A wrote meanwhile,
+    // and the output says so.
+    ok(&run("a.env", &["build"]));
+    assert_eq!(shared(), "from a\n");
+    write("b.env", "from b, again");
+    let rebuilt = run("b.env", &["build"]);
+    ok(&rebuilt);
+    assert_eq!(shared(), "from b, again\n");
+    assert!(
+        String::from_utf8_lossy(&rebuilt.stderr).contains(&format!(
+            "{}/file:/etc/shared.conf: ok: replaced content that changed since envc wrote it",
+            hosts.name(0)
+        )),
+        "{}",
+        text(&rebuilt)
+    );
 }

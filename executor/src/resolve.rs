@@ -333,6 +333,7 @@ pub fn resolve<'a>(
                 group: s("group"),
                 mode,
                 content,
+                written_sha256: None,
             };
             hashed.insert(
                 "content".into(),

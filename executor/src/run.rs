@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::image::{build_image, ImageSpec};
 use crate::lock::EnvLock;
-use crate::ops::file::{apply_files, remove_files, FileSpec};
+use crate::ops::file::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
@@ -251,6 +251,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                     Applied {
                         facts,
                         created: true,
+                        note: None,
                     }
                 });
             vec![(node, result)]
@@ -261,6 +262,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 .map(|facts| Applied {
                     facts,
                     created: true,
+                    note: None,
                 });
             vec![(node, result)]
         }
@@ -276,6 +278,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 .map(|(_, k)| Applied {
                     facts: host_facts(&k),
                     created: false,
+                    note: None,
                 });
             vec![(node, result)]
         }
@@ -322,6 +325,7 @@ async fn execute_step(
                 Ok(Ok(facts)) => Ok(Applied {
                     facts,
                     created: true,
+                    note: None,
                 }),
                 Ok(Err(e)) => Err(e),
                 Err(e) => Err(e.to_string()),
@@ -634,7 +638,8 @@ impl<'s> Scheduler<'s> {
                         self.known[i] = Some(known);
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
-                        self.outcome(i, action, "ok".into(), done.elapsed, Some(oh));
+                        let outcome = applied.note.map_or("ok".into(), |n| format!("ok: {n}"));
+                        self.outcome(i, action, outcome, done.elapsed, Some(oh));
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
@@ -749,7 +754,17 @@ impl<'s> Scheduler<'s> {
                     });
                 }
                 Payload::Image(spec) => works.push(Work::Image { node: i, spec }),
-                Payload::File(f) => files.entry(t).or_default().push((i, f)),
+                Payload::File(mut f) => {
+                    // What envc wrote on this same target, to tell when a build replaces
+                    // content someone else put there since.
+                    let identity = self.identity(i);
+                    f.written_sha256 = env
+                        .records
+                        .get(&node.key)
+                        .filter(|r| Some(&r.target_identity) == identity.as_ref())
+                        .and_then(|r| r.facts.get("sha256").cloned());
+                    files.entry(t).or_default().push((i, f))
+                }
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Service {
                     name,
@@ -893,9 +908,26 @@ impl<'s> Scheduler<'s> {
                         }
                         let (files, paths) = of_kind("file");
                         if !files.is_empty() {
-                            match remove_files(&t, &paths).await {
+                            // Only while it holds what envc wrote: another environment (or
+                            // a person) may have written it since, and it is theirs now.
+                            let removals: Vec<FileRemoval> = files
+                                .iter()
+                                .zip(paths)
+                                .map(|(r, path)| FileRemoval {
+                                    path,
+                                    written_sha256: r.facts.get("sha256").cloned(),
+                                })
+                                .collect();
+                            match remove_files(&t, &removals).await {
                                 Ok(rs) => results.extend(files.iter().zip(rs).map(|(r, x)| {
-                                    (r.node.clone(), x.map(|()| "deleted".to_string()))
+                                    let said = x.map(|done| match done {
+                                        Removed::Deleted => "deleted".to_string(),
+                                        Removed::Absent => "already absent".to_string(),
+                                        Removed::Changed => "left in place: its content changed \
+                                            since envc wrote it (now held by something else)"
+                                            .to_string(),
+                                    });
+                                    (r.node.clone(), said)
                                 })),
                                 Err(e) => results.extend(
                                     files.iter().map(|r| (r.node.clone(), Err(e.to_string()))),
