@@ -36,6 +36,17 @@ enum Color {
 }
 
 #[derive(Subcommand)]
+enum StoreCommand {
+    /// Re-hash every object and check every environment's state; exit 3 on damage.
+    Verify {
+        file: PathBuf,
+        /// Remove damaged objects and make every environment's state valid without them.
+        #[arg(long)]
+        repair: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum LockCommand {
     /// What changed between two lockfiles: pins added, removed and moved.
     Diff {
@@ -184,6 +195,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The store beside FILE (or `$ENVC_STORE`).
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
 }
 
 fn parse_pin_key(s: &str) -> Result<PinKey, String> {
@@ -297,6 +313,9 @@ fn run(cli: Cli) -> Exit {
         } => commands::build::destroy(&file, yes, wait, json, &target),
         Command::Log { file, json } => commands::history::log(&file, json),
         Command::Output { file, json } => commands::history::output(&file, json),
+        Command::Store {
+            command: StoreCommand::Verify { file, repair },
+        } => commands::store::verify(&file, repair),
     };
     outcome.unwrap_or_else(Failure::report)
 }

@@ -13,3 +13,11 @@ pub fn print(text: &str) {
 pub fn line(text: impl std::fmt::Display) {
     print(&format!("{text}\n"));
 }
+
+/// `println!` that stops quietly on a closed pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::line(format!($($arg)*))
+    };
+}
+pub(crate) use outln;

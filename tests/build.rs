@@ -47,10 +47,15 @@ impl Project {
     }
 
     fn envc(&self, hosts: &TestHosts, args: &[&str]) -> Command {
+        self.envc_on(hosts, &self.env_file(), args)
+    }
+
+    /// `envc` on another environment file of the project (`env/NAME`).
+    fn envc_on(&self, hosts: &TestHosts, file: &std::path::Path, args: &[&str]) -> Command {
         let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
         // `envc COMMAND FILE [ARGS…]`
         cmd.arg(args[0])
-            .arg(self.env_file())
+            .arg(file)
             .args(&args[1..])
             .env("ENVC_SSH_CONFIG", &self.ssh_config)
             .env_remove("ENVC_STORE")
@@ -315,6 +320,125 @@ fn a_killed_build_leaves_a_store_the_next_build_converges_from() {
     let last = p.run(&hosts, &["build"]);
     assert_eq!(summary(&last), (0, 86, 0), "{}", text(&last));
     assert_eq!(remote(&hosts, 1, "cat /etc/many/f39"), "39\n");
+}
+
+/// The ssh ControlMaster processes of envc runs in `hosts`' controller network namespace
+/// that talk to `addr`, as (pid, command line).
+fn ssh_masters(hosts: &TestHosts, addr: std::net::Ipv4Addr) -> Vec<(u32, String)> {
+    let netns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let ours = netns(&hosts.controller_pid().to_string());
+    let addr = addr.to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(n) = pid.parse::<u32>() else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_ssh = argv
+            .first()
+            .is_some_and(|a| a == "ssh" || a.ends_with("/ssh"));
+        if is_ssh && argv.iter().any(|a| a == "-M") && argv.contains(&addr) && netns(&pid) == ours {
+            found.push((n, argv.join(" ")));
+        }
+    }
+    found
+}
+
+/// Polls `f` every 100 ms until it holds; panics with `what` after `limit` (a bound so that a
+/// regression fails instead of hanging, not a timing assertion).
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write(
+        "prod.env",
+        &source(&hosts, "let jq = package(name = \"jq\", target = h0)\n"),
+    );
+    p.write("peers.j2", TEMPLATE);
+    // Something else holds dpkg's lock (as an apt that a killed envc left running would): the
+    // package step waits for it, so the build is mid-run, its master up, when it is killed.
+    let holder = remote(
+        &hosts,
+        0,
+        "setsid python3 -c 'import fcntl, time; f = open(\"/var/lib/dpkg/lock-frontend\", \"w\"); \
+         fcntl.lockf(f, fcntl.LOCK_EX); open(\"/run/envc-held\", \"w\").close(); time.sleep(600)' \
+         </dev/null >/dev/null 2>&1 & echo $!; \
+         for i in $(seq 100); do [ -e /run/envc-held ] && break; sleep 0.1; done",
+    );
+    let mut child = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "envc's ssh master to start",
+        || {
+            assert_eq!(
+                child.try_wait().unwrap(),
+                None,
+                "envc ended before it was killed"
+            );
+            !ssh_masters(&hosts, hosts.addr(0)).is_empty()
+        },
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut left = Vec::new();
+    wait_until(
+        Duration::from_secs(10),
+        "the ssh masters of the killed envc to exit",
+        || {
+            left = ssh_masters(&hosts, hosts.addr(0));
+            left.is_empty()
+        },
+    );
+    assert!(left.is_empty(), "{left:?}");
+
+    // The lock is let go while the next build runs (the killed run's apt script may still be
+    // waiting too): that build waits for it and finishes.
+    let next = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "the next build to connect", || {
+        !ssh_masters(&hosts, hosts.addr(0)).is_empty()
+    });
+    remote(&hosts, 0, &format!("kill {}", holder.trim()));
+    let o = output_within(next, Duration::from_secs(300));
+    ok(&o);
+    assert_eq!(remote(&hosts, 0, "command -v jq"), "/usr/bin/jq\n");
+}
+
+/// The output of `child`, which is killed if it does not finish within `limit` (so that a
+/// regression fails the test instead of hanging it).
+fn output_within(mut child: std::process::Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("envc did not finish within {limit:?}: {}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -626,4 +750,159 @@ fn a_host_that_dies_during_its_step_fails_that_step_and_the_others_finish() {
         assert_eq!(outcome(format!("{}/file:/etc/motd", hosts.name(i))), "ok");
         assert_eq!(remote(&hosts, i, "command -v jq"), "/usr/bin/jq\n");
     }
+}
+
+#[test]
+fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
+    use envc_executor::{ObjectId, State, Store};
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    ok(&p.run(&hosts, &["build"]));
+    p.write(
+        "prod.env",
+        &source(&hosts, "").replace("managed by envc", "managed by envc (v2)"),
+    );
+    ok(&p.run(&hosts, &["build"]));
+
+    // One bit flips in the motd's live record and in the first run's record.
+    let store = Store::open(&p.dir.path().join("env/.envc")).unwrap();
+    let (_, state) = State::current(&store, "prod").unwrap();
+    let motd = format!("{}/file:/etc/motd", hosts.name(0));
+    let record = state.records[&motd];
+    let history = State::history(&store, "prod").unwrap();
+    // The oldest states are the first run's intermediate commits, before its record was made.
+    let first_run = history.iter().rev().find_map(|(_, s)| s.run).unwrap();
+    let flip = |id: &ObjectId| {
+        let path = store.object_file(id);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+    };
+    flip(&record);
+    flip(&first_run);
+    let store_cmd = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_envc"))
+            .args(["store", "verify"])
+            .args(args)
+            .arg(p.env_file())
+            .env_remove("ENVC_STORE")
+            .output()
+            .unwrap()
+    };
+
+    // The log shows the run it can read and names the one it cannot.
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout)
+            .lines()
+            .filter(|l| l.starts_with("run "))
+            .count(),
+        1,
+        "{}",
+        text(&log)
+    );
+    let err = String::from_utf8_lossy(&log.stderr);
+    assert!(
+        err.contains(&format!("run {first_run}: damaged: corrupt"))
+            && err.contains("`envc store verify --repair "),
+        "{err}"
+    );
+    // A build cannot start on a state it cannot read, and says what to do.
+    let stopped = p.run(&hosts, &["build"]);
+    assert_eq!(stopped.status.code(), Some(1), "{}", text(&stopped));
+    assert!(
+        String::from_utf8_lossy(&stopped.stderr).contains("envc store verify --repair"),
+        "{}",
+        text(&stopped)
+    );
+
+    // verify names exactly the two objects, and exits 3.
+    let found = store_cmd(&[]);
+    assert_eq!(found.status.code(), Some(3), "{}", text(&found));
+    let out = String::from_utf8_lossy(&found.stdout);
+    let corrupt: Vec<&str> = out.lines().filter(|l| l.starts_with("corrupt ")).collect();
+    assert_eq!(corrupt.len(), 2, "{out}");
+    for id in [record, first_run] {
+        assert!(corrupt.iter().any(|l| l.contains(&id.hex()[2..])), "{out}");
+    }
+    assert!(out.contains(&format!("record of {motd}")), "{out}");
+    assert!(store.object_file(&record).exists());
+
+    // repair removes them and says what the next build runs again; that build converges.
+    let repaired = store_cmd(&["--repair"]);
+    ok(&repaired);
+    assert!(
+        String::from_utf8_lossy(&repaired.stdout)
+            .contains(&format!("record of {motd} ({record}): corrupt")),
+        "{}",
+        text(&repaired)
+    );
+    let sound = store_cmd(&[]);
+    ok(&sound);
+    let again = p.run(&hosts, &["build"]);
+    ok(&again);
+    assert_eq!(summary(&again), (1, 2, 0), "{}", text(&again));
+    assert_eq!(summary(&p.run(&hosts, &["build"])), (0, 3, 0));
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert!(log.stderr.is_empty(), "{}", text(&log));
+}
+
+#[test]
+fn a_file_another_environment_rewrote_is_left_in_place_and_an_overwrite_is_noted() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let write = |name: &str, content: &str| {
+        p.write(
+            name,
+            &format!(
+                "let h = host(name = \"{}\", address = \"{}\")\nlet f = file(path = \"/etc/shared.conf\", content = \"{content}\\n\", target = h)\n",
+                hosts.name(0),
+                hosts.addr(0)
+            ),
+        )
+    };
+    let run = |name: &str, args: &[&str]| {
+        let file = p.dir.path().join("env").join(name);
+        p.envc_on(&hosts, &file, args).output().unwrap()
+    };
+    let shared = || remote(&hosts, 0, "cat /etc/shared.conf");
+    write("a.env", "from a");
+    write("b.env", "from b");
+    ok(&run("a.env", &["build"]));
+    ok(&run("b.env", &["build"]));
+    assert_eq!(shared(), "from b\n");
+
+    // A created the file, but it now holds B's content: destroying A leaves it.
+    let destroyed = run("a.env", &["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        String::from_utf8_lossy(&destroyed.stderr).contains(
+            "left in place: its content changed since envc wrote it (now held by something else)"
+        ),
+        "{}",
+        text(&destroyed)
+    );
+    assert_eq!(shared(), "from b\n");
+
+    // A build still owns what it declares: B's new content replaces what A wrote meanwhile,
+    // and the output says so.
+    ok(&run("a.env", &["build"]));
+    assert_eq!(shared(), "from a\n");
+    write("b.env", "from b, again");
+    let rebuilt = run("b.env", &["build"]);
+    ok(&rebuilt);
+    assert_eq!(shared(), "from b, again\n");
+    assert!(
+        String::from_utf8_lossy(&rebuilt.stderr).contains(&format!(
+            "{}/file:/etc/shared.conf: ok: replaced content that changed since envc wrote it",
+            hosts.name(0)
+        )),
+        "{}",
+        text(&rebuilt)
+    );
 }

@@ -334,3 +334,141 @@ fn a_plan_waits_on_images_and_exits_1_when_a_node_cannot_be_built() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("was never built"), "{}", stderr(&o));
 }
+
+/// `envc ARGS` in `dir` with at most 2 GiB of address space (a regression that reads without
+/// bound then fails instead of exhausting the machine), killed when it does not finish within
+/// `limit` (a regression that blocks then fails instead of hanging the test).
+fn envc_bounded(args: &[&str], dir: &Path, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    use std::time::Instant;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_envc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("envc runs");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "envc {args:?} did not finish within {limit:?}; stderr: {}",
+                stderr(&o)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let o = Command::new("mkfifo").arg(path).output().unwrap();
+    assert!(o.status.success(), "mkfifo: {}", stderr(&o));
+}
+
+#[test]
+fn devices_and_fifos_are_refused_not_read() {
+    let limit = std::time::Duration::from_secs(60);
+    let o = envc_bounded(&["check", "/dev/zero"], &repo(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("zero") && stderr(&o).contains("not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    // The environment file itself.
+    mkfifo(&dir.path().join("fifo.env"));
+    let o = envc_bounded(&["check", "fifo.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fifo.env") && stderr(&o).contains("not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+    // A file's `source`, and an import.
+    mkfifo(&dir.path().join("data"));
+    std::fs::write(
+        dir.path().join("prod.env"),
+        "let h = host(name = \"h\", address = \"@local\")\n\
+         let f = file(path = \"/tmp/envc-fifo-test\", source = path(\"data\"), target = h)\n",
+    )
+    .unwrap();
+    let o = envc_bounded(&["check", "prod.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`data`") && stderr(&o).contains("not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(dir.path().join("imp.env"), "import \"./fifo.env\"\n").unwrap();
+    let o = envc_bounded(&["check", "imp.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+    // The lockfile beside the environment.
+    std::fs::write(dir.path().join("ok.env"), "let x = 1\n").unwrap();
+    mkfifo(&dir.path().join("ok.lock"));
+    let o = envc_bounded(&["check", "ok.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ok.lock") && stderr(&o).contains("not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn size_limits_hold_while_reading() {
+    let limit = std::time::Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    // Sparse: 100 GiB that takes no disk, and zeros as fast as memory can take them.
+    let huge = |name: &str| {
+        std::fs::File::create(dir.path().join(name))
+            .unwrap()
+            .set_len(100 << 30)
+            .unwrap();
+    };
+    huge("big.env");
+    let o = envc_bounded(&["check", "big.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("big.env") && stderr(&o).contains("too large"),
+        "{}",
+        stderr(&o)
+    );
+    huge("blob");
+    std::fs::write(
+        dir.path().join("prod.env"),
+        "let h = host(name = \"h\", address = \"@local\")\n\
+         let f = file(path = \"/tmp/envc-big-test\", source = path(\"blob\"), target = h)\n",
+    )
+    .unwrap();
+    let o = envc_bounded(&["check", "prod.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`blob`") && stderr(&o).contains("too large"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(dir.path().join("ok.env"), "let x = 1\n").unwrap();
+    huge("ok.lock");
+    let o = envc_bounded(&["check", "ok.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ok.lock") && stderr(&o).contains("too large"),
+        "{}",
+        stderr(&o)
+    );
+    huge("fmt.env");
+    let o = envc_bounded(&["fmt", "--check", "fmt.env"], dir.path(), limit);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("too large"), "{}", stderr(&o));
+}

@@ -172,6 +172,7 @@ fn file(path: &str, content: &[u8], owner: &str, group: &str, mode: u32) -> File
         owner: owner.to_string(),
         group: group.to_string(),
         mode,
+        written_sha256: None,
     }
 }
 
@@ -381,14 +382,52 @@ fn files_apply_probe_drift_and_remove() {
             .unwrap();
         assert!(r[0].as_ref().unwrap_err().contains("is a directory"));
 
-        // Removal: present, absent and a directory.
-        let removed = ops::remove_files(&t, &paths[..3]).await.unwrap();
-        assert!(removed.iter().all(Result::is_ok), "{removed:?}");
-        let again = ops::remove_files(&t, &[paths[0].clone(), "/etc/envc".to_string()])
-            .await
-            .unwrap();
-        assert!(again[0].is_ok());
-        assert!(again[1].as_ref().unwrap_err().contains("is a directory"));
+        // Removal of what still holds what envc wrote: the edited file stays.
+        use ops::Removed::{Absent, Changed, Deleted};
+        let written = |i: usize| Some(second[i].as_ref().unwrap().facts["sha256"].clone());
+        let removal = |path: &str, written_sha256| ops::FileRemoval {
+            path: path.to_string(),
+            written_sha256,
+        };
+        let removed = ops::remove_files(
+            &t,
+            &[
+                removal(&paths[0], written(0)),
+                removal(&paths[1], written(1)),
+                removal(&paths[2], written(2)),
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(removed, [Ok(Changed), Ok(Deleted), Ok(Deleted)]);
+        // Applying over it replaces it, and says so.
+        let over = ops::apply_files(
+            &t,
+            &[FileSpec {
+                written_sha256: written(0),
+                ..files[0].clone()
+            }],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            over[0].as_ref().unwrap().note.as_deref(),
+            Some(ops::file::REPLACED_CHANGED)
+        );
+        // Without a recorded content: removed whatever it holds; absent is fine, a directory
+        // is refused.
+        let again = ops::remove_files(
+            &t,
+            &[
+                removal(&paths[0], None),
+                removal(&paths[1], None),
+                removal("/etc/envc", None),
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(again[..2], [Ok(Deleted), Ok(Absent)]);
+        assert!(again[2].as_ref().unwrap_err().contains("is a directory"));
         assert_eq!(
             ops::probe_files(&t, &paths[..3]).await.unwrap(),
             [None, None, None]
@@ -620,11 +659,14 @@ fn local_transport_runs_commands_and_places_files() {
             .await
             .unwrap();
         assert_eq!(probed[0].as_ref(), Some(&a.facts));
-        ops::remove_files(&t, std::slice::from_ref(&path))
-            .await
-            .unwrap()[0]
-            .clone()
-            .unwrap();
+        let removal = ops::FileRemoval {
+            path: path.clone(),
+            written_sha256: Some(a.facts["sha256"].clone()),
+        };
+        assert_eq!(
+            ops::remove_files(&t, &[removal]).await.unwrap(),
+            [Ok(ops::Removed::Deleted)]
+        );
         assert!(!std::path::Path::new(&path).exists());
         t.close().await;
     });

@@ -60,7 +60,7 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
         by_path: BTreeMap::new(),
         stack: Vec::new(),
     };
-    match l.loader.read(root) {
+    match l.loader.read_at_most(root, MAX_SOURCE_BYTES as u64) {
         Ok(bytes) => {
             let text = l.decode(root, bytes, None);
             let id = l.add_module(root.to_string(), text, false);
@@ -290,7 +290,7 @@ impl<'l> Loader<'l> {
                 .expect("resolve() checked the std module exists")
                 .into()
         } else {
-            match self.loader.read(target) {
+            match self.loader.read_at_most(target, MAX_SOURCE_BYTES as u64) {
                 Ok(bytes) => self.decode(target, bytes, Some((file, span))),
                 Err(e) => {
                     let help = match e {

@@ -11,6 +11,14 @@ use envc_lang::FileId;
 /// worker threads (hence `Sync`).
 pub trait SourceLoader: Sync {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError>;
+
+    /// `read`, for a file that may hold at most `limit` bytes. Loaders over real files stop
+    /// reading past the limit (a device or a huge sparse file would otherwise be read whole);
+    /// an in-memory loader already holds the bytes, and the caller checks their length.
+    fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
+        let _ = limit;
+        self.read(path)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

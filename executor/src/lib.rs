@@ -15,6 +15,7 @@ pub mod probe;
 pub mod project;
 pub mod qemu;
 pub mod record;
+pub mod repair;
 pub mod resolve;
 pub mod run;
 pub mod session;

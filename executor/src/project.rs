@@ -1,11 +1,17 @@
 //! The project on disk: the filesystem side of `SourceLoader`, which reads files under the
 //! project directory (the root file's directory) and refuses anything that resolves
 //! outside it, symlinks included. The compiler and the executor read the project only
-//! through it (templates and `source` files included).
+//! through it (templates and `source` files included), and every file through
+//! `envc_lockfiles::file::read_bounded`: regular files only, never more than a limit.
 
 use std::path::{Path, PathBuf};
 
 use envc_compiler::{LoadError, SourceLoader};
+use envc_lockfiles::file::{read_bounded, ReadError};
+
+/// Files named with `path(…)` are held in memory whole, at compile time and again when a
+/// build renders and sends them: larger ones belong in a package or an image.
+pub const MAX_PROJECT_FILE_BYTES: u64 = 256 << 20;
 
 pub struct FsLoader {
     root: PathBuf,
@@ -23,6 +29,10 @@ impl FsLoader {
 
 impl SourceLoader for FsLoader {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
+        self.read_at_most(path, MAX_PROJECT_FILE_BYTES)
+    }
+
+    fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
         let full = self.root.join(path);
         let canonical = full.canonicalize().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => LoadError::NotFound,
@@ -33,10 +43,10 @@ impl SourceLoader for FsLoader {
                 return Err(LoadError::OutsideProject);
             }
         }
-        if canonical.is_dir() {
-            return Err(LoadError::Other("it is a directory".into()));
-        }
-        std::fs::read(&canonical).map_err(|e| LoadError::Other(e.to_string()))
+        read_bounded(&canonical, limit).map_err(|e| match e {
+            ReadError::NotFound => LoadError::NotFound,
+            e => LoadError::Other(e.to_string()),
+        })
     }
 }
 

@@ -323,6 +323,7 @@ pub fn resolve<'a>(
                 group: s("group"),
                 mode,
                 content,
+                written_sha256: None,
             };
             hashed.insert(
                 "content".into(),

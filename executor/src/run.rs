@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::image::{build_image, ImageSpec};
-use crate::ops::file::{apply_files, remove_files, FileSpec};
+use crate::ops::file::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
@@ -263,6 +263,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                     Applied {
                         facts,
                         created: true,
+                        note: None,
                     }
                 });
             vec![(node, result)]
@@ -273,6 +274,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 .map(|facts| Applied {
                     facts,
                     created: true,
+                    note: None,
                 });
             vec![(node, result)]
         }
@@ -288,6 +290,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 .map(|(_, k)| Applied {
                     facts: host_facts(&k),
                     created: false,
+                    note: None,
                 });
             vec![(node, result)]
         }
@@ -334,6 +337,7 @@ async fn execute_step(
                 Ok(Ok(facts)) => Ok(Applied {
                     facts,
                     created: true,
+                    note: None,
                 }),
                 Ok(Err(e)) => Err(e),
                 Err(e) => Err(e.to_string()),
@@ -646,7 +650,7 @@ impl<'s> Scheduler<'s> {
                         self.known[i] = Some(known);
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
-                        self.outcome(i, action, Outcome::Ok(None), done.elapsed, Some(oh));
+                        self.outcome(i, action, Outcome::Ok(applied.note), done.elapsed, Some(oh));
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
@@ -761,7 +765,17 @@ impl<'s> Scheduler<'s> {
                     });
                 }
                 Payload::Image(spec) => works.push(Work::Image { node: i, spec }),
-                Payload::File(f) => files.entry(t).or_default().push((i, f)),
+                Payload::File(mut f) => {
+                    // What envc wrote on this same target, to tell when a build replaces
+                    // content someone else put there since.
+                    let identity = self.identity(i);
+                    f.written_sha256 = env
+                        .records
+                        .get(&node.key)
+                        .filter(|r| Some(&r.target_identity) == identity.as_ref())
+                        .and_then(|r| r.facts.get("sha256").cloned());
+                    files.entry(t).or_default().push((i, f))
+                }
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Service {
                     name,
@@ -905,9 +919,26 @@ impl<'s> Scheduler<'s> {
                         }
                         let (files, paths) = of_kind("file");
                         if !files.is_empty() {
-                            match remove_files(&t, &paths).await {
+                            // Only while it holds what envc wrote: another environment (or
+                            // a person) may have written it since, and it is theirs now.
+                            let removals: Vec<FileRemoval> = files
+                                .iter()
+                                .zip(paths)
+                                .map(|(r, path)| FileRemoval {
+                                    path,
+                                    written_sha256: r.facts.get("sha256").cloned(),
+                                })
+                                .collect();
+                            match remove_files(&t, &removals).await {
                                 Ok(rs) => results.extend(files.iter().zip(rs).map(|(r, x)| {
-                                    (r.node.clone(), x.map(|()| "deleted".to_string()))
+                                    let said = x.map(|done| match done {
+                                        Removed::Deleted => "deleted".to_string(),
+                                        Removed::Absent => "already absent".to_string(),
+                                        Removed::Changed => "left in place: its content changed \
+                                            since envc wrote it (now held by something else)"
+                                            .to_string(),
+                                    });
+                                    (r.node.clone(), said)
                                 })),
                                 Err(e) => results.extend(
                                     files.iter().map(|r| (r.node.clone(), Err(e.to_string()))),

@@ -21,9 +21,10 @@ use crate::plan::{plan, Action, DriftFacts, Plan};
 use crate::probe::{local_drift, probe};
 use crate::qemu::Machines;
 use crate::record::{RealizationRecord, RunRecord, State};
+use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, Scheduler};
 use crate::spec::Spec;
-use crate::store::{Store, StoreError};
+use crate::store::{ObjectId, Store, StoreError};
 use crate::tools::{missing_tools, MissingTool};
 use crate::transport::{HostSpec, SshOptions};
 
@@ -132,6 +133,14 @@ pub struct BuildRequest {
     pub command: String,
     /// blake3 of the lockfile the build used.
     pub lock_hash: Option<String>,
+}
+
+/// An environment's runs as far back as they can be read.
+pub struct RunHistory {
+    /// Newest first; a run record that cannot be read is its object id and the damage.
+    pub runs: Vec<Result<RunRecord, (ObjectId, Damage)>>,
+    /// What ended the history early: the state that cannot be read (`None`: the ref).
+    pub end: Option<(Option<ObjectId>, Damage)>,
 }
 
 /// Told when SIGINT arrives during a build: the first stops new steps, the second is the
@@ -353,22 +362,24 @@ impl Session {
     }
 
     /// The environment's runs, newest first (intermediate commits of one run share its
-    /// record, so each run is listed once).
-    pub fn history(&self) -> Result<Vec<RunRecord>, SessionError> {
-        let history = State::history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+    /// record, so each run is listed once). A damaged run is listed as such, and a damaged
+    /// state ends the history: what is readable is still worth showing.
+    pub fn history(&self) -> Result<RunHistory, SessionError> {
+        let History { states, end } =
+            readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
         let mut seen = BTreeSet::new();
         let mut runs = Vec::new();
-        for (_, state) in history {
+        for (_, state) in states {
             let Some(run_id) = state.run else { continue };
-            if seen.insert(run_id) {
-                runs.push(
-                    self.store
-                        .get_json(&run_id)
-                        .map_err(|e| self.store_error(e))?,
-                );
+            if !seen.insert(run_id) {
+                continue;
             }
+            runs.push(match self.store.get_json::<RunRecord>(&run_id) {
+                Ok(run) => Ok(run),
+                Err(e) => Err((run_id, Damage::of(e).map_err(|e| self.store_error(e))?)),
+            });
         }
-        Ok(runs)
+        Ok(RunHistory { runs, end })
     }
 
     /// The environment's outputs as of its last build.

@@ -89,11 +89,11 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            StoreError::Missing(id) => write!(f, "object {id} is not in the store"),
+            StoreError::Missing(id) => write!(f, "object {id} is not in the store{REPAIR_HINT}"),
             StoreError::Corrupt { id, path } => {
                 write!(
                     f,
-                    "object {id} is corrupt: {} does not hash to its name; delete it and rebuild",
+                    "object {id} is corrupt: {} does not hash to its name{REPAIR_HINT}",
                     path.display()
                 )
             }
@@ -109,6 +109,11 @@ impl fmt::Display for StoreError {
         }
     }
 }
+
+/// Deleting a damaged object by hand leaves a state that names it: repair drops it from there.
+const REPAIR_HINT: &str =
+    "\n  hint: `envc store verify --repair FILE` removes damaged objects and \
+                           makes the environments' states valid without them";
 
 impl std::error::Error for StoreError {}
 
@@ -311,8 +316,13 @@ impl Store {
                     shard.file_name().unwrap_or_default().to_string_lossy(),
                     path.file_name().unwrap_or_default().to_string_lossy()
                 );
-                let ok = match (ObjectId::parse(&name), fs::read(&path)) {
-                    (Some(id), Ok(bytes)) => ObjectId::of(&bytes) == id,
+                // Hashed by streaming: disk images are objects too, of gigabytes.
+                let ok = match ObjectId::parse(&name) {
+                    Some(id) if path.is_file() => {
+                        let mut h = blake3::Hasher::new();
+                        h.update_mmap_rayon(&path).is_ok()
+                            && ObjectId(*h.finalize().as_bytes()) == id
+                    }
                     _ => false,
                 };
                 if !ok {
@@ -333,6 +343,75 @@ impl Store {
         }
         Ok(corrupt)
     }
+}
+
+impl Store {
+    /// The environments that have a ref, by name.
+    pub fn envs(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.root.join("refs");
+        let mut envs = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let name = entry.map_err(io_err(&dir))?.file_name();
+            if let Some(env) = name.to_str().and_then(env_of_safe_name) {
+                envs.push(env);
+            }
+        }
+        envs.sort();
+        Ok(envs)
+    }
+
+    /// Removes what [`Store::verify`] found damaged in `objects/`.
+    pub fn remove_damaged(&self, path: &Path) -> Result<(), StoreError> {
+        if !path.starts_with(self.root.join("objects")) {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                error: io::Error::other("not in the store's objects (this is a bug in envc)"),
+            });
+        }
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(path)
+        } else {
+            fs::remove_file(path)
+        };
+        match removed {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StoreError::Io {
+                path: path.to_path_buf(),
+                error: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Forgets `env`'s state (its ref), as if it had never been built.
+    pub fn remove_ref(&self, lock: &EnvLock) -> Result<(), StoreError> {
+        let path = self.ref_path(lock.env());
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(StoreError::Io { path, error: e })
+            }
+            _ => {}
+        }
+        let dir = self.root.join("refs");
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&dir))
+    }
+}
+
+/// The environment whose ref file is named `name`, if `name` is one [`safe_name`] makes.
+fn env_of_safe_name(name: &str) -> Option<String> {
+    let env = match name.strip_prefix("x-") {
+        Some(hex) if hex.len() % 2 == 0 => {
+            let bytes: Option<Vec<u8>> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+                .collect();
+            String::from_utf8(bytes?).ok()?
+        }
+        Some(_) => return None,
+        None => name.to_string(),
+    };
+    (safe_name(&env) == name).then_some(env)
 }
 
 /// Environment names become file names: keep the readable ones, hex-encode the rest

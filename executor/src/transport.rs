@@ -72,9 +72,9 @@ const KNOWN_HOSTS_ALIAS: &str = "envc-target";
 /// Keepalive interval of the master connection; with `ServerAliveCountMax 2` a host that
 /// stopped answering is noticed after about 15 s (three unanswered intervals).
 const SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
-/// A unix socket path has at most 107 bytes; ssh adds `/.ssh-connectionXXXXXX/master` and,
-/// while binding, a 17-character random suffix.
-const MAX_WORK_DIR_LEN: usize = 107 - 30 - 17 - 9;
+/// A unix socket path has at most 107 bytes; the control socket is `DIR/master`, and ssh
+/// binds it with a 17-character random suffix before renaming it.
+const MAX_WORK_DIR_LEN: usize = 107 - "/master".len() - 17;
 
 /// Why a command could not be run on a target. Every message names the host and says what to
 /// do about it.
@@ -165,10 +165,52 @@ pub struct LocalTransport {
 pub struct SshTransport {
     host: String,
     command_timeout: Duration,
-    // Declared before `dir`: dropping the session stops the master before its directory goes.
+    // Field order is drop order: the session, then the master process, then its directory.
     session: openssh::Session,
+    master: Master,
     /// Holds the control socket, the generated ssh_config and the known_hosts file.
     dir: tempfile::TempDir,
+}
+
+/// The `ssh -M` process, a child of envc that dies with it (see [`spawn_tied`]).
+struct Master(std::process::Child);
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        // SIGKILL, so the wait is short; after `Session::close` it has exited already.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `cmd` so that the kernel kills it when envc ends, however envc ends (SIGKILL
+/// included): a ControlMaster left behind would hold a connection to the host forever.
+///
+/// `openssh::SessionBuilder` starts masters with `-f` and `ControlPersist=yes`, which detach
+/// them from envc; so envc starts its masters itself, in the foreground, with
+/// `PR_SET_PDEATHSIG`. That signal fires when the *thread* that forked the child ends, which
+/// is why [`Transport::connect`] must run on a thread that outlives the connection (a tokio
+/// worker or `block_on` thread, never `spawn_blocking`'s). The fork happens on the calling
+/// thread because threads may differ in network namespace (the tests' `setns`), which the
+/// child inherits.
+fn spawn_tied(mut cmd: std::process::Command) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt as _;
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid), allocating nothing on success.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // envc died before the prctl: nothing would send the signal now.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 impl Transport {
@@ -178,6 +220,9 @@ impl Transport {
     ///
     /// Host keys are checked against a known_hosts file of envc's own in `opts.work_dir`,
     /// never the user's or the system's.
+    ///
+    /// The connection's ssh process is killed when the thread that started it ends (see
+    /// [`spawn_tied`]): poll this on a thread that outlives the connection.
     pub async fn connect(
         host: &HostSpec,
         known: Option<&HostKey>,
@@ -254,8 +299,14 @@ impl Transport {
     /// Closes the connection (for SSH, stops the master); errors while closing are ignored.
     pub async fn close(self) {
         if let Transport::Ssh(t) = self {
-            let SshTransport { session, dir, .. } = t;
+            let SshTransport {
+                session,
+                master,
+                dir,
+                ..
+            } = t;
             let _ = session.close().await;
+            drop(master);
             drop(dir);
         }
     }
@@ -488,31 +539,75 @@ impl SshTransport {
         std::fs::write(&config, text)
             .map_err(|e| io(format!("cannot write {}: {e}", config.display())))?;
 
-        let mut b = openssh::SessionBuilder::default();
-        b.user(host.user.clone())
-            .port(host.port)
-            .connect_timeout(opts.connect_timeout.max(Duration::from_secs(1)))
-            .server_alive_interval(SERVER_ALIVE_INTERVAL)
-            .control_directory(dir.path())
-            .config_file(&config)
-            .known_hosts_check(if known.is_some() {
-                openssh::KnownHosts::Strict
+        let ctl = dir.path().join("master");
+        let log = dir.path().join("master.log");
+        let mut cmd = std::process::Command::new("ssh");
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .arg("-E")
+            .arg(&log)
+            .arg("-S")
+            .arg(&ctl)
+            // In the foreground (no -f, no ControlPersist, which would fork it away from envc).
+            .args(["-M", "-N", "-o", "ControlPersist=no", "-o", "BatchMode=yes"])
+            .arg("-o")
+            .arg(if known.is_some() {
+                "StrictHostKeyChecking=yes"
             } else {
-                openssh::KnownHosts::Add
-            });
-        // The connect timeout bounds the TCP connection; this bounds the whole handshake too
-        // (a host that accepts and then says nothing).
-        let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
-        let session = match tokio::time::timeout(limit, b.connect(addr)).await {
-            Ok(Ok(session)) => session,
-            Ok(Err(openssh::Error::Connect(e))) if e.kind() == std::io::ErrorKind::NotFound => {
+                "StrictHostKeyChecking=accept-new"
+            })
+            .arg("-o")
+            .arg(format!(
+                "ConnectTimeout={}",
+                opts.connect_timeout.as_secs().max(1)
+            ))
+            .arg("-o")
+            .arg(format!(
+                "ServerAliveInterval={}",
+                SERVER_ALIVE_INTERVAL.as_secs()
+            ))
+            .arg("-p")
+            .arg(host.port.to_string())
+            .arg("-l")
+            .arg(&host.user)
+            .arg("-F")
+            .arg(&config)
+            .arg("--")
+            .arg(addr);
+        let mut master = match spawn_tied(cmd) {
+            Ok(child) => Master(child),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(io(format!(
                     "cannot run the ssh client: {e}\n  hint: install OpenSSH's client \
                      (`apt-get install openssh-client`)"
                 )));
             }
-            Ok(Err(e)) => {
-                let detail = error_chain(&e);
+            Err(e) => return Err(io(format!("cannot run the ssh client: {e}"))),
+        };
+        // The connect timeout bounds the TCP connection; this bounds the whole handshake too
+        // (a host that accepts and then says nothing).
+        let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
+        // ssh creates the control socket (by renaming it into place) once it is logged in.
+        let ready = async {
+            loop {
+                if ctl.exists() {
+                    return Ok(());
+                }
+                match master.0.try_wait() {
+                    Ok(Some(status)) => {
+                        let text = std::fs::read_to_string(&log).unwrap_or_default();
+                        return Err(master_failure(&text, status));
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("waiting for ssh: {e}")),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match tokio::time::timeout(limit, ready).await {
+            Ok(Ok(())) => {}
+            Ok(Err(detail)) => {
                 if let Some(k) = known {
                     if detail.contains("Host key verification failed")
                         || detail.contains("HOST IDENTIFICATION HAS CHANGED")
@@ -544,7 +639,8 @@ impl SshTransport {
                     ),
                 })
             }
-        };
+        }
+        let session = openssh::Session::resume(ctl.into_boxed_path(), Some(log.into_boxed_path()));
         let key = match known {
             Some(k) => k.clone(),
             None => {
@@ -579,6 +675,7 @@ impl SshTransport {
             host: name.clone(),
             command_timeout: opts.command_timeout,
             session,
+            master,
             dir,
         };
         Ok((t, key))
@@ -640,6 +737,20 @@ impl SshTransport {
                 error_chain(e)
             ),
         }
+    }
+}
+
+/// What a master that exited during its login said, as one line per message.
+fn master_failure(log: &str, status: std::process::ExitStatus) -> String {
+    let text: Vec<&str> = log
+        .lines()
+        .map(|l| l.trim().trim_start_matches("ssh: "))
+        .filter(|l| !l.is_empty() && !l.starts_with("Warning: Permanently added"))
+        .collect();
+    if text.is_empty() {
+        format!("ssh exited ({status}) without a message")
+    } else {
+        text.join("\n")
     }
 }
 

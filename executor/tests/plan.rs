@@ -66,6 +66,7 @@ fn realize(
         let applied = Applied {
             facts: facts.clone(),
             created: true,
+            note: None,
         };
         let rec = realization_record(
             spec,

@@ -279,3 +279,148 @@ fn distinct_environment_names_never_share_a_ref() {
         );
     }
 }
+
+/// Flips one bit of object `id` on disk, as a failing disk would.
+fn flip(s: &Store, id: &ObjectId) {
+    let path = s.object_file(id);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+fn run_record(s: &Store, n: u64) -> ObjectId {
+    s.put_json(&RunRecord {
+        run: format!("run-{n}"),
+        env: "prod".into(),
+        command: "build".into(),
+        graph_hash: "g".into(),
+        lock_hash: None,
+        started_unix: n,
+        finished_unix: n,
+        result: RunResult::Ok,
+        nodes: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// `env` built three times, each run adding a record: the state ids newest first, and the
+/// run record ids oldest first.
+fn three_runs(s: &Store, env: &str) -> (Vec<ObjectId>, Vec<ObjectId>) {
+    let lock = EnvLock::acquire(s, env, false, &Holder::current("test")).unwrap();
+    let mut state = State::default();
+    let (mut base, mut states, mut runs) = (None, Vec::new(), Vec::new());
+    for i in 0..3 {
+        let run = run_record(s, i);
+        state.run = Some(run);
+        state
+            .records
+            .extend([record(s, run, &format!("h1/file:/etc/{env}{i}"), "r")]);
+        base = Some(state.commit(s, &lock, base).unwrap().unwrap());
+        states.insert(0, base.unwrap());
+        runs.push(run);
+    }
+    (states, runs)
+}
+
+#[test]
+fn verify_names_damaged_objects_and_repair_drops_them_from_the_state() {
+    use envc_executor::repair::{self, Damage, DamagedRecord, DamagedRun};
+    let (_d, s) = store();
+    let (_, runs) = three_runs(&s, "prod");
+    let (_, current) = State::current(&s, "prod").unwrap();
+    let bad_record = current.records["h1/file:/etc/prod1"];
+    flip(&s, &bad_record);
+    flip(&s, &runs[1]);
+    // What every build and `envc log` ran into.
+    assert!(matches!(
+        current.load_records(&s),
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert!(State::history(&s, "prod").is_ok());
+
+    let found = repair::verify(&s).unwrap();
+    let mut expected = vec![s.object_file(&bad_record), s.object_file(&runs[1])];
+    expected.sort();
+    assert_eq!(found.corrupt, expected);
+    assert_eq!(found.envs.len(), 1);
+    let env = &found.envs[0];
+    assert_eq!(
+        env.records,
+        vec![DamagedRecord {
+            node: "h1/file:/etc/prod1".into(),
+            object: bad_record,
+            damage: Damage::Corrupt,
+        }]
+    );
+    assert_eq!(
+        env.runs,
+        vec![DamagedRun {
+            object: runs[1],
+            damage: Damage::Corrupt,
+        }]
+    );
+    assert_eq!((&env.head, &env.cut), (&None, &None));
+    assert!(
+        s.object_file(&bad_record).exists(),
+        "verify alone changes nothing"
+    );
+
+    let repaired = repair::repair(&s, &Holder::current("test")).unwrap();
+    assert_eq!(repaired, found);
+    assert!(repair::verify(&s).unwrap().is_sound());
+    let (_, current) = State::current(&s, "prod").unwrap();
+    let records = current.load_records(&s).unwrap();
+    assert_eq!(
+        records.keys().collect::<Vec<_>>(),
+        ["h1/file:/etc/prod0", "h1/file:/etc/prod2"]
+    );
+    // The history keeps its three states; the one whose run record is gone says no run.
+    let history = State::history(&s, "prod").unwrap();
+    assert_eq!(
+        history.iter().map(|(_, st)| st.run).collect::<Vec<_>>(),
+        vec![Some(runs[2]), None, Some(runs[0])]
+    );
+    // A second repair finds nothing to do.
+    assert!(repair::repair(&s, &Holder::current("test"))
+        .unwrap()
+        .is_sound());
+}
+
+#[test]
+fn a_damaged_state_cuts_the_history_and_a_damaged_current_state_is_forgotten() {
+    use envc_executor::repair::{self, Cut, Damage};
+    let (_d, s) = store();
+    let (prod_states, _) = three_runs(&s, "prod");
+    let (dev_states, _) = three_runs(&s, "dev");
+    flip(&s, &prod_states[1]);
+    std::fs::remove_file(s.object_file(&dev_states[0])).unwrap();
+    let found = repair::verify(&s).unwrap();
+    assert_eq!(found.corrupt, vec![s.object_file(&prod_states[1])]);
+    let by_env: BTreeMap<&str, _> = found.envs.iter().map(|e| (e.env.as_str(), e)).collect();
+    assert_eq!(by_env["dev"].head, Some(Damage::Missing));
+    assert_eq!(
+        by_env["prod"].cut,
+        Some(Cut {
+            state: prod_states[1],
+            damage: Damage::Corrupt,
+            kept: 1,
+        })
+    );
+    assert_eq!(by_env["prod"].head, None);
+
+    // While a build holds an environment, nothing is repaired.
+    let held = EnvLock::acquire(&s, "dev", false, &Holder::current("a build")).unwrap();
+    let e = repair::repair(&s, &Holder::current("test")).unwrap_err();
+    assert!(e.to_string().contains("a build"), "{e}");
+    assert_eq!(repair::verify(&s).unwrap(), found);
+    drop(held);
+
+    assert_eq!(repair::repair(&s, &Holder::current("test")).unwrap(), found);
+    assert_eq!(s.read_ref("dev").unwrap(), None);
+    let history = State::history(&s, "prod").unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].1.previous, None);
+    assert_eq!(history[0].1.records.len(), 3);
+    assert!(repair::verify(&s).unwrap().is_sound());
+}

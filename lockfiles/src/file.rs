@@ -1,11 +1,15 @@
 //! The lockfile on disk: where it lives (`prod.env` → `prod.lock`, beside it), reading it,
 //! and writing it so that a failed or interrupted lock leaves the old file as it was.
 
-use std::io::Write;
+use std::io::{Read as _, Write};
 use std::path::{Path, PathBuf};
 
 use crate::model::Lockfile;
 use crate::text::LockError;
+
+/// The largest lockfile read. A lockfile pins a few hundred inputs in well under a megabyte;
+/// the bound keeps a wrong path (a device, a huge file) from being read whole.
+pub const MAX_BYTES: u64 = 64 << 20;
 
 /// The lockfile of an environment file: the same name with `.lock` for its extension.
 pub fn lock_path(env_file: &Path) -> PathBuf {
@@ -15,17 +19,17 @@ pub fn lock_path(env_file: &Path) -> PathBuf {
 impl Lockfile {
     /// Reads and parses a lockfile. A missing file is an error that says how to create it.
     pub fn read_from(path: &Path) -> Result<Lockfile, Vec<LockError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                "create it with `envc lock FILE`".to_string()
-            } else {
-                "check the file's permissions".to_string()
+        let text = read_text(path).map_err(|e| {
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => "create it with `envc lock FILE`",
+                std::io::ErrorKind::InvalidInput => "name the environment's `.lock` file",
+                _ => "check the file's permissions",
             };
             vec![LockError {
                 message: format!("cannot read {}: {e}", path.display()),
                 line: None,
                 pin: None,
-                hint,
+                hint: hint.to_string(),
             }]
         })?;
         Lockfile::parse(&text)
@@ -67,6 +71,105 @@ impl Lockfile {
         }
         result
     }
+}
+
+/// A regular file of at most [`MAX_BYTES`], as UTF-8 text.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let bytes = read_bounded(path, MAX_BYTES).map_err(|e| match e {
+        ReadError::NotFound => Error::from(ErrorKind::NotFound),
+        ReadError::Io(e) => e,
+        ReadError::TooLarge { limit } => Error::new(
+            ErrorKind::FileTooLarge,
+            format!("it is too large: a lockfile has at most {limit} bytes"),
+        ),
+        e => Error::new(ErrorKind::InvalidInput, e.to_string()),
+    })?;
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "it is not UTF-8 text"))
+}
+
+// Every file a user names (sources, templates, lockfiles) is read with `read_bounded`. It is
+// here because this is the lowest crate of the workspace that reads files.
+
+/// Why a file a user named was not read.
+#[derive(Debug)]
+pub enum ReadError {
+    NotFound,
+    Directory,
+    /// A FIFO, a device, a socket: reading one can block forever or never end.
+    NotRegular(&'static str),
+    TooLarge {
+        limit: u64,
+    },
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NotFound => f.write_str("no such file"),
+            ReadError::Directory => f.write_str("it is a directory"),
+            ReadError::NotRegular(kind) => write!(f, "it is not a regular file (it is {kind})"),
+            ReadError::TooLarge { limit } => {
+                write!(
+                    f,
+                    "it is too large: envc reads files of up to {limit} bytes"
+                )
+            }
+            ReadError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> ReadError {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ReadError::NotFound
+        } else {
+            ReadError::Io(e)
+        }
+    }
+}
+
+/// Reads the regular file at `path`, of at most `limit` bytes. The limit holds while
+/// reading, not against the size the file reports (which a device, a file under /proc, or a
+/// file that grows does not tell truthfully).
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let kind = |t: std::fs::FileType| -> Result<(), ReadError> {
+        if t.is_file() {
+            Ok(())
+        } else if t.is_dir() {
+            Err(ReadError::Directory)
+        } else if t.is_fifo() {
+            Err(ReadError::NotRegular("a FIFO"))
+        } else if t.is_char_device() {
+            Err(ReadError::NotRegular("a character device"))
+        } else if t.is_block_device() {
+            Err(ReadError::NotRegular("a block device"))
+        } else if t.is_socket() {
+            Err(ReadError::NotRegular("a socket"))
+        } else {
+            Err(ReadError::NotRegular("not a file"))
+        }
+    };
+    // Checked before opening: opening a FIFO blocks until a writer comes.
+    kind(std::fs::metadata(path)?.file_type())?;
+    // Non-blocking, and checked again on what was opened, in case the path was swapped for a
+    // FIFO in between; O_NONBLOCK does nothing to reads of a regular file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    kind(file.metadata()?.file_type())?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -137,9 +240,9 @@ fn invalid(what: &str, errors: Vec<LockError>) -> String {
 /// not quietly go unpinned.
 pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, String> {
     let path = lock_path(env_file);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_bounded(&path, MAX_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(ReadError::NotFound) => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let lock = Lockfile::parse(&String::from_utf8_lossy(&bytes)).map_err(|errors| {
@@ -158,7 +261,8 @@ pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, String> {
 /// A lockfile named on the command line of `lock diff`: a path, or `REV:PATH` read from git.
 pub fn read_lock_arg(arg: &str) -> Result<Lockfile, String> {
     let text = if Path::new(arg).exists() {
-        std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?
+        let bytes = read_bounded(Path::new(arg), MAX_BYTES).map_err(|e| format!("{arg}: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| format!("{arg}: it is not UTF-8 text"))?
     } else if let Some((rev, path)) = arg.split_once(':') {
         let out = std::process::Command::new("git")
             .args(["show", &format!("{rev}:{path}")])

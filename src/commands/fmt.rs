@@ -9,7 +9,8 @@ use crate::exit::{Exit, Outcome};
 pub fn fmt(files: &[PathBuf], check: bool, ui: Ui) -> Outcome {
     let mut failed = false;
     for f in files {
-        let text = match std::fs::read(f) {
+        let limit = envc_compiler::program::MAX_SOURCE_BYTES as u64;
+        let text = match envc_lockfiles::file::read_bounded(f, limit) {
             Ok(b) => match String::from_utf8(b) {
                 Ok(t) => t,
                 Err(_) => {

@@ -10,7 +10,16 @@ use crate::exit::{Exit, Outcome};
 use crate::output;
 
 pub fn log(file: &Path, json_out: bool) -> Outcome {
-    for run in session(file, &TargetArgs::default())?.history()? {
+    let history = session(file, &TargetArgs::default())?.history()?;
+    let hint = format!("`envc store verify --repair {}`", file.display());
+    for run in history.runs {
+        let run = match run {
+            Ok(run) => run,
+            Err((id, damage)) => {
+                eprintln!("run {id}: damaged: {damage}; {hint}");
+                continue;
+            }
+        };
         let count =
             |f: &dyn Fn(&StepOutcome) -> bool| run.nodes.iter().filter(|n| f(&n.outcome)).count();
         let ran = count(&StepOutcome::ran);

@@ -10,6 +10,7 @@ pub mod graph;
 pub mod history;
 pub mod lock;
 pub mod plan;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::io::Write;

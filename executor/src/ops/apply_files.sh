@@ -1,8 +1,10 @@
 # envc apply_files. stdin: a tar archive with one member per file, named 0, 1, … (its content).
-# Arguments, per file: PATH OWNER GROUP MODE (PATH absolute and normalized, MODE octal).
+# Arguments, per file: PATH OWNER GROUP MODE WRITTEN (PATH absolute and normalized, MODE octal,
+# WRITTEN the sha256 of what envc last wrote there, or empty).
 # Each file is written to a temporary name in its destination's directory, given its owner,
 # group and mode, and renamed over PATH (atomic: readers see the old file or the new one).
-# Prints per file:  R INDEX ok CREATED SHA256 MODE OWNER GROUP   or   R INDEX err MESSAGE
+# Prints per file:  R INDEX ok CREATED SHA256 MODE OWNER GROUP CHANGED   or   R INDEX err MESSAGE
+# where CHANGED is `changed` when PATH held something other than WRITTEN before (`same` else).
 set -u
 umask 022
 export LC_ALL=C
@@ -40,6 +42,13 @@ apply_one() {
     fi
     created=false
     [ -e "$path" ] || [ -L "$path" ] || created=true
+    changed=same
+    if [ -n "$written" ] && [ "$created" = false ]; then
+        if [ -L "$path" ] || [ ! -f "$path" ] || ! old=$(sha256sum <"$path" 2>/dev/null) ||
+            [ "${old%% *}" != "$written" ]; then
+            changed=changed
+        fi
+    fi
     dir=${path%/*}
     [ -n "$dir" ] || dir=/
     if [ ! -d "$dir" ] && ! out=$(mkdir -p -- "$dir" 2>&1); then
@@ -61,14 +70,14 @@ apply_one() {
         err "written, but it cannot be read back"
         return
     fi
-    printf 'R\t%s\tok\t%s\t%s\t%s\n' "$i" "$created" "${sha%% *}" "$st"
+    printf 'R\t%s\tok\t%s\t%s\t%s\t%s\n' "$i" "$created" "${sha%% *}" "$st" "$changed"
 }
 
 i=0
 known_owner= known_group=
-while [ $# -ge 4 ]; do
-    path=$1 owner=$2 group=$3 mode=$4
-    shift 4
+while [ $# -ge 5 ]; do
+    path=$1 owner=$2 group=$3 mode=$4 written=$5
+    shift 5
     apply_one
     i=$((i + 1))
 done

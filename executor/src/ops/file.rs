@@ -21,7 +21,33 @@ pub struct FileSpec {
     pub group: String,
     /// Permission bits, at most `0o7777`.
     pub mode: u32,
+    /// The sha256 of what envc last wrote there, from the record: when the file holds
+    /// something else, it is still replaced (the build declares it), and the result says so.
+    pub written_sha256: Option<String>,
 }
+
+/// A file to remove.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRemoval {
+    pub path: String,
+    /// The sha256 of what envc wrote there: a file that holds anything else now belongs to
+    /// someone else (another environment, a person) and is left in place. `None` removes
+    /// whatever is there.
+    pub written_sha256: Option<String>,
+}
+
+/// What [`remove_files`] did with one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    Deleted,
+    /// It was not there.
+    Absent,
+    /// Its content is no longer what envc wrote (or it is no longer a regular file): left.
+    Changed,
+}
+
+/// The note of an apply that replaced content envc had not written.
+pub const REPLACED_CHANGED: &str = "replaced content that changed since envc wrote it";
 
 /// What a correct apply of this file observes afterwards: compare with [`probe_files`] to
 /// detect drift. Keys: `sha256` (hex of the content), `owner`, `group`, `mode` (`0644`).
@@ -59,7 +85,7 @@ pub async fn apply_files(
             .iter()
             .map(|&i| format!("{:04o}", files[i].mode))
             .collect();
-        let mut args = Vec::with_capacity(batch.len() * 4);
+        let mut args = Vec::with_capacity(batch.len() * 5);
         for (j, &i) in batch.iter().enumerate() {
             let f = &files[i];
             args.extend_from_slice(&[
@@ -67,6 +93,7 @@ pub async fn apply_files(
                 f.owner.as_str(),
                 f.group.as_str(),
                 modes[j].as_str(),
+                f.written_sha256.as_deref().unwrap_or(""),
             ]);
         }
         let out = run_script(t, APPLY, &args, &archive).await?;
@@ -74,9 +101,10 @@ pub async fn apply_files(
         for (j, rec) in recs.into_iter().enumerate() {
             let path = &files[batch[j]].path;
             let result = match rec.as_deref() {
-                Some(["ok", created, sha, mode, owner, group]) => Ok(Applied {
+                Some(["ok", created, sha, mode, owner, group, changed]) => Ok(Applied {
                     facts: observed(sha, mode, owner, group),
                     created: *created == "true",
+                    note: (*changed == "changed").then(|| REPLACED_CHANGED.to_string()),
                 }),
                 Some(["err", msg]) => Err(format!("file `{path}` on host `{}`: {msg}", t.host())),
                 _ => Err(format!(
@@ -133,27 +161,36 @@ pub async fn probe_files(
     Ok(results)
 }
 
-/// Removes each file (absent is fine; a directory is refused), in one `run`.
+/// Removes each file that still holds what envc wrote (absent is fine; a directory is
+/// refused), in one `run`.
 pub async fn remove_files(
     t: &Transport,
-    paths: &[String],
-) -> Result<Vec<Result<(), String>>, TransportError> {
-    let mut results: Vec<Option<Result<(), String>>> = vec![None; paths.len()];
+    files: &[FileRemoval],
+) -> Result<Vec<Result<Removed, String>>, TransportError> {
+    let mut results: Vec<Option<Result<Removed, String>>> = vec![None; files.len()];
     let mut valid = Vec::new();
-    for (i, p) in paths.iter().enumerate() {
-        match check_path(p) {
+    for (i, f) in files.iter().enumerate() {
+        match check_path(&f.path) {
             Ok(()) => valid.push(i),
-            Err(e) => results[i] = Some(Err(format!("file `{p}`: {e}"))),
+            Err(e) => results[i] = Some(Err(format!("file `{}`: {e}", f.path))),
         }
     }
     if !valid.is_empty() {
-        let args: Vec<&str> = valid.iter().map(|&i| paths[i].as_str()).collect();
+        let args: Vec<&str> = valid
+            .iter()
+            .flat_map(|&i| {
+                let f = &files[i];
+                [f.path.as_str(), f.written_sha256.as_deref().unwrap_or("")]
+            })
+            .collect();
         let out = run_script(t, REMOVE, &args, b"").await?;
         let recs = indexed(records(&out, "R"), valid.len());
         for (j, rec) in recs.into_iter().enumerate() {
-            let path = &paths[valid[j]];
+            let path = &files[valid[j]].path;
             results[valid[j]] = Some(match rec.as_deref() {
-                Some(["ok"]) => Ok(()),
+                Some(["ok"]) => Ok(Removed::Deleted),
+                Some(["absent"]) => Ok(Removed::Absent),
+                Some(["changed"]) => Ok(Removed::Changed),
                 Some(["err", msg]) => Err(format!(
                     "cannot remove file `{path}` on host `{}`: {msg}",
                     t.host()
@@ -276,6 +313,7 @@ mod tests {
             owner: owner.into(),
             group: "root".into(),
             mode,
+            written_sha256: None,
         };
         assert!(check_file(&spec("root", 0o644)).is_ok());
         assert!(check_file(&spec("root", 0o17777)).is_err());

@@ -19,7 +19,9 @@ pub mod file;
 pub mod package;
 pub mod service;
 
-pub use file::{apply_files, file_facts, probe_files, remove_files, FileSpec};
+pub use file::{
+    apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
+};
 pub use package::{install_packages, probe_packages, purge_packages, PackageSpec};
 pub use service::{apply_service, probe_services, remove_service, ServiceSpec};
 
@@ -33,6 +35,8 @@ pub struct Applied {
     pub facts: Facts,
     /// The item did not exist before (the file was absent, the package not installed).
     pub created: bool,
+    /// Something worth telling about an apply that succeeded (shown as `ok: NOTE`).
+    pub note: Option<String>,
 }
 
 /// `$0` of the scripts, as it appears in their own error messages.

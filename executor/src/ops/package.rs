@@ -89,6 +89,7 @@ pub async fn install_packages(
         applied.push(Applied {
             facts: Facts::from([("version".to_string(), version)]),
             created: before.first() != Some(&"installed"),
+            note: None,
         });
     }
     Ok(Ok(applied))

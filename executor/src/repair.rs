@@ -1,0 +1,320 @@
+//! Checking the store and bringing it back to a usable state (`envc store verify [--repair]`).
+//!
+//! Objects are verified when read, so a damaged one is an error wherever it is used: a damaged
+//! record stops every build of its environment, a damaged state cuts the history, a damaged
+//! run record breaks `envc log`. Deleting the object by hand only turns "corrupt" into
+//! "missing". Repair removes the damaged objects and rewrites each environment's state chain
+//! without what they held: records that are gone leave the current state (the next build runs
+//! those nodes again, as if for the first time), runs that are gone leave the history, and the
+//! chain stops at its first unreadable state.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::record::{RealizationRecord, RunRecord, State};
+use crate::store::{ObjectId, RefConflict, Store, StoreError};
+
+/// How long a temporary file must have been left alone before verify takes it for a killed
+/// writer's and removes it.
+const TMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Why an object the state refers to cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Damage {
+    Missing,
+    /// Its content does not hash to its name.
+    Corrupt,
+    /// It hashes right but is not the JSON document expected.
+    Malformed(String),
+    /// The ref holds this instead of an object id.
+    NotAnId(String),
+}
+
+impl Damage {
+    /// The damage a read error shows, or the error itself when it is not damage (an I/O
+    /// error says nothing about the object).
+    pub fn of(e: StoreError) -> Result<Damage, StoreError> {
+        match e {
+            StoreError::Missing(_) => Ok(Damage::Missing),
+            StoreError::Corrupt { .. } => Ok(Damage::Corrupt),
+            StoreError::Malformed { error, .. } => Ok(Damage::Malformed(error)),
+            StoreError::BadRef { content, .. } => Ok(Damage::NotAnId(content)),
+            e @ StoreError::Io { .. } => Err(e),
+        }
+    }
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Missing => f.write_str("missing from the store"),
+            Damage::Corrupt => f.write_str("corrupt (its content does not hash to its name)"),
+            Damage::Malformed(e) => write!(f, "not the document expected ({e})"),
+            Damage::NotAnId(content) => write!(f, "the ref holds {content:?}, not an object id"),
+        }
+    }
+}
+
+/// A live record of the current state that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedRecord {
+    /// The node's key (`target/kind:name`): the next build runs it again.
+    pub node: String,
+    pub object: ObjectId,
+    pub damage: Damage,
+}
+
+/// A run record of the history that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedRun {
+    pub object: ObjectId,
+    pub damage: Damage,
+}
+
+/// The first state of the chain, going back, that cannot be read: it and everything before
+/// it are lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub state: ObjectId,
+    pub damage: Damage,
+    /// The states after it, which stay.
+    pub kept: usize,
+}
+
+/// What one environment loses to damaged objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvDamage {
+    pub env: String,
+    /// The ref or the current state itself cannot be read: nothing of the environment's
+    /// state is left. Repair removes the ref; the next build is a first build.
+    pub head: Option<Damage>,
+    pub records: Vec<DamagedRecord>,
+    /// Newest first.
+    pub runs: Vec<DamagedRun>,
+    pub cut: Option<Cut>,
+}
+
+impl EnvDamage {
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none() && self.records.is_empty() && self.runs.is_empty() && self.cut.is_none()
+    }
+}
+
+/// What verify found (and, after a repair, what was removed and dropped).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreReport {
+    /// Files in `objects/` that are not the object they are named after.
+    pub corrupt: Vec<PathBuf>,
+    /// Environments that refer to damaged or missing objects; the others are not listed.
+    pub envs: Vec<EnvDamage>,
+}
+
+impl StoreReport {
+    pub fn is_sound(&self) -> bool {
+        self.corrupt.is_empty() && self.envs.is_empty()
+    }
+}
+
+#[derive(Debug)]
+pub enum RepairError {
+    Store(StoreError),
+    /// An environment is held by a running envc: nothing was changed.
+    Locked(EnvLockError),
+    /// The ref moved while the repair held the lock (something wrote the store without it).
+    RefMoved {
+        env: String,
+        conflict: RefConflict,
+    },
+}
+
+impl fmt::Display for RepairError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepairError::Store(e) => write!(f, "{e}"),
+            RepairError::Locked(e) => write!(f, "{e}; nothing was repaired"),
+            RepairError::RefMoved { env, conflict } => write!(
+                f,
+                "the state of `{env}` moved during the repair (expected {:?}, found {:?}); \
+                 something wrote the store without its lock",
+                conflict.expected, conflict.found
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RepairError {}
+
+impl From<StoreError> for RepairError {
+    fn from(e: StoreError) -> RepairError {
+        RepairError::Store(e)
+    }
+}
+
+/// The readable part of an environment's history.
+pub struct History {
+    /// Newest first.
+    pub states: Vec<(ObjectId, State)>,
+    /// What ended it early: the state that cannot be read (`None`: the ref itself), and why.
+    pub end: Option<(Option<ObjectId>, Damage)>,
+}
+
+/// `env`'s history as far back as it can be read.
+pub fn readable_history(store: &Store, env: &str) -> Result<History, StoreError> {
+    let mut states = Vec::new();
+    let mut next = match store.read_ref(env) {
+        Ok(next) => next,
+        Err(e) => {
+            return Ok(History {
+                states,
+                end: Some((None, Damage::of(e)?)),
+            })
+        }
+    };
+    while let Some(id) = next {
+        match store.get_json::<State>(&id) {
+            Ok(s) => {
+                next = s.previous;
+                states.push((id, s));
+            }
+            Err(e) => {
+                return Ok(History {
+                    states,
+                    end: Some((Some(id), Damage::of(e)?)),
+                })
+            }
+        }
+    }
+    Ok(History { states, end: None })
+}
+
+/// Re-hashes every object and checks every environment's state against the store. Changes
+/// nothing but old temporary files.
+pub fn verify(store: &Store) -> Result<StoreReport, StoreError> {
+    let mut corrupt = store.verify(TMP_AGE)?;
+    corrupt.sort();
+    let mut envs = Vec::new();
+    for env in store.envs()? {
+        let (damage, _) = examine(store, &env)?;
+        if !damage.is_empty() {
+            envs.push(damage);
+        }
+    }
+    Ok(StoreReport { corrupt, envs })
+}
+
+/// [`verify`], then removes the corrupt objects and rewrites every damaged environment's
+/// state so that it reads again (see the module's documentation). Holds every environment's
+/// lock throughout: a build running meanwhile could read an object being removed, or commit
+/// over the rewritten chain. Returns what verify found, which is what was repaired.
+pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError> {
+    let names = store.envs()?;
+    let locks = names
+        .iter()
+        .map(|env| EnvLock::acquire(store, env, false, holder))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(RepairError::Locked)?;
+    let mut corrupt = store.verify(TMP_AGE)?;
+    corrupt.sort();
+    let mut envs = Vec::new();
+    for lock in &locks {
+        let (damage, chain) = examine(store, lock.env())?;
+        if !damage.is_empty() {
+            envs.push((damage, chain, lock));
+        }
+    }
+    for path in &corrupt {
+        store.remove_damaged(path)?;
+    }
+    for (damage, chain, lock) in &envs {
+        if damage.head.is_some() {
+            store.remove_ref(lock)?;
+        } else {
+            rewrite(store, lock, chain, damage)?;
+        }
+    }
+    Ok(StoreReport {
+        corrupt,
+        envs: envs.into_iter().map(|(d, _, _)| d).collect(),
+    })
+}
+
+/// What `env` loses, and the readable part of its chain (newest first).
+fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)>), StoreError> {
+    let mut d = EnvDamage {
+        env: env.to_string(),
+        ..EnvDamage::default()
+    };
+    let History { states: chain, end } = readable_history(store, env)?;
+    match end {
+        Some((Some(state), damage)) if !chain.is_empty() => {
+            d.cut = Some(Cut {
+                state,
+                damage,
+                kept: chain.len(),
+            })
+        }
+        Some((_, damage)) => d.head = Some(damage),
+        None => {}
+    }
+    if let Some((_, current)) = chain.first() {
+        for (node, object) in &current.records {
+            if let Err(e) = store.get_json::<RealizationRecord>(object) {
+                d.records.push(DamagedRecord {
+                    node: node.clone(),
+                    object: *object,
+                    damage: Damage::of(e)?,
+                });
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for run in chain.iter().filter_map(|(_, s)| s.run) {
+        if seen.insert(run) {
+            if let Err(e) = store.get_json::<RunRecord>(&run) {
+                d.runs.push(DamagedRun {
+                    object: run,
+                    damage: Damage::of(e)?,
+                });
+            }
+        }
+    }
+    Ok((d, chain))
+}
+
+/// Stores `chain` again, oldest first, without what `damage` lists, and moves the ref to
+/// its new head. States that keep their content and predecessor keep their ids.
+fn rewrite(
+    store: &Store,
+    lock: &EnvLock,
+    chain: &[(ObjectId, State)],
+    damage: &EnvDamage,
+) -> Result<(), RepairError> {
+    let Some((head, _)) = chain.first() else {
+        return Ok(());
+    };
+    let lost_runs: BTreeSet<ObjectId> = damage.runs.iter().map(|r| r.object).collect();
+    // The oldest kept state has no predecessor: the chain is cut there.
+    let mut previous = None;
+    for (i, (_, state)) in chain.iter().enumerate().rev() {
+        let mut s = state.clone();
+        s.previous = previous;
+        if s.run.is_some_and(|r| lost_runs.contains(&r)) {
+            s.run = None;
+        }
+        if i == 0 {
+            for r in &damage.records {
+                s.records.remove(&r.node);
+            }
+        }
+        previous = Some(store.put_json(&s)?);
+    }
+    let new_head = previous.expect("the chain is not empty");
+    store
+        .update_ref(lock, Some(*head), new_head)?
+        .map_err(|conflict| RepairError::RefMoved {
+            env: lock.env().to_string(),
+            conflict,
+        })
+}

@@ -1,0 +1,103 @@
+//! `envc store verify [--repair] FILE`: the printing side of `envc_executor::repair`.
+
+use std::path::Path;
+
+use envc_executor::repair::{self, RepairError, StoreReport};
+use envc_executor::Holder;
+
+use super::{session, TargetArgs};
+use crate::exit::{Exit, Failure, Outcome};
+use crate::output::outln;
+
+/// Exit 0 when the store is sound (or was repaired), 3 when verify found damage (like
+/// `drift`: the check found something), 5 when an environment is locked by a running envc.
+pub fn verify(file: &Path, repair: bool) -> Outcome {
+    let store = session(file, &TargetArgs::default())?.store;
+    let report = if repair {
+        match repair::repair(&store, &Holder::current("envc store verify --repair")) {
+            Ok(r) => r,
+            Err(e @ RepairError::Locked(_)) => {
+                eprintln!("error: {e}");
+                return Ok(Exit::Locked);
+            }
+            Err(e) => return Err(Failure::Input(e.to_string())),
+        }
+    } else {
+        repair::verify(&store).map_err(|e| Failure::Input(e.to_string()))?
+    };
+    print(&report, repair, file);
+    Ok(if report.is_sound() || repair {
+        Exit::Ok
+    } else {
+        Exit::Drift
+    })
+}
+
+fn print(report: &StoreReport, repaired: bool, file: &Path) {
+    let removed = if repaired { "; removed" } else { "" };
+    for path in &report.corrupt {
+        outln!("corrupt   {}{removed}", path.display());
+    }
+    for env in &report.envs {
+        let name = &env.env;
+        if let Some(d) = &env.head {
+            let what = if repaired {
+                "its state was forgotten: the next build runs every node, as a first build"
+            } else {
+                "the whole state is lost"
+            };
+            outln!("{name}: current state: {d}; {what}");
+        }
+        for r in &env.records {
+            let what = if repaired {
+                "dropped from the state: the next build runs it again"
+            } else {
+                "the next build cannot start until it is repaired"
+            };
+            outln!(
+                "{name}: record of {} ({}): {}; {what}",
+                r.node,
+                r.object,
+                r.damage
+            );
+        }
+        for r in &env.runs {
+            let what = if repaired {
+                "removed from the history"
+            } else {
+                "`envc log` skips it"
+            };
+            outln!("{name}: run {}: {}; {what}", r.object, r.damage);
+        }
+        if let Some(c) = &env.cut {
+            let what = if repaired {
+                "was cut there"
+            } else {
+                "ends there"
+            };
+            outln!(
+                "{name}: state {}: {}; the history {what}: the {} newest states remain, \
+                 everything before is lost",
+                c.state,
+                c.damage,
+                c.kept
+            );
+        }
+    }
+    let damaged = report.corrupt.len();
+    let envs = report.envs.len();
+    if report.is_sound() {
+        outln!("store: every object hashes to its name; every state reads");
+    } else if repaired {
+        outln!(
+            "store: repaired: {damaged} corrupt objects removed, {envs} environments' states \
+             made valid"
+        );
+    } else {
+        outln!(
+            "store: {damaged} corrupt objects, {envs} environments affected; `envc store verify \
+             --repair {}` removes them and makes the states valid",
+            file.display()
+        );
+    }
+}
