@@ -2,6 +2,8 @@
 //! binary runs inside the hosts' controller network namespace, as a user's would run on
 //! their network, with its own store and an ssh_config naming the test key.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 #[path = "support/nshosts.rs"]
 mod nshosts;
 #[path = "support/output.rs"]

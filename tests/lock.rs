@@ -2,6 +2,8 @@
 //! `plan --format markdown`, end to end, against a small Debian archive the test writes and
 //! serves on loopback (so that version moves and failures are deterministic).
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 #[path = "../lockfiles/tests/support/mod.rs"]
 mod archive;
 #[path = "support/output.rs"]

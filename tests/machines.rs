@@ -7,6 +7,8 @@
 //! Slow (a few minutes under TCG), so it is one test that walks the whole life of a VM.
 //! Needs root, mmdebstrap and qemu-system-x86 (`./scripts/setup` installs them).
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

@@ -17,6 +17,8 @@
 //! envc-compiler` takes about a minute on 2 cores. `ENVC_BENCH_SIZE=HOSTSxNODES` measures
 //! another size, e.g. `ENVC_BENCH_SIZE=100x1000 cargo bench -p envc-compiler`.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 #[path = "envgen/mod.rs"]
 mod envgen;
 

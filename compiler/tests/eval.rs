@@ -1,6 +1,8 @@
 //! Evaluation semantics, data-driven: each case is a program whose `output`s are compared,
 //! as JSON, with the expected values.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use envc_compiler::derivation::value_json;
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
 

@@ -1,6 +1,8 @@
 //! Lockfile pins are inputs of the derivations that use them: moving one pin changes the
 //! ids of exactly the nodes that use it and of what depends on them, and nothing else.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use envc_compiler::{compile, CompileOptions, MemoryLoader};

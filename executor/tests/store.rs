@@ -2,6 +2,8 @@
 //! detect a concurrent commit, an exclusive lock per environment that names its holder and
 //! is released by the kernel when its holder dies, and a history of states.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;

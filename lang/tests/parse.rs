@@ -1,6 +1,8 @@
 //! Parser tests, data-driven: each input is parsed and printed as an S-expression, with
 //! the codes of any errors, and compared with the expected text.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use envc_lang::ast::*;
 use envc_lang::parse;
 

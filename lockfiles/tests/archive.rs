@@ -1,6 +1,8 @@
 //! Locking against a tiny archive served over loopback: resolution, a version move and its
 //! diff, and each way the chain Release → Packages → .deb can fail.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 mod support;
 
 use envc_lockfiles::fetch::{fetch_deb, sha256_hex, verify_signature, FetchError, DEBIAN_KEYRING};

@@ -1,6 +1,8 @@
 //! Against the real world: Debian's archive (network: deb.debian.org over http) and the tools
 //! installed on this machine.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use envc_lockfiles::fetch::{fetch_deb, verify_signature, DEBIAN_KEYRING};
 use envc_lockfiles::probe::{probe_tool, TOOLS};
 use envc_lockfiles::*;
