@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use crate::error::StepError;
 use crate::record::{Facts, RealizationRecord};
 use crate::transport::{HostKey, HostSpec, SshOptions, Transport};
 
-pub type Connected = Result<(Arc<Transport>, HostKey), String>;
+pub type Connected = Result<(Arc<Transport>, HostKey), StepError>;
 
 pub struct Connections {
     pub ssh: SshOptions,
@@ -71,7 +72,7 @@ impl Connections {
                 Transport::connect(host, recorded.as_ref(), &self.ssh)
                     .await
                     .map(|(t, k)| (Arc::new(t), k))
-                    .map_err(|e| e.to_string())
+                    .map_err(StepError::from)
             })
             .await
             .clone()
@@ -91,7 +92,7 @@ impl Connections {
         let host = current
             .cloned()
             .or_else(|| record.and_then(|r| self.reach_from_record(target, r)))
-            .ok_or_else(|| format!("no address is known for `{target}`"))?;
+            .ok_or_else(|| StepError::new(format!("no address is known for `{target}`")))?;
         self.get(
             &host_key,
             &host,

@@ -11,6 +11,7 @@ use envc_compiler::pin::PinKey;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::error::StepError;
 use crate::record::Facts;
 use crate::store::{ObjectId, Store};
 
@@ -114,19 +115,25 @@ pub fn cache_dir() -> PathBuf {
 }
 
 /// Builds the image and moves its outputs into the store. Returns its facts.
-pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, String> {
+pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepError> {
     let mirror = match &spec.mirror {
         Some(m) => m.clone(),
         None => envc_lockfiles::mirror::local_mirror()?,
     };
     let cache = cache_dir();
-    std::fs::create_dir_all(&cache)
-        .map_err(|e| format!("cannot create the package cache {}: {e}", cache.display()))?;
+    std::fs::create_dir_all(&cache).map_err(|e| {
+        StepError::new(format!(
+            "cannot create the package cache {}: {e}",
+            cache.display()
+        ))
+    })?;
     // Under the store, so that outputs move into it by rename.
     let work = tempfile::Builder::new()
         .prefix("image-")
         .tempdir_in(store.root().join("tmp"))
-        .map_err(|e| format!("cannot create a build directory in the store: {e}"))?;
+        .map_err(|e| {
+            StepError::new(format!("cannot create a build directory in the store: {e}"))
+        })?;
     let out = work.path().join("out");
     let files = work.path().join("files");
     std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
@@ -137,19 +144,21 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
                 .split('/')
                 .any(|s| s.is_empty() || s == "." || s == "..")
         {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "image `{}`: file path {path:?} is not a normalised absolute path",
                 spec.name
-            ));
+            )));
         }
         let dest = files.join(rel);
         let mut dir = dest.parent();
         while let Some(d) = dir.filter(|d| d.starts_with(&files) && *d != files) {
-            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            std::fs::create_dir_all(d)
+                .map_err(|e| StepError::new(format!("{}: {e}", d.display())))?;
             set_mode(d, 0o755)?;
             dir = d.parent();
         }
-        std::fs::write(&dest, content).map_err(|e| format!("{}: {e}", dest.display()))?;
+        std::fs::write(&dest, content)
+            .map_err(|e| StepError::new(format!("{}: {e}", dest.display())))?;
         // The image gets these modes: set them, rather than inherit this process's umask.
         set_mode(&dest, 0o644)?;
     }
@@ -176,15 +185,23 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
         // In envc's process group: a Ctrl-C at the terminal reaches the build too, and
         // image.sh stops mmdebstrap and cleans up its mounts.
         .stderr(std::process::Stdio::piped());
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run bash to build image `{}`: {e}", spec.name))?;
+    let child = cmd.spawn().map_err(|e| {
+        StepError::new(format!(
+            "cannot run bash to build image `{}`: {e}",
+            spec.name
+        ))
+    })?;
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
     let waiting = child.wait_with_output();
     tokio::pin!(waiting);
     let output = match tokio::time::timeout(BUILD_TIMEOUT, &mut waiting).await {
         Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(format!("building image `{}`: {e}", spec.name)),
+        Ok(Err(e)) => {
+            return Err(StepError::new(format!(
+                "building image `{}`: {e}",
+                spec.name
+            )))
+        }
         Err(_) => {
             if let Some(pid) = pid {
                 // image.sh passes SIGTERM on to mmdebstrap and cleans up its mounts; the
@@ -199,23 +216,25 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
                     let _ = work.keep();
                 }
             }
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "building image `{}` took more than {} s; is the mirror {mirror} reachable?",
                 spec.name,
                 BUILD_TIMEOUT.as_secs()
-            ));
+            )));
         }
     };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "building image `{}` from {mirror} ({}) failed:\n{}\n  hint: the image build needs \
-             root, mmdebstrap and e2fsprogs (`./scripts/setup` installs them)",
-            spec.name,
-            spec.suite,
-            tail.join("\n")
+        return Err(StepError::with_hint(
+            format!(
+                "building image `{}` from {mirror} ({}) failed:\n{}",
+                spec.name,
+                spec.suite,
+                tail.join("\n")
+            ),
+            "the image build needs root, mmdebstrap and e2fsprogs (`./scripts/setup` installs them)",
         ));
     }
     if let Some(expected) = &spec.expected {
@@ -228,12 +247,12 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
         let built: Vec<String> = built.lines().map(str::to_string).collect();
         check_package_set(&spec.name, expected, &built)?;
     }
-    let put = |name: &str| -> Result<String, String> {
+    let put = |name: &str| -> Result<String, StepError> {
         let path = out.join(name);
         store
             .put_file(&path)
             .map(|id| id.hex())
-            .map_err(|e| format!("image `{}`: storing {name}: {e}", spec.name))
+            .map_err(|e| StepError::new(format!("image `{}`: storing {name}: {e}", spec.name)))
     };
     let kernel_version = std::fs::read_to_string(out.join("kernel-version"))
         .map_err(|e| {
@@ -253,10 +272,10 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, Strin
     ]))
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+fn set_mode(path: &Path, mode: u32) -> Result<(), StepError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| StepError::new(format!("{}: {e}", path.display())))
 }
 
 /// The archive moved under the lock: say which pins no longer hold, instead of storing an
@@ -265,7 +284,7 @@ fn check_package_set(
     image: &str,
     expected: &[(String, String)],
     built: &[String],
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     // `packages.txt` is what image.sh wrote: `name=version` a line.
     let split = |s: &String| -> (String, String) {
         let (n, v) = s.split_once('=').unwrap_or((s, ""));
@@ -289,12 +308,17 @@ fn check_package_set(
     if lines.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "image `{image}` no longer matches its pin `{key}`: the archive changed under \
-         the lock\n{}\n  hint: review the move with `envc lock FILE --update {key}` and \
-         `envc lock diff`, or build from a mirror that still serves the locked versions",
-        lines.join("\n"),
-        key = PinKey::Image(image.to_string())
+    let key = PinKey::Image(image.to_string());
+    Err(StepError::with_hint(
+        format!(
+            "image `{image}` no longer matches its pin `{key}`: the archive changed under \
+             the lock\n{}",
+            lines.join("\n")
+        ),
+        format!(
+            "review the move with `envc lock FILE --update {key}` and `envc lock diff`, or \
+             build from a mirror that still serves the locked versions"
+        ),
     ))
 }
 
@@ -320,7 +344,8 @@ mod tests {
             &pinned,
             &s(&["bash=5.2.15-2+b7", "libc6=2.36-9+deb12u13", "tzdata=2025b"]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         for part in [
             "pin `image:i`",
             "libc6: locked 2.36-9+deb12u10, the archive gave 2.36-9+deb12u13",

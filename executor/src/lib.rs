@@ -7,6 +7,7 @@
 
 pub mod connect;
 pub mod envlock;
+pub mod error;
 pub mod image;
 pub mod locking;
 pub mod ops;

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
+use crate::error::StepError;
 use crate::record::Facts;
 use crate::store::{ObjectId, Store};
 use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, TransportError};
@@ -89,7 +90,7 @@ pub struct Machines {
     /// pick the same.
     allocating: tokio::sync::Mutex<()>,
     /// The public half of `key`, made once however many VMs start at once.
-    login: OnceCell<Result<String, String>>,
+    login: OnceCell<Result<String, StepError>>,
 }
 
 impl Machines {
@@ -118,7 +119,7 @@ impl Machines {
         previous: Option<&Facts>,
         restart: bool,
         ssh: &SshOptions,
-    ) -> Result<(Facts, Transport, HostKey), String> {
+    ) -> Result<(Facts, Transport, HostKey), StepError> {
         if let Some(p) = previous {
             let disk_kept = p
                 .get(fact::DIR)
@@ -136,19 +137,19 @@ impl Machines {
     }
 
     /// The key envc logs in with, made on first use.
-    async fn login_key(&self) -> Result<String, String> {
+    async fn login_key(&self) -> Result<String, StepError> {
         self.login
             .get_or_init(|| self.make_login_key())
             .await
             .clone()
     }
 
-    async fn make_login_key(&self) -> Result<String, String> {
+    async fn make_login_key(&self) -> Result<String, StepError> {
         let public = self.key.with_extension("pub");
         if !public.exists() {
             let parent = self.key.parent().expect("the key lives in a directory");
             std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                .map_err(|e| StepError::new(format!("cannot create {}: {e}", parent.display())))?;
             // Made under a name of this process's and moved into place, private half
             // last-but-one, public half last: another envc (another environment of this
             // store) never sees a pair whose halves do not match.
@@ -164,13 +165,16 @@ impl Machines {
                 .output()
                 .await
                 .map_err(|e| {
-                    format!("cannot run ssh-keygen: {e}\n  hint: install openssh-client")
+                    StepError::with_hint(
+                        format!("cannot run ssh-keygen: {e}"),
+                        "install openssh-client",
+                    )
                 })?;
             if !out.status.success() {
-                return Err(format!(
+                return Err(StepError::new(format!(
                     "ssh-keygen failed: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
-                ));
+                )));
             }
             let tmp_pub = PathBuf::from(format!("{}.pub", tmp.display()));
             if !public.exists() {
@@ -186,7 +190,7 @@ impl Machines {
         }
         std::fs::read_to_string(&public)
             .map(|s| s.trim().to_string())
-            .map_err(|e| format!("cannot read {}: {e}", public.display()))
+            .map_err(|e| StepError::new(format!("cannot read {}: {e}", public.display())))
     }
 
     /// Whether the VM these facts describe runs: its pid file names a live QEMU that uses
@@ -203,25 +207,30 @@ impl Machines {
         &self,
         spec: &VmSpec,
         ssh: &SshOptions,
-    ) -> Result<(Facts, Transport, HostKey), String> {
+    ) -> Result<(Facts, Transport, HostKey), StepError> {
         let dir = self.vm_dir(&spec.name);
         if dir.exists() {
             self.destroy_dir(&dir).await?;
         }
         std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| StepError::new(format!("cannot create {}: {e}", dir.display())))?;
         let image = std::path::absolute(self.store.object_file(&spec.disk_image))
             .map_err(|e| e.to_string())?;
         let image_size = std::fs::metadata(&image)
-            .map_err(|e| format!("the image's disk {} is missing: {e}", image.display()))?
+            .map_err(|e| {
+                StepError::new(format!(
+                    "the image's disk {} is missing: {e}",
+                    image.display()
+                ))
+            })?
             .len();
         if spec.disk_bytes < image_size {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "`{}`: disk = {} MiB is smaller than its image ({} MiB); give it at least that",
                 spec.name,
                 spec.disk_bytes >> 20,
                 image_size.div_ceil(1 << 20)
-            ));
+            )));
         }
         let disk = dir.join(DISK);
         let out = tokio::process::Command::new("qemu-img")
@@ -231,13 +240,15 @@ impl Machines {
             .arg(spec.disk_bytes.to_string())
             .output()
             .await
-            .map_err(|e| format!("cannot run qemu-img: {e}\n  hint: install qemu-utils"))?;
+            .map_err(|e| {
+                StepError::with_hint(format!("cannot run qemu-img: {e}"), "install qemu-utils")
+            })?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "qemu-img could not create the disk of `{}`: {}",
                 spec.name,
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            )));
         }
         let launch = {
             let _guard = self.allocating.lock().await;
@@ -254,7 +265,7 @@ impl Machines {
 
     /// The host number of the private network that the VM's rank asks for, or else the
     /// lowest that no VM of this environment has.
-    fn free_lan_host(&self, rank: u8) -> Result<u8, String> {
+    fn free_lan_host(&self, rank: u8) -> Result<u8, StepError> {
         let taken: Vec<u8> = std::fs::read_dir(&self.dir)
             .map(|d| {
                 d.filter_map(|e| read_launch(&e.ok()?.path()))
@@ -287,7 +298,7 @@ impl Machines {
         &self,
         facts: &Facts,
         ssh: &SshOptions,
-    ) -> Result<(Facts, Transport, HostKey), String> {
+    ) -> Result<(Facts, Transport, HostKey), StepError> {
         let dir = PathBuf::from(
             facts
                 .get(fact::DIR)
@@ -301,10 +312,10 @@ impl Machines {
             )
         })?;
         if !dir.join(DISK).exists() {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "the disk of the VM ({}) is gone; `envc destroy` and build again",
                 dir.join(DISK).display()
-            ));
+            )));
         }
         self.boot(&dir, launch, ssh).await
     }
@@ -316,7 +327,7 @@ impl Machines {
         dir: &Path,
         mut launch: Launch,
         ssh: &SshOptions,
-    ) -> Result<(Facts, Transport, HostKey), String> {
+    ) -> Result<(Facts, Transport, HostKey), StepError> {
         let login = self.login_key().await?;
         let accel_cache = self.key.with_file_name("accel");
         let mut accel = accelerator(&accel_cache).await;
@@ -347,7 +358,10 @@ impl Machines {
                 .output()
                 .await
                 .map_err(|e| {
-                    format!("cannot run qemu-system-x86_64: {e}\n  hint: install qemu-system-x86")
+                    StepError::with_hint(
+                        format!("cannot run qemu-system-x86_64: {e}"),
+                        "install qemu-system-x86",
+                    )
                 })?;
             if out.status.success() {
                 launched = Some(p);
@@ -367,10 +381,10 @@ impl Machines {
             }
         }
         let Some(port) = launched else {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "QEMU could not start `{}`: {last_error}",
                 spec.name
-            ));
+            )));
         };
         launch.port = port;
         let waited = match write_launch(dir, &launch) {
@@ -385,7 +399,10 @@ impl Machines {
                 // `destroy` sweeps it.
                 return Err(match stop(dir).await {
                     Ok(()) => e,
-                    Err(stop_error) => format!("{e}\n  and then: {stop_error}"),
+                    Err(stop_error) => StepError {
+                        cause: format!("{}\n  and then: {stop_error}", e.cause),
+                        hint: e.hint,
+                    },
                 });
             }
         };
@@ -412,7 +429,7 @@ impl Machines {
         spec: &VmSpec,
         port: u16,
         ssh: &SshOptions,
-    ) -> Result<(Transport, HostKey), String> {
+    ) -> Result<(Transport, HostKey), StepError> {
         let started = Instant::now();
         let host = HostSpec {
             name: spec.name.clone(),
@@ -426,11 +443,11 @@ impl Machines {
             ..ssh.clone()
         };
         let fail = |what: String| {
-            format!(
+            StepError::new(format!(
                 "{what}\n  console ({}), last lines:\n{}",
                 dir.join(CONSOLE).display(),
                 console_tail(&dir.join(CONSOLE), 15)
-            )
+            ))
         };
         let mut last = String::from("the guest never printed its host key");
         loop {
@@ -459,7 +476,7 @@ impl Machines {
     }
 
     /// Stops the VM these facts describe and deletes its directory (its disk with it).
-    pub async fn destroy(&self, facts: &Facts) -> Result<(), String> {
+    pub async fn destroy(&self, facts: &Facts) -> Result<(), StepError> {
         match facts.get(fact::DIR) {
             Some(d) => self.destroy_dir(Path::new(d)).await,
             None => Ok(()),
@@ -468,7 +485,7 @@ impl Machines {
 
     /// Destroys every VM of the environment not named in `keep`, recorded or not (what a
     /// failed creation left): `destroy` leaves nothing behind.
-    pub async fn sweep(&self, keep: &std::collections::BTreeSet<String>) -> Result<(), String> {
+    pub async fn sweep(&self, keep: &std::collections::BTreeSet<String>) -> Result<(), StepError> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Ok(());
         };
@@ -482,18 +499,21 @@ impl Machines {
         Ok(())
     }
 
-    async fn destroy_dir(&self, dir: &Path) -> Result<(), String> {
+    async fn destroy_dir(&self, dir: &Path) -> Result<(), StepError> {
         stop(dir).await?;
         match std::fs::remove_dir_all(dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("cannot delete {}: {e}", dir.display())),
+            Err(e) => Err(StepError::new(format!(
+                "cannot delete {}: {e}",
+                dir.display()
+            ))),
         }
     }
 }
 
 /// Stops the QEMU of the VM in `dir`, if one runs: SIGTERM, then SIGKILL after 10 s.
-async fn stop(dir: &Path) -> Result<(), String> {
+async fn stop(dir: &Path) -> Result<(), StepError> {
     let Some(pid) = running_pid(dir) else {
         return Ok(());
     };
@@ -507,9 +527,9 @@ async fn stop(dir: &Path) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     if running_pid(dir).is_some() {
-        return Err(format!(
+        return Err(StepError::new(format!(
             "QEMU (pid {pid}) did not stop; kill it and run the command again"
-        ));
+        )));
     }
     Ok(())
 }
@@ -518,13 +538,13 @@ fn read_launch(dir: &Path) -> Option<Launch> {
     serde_json::from_slice(&std::fs::read(dir.join(LAUNCH)).ok()?).ok()
 }
 
-fn write_launch(dir: &Path, launch: &Launch) -> Result<(), String> {
+fn write_launch(dir: &Path, launch: &Launch) -> Result<(), StepError> {
     let path = dir.join(LAUNCH);
     std::fs::write(
         &path,
         serde_json::to_vec_pretty(launch).expect("launch serialises"),
     )
-    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    .map_err(|e| StepError::new(format!("cannot write {}: {e}", path.display())))
 }
 
 fn signal(pid: i32, sig: libc::c_int) {
@@ -586,22 +606,22 @@ fn port_is_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-fn free_port() -> Result<u16, String> {
+fn free_port() -> Result<u16, StepError> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+        .map_err(|e| StepError::new(format!("cannot find a free port on 127.0.0.1: {e}")))
 }
 
 /// QEMU option values are comma-separated; a comma in a path would split it.
-fn qemu_path(p: &Path) -> Result<String, String> {
+fn qemu_path(p: &Path) -> Result<String, StepError> {
     let s = p
         .to_str()
-        .ok_or_else(|| format!("the path {} is not UTF-8", p.display()))?;
+        .ok_or_else(|| StepError::new(format!("the path {} is not UTF-8", p.display())))?;
     if s.contains(',') {
-        return Err(format!(
+        return Err(StepError::new(format!(
             "the path {s} contains a comma, which QEMU options cannot hold; move the store"
-        ));
+        )));
     }
     Ok(s.to_string())
 }
@@ -621,7 +641,7 @@ fn qemu_args(
     net: &Net,
     login: &str,
     accel: Accel,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, StepError> {
     use base64_encode as b64;
     let disk = qemu_path(&dir.join(DISK))?;
     let console = qemu_path(&dir.join(CONSOLE))?;

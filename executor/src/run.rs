@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
+use crate::error::StepError;
 use crate::image::{build_image, ImageSpec};
 use crate::ops::file::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
 use crate::ops::package::{install_packages, purge_packages, PackageSpec};
@@ -34,7 +35,7 @@ use crate::record::{
 };
 use crate::resolve::{Known, Payload, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
-use crate::store::{ObjectId, Store, StoreError};
+use crate::store::{ObjectId, RefConflict, Store, StoreError};
 use crate::transport::{HostKey, HostSpec};
 
 pub struct BuildOptions {
@@ -90,6 +91,43 @@ pub struct BuildReport {
     pub interrupted: bool,
 }
 
+/// Why a run broke off (its state is committed as far as it got); a failed step is not
+/// this, but an outcome in the report.
+#[derive(Debug)]
+pub enum RunError {
+    /// The store could not be written.
+    Store(StoreError),
+    /// The state moved under the run although the run holds the lock.
+    StateMoved { env: String, conflict: RefConflict },
+    /// A step's task panicked (a bug).
+    Panicked(String),
+    /// `destroy` could not remove VMs that never got a record.
+    Sweep(StepError),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Store(e) => write!(f, "{e}"),
+            RunError::StateMoved { env, conflict } => write!(
+                f,
+                "the state of `{env}` moved under this run (expected {:?}, found {:?}); nothing else should write it while the lock is held",
+                conflict.expected, conflict.found
+            ),
+            RunError::Panicked(e) => write!(f, "a step panicked: {e}"),
+            RunError::Sweep(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> RunError {
+        RunError::Store(e)
+    }
+}
+
 /// The store, the environment's lock and its state as this run advances it.
 pub struct Env<'a> {
     pub store: &'a Store,
@@ -114,24 +152,21 @@ impl<'a> Env<'a> {
         })
     }
 
-    pub fn commit(&mut self) -> Result<(), String> {
-        match self.state.commit(self.store, self.lock, self.base) {
-            Ok(Ok(id)) => {
+    pub fn commit(&mut self) -> Result<(), RunError> {
+        match self.state.commit(self.store, self.lock, self.base)? {
+            Ok(id) => {
                 self.base = Some(id);
                 self.last_commit = Instant::now();
                 Ok(())
             }
-            Ok(Err(c)) => Err(format!(
-                "the state of `{}` moved under this run (expected {:?}, found {:?}); nothing else should write it while the lock is held",
-                self.lock.env(),
-                c.expected,
-                c.found
-            )),
-            Err(e) => Err(e.to_string()),
+            Err(conflict) => Err(RunError::StateMoved {
+                env: self.lock.env().to_string(),
+                conflict,
+            }),
         }
     }
 
-    fn commit_soon(&mut self) -> Result<(), String> {
+    fn commit_soon(&mut self) -> Result<(), RunError> {
         if self.last_commit.elapsed() >= Duration::from_millis(300) {
             self.commit()
         } else {
@@ -139,8 +174,8 @@ impl<'a> Env<'a> {
         }
     }
 
-    fn put_record(&mut self, r: RealizationRecord) -> Result<(), String> {
-        let id = self.store.put_json(&r).map_err(|e| e.to_string())?;
+    fn put_record(&mut self, r: RealizationRecord) -> Result<(), RunError> {
+        let id = self.store.put_json(&r)?;
         self.state.records.insert(r.node.clone(), id);
         self.records.insert(r.node.clone(), r);
         Ok(())
@@ -233,7 +268,7 @@ impl Step {
 }
 
 struct Done {
-    results: Vec<(usize, Result<Applied, String>)>,
+    results: Vec<(usize, Result<Applied, StepError>)>,
     elapsed: Duration,
 }
 
@@ -306,11 +341,13 @@ async fn execute_step(
     target: Option<Target>,
     step: Step,
     conns: &Connections,
-) -> Vec<(usize, Result<Applied, String>)> {
+) -> Vec<(usize, Result<Applied, StepError>)> {
     let nodes = step.nodes();
-    let all = |e: String| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
+    let all = |e: StepError| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
     let Some(t) = target else {
-        return all("a node without a target cannot be realized here".into());
+        return all(StepError::new(
+            "a node without a target cannot be realized here",
+        ));
     };
     let transport = match conns.get(&t.key, &t.host, t.recorded).await {
         Ok((transport, _)) => transport,
@@ -319,29 +356,22 @@ async fn execute_step(
     match step {
         Step::Files(xs) => {
             let specs: Vec<FileSpec> = xs.into_iter().map(|x| x.1).collect();
-            match apply_files(&transport, &specs).await {
-                Ok(rs) => nodes.iter().copied().zip(rs).collect(),
-                Err(e) => all(e.to_string()),
-            }
+            let rs = apply_files(&transport, &specs).await;
+            nodes.iter().copied().zip(rs).collect()
         }
         Step::Packages(xs) => {
             let specs: Vec<PackageSpec> = xs.into_iter().map(|x| x.1).collect();
             match install_packages(&transport, &specs).await {
-                Ok(Ok(rs)) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
-                Ok(Err(e)) => all(e),
-                Err(e) => all(e.to_string()),
+                Ok(rs) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
+                Err(e) => all(e),
             }
         }
         Step::Service(i, s) => {
-            let result = match apply_service(&transport, &s).await {
-                Ok(Ok(facts)) => Ok(Applied {
-                    facts,
-                    created: true,
-                    note: None,
-                }),
-                Ok(Err(e)) => Err(e),
-                Err(e) => Err(e.to_string()),
-            };
+            let result = apply_service(&transport, &s).await.map(|facts| Applied {
+                facts,
+                created: true,
+                note: None,
+            });
             vec![(i, result)]
         }
     }
@@ -506,7 +536,7 @@ impl<'s> Scheduler<'s> {
     }
 
     /// Runs the graph, then deletes what left it. Records and state go to `env`.
-    pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, String> {
+    pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, RunError> {
         let spec = self.spec;
         let n = spec.nodes.len();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -622,7 +652,7 @@ impl<'s> Scheduler<'s> {
             let Some(joined) = tasks.join_next().await else {
                 break;
             };
-            let done = joined.map_err(|e| format!("a step panicked: {e}"))?;
+            let done = joined.map_err(|e| RunError::Panicked(e.to_string()))?;
             for (i, result) in done.results {
                 let key = spec.nodes[i].key.clone();
                 let (action, resolved) =
@@ -653,7 +683,9 @@ impl<'s> Scheduler<'s> {
                         self.outcome(i, action, Outcome::Ok(applied.note), done.elapsed, Some(oh));
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
-                    Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
+                    Err(e) => {
+                        self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents)
+                    }
                 }
             }
             env.commit_soon()?;
@@ -686,7 +718,7 @@ impl<'s> Scheduler<'s> {
                 .chain(std::mem::take(&mut self.deletions))
                 .collect(),
         };
-        let run_id = env.store.put_json(&run).map_err(|e| e.to_string())?;
+        let run_id = env.store.put_json(&run)?;
         env.state.run = Some(run_id);
         env.commit()?;
         self.report.run = Some(run_id);
@@ -842,7 +874,7 @@ impl<'s> Scheduler<'s> {
     /// Removes from their targets the nodes whose records are live but which left the
     /// graph: services first, then files, then packages; what envc did not create is
     /// left in place and forgotten.
-    async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+    async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), RunError> {
         let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
         let gone: Vec<RealizationRecord> = env
             .records
@@ -860,7 +892,7 @@ impl<'s> Scheduler<'s> {
         let vm_key = |name: &str| crate::spec::node_key(NodeKind::Vm, name, None);
         for (target, recs) in by_target {
             let started = Instant::now();
-            let mut results: Vec<(String, Result<String, String>)> = Vec::new();
+            let mut results: Vec<(String, Result<String, StepError>)> = Vec::new();
             if env.records.contains_key(&vm_key(&target))
                 && !in_graph.contains(vm_key(&target).as_str())
             {
@@ -910,11 +942,9 @@ impl<'s> Scheduler<'s> {
                         };
                         let (services, names) = of_kind("service");
                         for (r, name) in services.into_iter().zip(names) {
-                            let res = match remove_service(&t, &name).await {
-                                Ok(Ok(())) => Ok("stopped and disabled".into()),
-                                Ok(Err(e)) => Err(e),
-                                Err(e) => Err(e.to_string()),
-                            };
+                            let res = remove_service(&t, &name)
+                                .await
+                                .map(|()| "stopped and disabled".to_string());
                             results.push((r.node.clone(), res));
                         }
                         let (files, paths) = of_kind("file");
@@ -929,29 +959,23 @@ impl<'s> Scheduler<'s> {
                                     written_sha256: r.facts.get("sha256").cloned(),
                                 })
                                 .collect();
-                            match remove_files(&t, &removals).await {
-                                Ok(rs) => results.extend(files.iter().zip(rs).map(|(r, x)| {
-                                    let said = x.map(|done| match done {
-                                        Removed::Deleted => "deleted".to_string(),
-                                        Removed::Absent => "already absent".to_string(),
-                                        Removed::Changed => "left in place: its content changed \
-                                            since envc wrote it (now held by something else)"
-                                            .to_string(),
-                                    });
-                                    (r.node.clone(), said)
-                                })),
-                                Err(e) => results.extend(
-                                    files.iter().map(|r| (r.node.clone(), Err(e.to_string()))),
-                                ),
-                            }
+                            let rs = remove_files(&t, &removals).await;
+                            results.extend(files.iter().zip(rs).map(|(r, x)| {
+                                let said = x.map(|done| match done {
+                                    Removed::Deleted => "deleted".to_string(),
+                                    Removed::Absent => "already absent".to_string(),
+                                    Removed::Changed => "left in place: its content changed \
+                                        since envc wrote it (now held by something else)"
+                                        .to_string(),
+                                });
+                                (r.node.clone(), said)
+                            }));
                         }
                         let (pkgs, names) = of_kind("package");
                         if !pkgs.is_empty() {
-                            let res = match purge_packages(&t, &names).await {
-                                Ok(Ok(())) => Ok("purged".to_string()),
-                                Ok(Err(e)) => Err(e),
-                                Err(e) => Err(e.to_string()),
-                            };
+                            let res = purge_packages(&t, &names)
+                                .await
+                                .map(|()| "purged".to_string());
                             results.extend(pkgs.iter().map(|r| (r.node.clone(), res.clone())));
                         }
                     }
@@ -1004,7 +1028,10 @@ impl<'s> Scheduler<'s> {
                 .keys()
                 .filter_map(|k| k.strip_prefix("vm:").map(str::to_string))
                 .collect();
-            self.machines.sweep(&recorded).await?;
+            self.machines
+                .sweep(&recorded)
+                .await
+                .map_err(RunError::Sweep)?;
         }
         Ok(())
     }
@@ -1014,12 +1041,12 @@ impl<'s> Scheduler<'s> {
         env: &mut Env,
         key: &str,
         target: &str,
-        res: Result<String, String>,
+        res: Result<String, StepError>,
         d: Duration,
     ) {
         let outcome = match &res {
             Ok(m) => Outcome::Ok(Some(m.clone())),
-            Err(e) => Outcome::Failed(e.clone()),
+            Err(e) => Outcome::Failed(e.to_string()),
         };
         self.reporter.event(Event::Finished {
             key,

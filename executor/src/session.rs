@@ -22,7 +22,7 @@ use crate::probe::{local_drift, probe};
 use crate::qemu::Machines;
 use crate::record::{RealizationRecord, RunRecord, State};
 use crate::repair::{readable_history, Damage, History};
-use crate::run::{BuildOptions, BuildReport, Env, Reporter, Scheduler};
+use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::spec::Spec;
 use crate::store::{ObjectId, Store, StoreError};
 use crate::tools::{missing_tools, MissingTool};
@@ -63,7 +63,7 @@ pub enum SessionError {
     /// Tools the nodes about to run need are missing; nothing ran.
     MissingTools(Vec<MissingTool>),
     /// The run itself broke off (its state is committed as far as it got).
-    Run(String),
+    Run(RunError),
     Io(String),
 }
 
@@ -90,7 +90,8 @@ impl std::fmt::Display for SessionError {
                     lines.join("\n")
                 )
             }
-            SessionError::Run(e) | SessionError::Io(e) => f.write_str(e),
+            SessionError::Run(e) => write!(f, "{e}"),
+            SessionError::Io(e) => f.write_str(e),
         }
     }
 }

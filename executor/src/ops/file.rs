@@ -3,6 +3,7 @@
 //! over stdin as one tar archive.
 
 use super::{indexed, no_record, records, run_script, sha256_hex, Applied, Facts};
+use crate::error::StepError;
 use crate::transport::{Transport, TransportError};
 
 const APPLY: &str = include_str!("apply_files.sh");
@@ -63,17 +64,21 @@ pub fn file_facts(content: &[u8], owner: &str, group: &str, mode: u32) -> Facts 
 /// Places `files` on the target in one `run`. Per file: `Ok(Applied)` with the facts observed
 /// afterwards, or `Err` naming the file and the cause (a missing owner, a directory in the
 /// way, a full disk). The outer error is a transport failure.
-pub async fn apply_files(
+pub async fn apply_files(t: &Transport, files: &[FileSpec]) -> Vec<Result<Applied, StepError>> {
+    per_item(apply_batch(t, files).await, files.len())
+}
+
+async fn apply_batch(
     t: &Transport,
     files: &[FileSpec],
-) -> Result<Vec<Result<Applied, String>>, TransportError> {
-    let mut results: Vec<Option<Result<Applied, String>>> = vec![None; files.len()];
+) -> Result<Vec<Result<Applied, StepError>>, TransportError> {
+    let mut results: Vec<Option<Result<Applied, StepError>>> = vec![None; files.len()];
     // Items that pass validation go into the batch; `batch[j]` is their index in `files`.
     let mut batch = Vec::new();
     for (i, f) in files.iter().enumerate() {
         match check_file(f) {
             Ok(()) => batch.push(i),
-            Err(e) => results[i] = Some(Err(format!("file `{}`: {e}", f.path))),
+            Err(e) => results[i] = Some(Err(StepError::new(format!("file `{}`: {e}", f.path)))),
         }
     }
     if !batch.is_empty() {
@@ -106,12 +111,15 @@ pub async fn apply_files(
                     created: *created == "true",
                     note: (*changed == "changed").then(|| REPLACED_CHANGED.to_string()),
                 }),
-                Some(["err", msg]) => Err(format!("file `{path}` on host `{}`: {msg}", t.host())),
-                _ => Err(format!(
+                Some(["err", msg]) => Err(StepError::new(format!(
+                    "file `{path}` on host `{}`: {msg}",
+                    t.host()
+                ))),
+                _ => Err(StepError::new(format!(
                     "file `{path}` on host `{}`: {}",
                     t.host(),
                     no_record(&out)
-                )),
+                ))),
             };
             results[batch[j]] = Some(result);
         }
@@ -163,16 +171,31 @@ pub async fn probe_files(
 
 /// Removes each file that still holds what envc wrote (absent is fine; a directory is
 /// refused), in one `run`.
-pub async fn remove_files(
+pub async fn remove_files(t: &Transport, files: &[FileRemoval]) -> Vec<Result<Removed, StepError>> {
+    per_item(remove_batch(t, files).await, files.len())
+}
+
+/// A batch's results, or its transport failure as every item's.
+fn per_item<T>(
+    batch: Result<Vec<Result<T, StepError>>, TransportError>,
+    n: usize,
+) -> Vec<Result<T, StepError>> {
+    batch.unwrap_or_else(|e| {
+        let e = StepError::from(e);
+        (0..n).map(|_| Err(e.clone())).collect()
+    })
+}
+
+async fn remove_batch(
     t: &Transport,
     files: &[FileRemoval],
-) -> Result<Vec<Result<Removed, String>>, TransportError> {
-    let mut results: Vec<Option<Result<Removed, String>>> = vec![None; files.len()];
+) -> Result<Vec<Result<Removed, StepError>>, TransportError> {
+    let mut results: Vec<Option<Result<Removed, StepError>>> = vec![None; files.len()];
     let mut valid = Vec::new();
     for (i, f) in files.iter().enumerate() {
         match check_path(&f.path) {
             Ok(()) => valid.push(i),
-            Err(e) => results[i] = Some(Err(format!("file `{}`: {e}", f.path))),
+            Err(e) => results[i] = Some(Err(StepError::new(format!("file `{}`: {e}", f.path)))),
         }
     }
     if !valid.is_empty() {
@@ -191,15 +214,15 @@ pub async fn remove_files(
                 Some(["ok"]) => Ok(Removed::Deleted),
                 Some(["absent"]) => Ok(Removed::Absent),
                 Some(["changed"]) => Ok(Removed::Changed),
-                Some(["err", msg]) => Err(format!(
+                Some(["err", msg]) => Err(StepError::new(format!(
                     "cannot remove file `{path}` on host `{}`: {msg}",
                     t.host()
-                )),
-                _ => Err(format!(
+                ))),
+                _ => Err(StepError::new(format!(
                     "removing file `{path}` on host `{}`: {}",
                     t.host(),
                     no_record(&out)
-                )),
+                ))),
             });
         }
     }
@@ -221,7 +244,7 @@ fn observed(sha: &str, mode: &str, owner: &str, group: &str) -> Facts {
     ])
 }
 
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), StepError> {
     if !path.starts_with('/') {
         return Err("the path must be absolute (start with `/`)".into());
     }
@@ -240,19 +263,19 @@ fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_file(f: &FileSpec) -> Result<(), String> {
+fn check_file(f: &FileSpec) -> Result<(), StepError> {
     check_path(&f.path)?;
     if f.mode > 0o7777 {
-        return Err(format!(
+        return Err(StepError::new(format!(
             "mode {:o} is not a permission mode (at most 7777 in octal)",
             f.mode
-        ));
+        )));
     }
     for (what, name) in [("owner", &f.owner), ("group", &f.group)] {
         if name.is_empty() || name.contains(['\0', ':', '\n']) {
-            return Err(format!(
+            return Err(StepError::new(format!(
                 "the {what} {name:?} is not a user or group name; give a name like `root`"
-            ));
+            )));
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 //! 10 minutes) instead of failing when another apt runs.
 
 use super::{indexed, no_record, records, run_script, tail, Applied, Facts};
+use crate::error::StepError;
 use crate::transport::{CommandOutput, Transport, TransportError};
 
 const INSTALL: &str = include_str!("install_packages.sh");
@@ -22,20 +23,16 @@ pub struct PackageSpec {
 pub async fn install_packages(
     t: &Transport,
     packages: &[PackageSpec],
-) -> Result<Result<Vec<Applied>, String>, TransportError> {
+) -> Result<Vec<Applied>, StepError> {
     if packages.is_empty() {
-        return Ok(Ok(Vec::new()));
+        return Ok(Vec::new());
     }
     let mut args = Vec::with_capacity(packages.len());
     for p in packages {
-        if let Err(e) = check_name(&p.name) {
-            return Ok(Err(e));
-        }
+        check_name(&p.name)?;
         match &p.version {
             Some(v) => {
-                if let Err(e) = check_version(&p.name, v) {
-                    return Ok(Err(e));
-                }
+                check_version(&p.name, v)?;
                 args.push(format!("{}={v}", p.name));
             }
             None => args.push(p.name.clone()),
@@ -45,10 +42,10 @@ pub async fn install_packages(
     let out = run_script(t, INSTALL, &arg_refs, b"").await?;
     let names = list(packages.iter().map(|p| p.name.as_str()));
     if let Some(e) = no_apt(t, &out) {
-        return Ok(Err(e));
+        return Err(e.into());
     }
     if let Some(e) = apt_failure(&out) {
-        return Ok(Err(format!(
+        return Err(StepError::new(format!(
             "installing {names} on host `{}` failed: {e}",
             t.host()
         )));
@@ -58,7 +55,7 @@ pub async fn install_packages(
     let mut applied = Vec::with_capacity(packages.len());
     for (i, p) in packages.iter().enumerate() {
         let (Some(before), Some(after)) = (&before[i], &after[i]) else {
-            return Ok(Err(format!(
+            return Err(StepError::new(format!(
                 "installing {names} on host `{}`: {}",
                 t.host(),
                 no_record(&out)
@@ -67,7 +64,7 @@ pub async fn install_packages(
         let version = match after.as_slice() {
             ["installed", version] => version.to_string(),
             [status, ..] => {
-                return Ok(Err(format!(
+                return Err(StepError::new(format!(
                     "package `{}` on host `{}` is `{status}` after apt-get install, not \
                      installed",
                     p.name,
@@ -78,7 +75,7 @@ pub async fn install_packages(
         };
         if let Some(want) = &p.version {
             if *want != version {
-                return Ok(Err(format!(
+                return Err(StepError::new(format!(
                     "package `{}` on host `{}` is at version {version} after apt-get install, \
                      not the pinned {want}",
                     p.name,
@@ -92,7 +89,7 @@ pub async fn install_packages(
             note: None,
         });
     }
-    Ok(Ok(applied))
+    Ok(applied)
 }
 
 /// The installed version of each package (`version` fact), `None` where it is not installed.
@@ -132,39 +129,34 @@ pub async fn probe_packages(
 
 /// Purges (removes with their configuration) those of `names` that are installed, in one apt
 /// transaction. Packages that are not installed are fine.
-pub async fn purge_packages(
-    t: &Transport,
-    names: &[String],
-) -> Result<Result<(), String>, TransportError> {
+pub async fn purge_packages(t: &Transport, names: &[String]) -> Result<(), StepError> {
     if names.is_empty() {
-        return Ok(Ok(()));
+        return Ok(());
     }
     for name in names {
-        if let Err(e) = check_name(name) {
-            return Ok(Err(e));
-        }
+        check_name(name)?;
     }
     let args: Vec<&str> = names.iter().map(String::as_str).collect();
     let out = run_script(t, PURGE, &args, b"").await?;
     if let Some(e) = no_apt(t, &out) {
-        return Ok(Err(e));
+        return Err(e.into());
     }
     if let Some(e) = apt_failure(&out) {
-        return Ok(Err(format!(
+        return Err(StepError::new(format!(
             "purging {} on host `{}` failed: {e}",
             list(args.iter().copied()),
             t.host()
         )));
     }
     if !out.success() {
-        return Ok(Err(format!(
+        return Err(StepError::new(format!(
             "purging {} on host `{}`: {}",
             list(args.iter().copied()),
             t.host(),
             no_record(&out)
         )));
     }
-    Ok(Ok(()))
+    Ok(())
 }
 
 fn list<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -202,7 +194,7 @@ fn apt_failure(out: &CommandOutput) -> Option<String> {
 
 /// Debian policy: lower-case letters, digits, `+`, `-`, `.`; at least two characters, starting
 /// with a letter or digit. An architecture qualifier (`:amd64`) is allowed.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), StepError> {
     let (base, arch) = match name.split_once(':') {
         Some((b, a)) => (b, Some(a)),
         None => (name, None),
@@ -220,15 +212,15 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::new(format!(
             "`{name}` is not a Debian package name (lower-case letters, digits, `+`, `-`, `.`, \
              starting with a letter or digit)"
-        ))
+        )))
     }
 }
 
 /// Debian versions: `[epoch:]upstream[-revision]` of letters, digits and `.+~-:`.
-fn check_version(name: &str, version: &str) -> Result<(), String> {
+fn check_version(name: &str, version: &str) -> Result<(), StepError> {
     let ok = version.starts_with(|c: char| c.is_ascii_digit())
         && version
             .chars()
@@ -236,9 +228,9 @@ fn check_version(name: &str, version: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::new(format!(
             "`{version}` (pinned for package `{name}`) is not a Debian version"
-        ))
+        )))
     }
 }
 

@@ -5,7 +5,8 @@
 //! exercised against VMs (the qemu provider's targets boot systemd).
 
 use super::{indexed, no_record, records, run_script, Facts};
-use crate::transport::{CommandOutput, Transport, TransportError};
+use crate::error::StepError;
+use crate::transport::{CommandOutput, Transport};
 
 const APPLY: &str = include_str!("apply_service.sh");
 const PROBE: &str = include_str!("probe_services.sh");
@@ -26,13 +27,8 @@ pub struct ServiceSpec {
 /// Brings one unit to `spec` in one `run`. Facts afterwards: `enabled` (what
 /// `systemctl is-enabled` says: enabled, disabled, static, …) and `active` (`is-active`:
 /// active, inactive, failed, …).
-pub async fn apply_service(
-    t: &Transport,
-    spec: &ServiceSpec,
-) -> Result<Result<Facts, String>, TransportError> {
-    if let Err(e) = check_name(&spec.name) {
-        return Ok(Err(e));
-    }
+pub async fn apply_service(t: &Transport, spec: &ServiceSpec) -> Result<Facts, StepError> {
+    check_name(&spec.name)?;
     let yn = |b: bool| if b { "yes" } else { "no" };
     let args = [
         spec.name.as_str(),
@@ -42,37 +38,35 @@ pub async fn apply_service(
     ];
     let out = run_script(t, APPLY, &args, b"").await?;
     if let Some(e) = failure(t, &spec.name, &out) {
-        return Ok(Err(e));
+        return Err(e.into());
     }
-    Ok(match records(&out, "S").first().map(Vec::as_slice) {
+    match records(&out, "S").first().map(Vec::as_slice) {
         Some([enabled, active]) => Ok(facts(enabled, active)),
-        _ => Err(format!(
+        _ => Err(StepError::new(format!(
             "service `{}` on host `{}`: {}",
             spec.name,
             t.host(),
             no_record(&out)
-        )),
-    })
+        ))),
+    }
 }
 
 /// The state of each unit, `None` where no such unit exists; one `run`. On a host without
-/// systemd the inner result is the error [`apply_service`] gives.
+/// systemd, the error [`apply_service`] gives.
 pub async fn probe_services(
     t: &Transport,
     names: &[String],
-) -> Result<Result<Vec<Option<Facts>>, String>, TransportError> {
+) -> Result<Vec<Option<Facts>>, StepError> {
     if names.is_empty() {
-        return Ok(Ok(Vec::new()));
+        return Ok(Vec::new());
     }
     for name in names {
-        if let Err(e) = check_name(name) {
-            return Ok(Err(e));
-        }
+        check_name(name)?;
     }
     let args: Vec<&str> = names.iter().map(String::as_str).collect();
     let out = run_script(t, PROBE, &args, b"").await?;
     if let Some(e) = failure(t, &names[0], &out) {
-        return Ok(Err(e));
+        return Err(e.into());
     }
     let mut results = Vec::with_capacity(names.len());
     for (i, rec) in indexed(records(&out, "R"), names.len())
@@ -83,7 +77,7 @@ pub async fn probe_services(
             Some(["absent"]) => None,
             Some(["present", enabled, active]) => Some(facts(enabled, active)),
             _ => {
-                return Ok(Err(format!(
+                return Err(StepError::new(format!(
                     "probing service `{}` on host `{}`: {}",
                     names[i],
                     t.host(),
@@ -92,29 +86,24 @@ pub async fn probe_services(
             }
         });
     }
-    Ok(Ok(results))
+    Ok(results)
 }
 
 /// Stops and disables a unit (`systemctl disable --now`); a unit that does not exist is fine.
-pub async fn remove_service(
-    t: &Transport,
-    name: &str,
-) -> Result<Result<(), String>, TransportError> {
-    if let Err(e) = check_name(name) {
-        return Ok(Err(e));
-    }
+pub async fn remove_service(t: &Transport, name: &str) -> Result<(), StepError> {
+    check_name(name)?;
     let out = run_script(t, REMOVE, &[name], b"").await?;
     if let Some(e) = failure(t, name, &out) {
-        return Ok(Err(e));
+        return Err(e.into());
     }
     if records(&out, "S").is_empty() {
-        return Ok(Err(format!(
+        return Err(StepError::new(format!(
             "removing service `{name}` on host `{}`: {}",
             t.host(),
             no_record(&out)
         )));
     }
-    Ok(Ok(()))
+    Ok(())
 }
 
 fn facts(enabled: &str, active: &str) -> Facts {
@@ -144,7 +133,7 @@ fn no_systemd(host: &str, name: &str) -> String {
 }
 
 /// systemd unit names: letters, digits and `:_.@-\`, at most 255 bytes, not starting with `-`.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), StepError> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('-')
@@ -154,10 +143,10 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::new(format!(
             "`{name}` is not a systemd unit name (letters, digits and `:_.@-\\`, such as \
              `nginx` or `getty@tty1.service`)"
-        ))
+        )))
     }
 }
 
