@@ -474,3 +474,48 @@ fn size_limits_hold_while_reading() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("too large"), "{}", stderr(&o));
 }
+
+/// The tools a build needs are checked before anything runs: with QEMU and mmdebstrap
+/// missing (an empty PATH), a VM's build is one error naming each tool and its Debian
+/// package, exit 4, and the store shows that nothing ran.
+#[test]
+fn a_missing_tool_is_one_error_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("vm.env"),
+        "import \"std/debian\"\n\nlet vm = debian.machine(\"t-0\")\n",
+    )
+    .unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["build", "vm.env", "--locked=false"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("PATH", empty.path())
+        .output()
+        .expect("envc runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    for (tool, package) in [
+        ("qemu-img", "qemu-utils"),
+        ("qemu-system-x86_64", "qemu-system-x86"),
+        ("mmdebstrap", "mmdebstrap"),
+    ] {
+        assert!(
+            err.contains(&format!("`{tool}` is needed"))
+                && err.contains(&format!("Debian's `{package}`")),
+            "{tool}: {err}"
+        );
+    }
+    assert!(err.contains("nothing was changed"), "{err}");
+    assert!(
+        !stdout(&o).contains("build:"),
+        "no run summary: {}",
+        stdout(&o)
+    );
+    // Nothing ran: no VM directory, no run in the history.
+    assert!(!dir.path().join(".envc/machines").exists());
+    let log = envc(&["log", "vm.env"], dir.path());
+    assert!(log.status.success(), "{}", stderr(&log));
+    assert_eq!(stdout(&log), "", "no run was recorded");
+}
