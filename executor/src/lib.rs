@@ -17,11 +17,11 @@ pub mod project;
 pub mod qemu;
 pub mod record;
 pub mod repair;
-pub mod resolve;
 pub mod run;
 pub mod session;
 pub mod spec;
 pub mod store;
+pub mod substitute;
 pub mod tools;
 pub mod transport;
 

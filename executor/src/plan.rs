@@ -9,8 +9,8 @@ use envc_compiler::SourceLoader;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Facts, RealizationRecord};
-use crate::resolve::{resolve, Known, Resolution, Resolved};
 use crate::spec::Spec;
+use crate::substitute::{resolve, Known, Resolution, Resolved};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

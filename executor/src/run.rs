@@ -33,9 +33,9 @@ use crate::qemu::{Machines, VmSpec};
 use crate::record::{
     output_hash, Facts, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State,
 };
-use crate::resolve::{Known, Payload, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
+use crate::substitute::{Known, Payload, Resolution, Resolved};
 use crate::transport::{HostKey, HostSpec};
 
 pub struct BuildOptions {
@@ -865,7 +865,7 @@ impl<'s> Scheduler<'s> {
             .map(|(name, v)| {
                 (
                     name.clone(),
-                    crate::resolve::output_json(self.spec, v, &|j| self.known[j].as_ref()),
+                    crate::substitute::output_json(self.spec, v, &|j| self.known[j].as_ref()),
                 )
             })
             .collect()

@@ -11,9 +11,9 @@ use envc_compiler::{compile, CompileOptions, MemoryLoader};
 use envc_executor::ops::Applied;
 use envc_executor::plan::{plan, Action, DriftFacts, Plan};
 use envc_executor::record::{Facts, RealizationRecord};
-use envc_executor::resolve::Known;
 use envc_executor::run::realization_record;
 use envc_executor::spec::Spec;
+use envc_executor::substitute::Known;
 
 type Records = BTreeMap<String, RealizationRecord>;
 
@@ -45,7 +45,8 @@ fn realize(
         }
         // Re-resolve with what this simulated run knows (as the scheduler does).
         let lookup = |j: usize| known[j].as_ref();
-        let resolved = envc_executor::resolve::resolve(spec, i, &lookup, loader).expect("resolves");
+        let resolved =
+            envc_executor::substitute::resolve(spec, i, &lookup, loader).expect("resolves");
         let host = node
             .target
             .map_or(node.name.as_str(), |t| spec.nodes[t].name.as_str());
@@ -315,7 +316,7 @@ let vm1 = vm(name = "v", image = image(name = "i"))
     ]);
     let p = plan(&spec, &Records::new(), &BTreeMap::new(), &loader);
     let err = |key: &str| match &p.nodes[spec.find(key).unwrap()].assessment.resolved {
-        Err(envc_executor::resolve::Resolution::Failed(m)) => m.clone(),
+        Err(envc_executor::substitute::Resolution::Failed(m)) => m.clone(),
         other => panic!("{other:?}"),
     };
     assert!(
@@ -332,7 +333,7 @@ let vm1 = vm(name = "v", image = image(name = "i"))
     let vm = &p.nodes[spec.find("vm:v").unwrap()].assessment;
     assert_eq!(
         vm.resolved.as_ref().err(),
-        Some(&envc_executor::resolve::Resolution::Pending(
+        Some(&envc_executor::substitute::Resolution::Pending(
             spec.find("image:i").unwrap()
         ))
     );

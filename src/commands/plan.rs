@@ -4,9 +4,9 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use envc_executor::plan::{Action, Plan};
-use envc_executor::resolve::Resolution;
 use envc_executor::session::PlanReport;
 use envc_executor::spec::Spec;
+use envc_executor::substitute::Resolution;
 use serde_json::json;
 
 use super::{compile_env, select, session, Params, TargetArgs, Ui};

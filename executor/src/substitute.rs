@@ -1,5 +1,7 @@
-//! Resolution: substitute what inputs produced for deferred values and node references,
-//! render file contents, and hash again. The result is the *resolved hash*: with the
+//! Substitution (called "resolution" of a node in plans: its *resolved* hash): put what
+//! inputs produced in place of deferred values and node references, render file contents,
+//! and hash again. ("Resolve" elsewhere means package resolution against an archive, in
+//! `envc_lockfiles::resolve`.) The result is the *resolved hash*: with the
 //! target's identity it decides whether a node has to run. Inputs enter by their output
 //! hash, not their derivation id, so an input that re-ran and produced the same output does
 //! not make its dependents run (early cutoff).
