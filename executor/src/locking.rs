@@ -142,11 +142,14 @@ pub enum LockOutcome {
         path: PathBuf,
         problems: Vec<LockProblem>,
     },
-    /// Written: what moved against the old lockfile, or how many pins a new one has.
+    /// Written: what moved against the old lockfile, or how many pins a new one has; and
+    /// what the person locking should know (a broken lockfile replaced, an archive whose
+    /// signature was not checked).
     Written {
         path: PathBuf,
         diff: Option<LockDiff>,
         pins: usize,
+        warnings: Vec<String>,
     },
 }
 
@@ -175,11 +178,12 @@ pub fn lock_environment(
         )
     })?;
     let path = lock_path(env_file);
+    let mut warnings = Vec::new();
     let old = match read_lock(env_file) {
         Ok(old) => old.map(|l| l.lock),
         // Regenerating is how a broken lockfile is fixed.
         Err(e) if matches!(request, LockRequest::All) => {
-            eprintln!("warning: {e}\nwarning: writing a new lockfile in its place");
+            warnings.push(format!("{e}\nwarning: writing a new lockfile in its place"));
             None
         }
         Err(e) => return Err(LockCommandError::Input(e)),
@@ -195,12 +199,14 @@ pub fn lock_environment(
             LockOutcome::Stale { path, problems }
         });
     }
-    let fresh =
+    let resolved =
         envc_lockfiles::environment::resolve_environment(&needs, old.as_ref(), &stdlib_hash())
             .map_err(|errors| LockCommandError::Unresolved {
                 path: path.clone(),
                 errors,
             })?;
+    warnings.extend(resolved.warnings);
+    let fresh = resolved.lock;
     let new = match (&old, request) {
         (Some(old), LockRequest::Update(keys)) => {
             envc_lockfiles::environment::update_pins(old, &fresh, keys)
@@ -227,5 +233,6 @@ pub fn lock_environment(
         diff: old.as_ref().map(|old| envc_lockfiles::diff(old, &new)),
         pins: new.keys().len(),
         path,
+        warnings,
     })
 }

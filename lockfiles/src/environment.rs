@@ -14,6 +14,13 @@ use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
 pub const DEFAULT_SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
 const ARCHITECTURE: &str = "amd64";
 
+/// A resolved lockfile, and what the person locking should know (an archive whose
+/// signature was not checked).
+pub struct Resolved {
+    pub lock: Lockfile,
+    pub warnings: Vec<String>,
+}
+
 /// Resolves every pin `needs` names; `old` keeps the mirror and the clock a lockfile
 /// already pins, so that relocking on another machine does not move every pin. `stdlib`
 /// is the hash of this envc's standard library. Errors: one message per pin that failed.
@@ -21,12 +28,13 @@ pub fn resolve_environment(
     needs: &Needs,
     old: Option<&Lockfile>,
     stdlib: &str,
-) -> Result<Lockfile, Vec<String>> {
+) -> Result<Resolved, Vec<String>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| vec![e.to_string()])?;
     let mut errors: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
     for suite in needs.suites() {
         let mirror = match mirror_for(suite, old) {
@@ -38,7 +46,8 @@ pub fn resolve_environment(
         };
         match rt.block_on(Archive::fetch(&mirror, suite, ARCHITECTURE, &["main"])) {
             Ok(a) => match authenticate(&a) {
-                Ok(()) => {
+                Ok(warning) => {
+                    warnings.extend(warning);
                     archives.insert(suite, a);
                 }
                 Err(e) => errors.push(e),
@@ -99,7 +108,7 @@ pub fn resolve_environment(
     }
     if errors.is_empty() {
         lock.normalize();
-        Ok(lock)
+        Ok(Resolved { lock, warnings })
     } else {
         Err(errors)
     }
@@ -120,24 +129,25 @@ pub fn update_pins(old: &Lockfile, fresh: &Lockfile, keys: &[PinKey]) -> Result<
 /// Checks the archive's InRelease signature against Debian's keyring (`gpgv`), so that a
 /// lock records an archive state Debian signed, not whatever a mirror or proxy served.
 /// `ENVC_ARCHIVE_KEYRING` names another keyring; set empty, it skips the check (for an
-/// archive of one's own), with a warning.
-fn authenticate(archive: &Archive) -> Result<(), String> {
+/// archive of one's own), and the warning that says so is returned.
+fn authenticate(archive: &Archive) -> Result<Option<String>, String> {
     let keyring =
         std::env::var("ENVC_ARCHIVE_KEYRING").unwrap_or_else(|_| fetch::DEBIAN_KEYRING.to_string());
     if keyring.is_empty() {
-        eprintln!(
-            "warning: {}: its signature is not checked (ENVC_ARCHIVE_KEYRING is empty)",
+        return Ok(Some(format!(
+            "{}: its signature is not checked (ENVC_ARCHIVE_KEYRING is empty)",
             archive.pin.key()
-        );
-        return Ok(());
+        )));
     }
-    fetch::verify_signature(archive, Path::new(&keyring)).map_err(|e| {
-        format!(
-            "{}: {e}\n  hint: for an archive Debian does not sign, set \
+    fetch::verify_signature(archive, Path::new(&keyring))
+        .map(|()| None)
+        .map_err(|e| {
+            format!(
+                "{}: {e}\n  hint: for an archive Debian does not sign, set \
              ENVC_ARCHIVE_KEYRING to the keyring that does",
-            archive.pin.key()
-        )
-    })
+                archive.pin.key()
+            )
+        })
 }
 
 /// The mirror to lock `suite` from: `$ENVC_DEBIAN_MIRROR`, else the one the lockfile

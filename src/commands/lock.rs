@@ -41,7 +41,15 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             }
             Ok(Exit::Drift)
         }
-        Ok(LockOutcome::Written { path, diff, pins }) => {
+        Ok(LockOutcome::Written {
+            path,
+            diff,
+            pins,
+            warnings,
+        }) => {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
             match diff {
                 Some(d) if d.is_empty() => output::line(format!("{}: unchanged", path.display())),
                 Some(d) => output::print(&d.to_string()),
