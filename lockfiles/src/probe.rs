@@ -8,7 +8,7 @@
 use std::fmt;
 use std::process::Command;
 
-use crate::model::{Lockfile, ToolPin};
+use crate::model::{Lockfile, PinKey, ToolPin};
 
 /// The tools envc probes, and the argument that makes each print its version.
 pub const TOOLS: &[(&str, &str)] = &[
@@ -28,8 +28,10 @@ impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tool:{}: {}\n  hint: {}",
-            self.tool, self.message, self.hint
+            "{}: {}\n  hint: {}",
+            PinKey::Tool(self.tool.clone()),
+            self.message,
+            self.hint
         )
     }
 }
@@ -137,7 +139,7 @@ pub struct ToolMismatch {
 
 impl fmt::Display for ToolMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = format!("tool:{}", self.tool);
+        let key = PinKey::Tool(self.tool.clone());
         match &self.found {
             Some(found) => write!(
                 f,
