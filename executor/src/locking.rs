@@ -3,6 +3,7 @@
 //! model, its staleness and the archive resolution are in `envc_lockfiles`; this module
 //! only knows which node needs what.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use envc_compiler::pin::PinKey;
@@ -179,7 +180,11 @@ pub fn lock_environment(
         Ok(old) => old.map(|l| l.lock),
         // Regenerating is how a broken lockfile is fixed.
         Err(e) if matches!(request, LockRequest::All) => {
-            eprintln!("warning: {e}\nwarning: writing a new lockfile in its place");
+            // Not `eprintln!`: a closed stderr is no reason to stop.
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: {e}\nwarning: writing a new lockfile in its place"
+            );
             None
         }
         Err(e) => return Err(LockCommandError::Input(e)),

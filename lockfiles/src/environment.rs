@@ -3,6 +3,7 @@
 //! and checked before it is pinned.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::Path;
 
 use crate::model::{ArchivePin, ImagePin, Lockfile, PinKey};
@@ -125,7 +126,9 @@ fn authenticate(archive: &Archive) -> Result<(), String> {
     let keyring =
         std::env::var("ENVC_ARCHIVE_KEYRING").unwrap_or_else(|_| fetch::DEBIAN_KEYRING.to_string());
     if keyring.is_empty() {
-        eprintln!(
+        // Not `eprintln!`: a closed stderr is no reason to stop.
+        let _ = writeln!(
+            std::io::stderr(),
             "warning: {}: its signature is not checked (ENVC_ARCHIVE_KEYRING is empty)",
             archive.pin.key()
         );
