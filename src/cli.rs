@@ -111,7 +111,8 @@ enum Command {
     Build {
         file: PathBuf,
         /// Steps running at once (a batch of one host's files or packages is one step).
-        #[arg(short = 'j', long, default_value_t = 32)]
+        #[arg(short = 'j', long, default_value_t = 32,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         jobs: usize,
         /// After a failure, go on with every step that does not depend on it.
         #[arg(long)]
@@ -217,7 +218,7 @@ pub fn main() -> ExitCode {
     match worker.map(|h| h.join()) {
         Ok(Ok(exit)) => exit.into(),
         _ => {
-            eprintln!(
+            crate::output::errln!(
                 "error: envc stopped on an internal error (a bug: please report it with the input)"
             );
             Exit::Bug.into()

@@ -2,7 +2,8 @@
 //! docs/cli.md): 0 success; 1 the input has problems (diagnostics on stderr) or `fmt
 //! --check` found unformatted files; 2 bad command-line usage (clap's); 3 drift found or a
 //! stale lockfile; 4 a step failed or a target was unreachable; 5 the environment is
-//! locked by another envc; 130 interrupted; 101 an internal error (a bug).
+//! locked by another envc; 6 `drift` found nothing but could not check every node (a
+//! target was unreachable); 130 interrupted; 101 an internal error (a bug).
 
 use std::process::ExitCode;
 
@@ -19,6 +20,9 @@ pub enum Exit {
     Failed,
     /// Another envc holds the environment's lock.
     Locked,
+    /// `drift` found none, but some nodes could not be checked (their target was
+    /// unreachable): a check that could not run is not a pass.
+    Unchecked,
     Interrupted,
     /// envc itself broke (a panic).
     Bug,
@@ -32,6 +36,7 @@ impl Exit {
             Exit::Drift => 3,
             Exit::Failed => 4,
             Exit::Locked => 5,
+            Exit::Unchecked => 6,
             Exit::Interrupted => 130,
             Exit::Bug => 101,
         }
@@ -66,11 +71,11 @@ impl Failure {
         match self {
             Failure::Reported(exit) => exit,
             Failure::Input(message) => {
-                eprintln!("error: {message}");
+                crate::output::errln!("error: {message}");
                 Exit::Input
             }
             Failure::Session(e) => {
-                eprintln!("error: {e}");
+                crate::output::errln!("error: {e}");
                 match e {
                     SessionError::Locked(_) => Exit::Locked,
                     SessionError::Run(_) | SessionError::MissingTools(_) => Exit::Failed,

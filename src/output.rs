@@ -1,5 +1,7 @@
-//! Standard output. A closed pipe (`envc build … | head -1`) is not an error: printing
-//! stops quietly and the command finishes its work and exits as it would have.
+//! Standard output and standard error. A closed pipe (`envc build … | head -1`, or a
+//! stderr whose reader went away) is not an error: printing stops quietly and the command
+//! finishes its work and exits as it would have. Nothing in the CLI uses `println!` or
+//! `eprintln!`, which panic on a closed stream.
 
 use std::io::Write;
 
@@ -21,3 +23,17 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// Writes `text` to stderr; a failed write (a closed pipe) is ignored.
+pub fn eprint(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
+}
+
+/// `eprintln!` that stops quietly on a closed stderr.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::eprint(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use errln;

@@ -908,3 +908,99 @@ fn a_file_another_environment_rewrote_is_left_in_place_and_an_overwrite_is_noted
         text(&rebuilt)
     );
 }
+
+#[test]
+fn drift_with_an_unreachable_host_says_what_it_could_not_check() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    ok(&p.run(&hosts, &["build"]));
+    hosts.kill_host(1);
+    let gone = format!("{}/file:/etc/motd", hosts.name(1));
+
+    // Nothing drifted where envc could look, but that is not "none": exit 6.
+    let o = p.run(&hosts, &["drift", "--connect-timeout", "3"]);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("every target matches"), "{out}");
+    assert!(out.contains("drift: none found, but "), "{out}");
+    assert!(out.contains("could not be checked"), "{out}");
+    assert!(out.contains(&gone), "{out}");
+    let json = p.run(&hosts, &["drift", "--json", "--connect-timeout", "3"]);
+    assert_eq!(json.status.code(), Some(6), "{}", text(&json));
+    let last: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&json.stdout)
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["summary"]["drifted"], 0, "{}", text(&json));
+    assert!(
+        last["summary"]["unchecked"].as_u64().unwrap() >= 2,
+        "{}",
+        text(&json)
+    );
+
+    // Drift found and a host unreachable: drift decides the code, the summary says both.
+    hosts.ssh(0, "echo tampered > /etc/motd");
+    let o = p.run(&hosts, &["drift", "--connect-timeout", "3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("drift: 1 nodes differ"), "{out}");
+    assert!(out.contains("could not be checked"), "{out}");
+
+    // plan --refresh plans from the records of what it could not probe, and says so.
+    let o = p.run(&hosts, &["plan", "--refresh", "--connect-timeout", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("could not be checked"), "{out}");
+    assert!(out.contains(&gone), "{out}");
+}
+
+#[test]
+fn a_build_labels_each_node_with_the_action_plan_gave_it_even_when_it_cannot_run() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    // Host 1 was never reached: everything on it is to be created, and stays unbuilt.
+    hosts.kill_host(1);
+    let json_lines = |o: &Output| -> Vec<serde_json::Value> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let plan = p.run(&hosts, &["plan", "--json"]);
+    ok(&plan);
+    let planned: std::collections::BTreeMap<String, String> = json_lines(&plan)
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v["node"].as_str()?.to_string(),
+                v["action"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let build = p.run(&hosts, &["build", "--json", "--connect-timeout", "3"]);
+    assert_eq!(build.status.code(), Some(4), "{}", text(&build));
+    let mut seen = 0;
+    for v in json_lines(&build) {
+        let Some(node) = v["node"].as_str() else {
+            continue;
+        };
+        assert_eq!(
+            v["action"].as_str(),
+            planned.get(node).map(String::as_str),
+            "{node}: {v}\n{}",
+            text(&build)
+        );
+        if node.starts_with(&format!("{}/", hosts.name(1))) {
+            assert!(!v["outcome"].as_str().unwrap().starts_with("ok"), "{v}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 2, "host 1's template and motd: {}", text(&build));
+}

@@ -154,6 +154,17 @@ fn bad_usage_exits_2() {
         &repo(),
     );
     assert_eq!(o.status.code(), Some(2));
+    // No steps at once would build nothing, forever: refused before anything starts.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("e.env"), "output x = 1\n").unwrap();
+    for j in ["0", "-1", "x"] {
+        let o = envc(&["build", "e.env", "-j", j], dir.path());
+        assert_eq!(o.status.code(), Some(2), "-j {j}: {}", stderr(&o));
+        assert!(!dir.path().join(".envc").exists(), "-j {j}");
+    }
+    let o = envc(&["build", "e.env", "--jobs=0"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0"), "{}", stderr(&o));
 }
 
 #[test]
@@ -518,4 +529,62 @@ fn a_missing_tool_is_one_error_before_anything_runs() {
     let log = envc(&["log", "vm.env"], dir.path());
     assert!(log.status.success(), "{}", stderr(&log));
     assert_eq!(stdout(&log), "", "no run was recorded");
+}
+
+/// `envc ARGS` in `dir` with stdout and/or stderr a pipe whose read end is already closed
+/// (as `envc … | head -1` is once `head` has its line): every write fails with EPIPE.
+fn envc_closed(args: &[&str], dir: &Path, close_stdout: bool, close_stderr: bool) -> Output {
+    use std::process::Stdio;
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        Stdio::from(writer)
+    };
+    Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(if close_stdout {
+            closed()
+        } else {
+            Stdio::piped()
+        })
+        .stderr(if close_stderr {
+            closed()
+        } else {
+            Stdio::piped()
+        })
+        .output()
+        .expect("envc runs")
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_is_not_a_panic() {
+    let ex = "examples/replset/prod.env";
+    for args in [
+        &["graph", ex][..],
+        &["graph", ex, "--format", "json"],
+        &["check", ex],
+    ] {
+        for (out, err) in [(true, false), (false, true), (true, true)] {
+            let o = envc_closed(args, &repo(), out, err);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{args:?} {out} {err}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    // Diagnostics and an error message go to stderr: a closed one keeps the exit code.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.env"), "let a = hots\n").unwrap();
+    for args in [
+        &["check", "bad.env"][..],
+        &["graph", "bad.env"],
+        &["check", "missing.env"],
+    ] {
+        let o = envc_closed(args, dir.path(), true, true);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+    }
 }

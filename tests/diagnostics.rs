@@ -113,6 +113,7 @@ fn cases() -> Vec<Case> {
         case("name-unknown-module", "let p: net.Port = 1\n"),
         case("name-unknown-type", "type Port = int(1..=65535)\nlet p: Prot = 1\n"),
         case("param-unknown", "param replicas: int = 3\n").set("replica", "5"),
+        case("param-not-a-string", "param tags: str = \"a\"\n").set("tags", "[1]"),
         // types
         case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
         case("type-bad-operands", "let x = 1 + \"a\"\n"),

@@ -102,8 +102,25 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
     }
 }
 
+/// What kind of literal other than a string `e` is (`a list`), if it is one.
+fn non_string_literal(e: &envc_lang::ast::Expr) -> Option<&'static str> {
+    Some(match &e.kind {
+        ExprKind::Int(_) => "a number",
+        ExprKind::Size(_) => "a size",
+        ExprKind::Mode(_) => "a mode",
+        ExprKind::Bool(_) => "a bool",
+        ExprKind::List(_) => "a list",
+        ExprKind::Record(_) => "a record",
+        ExprKind::Unary(envc_lang::ast::UnaryOp::Neg, x) | ExprKind::Paren(x) => {
+            non_string_literal(x)?
+        }
+        _ => return None,
+    })
+}
+
 /// Turns `--set` values into expressions in synthetic source files (so errors point into
-/// them). A bare word for a `str` parameter is the string itself.
+/// them). A bare word for a `str` parameter is the string itself; a value that reads as
+/// another literal (`12`, `[1]`, `true`) must be quoted.
 fn parse_params(
     program: &mut Program,
     checked: &check::Checked,
@@ -156,6 +173,23 @@ fn parse_params(
         };
         let quoted = value.starts_with('"');
         let expr = if is_str && !quoted {
+            // A value that reads as another literal is not a bare word: `--set s=[1]` was
+            // meant as a list (or the quotes were lost to the shell); say so, not `"[1]"`.
+            let (e, errs) = envc_lang::parse_expr(value, file);
+            if let (true, Some(what)) = (errs.is_empty(), non_string_literal(&e)) {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "param::not-a-string",
+                        format!("`{name}` is a str parameter, but `{value}` is {what}"),
+                    )
+                    .label(file, e.span, format!("{what}, not a string"))
+                    .help(format!(
+                        "to pass it as a string, quote it: --set '{name}=\"{}\"'",
+                        value.replace('\\', "\\\\").replace('"', "\\\"")
+                    )),
+                );
+                continue;
+            }
             envc_lang::ast::Expr {
                 kind: ExprKind::Str(vec![StrPart::Lit(value.as_str().into())]),
                 span: Span::new(0, value.len()),

@@ -394,3 +394,38 @@ fn review_regressions() {
         &["type::no-fields"],
     );
 }
+
+/// A `--set` value for a `str` parameter: a bare word is the string itself, but a value
+/// that reads as another literal (`[1]`, `12`, `true`, `1GiB`) is refused with a hint to
+/// quote it, instead of silently becoming the string `"[1]"`.
+#[test]
+fn set_values_of_str_parameters() {
+    let m = vec![("main.env", "param s: str = \"x\"\noutput o = s\n")];
+    for bare in [
+        "eu",
+        "us-east-1",
+        "web.example.org",
+        "1.2.3",
+        "a b",
+        "",
+        "hello!",
+    ] {
+        check_errors(&m, &[("s", bare)], &[]);
+    }
+    for quoted in ["\"[1]\"", "\"12\"", "\"true\""] {
+        check_errors(&m, &[("s", quoted)], &[]);
+    }
+    for literal in [
+        "[1]",
+        "12",
+        "-3",
+        "true",
+        "1GiB",
+        "0o644",
+        "{ a = 1 }",
+        "[]",
+        "(4)",
+    ] {
+        check_errors(&m, &[("s", literal)], &["param::not-a-string"]);
+    }
+}

@@ -47,6 +47,10 @@ pub struct BuildOptions {
     pub drift: BTreeMap<String, DriftFacts>,
     /// blake3 of the lockfile this run used.
     pub lock_hash: Option<String>,
+    /// Per node, the action `plan` gives it before the run: the label of a node that
+    /// fails or is skipped before the run assesses it, so that `build` and `plan` agree
+    /// (a first-time node is `create`, not `update`). Missing entries read `update`.
+    pub planned: Vec<Action>,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -453,6 +457,11 @@ impl<'s> Scheduler<'s> {
         }
     }
 
+    /// The action `plan` gave node `i` (for a node this run did not assess).
+    fn planned(&self, i: usize) -> Action {
+        self.opts.planned.get(i).copied().unwrap_or(Action::Update)
+    }
+
     fn target_of(&self, i: usize) -> usize {
         self.spec.nodes[i].target.unwrap_or(i)
     }
@@ -505,7 +514,9 @@ impl<'s> Scheduler<'s> {
         elapsed: Duration,
         dependents: &[Vec<usize>],
     ) {
-        let action = self.decided[i].as_ref().map_or(Action::Update, |d| d.0);
+        let action = self.decided[i]
+            .as_ref()
+            .map_or_else(|| self.planned(i), |d| d.0);
         self.status[i] = status.clone();
         if status == Status::Failed {
             self.report.failed += 1;
@@ -523,9 +534,10 @@ impl<'s> Scheduler<'s> {
             if matches!(self.status[d], Status::Waiting) {
                 self.status[d] = Status::Skipped;
                 self.report.skipped += 1;
+                let action = self.planned(d);
                 self.outcome(
                     d,
-                    Action::Update,
+                    action,
                     Outcome::Skipped(format!("its input `{key}` did not complete")),
                     Duration::ZERO,
                     None,

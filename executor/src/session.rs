@@ -338,6 +338,13 @@ impl Session {
             command: request.command.clone(),
             drift,
             lock_hash: request.lock_hash.clone(),
+            planned: {
+                let mut planned = vec![Action::Update; spec.nodes.len()];
+                for n in &first.nodes {
+                    planned[n.index] = n.assessment.action;
+                }
+                planned
+            },
         };
         let scheduler = Scheduler::new(
             spec,

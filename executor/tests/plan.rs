@@ -342,3 +342,23 @@ let vm1 = vm(name = "v", image = image(name = "i"))
         envc_executor::plan::Action::Create
     );
 }
+
+/// A rendered template keeps its text's line endings, the last newline included (minijinja
+/// drops a final newline unless told otherwise).
+#[test]
+fn templates_keep_their_trailing_newline() {
+    use envc_executor::substitute::render_template;
+    let vars = serde_json::json!({"x": 1, "ps": ["a", "b"]});
+    for (template, rendered) in [
+        ("x={{ x }}\n", "x=1\n"),
+        ("x={{ x }}", "x=1"),
+        ("x={{ x }}\n\n", "x=1\n\n"),
+        ("{% for p in ps %}{{ p }}\n{% endfor %}", "a\nb\n"),
+        ("{% for p in ps %}{{ p }}\n{% endfor %}\n", "a\nb\n\n"),
+        ("{# note #}\n", "\n"),
+        ("\n", "\n"),
+    ] {
+        let out = render_template("t.j2", template, &vars).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), rendered, "{template:?}");
+    }
+}

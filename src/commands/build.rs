@@ -42,9 +42,9 @@ pub fn build(
         let problems = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
         if !problems.is_empty() {
             for p in &problems {
-                eprintln!("error: {p}");
+                crate::output::errln!("error: {p}");
             }
-            eprintln!(
+            crate::output::errln!(
                 "error: a locked build refuses to start (`--locked`{}); nothing was changed",
                 if args.locked.is_none() {
                     ", the default when CI is set"
@@ -71,8 +71,8 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
     let files = FsLoader::new(&project_dir(file));
     if !yes {
         let report = session(file, target)?.plan(&spec, &files, false)?;
-        output::print(&plan_text(&spec, &report.plan, json_out));
-        eprintln!("error: destroy changes nothing without --yes");
+        output::print(&plan_text(&spec, &report, json_out));
+        crate::output::errln!("error: destroy changes nothing without --yes");
         return Ok(Exit::Input);
     }
     let request = BuildRequest {
@@ -111,7 +111,7 @@ fn realize(
         if !json_out {
             for o in &report.outcomes {
                 if let Some(why) = o.outcome.failure() {
-                    eprintln!("error: {}: {why}", o.node);
+                    crate::output::errln!("error: {}: {why}", o.node);
                 }
             }
         }
@@ -142,7 +142,7 @@ impl Interrupts for SigInt {
         if again {
             std::process::exit(i32::from(Exit::Interrupted.code()));
         }
-        eprintln!("envc: interrupted; letting running steps finish and recording them (interrupt again to stop at once)");
+        crate::output::errln!("envc: interrupted; letting running steps finish and recording them (interrupt again to stop at once)");
     }
 }
 
@@ -242,7 +242,7 @@ impl Reporter for Progress {
                         }
                     }
                     None if *outcome == StepOutcome::Cached => {}
-                    None => eprintln!("{line}"),
+                    None => crate::output::errln!("{line}"),
                 }
             }
         }
@@ -251,11 +251,11 @@ impl Reporter for Progress {
     fn probed(&self, drift: &BTreeMap<String, DriftFacts>, unreachable: &BTreeMap<String, String>) {
         for (key, d) in drift {
             for (fact, was, now) in d {
-                eprintln!("drift     {key}: {fact} was {was}, found {now}");
+                crate::output::errln!("drift     {key}: {fact} was {was}, found {now}");
             }
         }
         for (key, e) in unreachable {
-            eprintln!("warning: could not probe `{key}`: {e}");
+            crate::output::errln!("warning: could not probe `{key}`: {e}");
         }
     }
 }

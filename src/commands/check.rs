@@ -9,7 +9,7 @@ use crate::exit::Outcome;
 pub fn check(file: &Path, params: &Params, ui: Ui) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
     let g = graph(&env)?;
-    eprintln!(
+    crate::output::errln!(
         "{}: ok, {} nodes, {} outputs",
         file.display(),
         g.order.len(),

@@ -1,10 +1,12 @@
-//! `envc drift FILE`: probe every live record on its target.
+//! `envc drift FILE`: probe every live record on its target. A node whose target could
+//! not be reached was not checked: that is no pass (exit 6), and the summary says so even
+//! when drift elsewhere decides the exit code (3).
 
 use std::path::Path;
 
 use serde_json::json;
 
-use super::plan::warn_unreachable;
+use super::plan::{unchecked_note, warn_unreachable};
 use super::{compile_env, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Outcome};
 use crate::output;
@@ -22,18 +24,29 @@ pub fn drift(file: &Path, json_out: bool, params: &Params, target: &TargetArgs, 
             }
         }
     }
-    Ok(if report.drift.is_empty() {
-        if !json_out {
-            output::line("drift: none; every target matches its records");
+    let drifted = report.drift.len();
+    let unchecked = report.unreachable.len();
+    if json_out {
+        for (key, why) in &report.unreachable {
+            output::line(json!({"node": key, "unchecked": why}));
         }
-        Exit::Ok
+        output::line(json!({"summary": {"drifted": drifted, "unchecked": unchecked}}));
     } else {
-        if !json_out {
-            output::line(format!(
-                "drift: {} nodes differ from their records; `envc build --refresh` repairs them",
-                report.drift.len()
-            ));
-        }
-        Exit::Drift
+        let not_checked = unchecked_note(&report);
+        output::line(match (drifted, unchecked) {
+            (0, 0) => "drift: none; every target matches its records".to_string(),
+            (0, _) => format!("drift: none found, but {not_checked}"),
+            (_, 0) => format!(
+                "drift: {drifted} nodes differ from their records; `envc build --refresh` repairs them"
+            ),
+            _ => format!(
+                "drift: {drifted} nodes differ from their records (`envc build --refresh` repairs them), and {not_checked}"
+            ),
+        });
+    }
+    Ok(match (drifted, unchecked) {
+        (0, 0) => Exit::Ok,
+        (0, _) => Exit::Unchecked,
+        _ => Exit::Drift,
     })
 }

@@ -14,13 +14,13 @@ pub fn fmt(files: &[PathBuf], check: bool, ui: Ui) -> Outcome {
             Ok(b) => match String::from_utf8(b) {
                 Ok(t) => t,
                 Err(_) => {
-                    eprintln!("error: {} is not UTF-8 text", f.display());
+                    crate::output::errln!("error: {} is not UTF-8 text", f.display());
                     failed = true;
                     continue;
                 }
             },
             Err(e) => {
-                eprintln!("error: cannot read {}: {e}", f.display());
+                crate::output::errln!("error: cannot read {}: {e}", f.display());
                 failed = true;
                 continue;
             }
@@ -29,24 +29,24 @@ pub fn fmt(files: &[PathBuf], check: bool, ui: Ui) -> Outcome {
             Ok(formatted) if formatted == text => {}
             Ok(formatted) => {
                 if check {
-                    eprintln!(
+                    crate::output::errln!(
                         "{}: not formatted (run `envc fmt {}`)",
                         f.display(),
                         f.display()
                     );
                     failed = true;
                 } else if let Err(e) = write_atomically(f, formatted.as_bytes()) {
-                    eprintln!("error: cannot write {}: {e}", f.display());
+                    crate::output::errln!("error: cannot write {}: {e}", f.display());
                     failed = true;
                 } else {
-                    eprintln!("formatted {}", f.display());
+                    crate::output::errln!("formatted {}", f.display());
                 }
             }
             Err(diagnostics) => {
                 let mut sources = envc_compiler::SourceMap::default();
                 sources.add(f.display().to_string(), text.as_str().into());
-                eprint!("{}", ui.renderer(&sources, "").render_all(&diagnostics));
-                eprintln!("error: {} has syntax errors; not formatted", f.display());
+                crate::output::eprint(&ui.renderer(&sources, "").render_all(&diagnostics));
+                crate::output::errln!("error: {} has syntax errors; not formatted", f.display());
                 failed = true;
             }
         }

@@ -38,10 +38,7 @@ pub fn show(file: &Path, node: &str, params: &Params, ui: Ui) -> Outcome {
             Ok(Exit::Ok)
         }
         Err(d) => {
-            eprint!(
-                "{}",
-                ui.renderer(&env.compiled.sources, &prefix(file)).render(&d)
-            );
+            crate::output::eprint(&ui.renderer(&env.compiled.sources, &prefix(file)).render(&d));
             Err(Failure::Reported(Exit::Input))
         }
     }

@@ -16,7 +16,7 @@ pub fn log(file: &Path, json_out: bool) -> Outcome {
         let run = match run {
             Ok(run) => run,
             Err((id, damage)) => {
-                eprintln!("run {id}: damaged: {damage}; {hint}");
+                crate::output::errln!("run {id}: damaged: {damage}; {hint}");
                 continue;
             }
         };

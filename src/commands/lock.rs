@@ -27,7 +27,7 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             Ok(Exit::Ok)
         }
         Ok(LockOutcome::Missing { path }) => {
-            eprintln!(
+            crate::output::errln!(
                 "error: {} does not exist\n  hint: run `envc lock {}` and commit it",
                 path.display(),
                 file.display()
@@ -35,9 +35,9 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             Ok(Exit::Drift)
         }
         Ok(LockOutcome::Stale { path, problems }) => {
-            eprintln!("error: {} is stale:", path.display());
+            crate::output::errln!("error: {} is stale:", path.display());
             for p in &problems {
-                eprintln!("  {p}");
+                crate::output::errln!("  {p}");
             }
             Ok(Exit::Drift)
         }
@@ -48,7 +48,7 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             warnings,
         }) => {
             for w in &warnings {
-                eprintln!("warning: {w}");
+                crate::output::errln!("warning: {w}");
             }
             match diff {
                 Some(d) if d.is_empty() => output::line(format!("{}: unchanged", path.display())),
@@ -60,9 +60,9 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
         Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
         Err(LockCommandError::Unresolved { path, errors }) => {
             for e in &errors {
-                eprintln!("error: {e}");
+                crate::output::errln!("error: {e}");
             }
-            eprintln!("error: nothing written: {} is unchanged", path.display());
+            crate::output::errln!("error: nothing written: {} is unchanged", path.display());
             Ok(Exit::Input)
         }
     }

@@ -35,9 +35,9 @@ pub fn plan_command(
     warn_unreachable(&report);
     let p = &report.plan;
     output::print(&match format {
-        PlanFormat::Json => plan_text(&env.spec, p, true),
-        PlanFormat::Markdown => plan_markdown(&env.spec, p, &session.env),
-        PlanFormat::Text => plan_text(&env.spec, p, false),
+        PlanFormat::Json => plan_text(&env.spec, &report, true),
+        PlanFormat::Markdown => plan_markdown(&env.spec, &report, &session.env),
+        PlanFormat::Text => plan_text(&env.spec, &report, false),
     });
     // A node that cannot be built makes the plan fail, as the build would.
     let broken = p
@@ -45,16 +45,27 @@ pub fn plan_command(
         .iter()
         .any(|n| matches!(n.assessment.resolved, Err(Resolution::Failed(_))));
     if broken {
-        eprintln!("error: some nodes cannot be built (see `error:` above)");
+        crate::output::errln!("error: some nodes cannot be built (see `error:` above)");
         return Ok(Exit::Input);
     }
     Ok(Exit::Ok)
 }
 
+/// "N nodes could not be checked: a, b" for the nodes a probe could not reach.
+pub fn unchecked_note(report: &PlanReport) -> String {
+    let n = report.unreachable.len();
+    let keys: Vec<&str> = report.unreachable.keys().map(String::as_str).collect();
+    format!(
+        "{n} node{} could not be checked: {}",
+        if n == 1 { "" } else { "s" },
+        keys.join(", ")
+    )
+}
+
 /// Nodes a probe could not reach, one warning each.
 pub fn warn_unreachable(report: &PlanReport) {
     for (key, e) in &report.unreachable {
-        eprintln!("warning: could not probe `{key}`: {e}");
+        crate::output::errln!("warning: could not probe `{key}`: {e}");
     }
 }
 
@@ -89,8 +100,12 @@ fn deletion_note(key: &str, created: bool, in_table: bool) -> &'static str {
     }
 }
 
-/// The plan as text (one line per change, with its reasons), or as JSON lines.
-pub fn plan_text(spec: &Spec, p: &Plan, json_out: bool) -> String {
+/// The plan as text (one line per change, with its reasons), or as JSON lines. The plan of
+/// a node whose target could not be probed assumes the target matches its record: the
+/// summary counts (and the text names) those nodes, as not checked.
+pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
+    let p = &report.plan;
+    let unchecked = report.unreachable.len();
     let mut out = String::new();
     let [create, update, replace, delete, unchanged] = counts_line(p);
     if json_out {
@@ -121,7 +136,7 @@ pub fn plan_text(spec: &Spec, p: &Plan, json_out: bool) -> String {
             out.push('\n');
         }
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "unchanged": unchanged}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "unchanged": unchanged, "unchecked": unchecked}})
                 .to_string(),
         );
         out.push('\n');
@@ -151,17 +166,30 @@ pub fn plan_text(spec: &Spec, p: &Plan, json_out: bool) -> String {
     out.push_str(&format!(
         "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete, {unchanged} unchanged\n"
     ));
+    if unchecked > 0 {
+        out.push_str(&format!(
+            "plan: {} (unreachable; planned from their records)\n",
+            unchecked_note(report)
+        ));
+    }
     out
 }
 
 /// `envc plan --format markdown`: the changes as a table for a pull-request comment, the
 /// unchanged nodes only counted. Table cells escape `|` and keep to one line.
-pub fn plan_markdown(spec: &Spec, p: &Plan, env: &str) -> String {
+pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
+    let p = &report.plan;
     let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
     let [create, update, replace, delete, unchanged] = counts_line(p);
     let mut out = format!(
         "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete**, {unchanged} unchanged\n"
     );
+    if !report.unreachable.is_empty() {
+        out.push_str(&format!(
+            "\n**{}** (unreachable; planned from their records)\n",
+            cell(&unchecked_note(report))
+        ));
+    }
     if !p.has_changes() {
         out.push_str("\nNo changes.\n");
         return out;

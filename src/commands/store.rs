@@ -17,7 +17,7 @@ pub fn verify(file: &Path, repair: bool) -> Outcome {
         match repair::repair(&store, &Holder::current("envc store verify --repair")) {
             Ok(r) => r,
             Err(e @ RepairError::Locked(_)) => {
-                eprintln!("error: {e}");
+                crate::output::errln!("error: {e}");
                 return Ok(Exit::Locked);
             }
             Err(e) => return Err(Failure::Input(e.to_string())),
