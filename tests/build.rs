@@ -906,3 +906,83 @@ fn a_file_another_environment_rewrote_is_left_in_place_and_an_overwrite_is_noted
         text(&rebuilt)
     );
 }
+
+/// What envc made stays envc's through a SIGKILL: the killed run's package step had installed
+/// its packages (apt is held in a `DPkg::Post-Invoke` hook) and its file step written its
+/// files, but their records were never committed. The rebuild finds them present; destroy
+/// still removes all of it, leaving each host as it was.
+#[test]
+fn what_a_killed_build_created_is_still_destroyed_after_the_rebuild() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    let mut s = String::from("import \"std/debian\"\n");
+    for i in 0..hosts.len() {
+        s.push_str(&format!(
+            "let h{i} = host(name = \"{}\", address = \"{}\")\n\
+             let f{i} = [for n in 0..4 => file(path = \"/etc/envc-kill/f${{n}}\", content = \"${{n}}\\n\", target = h{i})]\n\
+             let p{i} = debian.packages(h{i}, {{ hello = \"\", tree = \"\" }})\n",
+            hosts.name(i),
+            hosts.addr(i)
+        ));
+    }
+    p.write("prod.env", &s);
+    // (The directory `mkdir -p` made stays: envc removes files, never directories.)
+    let look = "ls -A /etc/envc-kill 2>/dev/null; for p in hello tree; do \
+                [ \"$(dpkg-query -W -f '${db:Status-Status}' $p 2>/dev/null)\" = installed ] \
+                && echo $p installed || echo $p absent; done";
+    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, look)).collect();
+    assert!(before[0].starts_with("hello absent"), "{}", before[0]);
+    for i in 0..2 {
+        remote(
+            &hosts,
+            i,
+            "echo 'DPkg::Post-Invoke { \"while [ ! -e /run/envc-go ]; do sleep 0.1; done\"; };' \
+             >/etc/apt/apt.conf.d/99envc-hold",
+        );
+    }
+    let mut child = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(120),
+        "the files and packages to be on both hosts",
+        || {
+            assert_eq!(
+                child.try_wait().unwrap(),
+                None,
+                "envc ended before it was killed"
+            );
+            (0..2).all(|i| {
+                remote(
+                    &hosts,
+                    i,
+                    "[ -e /etc/envc-kill/f3 ] && dpkg -s hello tree >/dev/null 2>&1 && echo yes",
+                ) == "yes\n"
+            })
+        },
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    for i in 0..2 {
+        remote(
+            &hosts,
+            i,
+            "rm /etc/apt/apt.conf.d/99envc-hold; touch /run/envc-go; \
+             while cat /proc/[0-9]*/comm 2>/dev/null | grep -qx apt-get; do sleep 0.1; done",
+        );
+    }
+    ok(&p.run(&hosts, &["build"]));
+    let destroyed = p.run(&hosts, &["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        !text(&destroyed).contains("did not create"),
+        "{}",
+        text(&destroyed)
+    );
+    for (i, was) in before.iter().enumerate() {
+        assert_eq!(&remote(&hosts, i, look), was, "host {i}");
+    }
+}

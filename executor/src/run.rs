@@ -23,14 +23,17 @@ use tokio::task::JoinSet;
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::image::{build_image, ImageSpec};
-use crate::ops::file::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
-use crate::ops::package::{install_packages, purge_packages, PackageSpec};
+use crate::ops::file::{
+    apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
+};
+use crate::ops::package::{install_packages, probe_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
 use crate::qemu::{Machines, VmSpec};
 use crate::record::{
-    output_hash, Facts, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State,
+    output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult,
+    State,
 };
 use crate::resolve::{Known, Payload, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
@@ -97,6 +100,8 @@ pub struct Env<'a> {
     pub base: Option<ObjectId>,
     pub state: State,
     pub records: BTreeMap<String, RealizationRecord>,
+    /// The intents of steps that may have created things and have no record yet.
+    pub intents: BTreeMap<String, Intent>,
     last_commit: Instant,
 }
 
@@ -104,12 +109,18 @@ impl<'a> Env<'a> {
     pub fn open(store: &'a Store, lock: &'a EnvLock) -> Result<Env<'a>, StoreError> {
         let (base, state) = State::current(store, lock.env())?;
         let records = state.load_records(store)?;
+        let intents = state
+            .intents
+            .iter()
+            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
+            .collect::<Result<_, StoreError>>()?;
         Ok(Env {
             store,
             lock,
             base,
             state,
             records,
+            intents,
             last_commit: Instant::now(),
         })
     }
@@ -142,13 +153,32 @@ impl<'a> Env<'a> {
     fn put_record(&mut self, r: RealizationRecord) -> Result<(), String> {
         let id = self.store.put_json(&r).map_err(|e| e.to_string())?;
         self.state.records.insert(r.node.clone(), id);
+        self.state.intents.remove(&r.node);
+        self.intents.remove(&r.node);
         self.records.insert(r.node.clone(), r);
         Ok(())
+    }
+
+    fn put_intent(&mut self, i: Intent) -> Result<(), String> {
+        let id = self.store.put_json(&i).map_err(|e| e.to_string())?;
+        self.state.intents.insert(i.node.clone(), id);
+        self.intents.insert(i.node.clone(), i);
+        Ok(())
+    }
+
+    /// Whether a step of this run or an earlier one found `key`'s thing absent on the
+    /// target `identity` and then may have created it.
+    fn intended(&self, key: &str, identity: &str) -> bool {
+        self.intents
+            .get(key)
+            .is_some_and(|i| i.target_identity == identity)
     }
 
     fn forget(&mut self, key: &str) {
         self.state.records.remove(key);
         self.records.remove(key);
+        self.state.intents.remove(key);
+        self.intents.remove(key);
     }
 }
 
@@ -193,6 +223,22 @@ pub fn realization_record(
     }
 }
 
+/// What deleting a node that has only an intent works from: envc created its thing.
+fn intent_record(i: &Intent) -> RealizationRecord {
+    RealizationRecord {
+        resolved_hash: String::new(),
+        target_identity: i.target_identity.clone(),
+        node: i.node.clone(),
+        derivation: String::new(),
+        attrs: BTreeMap::new(),
+        output_hash: String::new(),
+        facts: i.facts.clone(),
+        created: true,
+        run: i.run.clone(),
+        at_unix: i.at_unix,
+    }
+}
+
 /// One unit of remote work and the nodes it realizes.
 enum Work {
     /// Connect to a host and learn its key.
@@ -214,6 +260,9 @@ enum Work {
     Image { node: usize, spec: ImageSpec },
     /// A step on a target (`None` if its host could not be resolved).
     OnTarget(Option<Target>, Step),
+    /// First find which of these nodes' things are absent (their intents are written
+    /// before the step runs), then the step.
+    Probe(Option<Target>, Step, Vec<usize>),
 }
 
 enum Step {
@@ -235,6 +284,9 @@ impl Step {
 struct Done {
     results: Vec<(usize, Result<Applied, String>)>,
     elapsed: Duration,
+    /// After a probe: the nodes found absent, and the step to run once their intents are
+    /// committed.
+    then: Option<(Vec<usize>, Work)>,
 }
 
 /// Where a node's target is reached: the host node's state key, its spec and its key.
@@ -295,11 +347,60 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
             vec![(node, result)]
         }
         Work::OnTarget(target, step) => execute_step(target, step, &conns).await,
+        Work::Probe(target, step, nodes) => {
+            return match probe_absent(target.as_ref(), &step, &nodes, &conns).await {
+                Ok(absent) => Done {
+                    results: Vec::new(),
+                    elapsed: started.elapsed(),
+                    then: Some((absent, Work::OnTarget(target, step))),
+                },
+                Err(e) => Done {
+                    results: step
+                        .nodes()
+                        .into_iter()
+                        .map(|i| (i, Err(e.clone())))
+                        .collect(),
+                    elapsed: started.elapsed(),
+                    then: None,
+                },
+            }
+        }
     };
     Done {
         results,
         elapsed: started.elapsed(),
+        then: None,
     }
+}
+
+/// Which of `nodes` (files or packages of `step`) are absent from the target.
+async fn probe_absent(
+    target: Option<&Target>,
+    step: &Step,
+    nodes: &[usize],
+    conns: &Connections,
+) -> Result<Vec<usize>, String> {
+    let t = target.ok_or("a node without a target cannot be realized here")?;
+    let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
+    let found = match step {
+        Step::Files(xs) => {
+            let paths = xs.iter().filter(|x| nodes.contains(&x.0));
+            let paths: Vec<String> = paths.map(|x| x.1.path.clone()).collect();
+            probe_files(&transport, &paths).await
+        }
+        Step::Packages(xs) => {
+            let names = xs.iter().filter(|x| nodes.contains(&x.0));
+            let names: Vec<String> = names.map(|x| x.1.name.clone()).collect();
+            probe_packages(&transport, &names).await
+        }
+        Step::Service(..) => return Ok(Vec::new()),
+    }
+    .map_err(|e| e.to_string())?;
+    let probed = step.nodes().into_iter().filter(|i| nodes.contains(i));
+    Ok(probed
+        .zip(found)
+        .filter_map(|(i, f)| f.is_none().then_some(i))
+        .collect())
 }
 
 async fn execute_step(
@@ -623,18 +724,24 @@ impl<'s> Scheduler<'s> {
                 break;
             };
             let done = joined.map_err(|e| format!("a step panicked: {e}"))?;
+            if let Some((absent, work)) = done.then {
+                self.intend(&absent, &work, env)?;
+                self.spawn(work, &semaphore, &mut tasks);
+            }
             for (i, result) in done.results {
                 let key = spec.nodes[i].key.clone();
                 let (action, resolved) =
                     self.decided[i].clone().expect("queued nodes were decided");
                 match result {
-                    Ok(applied) => {
+                    Ok(mut applied) => {
                         let identity = if spec.nodes[i].kind.is_target() {
                             applied.facts.get("fingerprint").cloned()
                         } else {
                             self.identity(i)
                         }
                         .unwrap_or_default();
+                        // Found absent before a step that may not have been recorded.
+                        applied.created |= env.intended(&key, &identity);
                         let record = realization_record(
                             spec,
                             i,
@@ -803,26 +910,72 @@ impl<'s> Scheduler<'s> {
                 }
             }
         }
-        for xs in files.into_values() {
-            works.push(Work::OnTarget(
-                self.target_for(xs[0].0, env),
-                Step::Files(xs),
-            ));
-        }
-        for xs in packages.into_values() {
-            works.push(Work::OnTarget(
-                self.target_for(xs[0].0, env),
-                Step::Packages(xs),
-            ));
+        let steps = (files.into_values().map(Step::Files))
+            .chain(packages.into_values().map(Step::Packages));
+        for step in steps {
+            let target = self.target_for(step.nodes()[0], env);
+            // What is not known to be envc's already is probed first: found absent, it
+            // gets an intent before the step may create it.
+            let unknown: Vec<usize> = step
+                .nodes()
+                .into_iter()
+                .filter(|&i| {
+                    let key = &self.spec.nodes[i].key;
+                    let identity = self.identity(i).unwrap_or_default();
+                    let created = env
+                        .records
+                        .get(key)
+                        .is_some_and(|r| r.created && r.target_identity == identity);
+                    !created && !env.intended(key, &identity)
+                })
+                .collect();
+            works.push(if unknown.is_empty() {
+                Work::OnTarget(target, step)
+            } else {
+                Work::Probe(target, step, unknown)
+            });
         }
         for work in works {
-            let conns = self.conns.clone();
-            let machines = self.machines.clone();
-            let semaphore = semaphore.clone();
-            tasks.spawn(async move {
-                let _permit = semaphore.acquire_owned().await;
-                execute(work, conns, machines).await
-            });
+            self.spawn(work, semaphore, tasks);
+        }
+    }
+
+    fn spawn(&self, work: Work, semaphore: &Arc<Semaphore>, tasks: &mut JoinSet<Done>) {
+        let conns = self.conns.clone();
+        let machines = self.machines.clone();
+        let semaphore = semaphore.clone();
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            execute(work, conns, machines).await
+        });
+    }
+
+    /// Writes and commits the intents of the nodes of `work` found `absent`, before it runs.
+    fn intend(&self, absent: &[usize], work: &Work, env: &mut Env) -> Result<(), String> {
+        let Work::OnTarget(_, step) = work else {
+            return Ok(());
+        };
+        let facts = |i: usize| match step {
+            Step::Files(xs) => xs
+                .iter()
+                .find(|x| x.0 == i)
+                .map(|(_, f)| file_facts(&f.content, &f.owner, &f.group, f.mode))
+                .unwrap_or_default(),
+            _ => Facts::new(),
+        };
+        for &i in absent {
+            env.put_intent(Intent {
+                node: self.spec.nodes[i].key.clone(),
+                target_identity: self.identity(i).unwrap_or_default(),
+                facts: facts(i),
+                run: self.run_id.clone(),
+                at_unix: now_unix(),
+            })?;
+        }
+        if absent.is_empty() {
+            Ok(())
+        } else {
+            env.commit()
         }
     }
 
@@ -844,12 +997,25 @@ impl<'s> Scheduler<'s> {
     /// left in place and forgotten.
     async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), String> {
         let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
-        let gone: Vec<RealizationRecord> = env
+        let mut gone: Vec<RealizationRecord> = env
             .records
             .values()
             .filter(|r| !in_graph.contains(r.node.as_str()))
             .cloned()
+            .map(|mut r| {
+                r.created |= env.intended(&r.node, &r.target_identity);
+                r
+            })
             .collect();
+        // What a step may have created without ever recording it is envc's too.
+        gone.extend(
+            env.intents
+                .values()
+                .filter(|i| {
+                    !in_graph.contains(i.node.as_str()) && !env.records.contains_key(&i.node)
+                })
+                .map(intent_record),
+        );
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
             // Targets (no target of their own) are handled below, after what was on them.
@@ -988,6 +1154,7 @@ impl<'s> Scheduler<'s> {
                 _ if env
                     .records
                     .keys()
+                    .chain(env.intents.keys())
                     .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name)) =>
                 {
                     continue
