@@ -136,6 +136,9 @@ pub enum RunResult {
     Ok,
     Failed,
     Interrupted,
+    /// Written when the run starts and replaced when it ends: a run whose newest record
+    /// still says this never ended (it was killed, or it is still running).
+    Unfinished,
 }
 
 impl RunResult {
@@ -144,6 +147,7 @@ impl RunResult {
             RunResult::Ok => "ok",
             RunResult::Failed => "failed",
             RunResult::Interrupted => "interrupted",
+            RunResult::Unfinished => "unfinished",
         }
     }
 }
@@ -169,6 +173,9 @@ pub struct RunRecord {
     pub finished_unix: u64,
     pub result: RunResult,
     pub nodes: Vec<NodeOutcome>,
+    /// What ended the run early (a store write that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An environment's state after a run: its live records by node, and the state before.

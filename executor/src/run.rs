@@ -37,7 +37,7 @@ use crate::record::{
 };
 use crate::resolve::{Known, Payload, Resolution, Resolved};
 use crate::spec::{split_key, Spec};
-use crate::store::{ObjectId, Store, StoreError};
+use crate::store::{ObjectId, Reserve, Store, StoreError};
 use crate::transport::{HostKey, HostSpec};
 
 pub struct BuildOptions {
@@ -91,6 +91,8 @@ pub struct BuildReport {
     pub skipped: usize,
     pub deleted: usize,
     pub interrupted: bool,
+    /// What stopped the run early (a store write that failed): the counts are what was done.
+    pub error: Option<String>,
 }
 
 /// The store, the environment's lock and its state as this run advances it.
@@ -142,12 +144,8 @@ impl<'a> Env<'a> {
         }
     }
 
-    fn commit_soon(&mut self) -> Result<(), String> {
-        if self.last_commit.elapsed() >= Duration::from_millis(300) {
-            self.commit()
-        } else {
-            Ok(())
-        }
+    fn commit_due(&self) -> bool {
+        self.last_commit.elapsed() >= Duration::from_millis(300)
     }
 
     fn put_record(&mut self, r: RealizationRecord) -> Result<(), String> {
@@ -238,6 +236,9 @@ fn intent_record(i: &Intent) -> RealizationRecord {
         at_unix: i.at_unix,
     }
 }
+
+/// Space set aside in the store at a run's start, to record how it ended on a full store.
+const RESERVE: usize = 1 << 20;
 
 /// One unit of remote work and the nodes it realizes.
 enum Work {
@@ -480,6 +481,7 @@ pub struct Scheduler<'s> {
     deletions: Vec<NodeOutcome>,
     failed_targets: BTreeSet<usize>,
     report: BuildReport,
+    started_unix: u64,
 }
 
 impl<'s> Scheduler<'s> {
@@ -521,6 +523,7 @@ impl<'s> Scheduler<'s> {
             deletions: Vec::new(),
             failed_targets: BTreeSet::new(),
             report: BuildReport::default(),
+            started_unix: now_unix(),
         }
     }
 
@@ -606,8 +609,77 @@ impl<'s> Scheduler<'s> {
         }
     }
 
-    /// Runs the graph, then deletes what left it. Records and state go to `env`.
+    /// Runs the graph, then deletes what left it. Records and state go to `env`. The run is
+    /// in the history from its start (`unfinished`) to its end, whatever ended it: a store
+    /// that fails a write ends the run `failed`, recorded in space set aside at its start,
+    /// and the report says why.
     pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, String> {
+        let reserve = env.store.reserve(&self.run_id, RESERVE).ok();
+        self.record_run(env, RunResult::Unfinished)?;
+        let ended = self.realize(env).await;
+        env.state.outputs = self.resolve_outputs();
+        let result = if ended.is_err() {
+            RunResult::Failed
+        } else if self.report.interrupted {
+            RunResult::Interrupted
+        } else if self.report.failed > 0 {
+            RunResult::Failed
+        } else {
+            RunResult::Ok
+        };
+        self.report.error = ended.err();
+        if let Err(e) = self.record_run(env, result) {
+            // A full store: the space set aside is for this.
+            reserve.as_ref().map(Reserve::release);
+            if let Err(again) = self.record_run(env, result) {
+                let why =
+                    format!("this run could not be recorded in the store: {again} (first: {e})");
+                self.report.error = Some(match self.report.error.take() {
+                    Some(first) => format!("{first}; {why}"),
+                    None => why,
+                });
+            }
+        }
+        self.report.outcomes = self.nodes_so_far();
+        Ok(self.report)
+    }
+
+    /// Every node's outcome so far, deletions last.
+    fn nodes_so_far(&self) -> Vec<NodeOutcome> {
+        let nodes = self.outcomes.values().chain(&self.deletions);
+        nodes.cloned().collect()
+    }
+
+    /// Writes the run's record as it stands and commits the state with it.
+    fn record_run(&mut self, env: &mut Env, result: RunResult) -> Result<(), String> {
+        let run = RunRecord {
+            run: self.run_id.clone(),
+            env: env.lock.env().to_string(),
+            command: self.opts.command.clone(),
+            graph_hash: self.spec.graph_hash.clone(),
+            lock_hash: self.opts.lock_hash.clone(),
+            started_unix: self.started_unix,
+            finished_unix: now_unix(),
+            result,
+            nodes: self.nodes_so_far(),
+            error: self.report.error.clone(),
+        };
+        let id = env.store.put_json(&run).map_err(|e| e.to_string())?;
+        env.state.run = Some(id);
+        self.report.run = Some(id);
+        env.commit()
+    }
+
+    /// Commits the state when it is time, with the run's record as it stands.
+    fn checkpoint(&mut self, env: &mut Env) -> Result<(), String> {
+        if env.commit_due() {
+            self.record_run(env, RunResult::Unfinished)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn realize(&mut self, env: &mut Env<'_>) -> Result<(), String> {
         let spec = self.spec;
         let n = spec.nodes.len();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -625,7 +697,6 @@ impl<'s> Scheduler<'s> {
         let mut ready: VecDeque<usize> = (0..n).filter(|i| waiting_on[*i] == 0).collect();
         let semaphore = Arc::new(Semaphore::new(self.opts.jobs.max(1)));
         let mut tasks: JoinSet<Done> = JoinSet::new();
-        let started_unix = now_unix();
 
         loop {
             let mut to_run: Vec<(usize, Action, Resolved)> = Vec::new();
@@ -763,42 +834,14 @@ impl<'s> Scheduler<'s> {
                     Err(e) => self.stop(i, Status::Failed, e, done.elapsed, &dependents),
                 }
             }
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
 
         self.report.interrupted |= self.cancel.load(Ordering::SeqCst);
         if !self.report.interrupted {
             self.delete_removed(env).await?;
         }
-        let spec_outputs = self.resolve_outputs();
-        env.state.outputs = spec_outputs;
-        let result = if self.report.interrupted {
-            RunResult::Interrupted
-        } else if self.report.failed > 0 {
-            RunResult::Failed
-        } else {
-            RunResult::Ok
-        };
-        let run = RunRecord {
-            run: self.run_id.clone(),
-            env: env.lock.env().to_string(),
-            command: self.opts.command.clone(),
-            graph_hash: spec.graph_hash.clone(),
-            lock_hash: self.opts.lock_hash.clone(),
-            started_unix,
-            finished_unix: now_unix(),
-            result,
-            nodes: std::mem::take(&mut self.outcomes)
-                .into_values()
-                .chain(std::mem::take(&mut self.deletions))
-                .collect(),
-        };
-        let run_id = env.store.put_json(&run).map_err(|e| e.to_string())?;
-        env.state.run = Some(run_id);
-        env.commit()?;
-        self.report.run = Some(run_id);
-        self.report.outcomes = run.nodes;
-        Ok(self.report)
+        Ok(())
     }
 
     /// How to reach target `t` (a host or VM node) as this run decided it.
@@ -1126,7 +1169,7 @@ impl<'s> Scheduler<'s> {
             for (key, res) in results {
                 self.report_deletion(env, &key, &target, res, started.elapsed());
             }
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
         // Records without a target of their own (`kind:name`) whose node left the graph:
         // VMs are stopped and their disks deleted; images stay in the store as a cache;
@@ -1162,7 +1205,7 @@ impl<'s> Scheduler<'s> {
                 _ => Ok("forgotten".into()),
             };
             self.report_deletion(env, &key, &name, res, started.elapsed());
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
         if self.spec.nodes.is_empty() {
             // `destroy`: VMs that never got a record (a failed creation) go too.
