@@ -756,7 +756,7 @@ fn a_host_that_dies_during_its_step_fails_that_step_and_the_others_finish() {
 
 #[test]
 fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
-    use envc_executor::{ObjectId, State, Store};
+    use envc_executor::{ObjectId, RunRecord, State, Store};
     let hosts = TestHosts::start(1);
     let p = Project::new(&hosts);
     p.write("prod.env", &source(&hosts, ""));
@@ -774,8 +774,12 @@ fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
     let motd = format!("{}/file:/etc/motd", hosts.name(0));
     let record = state.records[&motd];
     let history = State::history(&store, "prod").unwrap();
-    // The oldest states are the first run's intermediate commits, before its record was made.
-    let first_run = history.iter().rev().find_map(|(_, s)| s.run).unwrap();
+    // The first run's final record: the newest of the records its states point to (it was
+    // written `unfinished` at its start and rewritten as it went).
+    let runs: Vec<ObjectId> = history.iter().rev().filter_map(|(_, s)| s.run).collect();
+    let name = |id: &ObjectId| store.get_json::<RunRecord>(id).unwrap().run;
+    let first_name = name(&runs[0]);
+    let first_run = *runs.iter().rev().find(|id| name(id) == first_name).unwrap();
     let flip = |id: &ObjectId| {
         let path = store.object_file(id);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -801,7 +805,7 @@ fn a_corrupt_record_and_run_are_reported_repaired_and_rebuilt() {
     assert_eq!(
         String::from_utf8_lossy(&log.stdout)
             .lines()
-            .filter(|l| l.starts_with("run "))
+            .filter(|l| l.starts_with("run ") && !l.contains(" unfinished "))
             .count(),
         1,
         "{}",
@@ -1003,4 +1007,179 @@ fn a_build_labels_each_node_with_the_action_plan_gave_it_even_when_it_cannot_run
         }
     }
     assert_eq!(seen, 2, "host 1's template and motd: {}", text(&build));
+}
+
+/// What envc made stays envc's through a SIGKILL: the killed run's package step had installed
+/// its packages (apt is held in a `DPkg::Post-Invoke` hook) and its file step written its
+/// files, but their records were never committed. The rebuild finds them present; destroy
+/// still removes all of it, leaving each host as it was.
+#[test]
+fn what_a_killed_build_created_is_still_destroyed_after_the_rebuild() {
+    let hosts = TestHosts::start(2);
+    let p = Project::new(&hosts);
+    let mut s = String::from("import \"std/debian\"\n");
+    for i in 0..hosts.len() {
+        s.push_str(&format!(
+            "let h{i} = host(name = \"{}\", address = \"{}\")\n\
+             let f{i} = [for n in 0..4 => file(path = \"/etc/envc-kill/f${{n}}\", content = \"${{n}}\\n\", target = h{i})]\n\
+             let p{i} = debian.packages(h{i}, {{ hello = \"\", tree = \"\" }})\n",
+            hosts.name(i),
+            hosts.addr(i)
+        ));
+    }
+    p.write("prod.env", &s);
+    // (The directory `mkdir -p` made stays: envc removes files, never directories.)
+    let look = "ls -A /etc/envc-kill 2>/dev/null; for p in hello tree; do \
+                [ \"$(dpkg-query -W -f '${db:Status-Status}' $p 2>/dev/null)\" = installed ] \
+                && echo $p installed || echo $p absent; done";
+    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, look)).collect();
+    assert!(before[0].starts_with("hello absent"), "{}", before[0]);
+    for i in 0..2 {
+        remote(
+            &hosts,
+            i,
+            "echo 'DPkg::Post-Invoke { \"while [ ! -e /run/envc-go ]; do sleep 0.1; done\"; };' \
+             >/etc/apt/apt.conf.d/99envc-hold",
+        );
+    }
+    let mut child = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(120),
+        "the files and packages to be on both hosts",
+        || {
+            assert_eq!(
+                child.try_wait().unwrap(),
+                None,
+                "envc ended before it was killed"
+            );
+            (0..2).all(|i| {
+                remote(
+                    &hosts,
+                    i,
+                    "[ -e /etc/envc-kill/f3 ] && dpkg -s hello tree >/dev/null 2>&1 && echo yes",
+                ) == "yes\n"
+            })
+        },
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    // The killed run is in the history, as one that never ended.
+    let log = p.run(&hosts, &["log"]);
+    let first = String::from_utf8_lossy(&log.stdout)
+        .lines()
+        .next()
+        .map(str::to_string);
+    assert!(
+        first.is_some_and(|l| l.contains(" unfinished ")),
+        "{}",
+        text(&log)
+    );
+    for i in 0..2 {
+        remote(
+            &hosts,
+            i,
+            "rm /etc/apt/apt.conf.d/99envc-hold; touch /run/envc-go; \
+             while cat /proc/[0-9]*/comm 2>/dev/null | grep -qx apt-get; do sleep 0.1; done",
+        );
+    }
+    ok(&p.run(&hosts, &["build"]));
+    let destroyed = p.run(&hosts, &["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        !text(&destroyed).contains("did not create"),
+        "{}",
+        text(&destroyed)
+    );
+    for (i, was) in before.iter().enumerate() {
+        assert_eq!(&remote(&hosts, i, look), was, "host {i}");
+    }
+}
+
+/// A store that fills up mid-run (a small tmpfs as `ENVC_STORE`, filled once the file step
+/// is done while apt waits for dpkg's lock) fails the run with exit 4, and still prints its
+/// summary and records it: after space is freed, `envc log` lists it as failed.
+#[test]
+fn a_run_that_fills_the_store_prints_its_summary_and_is_in_the_log() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let store = p.dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&store)
+        .status()
+        .unwrap();
+    assert!(mount.success());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(store.clone());
+    p.write(
+        "prod.env",
+        &format!(
+            "let h = host(name = \"{}\", address = \"{}\")\n\
+             let fs = [for n in 0..4 => file(path = \"/etc/envc-full/f${{n}}\", content = \"${{n}}\\n\", target = h)]\n\
+             let jq = package(name = \"jq\", target = h)\n",
+            hosts.name(0),
+            hosts.addr(0)
+        ),
+    );
+    let holder = remote(
+        &hosts,
+        0,
+        "setsid python3 -c 'import fcntl, time; f = open(\"/var/lib/dpkg/lock-frontend\", \"w\"); \
+         fcntl.lockf(f, fcntl.LOCK_EX); open(\"/run/envc-held\", \"w\").close(); time.sleep(600)' \
+         </dev/null >/dev/null 2>&1 & echo $!; \
+         for i in $(seq 100); do [ -e /run/envc-held ] && break; sleep 0.1; done",
+    );
+    let envc = |args: &[&str]| {
+        let mut cmd = p.envc(&hosts, args);
+        cmd.env("ENVC_STORE", &store);
+        cmd
+    };
+    let child = envc(&["build"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "the files on the host", || {
+        remote(&hosts, 0, "[ -e /etc/envc-full/f3 ] && echo yes") == "yes\n"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // Fill the store's file system.
+    let fill = store.join("fill");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&fill).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).and_then(|()| f.sync_all()).is_ok() {}
+    }
+    remote(&hosts, 0, &format!("kill {}", holder.trim()));
+    let o = output_within(child, Duration::from_secs(300));
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let (ran, _, _) = summary(&o);
+    assert!(ran >= 1, "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("No space left on device"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_file(&fill).unwrap();
+    let log = envc(&["log"]).output().unwrap();
+    ok(&log);
+    let out = String::from_utf8_lossy(&log.stdout);
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(" build ") && first.contains(" failed "),
+        "{}",
+        text(&log)
+    );
 }

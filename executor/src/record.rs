@@ -41,6 +41,23 @@ pub struct RealizationRecord {
     pub at_unix: u64,
 }
 
+/// Written (and committed) before a step that may create a node's thing on a target, once a
+/// probe found it absent: if the run dies before the step's record is committed, the next
+/// run still knows that envc made what it then finds there. A record of the node on the same
+/// target replaces it; until then `destroy` removes the thing as envc's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// `target/kind:name`.
+    pub node: String,
+    /// The target's identity when the thing was found absent.
+    pub target_identity: String,
+    /// What envc was about to make it (a file's `sha256`), so that removing it leaves
+    /// alone what someone else wrote there since.
+    pub facts: Facts,
+    pub run: String,
+    pub at_unix: u64,
+}
+
 /// blake3 of a set of facts, as dependents see it.
 pub fn output_hash(facts: &Facts) -> String {
     let bytes = serde_json::to_vec(facts).expect("facts serialise");
@@ -119,6 +136,9 @@ pub enum RunResult {
     Ok,
     Failed,
     Interrupted,
+    /// Written when the run starts and replaced when it ends: a run whose newest record
+    /// still says this never ended (it was killed, or it is still running).
+    Unfinished,
 }
 
 impl RunResult {
@@ -127,6 +147,7 @@ impl RunResult {
             RunResult::Ok => "ok",
             RunResult::Failed => "failed",
             RunResult::Interrupted => "interrupted",
+            RunResult::Unfinished => "unfinished",
         }
     }
 }
@@ -152,6 +173,9 @@ pub struct RunRecord {
     pub finished_unix: u64,
     pub result: RunResult,
     pub nodes: Vec<NodeOutcome>,
+    /// What ended the run early (a store write that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An environment's state after a run: its live records by node, and the state before.
@@ -162,6 +186,10 @@ pub struct State {
     /// Node key (`target/kind:name`) → its live realization record. A record is current
     /// for a node only while its resolved hash and target identity both match.
     pub records: BTreeMap<String, ObjectId>,
+    /// Node key → the [`Intent`] of a step that may have created its thing and has no
+    /// record yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub intents: BTreeMap<String, ObjectId>,
     /// The environment's outputs as of the last build, deferred values resolved.
     #[serde(default)]
     pub outputs: BTreeMap<String, serde_json::Value>,

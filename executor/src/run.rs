@@ -24,17 +24,20 @@ use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
 use crate::image::{build_image, ImageSpec};
-use crate::ops::file::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
-use crate::ops::package::{install_packages, purge_packages, PackageSpec};
+use crate::ops::file::{
+    apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
+};
+use crate::ops::package::{install_packages, probe_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
 use crate::qemu::{Machines, VmSpec};
 use crate::record::{
-    output_hash, Facts, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State,
+    output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult,
+    State,
 };
 use crate::spec::{split_key, Spec};
-use crate::store::{ObjectId, RefConflict, Store, StoreError};
+use crate::store::{ObjectId, RefConflict, Reserve, Store, StoreError};
 use crate::substitute::{Known, Payload, Resolution, Resolved};
 use crate::transport::{HostKey, HostSpec};
 
@@ -93,6 +96,8 @@ pub struct BuildReport {
     pub skipped: usize,
     pub deleted: usize,
     pub interrupted: bool,
+    /// What stopped the run early (a store write that failed): the counts are what was done.
+    pub error: Option<String>,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -139,6 +144,8 @@ pub struct Env<'a> {
     pub base: Option<ObjectId>,
     pub state: State,
     pub records: BTreeMap<String, RealizationRecord>,
+    /// The intents of steps that may have created things and have no record yet.
+    pub intents: BTreeMap<String, Intent>,
     last_commit: Instant,
 }
 
@@ -146,12 +153,18 @@ impl<'a> Env<'a> {
     pub fn open(store: &'a Store, lock: &'a EnvLock) -> Result<Env<'a>, StoreError> {
         let (base, state) = State::current(store, lock.env())?;
         let records = state.load_records(store)?;
+        let intents = state
+            .intents
+            .iter()
+            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
+            .collect::<Result<_, StoreError>>()?;
         Ok(Env {
             store,
             lock,
             base,
             state,
             records,
+            intents,
             last_commit: Instant::now(),
         })
     }
@@ -170,24 +183,39 @@ impl<'a> Env<'a> {
         }
     }
 
-    fn commit_soon(&mut self) -> Result<(), RunError> {
-        if self.last_commit.elapsed() >= Duration::from_millis(300) {
-            self.commit()
-        } else {
-            Ok(())
-        }
+    fn commit_due(&self) -> bool {
+        self.last_commit.elapsed() >= Duration::from_millis(300)
     }
 
     fn put_record(&mut self, r: RealizationRecord) -> Result<(), RunError> {
         let id = self.store.put_json(&r)?;
         self.state.records.insert(r.node.clone(), id);
+        self.state.intents.remove(&r.node);
+        self.intents.remove(&r.node);
         self.records.insert(r.node.clone(), r);
         Ok(())
+    }
+
+    fn put_intent(&mut self, i: Intent) -> Result<(), RunError> {
+        let id = self.store.put_json(&i)?;
+        self.state.intents.insert(i.node.clone(), id);
+        self.intents.insert(i.node.clone(), i);
+        Ok(())
+    }
+
+    /// Whether a step of this run or an earlier one found `key`'s thing absent on the
+    /// target `identity` and then may have created it.
+    fn intended(&self, key: &str, identity: &str) -> bool {
+        self.intents
+            .get(key)
+            .is_some_and(|i| i.target_identity == identity)
     }
 
     fn forget(&mut self, key: &str) {
         self.state.records.remove(key);
         self.records.remove(key);
+        self.state.intents.remove(key);
+        self.intents.remove(key);
     }
 }
 
@@ -232,6 +260,25 @@ pub fn realization_record(
     }
 }
 
+/// What deleting a node that has only an intent works from: envc created its thing.
+fn intent_record(i: &Intent) -> RealizationRecord {
+    RealizationRecord {
+        resolved_hash: String::new(),
+        target_identity: i.target_identity.clone(),
+        node: i.node.clone(),
+        derivation: String::new(),
+        attrs: BTreeMap::new(),
+        output_hash: String::new(),
+        facts: i.facts.clone(),
+        created: true,
+        run: i.run.clone(),
+        at_unix: i.at_unix,
+    }
+}
+
+/// Space set aside in the store at a run's start, to record how it ended on a full store.
+const RESERVE: usize = 1 << 20;
+
 /// One unit of remote work and the nodes it realizes.
 enum Work {
     /// Connect to a host and learn its key.
@@ -253,6 +300,9 @@ enum Work {
     Image { node: usize, spec: ImageSpec },
     /// A step on a target (`None` if its host could not be resolved).
     OnTarget(Option<Target>, Step),
+    /// First find which of these nodes' things are absent (their intents are written
+    /// before the step runs), then the step.
+    Probe(Option<Target>, Step, Vec<usize>),
 }
 
 enum Step {
@@ -274,6 +324,9 @@ impl Step {
 struct Done {
     results: Vec<(usize, Result<Applied, StepError>)>,
     elapsed: Duration,
+    /// After a probe: the nodes found absent, and the step to run once their intents are
+    /// committed.
+    then: Option<(Vec<usize>, Work)>,
 }
 
 /// Where a node's target is reached: the host node's state key, its spec and its key.
@@ -334,11 +387,59 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
             vec![(node, result)]
         }
         Work::OnTarget(target, step) => execute_step(target, step, &conns).await,
+        Work::Probe(target, step, nodes) => {
+            return match probe_absent(target.as_ref(), &step, &nodes, &conns).await {
+                Ok(absent) => Done {
+                    results: Vec::new(),
+                    elapsed: started.elapsed(),
+                    then: Some((absent, Work::OnTarget(target, step))),
+                },
+                Err(e) => Done {
+                    results: step
+                        .nodes()
+                        .into_iter()
+                        .map(|i| (i, Err(e.clone())))
+                        .collect(),
+                    elapsed: started.elapsed(),
+                    then: None,
+                },
+            }
+        }
     };
     Done {
         results,
         elapsed: started.elapsed(),
+        then: None,
     }
+}
+
+/// Which of `nodes` (files or packages of `step`) are absent from the target.
+async fn probe_absent(
+    target: Option<&Target>,
+    step: &Step,
+    nodes: &[usize],
+    conns: &Connections,
+) -> Result<Vec<usize>, StepError> {
+    let t = target.ok_or("a node without a target cannot be realized here")?;
+    let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
+    let found = match step {
+        Step::Files(xs) => {
+            let paths = xs.iter().filter(|x| nodes.contains(&x.0));
+            let paths: Vec<String> = paths.map(|x| x.1.path.clone()).collect();
+            probe_files(&transport, &paths).await
+        }
+        Step::Packages(xs) => {
+            let names = xs.iter().filter(|x| nodes.contains(&x.0));
+            let names: Vec<String> = names.map(|x| x.1.name.clone()).collect();
+            probe_packages(&transport, &names).await
+        }
+        Step::Service(..) => return Ok(Vec::new()),
+    }?;
+    let probed = step.nodes().into_iter().filter(|i| nodes.contains(i));
+    Ok(probed
+        .zip(found)
+        .filter_map(|(i, f)| f.is_none().then_some(i))
+        .collect())
 }
 
 async fn execute_step(
@@ -413,6 +514,7 @@ pub struct Scheduler<'s> {
     deletions: Vec<NodeOutcome>,
     failed_targets: BTreeSet<usize>,
     report: BuildReport,
+    started_unix: u64,
 }
 
 impl<'s> Scheduler<'s> {
@@ -454,6 +556,7 @@ impl<'s> Scheduler<'s> {
             deletions: Vec::new(),
             failed_targets: BTreeSet::new(),
             report: BuildReport::default(),
+            started_unix: now_unix(),
         }
     }
 
@@ -547,8 +650,77 @@ impl<'s> Scheduler<'s> {
         }
     }
 
-    /// Runs the graph, then deletes what left it. Records and state go to `env`.
+    /// Runs the graph, then deletes what left it. Records and state go to `env`. The run is
+    /// in the history from its start (`unfinished`) to its end, whatever ended it: a store
+    /// that fails a write ends the run `failed`, recorded in space set aside at its start,
+    /// and the report says why.
     pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, RunError> {
+        let reserve = env.store.reserve(&self.run_id, RESERVE).ok();
+        self.record_run(env, RunResult::Unfinished)?;
+        let ended = self.realize(env).await;
+        env.state.outputs = self.resolve_outputs();
+        let result = if ended.is_err() {
+            RunResult::Failed
+        } else if self.report.interrupted {
+            RunResult::Interrupted
+        } else if self.report.failed > 0 {
+            RunResult::Failed
+        } else {
+            RunResult::Ok
+        };
+        self.report.error = ended.err().map(|e| e.to_string());
+        if let Err(e) = self.record_run(env, result) {
+            // A full store: the space set aside is for this.
+            reserve.as_ref().map(Reserve::release);
+            if let Err(again) = self.record_run(env, result) {
+                let why =
+                    format!("this run could not be recorded in the store: {again} (first: {e})");
+                self.report.error = Some(match self.report.error.take() {
+                    Some(first) => format!("{first}; {why}"),
+                    None => why,
+                });
+            }
+        }
+        self.report.outcomes = self.nodes_so_far();
+        Ok(self.report)
+    }
+
+    /// Every node's outcome so far, deletions last.
+    fn nodes_so_far(&self) -> Vec<NodeOutcome> {
+        let nodes = self.outcomes.values().chain(&self.deletions);
+        nodes.cloned().collect()
+    }
+
+    /// Writes the run's record as it stands and commits the state with it.
+    fn record_run(&mut self, env: &mut Env, result: RunResult) -> Result<(), RunError> {
+        let run = RunRecord {
+            run: self.run_id.clone(),
+            env: env.lock.env().to_string(),
+            command: self.opts.command.clone(),
+            graph_hash: self.spec.graph_hash.clone(),
+            lock_hash: self.opts.lock_hash.clone(),
+            started_unix: self.started_unix,
+            finished_unix: now_unix(),
+            result,
+            nodes: self.nodes_so_far(),
+            error: self.report.error.clone(),
+        };
+        let id = env.store.put_json(&run)?;
+        env.state.run = Some(id);
+        self.report.run = Some(id);
+        env.commit()
+    }
+
+    /// Commits the state when it is time, with the run's record as it stands.
+    fn checkpoint(&mut self, env: &mut Env) -> Result<(), RunError> {
+        if env.commit_due() {
+            self.record_run(env, RunResult::Unfinished)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn realize(&mut self, env: &mut Env<'_>) -> Result<(), RunError> {
         let spec = self.spec;
         let n = spec.nodes.len();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -566,7 +738,6 @@ impl<'s> Scheduler<'s> {
         let mut ready: VecDeque<usize> = (0..n).filter(|i| waiting_on[*i] == 0).collect();
         let semaphore = Arc::new(Semaphore::new(self.opts.jobs.max(1)));
         let mut tasks: JoinSet<Done> = JoinSet::new();
-        let started_unix = now_unix();
 
         loop {
             let mut to_run: Vec<(usize, Action, Resolved)> = Vec::new();
@@ -665,18 +836,24 @@ impl<'s> Scheduler<'s> {
                 break;
             };
             let done = joined.map_err(|e| RunError::Panicked(e.to_string()))?;
+            if let Some((absent, work)) = done.then {
+                self.intend(&absent, &work, env)?;
+                self.spawn(work, &semaphore, &mut tasks);
+            }
             for (i, result) in done.results {
                 let key = spec.nodes[i].key.clone();
                 let (action, resolved) =
                     self.decided[i].clone().expect("queued nodes were decided");
                 match result {
-                    Ok(applied) => {
+                    Ok(mut applied) => {
                         let identity = if spec.nodes[i].kind.is_target() {
                             applied.facts.get("fingerprint").cloned()
                         } else {
                             self.identity(i)
                         }
                         .unwrap_or_default();
+                        // Found absent before a step that may not have been recorded.
+                        applied.created |= env.intended(&key, &identity);
                         let record = realization_record(
                             spec,
                             i,
@@ -700,42 +877,14 @@ impl<'s> Scheduler<'s> {
                     }
                 }
             }
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
 
         self.report.interrupted |= self.cancel.load(Ordering::SeqCst);
         if !self.report.interrupted {
             self.delete_removed(env).await?;
         }
-        let spec_outputs = self.resolve_outputs();
-        env.state.outputs = spec_outputs;
-        let result = if self.report.interrupted {
-            RunResult::Interrupted
-        } else if self.report.failed > 0 {
-            RunResult::Failed
-        } else {
-            RunResult::Ok
-        };
-        let run = RunRecord {
-            run: self.run_id.clone(),
-            env: env.lock.env().to_string(),
-            command: self.opts.command.clone(),
-            graph_hash: spec.graph_hash.clone(),
-            lock_hash: self.opts.lock_hash.clone(),
-            started_unix,
-            finished_unix: now_unix(),
-            result,
-            nodes: std::mem::take(&mut self.outcomes)
-                .into_values()
-                .chain(std::mem::take(&mut self.deletions))
-                .collect(),
-        };
-        let run_id = env.store.put_json(&run)?;
-        env.state.run = Some(run_id);
-        env.commit()?;
-        self.report.run = Some(run_id);
-        self.report.outcomes = run.nodes;
-        Ok(self.report)
+        Ok(())
     }
 
     /// How to reach target `t` (a host or VM node) as this run decided it.
@@ -847,26 +996,72 @@ impl<'s> Scheduler<'s> {
                 }
             }
         }
-        for xs in files.into_values() {
-            works.push(Work::OnTarget(
-                self.target_for(xs[0].0, env),
-                Step::Files(xs),
-            ));
-        }
-        for xs in packages.into_values() {
-            works.push(Work::OnTarget(
-                self.target_for(xs[0].0, env),
-                Step::Packages(xs),
-            ));
+        let steps = (files.into_values().map(Step::Files))
+            .chain(packages.into_values().map(Step::Packages));
+        for step in steps {
+            let target = self.target_for(step.nodes()[0], env);
+            // What is not known to be envc's already is probed first: found absent, it
+            // gets an intent before the step may create it.
+            let unknown: Vec<usize> = step
+                .nodes()
+                .into_iter()
+                .filter(|&i| {
+                    let key = &self.spec.nodes[i].key;
+                    let identity = self.identity(i).unwrap_or_default();
+                    let created = env
+                        .records
+                        .get(key)
+                        .is_some_and(|r| r.created && r.target_identity == identity);
+                    !created && !env.intended(key, &identity)
+                })
+                .collect();
+            works.push(if unknown.is_empty() {
+                Work::OnTarget(target, step)
+            } else {
+                Work::Probe(target, step, unknown)
+            });
         }
         for work in works {
-            let conns = self.conns.clone();
-            let machines = self.machines.clone();
-            let semaphore = semaphore.clone();
-            tasks.spawn(async move {
-                let _permit = semaphore.acquire_owned().await;
-                execute(work, conns, machines).await
-            });
+            self.spawn(work, semaphore, tasks);
+        }
+    }
+
+    fn spawn(&self, work: Work, semaphore: &Arc<Semaphore>, tasks: &mut JoinSet<Done>) {
+        let conns = self.conns.clone();
+        let machines = self.machines.clone();
+        let semaphore = semaphore.clone();
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            execute(work, conns, machines).await
+        });
+    }
+
+    /// Writes and commits the intents of the nodes of `work` found `absent`, before it runs.
+    fn intend(&self, absent: &[usize], work: &Work, env: &mut Env) -> Result<(), RunError> {
+        let Work::OnTarget(_, step) = work else {
+            return Ok(());
+        };
+        let facts = |i: usize| match step {
+            Step::Files(xs) => xs
+                .iter()
+                .find(|x| x.0 == i)
+                .map(|(_, f)| file_facts(&f.content, &f.owner, &f.group, f.mode))
+                .unwrap_or_default(),
+            _ => Facts::new(),
+        };
+        for &i in absent {
+            env.put_intent(Intent {
+                node: self.spec.nodes[i].key.clone(),
+                target_identity: self.identity(i).unwrap_or_default(),
+                facts: facts(i),
+                run: self.run_id.clone(),
+                at_unix: now_unix(),
+            })?;
+        }
+        if absent.is_empty() {
+            Ok(())
+        } else {
+            env.commit()
         }
     }
 
@@ -888,12 +1083,25 @@ impl<'s> Scheduler<'s> {
     /// left in place and forgotten.
     async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), RunError> {
         let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
-        let gone: Vec<RealizationRecord> = env
+        let mut gone: Vec<RealizationRecord> = env
             .records
             .values()
             .filter(|r| !in_graph.contains(r.node.as_str()))
             .cloned()
+            .map(|mut r| {
+                r.created |= env.intended(&r.node, &r.target_identity);
+                r
+            })
             .collect();
+        // What a step may have created without ever recording it is envc's too.
+        gone.extend(
+            env.intents
+                .values()
+                .filter(|i| {
+                    !in_graph.contains(i.node.as_str()) && !env.records.contains_key(&i.node)
+                })
+                .map(intent_record),
+        );
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
             // Targets (no target of their own) are handled below, after what was on them.
@@ -996,7 +1204,7 @@ impl<'s> Scheduler<'s> {
             for (key, res) in results {
                 self.report_deletion(env, &key, &target, res, started.elapsed());
             }
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
         // Records without a target of their own (`kind:name`) whose node left the graph:
         // VMs are stopped and their disks deleted; images stay in the store as a cache;
@@ -1024,6 +1232,7 @@ impl<'s> Scheduler<'s> {
                 _ if env
                     .records
                     .keys()
+                    .chain(env.intents.keys())
                     .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name)) =>
                 {
                     continue
@@ -1031,7 +1240,7 @@ impl<'s> Scheduler<'s> {
                 _ => Ok("forgotten".into()),
             };
             self.report_deletion(env, &key, &name, res, started.elapsed());
-            env.commit_soon()?;
+            self.checkpoint(env)?;
         }
         if self.spec.nodes.is_empty() {
             // `destroy`: VMs that never got a record (a failed creation) go too.

@@ -376,6 +376,8 @@ impl Session {
         let History { states, end } =
             readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
         let mut seen = BTreeSet::new();
+        // A run's record is rewritten as it goes (`unfinished` at its start): the newest wins.
+        let mut seen_runs = BTreeSet::new();
         let mut runs = Vec::new();
         for (_, state) in states {
             let Some(run_id) = state.run else { continue };
@@ -383,6 +385,7 @@ impl Session {
                 continue;
             }
             runs.push(match self.store.get_json::<RunRecord>(&run_id) {
+                Ok(run) if !seen_runs.insert(run.run.clone()) => continue,
                 Ok(run) => Ok(run),
                 Err(e) => Err((run_id, Damage::of(e).map_err(|e| self.store_error(e))?)),
             });

@@ -124,6 +124,24 @@ pub struct RefConflict {
     pub found: Option<ObjectId>,
 }
 
+/// Space set aside in the store's `tmp/` (see [`Store::reserve`]); freed when dropped.
+#[derive(Debug)]
+pub struct Reserve {
+    path: PathBuf,
+}
+
+impl Reserve {
+    pub fn release(&self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
@@ -176,6 +194,18 @@ impl Store {
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(io_err(dir))
+    }
+
+    /// Sets `bytes` of space aside in `tmp/` (a file of zeros) until the [`Reserve`] is
+    /// released: what lets a run record how it ended on a store that filled up meanwhile.
+    pub fn reserve(&self, name: &str, bytes: usize) -> Result<Reserve, StoreError> {
+        let path = self.root.join("tmp").join(format!("reserve.{name}"));
+        let reserve = Reserve { path };
+        let mut f = File::create(&reserve.path).map_err(io_err(&reserve.path))?;
+        f.write_all(&vec![0; bytes])
+            .and_then(|()| f.sync_all())
+            .map_err(io_err(&reserve.path))?;
+        Ok(reserve)
     }
 
     /// Stores `bytes` and returns their id. Storing what is already there is a no-op.

@@ -194,6 +194,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             duration_ms: 5,
             output_hash: None,
         }],
+        error: None,
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -302,6 +303,7 @@ fn run_record(s: &Store, n: u64) -> ObjectId {
         finished_unix: n,
         result: RunResult::Ok,
         nodes: Vec::new(),
+        error: None,
     })
     .unwrap()
 }

@@ -105,6 +105,10 @@ fn realize(
     progress.finish();
     let report = result.map_err(Failure::Session)?;
     summary(&report, &request.command, json_out);
+    if let Some(e) = &report.error {
+        eprintln!("error: {e}");
+        return Ok(Exit::Failed);
+    }
     Ok(if report.interrupted {
         Exit::Interrupted
     } else if report.failed > 0 {
