@@ -1017,22 +1017,12 @@ fn a_build_labels_each_node_with_the_action_plan_gave_it_even_when_it_cannot_run
 fn what_a_killed_build_created_is_still_destroyed_after_the_rebuild() {
     let hosts = TestHosts::start(2);
     let p = Project::new(&hosts);
-    let mut s = String::from("import \"std/debian\"\n");
-    for i in 0..hosts.len() {
-        s.push_str(&format!(
-            "let h{i} = host(name = \"{}\", address = \"{}\")\n\
-             let f{i} = [for n in 0..4 => file(path = \"/etc/envc-kill/f${{n}}\", content = \"${{n}}\\n\", target = h{i})]\n\
-             let p{i} = debian.packages(h{i}, {{ hello = \"\", tree = \"\" }})\n",
-            hosts.name(i),
-            hosts.addr(i)
-        ));
-    }
-    p.write("prod.env", &s);
-    // (The directory `mkdir -p` made stays: envc removes files, never directories.)
-    let look = "ls -A /etc/envc-kill 2>/dev/null; for p in hello tree; do \
-                [ \"$(dpkg-query -W -f '${db:Status-Status}' $p 2>/dev/null)\" = installed ] \
-                && echo $p installed || echo $p absent; done";
-    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, look)).collect();
+    p.write(
+        "prod.env",
+        &files_and_packages(&hosts, "/etc/envc-kill", 4, "", &["hello", "tree"]),
+    );
+    let look = host_state("/etc/envc-kill", &["hello", "tree"]);
+    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, &look)).collect();
     assert!(before[0].starts_with("hello absent"), "{}", before[0]);
     for i in 0..2 {
         remote(
@@ -1088,16 +1078,7 @@ fn what_a_killed_build_created_is_still_destroyed_after_the_rebuild() {
         );
     }
     ok(&p.run(&hosts, &["build"]));
-    let destroyed = p.run(&hosts, &["destroy", "--yes"]);
-    ok(&destroyed);
-    assert!(
-        !text(&destroyed).contains("did not create"),
-        "{}",
-        text(&destroyed)
-    );
-    for (i, was) in before.iter().enumerate() {
-        assert_eq!(&remote(&hosts, i, look), was, "host {i}");
-    }
+    destroy_restores(&p, &hosts, &look, &before);
 }
 
 /// A store that fills up mid-run (a small tmpfs as `ENVC_STORE`, filled once the file step
@@ -1197,23 +1178,16 @@ fn builds_killed_at_seeded_moments_keep_every_invariant() {
     // updates, an install and a purge under way.
     let source = |round: usize| {
         let package = ["hello", "tree"][round % 2];
-        let mut s = String::from("import \"std/debian\"\n");
-        for i in 0..hosts.len() {
-            s.push_str(&format!(
-                "let h{i} = host(name = \"{}\", address = \"{}\")\n\
-                 let f{i} = [for n in 0..20 => file(path = \"/etc/envc-fault/f${{n}}\", content = \"${{n}} {round}\\n\", target = h{i})]\n\
-                 let p{i} = debian.packages(h{i}, {{ {package} = \"\" }})\n",
-                hosts.name(i),
-                hosts.addr(i)
-            ));
-        }
-        s
+        files_and_packages(
+            &hosts,
+            "/etc/envc-fault",
+            20,
+            &round.to_string(),
+            &[package],
+        )
     };
-    // (The directory `mkdir -p` made stays: envc removes files, never directories.)
-    let look = "ls -A /etc/envc-fault 2>/dev/null; for p in hello tree; do \
-                [ \"$(dpkg-query -W -f '${db:Status-Status}' $p 2>/dev/null)\" = installed ] \
-                && echo $p installed || echo $p absent; done";
-    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, look)).collect();
+    let look = host_state("/etc/envc-fault", &["hello", "tree"]);
+    let before: Vec<String> = (0..2).map(|i| remote(&hosts, i, &look)).collect();
     let store_verify = || {
         hosts
             .in_controller(env!("CARGO_BIN_EXE_envc"))
@@ -1259,7 +1233,50 @@ fn builds_killed_at_seeded_moments_keep_every_invariant() {
     }
     // A schedule whose kills all came after the build ended would test nothing.
     assert!(landed >= 2, "only {landed} of 4 kills landed mid-build");
-    let destroyed = p.run(&hosts, &["destroy", "--yes"]);
+    destroy_restores(&p, &hosts, &look, &before);
+}
+
+/// On every host: `files` files under `dir` (`f0`…, holding `N SUFFIX`) and the Debian
+/// `packages`.
+fn files_and_packages(
+    hosts: &TestHosts,
+    dir: &str,
+    files: usize,
+    suffix: &str,
+    packages: &[&str],
+) -> String {
+    let set: Vec<String> = packages.iter().map(|p| format!("{p} = \"\"")).collect();
+    let mut s = String::from("import \"std/debian\"\n");
+    for i in 0..hosts.len() {
+        s.push_str(&format!(
+            "let h{i} = host(name = \"{}\", address = \"{}\")\n\
+             let f{i} = [for n in 0..{files} => file(path = \"{dir}/f${{n}}\", content = \"${{n}}{suffix}\\n\", target = h{i})]\n\
+             let p{i} = debian.packages(h{i}, {{ {} }})\n",
+            hosts.name(i),
+            hosts.addr(i),
+            set.join(", ")
+        ));
+    }
+    s
+}
+
+/// A shell command printing what of `dir` and `packages` a host has: the files, and each
+/// package installed or absent. (The directory `mkdir -p` made stays: envc removes files,
+/// never directories.)
+fn host_state(dir: &str, packages: &[&str]) -> String {
+    format!(
+        "ls -A {dir} 2>/dev/null; for p in {}; do \
+         [ \"$(dpkg-query -W -f '${{db:Status-Status}}' $p 2>/dev/null)\" = installed ] \
+         && echo $p installed || echo $p absent; done",
+        packages.join(" ")
+    )
+}
+
+/// `destroy --yes` removes everything envc made (nothing is "left in place: envc did not
+/// create it"), and each host is again as `before` (what `look` printed before the first
+/// build).
+fn destroy_restores(p: &Project, hosts: &TestHosts, look: &str, before: &[String]) {
+    let destroyed = p.run(hosts, &["destroy", "--yes"]);
     ok(&destroyed);
     assert!(
         !text(&destroyed).contains("did not create"),
@@ -1267,6 +1284,6 @@ fn builds_killed_at_seeded_moments_keep_every_invariant() {
         text(&destroyed)
     );
     for (i, was) in before.iter().enumerate() {
-        assert_eq!(&remote(&hosts, i, look), was, "host {i}");
+        assert_eq!(&remote(hosts, i, look), was, "host {i}");
     }
 }
