@@ -1287,3 +1287,35 @@ fn destroy_restores(p: &Project, hosts: &TestHosts, look: &str, before: &[String
         assert_eq!(&remote(hosts, i, look), was, "host {i}");
     }
 }
+
+/// `envc build --json | head -1`: once the reader is gone every write to stdout fails, and
+/// the build still runs to its end, records the run and exits as the run would (0), not 101.
+#[test]
+fn a_build_whose_stdout_is_closed_finishes_and_is_recorded() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write("prod.env", &source(&hosts, ""));
+    p.write("peers.j2", TEMPLATE);
+    for args in [&["build", "--json"][..], &["build"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = p
+            .envc(&hosts, args)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    let runs = String::from_utf8_lossy(&log.stdout)
+        .lines()
+        .filter(|l| l.starts_with("run ") && l.contains(" ok "))
+        .count();
+    assert_eq!(runs, 2, "both runs are recorded: {}", text(&log));
+    assert_eq!(
+        remote(&hosts, 0, "cat /etc/motd"),
+        format!("managed by envc: {}\n", hosts.name(0))
+    );
+}
