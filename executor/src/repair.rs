@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::envlock::{EnvLock, EnvLockError, Holder};
-use crate::record::{RealizationRecord, RunRecord, State};
+use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
 /// How long a temporary file must have been left alone before verify takes it for a killed
@@ -91,6 +91,9 @@ pub struct EnvDamage {
     /// state is left. Repair removes the ref; the next build is a first build.
     pub head: Option<Damage>,
     pub records: Vec<DamagedRecord>,
+    /// Intents (what a run was about to create) that cannot be read: repair drops them, so
+    /// the next build decides afresh whether what it finds is envc's.
+    pub intents: Vec<DamagedRecord>,
     /// Newest first.
     pub runs: Vec<DamagedRun>,
     pub cut: Option<Cut>,
@@ -98,7 +101,11 @@ pub struct EnvDamage {
 
 impl EnvDamage {
     pub fn is_empty(&self) -> bool {
-        self.head.is_none() && self.records.is_empty() && self.runs.is_empty() && self.cut.is_none()
+        self.head.is_none()
+            && self.records.is_empty()
+            && self.intents.is_empty()
+            && self.runs.is_empty()
+            && self.cut.is_none()
     }
 }
 
@@ -268,6 +275,15 @@ fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)
                 });
             }
         }
+        for (node, object) in &current.intents {
+            if let Err(e) = store.get_json::<Intent>(object) {
+                d.intents.push(DamagedRecord {
+                    node: node.clone(),
+                    object: *object,
+                    damage: Damage::of(e)?,
+                });
+            }
+        }
     }
     let mut seen = BTreeSet::new();
     for run in chain.iter().filter_map(|(_, s)| s.run) {
@@ -306,6 +322,9 @@ fn rewrite(
         if i == 0 {
             for r in &damage.records {
                 s.records.remove(&r.node);
+            }
+            for r in &damage.intents {
+                s.intents.remove(&r.node);
             }
         }
         previous = Some(store.put_json(&s)?);

@@ -347,11 +347,13 @@ impl Store {
                     path.file_name().unwrap_or_default().to_string_lossy()
                 );
                 // Hashed by streaming: disk images are objects too, of gigabytes.
+                // A file that cannot be read is an error, not damage: repair must never
+                // delete a sound object it merely could not open.
                 let ok = match ObjectId::parse(&name) {
                     Some(id) if path.is_file() => {
                         let mut h = blake3::Hasher::new();
-                        h.update_mmap_rayon(&path).is_ok()
-                            && ObjectId(*h.finalize().as_bytes()) == id
+                        h.update_mmap_rayon(&path).map_err(io_err(&path))?;
+                        ObjectId(*h.finalize().as_bytes()) == id
                     }
                     _ => false,
                 };

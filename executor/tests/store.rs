@@ -428,3 +428,46 @@ fn a_damaged_state_cuts_the_history_and_a_damaged_current_state_is_forgotten() {
     assert_eq!(history[0].1.records.len(), 3);
     assert!(repair::verify(&s).unwrap().is_sound());
 }
+
+/// A damaged intent (what a killed run was about to create) stops `Env::open`, as a
+/// damaged record does; repair drops it, and every build can open the state again.
+#[test]
+fn repair_drops_a_damaged_intent_so_builds_can_open_the_state() {
+    use envc_executor::record::Intent;
+    use envc_executor::repair::{self, Damage, DamagedRecord};
+    use envc_executor::run::Env;
+    let (_d, s) = store();
+    three_runs(&s, "prod");
+    let intent = s
+        .put_json(&Intent {
+            node: "h1/file:/etc/new".into(),
+            target_identity: "SHA256:h1".into(),
+            facts: BTreeMap::new(),
+            run: "run-3".into(),
+            at_unix: 3,
+        })
+        .unwrap();
+    {
+        let lock = EnvLock::acquire(&s, "prod", false, &Holder::current("test")).unwrap();
+        let (base, mut state) = State::current(&s, "prod").unwrap();
+        state.intents.insert("h1/file:/etc/new".into(), intent);
+        state.commit(&s, &lock, base).unwrap().unwrap();
+        flip(&s, &intent);
+        assert!(Env::open(&s, &lock).is_err(), "a damaged intent stops a build");
+    }
+    let found = repair::verify(&s).unwrap();
+    assert_eq!(
+        found.envs[0].intents,
+        vec![DamagedRecord {
+            node: "h1/file:/etc/new".into(),
+            object: intent,
+            damage: Damage::Corrupt,
+        }]
+    );
+    repair::repair(&s, &Holder::current("test")).unwrap();
+    assert!(repair::verify(&s).unwrap().is_sound());
+    let lock = EnvLock::acquire(&s, "prod", false, &Holder::current("test")).unwrap();
+    let env = Env::open(&s, &lock).unwrap();
+    assert!(env.state.intents.is_empty());
+    assert_eq!(env.records.len(), 3, "the records are kept");
+}

@@ -61,6 +61,19 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
                 r.damage
             );
         }
+        for r in &env.intents {
+            let what = if repaired {
+                "dropped: the next build decides afresh whether what it finds is envc's"
+            } else {
+                "the next build cannot start until it is repaired"
+            };
+            outln!(
+                "{name}: intent of {} ({}): {}; {what}",
+                r.node,
+                r.object,
+                r.damage
+            );
+        }
         for r in &env.runs {
             let what = if repaired {
                 "removed from the history"
