@@ -78,7 +78,7 @@ impl Failure {
                 crate::output::errln!("error: {e}");
                 match e {
                     SessionError::Locked(_) => Exit::Locked,
-                    SessionError::Run(_) | SessionError::MissingTools(_) => Exit::Failed,
+                    SessionError::Run { .. } | SessionError::MissingTools(_) => Exit::Failed,
                     SessionError::Store { .. }
                     | SessionError::State { .. }
                     | SessionError::NeverBuilt { .. }

@@ -41,6 +41,7 @@ pub fn local_drift(
 }
 
 /// What a probe found, by node key: differences from the record, or why it could not look.
+#[derive(Clone, Debug, Default)]
 pub struct Probed {
     pub drift: BTreeMap<String, DriftFacts>,
     pub unreachable: BTreeMap<String, String>,

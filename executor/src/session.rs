@@ -18,7 +18,7 @@ use envc_compiler::SourceLoader;
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::plan::{plan, Action, DriftFacts, Plan};
-use crate::probe::{local_drift, probe};
+use crate::probe::{local_drift, probe, Probed};
 use crate::qemu::Machines;
 use crate::record::{RealizationRecord, RunRecord, State};
 use crate::repair::{readable_history, Damage, History};
@@ -62,8 +62,12 @@ pub enum SessionError {
     },
     /// Tools the nodes about to run need are missing; nothing ran.
     MissingTools(Vec<MissingTool>),
-    /// The run itself broke off (its state is committed as far as it got).
-    Run(RunError),
+    /// The run itself broke off; its state is committed as far as it got, unless `commit`
+    /// says why not.
+    Run {
+        error: Box<RunError>,
+        commit: Option<Box<RunError>>,
+    },
     Io(String),
 }
 
@@ -90,7 +94,13 @@ impl std::fmt::Display for SessionError {
                     lines.join("\n")
                 )
             }
-            SessionError::Run(e) => write!(f, "{e}"),
+            SessionError::Run { error, commit } => {
+                write!(f, "{error}")?;
+                match commit {
+                    Some(c) => write!(f, "; and what it did could not be recorded: {c}"),
+                    None => Ok(()),
+                }
+            }
             SessionError::Io(e) => f.write_str(e),
         }
     }
@@ -225,15 +235,19 @@ impl Session {
         records: &BTreeMap<String, RealizationRecord>,
         machines: &Machines,
         conns: Option<&Connections>,
-    ) -> (BTreeMap<String, DriftFacts>, BTreeMap<String, String>) {
+    ) -> (BTreeMap<String, DriftFacts>, Probed) {
         let mut drift = local_drift(records, &self.store, machines);
         let Some(conns) = conns else {
-            return (drift, BTreeMap::new());
+            let nothing = Probed {
+                drift: BTreeMap::new(),
+                unreachable: BTreeMap::new(),
+            };
+            return (drift, nothing);
         };
         let first = plan(spec, records, &drift, files);
         let probed = probe(records, &graph_hosts(&first), conns).await;
-        drift.extend(probed.drift);
-        (drift, probed.unreachable)
+        drift.extend(probed.drift.clone());
+        (drift, probed)
     }
 
     /// `envc plan` (and `why`, `drift`): the records, optional probes, then the plan.
@@ -252,7 +266,7 @@ impl Session {
                     .observe(spec, files, &records, &machines, Some(&conns))
                     .await;
                 conns.close().await;
-                seen
+                (seen.0, seen.1.unreachable)
             })
         } else {
             (
@@ -310,7 +324,7 @@ impl Session {
                 }
             });
         }
-        let (drift, unreachable) = rt.block_on(self.observe(
+        let (drift, probed) = rt.block_on(self.observe(
             spec,
             files,
             &env.records,
@@ -318,7 +332,8 @@ impl Session {
             request.refresh.then_some(&*conns),
         ));
         if request.refresh {
-            reporter.probed(&drift, &unreachable);
+            // What the probes found; what is visible locally is the plan's business.
+            reporter.probed(&probed.drift, &probed.unreachable);
         }
         // Every tool the nodes about to run need, before any of them runs.
         let first = plan(spec, &env.records, &drift, files);
@@ -362,9 +377,13 @@ impl Session {
         });
         match result {
             Ok(report) => Ok(report),
-            Err(e) => {
-                let _ = env.commit();
-                Err(SessionError::Run(e))
+            Err(error) => {
+                // Keep what the run got done; if even that fails, say so too.
+                let commit = env.commit().err().map(Box::new);
+                Err(SessionError::Run {
+                    error: Box::new(error),
+                    commit,
+                })
             }
         }
     }
