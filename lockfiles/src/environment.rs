@@ -21,6 +21,12 @@ pub struct Resolved {
     pub warnings: Vec<String>,
 }
 
+/// Why nothing was resolved: one message per pin that failed, and the warnings so far.
+pub struct Unresolved {
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
 /// Resolves every pin `needs` names; `old` keeps the mirror and the clock a lockfile
 /// already pins, so that relocking on another machine does not move every pin. `stdlib`
 /// is the hash of this envc's standard library. Errors: one message per pin that failed.
@@ -28,11 +34,14 @@ pub fn resolve_environment(
     needs: &Needs,
     old: Option<&Lockfile>,
     stdlib: &str,
-) -> Result<Resolved, Vec<String>> {
+) -> Result<Resolved, Unresolved> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| vec![e.to_string()])?;
+        .map_err(|e| Unresolved {
+            errors: vec![e.to_string()],
+            warnings: Vec::new(),
+        })?;
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
@@ -56,7 +65,7 @@ pub fn resolve_environment(
         }
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(Unresolved { errors, warnings });
     }
     let mut lock = Lockfile::new(
         old.map_or(DEFAULT_SOURCE_DATE_EPOCH, |o| o.source_date_epoch),
@@ -110,7 +119,7 @@ pub fn resolve_environment(
         lock.normalize();
         Ok(Resolved { lock, warnings })
     } else {
-        Err(errors)
+        Err(Unresolved { errors, warnings })
     }
 }
 

@@ -106,11 +106,12 @@ fn realize(
     let report = result.map_err(Failure::Session)?;
     summary(&report, &request.command, json_out);
     if let Some(e) = &report.error {
-        eprintln!("error: {e}");
-        return Ok(Exit::Failed);
+        crate::output::errln!("error: {e}");
     }
     Ok(if report.interrupted {
         Exit::Interrupted
+    } else if report.error.is_some() {
+        Exit::Failed
     } else if report.failed > 0 {
         if !json_out {
             for o in &report.outcomes {

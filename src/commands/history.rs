@@ -52,6 +52,12 @@ pub fn log(file: &Path, json_out: bool) -> Outcome {
             ));
         }
     }
+    if let Some((state, damage)) = history.end {
+        let at = state.map_or("the ref".to_string(), |s| format!("state {s}"));
+        crate::output::errln!(
+            "{at}: damaged: {damage}; the history before it cannot be read; {hint}"
+        );
+    }
     Ok(Exit::Ok)
 }
 

@@ -58,7 +58,14 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             Ok(Exit::Ok)
         }
         Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
-        Err(LockCommandError::Unresolved { path, errors }) => {
+        Err(LockCommandError::Unresolved {
+            path,
+            errors,
+            warnings,
+        }) => {
+            for w in &warnings {
+                crate::output::errln!("warning: {w}");
+            }
             for e in &errors {
                 crate::output::errln!("error: {e}");
             }
