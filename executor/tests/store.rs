@@ -453,7 +453,10 @@ fn repair_drops_a_damaged_intent_so_builds_can_open_the_state() {
         state.intents.insert("h1/file:/etc/new".into(), intent);
         state.commit(&s, &lock, base).unwrap().unwrap();
         flip(&s, &intent);
-        assert!(Env::open(&s, &lock).is_err(), "a damaged intent stops a build");
+        assert!(
+            Env::open(&s, &lock).is_err(),
+            "a damaged intent stops a build"
+        );
     }
     let found = repair::verify(&s).unwrap();
     assert_eq!(
