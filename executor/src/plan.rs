@@ -8,7 +8,7 @@ use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 use serde::{Deserialize, Serialize};
 
-use crate::record::{Facts, RealizationRecord};
+use crate::record::{leaving, Facts, Intent, RealizationRecord};
 use crate::spec::Spec;
 use crate::substitute::{resolve, Known, Resolution, Resolved};
 
@@ -208,6 +208,7 @@ pub fn recorded_identity<'r>(
 pub fn plan(
     spec: &Spec,
     records: &BTreeMap<String, RealizationRecord>,
+    intents: &BTreeMap<String, Intent>,
     drift: &BTreeMap<String, DriftFacts>,
     files: &dyn SourceLoader,
 ) -> Plan {
@@ -252,10 +253,9 @@ pub fn plan(
     }
     let in_graph: std::collections::BTreeSet<&str> =
         spec.nodes.iter().map(|n| n.key.as_str()).collect();
-    let deletions = records
-        .iter()
-        .filter(|(k, _)| !in_graph.contains(k.as_str()))
-        .map(|(k, r)| (k.clone(), r.clone()))
+    let deletions = leaving(&|k| in_graph.contains(k), records, intents)
+        .into_iter()
+        .map(|r| (r.node.clone(), r))
         .collect();
     Plan { nodes, deletions }
 }

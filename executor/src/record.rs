@@ -58,6 +58,24 @@ pub struct Intent {
     pub at_unix: u64,
 }
 
+impl Intent {
+    /// What deleting a node that has only an intent works from: envc created its thing.
+    pub fn as_record(&self) -> RealizationRecord {
+        RealizationRecord {
+            resolved_hash: String::new(),
+            target_identity: self.target_identity.clone(),
+            node: self.node.clone(),
+            derivation: String::new(),
+            attrs: BTreeMap::new(),
+            output_hash: String::new(),
+            facts: self.facts.clone(),
+            created: true,
+            run: self.run.clone(),
+            at_unix: self.at_unix,
+        }
+    }
+}
+
 /// blake3 of a set of facts, as dependents see it.
 pub fn output_hash(facts: &Facts) -> String {
     let bytes = serde_json::to_vec(facts).expect("facts serialise");
@@ -228,6 +246,14 @@ impl State {
             .collect()
     }
 
+    /// Loads every intent.
+    pub fn load_intents(&self, store: &Store) -> Result<BTreeMap<String, Intent>, StoreError> {
+        self.intents
+            .iter()
+            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
+            .collect()
+    }
+
     /// States from the newest back, following `previous`.
     pub fn history(store: &Store, env: &str) -> Result<Vec<(ObjectId, State)>, StoreError> {
         let mut out = Vec::new();
@@ -239,6 +265,37 @@ impl State {
         }
         Ok(out)
     }
+}
+
+/// What leaves a graph whose node keys are `in_graph`, as `build` deletes it: the live
+/// records of nodes that are gone (created where an intent on the same target shows envc
+/// made the thing), and what only an intent knows of (a step killed before its record).
+/// Plans show the same list, so `destroy` without `--yes` says what `--yes` removes.
+pub fn leaving(
+    in_graph: &dyn Fn(&str) -> bool,
+    records: &BTreeMap<String, RealizationRecord>,
+    intents: &BTreeMap<String, Intent>,
+) -> Vec<RealizationRecord> {
+    let intended = |r: &RealizationRecord| {
+        intents
+            .get(&r.node)
+            .is_some_and(|i| i.target_identity == r.target_identity)
+    };
+    let mut gone: Vec<RealizationRecord> = records
+        .values()
+        .filter(|r| !in_graph(&r.node))
+        .map(|r| RealizationRecord {
+            created: r.created || intended(r),
+            ..r.clone()
+        })
+        .collect();
+    gone.extend(
+        intents
+            .values()
+            .filter(|i| !in_graph(&i.node) && !records.contains_key(&i.node))
+            .map(Intent::as_record),
+    );
+    gone
 }
 
 #[cfg(test)]

@@ -33,8 +33,8 @@ use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
 use crate::qemu::{Machines, VmSpec};
 use crate::record::{
-    output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult,
-    State,
+    leaving, output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord,
+    RunResult, State,
 };
 use crate::spec::{split_key, Spec};
 use crate::store::{ObjectId, RefConflict, Reserve, Store, StoreError};
@@ -153,11 +153,7 @@ impl<'a> Env<'a> {
     pub fn open(store: &'a Store, lock: &'a EnvLock) -> Result<Env<'a>, StoreError> {
         let (base, state) = State::current(store, lock.env())?;
         let records = state.load_records(store)?;
-        let intents = state
-            .intents
-            .iter()
-            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
-            .collect::<Result<_, StoreError>>()?;
+        let intents = state.load_intents(store)?;
         Ok(Env {
             store,
             lock,
@@ -257,22 +253,6 @@ pub fn realization_record(
         created: previous.map_or(applied.created, |p| p.created || applied.created),
         run: run.to_string(),
         at_unix: now_unix(),
-    }
-}
-
-/// What deleting a node that has only an intent works from: envc created its thing.
-fn intent_record(i: &Intent) -> RealizationRecord {
-    RealizationRecord {
-        resolved_hash: String::new(),
-        target_identity: i.target_identity.clone(),
-        node: i.node.clone(),
-        derivation: String::new(),
-        attrs: BTreeMap::new(),
-        output_hash: String::new(),
-        facts: i.facts.clone(),
-        created: true,
-        run: i.run.clone(),
-        at_unix: i.at_unix,
     }
 }
 
@@ -1083,25 +1063,7 @@ impl<'s> Scheduler<'s> {
     /// left in place and forgotten.
     async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), RunError> {
         let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
-        let mut gone: Vec<RealizationRecord> = env
-            .records
-            .values()
-            .filter(|r| !in_graph.contains(r.node.as_str()))
-            .cloned()
-            .map(|mut r| {
-                r.created |= env.intended(&r.node, &r.target_identity);
-                r
-            })
-            .collect();
-        // What a step may have created without ever recording it is envc's too.
-        gone.extend(
-            env.intents
-                .values()
-                .filter(|i| {
-                    !in_graph.contains(i.node.as_str()) && !env.records.contains_key(&i.node)
-                })
-                .map(intent_record),
-        );
+        let gone = leaving(&|k| in_graph.contains(k), &env.records, &env.intents);
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
             // Targets (no target of their own) are handled below, after what was on them.

@@ -20,7 +20,10 @@ use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::plan::{plan, Action, DriftFacts, Plan};
 use crate::probe::{local_drift, probe, Probed};
 use crate::qemu::Machines;
-use crate::record::{RealizationRecord, RunRecord, State};
+use crate::record::{Intent, RealizationRecord, RunRecord, State};
+
+/// Live records by node key.
+type Records = BTreeMap<String, RealizationRecord>;
 use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::spec::Spec;
@@ -217,12 +220,16 @@ impl Session {
         Ok((conns, work))
     }
 
-    /// The live records of the environment.
-    pub fn records(&self) -> Result<BTreeMap<String, RealizationRecord>, SessionError> {
+    /// The live records of the environment, and its intents (things steps may have
+    /// created without recording them yet).
+    pub fn live(&self) -> Result<(Records, BTreeMap<String, Intent>), SessionError> {
         let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
-        state
-            .load_records(&self.store)
-            .map_err(|e| self.store_error(e))
+        let records = state.load_records(&self.store);
+        let intents = state.load_intents(&self.store);
+        Ok((
+            records.map_err(|e| self.store_error(e))?,
+            intents.map_err(|e| self.store_error(e))?,
+        ))
     }
 
     /// What differs from the records: what is visible locally, plus, with `conns`, what
@@ -244,7 +251,8 @@ impl Session {
             };
             return (drift, nothing);
         };
-        let first = plan(spec, records, &drift, files);
+        // Only to learn where each host is now: what leaves the graph does not matter.
+        let first = plan(spec, records, &BTreeMap::new(), &drift, files);
         let probed = probe(records, &graph_hosts(&first), conns).await;
         drift.extend(probed.drift.clone());
         (drift, probed)
@@ -257,7 +265,7 @@ impl Session {
         files: &dyn SourceLoader,
         refresh: bool,
     ) -> Result<PlanReport, SessionError> {
-        let records = self.records()?;
+        let (records, intents) = self.live()?;
         let machines = self.machines();
         let (drift, unreachable) = if refresh {
             let (conns, _work) = self.connections(&machines)?;
@@ -275,7 +283,7 @@ impl Session {
             )
         };
         Ok(PlanReport {
-            plan: plan(spec, &records, &drift, files),
+            plan: plan(spec, &records, &intents, &drift, files),
             drift,
             unreachable,
         })
@@ -336,7 +344,7 @@ impl Session {
             reporter.probed(&probed.drift, &probed.unreachable);
         }
         // Every tool the nodes about to run need, before any of them runs.
-        let first = plan(spec, &env.records, &drift, files);
+        let first = plan(spec, &env.records, &env.intents, &drift, files);
         let missing = missing_tools(
             first
                 .nodes

@@ -33,7 +33,7 @@ fn realize(
     keys: &BTreeMap<&str, &str>,
 ) -> Records {
     let mut out = records.clone();
-    let p = plan(spec, records, &BTreeMap::new(), loader);
+    let p = plan(spec, records, &BTreeMap::new(), &BTreeMap::new(), loader);
     let mut known: Vec<Option<Known>> = vec![None; spec.nodes.len()];
     for n in &p.nodes {
         let i = n.index;
@@ -121,7 +121,7 @@ const TEMPLATE: &str = "port={{ port }}\ndb={{ db }}\n";
 fn check(edit: &dyn Fn(&str) -> String, template: &str, expected: &[&str]) {
     let (spec, loader) = spec_of(&[("main.env", BASE), ("app.j2", TEMPLATE)]);
     let records = realize(&spec, &loader, &Records::new(), &BTreeMap::new());
-    let again = plan(&spec, &records, &BTreeMap::new(), &loader);
+    let again = plan(&spec, &records, &BTreeMap::new(), &BTreeMap::new(), &loader);
     assert_eq!(
         changes(&spec, &again),
         Vec::<String>::new(),
@@ -130,18 +130,30 @@ fn check(edit: &dyn Fn(&str) -> String, template: &str, expected: &[&str]) {
 
     let source = edit(BASE);
     let (spec2, loader2) = spec_of(&[("main.env", &source), ("app.j2", template)]);
-    let p = plan(&spec2, &records, &BTreeMap::new(), &loader2);
+    let p = plan(
+        &spec2,
+        &records,
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        &loader2,
+    );
     assert_eq!(changes(&spec2, &p), expected, "source:\n{source}");
     // Realizing the change converges: the plan after it is empty.
     let after = realize(&spec2, &loader2, &records, &BTreeMap::new());
-    let p = plan(&spec2, &after, &BTreeMap::new(), &loader2);
+    let p = plan(&spec2, &after, &BTreeMap::new(), &BTreeMap::new(), &loader2);
     assert_eq!(changes(&spec2, &p), Vec::<String>::new());
 }
 
 #[test]
 fn a_fresh_environment_creates_everything_in_order() {
     let (spec, loader) = spec_of(&[("main.env", BASE), ("app.j2", TEMPLATE)]);
-    let p = plan(&spec, &Records::new(), &BTreeMap::new(), &loader);
+    let p = plan(
+        &spec,
+        &Records::new(),
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        &loader,
+    );
     assert!(p
         .nodes
         .iter()
@@ -235,14 +247,26 @@ fn reasons_name_the_input_that_changed() {
         ),
         ("app.j2", TEMPLATE),
     ]);
-    let p = plan(&spec2, &records, &BTreeMap::new(), &loader2);
+    let p = plan(
+        &spec2,
+        &records,
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        &loader2,
+    );
     assert_eq!(
         reasons_of(&spec2, &p, "web/file:/etc/motd"),
         vec![r#"mode: "0o644" → "0o600""#]
     );
 
     let (spec3, loader3) = spec_of(&[("main.env", BASE), ("app.j2", "changed\n")]);
-    let p = plan(&spec3, &records, &BTreeMap::new(), &loader3);
+    let p = plan(
+        &spec3,
+        &records,
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        &loader3,
+    );
     // The content changed, and the template explains why.
     let r = reasons_of(&spec3, &p, "web/file:/etc/app.conf");
     assert_eq!(r.len(), 2, "{r:?}");
@@ -270,7 +294,7 @@ fn a_new_target_identity_rebuilds_everything_on_it() {
         },
         &BTreeMap::from([("db", "SHA256:reinstalled")]),
     );
-    let p = plan(&spec, &rebuilt, &BTreeMap::new(), &loader);
+    let p = plan(&spec, &rebuilt, &BTreeMap::new(), &BTreeMap::new(), &loader);
     assert_eq!(changes(&spec, &p), Vec::<String>::new());
     assert_eq!(
         rebuilt["db/file:/etc/motd"].target_identity,
@@ -293,7 +317,7 @@ fn drift_turns_an_unchanged_node_into_an_update() {
         "web/file:/etc/motd".to_string(),
         vec![("sha256".to_string(), "aaa".to_string(), "bbb".to_string())],
     )]);
-    let p = plan(&spec, &records, &drift, &loader);
+    let p = plan(&spec, &records, &BTreeMap::new(), &drift, &loader);
     assert_eq!(changes(&spec, &p), vec!["update web/file:/etc/motd"]);
     assert_eq!(
         reasons_of(&spec, &p, "web/file:/etc/motd"),
@@ -314,7 +338,13 @@ let vm1 = vm(name = "v", image = image(name = "i"))
         ),
         ("t.j2", "{{ missing }}\n"),
     ]);
-    let p = plan(&spec, &Records::new(), &BTreeMap::new(), &loader);
+    let p = plan(
+        &spec,
+        &Records::new(),
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        &loader,
+    );
     let err = |key: &str| match &p.nodes[spec.find(key).unwrap()].assessment.resolved {
         Err(envc_executor::substitute::Resolution::Failed(m)) => m.clone(),
         other => panic!("{other:?}"),
@@ -361,4 +391,64 @@ fn templates_keep_their_trailing_newline() {
         let out = render_template("t.j2", template, &vars).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), rendered, "{template:?}");
     }
+}
+
+/// What leaves the graph is planned as `build` deletes it: a record plus an intent on the
+/// same target is envc's to remove; a thing only an intent knows of (a step killed before
+/// its record) is listed too; an intent for another target identity does not make a record
+/// envc's. So `destroy` without `--yes` shows what `--yes` removes.
+#[test]
+fn deletions_follow_intents_as_build_does() {
+    use envc_executor::record::Intent;
+    let record = |node: &str, identity: &str, created: bool| RealizationRecord {
+        resolved_hash: "r".into(),
+        target_identity: identity.into(),
+        node: node.into(),
+        derivation: "d".into(),
+        attrs: BTreeMap::new(),
+        facts: Facts::new(),
+        output_hash: "o".into(),
+        created,
+        run: "run".into(),
+        at_unix: 1,
+    };
+    let intent = |node: &str, identity: &str| Intent {
+        node: node.into(),
+        target_identity: identity.into(),
+        facts: Facts::new(),
+        run: "run".into(),
+        at_unix: 1,
+    };
+    let records: Records = [
+        record("h/file:/a", "SHA256:h", false),
+        record("h/file:/b", "SHA256:h", false),
+        record("h/file:/c", "SHA256:h", true),
+    ]
+    .into_iter()
+    .map(|r| (r.node.clone(), r))
+    .collect();
+    let intents: BTreeMap<String, Intent> = [
+        intent("h/file:/a", "SHA256:h"),
+        intent("h/file:/b", "SHA256:other"),
+        intent("h/file:/d", "SHA256:h"),
+    ]
+    .into_iter()
+    .map(|i| (i.node.clone(), i))
+    .collect();
+    let (spec, loader) = spec_of(&[("main.env", "")]);
+    let p = plan(&spec, &records, &intents, &BTreeMap::new(), &loader);
+    let got: Vec<(&str, bool)> = p
+        .deletions
+        .iter()
+        .map(|(k, r)| (k.as_str(), r.created))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("h/file:/a", true),
+            ("h/file:/b", false),
+            ("h/file:/c", true),
+            ("h/file:/d", true)
+        ]
+    );
 }
