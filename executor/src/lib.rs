@@ -5,10 +5,13 @@
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
 
+pub mod cache;
+pub mod config;
 pub mod connect;
 pub mod envlock;
 pub mod error;
 pub mod image;
+pub mod keys;
 pub mod locking;
 pub mod ops;
 pub mod plan;
@@ -16,6 +19,7 @@ pub mod probe;
 pub mod project;
 pub mod qemu;
 pub mod record;
+pub mod remote;
 pub mod repair;
 pub mod run;
 pub mod session;

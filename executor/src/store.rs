@@ -242,10 +242,18 @@ impl Store {
         let mut h = blake3::Hasher::new();
         h.update_mmap_rayon(path).map_err(io_err(path))?;
         let id = ObjectId(*h.finalize().as_bytes());
+        self.put_verified_file(path, &id)?;
+        Ok(id)
+    }
+
+    /// [`Store::put_file`] of a file already checked to hash to `id` (a download, hashed
+    /// as it arrived): moved in without reading it again.
+    pub fn put_verified_file(&self, path: &Path, id: &ObjectId) -> Result<(), StoreError> {
+        let id = *id;
         let dest = self.object_path(&id);
         if dest.exists() {
             fs::remove_file(path).map_err(io_err(path))?;
-            return Ok(id);
+            return Ok(());
         }
         let dir = dest.parent().expect("object paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -262,8 +270,7 @@ impl Store {
         }
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(io_err(dir))?;
-        Ok(id)
+            .map_err(io_err(dir))
     }
 
     /// Where object `id` lives, for tools that read it in place (QEMU reads disk images).

@@ -1,0 +1,292 @@
+//! The project file, `envc.toml` beside the env files: where the shared cache and state
+//! live and whom the cache trusts. Settings a machine owns (the URL for one run, the
+//! signing key's path) can also come from flags and the environment (`--cache`/
+//! `ENVC_CACHE`, `--state`/`ENVC_STATE`, `--signing-key`/`ENVC_SIGNING_KEY`), which win.
+//! Credentials never come from here: each cloud's own variables and files give them.
+//!
+//! ```toml
+//! [cache]
+//! url = "s3://envc-cache/quickstart"
+//! trusted-public-keys = ["ci-2026:BASE64"]
+//! push = false
+//!
+//! [state]
+//! url = "s3://envc-state/quickstart"
+//! lease-seconds = 60
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cache::BinaryCache;
+use crate::keys::{KeyError, PublicKey, SecretKey};
+use crate::remote::{Remote, RemoteError};
+
+pub const FILE_NAME: &str = "envc.toml";
+
+/// The lease of a shared state's lock when the project does not set one: long enough that
+/// a busy runner renews it many times over, short enough that a killed runner's lock frees
+/// the environment within a minute.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProjectFile {
+    cache: Option<CacheSection>,
+    state: Option<StateSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct CacheSection {
+    url: Option<String>,
+    #[serde(default)]
+    trusted_public_keys: Vec<String>,
+    #[serde(default)]
+    push: bool,
+    /// A path, relative to the project file: never the key itself.
+    signing_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct StateSection {
+    url: Option<String>,
+    lease_seconds: Option<u64>,
+}
+
+/// What the command line and the environment say, before the project file.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub cache: Option<String>,
+    pub state: Option<String>,
+    pub signing_key: Option<PathBuf>,
+    /// `--no-cache`: build without looking anything up.
+    pub no_cache: bool,
+}
+
+/// Where the project's shared things are, once flags, environment and file are merged.
+#[derive(Clone, Debug, Default)]
+pub struct Shared {
+    pub cache: Option<CacheSettings>,
+    pub state: Option<StateSettings>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CacheSettings {
+    pub url: String,
+    pub trusted: Vec<PublicKey>,
+    pub signing_key: Option<PathBuf>,
+    /// Push what `build` builds.
+    pub push: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct StateSettings {
+    pub url: String,
+    pub lease: Duration,
+}
+
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The file cannot be read or is not what it should be; `at` is `FILE:LINE:COL`.
+    File {
+        at: String,
+        message: String,
+        hint: String,
+    },
+    Key(KeyError),
+    Remote(RemoteError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::File { at, message, hint } => {
+                write!(f, "{at}: {message}\n  hint: {hint}")
+            }
+            ConfigError::Key(e) => write!(f, "{e}"),
+            ConfigError::Remote(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `FILE:LINE:COL` of a byte offset.
+fn place(path: &Path, text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{}:{line}:{col}", path.display())
+}
+
+impl Shared {
+    /// Reads `envc.toml` in `project` (if there is one) under `overrides`.
+    pub fn load(project: &Path, overrides: &Overrides) -> Result<Shared, ConfigError> {
+        let path = project.join(FILE_NAME);
+        let file = match envc_lockfiles::file::read_bounded(&path, 1 << 20) {
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| ConfigError::File {
+                    at: path.display().to_string(),
+                    message: "is not UTF-8".into(),
+                    hint: "envc.toml is a TOML file".into(),
+                })?;
+                parse(&path, &text)?
+            }
+            Err(envc_lockfiles::file::ReadError::NotFound) => ProjectFile::default(),
+            Err(e) => {
+                return Err(ConfigError::File {
+                    at: path.display().to_string(),
+                    message: e.to_string(),
+                    hint: "envc.toml must be a readable regular file".into(),
+                })
+            }
+        };
+        let cache_section = file.cache.unwrap_or_default();
+        let cache_url = if overrides.no_cache {
+            None
+        } else {
+            overrides.cache.clone().or(cache_section.url)
+        };
+        let cache = match cache_url {
+            None => None,
+            Some(url) => {
+                let trusted = cache_section
+                    .trusted_public_keys
+                    .iter()
+                    .map(|k| PublicKey::parse(k))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| KeyError {
+                        what: format!(
+                            "{}: [cache] trusted-public-keys: {}",
+                            path.display(),
+                            e.what
+                        ),
+                        hint: e.hint,
+                    })
+                    .map_err(ConfigError::Key)?;
+                let signing_key = overrides
+                    .signing_key
+                    .clone()
+                    .or_else(|| cache_section.signing_key.map(|p| project.join(p)));
+                Some(CacheSettings {
+                    url,
+                    trusted,
+                    signing_key,
+                    push: cache_section.push,
+                })
+            }
+        };
+        let state_section = file.state.unwrap_or_default();
+        let state = overrides
+            .state
+            .clone()
+            .or(state_section.url)
+            .map(|url| StateSettings {
+                url,
+                lease: state_section
+                    .lease_seconds
+                    .map_or(DEFAULT_LEASE, Duration::from_secs),
+            });
+        Ok(Shared { cache, state })
+    }
+}
+
+fn parse(path: &Path, text: &str) -> Result<ProjectFile, ConfigError> {
+    let file: ProjectFile = toml::from_str(text).map_err(|e| {
+        let at = match e.span() {
+            Some(span) => place(path, text, span.start),
+            None => path.display().to_string(),
+        };
+        ConfigError::File {
+            at,
+            message: e.message().trim().to_string(),
+            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key) and a [state] table (url, lease-seconds); see docs/ci.md".into(),
+        }
+    })?;
+    if let Some(0) = file.state.as_ref().and_then(|s| s.lease_seconds) {
+        return Err(ConfigError::File {
+            at: path.display().to_string(),
+            message: "[state] lease-seconds is 0".into(),
+            hint: "a lease must last long enough to be renewed: 60 is the default".into(),
+        });
+    }
+    Ok(file)
+}
+
+impl CacheSettings {
+    /// Opens the cache: its remote, the trusted keys, and the signing key if one is set.
+    pub fn open(&self) -> Result<BinaryCache, ConfigError> {
+        let remote = Remote::open(&self.url).map_err(ConfigError::Remote)?;
+        let signer = match &self.signing_key {
+            Some(path) => Some(SecretKey::read(path).map_err(ConfigError::Key)?),
+            None => None,
+        };
+        Ok(BinaryCache::new(remote, self.trusted.clone(), signer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, expected: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), text).unwrap();
+        let got = match Shared::load(dir.path(), &Overrides::default()) {
+            Ok(s) => format!(
+                "cache={:?} keys={:?} push={:?} state={:?} lease={:?}",
+                s.cache.as_ref().map(|c| &c.url),
+                s.cache.as_ref().map(|c| c.trusted.len()),
+                s.cache.as_ref().map(|c| c.push),
+                s.state.as_ref().map(|c| &c.url),
+                s.state.as_ref().map(|c| c.lease.as_secs()),
+            ),
+            Err(e) => e
+                .to_string()
+                .replace(&dir.path().display().to_string(), "DIR"),
+        };
+        assert!(got.contains(expected), "{text}\n---\n{got}");
+    }
+
+    #[test]
+    fn project_files() {
+        check("", "cache=None keys=None push=None state=None");
+        check(
+            "[cache]\nurl = \"s3://b/p\"\npush = true\n[state]\nurl = \"file:///s\"\n",
+            "cache=Some(\"s3://b/p\") keys=Some(0) push=Some(true) state=Some(\"file:///s\") lease=Some(60)",
+        );
+        check("[cache]\nurl = 3\n", "DIR/envc.toml:2:7: invalid type");
+        check(
+            "[cache]\nurls = \"x\"\n",
+            "DIR/envc.toml:2:1: unknown field `urls`",
+        );
+        check("[stat]\n", "unknown field `stat`");
+        check(
+            "[cache]\nurl = \"s3://b\"\ntrusted-public-keys = [\"nocolon\"]\n",
+            "[cache] trusted-public-keys: `nocolon` is not a public key",
+        );
+        check(
+            "[state]\nurl = \"s3://b\"\nlease-seconds = 0\n",
+            "lease-seconds is 0",
+        );
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_no_cache_turns_it_off() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "[cache]\nurl = \"s3://file\"\n").unwrap();
+        let mut o = Overrides {
+            cache: Some("s3://flag".into()),
+            ..Overrides::default()
+        };
+        let s = Shared::load(dir.path(), &o).unwrap();
+        assert_eq!(s.cache.unwrap().url, "s3://flag");
+        o.no_cache = true;
+        assert!(Shared::load(dir.path(), &o).unwrap().cache.is_none());
+    }
+}

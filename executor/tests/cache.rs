@@ -1,0 +1,239 @@
+//! The binary cache over a `file://` remote (the local file system is a real backend of
+//! `object_store`; S3 and WebDAV servers are exercised end to end in the root tests).
+
+use std::collections::BTreeMap;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+
+use envc_executor::cache::{entry_key, BinaryCache, CacheError, Quiet, CHUNK};
+use envc_executor::keys::SecretKey;
+use envc_executor::remote::Remote;
+use envc_executor::store::{ObjectId, Store};
+
+struct World {
+    _dir: tempfile::TempDir,
+    remote_dir: std::path::PathBuf,
+    laptop: Store,
+    runner: Store,
+    key: SecretKey,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let remote_dir = dir.path().join("remote");
+    World {
+        laptop: Store::open(&dir.path().join("laptop")).unwrap(),
+        runner: Store::open(&dir.path().join("runner")).unwrap(),
+        remote_dir,
+        key: SecretKey::generate("laptop").unwrap(),
+        _dir: dir,
+    }
+}
+
+impl World {
+    fn cache(&self, trusted: &[&SecretKey], signer: Option<&SecretKey>) -> BinaryCache {
+        let remote = Remote::open(&format!("file://{}", self.remote_dir.display())).unwrap();
+        let signer = signer.map(|k| SecretKey::parse(&k.to_secret_text()).unwrap());
+        BinaryCache::new(remote, trusted.iter().map(|k| k.public()).collect(), signer)
+    }
+
+    /// A sparse "disk" of 3 chunks and a bit: data, a hole, data.
+    fn disk(&self) -> ObjectId {
+        let path = self.laptop.root().join("tmp/disk");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(b"boot sector").unwrap();
+        f.seek(SeekFrom::Start(3 * CHUNK)).unwrap();
+        f.write_all(b"end").unwrap();
+        drop(f);
+        self.laptop.put_file(&path).unwrap()
+    }
+}
+
+fn facts(disk: &ObjectId) -> BTreeMap<String, String> {
+    BTreeMap::from([("digest".to_string(), disk.hex())])
+}
+
+#[test]
+fn what_one_store_pushes_another_fetches_bit_for_bit_and_sparse() {
+    let w = world();
+    let disk = w.disk();
+    let small = w.laptop.put(b"kernel").unwrap();
+    let cache = w.cache(&[&w.key], Some(&w.key));
+    let remote = cache.remote().clone();
+    let sent = remote
+        .block(cache.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk, small],
+            &Quiet,
+        ))
+        .unwrap();
+    assert_eq!(sent.objects, 2);
+    // The zero chunks are sent once: two distinct data chunks, one zero chunk, the kernel.
+    assert_eq!(sent.bytes, 2 * CHUNK + 3 + 6);
+
+    let entry = remote.block(cache.lookup("h1")).unwrap().expect("an entry");
+    assert_eq!(entry.body.facts, facts(&disk));
+    let got = remote
+        .block(cache.fetch(&entry, &w.runner, &Quiet))
+        .unwrap();
+    assert_eq!(got.objects, 2);
+    assert_eq!(
+        std::fs::read(w.runner.object_file(&disk)).unwrap(),
+        std::fs::read(w.laptop.object_file(&disk)).unwrap()
+    );
+    assert_eq!(w.runner.get(&small).unwrap(), b"kernel");
+    // Holes where the zero chunks are: far fewer blocks than the apparent size.
+    let meta = std::fs::metadata(w.runner.object_file(&disk)).unwrap();
+    assert!(
+        meta.blocks() * 512 < 2 * CHUNK + CHUNK / 2,
+        "{} blocks",
+        meta.blocks()
+    );
+    // A second push sends nothing new; a second fetch fetches nothing.
+    let again = remote
+        .block(cache.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk, small],
+            &Quiet,
+        ))
+        .unwrap();
+    assert_eq!(again.bytes, 0);
+    assert_eq!(
+        remote
+            .block(cache.fetch(&entry, &w.runner, &Quiet))
+            .unwrap()
+            .objects,
+        0
+    );
+    assert!(remote.block(cache.lookup("other")).unwrap().is_none());
+    let verified = remote.block(cache.verify_entry(&entry_key("h1"))).unwrap();
+    assert_eq!(verified, entry);
+}
+
+#[test]
+fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
+    let w = world();
+    let disk = w.disk();
+    let stranger = SecretKey::generate("stranger").unwrap();
+    let pusher = w.cache(&[], Some(&stranger));
+    let remote = pusher.remote().clone();
+    remote
+        .block(pusher.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk],
+            &Quiet,
+        ))
+        .unwrap();
+    let runner = w.cache(&[&w.key], None);
+    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    assert!(
+        matches!(&e, CacheError::Untrusted { signer: Some(k), .. } if k == "stranger"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("add its public key (`stranger:…`"),
+        "{e}"
+    );
+
+    // Unsigned: the signature fields removed by hand.
+    let entry_path = w.remote_dir.join(entry_key("h1"));
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
+    json["signer"] = serde_json::Value::Null;
+    json["signature"] = serde_json::Value::Null;
+    std::fs::write(&entry_path, serde_json::to_vec(&json).unwrap()).unwrap();
+    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    assert!(
+        matches!(e, CacheError::Untrusted { signer: None, .. }),
+        "{e}"
+    );
+
+    // Signed by the trusted key's name, then altered: the facts point elsewhere.
+    let trusted = w.cache(&[&w.key], Some(&w.key));
+    remote
+        .block(trusted.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk],
+            &Quiet,
+        ))
+        .unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
+    json["facts"]["digest"] = serde_json::json!(ObjectId::of(b"evil").hex());
+    std::fs::write(&entry_path, serde_json::to_vec(&json).unwrap()).unwrap();
+    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    assert!(matches!(e, CacheError::BadSignature { .. }), "{e}");
+}
+
+#[test]
+fn a_tampered_chunk_is_caught_and_nothing_enters_the_store() {
+    let w = world();
+    let disk = w.disk();
+    let cache = w.cache(&[&w.key], Some(&w.key));
+    let remote = cache.remote().clone();
+    remote
+        .block(cache.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk],
+            &Quiet,
+        ))
+        .unwrap();
+    let entry = remote.block(cache.lookup("h1")).unwrap().unwrap();
+    let first = entry.body.objects[0].chunks[0];
+    let chunk = w.remote_dir.join(format!("chunks/{}", first.hex()));
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&chunk, bytes).unwrap();
+    let e = remote
+        .block(cache.fetch(&entry, &w.runner, &Quiet))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("chunk {first} does not hash to its name")),
+        "{e}"
+    );
+    assert!(!w.runner.contains(&disk));
+    let leftovers: Vec<_> = std::fs::read_dir(w.runner.root().join("tmp"))
+        .unwrap()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let e = remote
+        .block(cache.verify_entry(&entry_key("h1")))
+        .unwrap_err();
+    assert!(e.to_string().contains("does not hash to its name"), "{e}");
+}
+
+#[test]
+fn pushing_needs_a_signing_key() {
+    let w = world();
+    let disk = w.disk();
+    let cache = w.cache(&[&w.key], None);
+    let e = cache
+        .remote()
+        .block(cache.push(
+            &w.laptop,
+            "h1",
+            "image:base",
+            &facts(&disk),
+            &[disk],
+            &Quiet,
+        ))
+        .unwrap_err();
+    assert!(matches!(e, CacheError::NoSigningKey));
+    assert!(e.to_string().contains("envc key generate"), "{e}");
+}
