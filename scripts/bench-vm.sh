@@ -13,7 +13,7 @@ envc=$PWD/target/release/envc
 work=$PWD/target/bench-vm
 rm -rf "$work"
 mkdir -p "$work"
-export ENVC_CACHE=$work/cache
+export ENVC_DEB_CACHE=$work/cache
 
 cat >"$work/one.env" <<'EOF'
 import "std/debian"

@@ -11,7 +11,7 @@ use envc_compiler::pin::PinKey;
 
 use crate::commands::graph::GraphFormat;
 use crate::commands::plan::PlanFormat;
-use crate::commands::{self, build::BuildArgs, Params, TargetArgs, Ui};
+use crate::commands::{self, build::BuildArgs, Params, SharedArgs, TargetArgs, Ui};
 use crate::exit::{Exit, Failure};
 
 #[derive(Parser)]
@@ -43,6 +43,60 @@ enum StoreCommand {
         /// Remove damaged objects and make every environment's state valid without them.
         #[arg(long)]
         repair: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Make an ed25519 key that signs what is pushed to the binary cache: writes
+    /// NAME.secret (keep it secret) and NAME.public, and prints the public key.
+    Generate {
+        name: String,
+        /// The folder to write the two files in.
+        #[arg(long, default_value = ".", value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Push the images the environment's state records (needs a signing key).
+    Push {
+        file: PathBuf,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// Fetch the environment's images from the cache into the local store.
+    Pull {
+        file: PathBuf,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// Check the environment's entries (with --all: every entry) chunk by chunk against
+    /// their hashes and signatures; exit 3 on damage.
+    Verify {
+        file: PathBuf,
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum StateCommand {
+    /// Copy the environment's state and history to another state (s3://, gs://, az://,
+    /// file://), leaving this one as it is.
+    Migrate {
+        file: PathBuf,
+        #[arg(long, value_name = "URL")]
+        to: String,
+        #[command(flatten)]
+        shared: SharedArgs,
     },
 }
 
@@ -126,6 +180,9 @@ enum Command {
         /// One JSON object per node as it finishes, then a summary object.
         #[arg(long)]
         json: bool,
+        /// Push what is built to the binary cache, signed (needs a signing key).
+        #[arg(long)]
+        push: bool,
         /// Refuse to build unless the lockfile covers the environment and the tools here
         /// are the locked ones. The default when `CI` is set; `--locked=false` overrides.
         #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
@@ -189,17 +246,46 @@ enum Command {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        shared: SharedArgs,
     },
     /// The environment's outputs as of its last build.
     Output {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        shared: SharedArgs,
     },
     /// The store beside FILE (or `$ENVC_STORE`).
     Store {
         #[command(subcommand)]
         command: StoreCommand,
+    },
+    /// Signing keys of the binary cache.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// The binary cache of build outputs (images), shared between machines.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+    /// Free an environment whose shared lock a dead runner left behind (its lease also
+    /// runs out by itself).
+    Unlock {
+        file: PathBuf,
+        /// Required: says you checked that the holder is not running.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// The environment's deploy state.
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
     },
 }
 
@@ -263,6 +349,7 @@ fn run(cli: Cli) -> Exit {
             refresh,
             wait,
             json,
+            push,
             locked,
             params,
             target,
@@ -273,6 +360,7 @@ fn run(cli: Cli) -> Exit {
                 refresh,
                 wait,
                 json,
+                push,
                 locked,
             };
             commands::build::build(&file, &args, &params, &target, ui)
@@ -312,8 +400,33 @@ fn run(cli: Cli) -> Exit {
             json,
             target,
         } => commands::build::destroy(&file, yes, wait, json, &target),
-        Command::Log { file, json } => commands::history::log(&file, json),
-        Command::Output { file, json } => commands::history::output(&file, json),
+        Command::Log { file, json, shared } => commands::history::log(&file, json, &shared),
+        Command::Output { file, json, shared } => commands::history::output(&file, json, &shared),
+        Command::Key {
+            command: KeyCommand::Generate { name, out },
+        } => commands::team::key_generate(&name, &out),
+        Command::Cache { command } => match command {
+            CacheCommand::Push { file, shared } => commands::team::cache_push(&file, &shared),
+            CacheCommand::Pull {
+                file,
+                params,
+                shared,
+            } => commands::team::cache_pull(&file, &params, &shared, ui),
+            CacheCommand::Verify {
+                file,
+                all,
+                params,
+                shared,
+            } => commands::team::cache_verify(&file, all, &params, &shared, ui),
+        },
+        Command::Unlock {
+            file,
+            force,
+            shared,
+        } => commands::team::unlock(&file, force, &shared),
+        Command::State {
+            command: StateCommand::Migrate { file, to, shared },
+        } => commands::team::migrate(&file, &to, &shared),
         Command::Store {
             command: StoreCommand::Verify { file, repair },
         } => commands::store::verify(&file, repair),

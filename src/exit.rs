@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use envc_executor::session::SessionError;
+use envc_executor::store::StoreError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -78,10 +79,17 @@ impl Failure {
                 crate::output::errln!("error: {e}");
                 match e {
                     SessionError::Locked(_) => Exit::Locked,
-                    SessionError::Run { .. } | SessionError::MissingTools(_) => Exit::Failed,
+                    SessionError::Run { .. }
+                    | SessionError::MissingTools(_)
+                    | SessionError::Remote(_)
+                    | SessionError::Store {
+                        error: StoreError::Remote(_) | StoreError::LockLost { .. },
+                        ..
+                    } => Exit::Failed,
                     SessionError::Store { .. }
                     | SessionError::State { .. }
                     | SessionError::NeverBuilt { .. }
+                    | SessionError::Config(_)
                     | SessionError::Io(_) => Exit::Input,
                 }
             }

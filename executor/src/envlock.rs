@@ -2,6 +2,9 @@
 //! kernel releases it when its holder exits for any reason, SIGKILL included, so a lock left
 //! by a dead process is never seen as held and is taken over by the next run. The file also
 //! names its holder, for the message a second run prints.
+//!
+//! A store whose state is shared (`[state]` in envc.toml) locks in the bucket instead: a
+//! lock object with a lease, renewed while the run lives (see `shared_state`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -9,6 +12,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::remote::RemoteError;
+use crate::shared_state::LeaseGuard;
 use crate::store::{safe_name, Store};
 
 /// Who holds a lock: shown to whoever finds it held.
@@ -41,7 +46,13 @@ impl Holder {
 #[derive(Debug)]
 pub enum EnvLockError {
     /// Held by another live process; `None` when it has not written its name yet.
-    Held { env: String, holder: Option<Holder> },
+    /// `expires_unix`: when a shared lock's lease runs out unless renewed.
+    Held {
+        env: String,
+        holder: Option<Holder>,
+        expires_unix: Option<u64>,
+    },
+    Remote(RemoteError),
     Io {
         path: PathBuf,
         error: std::io::Error,
@@ -51,12 +62,27 @@ pub enum EnvLockError {
 impl std::fmt::Display for EnvLockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EnvLockError::Held { env, holder: Some(h) } => write!(
+            EnvLockError::Held {
+                env,
+                holder: Some(h),
+                expires_unix: None,
+            } => write!(
                 f,
                 "environment `{env}` is locked by `{}` (pid {} on {}, since unix time {}); wait for it, or pass --wait",
                 h.command, h.pid, h.host, h.since_unix
             ),
-            EnvLockError::Held { env, holder: None } => {
+            EnvLockError::Held {
+                env,
+                holder: Some(h),
+                expires_unix: Some(t),
+            } => write!(
+                f,
+                "environment `{env}` is locked in the shared state by `{}` (pid {} on {}, since unix time {}); its lease runs until unix time {t} unless renewed\n  \
+                 hint: wait for it, or pass --wait; if that runner is dead, its lease runs out by itself, or `envc unlock --force FILE` frees it now",
+                h.command, h.pid, h.host, h.since_unix
+            ),
+            EnvLockError::Remote(e) => write!(f, "{e}"),
+            EnvLockError::Held { env, holder: None, .. } => {
                 write!(f, "environment `{env}` is locked by another envc that is starting; wait for it, or pass --wait")
             }
             EnvLockError::Io { path, error } => write!(f, "cannot lock {}: {error}", path.display()),
@@ -69,7 +95,8 @@ impl std::error::Error for EnvLockError {}
 /// Held while it lives; dropping it (or the process dying) releases the lock.
 pub struct EnvLock {
     env: String,
-    _file: File,
+    _file: Option<File>,
+    lease: Option<LeaseGuard>,
 }
 
 impl EnvLock {
@@ -81,6 +108,28 @@ impl EnvLock {
         wait: bool,
         me: &Holder,
     ) -> Result<EnvLock, EnvLockError> {
+        if let Some(shared) = store.shared() {
+            loop {
+                match shared.try_lock(env, me).map_err(EnvLockError::Remote)? {
+                    Ok(etag) => {
+                        let lease = LeaseGuard::new(shared.clone(), env, etag, me.clone());
+                        return Ok(EnvLock {
+                            env: env.to_string(),
+                            _file: None,
+                            lease: Some(lease),
+                        });
+                    }
+                    Err(_) if wait => std::thread::sleep(std::time::Duration::from_secs(1)),
+                    Err(lease) => {
+                        return Err(EnvLockError::Held {
+                            env: env.to_string(),
+                            holder: Some(lease.holder),
+                            expires_unix: Some(lease.expires_unix),
+                        })
+                    }
+                }
+            }
+        }
         let path = store
             .root()
             .join("locks")
@@ -106,6 +155,7 @@ impl EnvLock {
                 return Err(EnvLockError::Held {
                     env: env.to_string(),
                     holder,
+                    expires_unix: None,
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -118,8 +168,14 @@ impl EnvLock {
         file.sync_all().map_err(io)?;
         Ok(EnvLock {
             env: env.to_string(),
-            _file: file,
+            _file: Some(file),
+            lease: None,
         })
+    }
+
+    /// Whether a shared lock was taken from this process while it held it.
+    pub fn lost(&self) -> bool {
+        self.lease.as_ref().is_some_and(LeaseGuard::lost)
     }
 
     pub fn env(&self) -> &str {

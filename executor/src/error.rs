@@ -66,3 +66,9 @@ impl From<TransportError> for StepError {
         StepError::new(e.to_string())
     }
 }
+
+impl From<crate::store::StoreError> for StepError {
+    fn from(e: crate::store::StoreError) -> StepError {
+        StepError::new(e.to_string())
+    }
+}

@@ -102,11 +102,11 @@ pub fn objects(facts: &Facts) -> Vec<ObjectId> {
         .collect()
 }
 
-/// Where downloaded `.deb` files are kept between builds (`$ENVC_CACHE`, else
+/// Where downloaded `.deb` files are kept between builds (`$ENVC_DEB_CACHE`, else
 /// `$XDG_CACHE_HOME/envc`, else `~/.cache/envc`). Packages are checked by apt against the
 /// archive's signed index, so the cache saves time without being trusted.
 pub fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("ENVC_CACHE")
+    let base = std::env::var_os("ENVC_DEB_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| Path::new(&d).join("envc")))
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/envc")))
@@ -357,4 +357,92 @@ mod tests {
         }
         assert!(!err.contains("bash"), "{err}");
     }
+}
+
+/// The binary cache as a build uses it: looked up before building, pushed to after.
+#[derive(Clone, Debug)]
+pub struct CacheUse {
+    pub cache: crate::cache::BinaryCache,
+    pub push: bool,
+}
+
+/// The first line of an error, for a step's one-line note.
+fn first_line(e: &impl std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+/// Makes an image's outputs present in the store, the cheapest way there is: what the store
+/// already has (built or fetched before), then the binary cache, then a build. A build is
+/// pushed when `cache.push`. Returns the facts and, where it is worth saying, how they came.
+///
+/// A cache that cannot be read, or whose entry is untrusted or damaged, never fails the
+/// node: the image is built instead and the note says why the cache was not used.
+pub async fn realize_image(
+    store: &Store,
+    cache: Option<&CacheUse>,
+    node: &str,
+    resolved_hash: &str,
+    spec: &ImageSpec,
+) -> Result<(Facts, Option<String>), StepError> {
+    if let Some(facts) = store.substitute(resolved_hash, objects) {
+        return Ok((facts, Some("from the store (built before)".into())));
+    }
+    let mut refused = None;
+    if let Some(CacheUse { cache, .. }) = cache {
+        let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.to_string());
+        let fetched = cache
+            .remote()
+            .run(async move {
+                let Some(entry) = c.lookup(&hash).await? else {
+                    return Ok(None);
+                };
+                let moved = c.fetch(&entry, &s, &crate::cache::Quiet).await?;
+                Ok::<_, crate::cache::CacheError>(Some((entry, moved)))
+            })
+            .await;
+        match fetched {
+            Ok(Some((entry, moved))) => {
+                let facts = entry.body.facts;
+                store.put_substitute(resolved_hash, &facts)?;
+                let note = format!(
+                    "fetched from {} ({} objects, {} MiB, signed by {})",
+                    cache.url(),
+                    moved.objects,
+                    moved.bytes >> 20,
+                    entry.signer.unwrap_or_default()
+                );
+                return Ok((facts, Some(note)));
+            }
+            Ok(None) => {}
+            Err(e) => refused = Some(first_line(&e)),
+        }
+    }
+    let facts = build_image(store, spec).await?;
+    store.put_substitute(resolved_hash, &facts)?;
+    let mut notes: Vec<String> = refused
+        .into_iter()
+        .map(|why| format!("built, the cache was not used: {why}"))
+        .collect();
+    if let Some(CacheUse { cache, push: true }) = cache {
+        let (c, s, hash, node) = (
+            cache.clone(),
+            store.clone(),
+            resolved_hash.to_string(),
+            node.to_string(),
+        );
+        let f = facts.clone();
+        let pushed = cache
+            .remote()
+            .run(async move {
+                let objects = objects(&f);
+                c.push(&s, &hash, &node, &f, &objects, &crate::cache::Quiet)
+                    .await
+            })
+            .await;
+        notes.push(match pushed {
+            Ok(moved) => format!("pushed to {} ({} MiB)", cache.url(), moved.bytes >> 20),
+            Err(e) => format!("not pushed: {}", first_line(&e)),
+        });
+    }
+    Ok((facts, (!notes.is_empty()).then(|| notes.join("; "))))
 }

@@ -23,6 +23,8 @@ pub mod remote;
 pub mod repair;
 pub mod run;
 pub mod session;
+pub mod shared_state;
+pub mod sharing;
 pub mod spec;
 pub mod store;
 pub mod substitute;

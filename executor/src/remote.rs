@@ -229,6 +229,18 @@ impl Remote {
         })
     }
 
+    /// Runs `request` on the remote's runtime and awaits it from any other runtime (a
+    /// build's steps run on the session's).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        request: impl Future<Output = T> + Send + 'static,
+    ) -> T {
+        match self.runtime.spawn(request).await {
+            Ok(value) => value,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
     /// The error of a request: what envc was doing, the cause, and for the errors people
     /// can fix themselves, how.
     pub fn error(&self, doing: impl Into<String>, e: object_store::Error) -> RemoteError {

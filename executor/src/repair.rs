@@ -41,7 +41,9 @@ impl Damage {
             StoreError::Corrupt { .. } => Ok(Damage::Corrupt),
             StoreError::Malformed { error, .. } => Ok(Damage::Malformed(error)),
             StoreError::BadRef { content, .. } => Ok(Damage::NotAnId(content)),
-            e @ StoreError::Io { .. } => Err(e),
+            e @ (StoreError::Io { .. } | StoreError::Remote(_) | StoreError::LockLost { .. }) => {
+                Err(e)
+            }
         }
     }
 }

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
-use crate::image::{build_image, ImageSpec};
+use crate::image::{realize_image, CacheUse, ImageSpec};
 use crate::ops::file::{
     apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
 };
@@ -54,6 +54,8 @@ pub struct BuildOptions {
     /// fails or is skipped before the run assesses it, so that `build` and `plan` agree
     /// (a first-time node is `create`, not `update`). Missing entries read `update`.
     pub planned: Vec<Action>,
+    /// The binary cache images are looked up in (and pushed to), if one is configured.
+    pub cache: Option<CacheUse>,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -276,8 +278,14 @@ enum Work {
         previous: Option<Facts>,
         restart: bool,
     },
-    /// Build an image into the store.
-    Image { node: usize, spec: ImageSpec },
+    /// Make an image's outputs present in the store: from the store, the cache, or a build.
+    Image {
+        node: usize,
+        key: String,
+        hash: String,
+        spec: ImageSpec,
+        cache: Option<CacheUse>,
+    },
     /// A step on a target (`None` if its host could not be resolved).
     OnTarget(Option<Target>, Step),
     /// First find which of these nodes' things are absent (their intents are written
@@ -340,13 +348,19 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 });
             vec![(node, result)]
         }
-        Work::Image { node, spec } => {
-            let result = build_image(machines.store(), &spec)
+        Work::Image {
+            node,
+            key,
+            hash,
+            spec,
+            cache,
+        } => {
+            let result = realize_image(machines.store(), cache.as_ref(), &key, &hash, &spec)
                 .await
-                .map(|facts| Applied {
+                .map(|(facts, note)| Applied {
                     facts,
                     created: true,
-                    note: None,
+                    note,
                 });
             vec![(node, result)]
         }
@@ -937,7 +951,13 @@ impl<'s> Scheduler<'s> {
                         previous: previous.map(|p| p.facts.clone()),
                     });
                 }
-                Payload::Image(spec) => works.push(Work::Image { node: i, spec }),
+                Payload::Image(spec) => works.push(Work::Image {
+                    node: i,
+                    key: node.key.clone(),
+                    hash: r.hash.clone(),
+                    spec,
+                    cache: self.opts.cache.clone(),
+                }),
                 Payload::File(mut f) => {
                     // What envc wrote on this same target, to tell when a build replaces
                     // content someone else put there since.

@@ -15,12 +15,15 @@ use std::time::Duration;
 
 use envc_compiler::SourceLoader;
 
+use crate::config::{ConfigError, Shared};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::image::CacheUse;
 use crate::plan::{plan, Action, DriftFacts, Plan};
 use crate::probe::{local_drift, probe, Probed};
 use crate::qemu::Machines;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
+use crate::remote::RemoteError;
 
 /// Live records by node key.
 type Records = BTreeMap<String, RealizationRecord>;
@@ -65,6 +68,10 @@ pub enum SessionError {
     },
     /// Tools the nodes about to run need are missing; nothing ran.
     MissingTools(Vec<MissingTool>),
+    /// envc.toml, a key, or a flag naming the cache or state is wrong.
+    Config(ConfigError),
+    /// The shared state or cache could not be reached.
+    Remote(RemoteError),
     /// The run itself broke off; its state is committed as far as it got, unless `commit`
     /// says why not.
     Run {
@@ -104,6 +111,8 @@ impl std::fmt::Display for SessionError {
                     None => Ok(()),
                 }
             }
+            SessionError::Config(e) => write!(f, "{e}"),
+            SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
         }
     }
@@ -147,6 +156,9 @@ pub struct BuildRequest {
     pub command: String,
     /// blake3 of the lockfile the build used.
     pub lock_hash: Option<String>,
+    /// Push what is built to the binary cache (`--push`); the project's `push = true`
+    /// pushes too, whenever a signing key is at hand.
+    pub push: bool,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -168,19 +180,58 @@ pub struct Session {
     pub env: String,
     pub env_file: PathBuf,
     pub target: TargetOptions,
+    /// The project's binary cache and shared state, if it has them.
+    pub shared: Shared,
 }
 
 impl Session {
     /// Opens the store of `env_file`'s environment.
-    pub fn open(env_file: &Path, target: TargetOptions) -> Result<Session, SessionError> {
+    ///
+    /// With a shared state (`[state]`, `--state`, `ENVC_STATE`), the local store keeps the
+    /// objects as a working copy and the environment's head and lock live in the bucket; a
+    /// `file://` state is a local store at that path.
+    pub fn open(
+        env_file: &Path,
+        target: TargetOptions,
+        shared: Shared,
+    ) -> Result<Session, SessionError> {
         let root = store_root(env_file);
-        let store = Store::open(&root).map_err(|error| SessionError::Store { root, error })?;
+        let store = match &shared.state {
+            Some(state) => crate::sharing::state_store(&root, state)?,
+            None => Store::open(&root).map_err(|error| SessionError::Store { root, error })?,
+        };
         Ok(Session {
             store,
             env: env_name(env_file),
             env_file: env_file.to_path_buf(),
             target,
+            shared,
         })
+    }
+
+    /// The binary cache a build uses, if the project has one. An explicit `--push`
+    /// without a signing key is an error before anything runs.
+    pub fn cache_use(&self, push: bool) -> Result<Option<CacheUse>, SessionError> {
+        let Some(settings) = &self.shared.cache else {
+            if push {
+                return Err(SessionError::Config(ConfigError::File {
+                    at: "--push".into(),
+                    message: "no binary cache is configured".into(),
+                    hint: "set [cache] url in envc.toml, or pass --cache URL / ENVC_CACHE".into(),
+                }));
+            }
+            return Ok(None);
+        };
+        let cache = settings.open().map_err(SessionError::Config)?;
+        if push && !cache.can_push() {
+            return Err(SessionError::Config(ConfigError::File {
+                at: "--push".into(),
+                message: "pushing to the cache needs a signing key".into(),
+                hint: "make one with `envc key generate NAME`, then set ENVC_SIGNING_KEY=NAME.secret (or `signing-key` under [cache] in envc.toml)".into(),
+            }));
+        }
+        let push = push || (settings.push && cache.can_push());
+        Ok(Some(CacheUse { cache, push }))
     }
 
     fn store_error(&self, error: StoreError) -> SessionError {
@@ -298,6 +349,7 @@ impl Session {
         reporter: &dyn Reporter,
         interrupts: &'static dyn Interrupts,
     ) -> Result<BuildReport, SessionError> {
+        let cache = self.cache_use(request.push)?;
         let lock = EnvLock::acquire(
             &self.store,
             &self.env,
@@ -306,6 +358,7 @@ impl Session {
         )
         .map_err(|e| match e {
             e @ EnvLockError::Held { .. } => SessionError::Locked(e),
+            EnvLockError::Remote(e) => SessionError::Remote(e),
             e => SessionError::State {
                 env: self.env.clone(),
                 error: e.to_string(),
@@ -368,6 +421,7 @@ impl Session {
                 }
                 planned
             },
+            cache,
         };
         let scheduler = Scheduler::new(
             spec,

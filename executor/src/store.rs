@@ -16,6 +16,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::envlock::EnvLock;
+use crate::remote::RemoteError;
+use crate::shared_state::SharedState;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectId(pub [u8; 32]);
@@ -83,6 +85,12 @@ pub enum StoreError {
         env: String,
         content: String,
     },
+    /// The shared state could not be read or written.
+    Remote(RemoteError),
+    /// The shared state's lock was taken from this run while it held it.
+    LockLost {
+        env: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -106,6 +114,11 @@ impl fmt::Display for StoreError {
                     "the ref of environment `{env}` holds {content:?}, not an object id"
                 )
             }
+            StoreError::Remote(e) => write!(f, "{e}"),
+            StoreError::LockLost { env } => write!(
+                f,
+                "the lock of `{env}` was taken from this run (forced open with `envc unlock --force`, or its lease ran out while the run stalled); nothing more is recorded\n  hint: what was recorded before stays; run the build again"
+            ),
         }
     }
 }
@@ -145,6 +158,15 @@ impl Drop for Reserve {
 #[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
+    /// Where the environments' refs, locks and state objects are shared, if anywhere:
+    /// then this store is the working copy of those objects.
+    shared: Option<std::sync::Arc<SharedState>>,
+}
+
+impl From<RemoteError> for StoreError {
+    fn from(e: RemoteError) -> StoreError {
+        StoreError::Remote(e)
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -162,13 +184,26 @@ impl Store {
         // must mean the same from any working directory.
         let root = std::path::absolute(root).map_err(io_err(root))?;
         let root = root.as_path();
-        for dir in ["objects", "refs", "locks", "tmp"] {
+        for dir in ["objects", "refs", "locks", "tmp", "substitutes"] {
             let p = root.join(dir);
             fs::create_dir_all(&p).map_err(io_err(&p))?;
         }
         Ok(Store {
             root: root.to_path_buf(),
+            shared: None,
         })
+    }
+
+    /// This store, with its environments' state kept in `shared` instead of `refs/`.
+    pub fn with_shared_state(self, shared: SharedState) -> Store {
+        Store {
+            shared: Some(std::sync::Arc::new(shared)),
+            ..self
+        }
+    }
+
+    pub fn shared(&self) -> Option<&std::sync::Arc<SharedState>> {
+        self.shared.as_ref()
     }
 
     pub fn root(&self) -> &Path {
@@ -211,14 +246,23 @@ impl Store {
     /// Stores `bytes` and returns their id. Storing what is already there is a no-op.
     pub fn put(&self, bytes: &[u8]) -> Result<ObjectId, StoreError> {
         let id = ObjectId::of(bytes);
-        let path = self.object_path(&id);
+        if let Some(shared) = &self.shared {
+            // Also when it is here already: a killed run may have written it and never
+            // uploaded it.
+            shared.written(id);
+        }
+        self.put_local(&id, bytes)?;
+        Ok(id)
+    }
+
+    fn put_local(&self, id: &ObjectId, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.object_path(id);
         if path.exists() {
-            return Ok(id);
+            return Ok(());
         }
         let dir = path.parent().expect("object paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
-        self.write_atomically(&path, bytes)?;
-        Ok(id)
+        self.write_atomically(&path, bytes)
     }
 
     /// Reads an object, checking that its content still hashes to its name.
@@ -226,7 +270,21 @@ impl Store {
         let path = self.object_path(id);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::Missing(*id)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Not here yet: the shared state has it (checked against its id there).
+                let Some(shared) = &self.shared else {
+                    return Err(StoreError::Missing(*id));
+                };
+                let bytes = shared.fetch(id)?.ok_or(StoreError::Missing(*id))?;
+                if ObjectId::of(&bytes) != *id {
+                    return Err(StoreError::Corrupt {
+                        id: *id,
+                        path: PathBuf::from(shared.object_url(id)),
+                    });
+                }
+                self.put_local(id, &bytes)?;
+                return Ok(bytes);
+            }
             Err(e) => return Err(StoreError::Io { path, error: e }),
         };
         if ObjectId::of(&bytes) != *id {
@@ -297,21 +355,68 @@ impl Store {
         })
     }
 
+    fn substitute_path(&self, resolved_hash: &str) -> PathBuf {
+        let key = crate::cache::entry_key(resolved_hash);
+        let name = key.rsplit('/').next().unwrap_or(&key);
+        self.root.join("substitutes").join(name)
+    }
+
+    /// Remembers the facts of a build output (an image) by its resolved hash, so that the
+    /// same build is not run again while its objects are here: after `destroy`, for another
+    /// environment, after `envc cache pull`. Only what this store built or fetched and
+    /// verified is ever written here.
+    pub fn put_substitute(
+        &self,
+        resolved_hash: &str,
+        facts: &crate::record::Facts,
+    ) -> Result<(), StoreError> {
+        let entry = serde_json::json!({ "resolved_hash": resolved_hash, "facts": facts });
+        let bytes = serde_json::to_vec(&entry).unwrap_or_default();
+        self.write_atomically(&self.substitute_path(resolved_hash), &bytes)
+    }
+
+    /// The facts of a build output this store has whole (`objects` of them all present).
+    pub fn substitute(
+        &self,
+        resolved_hash: &str,
+        objects: impl Fn(&crate::record::Facts) -> Vec<ObjectId>,
+    ) -> Option<crate::record::Facts> {
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            resolved_hash: String,
+            facts: crate::record::Facts,
+        }
+        let bytes = fs::read(self.substitute_path(resolved_hash)).ok()?;
+        let entry: Entry = serde_json::from_slice(&bytes).ok()?;
+        (entry.resolved_hash == resolved_hash
+            && objects(&entry.facts).iter().all(|id| self.contains(id)))
+        .then_some(entry.facts)
+    }
+
     fn ref_path(&self, env: &str) -> PathBuf {
         self.root.join("refs").join(safe_name(env))
     }
 
     /// The current state of `env`, if it was ever committed.
     pub fn read_ref(&self, env: &str) -> Result<Option<ObjectId>, StoreError> {
-        let path = self.ref_path(env);
-        match fs::read_to_string(&path) {
-            Ok(s) => ObjectId::parse(&s).map(Some).ok_or(StoreError::BadRef {
+        let text = match &self.shared {
+            Some(shared) => shared.read_head(env)?,
+            None => {
+                let path = self.ref_path(env);
+                match fs::read_to_string(&path) {
+                    Ok(s) => Some(s),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(StoreError::Io { path, error: e }),
+                }
+            }
+        };
+        text.map(|s| {
+            ObjectId::parse(&s).ok_or(StoreError::BadRef {
                 env: env.to_string(),
                 content: s.chars().take(80).collect(),
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::Io { path, error: e }),
-        }
+            })
+        })
+        .transpose()
     }
 
     /// Moves `env`'s ref from `expected` to `new`. Holding the environment's lock (the
@@ -327,12 +432,28 @@ impl Store {
         if !self.contains(&new) {
             return Err(StoreError::Missing(new));
         }
+        if lock.lost() {
+            return Err(StoreError::LockLost {
+                env: env.to_string(),
+            });
+        }
         let found = self.read_ref(env)?;
         if found != expected {
             return Ok(Err(RefConflict { expected, found }));
         }
-        self.write_atomically(&self.ref_path(env), format!("{}\n", new.hex()).as_bytes())?;
-        Ok(Ok(()))
+        let Some(shared) = &self.shared else {
+            self.write_atomically(&self.ref_path(env), format!("{}\n", new.hex()).as_bytes())?;
+            return Ok(Ok(()));
+        };
+        // Every object the new state names is in the bucket before the head names it; the
+        // move is conditional on the head being what was just read.
+        shared.upload_pending(|id| fs::read(self.object_path(id)).ok())?;
+        if shared.move_head(env, &new)? {
+            Ok(Ok(()))
+        } else {
+            let found = self.read_ref(env)?;
+            Ok(Err(RefConflict { expected, found }))
+        }
     }
 
     /// Checks every object against its name; returns the corrupt ones. Leftover temporary
@@ -387,8 +508,13 @@ impl Store {
 impl Store {
     /// The environments that have a ref, by name.
     pub fn envs(&self) -> Result<Vec<String>, StoreError> {
-        let dir = self.root.join("refs");
         let mut envs = Vec::new();
+        if let Some(shared) = &self.shared {
+            envs.extend(shared.envs()?.iter().filter_map(|n| env_of_safe_name(n)));
+            envs.sort();
+            return Ok(envs);
+        }
+        let dir = self.root.join("refs");
         for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
             let name = entry.map_err(io_err(&dir))?.file_name();
             if let Some(env) = name.to_str().and_then(env_of_safe_name) {
@@ -423,6 +549,9 @@ impl Store {
 
     /// Forgets `env`'s state (its ref), as if it had never been built.
     pub fn remove_ref(&self, lock: &EnvLock) -> Result<(), StoreError> {
+        if let Some(shared) = &self.shared {
+            return Ok(shared.delete_head(lock.env())?);
+        }
         let path = self.ref_path(lock.env());
         match fs::remove_file(&path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {

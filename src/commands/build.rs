@@ -26,6 +26,7 @@ pub struct BuildArgs {
     pub refresh: bool,
     pub wait: bool,
     pub json: bool,
+    pub push: bool,
     /// `--locked`; `None` is locked when `CI` is set.
     pub locked: Option<bool>,
 }
@@ -62,6 +63,7 @@ pub fn build(
         wait: args.wait,
         command: "build".into(),
         lock_hash: env.lock.map(|l| l.hash),
+        push: args.push,
     };
     realize(file, &env.spec, &env.files, &request, args.json, target)
 }
@@ -82,6 +84,7 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
         wait,
         command: "destroy".into(),
         lock_hash: None,
+        push: false,
     };
     realize(file, &spec, &files, &request, json_out, target)
 }

@@ -5,12 +5,12 @@ use std::path::Path;
 use envc_executor::record::Outcome as StepOutcome;
 use serde_json::json;
 
-use super::{session, TargetArgs};
+use super::{store_session, SharedArgs};
 use crate::exit::{Exit, Outcome};
 use crate::output;
 
-pub fn log(file: &Path, json_out: bool) -> Outcome {
-    let history = session(file, &TargetArgs::default())?.history()?;
+pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
+    let history = store_session(file, shared)?.history()?;
     let hint = format!("`envc store verify --repair {}`", file.display());
     for run in history.runs {
         let run = match run {
@@ -61,8 +61,8 @@ pub fn log(file: &Path, json_out: bool) -> Outcome {
     Ok(Exit::Ok)
 }
 
-pub fn output(file: &Path, json_out: bool) -> Outcome {
-    let outputs = session(file, &TargetArgs::default())?.outputs()?;
+pub fn output(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
+    let outputs = store_session(file, shared)?.outputs()?;
     if json_out {
         output::line(serde_json::Value::Object(outputs.into_iter().collect()));
     } else {

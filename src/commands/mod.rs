@@ -11,6 +11,7 @@ pub mod history;
 pub mod lock;
 pub mod plan;
 pub mod store;
+pub mod team;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use envc_compiler::{compile, CompileOptions, Compiled};
+use envc_executor::config::{Overrides, Shared};
 use envc_executor::project::{split_root, FsLoader};
 use envc_executor::session::{Session, TargetOptions};
 use envc_executor::spec::Spec;
@@ -79,6 +81,40 @@ pub struct TargetArgs {
     /// Seconds a new or restarted VM may take to answer ssh.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub boot_timeout: u64,
+    #[command(flatten)]
+    pub shared: SharedArgs,
+}
+
+/// Where the project's binary cache and shared state are, over what envc.toml says.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SharedArgs {
+    /// The binary cache: s3://BUCKET/PREFIX, gs://, az://, http(s)://, file:///PATH.
+    #[arg(long, env = "ENVC_CACHE", value_name = "URL")]
+    pub cache: Option<String>,
+    /// Neither look anything up in the binary cache nor push to it (wins over --cache,
+    /// ENVC_CACHE and envc.toml).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// The shared state: s3://BUCKET/PREFIX, gs://, az://, or file:///PATH (a local store).
+    #[arg(long, env = "ENVC_STATE", value_name = "URL")]
+    pub state: Option<String>,
+    /// The secret key that signs what is pushed to the cache (`envc key generate`).
+    #[arg(long, env = "ENVC_SIGNING_KEY", value_name = "FILE")]
+    pub signing_key: Option<PathBuf>,
+}
+
+impl SharedArgs {
+    /// The project's shared settings for `file`: these flags over its envc.toml.
+    pub fn load(&self, file: &Path) -> Result<Shared, Failure> {
+        let overrides = Overrides {
+            cache: self.cache.clone(),
+            state: self.state.clone(),
+            signing_key: self.signing_key.clone(),
+            no_cache: self.no_cache,
+        };
+        Shared::load(&envc_executor::project::project_dir(file), &overrides)
+            .map_err(|e| Failure::Session(envc_executor::session::SessionError::Config(e)))
+    }
 }
 
 impl TargetArgs {
@@ -107,7 +143,17 @@ impl Default for TargetArgs {
 
 /// The session of `file`'s environment.
 pub fn session(file: &Path, target: &TargetArgs) -> Result<Session, Failure> {
-    Ok(Session::open(file, target.options())?)
+    let shared = target.shared.load(file)?;
+    Ok(Session::open(file, target.options(), shared)?)
+}
+
+/// The session of a command that reaches no target, only the store and state.
+pub fn store_session(file: &Path, shared: &SharedArgs) -> Result<Session, Failure> {
+    let target = TargetArgs {
+        shared: shared.clone(),
+        ..TargetArgs::default()
+    };
+    session(file, &target)
 }
 
 /// A compiled environment: the graph as the executor takes it, the compiler's output (for

@@ -1,0 +1,435 @@
+//! Shared deploy state: an environment's records, run history and outputs in a bucket, so
+//! that a laptop and a CI runner see the same deployed state — Terraform's S3 backend with
+//! `use_lockfile`, Pulumi's self-managed backends.
+//!
+//! Layout under the state's URL:
+//! - `objects/<blake3>`: states, records, intents and run records (immutable, JSON);
+//! - `envs/<env>/head`: the id of the environment's current state. It moves only by a
+//!   conditional write on the ETag it was read with: two runners racing never lose a
+//!   record, the second one gets a conflict;
+//! - `envs/<env>/lock`: who holds the environment, until when. Taken by a create that
+//!   fails if it exists (`If-None-Match: *`), renewed while the run lives, taken over by a
+//!   conditional write once its lease ran out, so a killed runner does not wedge the
+//!   environment.
+//!
+//! The local store stays the working copy: objects are written there first and uploaded
+//! before the head that names them moves; objects the local store lacks are fetched (and
+//! checked against their id) when read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use serde::{Deserialize, Serialize};
+
+use crate::envlock::Holder;
+use crate::remote::{Backend, Remote, RemoteError};
+use crate::store::{safe_name, ObjectId};
+
+/// What the lock object holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub holder: Holder,
+    /// Unix time after which anyone may take the lock over.
+    pub expires_unix: u64,
+    pub lease_seconds: u64,
+}
+
+/// The state of environments in a bucket.
+#[derive(Debug)]
+pub struct SharedState {
+    remote: Remote,
+    pub lease: Duration,
+    /// Objects written locally since the last upload: uploaded before a head names them.
+    pending: Mutex<BTreeSet<ObjectId>>,
+    /// The ETag each environment's head was last seen with: what a move is conditional on.
+    heads: Mutex<BTreeMap<String, Option<String>>>,
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere leaves plain data behind: still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SharedState {
+    /// Opens the shared state at `remote`; only backends with conditional writes can hold
+    /// one.
+    pub fn open(remote: Remote, lease: Duration) -> Result<SharedState, RemoteError> {
+        if !remote.backend().conditional_writes() {
+            return Err(RemoteError {
+                url: remote.url().to_string(),
+                doing: "opening the shared state".into(),
+                cause: format!(
+                    "a {:?} backend has no conditional writes, which a state needs so that two runs cannot overwrite each other",
+                    remote.backend()
+                ),
+                hint: Some(match remote.backend() {
+                    Backend::Http => "use s3://, gs:// or az:// for [state]; an HTTP server can still hold the [cache]".into(),
+                    _ => "use s3://, gs:// or az://, or a file:// URL, which is a local store at that path".into(),
+                }),
+                conflict: false,
+                not_found: false,
+            });
+        }
+        Ok(SharedState {
+            remote,
+            lease,
+            pending: Mutex::new(BTreeSet::new()),
+            heads: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    fn head_key(env: &str) -> String {
+        format!("envs/{}/head", safe_name(env))
+    }
+
+    fn lock_key(env: &str) -> String {
+        format!("envs/{}/lock", safe_name(env))
+    }
+
+    fn object_key(id: &ObjectId) -> String {
+        format!("objects/{}", id.hex())
+    }
+
+    /// Notes that `id` was written locally and must reach the bucket before a head names it.
+    pub fn written(&self, id: ObjectId) {
+        locked(&self.pending).insert(id);
+    }
+
+    /// An object the local store lacks (the caller checks it against its id).
+    pub fn fetch(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, RemoteError> {
+        Ok(self
+            .get(&Self::object_key(id))?
+            .map(|(bytes, _)| bytes.to_vec()))
+    }
+
+    /// Where an object lives in the bucket, for messages.
+    pub fn object_url(&self, id: &ObjectId) -> String {
+        format!(
+            "{}/{}",
+            self.remote.url().trim_end_matches('/'),
+            Self::object_key(id)
+        )
+    }
+
+    fn get(&self, key: &str) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
+        let path = self.remote.key(key);
+        self.remote.block(async {
+            match self.remote.store().get(&path).await {
+                Ok(r) => {
+                    let etag = r.meta.e_tag.clone();
+                    let bytes = r
+                        .bytes()
+                        .await
+                        .map_err(|e| self.remote.error(format!("reading {key}"), e))?;
+                    Ok(Some((bytes, etag)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(self.remote.error(format!("reading {key}"), e)),
+            }
+        })
+    }
+
+    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<Option<String>, RemoteError> {
+        let path = self.remote.key(key);
+        self.remote.block(async {
+            let opts = PutOptions {
+                mode,
+                ..PutOptions::default()
+            };
+            self.remote
+                .store()
+                .put_opts(&path, PutPayload::from(bytes), opts)
+                .await
+                .map(|r| r.e_tag)
+                .map_err(|e| self.remote.error(format!("writing {key}"), e))
+        })
+    }
+
+    fn delete(&self, key: &str) -> Result<(), RemoteError> {
+        let path = self.remote.key(key);
+        self.remote.block(async {
+            match self.remote.store().delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(self.remote.error(format!("deleting {key}"), e)),
+            }
+        })
+    }
+
+    /// Uploads the objects written since the last upload (`read` gives their bytes).
+    pub fn upload_pending(
+        &self,
+        read: impl Fn(&ObjectId) -> Option<Vec<u8>>,
+    ) -> Result<(), RemoteError> {
+        let pending: Vec<ObjectId> = locked(&self.pending).iter().copied().collect();
+        for id in pending {
+            if let Some(bytes) = read(&id) {
+                self.put(&Self::object_key(&id), bytes, PutMode::Overwrite)?;
+            }
+            locked(&self.pending).remove(&id);
+        }
+        Ok(())
+    }
+
+    /// The environment's head, remembering the ETag it was read with.
+    pub fn read_head(&self, env: &str) -> Result<Option<String>, RemoteError> {
+        let found = self.get(&Self::head_key(env))?;
+        let (text, etag) = match found {
+            Some((b, etag)) => (Some(String::from_utf8_lossy(&b).into_owned()), etag),
+            None => (None, None),
+        };
+        locked(&self.heads).insert(env.to_string(), etag);
+        Ok(text)
+    }
+
+    /// Moves the head from what it was last read as to `new`. `Ok(false)`: someone else
+    /// moved it first (nothing was written).
+    pub fn move_head(&self, env: &str, new: &ObjectId) -> Result<bool, RemoteError> {
+        let etag = locked(&self.heads).get(env).cloned();
+        let mode = match etag {
+            // Never read (or absent when read): it must still be absent.
+            None | Some(None) => PutMode::Create,
+            Some(Some(e_tag)) => PutMode::Update(UpdateVersion {
+                e_tag: Some(e_tag),
+                version: None,
+            }),
+        };
+        match self.put(
+            &Self::head_key(env),
+            format!("{}\n", new.hex()).into_bytes(),
+            mode,
+        ) {
+            Ok(etag) => {
+                locked(&self.heads).insert(env.to_string(), etag);
+                Ok(true)
+            }
+            Err(e) if e.conflict => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn delete_head(&self, env: &str) -> Result<(), RemoteError> {
+        self.delete(&Self::head_key(env))?;
+        locked(&self.heads).insert(env.to_string(), None);
+        Ok(())
+    }
+
+    /// The environments that have a head.
+    pub fn envs(&self) -> Result<Vec<String>, RemoteError> {
+        let prefix = self.remote.key("envs");
+        let listed = self.remote.block(async {
+            self.remote
+                .store()
+                .list_with_delimiter(Some(&prefix))
+                .await
+                .map_err(|e| self.remote.error("listing environments", e))
+        })?;
+        Ok(listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect())
+    }
+
+    /// The lock's content and ETag, if it is held.
+    pub fn read_lock(&self, env: &str) -> Result<Option<(Lease, Option<String>)>, RemoteError> {
+        let Some((bytes, etag)) = self.get(&Self::lock_key(env))? else {
+            return Ok(None);
+        };
+        // A lock whose content cannot be read is still a lock: shown as expired at once,
+        // so it can be taken over rather than wedge the environment.
+        let lease = serde_json::from_slice(&bytes).unwrap_or(Lease {
+            holder: Holder {
+                pid: 0,
+                host: "?".into(),
+                command: "(unreadable lock)".into(),
+                since_unix: 0,
+            },
+            expires_unix: 0,
+            lease_seconds: 0,
+        });
+        Ok(Some((lease, etag)))
+    }
+
+    fn lease_for(&self, me: &Holder) -> Vec<u8> {
+        let lease = Lease {
+            holder: me.clone(),
+            expires_unix: now_unix() + self.lease.as_secs(),
+            lease_seconds: self.lease.as_secs(),
+        };
+        serde_json::to_vec(&lease).unwrap_or_default()
+    }
+
+    /// Takes the lock of `env`: creates it, or takes it over when its lease ran out.
+    /// `Ok(Err(lease))`: held by someone whose lease is still running.
+    pub fn try_lock(
+        &self,
+        env: &str,
+        me: &Holder,
+    ) -> Result<Result<Option<String>, Lease>, RemoteError> {
+        let key = Self::lock_key(env);
+        match self.put(&key, self.lease_for(me), PutMode::Create) {
+            Ok(etag) => return Ok(Ok(etag)),
+            Err(e) if e.conflict => {}
+            Err(e) => return Err(e),
+        }
+        let Some((lease, etag)) = self.read_lock(env)? else {
+            // Released between the two requests: try once more from the start.
+            return match self.put(&key, self.lease_for(me), PutMode::Create) {
+                Ok(etag) => Ok(Ok(etag)),
+                Err(e) if e.conflict => Ok(Err(self
+                    .read_lock(env)?
+                    .map_or_else(|| self.expired_placeholder(), |(l, _)| l))),
+                Err(e) => Err(e),
+            };
+        };
+        if lease.expires_unix > now_unix() {
+            return Ok(Err(lease));
+        }
+        // Expired: take it over, unless another runner did so first.
+        let mode = PutMode::Update(UpdateVersion {
+            e_tag: etag,
+            version: None,
+        });
+        match self.put(&key, self.lease_for(me), mode) {
+            Ok(etag) => Ok(Ok(etag)),
+            Err(e) if e.conflict => Ok(Err(self.read_lock(env)?.map_or(lease, |(l, _)| l))),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn expired_placeholder(&self) -> Lease {
+        Lease {
+            holder: Holder {
+                pid: 0,
+                host: "?".into(),
+                command: "another envc".into(),
+                since_unix: 0,
+            },
+            expires_unix: 0,
+            lease_seconds: 0,
+        }
+    }
+
+    /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held.
+    pub fn force_unlock(&self, env: &str) -> Result<Option<Lease>, RemoteError> {
+        let held = self.read_lock(env)?;
+        self.delete(&Self::lock_key(env))?;
+        Ok(held.map(|(l, _)| l))
+    }
+}
+
+/// A held lock of a shared state: renewed in the background while it lives, deleted when
+/// dropped. If a renewal finds the lock taken (forced open, or taken over after this
+/// process stalled past its lease), the lock is lost: [`LeaseGuard::lost`] says so and
+/// the state's head move still protects the records.
+pub struct LeaseGuard {
+    shared: Arc<SharedState>,
+    env: String,
+    etag: Arc<Mutex<Option<String>>>,
+    stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    lost: Arc<AtomicBool>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LeaseGuard({})", self.env)
+    }
+}
+
+impl LeaseGuard {
+    pub fn new(shared: Arc<SharedState>, env: &str, etag: Option<String>, me: Holder) -> Self {
+        let etag = Arc::new(Mutex::new(etag));
+        let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let lost = Arc::new(AtomicBool::new(false));
+        let every = (shared.lease / 3).max(Duration::from_millis(200));
+        let renewer = {
+            let (shared, env, etag, stop, lost) = (
+                shared.clone(),
+                env.to_string(),
+                etag.clone(),
+                stop.clone(),
+                lost.clone(),
+            );
+            std::thread::Builder::new()
+                .name("envc-lease".into())
+                .spawn(move || loop {
+                    let (flag, wake) = &*stop;
+                    let guard = locked(flag);
+                    let (guard, _) = wake
+                        .wait_timeout_while(guard, every, |stopped| !*stopped)
+                        .unwrap_or_else(|e| e.into_inner());
+                    if *guard {
+                        return;
+                    }
+                    drop(guard);
+                    let current = locked(&etag).clone();
+                    let mode = PutMode::Update(UpdateVersion {
+                        e_tag: current,
+                        version: None,
+                    });
+                    match shared.put(&SharedState::lock_key(&env), shared.lease_for(&me), mode) {
+                        Ok(new) => *locked(&etag) = new,
+                        Err(e) if e.conflict || e.not_found => {
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        // A network blip: the next renewal tries again, well within the lease.
+                        Err(_) => {}
+                    }
+                })
+                .ok()
+        };
+        LeaseGuard {
+            shared,
+            env: env.to_string(),
+            etag,
+            stop,
+            lost,
+            renewer,
+        }
+    }
+
+    /// Whether the lock was taken from this process while it held it.
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        {
+            let (flag, wake) = &*self.stop;
+            *locked(flag) = true;
+            wake.notify_all();
+        }
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
+        }
+        if self.lost() {
+            return;
+        }
+        // Delete it only while it is still ours: compare the ETag first. Between the read
+        // and the delete another runner cannot have taken it, since its lease is running.
+        let ours = locked(&self.etag).clone();
+        if let Ok(Some((_, etag))) = self.shared.read_lock(&self.env) {
+            if etag == ours || ours.is_none() {
+                let _ = self.shared.delete(&SharedState::lock_key(&self.env));
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The team commands' side of the application layer: what `envc cache`, `envc unlock` and
+//! `envc state migrate` do with a session, apart from printing it.
+
+use std::collections::BTreeSet;
+
+use envc_compiler::SourceLoader;
+
+use crate::config::StateSettings;
+use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::image::objects;
+use crate::record::State;
+use crate::remote::Remote;
+use crate::session::{Session, SessionError};
+use crate::shared_state::{Lease, SharedState};
+use crate::spec::Spec;
+use crate::store::{ObjectId, Store};
+use envc_compiler::types::NodeKind;
+
+/// A build derivation of the graph: its node key and resolved hash (what the cache is
+/// keyed by).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildOutput {
+    pub node: String,
+    pub resolved_hash: String,
+}
+
+/// A built output the state records, with its facts and the objects they name.
+#[derive(Clone, Debug)]
+pub struct RecordedOutput {
+    pub node: String,
+    pub resolved_hash: String,
+    pub facts: crate::record::Facts,
+    pub objects: Vec<ObjectId>,
+}
+
+impl Session {
+    /// The graph's build derivations (images), with the hashes a build would look up.
+    pub fn build_outputs(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+    ) -> Result<Vec<BuildOutput>, SessionError> {
+        let report = self.plan(spec, files, false)?;
+        Ok(report
+            .plan
+            .nodes
+            .iter()
+            .filter(|n| spec.nodes[n.index].kind == NodeKind::Image)
+            .filter_map(|n| {
+                let r = n.assessment.resolved.as_ref().ok()?;
+                Some(BuildOutput {
+                    node: spec.nodes[n.index].key.clone(),
+                    resolved_hash: r.hash.clone(),
+                })
+            })
+            .collect())
+    }
+
+    /// The built outputs the environment's state records (what `cache push` sends).
+    pub fn recorded_outputs(&self) -> Result<Vec<RecordedOutput>, SessionError> {
+        let (records, _) = self.live()?;
+        Ok(records
+            .into_values()
+            .filter(|r| r.node.starts_with("image:"))
+            .map(|r| RecordedOutput {
+                objects: objects(&r.facts),
+                node: r.node,
+                resolved_hash: r.resolved_hash,
+                facts: r.facts,
+            })
+            .collect())
+    }
+
+    /// `envc unlock --force`: deletes the shared lock whoever holds it. `Ok(None)`: it
+    /// was not held. A local store's lock is the kernel's and cannot be forced: it is
+    /// released when its holder exits, so a held one is reported as held.
+    pub fn force_unlock(&self) -> Result<Option<Lease>, SessionError> {
+        match self.store.shared() {
+            Some(shared) => shared.force_unlock(&self.env).map_err(SessionError::Remote),
+            None => {
+                match EnvLock::acquire(
+                    &self.store,
+                    &self.env,
+                    false,
+                    &Holder::current("envc unlock"),
+                ) {
+                    Ok(_) => Ok(None),
+                    Err(e @ EnvLockError::Held { .. }) => Err(SessionError::Locked(e)),
+                    Err(e) => Err(SessionError::State {
+                        env: self.env.clone(),
+                        error: e.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// `envc state migrate --to URL`: copies the environment's whole history (states,
+    /// records, intents, run records) to another state, under both locks, and points its
+    /// head at the current state. The source is left as it was; a destination that has
+    /// this environment already is refused, so nothing there is overwritten.
+    pub fn migrate_state(&self, to: &StateSettings) -> Result<Migrated, SessionError> {
+        let me = Holder::current("envc state migrate");
+        let locked = |e: EnvLockError| match e {
+            e @ EnvLockError::Held { .. } => SessionError::Locked(e),
+            EnvLockError::Remote(e) => SessionError::Remote(e),
+            e => SessionError::State {
+                env: self.env.clone(),
+                error: e.to_string(),
+            },
+        };
+        let source_lock = EnvLock::acquire(&self.store, &self.env, false, &me).map_err(locked)?;
+        let dest = state_store(self.store.root(), to)?;
+        let dest_lock = EnvLock::acquire(&dest, &self.env, false, &me).map_err(locked)?;
+        let store_error = |error| SessionError::Store {
+            root: self.store.root().to_path_buf(),
+            error,
+        };
+        if let Some(existing) = dest.read_ref(&self.env).map_err(store_error)? {
+            return Err(SessionError::State {
+                env: self.env.clone(),
+                error: format!(
+                    "{} already holds a state of `{}` ({existing:?}); nothing was copied\n  hint: migrate to an empty location, or remove that state first",
+                    to.url, self.env
+                ),
+            });
+        }
+        let head = self.store.read_ref(&self.env).map_err(store_error)?;
+        let Some(head) = head else {
+            return Err(SessionError::NeverBuilt {
+                env: self.env.clone(),
+                file: self.env_file.clone(),
+            });
+        };
+        let mut copied = BTreeSet::new();
+        let mut states = 0;
+        for (id, state) in State::history(&self.store, &self.env).map_err(store_error)? {
+            states += 1;
+            let named = state
+                .records
+                .values()
+                .chain(state.intents.values())
+                .chain(state.run.iter())
+                .chain(std::iter::once(&id));
+            for object in named {
+                if copied.insert(*object) {
+                    let bytes = self.store.get(object).map_err(store_error)?;
+                    dest.put(&bytes).map_err(store_error)?;
+                }
+            }
+        }
+        match dest
+            .update_ref(&dest_lock, None, head)
+            .map_err(store_error)?
+        {
+            Ok(()) => {}
+            Err(conflict) => {
+                return Err(SessionError::State {
+                    env: self.env.clone(),
+                    error: format!(
+                        "another run created a state of `{}` at {} during the migration (found {:?}); nothing was overwritten",
+                        self.env, to.url, conflict.found
+                    ),
+                })
+            }
+        }
+        drop(source_lock);
+        Ok(Migrated {
+            states,
+            objects: copied.len(),
+            head,
+        })
+    }
+}
+
+/// What a migration copied.
+#[derive(Clone, Debug)]
+pub struct Migrated {
+    pub states: usize,
+    pub objects: usize,
+    pub head: ObjectId,
+}
+
+/// The store a state names: a local store for `file://`, else the local store at
+/// `local_root` as the working copy of objects, with the state in the bucket.
+pub fn state_store(
+    local_root: &std::path::Path,
+    state: &StateSettings,
+) -> Result<Store, SessionError> {
+    let remote = Remote::open(&state.url).map_err(SessionError::Remote)?;
+    if let Some(path) = url::Url::parse(&state.url)
+        .ok()
+        .filter(|u| u.scheme() == "file")
+        .and_then(|u| u.to_file_path().ok())
+    {
+        return Store::open(&path).map_err(|error| SessionError::Store { root: path, error });
+    }
+    let shared = SharedState::open(remote, state.lease).map_err(SessionError::Remote)?;
+    let local = Store::open(local_root).map_err(|error| SessionError::Store {
+        root: local_root.to_path_buf(),
+        error,
+    })?;
+    Ok(local.with_shared_state(shared))
+}

@@ -1,0 +1,293 @@
+//! Working as a team: `envc key generate`, `envc cache push|pull|verify`, `envc unlock`
+//! and `envc state migrate` — the printing side of `envc_executor::sharing` and `cache`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use envc_executor::cache::{entry_key, BinaryCache, CacheError, Progress};
+use envc_executor::config::StateSettings;
+use envc_executor::keys::SecretKey;
+use envc_executor::session::{Session, SessionError};
+use envc_executor::store::ObjectId;
+
+use super::{compile_env, store_session, Params, SharedArgs, Ui};
+use crate::exit::{Exit, Failure, Outcome};
+use crate::output::{errln, outln};
+
+/// `envc key generate NAME [--out DIR]`.
+pub fn key_generate(name: &str, out: &Path) -> Outcome {
+    let key = SecretKey::generate(name).map_err(|e| Failure::Input(e.to_string()))?;
+    let (secret, public) = key.write(out).map_err(|e| Failure::Input(e.to_string()))?;
+    outln!("{}", key.public());
+    errln!(
+        "wrote {} (keep it secret: it is what CI signs with, via ENVC_SIGNING_KEY) and {}",
+        secret.display(),
+        public.display()
+    );
+    errln!(
+        "trust it: add \"{}\" to trusted-public-keys under [cache] in envc.toml",
+        key.public()
+    );
+    Ok(Exit::Ok)
+}
+
+/// The project's cache, or a usage error saying how to configure one.
+fn cache_of(session: &Session) -> Result<BinaryCache, Failure> {
+    let settings = session.shared.cache.as_ref().ok_or_else(|| {
+        Failure::Input(
+            "no binary cache is configured\n  hint: set [cache] url in envc.toml, or pass --cache URL (ENVC_CACHE)".into(),
+        )
+    })?;
+    settings
+        .open()
+        .map_err(|e| Failure::Session(SessionError::Config(e)))
+}
+
+/// A bar per object on a terminal; nothing otherwise (CI logs get one line per output).
+struct Bar(indicatif::ProgressBar);
+
+impl Bar {
+    fn new() -> Bar {
+        use std::io::IsTerminal;
+        let bar = if std::io::stderr().is_terminal() {
+            let style = indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            indicatif::ProgressBar::new(0).with_style(style)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        Bar(bar)
+    }
+}
+
+impl Progress for Bar {
+    fn object(&self, id: &ObjectId, size: u64) {
+        self.0.set_message(format!("{id:?}"));
+        self.0.set_position(0);
+        self.0.set_length(size);
+    }
+
+    fn bytes(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// `envc cache push FILE`: every image the environment's state records, with the chunks
+/// the cache lacks. Exit 4 if one could not be pushed.
+pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
+    let session = store_session(file, shared)?;
+    let cache = cache_of(&session)?;
+    if !cache.can_push() {
+        return Err(Failure::Session(SessionError::Config(
+            envc_executor::config::ConfigError::Key(envc_executor::keys::KeyError {
+                what: "pushing to the cache needs a signing key".into(),
+                hint: "make one with `envc key generate NAME`, then set ENVC_SIGNING_KEY=NAME.secret (or --signing-key)".into(),
+            }),
+        )));
+    }
+    let outputs = session.recorded_outputs()?;
+    if outputs.is_empty() {
+        outln!("nothing to push: `{}` has no built images yet", session.env);
+        return Ok(Exit::Ok);
+    }
+    let mut failed = 0;
+    for out in outputs {
+        let missing: Vec<_> = out
+            .objects
+            .iter()
+            .filter(|id| !session.store.contains(id))
+            .collect();
+        if !missing.is_empty() {
+            errln!(
+                "error: {}: {} of its objects are not in this store ({:?}…); build it here first",
+                out.node,
+                missing.len(),
+                missing[0]
+            );
+            failed += 1;
+            continue;
+        }
+        let bar = Bar::new();
+        let started = Instant::now();
+        let pushed = cache.remote().block(cache.push(
+            &session.store,
+            &out.resolved_hash,
+            &out.node,
+            &out.facts,
+            &out.objects,
+            &bar,
+        ));
+        bar.0.finish_and_clear();
+        match pushed {
+            Ok(moved) => outln!(
+                "pushed {} to {}: {} objects, {} sent in {:.1} s",
+                out.node,
+                cache.url(),
+                moved.objects,
+                mib(moved.bytes),
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                errln!("error: {}: {e}", out.node);
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+/// `envc cache pull FILE`: fetches the graph's images into the local store, so a build
+/// finds them there. Exit 4 if an entry was refused or could not be fetched.
+pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> Outcome {
+    let env = compile_env(file, params, true, ui)?;
+    let session = store_session(file, shared)?;
+    let cache = cache_of(&session)?;
+    let mut failed = 0;
+    for out in session.build_outputs(&env.spec, &env.files)? {
+        let bar = Bar::new();
+        let started = Instant::now();
+        let pulled = cache.remote().block(async {
+            let Some(entry) = cache.lookup(&out.resolved_hash).await? else {
+                return Ok(None);
+            };
+            let moved = cache.fetch(&entry, &session.store, &bar).await?;
+            Ok::<_, CacheError>(Some((entry, moved)))
+        });
+        bar.0.finish_and_clear();
+        match pulled {
+            Ok(Some((entry, moved))) => {
+                session
+                    .store
+                    .put_substitute(&out.resolved_hash, &entry.body.facts)
+                    .map_err(|e| Failure::Input(e.to_string()))?;
+                outln!(
+                    "fetched {}: {} objects, {} in {:.1} s (signed by {})",
+                    out.node,
+                    moved.objects,
+                    mib(moved.bytes),
+                    started.elapsed().as_secs_f64(),
+                    entry.signer.unwrap_or_default()
+                );
+            }
+            Ok(None) => outln!("not in the cache: {}", out.node),
+            Err(e) => {
+                errln!("error: {}: {e}", out.node);
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+/// `envc cache verify FILE [--all]`: checks entries deeply (signature, every chunk, every
+/// object). Exit 3 when one is damaged or untrusted, like `store verify`.
+pub fn cache_verify(
+    file: &Path,
+    all: bool,
+    params: &Params,
+    shared: &SharedArgs,
+    ui: Ui,
+) -> Outcome {
+    let session = store_session(file, shared)?;
+    let cache = cache_of(&session)?;
+    let keys: Vec<(String, String)> = if all {
+        cache
+            .remote()
+            .block(cache.entry_keys())
+            .map_err(|e| Failure::Session(SessionError::Io(e.to_string())))?
+            .into_iter()
+            .map(|k| (k.clone(), k))
+            .collect()
+    } else {
+        let env = compile_env(file, params, true, ui)?;
+        session
+            .build_outputs(&env.spec, &env.files)?
+            .into_iter()
+            .map(|o| (entry_key(&o.resolved_hash), o.node))
+            .collect()
+    };
+    let mut damaged = 0;
+    for (key, name) in keys {
+        match cache.remote().block(cache.verify_entry(&key)) {
+            Ok(entry) => outln!(
+                "ok        {} ({}, {} objects, signed by {})",
+                name,
+                entry.body.node,
+                entry.body.objects.len(),
+                entry.signer.unwrap_or_default()
+            ),
+            Err(CacheError::Corrupt { what, .. }) if what.contains("vanished") => {
+                outln!("missing   {name}")
+            }
+            Err(e) => {
+                damaged += 1;
+                outln!("damaged   {name}: {e}");
+            }
+        }
+    }
+    Ok(if damaged > 0 { Exit::Drift } else { Exit::Ok })
+}
+
+/// `envc unlock --force FILE`.
+pub fn unlock(file: &Path, force: bool, shared: &SharedArgs) -> Outcome {
+    let session = store_session(file, shared)?;
+    if !force {
+        errln!(
+            "error: unlock changes nothing without --force: forcing the lock open while its holder still runs lets two runs change the same targets at once"
+        );
+        return Ok(Exit::Input);
+    }
+    match session.force_unlock()? {
+        None => outln!("`{}` was not locked", session.env),
+        Some(lease) => {
+            let h = &lease.holder;
+            outln!(
+                "removed the lock of `{}` held by `{}` (pid {} on {}, since unix time {}, lease until {})",
+                session.env,
+                h.command,
+                h.pid,
+                h.host,
+                h.since_unix,
+                lease.expires_unix
+            );
+            errln!(
+                "warning: if that run is still alive, its next commit fails (its lease renewal finds the lock gone) and what it changes after that is not recorded; run `envc build --refresh FILE` to reconcile"
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `envc state migrate --to URL FILE`.
+pub fn migrate(file: &Path, to: &str, shared: &SharedArgs) -> Outcome {
+    let session = store_session(file, shared)?;
+    let lease = session
+        .shared
+        .state
+        .as_ref()
+        .map_or(envc_executor::config::DEFAULT_LEASE, |s| s.lease);
+    let to = StateSettings {
+        url: to.to_string(),
+        lease,
+    };
+    let migrated = session.migrate_state(&to)?;
+    outln!(
+        "copied the state of `{}` to {}: {} states, {} objects; its head is {}",
+        session.env,
+        to.url,
+        migrated.states,
+        migrated.objects,
+        migrated.head
+    );
+    errln!(
+        "next: set url = \"{}\" under [state] in envc.toml (or ENVC_STATE); the old state is left as it was",
+        to.url
+    );
+    Ok(Exit::Ok)
+}
