@@ -97,7 +97,7 @@ impl Project {
             .env_remove("CI")
             // Downloaded packages are shared between builds (and test runs): apt checks
             // them against the archive's signed index, so they cannot change an image.
-            .env("ENVC_CACHE", repo().join("target/envc-cache"))
+            .env("ENVC_DEB_CACHE", repo().join("target/envc-cache"))
             .stdin(Stdio::null())
             .output()
             .unwrap()

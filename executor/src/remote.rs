@@ -15,8 +15,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use object_store::aws::AmazonS3ConfigKey;
+use object_store::azure::AzureConfigKey;
+use object_store::gcp::GoogleConfigKey;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
+use object_store::{
+    BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig,
+};
 
 /// A remote location that could not be opened or a request to it that failed.
 #[derive(Debug, Clone)]
@@ -123,34 +128,53 @@ impl Remote {
             max_retries: 10,
             retry_timeout,
         };
-        let client = ClientOptions::new()
-            .with_timeout(request_timeout)
-            .with_connect_timeout(Duration::from_secs(10).min(request_timeout));
+        let connect_timeout = Duration::from_secs(10).min(request_timeout);
+        // Set key by key: the builders' `from_env` already put what the environment says
+        // into their client options (AWS_ALLOW_HTTP, proxies), which replacing them loses.
+        let timeouts = [
+            (
+                ClientConfigKey::Timeout,
+                format!("{}s", request_timeout.as_secs()),
+            ),
+            (
+                ClientConfigKey::ConnectTimeout,
+                format!("{}s", connect_timeout.as_secs()),
+            ),
+        ];
         let build_error = |e: object_store::Error| error(e.to_string(), hint);
         let (backend, store, prefix): (Backend, Arc<dyn ObjectStore>, ObjectPath) = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                let s3 = object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
+                let s3 = timeouts
+                    .iter()
+                    .fold(
+                        object_store::aws::AmazonS3Builder::from_env().with_url(url),
+                        |b, (k, v)| b.with_config(AmazonS3ConfigKey::Client(*k), v),
+                    )
                     .with_retry(retry)
-                    .with_client_options(client)
                     .build()
                     .map_err(build_error)?;
                 (Backend::S3, Arc::new(s3), prefix)
             }
             ObjectStoreScheme::GoogleCloudStorage => {
-                let gcs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_url(url)
+                let gcs = timeouts
+                    .iter()
+                    .fold(
+                        object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url),
+                        |b, (k, v)| b.with_config(GoogleConfigKey::Client(*k), v),
+                    )
                     .with_retry(retry)
-                    .with_client_options(client)
                     .build()
                     .map_err(build_error)?;
                 (Backend::Gcs, Arc::new(gcs), prefix)
             }
             ObjectStoreScheme::MicrosoftAzure => {
-                let az = object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(url)
+                let az = timeouts
+                    .iter()
+                    .fold(
+                        object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url),
+                        |b, (k, v)| b.with_config(AzureConfigKey::Client(*k), v),
+                    )
                     .with_retry(retry)
-                    .with_client_options(client)
                     .build()
                     .map_err(build_error)?;
                 (Backend::Azure, Arc::new(az), prefix)
@@ -160,7 +184,12 @@ impl Remote {
                 let http = object_store::http::HttpBuilder::new()
                     .with_url(base)
                     .with_retry(retry)
-                    .with_client_options(client.with_allow_http(true))
+                    .with_client_options(
+                        ClientOptions::new()
+                            .with_timeout(request_timeout)
+                            .with_connect_timeout(connect_timeout)
+                            .with_allow_http(true),
+                    )
                     .build()
                     .map_err(build_error)?;
                 (Backend::Http, Arc::new(http), prefix)
@@ -251,6 +280,11 @@ impl Remote {
             }
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => (Some(self.credentials_hint()), false, false),
+            // No credentials in the environment: the S3 client asked the instance
+            // metadata service, which is not there.
+            e if e.to_string().contains("169.254.169.254") => {
+                (Some(self.credentials_hint()), false, false)
+            }
             _ => (
                 Some("check that the server is reachable and the URL is right; rerun once it is: the store and state are left valid".into()),
                 false,

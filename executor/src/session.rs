@@ -84,6 +84,10 @@ pub enum SessionError {
 impl std::fmt::Display for SessionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            SessionError::Store {
+                error: error @ (StoreError::Remote(_) | StoreError::LockLost { .. }),
+                ..
+            } => write!(f, "{error}"),
             SessionError::Store { root, error } => write!(
                 f,
                 "cannot open the store at {}: {error}\n  hint: set ENVC_STORE to a writable directory",
