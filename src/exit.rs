@@ -7,6 +7,7 @@
 
 use std::process::ExitCode;
 
+use envc_executor::run::RunError;
 use envc_executor::session::SessionError;
 use envc_executor::store::StoreError;
 
@@ -78,7 +79,18 @@ impl Failure {
             Failure::Session(e) => {
                 crate::output::errln!("error: {e}");
                 match e {
+                    // Another runner holds the environment, or moved its state while this
+                    // one ran (its lock forced open): the loser of a race exits 5.
                     SessionError::Locked(_) => Exit::Locked,
+                    SessionError::Run { ref error, .. }
+                        if matches!(
+                            **error,
+                            RunError::StateMoved { .. }
+                                | RunError::Store(StoreError::LockLost { .. })
+                        ) =>
+                    {
+                        Exit::Locked
+                    }
                     SessionError::Run { .. }
                     | SessionError::MissingTools(_)
                     | SessionError::Remote(_)

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
@@ -322,16 +322,15 @@ impl BinaryCache {
         }
     }
 
-    /// Every entry key in the cache.
+    /// Every entry key in the cache. Listed one level deep: WebDAV servers refuse
+    /// `Depth: infinity`, and entries are flat.
     pub async fn entry_keys(&self) -> Result<Vec<String>, CacheError> {
         let prefix = self.remote.key("entries");
-        let listed: Vec<_> = self
-            .remote
-            .store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| self.remote.error("listing entries", e))?;
+        let listed = match self.remote.store().list_with_delimiter(Some(&prefix)).await {
+            Ok(l) => l.objects,
+            Err(object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(self.remote.error("listing entries", e).into()),
+        };
         let mut keys: Vec<String> = listed
             .into_iter()
             .filter_map(|m| m.location.filename().map(|f| format!("entries/{f}")))

@@ -104,6 +104,17 @@ impl Remote {
     /// Opens the remote a URL names. Nothing is requested yet: a wrong bucket or missing
     /// credentials show at the first request, with the request's own error.
     pub fn open(url: &str) -> Result<Remote, RemoteError> {
+        Remote::open_with(url, &[], None)
+    }
+
+    /// [`Remote::open`] with configuration keys of the backend's builder (`aws_endpoint`,
+    /// `aws_allow_http`, …) over what the environment says, and a time limit per request
+    /// and for the retries of one: what tests use to point one process at several servers.
+    pub fn open_with(
+        url: &str,
+        options: &[(&str, &str)],
+        timeout: Option<Duration>,
+    ) -> Result<Remote, RemoteError> {
         let error = |cause: String, hint: &str| RemoteError {
             url: url.to_string(),
             doing: "opening".into(),
@@ -118,7 +129,7 @@ impl Remote {
         let (scheme, path) =
             ObjectStoreScheme::parse(&parsed).map_err(|e| error(e.to_string(), hint))?;
         let prefix = ObjectPath::parse(path).map_err(|e| error(e.to_string(), hint))?;
-        let (request_timeout, retry_timeout) = timeouts();
+        let (request_timeout, retry_timeout) = timeout.map_or_else(timeouts, |t| (t, t));
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),
@@ -144,12 +155,16 @@ impl Remote {
         let build_error = |e: object_store::Error| error(e.to_string(), hint);
         let (backend, store, prefix): (Backend, Arc<dyn ObjectStore>, ObjectPath) = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                let s3 = timeouts
+                let s3 = timeouts.iter().fold(
+                    object_store::aws::AmazonS3Builder::from_env().with_url(url),
+                    |b, (k, v)| b.with_config(AmazonS3ConfigKey::Client(*k), v),
+                );
+                let s3 = options
                     .iter()
-                    .fold(
-                        object_store::aws::AmazonS3Builder::from_env().with_url(url),
-                        |b, (k, v)| b.with_config(AmazonS3ConfigKey::Client(*k), v),
-                    )
+                    .try_fold(s3, |b, (k, v)| {
+                        k.parse::<AmazonS3ConfigKey>().map(|k| b.with_config(k, *v))
+                    })
+                    .map_err(build_error)?
                     .with_retry(retry)
                     .build()
                     .map_err(build_error)?;
