@@ -169,6 +169,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         created: true,
         run: run.hex(),
         at_unix: 1,
+        checks_hash: None,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }
@@ -193,6 +194,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             outcome: Outcome::Ok(None),
             duration_ms: 5,
             output_hash: None,
+            checks: Vec::new(),
         }],
         error: None,
     };
