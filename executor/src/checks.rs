@@ -195,8 +195,8 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
-    /// The failure of node `subject`'s step this result stands for.
-    pub fn error(&self, subject: &str) -> StepError {
+    /// The failure of its node's step this result stands for.
+    pub fn error(&self) -> StepError {
         let waited = if self.attempts > 1 {
             format!(
                 " after {} attempts in {:.0}s",
@@ -209,6 +209,7 @@ impl CheckResult {
         let output: String = self
             .output
             .lines()
+            .filter(|l| !l.trim().is_empty())
             .rev()
             .take(20)
             .collect::<Vec<_>>()
@@ -217,14 +218,14 @@ impl CheckResult {
             .map(|l| format!("\n    | {l}"))
             .collect();
         let cause = format!(
-            "{subject}: {} {} at {} does not hold{waited}:{output}",
+            "{} {} at {} does not hold{waited}:{output}",
             self.phase.noun(),
             self.check,
             self.location
         );
         let hint = match self.phase {
             Phase::Require => "nothing was changed for this node; make the precondition true on the target, or change the check, and build again",
-            Phase::Expect => "the node ran but is not recorded as done, so the next build runs it again; if it needs longer, give the check `timeout = SECONDS`",
+            Phase::Expect => "the node is not recorded as done, so the next build tries it again; if it needs longer, give the check `timeout = SECONDS`",
         };
         StepError::with_hint(cause, hint)
     }
@@ -301,12 +302,11 @@ pub async fn run_phase(
     t: &Transport,
     checks: &[CheckSpec],
     phase: Phase,
-    subject: &str,
 ) -> (Vec<CheckResult>, Result<(), StepError>) {
     let mut results = Vec::new();
     for c in checks.iter().filter(|c| c.phase == phase) {
         let r = run_check(t, c).await;
-        let failed = (!r.ok).then(|| r.error(subject));
+        let failed = (!r.ok).then(|| r.error());
         results.push(r);
         if let Some(e) = failed {
             return (results, Err(e));

@@ -424,8 +424,8 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
     }
 }
 
-/// The checks of the nodes of one unit of work: node → (its key, its checks).
-type WorkChecks = BTreeMap<usize, (String, Vec<CheckSpec>)>;
+/// The checks of the nodes of one unit of work, by node.
+type WorkChecks = BTreeMap<usize, Vec<CheckSpec>>;
 
 /// `execute`, with the nodes' checks on their target: preconditions first (when `pre`; a
 /// node whose precondition fails leaves the work before anything changes), postconditions
@@ -454,12 +454,12 @@ async fn checked(
             "a node without a target cannot be checked here",
         )),
     };
-    let run = |specs: &'_ [CheckSpec], phase: Phase, key: &'_ str| {
+    let run = |specs: &'_ [CheckSpec], phase: Phase| {
         let transport = &transport;
-        let (specs, key) = (specs.to_vec(), key.to_string());
+        let specs = specs.to_vec();
         async move {
             match transport {
-                Ok(t) => run_phase(t, &specs, phase, &key).await,
+                Ok(t) => run_phase(t, &specs, phase).await,
                 Err(e) => (Vec::new(), Err(e.clone())),
             }
         }
@@ -469,11 +469,11 @@ async fn checked(
     let mut work = Some(work);
     if pre {
         let mut failed = BTreeSet::new();
-        for (i, (key, specs)) in &checks {
+        for (i, specs) in &checks {
             if !specs.iter().any(|c| c.phase == Phase::Require) {
                 continue;
             }
-            let (results, ok) = run(specs, Phase::Require, key).await;
+            let (results, ok) = run(specs, Phase::Require).await;
             found.push((*i, results));
             if let Err(e) = ok {
                 failed.insert(*i);
@@ -504,8 +504,8 @@ async fn checked(
     };
     for (i, result) in std::mem::take(&mut done.results) {
         let result = match (result, checks.get(&i)) {
-            (Ok(applied), Some((key, specs))) if specs.iter().any(|c| c.phase == Phase::Expect) => {
-                let (results, ok) = run(specs, Phase::Expect, key).await;
+            (Ok(applied), Some(specs)) if specs.iter().any(|c| c.phase == Phase::Expect) => {
+                let (results, ok) = run(specs, Phase::Expect).await;
                 found.push((i, results));
                 ok.map(|()| applied)
             }
@@ -1165,7 +1165,7 @@ impl<'s> Scheduler<'s> {
             .into_iter()
             .filter_map(|i| {
                 let specs = self.decided[i].as_ref()?.1.check_specs().to_vec();
-                (!specs.is_empty()).then(|| (i, (self.spec.nodes[i].key.clone(), specs)))
+                (!specs.is_empty()).then_some((i, specs))
             })
             .collect();
         let conns = self.conns.clone();

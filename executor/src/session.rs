@@ -375,7 +375,7 @@ impl Session {
                     }
                     Ok((t, _)) => {
                         for (key, expect) in nodes {
-                            let (results, _) = run_phase(&t, &expect, Phase::Expect, &key).await;
+                            let (results, _) = run_phase(&t, &expect, Phase::Expect).await;
                             report.results.push((key, results));
                         }
                     }

@@ -33,8 +33,7 @@ pub fn drift(
                         json!({"node": key, "check": r.check, "phase": r.phase, "location": r.location, "ok": r.ok, "output": r.output, "attempts": r.attempts, "duration_ms": r.duration_ms}),
                     );
                 } else if !r.ok {
-                    let e = r.error(key);
-                    output::line(format!("check     {}", e.cause));
+                    output::line(format!("check     {key}: {}", r.error().cause));
                 }
             }
         }
@@ -79,10 +78,8 @@ pub fn drift(
         if checks {
             output::line(match failed_checks {
                 0 => "checks: every postcondition that ran holds".to_string(),
-                n => format!(
-                    "checks: {n} postcondition{} do not hold",
-                    if n == 1 { "" } else { "s" }
-                ),
+                1 => "checks: 1 postcondition does not hold".to_string(),
+                n => format!("checks: {n} postconditions do not hold"),
             });
         }
     }
