@@ -223,6 +223,10 @@ enum Command {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also run every built node's postconditions (`expect`) again; exit 3 when one
+        /// does not hold.
+        #[arg(long)]
+        checks: bool,
         #[command(flatten)]
         params: Params,
         #[command(flatten)]
@@ -390,9 +394,10 @@ fn run(cli: Cli) -> Exit {
         Command::Drift {
             file,
             json,
+            checks,
             params,
             target,
-        } => commands::drift::drift(&file, json, &params, &target, ui),
+        } => commands::drift::drift(&file, json, checks, &params, &target, ui),
         Command::Destroy {
             file,
             yes,

@@ -198,19 +198,9 @@ impl<'a> Renderer<'a> {
     pub fn location(&self, d: &Diagnostic) -> Option<String> {
         let l = d.labels.first()?;
         let src = self.sources.get(l.file);
-        let offset = (l.span.start as usize).min(src.text.len());
-        let before = &src.text[..floor_char_boundary(&src.text, offset)];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+        let (line, col) = self.sources.line_col(l.file, l.span.start as usize);
         Some(format!("{}:{line}:{col}", self.display_name(&src.name)))
     }
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 /// Greedy word wrap with a first-line and a continuation prefix.

@@ -162,9 +162,40 @@ fn cases() -> Vec<Case> {
             "graph-conflict",
             &h("let a = file(path = \"/etc/motd\", content = \"one\", target = h)\nlet b = file(path = \"/etc/motd\", content = \"two\", target = h)\n"),
         ),
+        case(
+            "graph-check-conflict",
+            &h("let a = package(name = \"nginx\", target = h, expect = [tcp(80)])\nlet b = package(name = \"nginx\", target = h, expect = [tcp(8080)])\n"),
+        ),
         no_such,
         ambiguous,
     ]
+}
+
+/// Mistakes in checks (`expect`, `require`): their codes are the general ones, so these
+/// are kept apart from `cases` (whose names are codes).
+fn check_cases() -> Vec<Case> {
+    let h = |rest: &str| format!("{HOST}{rest}");
+    vec![
+        case("checks-not-a-check", &h("let p = package(name = \"nginx\", target = h, expect = [\"http://localhost/\"])\n")),
+        case("checks-argument-type", &h("let p = package(name = \"nginx\", target = h, expect = [http(url = 80)])\n")),
+        case("checks-port-out-of-range", &h("let p = package(name = \"nginx\", target = h, expect = [tcp(70000)])\n")),
+        case("checks-unknown-kind", &h("let p = package(name = \"nginx\", target = h, expect = [htp(\"http://localhost/\")])\n")),
+        case("checks-not-on-a-vm", "let v = vm(name = \"web-0\", image = image(name = \"i\"), expect = [tcp(22)])\n"),
+        case("checks-not-in-attributes", "let m = manifest(name = \"cfg\", content = { probe = tcp(80) })\n"),
+        case("checks-missing-argument", &h("let p = package(name = \"nginx\", target = h, require = [free_space(\"/\")])\n")),
+    ]
+}
+
+#[test]
+fn check_diagnostics_render() {
+    for c in check_cases() {
+        let (rendered, codes) = run(&c);
+        assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
+        insta::assert_snapshot!(
+            c.name,
+            format!("{}\n== rendered ==\n{rendered}", source_of(&c))
+        );
+    }
 }
 
 /// Compiles a case and renders what the CLI would print; the codes it produced.

@@ -1,14 +1,16 @@
 //! Built-in functions: the node constructors (`vm`, `host`, `package`, `file`, `service`,
-//! `manifest`, `image`) and a small library of pure functions. Their signatures live here only; the
+//! `manifest`, `image`), the check constructors (`tcp`, `http`, `command`, …) and a small
+//! library of pure functions. Their signatures live here only; the
 //! checker and the evaluator both read them.
 
 use std::rc::Rc;
 
-use crate::types::{FnTy, NodeKind, NodeTy, ParamTy, Ty};
+use crate::types::{CheckKind, FnTy, NodeKind, NodeTy, ParamTy, Ty};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Builtin {
     Node(NodeKind),
+    Check(CheckKind),
     Len,
     Keys,
     Values,
@@ -52,6 +54,9 @@ pub fn lookup(name: &str) -> Option<Builtin> {
     if let Some(k) = NodeKind::from_name(name) {
         return Some(Builtin::Node(k));
     }
+    if let Some(k) = CheckKind::from_name(name) {
+        return Some(Builtin::Check(k));
+    }
     FUNCTIONS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
 }
 
@@ -59,6 +64,7 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     NodeKind::ALL
         .iter()
         .map(|k| k.name())
+        .chain(CheckKind::ALL.iter().map(|k| k.name()))
         .chain(FUNCTIONS.iter().map(|(n, _)| *n))
 }
 
@@ -159,7 +165,115 @@ fn t_deferred_int() -> Ty {
     Ty::deferred(Ty::Int)
 }
 
+fn t_checks() -> Ty {
+    Ty::list(Ty::Check)
+}
+fn t_size() -> Ty {
+    Ty::Size
+}
+fn t_status() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 100, 599)
+}
+fn t_exit() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 0, 255)
+}
+fn t_timeout() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 0, 3600)
+}
+
 const AFTER: AttrSchema = attr("after", t_nodes, false, Some(Default::EmptyList));
+/// Postconditions and preconditions: taken by the nodes that change a target. They are
+/// kept apart from the attributes (see `eval.rs::node`): not hashed into the id.
+const EXPECT: AttrSchema = attr("expect", t_checks, false, None);
+const REQUIRE: AttrSchema = attr("require", t_checks, false, None);
+
+/// The node attributes that hold checks.
+pub const CHECK_ATTRS: [&str; 2] = ["expect", "require"];
+
+/// A check constructor's parameters (defaults filled in, so they are part of what is
+/// recorded) and what it probes.
+pub struct CheckSchema {
+    pub kind: CheckKind,
+    pub params: &'static [AttrSchema],
+    pub doc: &'static str,
+}
+
+/// Seconds a check is retried before it fails; probes of what waiting cannot change
+/// (the OS release, free space, an empty directory) try once.
+const TIMEOUT_30: AttrSchema = attr("timeout", t_timeout, false, Some(Default::Int(30)));
+const TIMEOUT_0: AttrSchema = attr("timeout", t_timeout, false, Some(Default::Int(0)));
+
+pub const CHECKS: &[CheckSchema] = &[
+    CheckSchema {
+        kind: CheckKind::Tcp,
+        params: &[
+            attr("port", t_port, true, None),
+            attr("host", t_str, false, Some(Default::Str("127.0.0.1"))),
+            TIMEOUT_30,
+        ],
+        doc: "a TCP port accepts connections, seen from the target",
+    },
+    CheckSchema {
+        kind: CheckKind::Http,
+        params: &[
+            attr("url", t_str, true, None),
+            attr("status", t_status, false, Some(Default::Int(200))),
+            attr("body_contains", t_str, false, Some(Default::Str(""))),
+            TIMEOUT_30,
+        ],
+        doc: "an HTTP GET from the target answers with this status (and body text)",
+    },
+    CheckSchema {
+        kind: CheckKind::Command,
+        params: &[
+            attr("cmd", t_str, true, None),
+            attr("exit", t_exit, false, Some(Default::Int(0))),
+            attr("stdout_contains", t_str, false, Some(Default::Str(""))),
+            TIMEOUT_30,
+        ],
+        doc: "a shell command on the target exits with this status (and prints this text)",
+    },
+    CheckSchema {
+        kind: CheckKind::Installed,
+        params: &[
+            attr("package", t_str, true, None),
+            attr("at_least", t_str, false, Some(Default::Str(""))),
+            attr("below", t_str, false, Some(Default::Str(""))),
+            TIMEOUT_30,
+        ],
+        doc: "a Debian package is installed, its version in [at_least, below)",
+    },
+    CheckSchema {
+        kind: CheckKind::OsRelease,
+        params: &[
+            attr("id", t_str, true, None),
+            attr("version_id", t_str, false, Some(Default::Str(""))),
+            TIMEOUT_0,
+        ],
+        doc: "the target's /etc/os-release names this ID (and VERSION_ID)",
+    },
+    CheckSchema {
+        kind: CheckKind::FreeSpace,
+        params: &[
+            attr("path", t_str, true, None),
+            attr("at_least", t_size, true, None),
+            TIMEOUT_0,
+        ],
+        doc: "the filesystem holding a path has this much space available",
+    },
+    CheckSchema {
+        kind: CheckKind::EmptyDir,
+        params: &[attr("path", t_str, true, None), TIMEOUT_0],
+        doc: "a directory is empty or absent",
+    },
+];
+
+pub fn check_schema(kind: CheckKind) -> &'static CheckSchema {
+    CHECKS
+        .iter()
+        .find(|s| s.kind == kind)
+        .expect("every check kind has a schema")
+}
 
 pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
@@ -204,6 +318,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("name", t_str, true, None),
             attr("version", t_str, false, None),
             AFTER,
+            EXPECT,
+            REQUIRE,
         ],
         outputs: &[("installed_version", t_deferred_str)],
         doc: "a Debian package installed with apt, its version pinned",
@@ -222,6 +338,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("group", t_str, false, Some(Default::Str("root"))),
             attr("mode", t_mode, false, Some(Default::Mode(0o644))),
             AFTER,
+            EXPECT,
+            REQUIRE,
         ],
         outputs: &[("content_hash", t_deferred_str)],
         doc: "a file placed on the target: inline content, a template, or a project file",
@@ -236,6 +354,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("running", t_bool, false, Some(Default::Bool(true))),
             attr("restart_on", t_nodes, false, Some(Default::EmptyList)),
             AFTER,
+            EXPECT,
+            REQUIRE,
         ],
         outputs: &[],
         doc: "a systemd service, enabled and started, restarted when what it depends on changes",
@@ -346,6 +466,22 @@ impl Builtin {
         let s = Ty::Str;
         let (params, ret) = match self {
             Builtin::Node(k) => return schema(k).signature(),
+            Builtin::Check(k) => {
+                let params = check_schema(k)
+                    .params
+                    .iter()
+                    .map(|a| ParamTy {
+                        name: a.name.into(),
+                        ty: (a.ty)(),
+                        required: a.required,
+                        known: false,
+                    })
+                    .collect();
+                return FnTy {
+                    params,
+                    ret: Ty::Check,
+                };
+            }
             Builtin::Len => (vec![p("value", any)], Ty::Int),
             Builtin::Keys => (vec![p("record", any)], Ty::list(Ty::Str)),
             Builtin::Values => (vec![p("record", any)], Ty::list(Ty::Unknown)),
@@ -388,6 +524,7 @@ impl Builtin {
     pub fn name(self) -> &'static str {
         match self {
             Builtin::Node(k) => k.name(),
+            Builtin::Check(k) => k.name(),
             b => FUNCTIONS
                 .iter()
                 .find(|(_, x)| *x == b)

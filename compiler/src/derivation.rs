@@ -11,7 +11,7 @@ use std::fmt;
 use std::rc::Rc;
 
 use crate::pin::PinKey;
-use crate::value::{Deferred, Node, Value};
+use crate::value::{Check, Deferred, Node, Value};
 
 /// Bumped whenever the encoding changes: it is hashed, so every id changes with it.
 pub const ENCODING_VERSION: u32 = 1;
@@ -132,6 +132,8 @@ impl Encoder {
             },
             Value::Fn(_) | Value::Builtin(_) => return Err(NotEncodable("a function")),
             Value::Module(_) => return Err(NotEncodable("a module")),
+            // Checks live beside a node's attributes, never in them (see `node_json`).
+            Value::Check(_) => return Err(NotEncodable("a check")),
         }
         Ok(())
     }
@@ -218,11 +220,21 @@ pub fn value_json(v: &Value) -> serde_json::Value {
         },
         Value::Fn(_) | Value::Builtin(_) => json!("<function>"),
         Value::Module(_) => json!("<module>"),
+        Value::Check(c) => check_json(c),
     }
 }
 
-pub fn node_json(n: &Node) -> serde_json::Value {
+/// A check as JSON: its kind and arguments (no source location: that is not part of what
+/// it checks). Two checks are the same check when their JSON is equal.
+pub fn check_json(c: &Check) -> serde_json::Value {
     serde_json::json!({
+        "check": c.kind.name(),
+        "args": value_json(&Value::Record(Rc::new(c.args.clone()))),
+    })
+}
+
+pub fn node_json(n: &Node) -> serde_json::Value {
+    let mut j = serde_json::json!({
         "encoding": ENCODING_VERSION,
         "id": n.id.hex(),
         "kind": n.kind.name(),
@@ -231,5 +243,13 @@ pub fn node_json(n: &Node) -> serde_json::Value {
         "attrs": value_json(&Value::Record(Rc::new(n.attrs.clone()))),
         "inputs": n.inputs.iter().map(|i| i.id.hex()).collect::<Vec<_>>(),
         "pins": n.pins.iter().map(|(k, v)| (k.to_string(), serde_json::json!(&**v))).collect::<serde_json::Map<_, _>>(),
-    })
+    });
+    // Checks are shown beside the derivation, not in it: they are not part of its id.
+    for (name, checks) in [("expect", &n.expect), ("require", &n.require)] {
+        if let (false, Some(o)) = (checks.is_empty(), j.as_object_mut()) {
+            let list = checks.iter().map(|c| check_json(c)).collect();
+            o.insert(name.into(), serde_json::Value::Array(list));
+        }
+    }
+    j
 }

@@ -21,7 +21,9 @@ use crate::pin::PinKey;
 use crate::program::Program;
 use crate::source::{join_relative, SourceLoader};
 use crate::types::*;
-use crate::value::{expands_within, format_size, Closure, Deferred, Env, Node, ProjectFile, Value};
+use crate::value::{
+    expands_within, format_size, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
+};
 
 pub struct Limits {
     pub max_steps: u64,
@@ -810,6 +812,17 @@ impl<'p> Evaluator<'p> {
                 if let Some(v) = n.attrs.get(&field.name) {
                     return Ok(v.clone());
                 }
+                if builtins::CHECK_ATTRS.contains(&&*field.name)
+                    && schema.attrs.iter().any(|a| a.name == &*field.name)
+                {
+                    let checks = if &*field.name == "expect" {
+                        &n.expect
+                    } else {
+                        &n.require
+                    };
+                    let list: Vec<Value> = checks.iter().cloned().map(Value::Check).collect();
+                    return Ok(Value::List(list.into()));
+                }
                 if schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
                     return Ok(Value::Deferred(Rc::new(Deferred::Output {
                         node: n.clone(),
@@ -1213,6 +1226,7 @@ impl<'p> Evaluator<'p> {
             | (Ty::Size, Value::Size(_))
             | (Ty::Mode, Value::Mode(_))
             | (Ty::Path, Value::Path(_))
+            | (Ty::Check, Value::Check(_))
             | (Ty::Fn(_), Value::Fn(_) | Value::Builtin(_)) => v,
             (Ty::Node(nt), Value::Node(n)) if nt.accepts(n.kind) => v,
             (Ty::List(t), Value::List(xs)) => {
@@ -1302,12 +1316,47 @@ impl<'p> Evaluator<'p> {
         if let Builtin::Node(kind) = b {
             return self.node(kind, &sig, got, span);
         }
+        if let Builtin::Check(kind) = b {
+            return Ok(self.check(kind, &sig, got, span));
+        }
         let arg = |i: usize| {
             got[i]
                 .clone()
                 .expect("library functions have only required parameters")
         };
         crate::library::call(self, b, &arg, span)
+    }
+
+    /// A check value: its arguments with defaults filled in, and where it was written.
+    fn check(
+        &mut self,
+        kind: CheckKind,
+        sig: &FnTy,
+        got: Vec<Option<(Value, Span)>>,
+        span: Span,
+    ) -> Value {
+        let schema = builtins::check_schema(kind);
+        let mut args: BTreeMap<Rc<str>, Value> = BTreeMap::new();
+        for (p, v) in sig.params.iter().zip(got) {
+            let value = match v {
+                Some((v, _)) => Some(v),
+                None => schema
+                    .params
+                    .iter()
+                    .find(|a| *a.name == *p.name)
+                    .and_then(|a| a.default)
+                    .map(default_value),
+            };
+            if let Some(v) = value {
+                args.insert(p.name.clone(), v);
+            }
+        }
+        Value::Check(Rc::new(Check {
+            kind,
+            args,
+            file: self.file(),
+            span,
+        }))
     }
 
     fn node(
@@ -1322,9 +1371,23 @@ impl<'p> Evaluator<'p> {
         let mut attrs: BTreeMap<Rc<str>, Value> = BTreeMap::new();
         let mut name: Option<(Rc<str>, Span)> = None;
         let mut target: Option<Rc<Node>> = None;
+        let (mut expect, mut require) = (Vec::new(), Vec::new());
         for (p, v) in sig.params.iter().zip(got) {
             match (v, &*p.name) {
                 (Some((Value::Node(t), _)), "target") if schema.has_target => target = Some(t),
+                // Checks are kept apart from the attributes: they are not part of the id.
+                (Some((Value::List(xs), _)), n @ ("expect" | "require")) => {
+                    let list = if n == "expect" {
+                        &mut expect
+                    } else {
+                        &mut require
+                    };
+                    list.extend(xs.iter().filter_map(|x| match x {
+                        Value::Check(c) => Some(c.clone()),
+                        _ => None,
+                    }));
+                }
+                (_, "expect" | "require") => {}
                 (Some((Value::Str(s), sp)), n) if n == schema.name_attr => name = Some((s, sp)),
                 (Some((v, _)), n) => {
                     attrs.insert(n.into(), v);
@@ -1398,6 +1461,15 @@ impl<'p> Evaluator<'p> {
         }
         inputs.sort_by_key(|n| n.id);
         inputs.dedup_by(|a, b| a.id == b.id);
+        let mut check_inputs: Vec<Rc<Node>> = Vec::new();
+        for c in expect.iter().chain(&require) {
+            for v in c.args.values() {
+                collect_nodes(v, &mut check_inputs);
+            }
+        }
+        check_inputs.sort_by_key(|n| n.id);
+        check_inputs.dedup_by(|a, b| a.id == b.id);
+        check_inputs.retain(|n| inputs.binary_search_by_key(&n.id, |i| i.id).is_err());
         if let Some((attr, _)) = attrs
             .iter()
             .find(|(_, v)| !expands_within(v, self.limits.max_string_bytes))
@@ -1443,6 +1515,9 @@ impl<'p> Evaluator<'p> {
             attrs,
             inputs,
             pins,
+            expect,
+            require,
+            check_inputs,
             file,
             span,
         })))

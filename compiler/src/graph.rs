@@ -8,7 +8,7 @@ use std::rc::Rc;
 use envc_lang::{did_you_mean, Diagnostic};
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::derivation::{value_json, DerivationId};
+use crate::derivation::{check_json, value_json, DerivationId};
 use crate::eval::{collect_nodes, Evaluated};
 use crate::types::NodeKind;
 use crate::value::{Node, Value};
@@ -41,21 +41,32 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
     let mut dag: DiGraph<Rc<Node>, ()> = DiGraph::new();
     let mut index: HashMap<DerivationId, NodeIndex> = HashMap::new();
     let mut work = roots;
+    let mut errors = Vec::new();
     while let Some(n) = work.pop() {
-        if index.contains_key(&n.id) {
+        if let Some(&seen) = index.get(&n.id) {
+            if let Some(d) = check_conflict(&dag[seen], &n) {
+                errors.push(d);
+            }
             continue;
         }
-        work.extend(n.inputs.iter().cloned());
+        work.extend(n.inputs.iter().chain(&n.check_inputs).cloned());
         index.insert(n.id, dag.add_node(n));
     }
     for ix in dag.node_indices().collect::<Vec<_>>() {
-        let inputs: Vec<NodeIndex> = dag[ix].inputs.iter().map(|i| index[&i.id]).collect();
+        // The nodes a node's checks read run before it too (they are not in its id).
+        let n = &dag[ix];
+        let inputs: Vec<NodeIndex> = n
+            .inputs
+            .iter()
+            .chain(&n.check_inputs)
+            .map(|i| index[&i.id])
+            .collect();
         for i in inputs {
             dag.add_edge(i, ix, ());
         }
     }
 
-    let mut errors = conflicts(&dag);
+    errors.extend(conflicts(&dag));
     let order = match canonical_order(&dag) {
         Ok(o) => o,
         Err(cycle) => {
@@ -71,6 +82,37 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         order,
         outputs: ev.outputs.clone(),
     })
+}
+
+/// The same derivation declared twice with different checks: checks are not part of a
+/// node's id, so the two would be one node, and one declaration's checks would be lost.
+fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
+    let checks = |n: &Node| -> Vec<serde_json::Value> {
+        let both = n.expect.iter().chain(&n.require);
+        both.map(|c| check_json(c)).collect()
+    };
+    let same = checks(a) == checks(b) && a.expect.len() == b.expect.len();
+    if same {
+        return None;
+    }
+    let on = a
+        .target
+        .as_ref()
+        .map_or(String::new(), |t| format!(" on `{}`", t.name));
+    Some(
+        Diagnostic::new(
+            "graph::check-conflict",
+            format!(
+                "`{}` node `{}`{on} is declared twice with different checks",
+                a.kind.name(),
+                a.name
+            ),
+        )
+        .label(b.file, b.span, "declared here")
+        .label(a.file, a.span, "and here")
+        .message("Checks are not part of what a node is, so both declarations are one node, and the checks of one would be lost.")
+        .help("declare the node once, with all its checks, and share the value"),
+    )
 }
 
 /// Two different nodes that would manage the same thing on the same target.

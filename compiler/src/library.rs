@@ -244,7 +244,9 @@ pub(crate) fn call(
             }
             Value::Str(value_json(&v).to_string().into())
         }
-        Builtin::Node(_) => unreachable!("nodes are built by the evaluator"),
+        Builtin::Node(_) | Builtin::Check(_) => {
+            unreachable!("nodes and checks are built by the evaluator")
+        }
     })
 }
 

@@ -83,6 +83,26 @@ impl SourceMap {
     pub fn get(&self, id: FileId) -> &SourceFile {
         &self.files[id as usize]
     }
+
+    /// Line and column (1-based, columns in characters) of byte `offset` in `file`: the one
+    /// computation behind every `FILE:LINE:COL`, in diagnostics and in check results.
+    pub fn line_col(&self, file: FileId, offset: usize) -> (usize, usize) {
+        let text = &self.get(file).text;
+        let mut offset = offset.min(text.len());
+        while offset > 0 && !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+        (line, col)
+    }
+
+    /// `NAME:LINE:COL` (the project-relative name) of byte `offset` in `file`.
+    pub fn location(&self, file: FileId, offset: usize) -> String {
+        let (line, col) = self.line_col(file, offset);
+        format!("{}:{line}:{col}", self.get(file).name)
+    }
 }
 
 /// Joins `rel` (`./x.env`, `../lib/y.env`) onto the directory of `from` and normalises it.

@@ -56,6 +56,48 @@ impl NodeKind {
     }
 }
 
+/// The kinds of check a node can take in `expect` (postconditions) and `require`
+/// (preconditions). Each is a probe run on the node's target; `builtins::CHECKS` holds
+/// their parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CheckKind {
+    Tcp,
+    Http,
+    Command,
+    Installed,
+    OsRelease,
+    FreeSpace,
+    EmptyDir,
+}
+
+impl CheckKind {
+    pub const ALL: [CheckKind; 7] = [
+        CheckKind::Tcp,
+        CheckKind::Http,
+        CheckKind::Command,
+        CheckKind::Installed,
+        CheckKind::OsRelease,
+        CheckKind::FreeSpace,
+        CheckKind::EmptyDir,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Tcp => "tcp",
+            CheckKind::Http => "http",
+            CheckKind::Command => "command",
+            CheckKind::Installed => "installed",
+            CheckKind::OsRelease => "os_release",
+            CheckKind::FreeSpace => "free_space",
+            CheckKind::EmptyDir => "empty_dir",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<CheckKind> {
+        CheckKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
 /// What a node-typed slot accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeTy {
@@ -97,6 +139,9 @@ pub enum Ty {
     Node(NodeTy),
     Deferred(Rc<Ty>),
     Module(ModuleId),
+    /// A pre- or postcondition (`http(…)`, `tcp(…)`, …), given to a node's `expect` or
+    /// `require`.
+    Check,
 }
 
 #[derive(Clone, Debug)]
@@ -202,6 +247,7 @@ impl fmt::Display for Ty {
             Ty::Node(NodeTy::Any) => f.write_str("node"),
             Ty::Deferred(t) => write!(f, "deferred {t}"),
             Ty::Module(_) => f.write_str("module"),
+            Ty::Check => f.write_str("check"),
         }
     }
 }
@@ -236,9 +282,13 @@ pub fn assignable(actual: &Ty, expected: &Ty) -> Result<(), Mismatch> {
         (Unknown, _) | (_, Unknown) => Ok(()),
         (Deferred(a), e) | (Ranged(a, _, _), e) => assignable(a, e),
         (a, Deferred(e)) | (a, Ranged(e, _, _)) => assignable(a, e),
-        (Int, Int) | (Str, Str) | (Bool, Bool) | (Size, Size) | (Mode, Mode) | (Path, Path) => {
-            Ok(())
-        }
+        (Int, Int)
+        | (Str, Str)
+        | (Bool, Bool)
+        | (Size, Size)
+        | (Mode, Mode)
+        | (Path, Path)
+        | (Check, Check) => Ok(()),
         (List(a), List(e)) => assignable(a, e).map_err(|_| mismatch()),
         (Dict(a), Dict(e)) => assignable(a, e).map_err(|_| mismatch()),
         (Record(r), Dict(e)) => {
@@ -361,13 +411,14 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
         "any" => Ty::Unknown,
         "target" => Ty::Node(NodeTy::Target),
         "node" => Ty::Node(NodeTy::Any),
+        "check" => Ty::Check,
         other => Ty::Node(NodeTy::Kind(NodeKind::from_name(other)?)),
     })
 }
 
 pub const BUILTIN_TYPE_NAMES: &[&str] = &[
     "int", "str", "bool", "size", "mode", "path", "any", "target", "node", "vm", "host", "package",
-    "file", "service", "manifest", "image", "list", "dict",
+    "file", "service", "manifest", "image", "list", "dict", "check",
 ];
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use envc_lang::{FileId, Span};
 
 use crate::builtins::Builtin;
 use crate::derivation::DerivationId;
-use crate::types::{ModuleId, NodeKind};
+use crate::types::{CheckKind, ModuleId, NodeKind};
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -27,6 +27,18 @@ pub enum Value {
     Node(Rc<Node>),
     Deferred(Rc<Deferred>),
     Module(ModuleId),
+    Check(Rc<Check>),
+}
+
+/// A check (`http("http://${vm.address}/")`): a probe run on a node's target, before it
+/// changes anything (`require`) or after (`expect`). Its arguments, defaults filled in, may
+/// hold deferred values. Where it was written is kept for messages, never hashed.
+#[derive(Debug)]
+pub struct Check {
+    pub kind: CheckKind,
+    pub args: BTreeMap<Rc<str>, Value>,
+    pub file: FileId,
+    pub span: Span,
 }
 
 /// A file of the project, identified by its project-relative path and content hash.
@@ -108,6 +120,14 @@ pub struct Node {
     /// The lockfile pins this node uses (`package:hello` → its version and hash), part of
     /// its id: a moved pin changes exactly the nodes that use it and what depends on them.
     pub pins: BTreeMap<crate::pin::PinKey, Rc<str>>,
+    /// Its postconditions (`expect`) and preconditions (`require`), in the order written.
+    /// Not part of its id: a check does not change what is on the target (see
+    /// `derivation.rs`).
+    pub expect: Vec<Rc<Check>>,
+    pub require: Vec<Rc<Check>>,
+    /// Nodes the checks use (producers of deferred values in them) that are not inputs:
+    /// the node waits for them, but they are not part of its id.
+    pub check_inputs: Vec<Rc<Node>>,
     pub file: FileId,
     pub span: Span,
 }
@@ -127,6 +147,7 @@ impl Value {
             Value::Node(n) => n.kind.name().into(),
             Value::Deferred(_) => "deferred value".into(),
             Value::Module(_) => "module".into(),
+            Value::Check(_) => "check".into(),
         }
     }
 

@@ -429,3 +429,24 @@ fn set_values_of_str_parameters() {
         check_errors(&m, &[("s", literal)], &["param::not-a-string"]);
     }
 }
+
+#[test]
+fn checks_are_values_with_their_defaults() {
+    check(
+        r#"
+let h = host(name = "h1", address = "192.0.2.1")
+let p = package(name = "nginx", target = h, expect = [http("http://localhost/"), tcp(80)])
+output c = p.expect
+output r = p.require
+output t = free_space("/var", 1GiB, timeout = 5)
+"#,
+        r#"{
+  "c": [
+    {"check": "http", "args": {"url": "http://localhost/", "status": 200, "body_contains": "", "timeout": 30}},
+    {"check": "tcp", "args": {"port": 80, "host": "127.0.0.1", "timeout": 30}}
+  ],
+  "r": [],
+  "t": {"check": "free_space", "args": {"path": "/var", "at_least": {"size": "1GiB"}, "timeout": 5}}
+}"#,
+    );
+}

@@ -376,3 +376,41 @@ fn encoding_matches_its_specification() {
         blake3::hash(&e).to_hex().as_str()
     );
 }
+
+/// Checks are not part of what a node is: adding, changing or reading deferred values in
+/// them changes no id (the golden file above keeps its id with a postcondition), but the
+/// nodes they read are ordered before the node, and they are kept beside the derivation.
+#[test]
+fn checks_change_no_id() {
+    let base = r#"
+let h = host(name = "h1", address = "192.0.2.1")
+let v = vm(name = "db-0", image = image(name = "i"))
+let f = file(path = "/etc/motd", content = "hello\n", target = h)
+"#;
+    let with = r#"
+let h = host(name = "h1", address = "192.0.2.1")
+let v = vm(name = "db-0", image = image(name = "i"))
+let f = file(
+  path = "/etc/motd",
+  content = "hello\n",
+  target = h,
+  expect = [command("grep -q hello /etc/motd"), tcp(5432, host = v.address)],
+  require = [free_space("/etc", 1MiB)],
+)
+"#;
+    let a = graph_of(&MemoryLoader::new([("main.env", base)]), "main.env", &[]);
+    let b = graph_of(&MemoryLoader::new([("main.env", with)]), "main.env", &[]);
+    assert_eq!(ids(&a), ids(&b));
+    assert_eq!(
+        ids(&b)["h1/file:/etc/motd"],
+        "f60de5f862a4748fbc35464ca1cd190041730ecf4a8bdc14e19a5a539168f14c"
+    );
+    let f = b.nodes().find(|n| n.kind.name() == "file").unwrap();
+    assert_eq!((f.expect.len(), f.require.len()), (2, 1));
+    // The VM its check reads comes first, though it is no input of the file.
+    assert!(f.inputs.iter().all(|i| i.kind.name() == "host"));
+    assert_eq!(f.check_inputs.len(), 1);
+    let order: Vec<String> = b.nodes().map(|n| key(n)).collect();
+    let pos = |k: &str| order.iter().position(|x| x == k).unwrap();
+    assert!(pos("vm:db-0") < pos("h1/file:/etc/motd"));
+}

@@ -6,6 +6,7 @@
 //! again (the resolved hash).
 
 pub mod cache;
+pub mod checks;
 pub mod config;
 pub mod connect;
 pub mod envlock;

@@ -20,6 +20,9 @@ pub enum Action {
     /// A VM whose image or size changed: destroyed and created anew (a new target).
     Replace,
     Delete,
+    /// Nothing to redeploy, but its postconditions changed (or read a node that changes):
+    /// they run again, and the record is renewed when they hold.
+    Check,
     Unchanged,
 }
 
@@ -30,6 +33,7 @@ impl Action {
             Action::Update => "update",
             Action::Replace => "replace",
             Action::Delete => "delete",
+            Action::Check => "check",
             Action::Unchanged => "unchanged",
         }
     }
@@ -116,7 +120,13 @@ pub fn assess<'a>(
         }
     }
     let action = if reasons.is_empty() && resolved.is_ok() {
-        Action::Unchanged
+        match resolved.as_ref().map(|r| check_changes(spec, r, rec)) {
+            Ok(Some(why)) => {
+                reasons.push(why);
+                Action::Check
+            }
+            _ => Action::Unchanged,
+        }
     } else {
         if reasons.is_empty() {
             reasons.push("changed".into());
@@ -132,6 +142,31 @@ pub fn assess<'a>(
         action,
         reasons,
         resolved,
+    }
+}
+
+/// Why a node that is otherwise unchanged must run its postconditions again: they are not
+/// the ones that held when it was recorded, or they read a node that changes first.
+fn check_changes(spec: &Spec, r: &Resolved, rec: &RealizationRecord) -> Option<String> {
+    match &r.checks {
+        Ok(_) => {
+            let now = r.checks_hash();
+            if now.is_none() || now == rec.checks_hash {
+                return None;
+            }
+            let was = rec.attrs.get("expect").map_or("(none)", String::as_str);
+            let new = r.display.get("expect").map_or("(none)", String::as_str);
+            Some(if was == new {
+                "postconditions read values that changed".to_string()
+            } else {
+                format!("expect: {was} → {new}")
+            })
+        }
+        Err(Resolution::Pending(j)) => Some(format!(
+            "its checks read `{}`, which changes first",
+            spec.nodes[*j].key
+        )),
+        Err(Resolution::Failed(_)) => None,
     }
 }
 
@@ -232,7 +267,7 @@ pub fn plan(
             assess(spec, i, &lookup, record, identity, drift.get(key), files)
         };
         known[i] = match (&a.action, record, &a.resolved) {
-            (Action::Unchanged, Some(r), _) => Some(Known::of_record(r)),
+            (Action::Unchanged | Action::Check, Some(r), _) => Some(Known::of_record(r)),
             // Only drift (a stopped VM, an image gone from the store, an edited file):
             // redoing the same resolution gives what it gave before.
             (Action::Update, Some(r), Ok(res)) if res.hash == r.resolved_hash => {

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::CheckResult;
 use crate::envlock::EnvLock;
 use crate::plan::Action;
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
@@ -39,6 +40,11 @@ pub struct RealizationRecord {
     pub created: bool,
     pub run: String,
     pub at_unix: u64,
+    /// blake3 of the postconditions that held when this record was written
+    /// (`checks::checks_hash`): different ones make the node `check` (they run again; the
+    /// node is not redeployed). Records from before checks have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_hash: Option<String>,
 }
 
 /// Written (and committed) before a step that may create a node's thing on a target, once a
@@ -72,6 +78,7 @@ impl Intent {
             created: true,
             run: self.run.clone(),
             at_unix: self.at_unix,
+            checks_hash: None,
         }
     }
 }
@@ -178,6 +185,10 @@ pub struct NodeOutcome {
     pub outcome: Outcome,
     pub duration_ms: u64,
     pub output_hash: Option<String>,
+    /// What each of its checks found, in the order they ran (runs from before checks, and
+    /// nodes without any, have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckResult>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

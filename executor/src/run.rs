@@ -20,6 +20,7 @@ use envc_compiler::SourceLoader;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
@@ -255,6 +256,7 @@ pub fn realization_record(
         created: previous.map_or(applied.created, |p| p.created || applied.created),
         run: run.to_string(),
         at_unix: now_unix(),
+        checks_hash: resolved.checks_hash(),
     }
 }
 
@@ -291,6 +293,13 @@ enum Work {
     /// First find which of these nodes' things are absent (their intents are written
     /// before the step runs), then the step.
     Probe(Option<Target>, Step, Vec<usize>),
+    /// Only run a node's postconditions (they changed; the node did not): it stands as
+    /// `applied` (its record's facts) when they hold.
+    Verify {
+        node: usize,
+        target: Option<Target>,
+        applied: Applied,
+    },
 }
 
 enum Step {
@@ -300,6 +309,21 @@ enum Step {
 }
 
 impl Step {
+    /// The step without the nodes in `gone` (`None` when none is left).
+    fn without(self, gone: &BTreeSet<usize>) -> Option<Step> {
+        let step = match self {
+            Step::Service(i, _) if gone.contains(&i) => return None,
+            Step::Service(..) => self,
+            Step::Files(xs) => {
+                Step::Files(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
+            }
+            Step::Packages(xs) => {
+                Step::Packages(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
+            }
+        };
+        (!step.nodes().is_empty()).then_some(step)
+    }
+
     fn nodes(&self) -> Vec<usize> {
         match self {
             Step::Service(node, _) => vec![*node],
@@ -311,6 +335,8 @@ impl Step {
 
 struct Done {
     results: Vec<(usize, Result<Applied, StepError>)>,
+    /// What the nodes' checks found.
+    checks: Vec<(usize, Vec<CheckResult>)>,
     elapsed: Duration,
     /// After a probe: the nodes found absent, and the step to run once their intents are
     /// committed.
@@ -381,10 +407,13 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
             vec![(node, result)]
         }
         Work::OnTarget(target, step) => execute_step(target, step, &conns).await,
+        // Checks only: `checked` runs them.
+        Work::Verify { node, applied, .. } => vec![(node, Ok(applied))],
         Work::Probe(target, step, nodes) => {
             return match probe_absent(target.as_ref(), &step, &nodes, &conns).await {
                 Ok(absent) => Done {
                     results: Vec::new(),
+                    checks: Vec::new(),
                     elapsed: started.elapsed(),
                     then: Some((absent, Work::OnTarget(target, step))),
                 },
@@ -394,6 +423,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                         .into_iter()
                         .map(|i| (i, Err(e.clone())))
                         .collect(),
+                    checks: Vec::new(),
                     elapsed: started.elapsed(),
                     then: None,
                 },
@@ -402,9 +432,105 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
     };
     Done {
         results,
+        checks: Vec::new(),
         elapsed: started.elapsed(),
         then: None,
     }
+}
+
+/// The checks of the nodes of one unit of work, by node.
+type WorkChecks = BTreeMap<usize, Vec<CheckSpec>>;
+
+/// `execute`, with the nodes' checks on their target: preconditions first (when `pre`; a
+/// node whose precondition fails leaves the work before anything changes), postconditions
+/// of each node that ran (one that fails makes the node fail: it is not recorded).
+async fn checked(
+    work: Work,
+    checks: WorkChecks,
+    pre: bool,
+    conns: Arc<Connections>,
+    machines: Arc<Machines>,
+) -> Done {
+    if checks.is_empty() {
+        return execute(work, conns, machines).await;
+    }
+    let started = Instant::now();
+    let target = match &work {
+        Work::OnTarget(t, _) | Work::Probe(t, _, _) | Work::Verify { target: t, .. } => t.clone(),
+        _ => None,
+    };
+    let transport = match &target {
+        Some(t) => conns
+            .get(&t.key, &t.host, t.recorded.clone())
+            .await
+            .map(|c| c.0),
+        None => Err(StepError::new(
+            "a node without a target cannot be checked here",
+        )),
+    };
+    let run = |specs: &'_ [CheckSpec], phase: Phase| {
+        let transport = &transport;
+        let specs = specs.to_vec();
+        async move {
+            match transport {
+                Ok(t) => run_phase(t, &specs, phase).await,
+                Err(e) => (Vec::new(), Err(e.clone())),
+            }
+        }
+    };
+    let mut found: Vec<(usize, Vec<CheckResult>)> = Vec::new();
+    let mut refused: Vec<(usize, Result<Applied, StepError>)> = Vec::new();
+    let mut work = Some(work);
+    if pre {
+        let mut failed = BTreeSet::new();
+        for (i, specs) in &checks {
+            if !specs.iter().any(|c| c.phase == Phase::Require) {
+                continue;
+            }
+            let (results, ok) = run(specs, Phase::Require).await;
+            found.push((*i, results));
+            if let Err(e) = ok {
+                failed.insert(*i);
+                refused.push((*i, Err(e)));
+            }
+        }
+        if !failed.is_empty() {
+            work = match work {
+                Some(Work::OnTarget(t, step)) => {
+                    step.without(&failed).map(|s| Work::OnTarget(t, s))
+                }
+                Some(Work::Probe(t, step, mut probed)) => {
+                    probed.retain(|i| !failed.contains(i));
+                    step.without(&failed).map(|s| Work::Probe(t, s, probed))
+                }
+                other => other,
+            };
+        }
+    }
+    let mut done = match work {
+        Some(w) => execute(w, conns, machines).await,
+        None => Done {
+            results: Vec::new(),
+            checks: Vec::new(),
+            elapsed: Duration::ZERO,
+            then: None,
+        },
+    };
+    for (i, result) in std::mem::take(&mut done.results) {
+        let result = match (result, checks.get(&i)) {
+            (Ok(applied), Some(specs)) if specs.iter().any(|c| c.phase == Phase::Expect) => {
+                let (results, ok) = run(specs, Phase::Expect).await;
+                found.push((i, results));
+                ok.map(|()| applied)
+            }
+            (result, _) => result,
+        };
+        done.results.push((i, result));
+    }
+    done.results.extend(refused);
+    done.checks.extend(found);
+    done.elapsed = started.elapsed();
+    done
 }
 
 /// Which of `nodes` (files or packages of `step`) are absent from the target.
@@ -507,6 +633,8 @@ pub struct Scheduler<'s> {
     outcomes: BTreeMap<usize, NodeOutcome>,
     deletions: Vec<NodeOutcome>,
     failed_targets: BTreeSet<usize>,
+    /// What nodes' checks found, until their outcome takes it.
+    check_results: BTreeMap<usize, Vec<CheckResult>>,
     report: BuildReport,
     started_unix: u64,
 }
@@ -549,6 +677,7 @@ impl<'s> Scheduler<'s> {
             outcomes: BTreeMap::new(),
             deletions: Vec::new(),
             failed_targets: BTreeSet::new(),
+            check_results: BTreeMap::new(),
             report: BuildReport::default(),
             started_unix: now_unix(),
         }
@@ -598,6 +727,7 @@ impl<'s> Scheduler<'s> {
                 outcome,
                 duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
                 output_hash: oh,
+                checks: self.check_results.remove(&i).unwrap_or_default(),
             },
         );
     }
@@ -832,7 +962,11 @@ impl<'s> Scheduler<'s> {
             let done = joined.map_err(|e| RunError::Panicked(e.to_string()))?;
             if let Some((absent, work)) = done.then {
                 self.intend(&absent, &work, env)?;
-                self.spawn(work, &semaphore, &mut tasks);
+                // Its preconditions held before the probe.
+                self.spawn(work, false, &semaphore, &mut tasks);
+            }
+            for (i, results) in done.checks {
+                self.check_results.entry(i).or_default().extend(results);
             }
             for (i, result) in done.results {
                 let key = spec.nodes[i].key.clone();
@@ -927,6 +1061,20 @@ impl<'s> Scheduler<'s> {
                 action,
             });
             let t = self.target_of(i);
+            if action == Action::Check {
+                // Only its postconditions run; it stands as recorded when they hold.
+                let recorded = env.records.get(&node.key);
+                works.push(Work::Verify {
+                    node: i,
+                    target: self.target_for(i, env),
+                    applied: Applied {
+                        facts: recorded.map(|r| r.facts.clone()).unwrap_or_default(),
+                        created: recorded.is_some_and(|r| r.created),
+                        note: Some("postconditions hold".into()),
+                    },
+                });
+                continue;
+            }
             match r.payload {
                 Payload::Host(host) => {
                     let recorded = env
@@ -1022,17 +1170,30 @@ impl<'s> Scheduler<'s> {
             });
         }
         for work in works {
-            self.spawn(work, semaphore, tasks);
+            self.spawn(work, true, semaphore, tasks);
         }
     }
 
-    fn spawn(&self, work: Work, semaphore: &Arc<Semaphore>, tasks: &mut JoinSet<Done>) {
+    /// Starts `work`, with its nodes' checks (preconditions only when `pre`).
+    fn spawn(&self, work: Work, pre: bool, semaphore: &Arc<Semaphore>, tasks: &mut JoinSet<Done>) {
+        let nodes = match &work {
+            Work::OnTarget(_, step) | Work::Probe(_, step, _) => step.nodes(),
+            Work::Verify { node, .. } => vec![*node],
+            _ => Vec::new(),
+        };
+        let checks: WorkChecks = nodes
+            .into_iter()
+            .filter_map(|i| {
+                let specs = self.decided[i].as_ref()?.1.check_specs().to_vec();
+                (!specs.is_empty()).then_some((i, specs))
+            })
+            .collect();
         let conns = self.conns.clone();
         let machines = self.machines.clone();
         let semaphore = semaphore.clone();
         tasks.spawn(async move {
             let _permit = semaphore.acquire_owned().await;
-            execute(work, conns, machines).await
+            checked(work, checks, pre, conns, machines).await
         });
     }
 
@@ -1276,6 +1437,7 @@ impl<'s> Scheduler<'s> {
             outcome,
             duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             output_hash: None,
+            checks: Vec::new(),
         });
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use envc_compiler::SourceLoader;
 
+use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::config::{ConfigError, Shared};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
@@ -31,6 +32,7 @@ use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::spec::Spec;
 use crate::store::{ObjectId, Store, StoreError};
+use crate::substitute::Resolution;
 use crate::tools::{missing_tools, MissingTool};
 use crate::transport::{HostSpec, SshOptions};
 
@@ -146,6 +148,24 @@ pub struct PlanReport {
     pub drift: BTreeMap<String, DriftFacts>,
     /// Nodes that could not be probed, and why.
     pub unreachable: BTreeMap<String, String>,
+}
+
+/// What `drift --checks` found.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    /// Per node, what its postconditions found (they stop at the first that fails).
+    pub results: Vec<(String, Vec<CheckResult>)>,
+    /// Nodes whose postconditions could not run, and why.
+    pub unchecked: BTreeMap<String, String>,
+}
+
+impl CheckReport {
+    /// The checks that did not hold: (node, result).
+    pub fn failures(&self) -> impl Iterator<Item = (&str, &CheckResult)> {
+        self.results
+            .iter()
+            .flat_map(|(k, rs)| rs.iter().filter(|r| !r.ok).map(move |r| (k.as_str(), r)))
+    }
 }
 
 /// What `build` is asked to do beyond the graph.
@@ -342,6 +362,83 @@ impl Session {
             drift,
             unreachable,
         })
+    }
+
+    /// `envc drift --checks`: runs again, on their targets, the postconditions of every
+    /// node that has a live record, with the values its inputs' records hold. Read-only:
+    /// no record changes, whatever the checks find.
+    pub fn run_checks(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+    ) -> Result<CheckReport, SessionError> {
+        let (records, intents) = self.live()?;
+        let machines = self.machines();
+        let p = plan(spec, &records, &intents, &BTreeMap::new(), files);
+        let hosts = graph_hosts(&p);
+        let mut report = CheckReport::default();
+        // By target: (node key, its postconditions).
+        let mut by_target: BTreeMap<String, Vec<(String, Vec<CheckSpec>)>> = BTreeMap::new();
+        for n in &p.nodes {
+            let node = &spec.nodes[n.index];
+            if !node.checks.iter().any(|c| c.phase == Phase::Expect) {
+                continue;
+            }
+            // As drift: only what was built is compared.
+            if !records.contains_key(&node.key) {
+                continue;
+            }
+            let Some(t) = node.target else { continue };
+            match n.assessment.resolved.as_ref().map(|r| &r.checks) {
+                Ok(Ok(cs)) => {
+                    let expect: Vec<CheckSpec> = cs
+                        .iter()
+                        .filter(|c| c.phase == Phase::Expect)
+                        .cloned()
+                        .collect();
+                    let target = spec.nodes[t].name.clone();
+                    by_target
+                        .entry(target)
+                        .or_default()
+                        .push((node.key.clone(), expect));
+                }
+                Ok(Err(Resolution::Pending(j))) | Err(Resolution::Pending(j)) => {
+                    report.unchecked.insert(
+                        node.key.clone(),
+                        format!(
+                            "its checks read `{}`, which is not built",
+                            spec.nodes[*j].key
+                        ),
+                    );
+                }
+                Ok(Err(Resolution::Failed(m))) | Err(Resolution::Failed(m)) => {
+                    report.unchecked.insert(node.key.clone(), m.clone());
+                }
+            }
+        }
+        if by_target.is_empty() {
+            return Ok(report);
+        }
+        let (conns, _work) = self.connections(&machines)?;
+        runtime()?.block_on(async {
+            for (target, nodes) in by_target {
+                match conns.to_target(&target, hosts.get(&target), &records).await {
+                    Err(e) => {
+                        for (key, _) in nodes {
+                            report.unchecked.insert(key, e.to_string());
+                        }
+                    }
+                    Ok((t, _)) => {
+                        for (key, expect) in nodes {
+                            let (results, _) = run_phase(&t, &expect, Phase::Expect).await;
+                            report.results.push((key, results));
+                        }
+                    }
+                }
+            }
+            conns.close().await;
+        });
+        Ok(report)
     }
 
     /// `envc build` (and `envc destroy`, which builds an empty graph).

@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use envc_compiler::pin::PinKey;
-use envc_compiler::types::NodeKind;
-use envc_compiler::value::{Deferred, Node, Value};
-use envc_compiler::{DerivationId, Graph};
+use envc_compiler::types::{CheckKind, NodeKind};
+use envc_compiler::value::{Check, Deferred, Node, Value};
+use envc_compiler::{DerivationId, Graph, SourceMap};
+
+use crate::checks::Phase;
 
 /// An attribute value. `Node` and `Output` point into `Spec::nodes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +52,18 @@ pub struct NodeSpec {
     /// `target/kind:name`, or `kind:name` for nodes without a target: how the state finds
     /// what this node manages from one run to the next.
     pub key: String,
+    /// Its preconditions, then its postconditions, each in the order written.
+    pub checks: Vec<CheckDecl>,
+}
+
+/// A check as declared: arguments may still hold deferred values (`Val::Output`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckDecl {
+    pub phase: Phase,
+    pub kind: CheckKind,
+    pub args: BTreeMap<String, Val>,
+    /// `FILE:LINE:COL` where it was written (project-relative), for messages and records.
+    pub location: String,
 }
 
 impl NodeSpec {
@@ -109,7 +123,8 @@ pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
 }
 
 impl Spec {
-    pub fn from_graph(graph: &Graph) -> Spec {
+    /// The graph as the executor works on it; `sources` locate the checks' source lines.
+    pub fn from_graph(graph: &Graph, sources: &SourceMap) -> Spec {
         let mut index: HashMap<DerivationId, usize> = HashMap::new();
         let mut nodes = Vec::with_capacity(graph.order.len());
         let mut hasher = blake3::Hasher::new();
@@ -117,6 +132,20 @@ impl Spec {
         for (i, n) in graph.nodes().enumerate() {
             index.insert(n.id, i);
             hasher.update(&n.id.0);
+            let checks: Vec<CheckDecl> = (n.require.iter().map(|c| (Phase::Require, c)))
+                .chain(n.expect.iter().map(|c| (Phase::Expect, c)))
+                .map(|(phase, c)| check_decl(phase, c, &index, sources))
+                .collect();
+            if !checks.is_empty() {
+                // A graph with checks is another graph (a graph without them hashes as it
+                // always did); checks are not part of any node's id.
+                let json: Vec<serde_json::Value> = (n.require.iter().map(|c| ("require", c)))
+                    .chain(n.expect.iter().map(|c| ("expect", c)))
+                    .map(|(p, c)| serde_json::json!([p, envc_compiler::derivation::check_json(c)]))
+                    .collect();
+                hasher.update(b"checks\0");
+                hasher.update(serde_json::Value::Array(json).to_string().as_bytes());
+            }
             let target = n.target.as_ref().map(|t| index[&t.id]);
             nodes.push(NodeSpec {
                 id: n.id.hex(),
@@ -128,13 +157,22 @@ impl Spec {
                     .iter()
                     .map(|(k, v)| (k.to_string(), convert(v, &index)))
                     .collect(),
-                inputs: n.inputs.iter().map(|i| index[&i.id]).collect(),
+                // The nodes its checks read are waited for like inputs.
+                inputs: {
+                    let mut v: Vec<usize> = (n.inputs.iter().chain(&n.check_inputs))
+                        .map(|i| index[&i.id])
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                },
                 pins: n
                     .pins
                     .iter()
                     .map(|(k, v)| (k.clone(), v.to_string()))
                     .collect(),
                 key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
+                checks,
             });
         }
         Spec {
@@ -150,6 +188,24 @@ impl Spec {
 
     pub fn find(&self, key: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.key == key)
+    }
+}
+
+fn check_decl(
+    phase: Phase,
+    c: &Check,
+    index: &HashMap<DerivationId, usize>,
+    sources: &SourceMap,
+) -> CheckDecl {
+    CheckDecl {
+        phase,
+        kind: c.kind,
+        args: c
+            .args
+            .iter()
+            .map(|(k, v)| (k.to_string(), convert(v, index)))
+            .collect(),
+        location: sources.location(c.file, c.span.start as usize),
     }
 }
 
@@ -186,6 +242,8 @@ fn convert(v: &Value, index: &HashMap<DerivationId, usize>) -> Val {
             }
         },
         // The encoder refuses functions and modules in nodes, so none reach a graph.
-        Value::Fn(_) | Value::Builtin(_) | Value::Module(_) => Val::Str(v.type_name()),
+        Value::Fn(_) | Value::Builtin(_) | Value::Module(_) | Value::Check(_) => {
+            Val::Str(v.type_name())
+        }
     }
 }

@@ -86,7 +86,7 @@ pub enum StoreError {
         content: String,
     },
     /// The shared state could not be read or written.
-    Remote(RemoteError),
+    Remote(Box<RemoteError>),
     /// The shared state's lock was taken from this run while it held it.
     LockLost {
         env: String,
@@ -165,7 +165,7 @@ pub struct Store {
 
 impl From<RemoteError> for StoreError {
     fn from(e: RemoteError) -> StoreError {
-        StoreError::Remote(e)
+        StoreError::Remote(Box::new(e))
     }
 }
 

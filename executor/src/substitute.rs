@@ -14,12 +14,14 @@ use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 use serde_json::{json, Value as Json};
 
+use crate::checks::Phase;
+use crate::checks::{checks_hash, CheckSpec};
 use crate::image::ImageSpec;
 use crate::ops::file::{file_facts, FileSpec};
 use crate::ops::package::PackageSpec;
 use crate::qemu::VmSpec;
 use crate::record::Facts;
-use crate::spec::{NodeSpec, Spec, Val};
+use crate::spec::{CheckDecl, NodeSpec, Spec, Val};
 use crate::store::ObjectId;
 use crate::transport::HostSpec;
 
@@ -70,6 +72,21 @@ pub struct Resolved {
     /// The resolved attributes as people read them (see `RealizationRecord::attrs`).
     pub display: BTreeMap<String, String>,
     pub payload: Payload,
+    /// Its checks with deferred values substituted, preconditions first; `Pending` while a
+    /// node they read is not known yet (they are not part of `hash`).
+    pub checks: Result<Vec<CheckSpec>, Resolution>,
+}
+
+impl Resolved {
+    /// The hash of its postconditions, when they are resolved and it has any.
+    pub fn checks_hash(&self) -> Option<String> {
+        self.checks.as_ref().ok().and_then(|c| checks_hash(c))
+    }
+
+    /// Its resolved checks (none while they are pending).
+    pub fn check_specs(&self) -> &[CheckSpec] {
+        self.checks.as_deref().unwrap_or(&[])
+    }
 }
 
 impl Resolved {
@@ -493,6 +510,26 @@ pub fn resolve<'a>(
             put(&mut hashed, &mut shown, &format!("pin {k}"), json!(v));
         }
     }
+    // Checks are shown (a plan says when they changed) but not hashed: they do not change
+    // what is on the target.
+    let checks = resolve_checks(node, &r);
+    if let Err(Resolution::Failed(m)) = checks {
+        return Err(Resolution::Failed(m));
+    }
+    for phase in [Phase::Require, Phase::Expect] {
+        let of_phase: Vec<&CheckDecl> = node.checks.iter().filter(|c| c.phase == phase).collect();
+        if !of_phase.is_empty() {
+            let described: Vec<String> = match &checks {
+                Ok(cs) => cs
+                    .iter()
+                    .filter(|c| c.phase == phase)
+                    .map(CheckSpec::describe)
+                    .collect(),
+                Err(_) => of_phase.iter().map(|c| describe_decl(spec, c)).collect(),
+            };
+            shown.insert(phase.name().into(), display(&json!(described)));
+        }
+    }
     let canonical = Json::Object(hashed.into_iter().collect());
     let mut h = blake3::Hasher::new();
     h.update(b"envc-resolved\0");
@@ -506,7 +543,47 @@ pub fn resolve<'a>(
         hash: h.finalize().to_hex().to_string(),
         display: shown,
         payload,
+        checks,
     })
+}
+
+/// A node's checks with what their deferred values read substituted.
+fn resolve_checks(node: &NodeSpec, r: &Resolver) -> Result<Vec<CheckSpec>, Resolution> {
+    node.checks
+        .iter()
+        .map(|c| {
+            Ok(CheckSpec {
+                phase: c.phase,
+                kind: c.kind,
+                args: c
+                    .args
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), r.substitute(v)?)))
+                    .collect::<Result<_, Resolution>>()?,
+                location: c.location.clone(),
+            })
+        })
+        .collect()
+}
+
+/// A check as written, its deferred values named (`${web-0.address}`): what a plan shows
+/// before they are known.
+pub fn describe_decl(spec: &Spec, c: &CheckDecl) -> String {
+    fn name(spec: &Spec, v: &Val) -> String {
+        match v {
+            Val::Output { node, output } => format!("${{{}.{output}}}", spec.nodes[*node].name),
+            Val::Concat(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    Val::Str(s) => s.clone(),
+                    Val::Int(n) => n.to_string(),
+                    other => name(spec, other),
+                })
+                .collect(),
+            other => format!("{other:?}"),
+        }
+    }
+    crate::checks::describe(c.kind, &c.args, &|v| name(spec, v))
 }
 
 fn file_content(

@@ -1,6 +1,8 @@
 //! The binary cache over a `file://` remote (the local file system is a real backend of
 //! `object_store`; S3 and WebDAV servers are exercised end to end in the root tests).
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;

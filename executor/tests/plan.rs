@@ -21,7 +21,10 @@ fn spec_of(files: &[(&str, &str)]) -> (Spec, MemoryLoader) {
     let loader = MemoryLoader::new(files.iter().copied());
     let c = compile("main.env", &loader, &CompileOptions::default());
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
-    (Spec::from_graph(c.graph.as_ref().unwrap()), loader)
+    (
+        Spec::from_graph(c.graph.as_ref().unwrap(), &c.sources),
+        loader,
+    )
 }
 
 /// What a successful build writes: every changed node realized with the facts a correct
@@ -411,6 +414,7 @@ fn deletions_follow_intents_as_build_does() {
         created,
         run: "run".into(),
         at_unix: 1,
+        checks_hash: None,
     };
     let intent = |node: &str, identity: &str| Intent {
         node: node.into(),
@@ -451,4 +455,49 @@ fn deletions_follow_intents_as_build_does() {
             ("h/file:/d", true)
         ]
     );
+}
+
+/// Checks are not part of a node's resolved hash: adding or changing a postcondition plans
+/// the node `check` (its postconditions run again, nothing is redeployed, dependents are
+/// untouched); a precondition alone changes nothing (it guards changes, and there are none).
+#[test]
+fn changed_postconditions_are_checked_again_not_redeployed() {
+    let step = |records: &Records, source: &str| {
+        let (spec, loader) = spec_of(&[("main.env", source), ("app.j2", TEMPLATE)]);
+        let p = plan(&spec, records, &BTreeMap::new(), &BTreeMap::new(), &loader);
+        let after = realize(&spec, &loader, records, &BTreeMap::new());
+        (
+            changes(&spec, &p),
+            reasons_of(&spec, &p, "web/package:nginx"),
+            after,
+        )
+    };
+    let (_, _, built) = step(&Records::new(), BASE);
+    let pkg = r#"package(name = "nginx", version = "1.22.1-9", target = web)"#;
+    let with = |checks: &str| {
+        BASE.replace(
+            pkg,
+            &pkg.replace("target = web", &format!("target = web, {checks}")),
+        )
+    };
+
+    let expect = with(r#"expect = [http("http://${db.host_key}/")]"#);
+    let (c, reasons, built) = step(&built, &expect);
+    assert_eq!(c, ["check web/package:nginx"]);
+    assert_eq!(
+        reasons,
+        [r#"expect: (none) → ["http(\"http://ssh-ed25519 SHA256:db/\")"]"#]
+    );
+    // Once they held (and were recorded), nothing is left to do.
+    let (c, _, built) = step(&built, &expect);
+    assert!(c.is_empty(), "{c:?}");
+    // Another postcondition: checked again.
+    let (c, _, built) = step(&built, &with(r#"expect = [tcp(80)]"#));
+    assert_eq!(c, ["check web/package:nginx"]);
+    // Moved in the file, or given a precondition: nothing to do.
+    let (c, _, _) = step(
+        &built,
+        &with("\n  expect = [tcp(80)],\n  require = [os_release(\"debian\")]"),
+    );
+    assert!(c.is_empty(), "{c:?}");
 }

@@ -74,6 +74,7 @@ fn the_lock_is_exclusive_and_names_its_holder() {
         Err(EnvLockError::Held {
             env,
             holder: Some(h),
+            expires_unix: None,
         }) => {
             assert_eq!(env, "prod");
             assert_eq!(h, me);
@@ -169,6 +170,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         created: true,
         run: run.hex(),
         at_unix: 1,
+        checks_hash: None,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }
@@ -193,6 +195,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             outcome: Outcome::Ok(None),
             duration_ms: 5,
             output_hash: None,
+            checks: Vec::new(),
         }],
         error: None,
     };

@@ -1,4 +1,5 @@
-//! `envc drift FILE`: probe every live record on its target. A node whose target could
+//! `envc drift FILE [--checks]`: probe every live record on its target (and, with
+//! `--checks`, run every built node's postconditions again). A node whose target could
 //! not be reached was not checked: that is no pass (exit 6), and the summary says so even
 //! when drift elsewhere decides the exit code (3).
 
@@ -11,9 +12,36 @@ use super::{compile_env, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Outcome};
 use crate::output;
 
-pub fn drift(file: &Path, json_out: bool, params: &Params, target: &TargetArgs, ui: Ui) -> Outcome {
+pub fn drift(
+    file: &Path,
+    json_out: bool,
+    checks: bool,
+    params: &Params,
+    target: &TargetArgs,
+    ui: Ui,
+) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
-    let report = session(file, target)?.plan(&env.spec, &env.files, true)?;
+    let session = session(file, target)?;
+    let mut report = session.plan(&env.spec, &env.files, true)?;
+    let mut failed_checks = 0;
+    if checks {
+        let found = session.run_checks(&env.spec, &env.files)?;
+        for (key, results) in &found.results {
+            for r in results {
+                if json_out {
+                    output::line(
+                        json!({"node": key, "check": r.check, "phase": r.phase, "location": r.location, "ok": r.ok, "output": r.output, "attempts": r.attempts, "duration_ms": r.duration_ms}),
+                    );
+                } else if !r.ok {
+                    output::line(format!("check     {key}: {}", r.error().cause));
+                }
+            }
+        }
+        failed_checks = found.failures().count();
+        for (key, why) in found.unchecked {
+            report.unreachable.entry(key).or_insert(why);
+        }
+    }
     warn_unreachable(&report);
     for (key, d) in &report.drift {
         for (fact, was, now) in d {
@@ -30,7 +58,11 @@ pub fn drift(file: &Path, json_out: bool, params: &Params, target: &TargetArgs, 
         for (key, why) in &report.unreachable {
             output::line(json!({"node": key, "unchecked": why}));
         }
-        output::line(json!({"summary": {"drifted": drifted, "unchecked": unchecked}}));
+        let mut summary = json!({"drifted": drifted, "unchecked": unchecked});
+        if checks {
+            summary["checks_failed"] = json!(failed_checks);
+        }
+        output::line(json!({ "summary": summary }));
     } else {
         let not_checked = unchecked_note(&report);
         output::line(match (drifted, unchecked) {
@@ -43,8 +75,15 @@ pub fn drift(file: &Path, json_out: bool, params: &Params, target: &TargetArgs, 
                 "drift: {drifted} nodes differ from their records (`envc build --refresh` repairs them), and {not_checked}"
             ),
         });
+        if checks {
+            output::line(match failed_checks {
+                0 => "checks: every postcondition that ran holds".to_string(),
+                1 => "checks: 1 postcondition does not hold".to_string(),
+                n => format!("checks: {n} postconditions do not hold"),
+            });
+        }
     }
-    Ok(match (drifted, unchecked) {
+    Ok(match (drifted + failed_checks, unchecked) {
         (0, 0) => Exit::Ok,
         (0, _) => Exit::Unchecked,
         _ => Exit::Drift,

@@ -120,6 +120,6 @@ fn node_ids(file: &Path, lock: &Lockfile, ui: Ui) -> Option<BTreeMap<String, Str
         ..Default::default()
     };
     let compiled = compile(&name, &FsLoader::new(&dir), &options);
-    let spec = Spec::from_graph(report(&compiled, ui, file)?);
+    let spec = Spec::from_graph(report(&compiled, ui, file)?, &compiled.sources);
     Some(spec.nodes.into_iter().map(|n| (n.key, n.id)).collect())
 }

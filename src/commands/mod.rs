@@ -190,7 +190,7 @@ pub fn compile_env(
     };
     let compiled = compile(&name, &files, &options);
     let graph = report(&compiled, ui, file).ok_or(Failure::Reported(Exit::Input))?;
-    let spec = Spec::from_graph(graph);
+    let spec = Spec::from_graph(graph, &compiled.sources);
     Ok(CompiledEnv {
         spec,
         compiled,

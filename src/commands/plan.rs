@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use clap::ValueEnum;
-use envc_executor::plan::{Action, Plan};
+use envc_executor::plan::{Action, Assessment, Plan};
 use envc_executor::session::PlanReport;
 use envc_executor::spec::Spec;
-use envc_executor::substitute::Resolution;
+use envc_executor::substitute::{describe_decl, Resolution};
 use serde_json::json;
 
 use super::{compile_env, select, session, Params, TargetArgs, Ui};
@@ -77,6 +77,28 @@ pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> 
     Ok(Exit::Ok)
 }
 
+/// A node's checks as a plan shows them: (phase, check, `FILE:LINE:COL`), preconditions
+/// first; deferred values substituted where known, named (`${web-0.address}`) where not.
+pub fn checks_of(spec: &Spec, a: &Assessment, index: usize) -> Vec<(&'static str, String, String)> {
+    let node = &spec.nodes[index];
+    match a.resolved.as_ref().map(|r| &r.checks) {
+        Ok(Ok(cs)) => cs
+            .iter()
+            .map(|c| (c.phase.name(), c.describe(), c.location.clone()))
+            .collect(),
+        _ => node
+            .checks
+            .iter()
+            .map(|c| (c.phase.name(), describe_decl(spec, c), c.location.clone()))
+            .collect(),
+    }
+}
+
+/// How many nodes only run their postconditions again.
+fn to_check(p: &Plan) -> usize {
+    p.counts().get(&Action::Check).copied().unwrap_or(0)
+}
+
 fn counts_line(p: &Plan) -> [usize; 5] {
     let c = p.counts();
     [
@@ -123,6 +145,10 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
                         Err(Resolution::Failed(m)) => Some(m.clone()),
                         _ => None,
                     },
+                    "checks": checks_of(spec, a, n.index)
+                        .into_iter()
+                        .map(|(phase, check, location)| json!({"phase": phase, "check": check, "location": location}))
+                        .collect::<Vec<_>>(),
                 })
                 .to_string(),
             );
@@ -136,7 +162,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
             out.push('\n');
         }
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "unchanged": unchanged, "unchecked": unchecked}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "unchanged": unchanged, "unchecked": unchecked}})
                 .to_string(),
         );
         out.push('\n');
@@ -158,13 +184,20 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         if let Err(Resolution::Failed(m)) = &a.resolved {
             out.push_str(&format!("          error: {m}\n"));
         }
+        for (phase, check, location) in checks_of(spec, a, n.index) {
+            out.push_str(&format!("          {phase:<7} {check}  ({location})\n"));
+        }
     }
     for (key, r) in &p.deletions {
         let note = deletion_note(key, r.created, false);
         out.push_str(&format!("{:<9} {key}\n          {note}\n", "delete"));
     }
+    let check = match to_check(p) {
+        0 => String::new(),
+        n => format!(", {n} to check"),
+    };
     out.push_str(&format!(
-        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete, {unchanged} unchanged\n"
+        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete{check}, {unchanged} unchanged\n"
     ));
     if unchecked > 0 {
         out.push_str(&format!(
@@ -181,8 +214,12 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
     let p = &report.plan;
     let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
     let [create, update, replace, delete, unchanged] = counts_line(p);
+    let check = match to_check(p) {
+        0 => String::new(),
+        n => format!(", {n} to check"),
+    };
     let mut out = format!(
-        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete**, {unchanged} unchanged\n"
+        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete{check}**, {unchanged} unchanged\n"
     );
     if !report.unreachable.is_empty() {
         out.push_str(&format!(
@@ -203,6 +240,13 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
         let mut why: Vec<String> = a.reasons.iter().map(|r| cell(r)).collect();
         if let Err(Resolution::Failed(m)) = &a.resolved {
             why.push(format!("**error:** {}", cell(m)));
+        }
+        for (phase, check, location) in checks_of(spec, a, n.index) {
+            why.push(format!(
+                "{phase} `{}` ({})",
+                cell(&check).replace('`', "'"),
+                cell(&location)
+            ));
         }
         out.push_str(&format!(
             "| {} | `{}` | {} |\n",
