@@ -1,0 +1,268 @@
+//! Cached CI rebuilds end to end: a "laptop" builds the quickstart's image and pushes it to
+//! a real S3 server (moto, tests/support/servers.rs); a "CI runner" with an empty store and
+//! the same shared state fetches it instead of running mmdebstrap, bit for bit; the shared
+//! state shows both their runs; an untrusted key is refused by name; a runner SIGKILLed
+//! while holding the lock blocks the next one (exit 5) until its lease runs out.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/servers.rs"]
+mod servers;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use output::{summary, text};
+use servers::S3Server;
+
+const IMAGE_ONLY: &str = "import \"std/debian\"\noutput image = debian.default_image.digest\n";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One machine's checkout: the env file and envc.toml, its own store, its own PATH.
+struct Machine {
+    dir: tempfile::TempDir,
+    server_env: Vec<(String, String)>,
+    path: String,
+}
+
+impl Machine {
+    fn new(server: &S3Server, trusted: &str) -> Machine {
+        let dir = tempfile::Builder::new()
+            .prefix("envc-ci-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("i.env"), IMAGE_ONLY).unwrap();
+        std::fs::write(
+            dir.path().join("envc.toml"),
+            format!(
+                "[cache]\nurl = \"s3://envc/cache\"\ntrusted-public-keys = [\"{trusted}\"]\n\n\
+                 [state]\nurl = \"s3://envc/state\"\nlease-seconds = 3\n"
+            ),
+        )
+        .unwrap();
+        Machine {
+            dir,
+            server_env: server.env(),
+            path: std::env::var("PATH").unwrap_or_default(),
+        }
+    }
+
+    /// A PATH whose `mmdebstrap` answers `--version` (the tool check) and otherwise leaves
+    /// a mark and `then` (`exit 1`, or `sleep 600` to hold a build).
+    fn with_fake_mmdebstrap(mut self, then: &str) -> Machine {
+        let bin = self.dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let mark = self.dir.path().join("mmdebstrap-ran");
+        let script = format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && exec /usr/bin/mmdebstrap --version\ntouch {}\n{then}\n",
+            mark.display()
+        );
+        let fake = bin.join("mmdebstrap");
+        std::fs::write(&fake, script).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&fake)
+            .status()
+            .unwrap();
+        self.path = format!("{}:{}", bin.display(), self.path);
+        self
+    }
+
+    fn mmdebstrap_ran(&self) -> bool {
+        self.dir.path().join("mmdebstrap-ran").exists()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_envc"));
+        cmd.arg(args[0])
+            .args(args[1..].iter().map(|a| {
+                if *a == "FILE" {
+                    self.dir.path().join("i.env").into_os_string()
+                } else {
+                    a.into()
+                }
+            }))
+            .envs(self.server_env.iter().map(|(k, v)| (k, v)))
+            .env("PATH", &self.path)
+            .env("ENVC_DEB_CACHE", repo().join("target/envc-cache"))
+            .env_remove("ENVC_STORE")
+            .env_remove("ENVC_CACHE")
+            .env_remove("ENVC_STATE")
+            .env_remove("ENVC_SIGNING_KEY")
+            .env_remove("CI")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn envc(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join(".envc")
+    }
+}
+
+fn code(o: &Output, expected: i32) {
+    assert_eq!(o.status.code(), Some(expected), "{}", text(o));
+}
+
+fn image_of(m: &Machine) -> String {
+    let o = m.envc(&["output", "FILE", "--json"]);
+    code(&o, 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["image"].as_str().unwrap().to_string()
+}
+
+fn object(store: &Path, id: &str) -> PathBuf {
+    store.join("objects").join(&id[..2]).join(&id[2..])
+}
+
+#[test]
+fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
+    let mut server = S3Server::start();
+    server.create_bucket("envc");
+
+    // The laptop makes a key, trusts it, builds and pushes.
+    let keys = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["key", "generate", "laptop", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    code(&o, 0);
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let secret = keys.path().join("laptop.secret");
+    let laptop = Machine::new(&server, &public);
+    let o = laptop
+        .command(&["build", "FILE", "--push"])
+        .env("ENVC_SIGNING_KEY", &secret)
+        .output()
+        .unwrap();
+    code(&o, 0);
+    assert!(
+        text(&o).contains("pushed to s3://envc/cache"),
+        "{}",
+        text(&o)
+    );
+    let image = image_of(&laptop);
+
+    // The runner: an empty store, the same project file; mmdebstrap must not run.
+    let runner = Machine::new(&server, &public).with_fake_mmdebstrap("exit 1");
+    // The plan reviewed in a pull request already knows the image is built (shared state).
+    let o = runner.envc(&["plan", "FILE"]);
+    code(&o, 0);
+    let o = runner.envc(&["build", "FILE", "--locked=false"]);
+    code(&o, 0);
+    assert!(
+        text(&o).contains("fetched from s3://envc/cache") && text(&o).contains("signed by laptop"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !runner.mmdebstrap_ran(),
+        "the runner built the image instead of fetching it"
+    );
+    assert_eq!(image_of(&runner), image);
+    let fetched = std::fs::read(object(&runner.store(), &image)).unwrap();
+    assert_eq!(
+        blake3::hash(&fetched).to_hex().as_str(),
+        image,
+        "bit for bit"
+    );
+    drop(fetched);
+    // A no-op against the shared state, and one history for both machines.
+    let o = runner.envc(&["build", "FILE"]);
+    code(&o, 0);
+    assert_eq!(summary(&o), (0, 1, 0), "{}", text(&o));
+    let o = laptop.envc(&["log", "FILE"]);
+    code(&o, 0);
+    assert_eq!(text(&o).matches("run ").count(), 3, "{}", text(&o));
+
+    // A project that trusts another key refuses the laptop's entry, saying how to trust it.
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["key", "generate", "other", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    code(&o, 0);
+    let other = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let stranger = Machine::new(&server, &other);
+    let o = stranger.envc(&["cache", "pull", "FILE"]);
+    code(&o, 4);
+    assert!(
+        text(&o).contains("signed by `laptop`, a key this project does not trust")
+            && text(&o).contains("trusted-public-keys"),
+        "{}",
+        text(&o)
+    );
+    let o = runner.envc(&["cache", "verify", "FILE"]);
+    code(&o, 0);
+
+    // A runner killed while it holds the environment's lock.
+    let killed = Machine::new(&server, &public).with_fake_mmdebstrap("sleep 600");
+    let mut cmd = killed.command(&["build", "FILE", "--no-cache"]);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !killed.mmdebstrap_ran() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed runner never started its build"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pgid = child.id() as i32;
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    let _ = child.wait_with_output();
+    let o = runner.envc(&["build", "FILE"]);
+    code(&o, 5);
+    assert!(
+        text(&o).contains("locked in the shared state by `envc build`")
+            && text(&o).contains("envc unlock --force"),
+        "{}",
+        text(&o)
+    );
+    let o = runner.envc(&["unlock", "FILE"]);
+    code(&o, 1);
+    // The lease (3 s) runs out; the next build takes the lock over and converges.
+    let o = runner.envc(&["build", "FILE", "--wait"]);
+    code(&o, 0);
+
+    // The server goes down: a build ends with exit 4 naming it, and converges once it is
+    // back.
+    server.stop();
+    let o = runner
+        .command(&["build", "FILE"])
+        .env("ENVC_REMOTE_TIMEOUT", "2")
+        .output()
+        .unwrap();
+    code(&o, 4);
+    assert!(text(&o).contains("s3://envc/state"), "{}", text(&o));
+    server.restart();
+    let o = runner.envc(&["build", "FILE"]);
+    code(&o, 0);
+
+    // The state moves to another backend without loss.
+    let moved = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", moved.path().display());
+    let o = runner.envc(&["state", "migrate", "FILE", "--to", &url]);
+    code(&o, 0);
+    let before = runner.envc(&["log", "FILE", "--json"]);
+    let after = runner.envc(&["log", "FILE", "--json", "--state", &url]);
+    code(&after, 0);
+    assert_eq!(before.stdout, after.stdout);
+}
