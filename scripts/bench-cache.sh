@@ -59,8 +59,8 @@ for _ in 1 2 3 4 5; do
     noops+=("$s")
 done
 noop=$(printf '%s\n' "${noops[@]}" | sort -n | sed -n 3p)
-disk=$(du -b --apparent-size "$work/runner/.envc/objects" | cut -f1)
-used=$(du -b "$work/runner/.envc/objects" | cut -f1)
+disk=$(du -sb --apparent-size "$work/runner/.envc/objects" | cut -f1)
+used=$(du -sB1 "$work/runner/.envc/objects" | cut -f1)
 
 cat <<EOF
 | what (quickstart image, moto S3 on loopback) | time | peak RSS |

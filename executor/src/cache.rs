@@ -388,6 +388,10 @@ impl BinaryCache {
         let zero = zero_chunk();
         let file = tmp.as_file();
         let mut received = 0;
+        // Hashed as it arrives, in order: reading the file back (or mapping it) would put a
+        // whole disk image into this process's memory.
+        let mut whole = blake3::Hasher::new();
+        let zeros = vec![0u8; CHUNK as usize];
         let size = object.size;
         let mut chunks = futures::stream::iter(object.chunks.clone().into_iter().enumerate())
             .map(|(i, id)| async move {
@@ -403,16 +407,16 @@ impl BinaryCache {
             let (offset, bytes) = next?;
             if let Some(bytes) = bytes {
                 file.write_all_at(&bytes, offset).map_err(io)?;
+                whole.update(&bytes);
                 received += bytes.len() as u64;
                 progress.bytes(bytes.len() as u64);
             } else {
+                whole.update(&zeros);
                 progress.bytes(CHUNK);
             }
         }
         file.sync_all().map_err(io)?;
-        let mut h = blake3::Hasher::new();
-        h.update_mmap_rayon(tmp.path()).map_err(io)?;
-        if ObjectId(*h.finalize().as_bytes()) != object.id {
+        if ObjectId(*whole.finalize().as_bytes()) != object.id {
             return Err(CacheError::Corrupt {
                 url: self.url().into(),
                 what: format!(
