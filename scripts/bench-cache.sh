@@ -48,6 +48,10 @@ print(f"{time.monotonic() - t:.2f} {rss:.0f}")
 EOF
 }
 
+# Only locked images go through the cache.
+"$envc" lock "$work/laptop/i.env" >/dev/null 2>&1
+cp "$work/laptop/i.lock" "$work/runner/i.lock"
+
 echo "bench-cache: laptop builds and pushes" >&2
 read -r built built_rss < <(measure "$envc" build "$work/laptop/i.env" --signing-key "$work/bench.secret")
 read -r pushed pushed_rss < <(measure "$envc" cache push "$work/laptop/i.env" --signing-key "$work/bench.secret")

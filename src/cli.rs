@@ -280,8 +280,9 @@ enum Command {
     /// runs out by itself).
     Unlock {
         file: PathBuf,
-        /// Required: says you checked that the holder is not running.
-        #[arg(long)]
+        /// Required: says you checked that the holder is not running (forcing the lock
+        /// open under a live run lets two runs change the same targets at once).
+        #[arg(long, required = true)]
         force: bool,
         #[command(flatten)]
         shared: SharedArgs,
@@ -424,11 +425,7 @@ fn run(cli: Cli) -> Exit {
                 shared,
             } => commands::team::cache_verify(&file, all, &params, &shared, ui),
         },
-        Command::Unlock {
-            file,
-            force,
-            shared,
-        } => commands::team::unlock(&file, force, &shared),
+        Command::Unlock { file, shared, .. } => commands::team::unlock(&file, &shared),
         Command::State {
             command: StateCommand::Migrate { file, to, shared },
         } => commands::team::migrate(&file, &to, &shared),

@@ -42,7 +42,7 @@ impl Machine {
             dir.path().join("envc.toml"),
             format!(
                 "[cache]\nurl = \"s3://envc/cache\"\ntrusted-public-keys = [\"{trusted}\"]\n\n\
-                 [state]\nurl = \"s3://envc/state\"\nlease-seconds = 3\n"
+                 [state]\nurl = \"s3://envc/state\"\nlease-seconds = 10\n"
             ),
         )
         .unwrap();
@@ -71,6 +71,12 @@ impl Machine {
             .status()
             .unwrap();
         self.path = format!("{}:{}", bin.display(), self.path);
+        self
+    }
+
+    /// The lockfile beside the env file: only locked images go through the cache.
+    fn with_lock(self, lock: &str) -> Machine {
+        std::fs::write(self.dir.path().join("i.lock"), lock).unwrap();
         self
     }
 
@@ -140,6 +146,9 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
     let secret = keys.path().join("laptop.secret");
     let laptop = Machine::new(&server, &public);
+    let o = laptop.envc(&["lock", "FILE"]);
+    code(&o, 0);
+    let lock = std::fs::read_to_string(laptop.dir.path().join("i.lock")).unwrap();
     let o = laptop
         .command(&["build", "FILE", "--push"])
         .env("ENVC_SIGNING_KEY", &secret)
@@ -154,11 +163,13 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     let image = image_of(&laptop);
 
     // The runner: an empty store, the same project file; mmdebstrap must not run.
-    let runner = Machine::new(&server, &public).with_fake_mmdebstrap("exit 1");
+    let runner = Machine::new(&server, &public)
+        .with_lock(&lock)
+        .with_fake_mmdebstrap("exit 1");
     // The plan reviewed in a pull request already knows the image is built (shared state).
     let o = runner.envc(&["plan", "FILE"]);
     code(&o, 0);
-    let o = runner.envc(&["build", "FILE", "--locked=false"]);
+    let o = runner.envc(&["build", "FILE", "--locked"]);
     code(&o, 0);
     assert!(
         text(&o).contains("fetched from s3://envc/cache") && text(&o).contains("signed by laptop"),
@@ -193,7 +204,9 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
         .unwrap();
     code(&o, 0);
     let other = String::from_utf8(o.stdout).unwrap().trim().to_string();
-    let stranger = Machine::new(&server, &other);
+    let stranger = Machine::new(&server, &other)
+        .with_lock(&lock)
+        .with_fake_mmdebstrap("exit 1");
     let o = stranger.envc(&["cache", "pull", "FILE"]);
     code(&o, 4);
     assert!(
@@ -202,11 +215,26 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
         "{}",
         text(&o)
     );
+    // A build there never uses the entry: it builds (here, a build that fails), and
+    // says why the cache was not used.
+    // (Its own local state: what it records must not touch the shared one.)
+    let own = format!("file://{}", stranger.dir.path().join("state").display());
+    let o = stranger.envc(&["build", "FILE", "--state", &own]);
+    code(&o, 4);
+    assert!(stranger.mmdebstrap_ran(), "{}", text(&o));
+    assert!(
+        text(&o).contains("the binary cache was not used")
+            && text(&o).contains("a key this project does not trust"),
+        "{}",
+        text(&o)
+    );
     let o = runner.envc(&["cache", "verify", "FILE"]);
     code(&o, 0);
 
     // A runner killed while it holds the environment's lock.
-    let killed = Machine::new(&server, &public).with_fake_mmdebstrap("sleep 600");
+    let killed = Machine::new(&server, &public)
+        .with_lock(&lock)
+        .with_fake_mmdebstrap("sleep 600");
     let mut cmd = killed.command(&["build", "FILE", "--no-cache"]);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd
@@ -237,8 +265,8 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
         text(&o)
     );
     let o = runner.envc(&["unlock", "FILE"]);
-    code(&o, 1);
-    // The lease (3 s) runs out; the next build takes the lock over and converges.
+    code(&o, 2);
+    // The lease (10 s) runs out; the next build takes the lock over and converges.
     let o = runner.envc(&["build", "FILE", "--wait"]);
     code(&o, 0);
 
@@ -265,4 +293,29 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     let after = runner.envc(&["log", "FILE", "--json", "--state", &url]);
     code(&after, 0);
     assert_eq!(before.stdout, after.stdout);
+    // And from a local store into a bucket: the usual way a project starts sharing.
+    let o = runner.envc(&[
+        "state",
+        "migrate",
+        "FILE",
+        "--state",
+        &url,
+        "--to",
+        "s3://envc/moved",
+    ]);
+    code(&o, 0);
+    let o = runner.envc(&[
+        "state",
+        "migrate",
+        "FILE",
+        "--state",
+        &url,
+        "--to",
+        "s3://envc/moved",
+    ]);
+    code(&o, 1);
+    assert!(text(&o).contains("already holds a state"), "{}", text(&o));
+    let moved = runner.envc(&["log", "FILE", "--json", "--state", "s3://envc/moved"]);
+    code(&moved, 0);
+    assert_eq!(before.stdout, moved.stdout);
 }

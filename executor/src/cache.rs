@@ -189,6 +189,16 @@ impl From<StoreError> for CacheError {
     }
 }
 
+/// A built output, as the cache takes it: the node that built it, its resolved hash, its
+/// facts and the objects they name.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub node: String,
+    pub resolved_hash: String,
+    pub facts: Facts,
+    pub objects: Vec<ObjectId>,
+}
+
 /// Told as bytes move, for progress bars.
 pub trait Progress: Send + Sync {
     fn object(&self, _id: &ObjectId, _size: u64) {}
@@ -339,6 +349,36 @@ impl BinaryCache {
         Ok(keys)
     }
 
+    /// The build output of `resolved_hash` from the cache into the local store, if the
+    /// cache has it: looked up, checked, fetched, and remembered as the store's substitute.
+    /// `named` gives the objects the facts name, which must all have come.
+    pub async fn pull(
+        &self,
+        store: &Store,
+        resolved_hash: &str,
+        named: impl Fn(&Facts) -> Vec<ObjectId>,
+        progress: &dyn Progress,
+    ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
+        let Some(entry) = self.lookup(resolved_hash).await? else {
+            return Ok(None);
+        };
+        let moved = self.fetch(&entry, store, progress).await?;
+        if let Some(missing) = named(&entry.body.facts)
+            .into_iter()
+            .find(|id| !store.contains(id))
+        {
+            return Err(CacheError::Corrupt {
+                url: self.url().into(),
+                what: format!(
+                    "the entry of {} names object {missing} in its facts but does not carry it",
+                    entry.body.node
+                ),
+            });
+        }
+        store.put_substitute(resolved_hash, &entry.body.facts)?;
+        Ok(Some((entry, moved)))
+    }
+
     /// Brings an entry's objects into the local store (those it lacks), each verified.
     pub async fn fetch(
         &self,
@@ -370,9 +410,6 @@ impl BinaryCache {
     ) -> Result<(tempfile::NamedTempFile, u64), CacheError> {
         let io =
             |e: std::io::Error| CacheError::Io(format!("writing a download to the store: {e}"));
-        let tmp = tempfile::NamedTempFile::new_in(store.root().join("tmp")).map_err(io)?;
-        // Holes where nothing is written: zero chunks stay sparse.
-        tmp.as_file().set_len(object.size).map_err(io)?;
         let expected_chunks = object.size.div_ceil(CHUNK);
         if object.chunks.len() as u64 != expected_chunks {
             return Err(CacheError::Corrupt {
@@ -385,6 +422,9 @@ impl BinaryCache {
                 ),
             });
         }
+        let tmp = tempfile::NamedTempFile::new_in(store.root().join("tmp")).map_err(io)?;
+        // Holes where nothing is written: zero chunks stay sparse.
+        tmp.as_file().set_len(object.size).map_err(io)?;
         let zero = zero_chunk();
         let file = tmp.as_file();
         let mut received = 0;
@@ -431,17 +471,31 @@ impl BinaryCache {
     /// One chunk, checked against its id and length.
     async fn chunk(&self, id: &ObjectId, len: u64) -> Result<Bytes, CacheError> {
         let key = chunk_key(id);
-        let Some(bytes) = self.get(&key).await? else {
-            return Err(CacheError::Corrupt {
-                url: self.url().into(),
-                what: format!("chunk {id} is missing, though an entry names it"),
-            });
+        let doing = || format!("reading {key}");
+        let corrupt = || CacheError::Corrupt {
+            url: self.url().into(),
+            what: format!("chunk {id} does not hash to its name"),
         };
+        let got = match self.remote.store().get(&self.remote.key(&key)).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(CacheError::Corrupt {
+                    url: self.url().into(),
+                    what: format!("chunk {id} is missing, though an entry names it"),
+                })
+            }
+            Err(e) => return Err(self.remote.error(doing(), e).into()),
+        };
+        // Before reading the body: a server that sends more than a chunk is not believed.
+        if got.meta.size != len {
+            return Err(corrupt());
+        }
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| self.remote.error(doing(), e))?;
         if bytes.len() as u64 != len || ObjectId::of(&bytes) != *id {
-            return Err(CacheError::Corrupt {
-                url: self.url().into(),
-                what: format!("chunk {id} does not hash to its name"),
-            });
+            return Err(corrupt());
         }
         Ok(bytes)
     }
@@ -451,12 +505,16 @@ impl BinaryCache {
     pub async fn push(
         &self,
         store: &Store,
-        resolved_hash: &str,
-        node: &str,
-        facts: &Facts,
-        objects: &[ObjectId],
+        output: &Output,
+        repair: bool,
         progress: &dyn Progress,
     ) -> Result<Transfer, CacheError> {
+        let Output {
+            node,
+            resolved_hash,
+            facts,
+            objects,
+        } = output;
         let signer = self.signer.as_ref().ok_or(CacheError::NoSigningKey)?;
         let mut moved = Transfer::default();
         let mut cached = Vec::new();
@@ -467,7 +525,9 @@ impl BinaryCache {
                 .map_err(|e| CacheError::Io(format!("{}: {e}", path.display())))?
                 .len();
             progress.object(id, size);
-            let (chunks, bytes) = self.upload(&path, id, size, &mut sent, progress).await?;
+            let (chunks, bytes) = self
+                .upload(&path, id, size, &mut sent, repair, progress)
+                .await?;
             moved.objects += 1;
             moved.bytes += bytes;
             cached.push(CachedObject {
@@ -507,6 +567,7 @@ impl BinaryCache {
         id: &ObjectId,
         size: u64,
         sent: &mut BTreeSet<ObjectId>,
+        repair: bool,
         progress: &dyn Progress,
     ) -> Result<(Vec<ObjectId>, u64), CacheError> {
         let io = |e: std::io::Error| CacheError::Io(format!("{}: {e}", path.display()));
@@ -531,7 +592,7 @@ impl BinaryCache {
                     if !first {
                         return Ok::<u64, CacheError>(0);
                     }
-                    self.put_chunk(&chunk_id, Bytes::from(buf)).await
+                    self.put_chunk(&chunk_id, Bytes::from(buf), repair).await
                 });
                 progress.bytes(len as u64);
             }
@@ -553,14 +614,32 @@ impl BinaryCache {
         Ok((chunks, bytes_sent))
     }
 
-    /// Puts one chunk unless the cache has it already; returns the bytes sent.
-    async fn put_chunk(&self, id: &ObjectId, bytes: Bytes) -> Result<u64, CacheError> {
+    /// Puts one chunk unless the cache has it already; returns the bytes sent. With
+    /// `repair`, a chunk that is there is read back and replaced unless it hashes right:
+    /// what mends a cache whose chunk was damaged (a HEAD sees only its size).
+    async fn put_chunk(
+        &self,
+        id: &ObjectId,
+        bytes: Bytes,
+        repair: bool,
+    ) -> Result<u64, CacheError> {
         let key = self.remote.key(&chunk_key(id));
         let store = self.remote.store();
-        match store.head(&key).await {
-            Ok(meta) if meta.size == bytes.len() as u64 => return Ok(0),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(self.remote.error(format!("checking chunk {id}"), e).into()),
+        let present = if repair {
+            match self.chunk(id, bytes.len() as u64).await {
+                Ok(_) => true,
+                Err(CacheError::Corrupt { .. }) => false,
+                Err(e) => return Err(e),
+            }
+        } else {
+            match store.head(&key).await {
+                Ok(meta) => meta.size == bytes.len() as u64,
+                Err(object_store::Error::NotFound { .. }) => false,
+                Err(e) => return Err(self.remote.error(format!("checking chunk {id}"), e).into()),
+            }
+        };
+        if present {
+            return Ok(0);
         }
         let n = bytes.len() as u64;
         store

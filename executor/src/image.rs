@@ -366,17 +366,25 @@ pub struct CacheUse {
     pub push: bool,
 }
 
-/// The first line of an error, for a step's one-line note.
-fn first_line(e: &impl std::fmt::Display) -> String {
-    e.to_string().lines().next().unwrap_or_default().to_string()
+/// An error as one line, hint included, for a step's note.
+fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" — ")
 }
 
 /// Makes an image's outputs present in the store, the cheapest way there is: what the store
-/// already has (built or fetched before), then the binary cache, then a build. A build is
-/// pushed when `cache.push`. Returns the facts and, where it is worth saying, how they came.
+/// already has (built or fetched before), then the binary cache, then a build. What was not
+/// fetched is pushed when `cache.push`. Returns the facts and, where it is worth saying, how
+/// they came.
 ///
-/// A cache that cannot be read, or whose entry is untrusted or damaged, never fails the
-/// node: the image is built instead and the note says why the cache was not used.
+/// Only locked images go through the cache: an unlocked one is built from whatever the
+/// machine's mirror serves that day, which its resolved hash does not say, so another
+/// machine must not take it for its own. A cache that cannot be read, or whose entry is
+/// untrusted or damaged, never fails the node: the image is built instead and the note
+/// (or the build's error) says why the cache was not used.
 pub async fn realize_image(
     store: &Store,
     cache: Option<&CacheUse>,
@@ -384,65 +392,79 @@ pub async fn realize_image(
     resolved_hash: &str,
     spec: &ImageSpec,
 ) -> Result<(Facts, Option<String>), StepError> {
-    if let Some(facts) = store.substitute(resolved_hash, objects) {
-        return Ok((facts, Some("from the store (built before)".into())));
-    }
-    let mut refused = None;
-    if let Some(CacheUse { cache, .. }) = cache {
-        let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.to_string());
-        let fetched = cache
-            .remote()
-            .run(async move {
-                let Some(entry) = c.lookup(&hash).await? else {
-                    return Ok(None);
-                };
-                let moved = c.fetch(&entry, &s, &crate::cache::Quiet).await?;
-                Ok::<_, crate::cache::CacheError>(Some((entry, moved)))
-            })
-            .await;
-        match fetched {
-            Ok(Some((entry, moved))) => {
-                let facts = entry.body.facts;
-                store.put_substitute(resolved_hash, &facts)?;
-                let note = format!(
-                    "fetched from {} ({} objects, {} MiB, signed by {})",
-                    cache.url(),
-                    moved.objects,
-                    moved.bytes >> 20,
-                    entry.signer.unwrap_or_default()
-                );
-                return Ok((facts, Some(note)));
-            }
-            Ok(None) => {}
-            Err(e) => refused = Some(first_line(&e)),
+    let cache = cache.filter(|_| spec.expected.is_some());
+    let mut notes = Vec::new();
+    let local = store.substitute(resolved_hash, objects);
+    let (facts, fetched) = match (local, cache) {
+        (Some(facts), _) => {
+            notes.push("from the store (built before)".to_string());
+            (facts, false)
         }
-    }
-    let facts = build_image(store, spec).await?;
-    store.put_substitute(resolved_hash, &facts)?;
-    let mut notes: Vec<String> = refused
-        .into_iter()
-        .map(|why| format!("built, the cache was not used: {why}"))
-        .collect();
-    if let Some(CacheUse { cache, push: true }) = cache {
-        let (c, s, hash, node) = (
-            cache.clone(),
-            store.clone(),
-            resolved_hash.to_string(),
-            node.to_string(),
-        );
-        let f = facts.clone();
+        (None, Some(CacheUse { cache, .. })) => {
+            let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.to_string());
+            let pulled = cache
+                .remote()
+                .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })
+                .await;
+            match pulled {
+                Ok(Some((entry, moved))) => {
+                    notes.push(format!(
+                        "fetched from {} ({} objects, {} MiB, signed by {})",
+                        cache.url(),
+                        moved.objects,
+                        moved.bytes >> 20,
+                        entry.signer.unwrap_or_default()
+                    ));
+                    (entry.body.facts, true)
+                }
+                Ok(None) => (build(store, resolved_hash, spec, None).await?, false),
+                Err(e) => {
+                    let why = one_line(&e);
+                    let facts = build(store, resolved_hash, spec, Some(&why)).await?;
+                    notes.push(format!("built, the binary cache was not used: {why}"));
+                    (facts, false)
+                }
+            }
+        }
+        (None, None) => (build(store, resolved_hash, spec, None).await?, false),
+    };
+    if let Some(CacheUse { cache, push: true }) = cache.filter(|_| !fetched) {
+        let (c, s) = (cache.clone(), store.clone());
+        let output = crate::cache::Output {
+            node: node.to_string(),
+            resolved_hash: resolved_hash.to_string(),
+            objects: objects(&facts),
+            facts: facts.clone(),
+        };
+        // Chunks are read back and mended where a fetch of them was refused.
+        let repair = notes.iter().any(|n| n.contains("was not used"));
         let pushed = cache
             .remote()
-            .run(async move {
-                let objects = objects(&f);
-                c.push(&s, &hash, &node, &f, &objects, &crate::cache::Quiet)
-                    .await
-            })
+            .run(async move { c.push(&s, &output, repair, &crate::cache::Quiet).await })
             .await;
         notes.push(match pushed {
             Ok(moved) => format!("pushed to {} ({} MiB)", cache.url(), moved.bytes >> 20),
-            Err(e) => format!("not pushed: {}", first_line(&e)),
+            Err(e) => format!("not pushed: {}", one_line(&e)),
         });
     }
     Ok((facts, (!notes.is_empty()).then(|| notes.join("; "))))
+}
+
+/// Builds the image and remembers it as the store's substitute; `refused` is why the
+/// cache was not used, which a failed build says too.
+async fn build(
+    store: &Store,
+    resolved_hash: &str,
+    spec: &ImageSpec,
+    refused: Option<&str>,
+) -> Result<Facts, StepError> {
+    let facts = build_image(store, spec).await.map_err(|e| match refused {
+        Some(why) => StepError {
+            cause: format!("{}\n(the binary cache was not used: {why})", e.cause),
+            hint: e.hint,
+        },
+        None => e,
+    })?;
+    store.put_substitute(resolved_hash, &facts)?;
+    Ok(facts)
 }

@@ -77,7 +77,26 @@ pub struct Remote {
     backend: Backend,
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: &'static tokio::runtime::Runtime,
+}
+
+/// The one runtime every remote's requests run on, for the life of the process: a runtime
+/// owned by a remote would be dropped wherever its last clone goes, which may be inside a
+/// task of another runtime (tokio refuses that).
+fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("envc-remote")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 impl fmt::Debug for Remote {
@@ -107,9 +126,10 @@ impl Remote {
         Remote::open_with(url, &[], None)
     }
 
-    /// [`Remote::open`] with configuration keys of the backend's builder (`aws_endpoint`,
-    /// `aws_allow_http`, …) over what the environment says, and a time limit per request
-    /// and for the retries of one: what tests use to point one process at several servers.
+    /// [`Remote::open`] with S3 configuration keys (`aws_endpoint`, `aws_allow_http`, …;
+    /// other backends take theirs from the environment only) over what the environment
+    /// says, and a time limit per request and for the retries of one: what tests use to
+    /// point one process at several servers.
     pub fn open_with(
         url: &str,
         options: &[(&str, &str)],
@@ -227,18 +247,18 @@ impl Remote {
                 ))
             }
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("envc-remote")
-            .enable_all()
-            .build()
-            .map_err(|e| error(format!("cannot start a runtime: {e}"), "this is a bug"))?;
+        let runtime = runtime().map_err(|e| {
+            error(
+                format!("cannot start the runtime for remote requests: {e}"),
+                "the system refused threads; retry with fewer processes running",
+            )
+        })?;
         Ok(Remote {
             url: url.to_string(),
             backend,
             store,
             prefix,
-            runtime: Arc::new(runtime),
+            runtime,
         })
     }
 

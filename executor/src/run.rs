@@ -797,9 +797,17 @@ impl<'s> Scheduler<'s> {
             // A full store: the space set aside is for this.
             reserve.as_ref().map(Reserve::release);
             if let Err(again) = self.record_run(env, result) {
-                let why =
-                    format!("this run could not be recorded in the store: {again} (first: {e})");
+                // Said once where the errors are the same (a lost lock stays lost).
+                let (e, again) = (e.to_string(), again.to_string());
+                let why = if again == e {
+                    format!("this run could not be recorded in the store: {e}")
+                } else {
+                    format!("this run could not be recorded in the store: {again} (first: {e})")
+                };
                 self.report.error = Some(match self.report.error.take() {
+                    Some(first) if first == e => {
+                        format!("{first}\n(this run could not be recorded in the store either)")
+                    }
                     Some(first) => format!("{first}; {why}"),
                     None => why,
                 });

@@ -38,6 +38,13 @@ pub struct Lease {
     pub lease_seconds: u64,
 }
 
+impl Lease {
+    /// Whether it still holds the environment (it ended, or ran out, otherwise).
+    pub fn running(&self) -> bool {
+        self.expires_unix > now_unix()
+    }
+}
+
 /// The state of environments in a bucket.
 #[derive(Debug)]
 pub struct SharedState {
@@ -143,17 +150,42 @@ impl SharedState {
         })
     }
 
-    fn put(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<Option<String>, RemoteError> {
+    /// A write; with `within`, given up after that long (a lease renewal must not outlast
+    /// the lease it renews).
+    fn put(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        mode: PutMode,
+        within: Option<Duration>,
+    ) -> Result<Option<String>, RemoteError> {
         let path = self.remote.key(key);
         self.remote.block(async {
             let opts = PutOptions {
                 mode,
                 ..PutOptions::default()
             };
-            self.remote
+            let write = self
+                .remote
                 .store()
-                .put_opts(&path, PutPayload::from(bytes), opts)
-                .await
+                .put_opts(&path, PutPayload::from(bytes), opts);
+            let written = match within {
+                Some(limit) => match tokio::time::timeout(limit, write).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Err(RemoteError {
+                            url: self.remote.url().into(),
+                            doing: format!("writing {key}"),
+                            cause: format!("no answer within {} s", limit.as_secs()),
+                            hint: None,
+                            conflict: false,
+                            not_found: false,
+                        })
+                    }
+                },
+                None => write.await,
+            };
+            written
                 .map(|r| r.e_tag)
                 .map_err(|e| self.remote.error(format!("writing {key}"), e))
         })
@@ -169,18 +201,15 @@ impl SharedState {
         })
     }
 
-    /// Uploads the objects written since the last upload (`read` gives their bytes).
-    pub fn upload_pending(
-        &self,
-        read: impl Fn(&ObjectId) -> Option<Vec<u8>>,
-    ) -> Result<(), RemoteError> {
-        let pending: Vec<ObjectId> = locked(&self.pending).iter().copied().collect();
-        for id in pending {
-            if let Some(bytes) = read(&id) {
-                self.put(&Self::object_key(&id), bytes, PutMode::Overwrite)?;
-            }
-            locked(&self.pending).remove(&id);
-        }
+    /// The objects written since they were last uploaded.
+    pub fn pending(&self) -> Vec<ObjectId> {
+        locked(&self.pending).iter().copied().collect()
+    }
+
+    /// Uploads one object; it is no longer pending once it is in the bucket.
+    pub fn upload(&self, id: &ObjectId, bytes: Vec<u8>) -> Result<(), RemoteError> {
+        self.put(&Self::object_key(id), bytes, PutMode::Overwrite, None)?;
+        locked(&self.pending).remove(id);
         Ok(())
     }
 
@@ -211,6 +240,7 @@ impl SharedState {
             &Self::head_key(env),
             format!("{}\n", new.hex()).into_bytes(),
             mode,
+            None,
         ) {
             Ok(etag) => {
                 locked(&self.heads).insert(env.to_string(), etag);
@@ -265,9 +295,13 @@ impl SharedState {
     }
 
     fn lease_for(&self, me: &Holder) -> Vec<u8> {
+        self.lease_until(me, now_unix() + self.lease.as_secs())
+    }
+
+    fn lease_until(&self, me: &Holder, expires_unix: u64) -> Vec<u8> {
         let lease = Lease {
             holder: me.clone(),
-            expires_unix: now_unix() + self.lease.as_secs(),
+            expires_unix,
             lease_seconds: self.lease.as_secs(),
         };
         serde_json::to_vec(&lease).unwrap_or_default()
@@ -281,14 +315,14 @@ impl SharedState {
         me: &Holder,
     ) -> Result<Result<Option<String>, Lease>, RemoteError> {
         let key = Self::lock_key(env);
-        match self.put(&key, self.lease_for(me), PutMode::Create) {
+        match self.put(&key, self.lease_for(me), PutMode::Create, None) {
             Ok(etag) => return Ok(Ok(etag)),
             Err(e) if e.conflict => {}
             Err(e) => return Err(e),
         }
         let Some((lease, etag)) = self.read_lock(env)? else {
             // Released between the two requests: try once more from the start.
-            return match self.put(&key, self.lease_for(me), PutMode::Create) {
+            return match self.put(&key, self.lease_for(me), PutMode::Create, None) {
                 Ok(etag) => Ok(Ok(etag)),
                 Err(e) if e.conflict => Ok(Err(self
                     .read_lock(env)?
@@ -296,7 +330,7 @@ impl SharedState {
                 Err(e) => Err(e),
             };
         };
-        if lease.expires_unix > now_unix() {
+        if lease.running() {
             return Ok(Err(lease));
         }
         // Expired: take it over, unless another runner did so first.
@@ -304,7 +338,7 @@ impl SharedState {
             e_tag: etag,
             version: None,
         });
-        match self.put(&key, self.lease_for(me), mode) {
+        match self.put(&key, self.lease_for(me), mode, None) {
             Ok(etag) => Ok(Ok(etag)),
             Err(e) if e.conflict => Ok(Err(self.read_lock(env)?.map_or(lease, |(l, _)| l))),
             Err(e) => Err(e),
@@ -324,11 +358,12 @@ impl SharedState {
         }
     }
 
-    /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held.
+    /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held,
+    /// if its lease was still running.
     pub fn force_unlock(&self, env: &str) -> Result<Option<Lease>, RemoteError> {
         let held = self.read_lock(env)?;
         self.delete(&Self::lock_key(env))?;
-        Ok(held.map(|(l, _)| l))
+        Ok(held.map(|(l, _)| l).filter(Lease::running))
     }
 }
 
@@ -343,6 +378,7 @@ pub struct LeaseGuard {
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     lost: Arc<AtomicBool>,
     renewer: Option<std::thread::JoinHandle<()>>,
+    me: Holder,
 }
 
 impl std::fmt::Debug for LeaseGuard {
@@ -357,6 +393,11 @@ impl LeaseGuard {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         let lost = Arc::new(AtomicBool::new(false));
         let every = (shared.lease / 3).max(Duration::from_millis(200));
+        // Past this without a renewal, another runner may be about to take the lock over:
+        // this one counts it lost rather than go on as if it held it. A slow renewal (a
+        // loaded server or machine) is waited for up to the same margin.
+        let give_up = shared.lease.saturating_sub(shared.lease / 6);
+        let holder = me.clone();
         let renewer = {
             let (shared, env, etag, stop, lost) = (
                 shared.clone(),
@@ -365,6 +406,7 @@ impl LeaseGuard {
                 stop.clone(),
                 lost.clone(),
             );
+            let mut renewed = std::time::Instant::now();
             std::thread::Builder::new()
                 .name("envc-lease".into())
                 .spawn(move || loop {
@@ -382,14 +424,23 @@ impl LeaseGuard {
                         e_tag: current,
                         version: None,
                     });
-                    match shared.put(&SharedState::lock_key(&env), shared.lease_for(&me), mode) {
-                        Ok(new) => *locked(&etag) = new,
+                    let key = SharedState::lock_key(&env);
+                    let within = give_up.saturating_sub(renewed.elapsed());
+                    match shared.put(&key, shared.lease_for(&me), mode, Some(within)) {
+                        Ok(new) => {
+                            *locked(&etag) = new;
+                            renewed = std::time::Instant::now();
+                        }
                         Err(e) if e.conflict || e.not_found => {
                             lost.store(true, Ordering::SeqCst);
                             return;
                         }
-                        // A network blip: the next renewal tries again, well within the lease.
-                        Err(_) => {}
+                        // A network blip: the next renewal tries again, within the lease.
+                        Err(_) if renewed.elapsed() < give_up => {}
+                        Err(_) => {
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
                     }
                 })
                 .ok()
@@ -401,6 +452,7 @@ impl LeaseGuard {
             stop,
             lost,
             renewer,
+            me: holder,
         }
     }
 
@@ -423,13 +475,19 @@ impl Drop for LeaseGuard {
         if self.lost() {
             return;
         }
-        // Delete it only while it is still ours: compare the ETag first. Between the read
-        // and the delete another runner cannot have taken it, since its lease is running.
-        let ours = locked(&self.etag).clone();
-        if let Ok(Some((_, etag))) = self.shared.read_lock(&self.env) {
-            if etag == ours || ours.is_none() {
-                let _ = self.shared.delete(&SharedState::lock_key(&self.env));
-            }
-        }
+        // Released by a conditional write that ends the lease now: if the lock is no longer
+        // ours (its ETag moved), nothing is written. A plain delete could remove another
+        // runner's lock. The next runner takes an ended lease over.
+        let Some(ours) = locked(&self.etag).clone() else {
+            return;
+        };
+        let mode = PutMode::Update(UpdateVersion {
+            e_tag: Some(ours),
+            version: None,
+        });
+        let ended = self.shared.lease_until(&self.me, 0);
+        let _ = self
+            .shared
+            .put(&SharedState::lock_key(&self.env), ended, mode, None);
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use envc_compiler::SourceLoader;
 
+use crate::cache::Output;
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::image::objects;
@@ -22,15 +23,6 @@ use envc_compiler::types::NodeKind;
 pub struct BuildOutput {
     pub node: String,
     pub resolved_hash: String,
-}
-
-/// A built output the state records, with its facts and the objects they name.
-#[derive(Clone, Debug)]
-pub struct RecordedOutput {
-    pub node: String,
-    pub resolved_hash: String,
-    pub facts: crate::record::Facts,
-    pub objects: Vec<ObjectId>,
 }
 
 impl Session {
@@ -57,12 +49,12 @@ impl Session {
     }
 
     /// The built outputs the environment's state records (what `cache push` sends).
-    pub fn recorded_outputs(&self) -> Result<Vec<RecordedOutput>, SessionError> {
+    pub fn recorded_outputs(&self) -> Result<Vec<Output>, SessionError> {
         let (records, _) = self.live()?;
         Ok(records
             .into_values()
             .filter(|r| r.node.starts_with("image:"))
-            .map(|r| RecordedOutput {
+            .map(|r| Output {
                 objects: objects(&r.facts),
                 node: r.node,
                 resolved_hash: r.resolved_hash,
@@ -187,7 +179,9 @@ pub fn state_store(
     local_root: &std::path::Path,
     state: &StateSettings,
 ) -> Result<Store, SessionError> {
-    let remote = Remote::open(&state.url).map_err(SessionError::Remote)?;
+    // A URL that names no state envc can keep is a mistake in the input, not an outage.
+    let config = |e| SessionError::Config(crate::config::ConfigError::Remote(e));
+    let remote = Remote::open(&state.url).map_err(config)?;
     if let Some(path) = url::Url::parse(&state.url)
         .ok()
         .filter(|u| u.scheme() == "file")
@@ -195,7 +189,7 @@ pub fn state_store(
     {
         return Store::open(&path).map_err(|error| SessionError::Store { root: path, error });
     }
-    let shared = SharedState::open(remote, state.lease).map_err(SessionError::Remote)?;
+    let shared = SharedState::open(remote, state.lease).map_err(config)?;
     let local = Store::open(local_root).map_err(|error| SessionError::Store {
         root: local_root.to_path_buf(),
         error,

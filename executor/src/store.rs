@@ -447,7 +447,11 @@ impl Store {
         };
         // Every object the new state names is in the bucket before the head names it; the
         // move is conditional on the head being what was just read.
-        shared.upload_pending(|id| fs::read(self.object_path(id)).ok())?;
+        for id in shared.pending() {
+            let path = self.object_path(&id);
+            let bytes = fs::read(&path).map_err(io_err(&path))?;
+            shared.upload(&id, bytes)?;
+        }
         if shared.move_head(env, &new)? {
             Ok(Ok(()))
         } else {
@@ -549,6 +553,11 @@ impl Store {
 
     /// Forgets `env`'s state (its ref), as if it had never been built.
     pub fn remove_ref(&self, lock: &EnvLock) -> Result<(), StoreError> {
+        if lock.lost() {
+            return Err(StoreError::LockLost {
+                env: lock.env().to_string(),
+            });
+        }
         if let Some(shared) = &self.shared {
             return Ok(shared.delete_head(lock.env())?);
         }

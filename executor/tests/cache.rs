@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 
-use envc_executor::cache::{entry_key, BinaryCache, CacheError, Quiet, CHUNK};
+use envc_executor::cache::{entry_key, BinaryCache, CacheError, Output, Quiet, CHUNK};
 use envc_executor::keys::SecretKey;
 use envc_executor::remote::Remote;
 use envc_executor::store::{ObjectId, Store};
@@ -65,10 +65,8 @@ fn what_one_store_pushes_another_fetches_bit_for_bit_and_sparse() {
     let sent = remote
         .block(cache.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk, small],
+            &out("h1", "image:base", &facts(&disk), &[disk, small]),
+            false,
             &Quiet,
         ))
         .unwrap();
@@ -98,10 +96,8 @@ fn what_one_store_pushes_another_fetches_bit_for_bit_and_sparse() {
     let again = remote
         .block(cache.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk, small],
+            &out("h1", "image:base", &facts(&disk), &[disk, small]),
+            false,
             &Quiet,
         ))
         .unwrap();
@@ -128,10 +124,8 @@ fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
     remote
         .block(pusher.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk],
+            &out("h1", "image:base", &facts(&disk), &[disk]),
+            false,
             &Quiet,
         ))
         .unwrap();
@@ -164,10 +158,8 @@ fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
     remote
         .block(trusted.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk],
+            &out("h1", "image:base", &facts(&disk), &[disk]),
+            false,
             &Quiet,
         ))
         .unwrap();
@@ -188,10 +180,8 @@ fn a_tampered_chunk_is_caught_and_nothing_enters_the_store() {
     remote
         .block(cache.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk],
+            &out("h1", "image:base", &facts(&disk), &[disk]),
+            false,
             &Quiet,
         ))
         .unwrap();
@@ -218,6 +208,23 @@ fn a_tampered_chunk_is_caught_and_nothing_enters_the_store() {
         .block(cache.verify_entry(&entry_key("h1")))
         .unwrap_err();
     assert!(e.to_string().contains("does not hash to its name"), "{e}");
+    // A plain push only sees that the chunk is there (same size); a repairing push (what
+    // `envc cache push` does) reads it back and replaces it.
+    let output = out("h1", "image:base", &facts(&disk), &[disk]);
+    remote
+        .block(cache.push(&w.laptop, &output, false, &Quiet))
+        .unwrap();
+    assert!(remote
+        .block(cache.fetch(&entry, &w.runner, &Quiet))
+        .is_err());
+    let mended = remote
+        .block(cache.push(&w.laptop, &output, true, &Quiet))
+        .unwrap();
+    assert_eq!(mended.bytes, CHUNK);
+    remote
+        .block(cache.fetch(&entry, &w.runner, &Quiet))
+        .unwrap();
+    assert!(w.runner.contains(&disk));
 }
 
 #[test]
@@ -229,13 +236,20 @@ fn pushing_needs_a_signing_key() {
         .remote()
         .block(cache.push(
             &w.laptop,
-            "h1",
-            "image:base",
-            &facts(&disk),
-            &[disk],
+            &out("h1", "image:base", &facts(&disk), &[disk]),
+            false,
             &Quiet,
         ))
         .unwrap_err();
     assert!(matches!(e, CacheError::NoSigningKey));
     assert!(e.to_string().contains("envc key generate"), "{e}");
+}
+
+fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[ObjectId]) -> Output {
+    Output {
+        node: node.to_string(),
+        resolved_hash: hash.to_string(),
+        facts: facts.clone(),
+        objects: objects.to_vec(),
+    }
 }

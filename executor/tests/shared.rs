@@ -10,7 +10,7 @@ mod servers;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use envc_executor::cache::{entry_key, BinaryCache, Quiet, CHUNK};
+use envc_executor::cache::{entry_key, BinaryCache, Output, Quiet, CHUNK};
 use envc_executor::envlock::{EnvLock, EnvLockError, Holder};
 use envc_executor::keys::SecretKey;
 use envc_executor::record::State;
@@ -155,7 +155,12 @@ fn a_lock_left_by_a_dead_runner_frees_itself_when_its_lease_runs_out() {
     assert!(!lock.lost());
     commit_output(&a, &lock, "after").unwrap();
     drop(lock);
-    assert!(a.shared().unwrap().read_lock("prod").unwrap().is_none());
+    // Released: its lease ended, so the next runner takes it at once.
+    let (ended, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
+    assert!(!ended.running());
+    let started = Instant::now();
+    drop(EnvLock::acquire(&a, "prod", false, &me).unwrap());
+    assert!(started.elapsed() < lease, "{:?}", started.elapsed());
 }
 
 fn random_file(store: &Store, len: usize) -> ObjectId {
@@ -185,9 +190,12 @@ fn a_server_that_dies_mid_upload_leaves_no_entry_and_no_partial_chunk() {
     let pushing = {
         let (cache, store, facts) = (cache.clone(), store.clone(), facts.clone());
         std::thread::spawn(move || {
-            cache
-                .remote()
-                .block(cache.push(&store, "h", "image:big", &facts, &[big], &Quiet))
+            cache.remote().block(cache.push(
+                &store,
+                &out("h", "image:big", &facts, &[big]),
+                false,
+                &Quiet,
+            ))
         })
     };
     // Cut the server once some chunks are in.
@@ -227,7 +235,12 @@ fn a_server_that_dies_mid_upload_leaves_no_entry_and_no_partial_chunk() {
     }
     // The next push completes; another store fetches the same bits.
     let sent = remote
-        .block(cache.push(&store, "h", "image:big", &facts, &[big], &Quiet))
+        .block(cache.push(
+            &store,
+            &out("h", "image:big", &facts, &[big]),
+            false,
+            &Quiet,
+        ))
         .unwrap();
     assert!(
         sent.bytes < 12 * CHUNK,
@@ -259,7 +272,7 @@ fn a_webdav_server_holds_a_cache_but_not_a_state() {
     let remote = cache.remote().clone();
     let facts = BTreeMap::from([("digest".to_string(), disk.hex())]);
     remote
-        .block(cache.push(&store, "h", "image:x", &facts, &[disk], &Quiet))
+        .block(cache.push(&store, &out("h", "image:x", &facts, &[disk]), false, &Quiet))
         .unwrap();
     assert_eq!(remote.block(cache.entry_keys()).unwrap(), [entry_key("h")]);
     remote.block(cache.verify_entry(&entry_key("h"))).unwrap();
@@ -292,4 +305,13 @@ fn a_webdav_server_holds_a_cache_but_not_a_state() {
             .contains("use s3://, gs:// or az:// for [state]"),
         "{e}"
     );
+}
+
+fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[ObjectId]) -> Output {
+    Output {
+        node: node.to_string(),
+        resolved_hash: hash.to_string(),
+        facts: facts.clone(),
+        objects: objects.to_vec(),
+    }
 }

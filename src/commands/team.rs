@@ -84,12 +84,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
     let session = store_session(file, shared)?;
     let cache = cache_of(&session)?;
     if !cache.can_push() {
-        return Err(Failure::Session(SessionError::Config(
-            envc_executor::config::ConfigError::Key(envc_executor::keys::KeyError {
-                what: "pushing to the cache needs a signing key".into(),
-                hint: "make one with `envc key generate NAME`, then set ENVC_SIGNING_KEY=NAME.secret (or --signing-key)".into(),
-            }),
-        )));
+        return Err(Failure::Input(CacheError::NoSigningKey.to_string()));
     }
     let outputs = session.recorded_outputs()?;
     if outputs.is_empty() {
@@ -115,14 +110,11 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
         }
         let bar = Bar::new();
         let started = Instant::now();
-        let pushed = cache.remote().block(cache.push(
-            &session.store,
-            &out.resolved_hash,
-            &out.node,
-            &out.facts,
-            &out.objects,
-            &bar,
-        ));
+        // Chunks the cache has are read back and replaced if damaged: `cache push` is
+        // what mends a cache (a build's push only checks that they are there).
+        let pushed = cache
+            .remote()
+            .block(cache.push(&session.store, &out, true, &bar));
         bar.0.finish_and_clear();
         match pushed {
             Ok(moved) => outln!(
@@ -152,20 +144,15 @@ pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> 
     for out in session.build_outputs(&env.spec, &env.files)? {
         let bar = Bar::new();
         let started = Instant::now();
-        let pulled = cache.remote().block(async {
-            let Some(entry) = cache.lookup(&out.resolved_hash).await? else {
-                return Ok(None);
-            };
-            let moved = cache.fetch(&entry, &session.store, &bar).await?;
-            Ok::<_, CacheError>(Some((entry, moved)))
-        });
+        let pulled = cache.remote().block(cache.pull(
+            &session.store,
+            &out.resolved_hash,
+            envc_executor::image::objects,
+            &bar,
+        ));
         bar.0.finish_and_clear();
         match pulled {
             Ok(Some((entry, moved))) => {
-                session
-                    .store
-                    .put_substitute(&out.resolved_hash, &entry.body.facts)
-                    .map_err(|e| Failure::Input(e.to_string()))?;
                 outln!(
                     "fetched {}: {} objects, {} in {:.1} s (signed by {})",
                     out.node,
@@ -197,13 +184,16 @@ pub fn cache_verify(
     let session = store_session(file, shared)?;
     let cache = cache_of(&session)?;
     let keys: Vec<(String, String)> = if all {
-        cache
-            .remote()
-            .block(cache.entry_keys())
-            .map_err(|e| Failure::Session(SessionError::Io(e.to_string())))?
-            .into_iter()
-            .map(|k| (k.clone(), k))
-            .collect()
+        match cache.remote().block(cache.entry_keys()) {
+            Ok(keys) => keys,
+            Err(e) => {
+                errln!("error: {e}");
+                return Ok(Exit::Failed);
+            }
+        }
+        .into_iter()
+        .map(|k| (k.clone(), k))
+        .collect()
     } else {
         let env = compile_env(file, params, true, ui)?;
         session
@@ -212,7 +202,7 @@ pub fn cache_verify(
             .map(|o| (entry_key(&o.resolved_hash), o.node))
             .collect()
     };
-    let mut damaged = 0;
+    let (mut damaged, mut unreachable) = (0, 0);
     for (key, name) in keys {
         match cache.remote().block(cache.verify_entry(&key)) {
             Ok(entry) => outln!(
@@ -225,24 +215,29 @@ pub fn cache_verify(
             Err(CacheError::Corrupt { what, .. }) if what.contains("vanished") => {
                 outln!("missing   {name}")
             }
+            // Not a verdict on the entry: the check could not run.
+            Err(e @ CacheError::Remote(_)) => {
+                unreachable += 1;
+                errln!("error: {name}: {e}");
+            }
             Err(e) => {
                 damaged += 1;
                 outln!("damaged   {name}: {e}");
             }
         }
     }
-    Ok(if damaged > 0 { Exit::Drift } else { Exit::Ok })
+    Ok(if damaged > 0 {
+        Exit::Drift
+    } else if unreachable > 0 {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
 }
 
 /// `envc unlock --force FILE`.
-pub fn unlock(file: &Path, force: bool, shared: &SharedArgs) -> Outcome {
+pub fn unlock(file: &Path, shared: &SharedArgs) -> Outcome {
     let session = store_session(file, shared)?;
-    if !force {
-        errln!(
-            "error: unlock changes nothing without --force: forcing the lock open while its holder still runs lets two runs change the same targets at once"
-        );
-        return Ok(Exit::Input);
-    }
     match session.force_unlock()? {
         None => outln!("`{}` was not locked", session.env),
         Some(lease) => {
@@ -272,6 +267,17 @@ pub fn migrate(file: &Path, to: &str, shared: &SharedArgs) -> Outcome {
         .state
         .as_ref()
         .map_or(envc_executor::config::DEFAULT_LEASE, |s| s.lease);
+    let current = session
+        .shared
+        .state
+        .as_ref()
+        .map(|s| s.url.trim_end_matches('/'));
+    if current == Some(to.trim_end_matches('/')) {
+        return Err(Failure::Input(format!(
+            "`{}` already keeps its state at {to}\n  hint: --to names where the state should go",
+            session.env
+        )));
+    }
     let to = StateSettings {
         url: to.to_string(),
         lease,
