@@ -7,7 +7,7 @@
 //! exponential backoff by `object_store` itself, within a bounded time.
 //!
 //! The rest of the executor is synchronous around these calls: [`Remote::block`] runs a
-//! request on the remote's own runtime from any thread, including a thread that is itself
+//! request on the one runtime of remote requests from any thread, including a thread that is itself
 //! inside a tokio runtime (a build's checkpoint commits are).
 
 use std::fmt;
@@ -281,7 +281,7 @@ impl Remote {
             .fold(self.prefix.clone(), |key, part| key.clone().join(part))
     }
 
-    /// Runs `request` to completion on the remote's runtime, from a thread of its own so
+    /// Runs `request` to completion on the remote requests' runtime, from a thread of its own so
     /// that it works from inside another runtime too.
     pub fn block<T: Send>(&self, request: impl Future<Output = T> + Send) -> T {
         std::thread::scope(|s| {
@@ -293,7 +293,7 @@ impl Remote {
         })
     }
 
-    /// Runs `request` on the remote's runtime and awaits it from any other runtime (a
+    /// Runs `request` on the remote requests' runtime and awaits it from any other runtime (a
     /// build's steps run on the session's).
     pub async fn run<T: Send + 'static>(
         &self,
