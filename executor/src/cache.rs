@@ -283,20 +283,13 @@ impl BinaryCache {
     }
 
     /// The entry of a resolved hash, if the cache has one; checked for trust and for
-    /// matching the hash it is stored under.
+    /// matching the hash it is stored under (`parse_entry`).
     pub async fn lookup(&self, resolved_hash: &str) -> Result<Option<CacheEntry>, CacheError> {
         let key = entry_key(resolved_hash);
         let Some(bytes) = self.get(&key).await? else {
             return Ok(None);
         };
-        let entry = self.parse_entry(&key, &bytes)?;
-        if entry.body.resolved_hash != resolved_hash {
-            return Err(CacheError::Corrupt {
-                url: self.url().into(),
-                what: format!("{key} holds the entry of another derivation"),
-            });
-        }
-        Ok(Some(entry))
+        self.parse_entry(&key, &bytes).map(Some)
     }
 
     fn parse_entry(&self, key: &str, bytes: &[u8]) -> Result<CacheEntry, CacheError> {
@@ -317,6 +310,13 @@ impl BinaryCache {
             });
         }
         self.check_trust(&entry)?;
+        // Signed, but for another derivation: never taken for this one.
+        if entry_key(&entry.body.resolved_hash) != key {
+            return Err(CacheError::Corrupt {
+                url: self.url().into(),
+                what: format!("{key} holds the entry of another derivation"),
+            });
+        }
         Ok(entry)
     }
 
@@ -410,18 +410,7 @@ impl BinaryCache {
     ) -> Result<(tempfile::NamedTempFile, u64), CacheError> {
         let io =
             |e: std::io::Error| CacheError::Io(format!("writing a download to the store: {e}"));
-        let expected_chunks = object.size.div_ceil(CHUNK);
-        if object.chunks.len() as u64 != expected_chunks {
-            return Err(CacheError::Corrupt {
-                url: self.url().into(),
-                what: format!(
-                    "object {} of {} bytes lists {} chunks, not {expected_chunks}",
-                    object.id,
-                    object.size,
-                    object.chunks.len()
-                ),
-            });
-        }
+        self.check_chunk_count(object)?;
         let tmp = tempfile::NamedTempFile::new_in(store.root().join("tmp")).map_err(io)?;
         // Holes where nothing is written: zero chunks stay sparse.
         tmp.as_file().set_len(object.size).map_err(io)?;
@@ -466,6 +455,23 @@ impl BinaryCache {
             });
         }
         Ok((tmp, received))
+    }
+
+    /// An object's size and its chunk list must agree before any chunk is read.
+    fn check_chunk_count(&self, object: &CachedObject) -> Result<(), CacheError> {
+        let expected = object.size.div_ceil(CHUNK);
+        if object.chunks.len() as u64 == expected {
+            return Ok(());
+        }
+        Err(CacheError::Corrupt {
+            url: self.url().into(),
+            what: format!(
+                "object {} of {} bytes lists {} chunks, not {expected}",
+                object.id,
+                object.size,
+                object.chunks.len()
+            ),
+        })
     }
 
     /// One chunk, checked against its id and length.
@@ -659,20 +665,9 @@ impl BinaryCache {
             });
         };
         let entry = self.parse_entry(key, &bytes)?;
-        if entry_key(&entry.body.resolved_hash) != key {
-            return Err(CacheError::Corrupt {
-                url: self.url().into(),
-                what: format!("{key} holds the entry of another derivation"),
-            });
-        }
         for object in &entry.body.objects {
             let mut whole = blake3::Hasher::new();
-            if object.chunks.len() as u64 != object.size.div_ceil(CHUNK) {
-                return Err(CacheError::Corrupt {
-                    url: self.url().into(),
-                    what: format!("object {} lists the wrong number of chunks", object.id),
-                });
-            }
+            self.check_chunk_count(object)?;
             let size = object.size;
             let mut chunks = futures::stream::iter(object.chunks.clone().into_iter().enumerate())
                 .map(|(i, id)| async move {

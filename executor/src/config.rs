@@ -100,6 +100,10 @@ pub enum ConfigError {
     },
     Key(KeyError),
     Remote(RemoteError),
+    /// A command that needs the binary cache, in a project without one.
+    NoCache,
+    /// Pushing (`--push`, `cache push`) without a signing key.
+    NoSigningKey,
 }
 
 impl fmt::Display for ConfigError {
@@ -110,6 +114,10 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::Key(e) => write!(f, "{e}"),
             ConfigError::Remote(e) => write!(f, "{e}"),
+            ConfigError::NoCache => f.write_str(
+                "no binary cache is configured\n  hint: set [cache] url in envc.toml, or pass --cache URL (ENVC_CACHE)",
+            ),
+            ConfigError::NoSigningKey => write!(f, "{}", crate::cache::CacheError::NoSigningKey),
         }
     }
 }

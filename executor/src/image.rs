@@ -395,10 +395,10 @@ pub async fn realize_image(
     let cache = cache.filter(|_| spec.expected.is_some());
     let mut notes = Vec::new();
     let local = store.substitute(resolved_hash, objects);
-    let (facts, fetched) = match (local, cache) {
+    let (facts, came) = match (local, cache) {
         (Some(facts), _) => {
             notes.push("from the store (built before)".to_string());
-            (facts, false)
+            (facts, Came::Store)
         }
         (None, Some(CacheUse { cache, .. })) => {
             let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.to_string());
@@ -415,29 +415,24 @@ pub async fn realize_image(
                         moved.bytes >> 20,
                         entry.signer.unwrap_or_default()
                     ));
-                    (entry.body.facts, true)
+                    (entry.body.facts, Came::Cache)
                 }
-                Ok(None) => (build(store, resolved_hash, spec, None).await?, false),
+                Ok(None) => (build(store, resolved_hash, spec, None).await?, Came::Build),
                 Err(e) => {
                     let why = one_line(&e);
                     let facts = build(store, resolved_hash, spec, Some(&why)).await?;
                     notes.push(format!("built, the binary cache was not used: {why}"));
-                    (facts, false)
+                    (facts, Came::BuildAfterRefusal)
                 }
             }
         }
-        (None, None) => (build(store, resolved_hash, spec, None).await?, false),
+        (None, None) => (build(store, resolved_hash, spec, None).await?, Came::Build),
     };
-    if let Some(CacheUse { cache, push: true }) = cache.filter(|_| !fetched) {
+    if let Some(CacheUse { cache, push: true }) = cache.filter(|_| came != Came::Cache) {
         let (c, s) = (cache.clone(), store.clone());
-        let output = crate::cache::Output {
-            node: node.to_string(),
-            resolved_hash: resolved_hash.to_string(),
-            objects: objects(&facts),
-            facts: facts.clone(),
-        };
+        let output = output(node, resolved_hash, &facts);
         // Chunks are read back and mended where a fetch of them was refused.
-        let repair = notes.iter().any(|n| n.contains("was not used"));
+        let repair = came == Came::BuildAfterRefusal;
         let pushed = cache
             .remote()
             .run(async move { c.push(&s, &output, repair, &crate::cache::Quiet).await })
@@ -448,6 +443,26 @@ pub async fn realize_image(
         });
     }
     Ok((facts, (!notes.is_empty()).then(|| notes.join("; "))))
+}
+
+/// Where an image's outputs came from, in [`realize_image`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Came {
+    Store,
+    Cache,
+    Build,
+    /// Built because the cache's entry was refused (damaged, untrusted).
+    BuildAfterRefusal,
+}
+
+/// An image's outputs as the binary cache takes them.
+pub fn output(node: &str, resolved_hash: &str, facts: &Facts) -> crate::cache::Output {
+    crate::cache::Output {
+        node: node.to_string(),
+        resolved_hash: resolved_hash.to_string(),
+        objects: objects(facts),
+        facts: facts.clone(),
+    }
 }
 
 /// Builds the image and remembers it as the store's substitute; `refused` is why the

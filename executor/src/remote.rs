@@ -15,9 +15,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::AmazonS3ConfigKey;
-use object_store::azure::AzureConfigKey;
-use object_store::gcp::GoogleConfigKey;
+use object_store::aws::{self, AmazonS3ConfigKey};
+use object_store::azure::{self, AzureConfigKey};
+use object_store::gcp::{self, GoogleConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig,
@@ -173,17 +173,25 @@ impl Remote {
             ),
         ];
         let build_error = |e: object_store::Error| error(e.to_string(), hint);
+        // The clouds' builders share a shape but no trait: each starts from what the
+        // environment says, takes the URL, then the timeouts key by key.
+        macro_rules! from_env {
+            ($builder:ty, $key:ident) => {
+                timeouts
+                    .iter()
+                    .fold(<$builder>::from_env().with_url(url), |b, (k, v)| {
+                        b.with_config($key::Client(*k), v)
+                    })
+            };
+        }
         let (backend, store, prefix): (Backend, Arc<dyn ObjectStore>, ObjectPath) = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                let s3 = timeouts.iter().fold(
-                    object_store::aws::AmazonS3Builder::from_env().with_url(url),
-                    |b, (k, v)| b.with_config(AmazonS3ConfigKey::Client(*k), v),
-                );
                 let s3 = options
                     .iter()
-                    .try_fold(s3, |b, (k, v)| {
-                        k.parse::<AmazonS3ConfigKey>().map(|k| b.with_config(k, *v))
-                    })
+                    .try_fold(
+                        from_env!(aws::AmazonS3Builder, AmazonS3ConfigKey),
+                        |b, (k, v)| k.parse::<AmazonS3ConfigKey>().map(|k| b.with_config(k, *v)),
+                    )
                     .map_err(build_error)?
                     .with_retry(retry)
                     .build()
@@ -191,24 +199,14 @@ impl Remote {
                 (Backend::S3, Arc::new(s3), prefix)
             }
             ObjectStoreScheme::GoogleCloudStorage => {
-                let gcs = timeouts
-                    .iter()
-                    .fold(
-                        object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url),
-                        |b, (k, v)| b.with_config(GoogleConfigKey::Client(*k), v),
-                    )
+                let gcs = from_env!(gcp::GoogleCloudStorageBuilder, GoogleConfigKey)
                     .with_retry(retry)
                     .build()
                     .map_err(build_error)?;
                 (Backend::Gcs, Arc::new(gcs), prefix)
             }
             ObjectStoreScheme::MicrosoftAzure => {
-                let az = timeouts
-                    .iter()
-                    .fold(
-                        object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url),
-                        |b, (k, v)| b.with_config(AzureConfigKey::Client(*k), v),
-                    )
+                let az = from_env!(azure::MicrosoftAzureBuilder, AzureConfigKey)
                     .with_retry(retry)
                     .build()
                     .map_err(build_error)?;

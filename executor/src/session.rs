@@ -237,25 +237,37 @@ impl Session {
     /// without a signing key is an error before anything runs.
     pub fn cache_use(&self, push: bool) -> Result<Option<CacheUse>, SessionError> {
         let Some(settings) = &self.shared.cache else {
-            if push {
-                return Err(SessionError::Config(ConfigError::File {
-                    at: "--push".into(),
-                    message: "no binary cache is configured".into(),
-                    hint: "set [cache] url in envc.toml, or pass --cache URL / ENVC_CACHE".into(),
-                }));
-            }
-            return Ok(None);
+            return match push {
+                true => Err(SessionError::Config(ConfigError::NoCache)),
+                false => Ok(None),
+            };
         };
-        let cache = settings.open().map_err(SessionError::Config)?;
+        let cache = self.cache()?;
         if push && !cache.can_push() {
-            return Err(SessionError::Config(ConfigError::File {
-                at: "--push".into(),
-                message: "pushing to the cache needs a signing key".into(),
-                hint: "make one with `envc key generate NAME`, then set ENVC_SIGNING_KEY=NAME.secret (or `signing-key` under [cache] in envc.toml)".into(),
-            }));
+            return Err(SessionError::Config(ConfigError::NoSigningKey));
         }
         let push = push || (settings.push && cache.can_push());
         Ok(Some(CacheUse { cache, push }))
+    }
+
+    /// The project's binary cache, opened (with its signing key, if one is set).
+    pub fn cache(&self) -> Result<crate::cache::BinaryCache, SessionError> {
+        let settings = (self.shared.cache.as_ref()).ok_or(ConfigError::NoCache);
+        settings
+            .and_then(|s| s.open())
+            .map_err(SessionError::Config)
+    }
+
+    /// What it means for a command that the environment's lock could not be taken.
+    pub(crate) fn lock_error(&self, e: EnvLockError) -> SessionError {
+        match e {
+            e @ EnvLockError::Held { .. } => SessionError::Locked(e),
+            EnvLockError::Remote(e) => SessionError::Remote(e),
+            e => SessionError::State {
+                env: self.env.clone(),
+                error: e.to_string(),
+            },
+        }
     }
 
     fn store_error(&self, error: StoreError) -> SessionError {
@@ -457,14 +469,7 @@ impl Session {
             request.wait,
             &Holder::current(&format!("envc {}", request.command)),
         )
-        .map_err(|e| match e {
-            e @ EnvLockError::Held { .. } => SessionError::Locked(e),
-            EnvLockError::Remote(e) => SessionError::Remote(e),
-            e => SessionError::State {
-                env: self.env.clone(),
-                error: e.to_string(),
-            },
-        })?;
+        .map_err(|e| self.lock_error(e))?;
         let mut env = Env::open(&self.store, &lock).map_err(|e| SessionError::State {
             env: self.env.clone(),
             error: e.to_string(),

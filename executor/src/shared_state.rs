@@ -43,6 +43,21 @@ impl Lease {
     pub fn running(&self) -> bool {
         self.expires_unix > now_unix()
     }
+
+    /// A lock whose holder is not known (`who` says why), as expired: it can be taken
+    /// over rather than wedge the environment.
+    fn unknown(who: &str) -> Lease {
+        Lease {
+            holder: Holder {
+                pid: 0,
+                host: "?".into(),
+                command: who.into(),
+                since_unix: 0,
+            },
+            expires_unix: 0,
+            lease_seconds: 0,
+        }
+    }
 }
 
 /// The state of environments in a bucket.
@@ -279,18 +294,9 @@ impl SharedState {
         let Some((bytes, etag)) = self.get(&Self::lock_key(env))? else {
             return Ok(None);
         };
-        // A lock whose content cannot be read is still a lock: shown as expired at once,
-        // so it can be taken over rather than wedge the environment.
-        let lease = serde_json::from_slice(&bytes).unwrap_or(Lease {
-            holder: Holder {
-                pid: 0,
-                host: "?".into(),
-                command: "(unreadable lock)".into(),
-                since_unix: 0,
-            },
-            expires_unix: 0,
-            lease_seconds: 0,
-        });
+        // A lock whose content cannot be read is still a lock.
+        let lease =
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Lease::unknown("(unreadable lock)"));
         Ok(Some((lease, etag)))
     }
 
@@ -315,47 +321,31 @@ impl SharedState {
         me: &Holder,
     ) -> Result<Result<Option<String>, Lease>, RemoteError> {
         let key = Self::lock_key(env);
-        match self.put(&key, self.lease_for(me), PutMode::Create, None) {
-            Ok(etag) => return Ok(Ok(etag)),
-            Err(e) if e.conflict => {}
-            Err(e) => return Err(e),
-        }
-        let Some((lease, etag)) = self.read_lock(env)? else {
-            // Released between the two requests: try once more from the start.
-            return match self.put(&key, self.lease_for(me), PutMode::Create, None) {
+        // Twice at most: a lock released between the create and the read is created anew.
+        for _ in 0..2 {
+            match self.put(&key, self.lease_for(me), PutMode::Create, None) {
+                Ok(etag) => return Ok(Ok(etag)),
+                Err(e) if e.conflict => {}
+                Err(e) => return Err(e),
+            }
+            let Some((lease, etag)) = self.read_lock(env)? else {
+                continue;
+            };
+            if lease.running() {
+                return Ok(Err(lease));
+            }
+            // Expired: take it over, unless another runner did so first.
+            let mode = PutMode::Update(UpdateVersion {
+                e_tag: etag,
+                version: None,
+            });
+            return match self.put(&key, self.lease_for(me), mode, None) {
                 Ok(etag) => Ok(Ok(etag)),
-                Err(e) if e.conflict => Ok(Err(self
-                    .read_lock(env)?
-                    .map_or_else(|| self.expired_placeholder(), |(l, _)| l))),
+                Err(e) if e.conflict => Ok(Err(self.read_lock(env)?.map_or(lease, |(l, _)| l))),
                 Err(e) => Err(e),
             };
-        };
-        if lease.running() {
-            return Ok(Err(lease));
         }
-        // Expired: take it over, unless another runner did so first.
-        let mode = PutMode::Update(UpdateVersion {
-            e_tag: etag,
-            version: None,
-        });
-        match self.put(&key, self.lease_for(me), mode, None) {
-            Ok(etag) => Ok(Ok(etag)),
-            Err(e) if e.conflict => Ok(Err(self.read_lock(env)?.map_or(lease, |(l, _)| l))),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn expired_placeholder(&self) -> Lease {
-        Lease {
-            holder: Holder {
-                pid: 0,
-                host: "?".into(),
-                command: "another envc".into(),
-                since_unix: 0,
-            },
-            expires_unix: 0,
-            lease_seconds: 0,
-        }
+        Ok(Err(Lease::unknown("another envc")))
     }
 
     /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held,
@@ -367,8 +357,8 @@ impl SharedState {
     }
 }
 
-/// A held lock of a shared state: renewed in the background while it lives, deleted when
-/// dropped. If a renewal finds the lock taken (forced open, or taken over after this
+/// A held lock of a shared state: renewed in the background while it lives, its lease
+/// ended when dropped. If a renewal finds the lock taken (forced open, or taken over after this
 /// process stalled past its lease), the lock is lost: [`LeaseGuard::lost`] says so and
 /// the state's head move still protects the records.
 pub struct LeaseGuard {

@@ -7,8 +7,8 @@ use envc_compiler::SourceLoader;
 
 use crate::cache::Output;
 use crate::config::StateSettings;
-use crate::envlock::{EnvLock, EnvLockError, Holder};
-use crate::image::objects;
+use crate::envlock::{EnvLock, Holder};
+use crate::image::output;
 use crate::record::State;
 use crate::remote::Remote;
 use crate::session::{Session, SessionError};
@@ -54,12 +54,7 @@ impl Session {
         Ok(records
             .into_values()
             .filter(|r| r.node.starts_with("image:"))
-            .map(|r| Output {
-                objects: objects(&r.facts),
-                node: r.node,
-                resolved_hash: r.resolved_hash,
-                facts: r.facts,
-            })
+            .map(|r| output(&r.node, &r.resolved_hash, &r.facts))
             .collect())
     }
 
@@ -77,11 +72,7 @@ impl Session {
                     &Holder::current("envc unlock"),
                 ) {
                     Ok(_) => Ok(None),
-                    Err(e @ EnvLockError::Held { .. }) => Err(SessionError::Locked(e)),
-                    Err(e) => Err(SessionError::State {
-                        env: self.env.clone(),
-                        error: e.to_string(),
-                    }),
+                    Err(e) => Err(self.lock_error(e)),
                 }
             }
         }
@@ -93,14 +84,7 @@ impl Session {
     /// this environment already is refused, so nothing there is overwritten.
     pub fn migrate_state(&self, to: &StateSettings) -> Result<Migrated, SessionError> {
         let me = Holder::current("envc state migrate");
-        let locked = |e: EnvLockError| match e {
-            e @ EnvLockError::Held { .. } => SessionError::Locked(e),
-            EnvLockError::Remote(e) => SessionError::Remote(e),
-            e => SessionError::State {
-                env: self.env.clone(),
-                error: e.to_string(),
-            },
-        };
+        let locked = |e| self.lock_error(e);
         let source_lock = EnvLock::acquire(&self.store, &self.env, false, &me).map_err(locked)?;
         let dest = state_store(self.store.root(), to)?;
         let dest_lock = EnvLock::acquire(&dest, &self.env, false, &me).map_err(locked)?;
@@ -181,7 +165,6 @@ pub fn state_store(
 ) -> Result<Store, SessionError> {
     // A URL that names no state envc can keep is a mistake in the input, not an outage.
     let config = |e| SessionError::Config(crate::config::ConfigError::Remote(e));
-    let remote = Remote::open(&state.url).map_err(config)?;
     if let Some(path) = url::Url::parse(&state.url)
         .ok()
         .filter(|u| u.scheme() == "file")
@@ -189,6 +172,7 @@ pub fn state_store(
     {
         return Store::open(&path).map_err(|error| SessionError::Store { root: path, error });
     }
+    let remote = Remote::open(&state.url).map_err(config)?;
     let shared = SharedState::open(remote, state.lease).map_err(config)?;
     let local = Store::open(local_root).map_err(|error| SessionError::Store {
         root: local_root.to_path_buf(),

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use envc_executor::cache::{entry_key, BinaryCache, CacheError, Progress};
-use envc_executor::config::StateSettings;
+use envc_executor::cache::{entry_key, CacheError, Progress};
+use envc_executor::config::{ConfigError, StateSettings};
 use envc_executor::keys::SecretKey;
-use envc_executor::session::{Session, SessionError};
+use envc_executor::session::SessionError;
 use envc_executor::store::ObjectId;
 
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
@@ -29,18 +29,6 @@ pub fn key_generate(name: &str, out: &Path) -> Outcome {
         key.public()
     );
     Ok(Exit::Ok)
-}
-
-/// The project's cache, or a usage error saying how to configure one.
-fn cache_of(session: &Session) -> Result<BinaryCache, Failure> {
-    let settings = session.shared.cache.as_ref().ok_or_else(|| {
-        Failure::Input(
-            "no binary cache is configured\n  hint: set [cache] url in envc.toml, or pass --cache URL (ENVC_CACHE)".into(),
-        )
-    })?;
-    settings
-        .open()
-        .map_err(|e| Failure::Session(SessionError::Config(e)))
 }
 
 /// A bar per object on a terminal; nothing otherwise (CI logs get one line per output).
@@ -82,9 +70,11 @@ fn mib(bytes: u64) -> String {
 /// the cache lacks. Exit 4 if one could not be pushed.
 pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
     let session = store_session(file, shared)?;
-    let cache = cache_of(&session)?;
+    let cache = session.cache()?;
     if !cache.can_push() {
-        return Err(Failure::Input(CacheError::NoSigningKey.to_string()));
+        return Err(Failure::Session(SessionError::Config(
+            ConfigError::NoSigningKey,
+        )));
     }
     let outputs = session.recorded_outputs()?;
     if outputs.is_empty() {
@@ -139,7 +129,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
 pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
     let session = store_session(file, shared)?;
-    let cache = cache_of(&session)?;
+    let cache = session.cache()?;
     let mut failed = 0;
     for out in session.build_outputs(&env.spec, &env.files)? {
         let bar = Bar::new();
@@ -182,7 +172,7 @@ pub fn cache_verify(
     ui: Ui,
 ) -> Outcome {
     let session = store_session(file, shared)?;
-    let cache = cache_of(&session)?;
+    let cache = session.cache()?;
     let keys: Vec<(String, String)> = if all {
         match cache.remote().block(cache.entry_keys()) {
             Ok(keys) => keys,
