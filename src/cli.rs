@@ -232,6 +232,43 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Check that the lockfile rebuilds production: rebuild every image and compare it
+    /// bit for bit, then deploy the environment onto clean stand-ins (fresh VMs; the
+    /// machines --lab-hosts names for hosts) and compare every node's facts and checks with
+    /// production's. Exit 0 when everything matches, 3 when something differs, 6 when a
+    /// production target could not be looked at.
+    Verify {
+        file: PathBuf,
+        /// Only the rebuild level: images against production's records.
+        #[arg(long, conflicts_with = "lab_only")]
+        rebuild_only: bool,
+        /// Only the lab level (the lab deploys production's own image bytes).
+        #[arg(long)]
+        lab_only: bool,
+        /// TOML naming a clean machine for each host of the environment:
+        /// `web1 = "10.0.0.5"`, or a table with address, port and user.
+        #[arg(long, value_name = "FILE")]
+        lab_hosts: Option<PathBuf>,
+        /// Compare with the state a production run left (a run id from `envc log`, or
+        /// its start) instead of the current one.
+        #[arg(long, value_name = "RUN")]
+        against: Option<String>,
+        /// Leave the lab standing for a look (its store's path is printed).
+        #[arg(long)]
+        keep: bool,
+        #[arg(short = 'j', long, default_value_t = 32,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        jobs: usize,
+        /// One JSON object per line (`--format json`).
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
+        format: PlanFormat,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Remove everything envc created for FILE's environment from its targets.
     Destroy {
         file: PathBuf,
@@ -399,6 +436,30 @@ fn run(cli: Cli) -> Exit {
             params,
             target,
         } => commands::drift::drift(&file, json, checks, &params, &target, ui),
+        Command::Verify {
+            file,
+            rebuild_only,
+            lab_only,
+            lab_hosts,
+            against,
+            keep,
+            jobs,
+            json,
+            format,
+            params,
+            target,
+        } => {
+            let args = commands::verify::VerifyArgs {
+                rebuild: !lab_only,
+                lab: !rebuild_only,
+                lab_hosts,
+                against,
+                keep,
+                jobs,
+                format: if json { PlanFormat::Json } else { format },
+            };
+            commands::verify::verify(&file, &args, &params, &target, ui)
+        }
         Command::Destroy {
             file,
             yes,

@@ -77,6 +77,7 @@ pub struct Evaluator<'p> {
     loader: &'p dyn SourceLoader,
     params: &'p BTreeMap<String, (FileId, Expr)>,
     pins: &'p BTreeMap<PinKey, String>,
+    stand_ins: &'p BTreeMap<String, crate::StandIn>,
     pub(crate) limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
@@ -89,7 +90,15 @@ pub struct Evaluator<'p> {
     pub errors: Vec<Diagnostic>,
 }
 
+static NO_STAND_INS: BTreeMap<String, crate::StandIn> = BTreeMap::new();
+
 impl<'p> Evaluator<'p> {
+    /// Evaluates with these hosts replaced by stand-ins (see `CompileOptions::stand_ins`).
+    pub fn with_stand_ins(mut self, stand_ins: &'p BTreeMap<String, crate::StandIn>) -> Self {
+        self.stand_ins = stand_ins;
+        self
+    }
+
     pub fn new(
         program: &'p Program,
         checked: &'p Checked,
@@ -104,6 +113,7 @@ impl<'p> Evaluator<'p> {
             loader,
             params,
             pins,
+            stand_ins: &NO_STAND_INS,
             limits,
             slots: HashMap::new(),
             forcing: Vec::new(),
@@ -1421,6 +1431,17 @@ impl<'p> Evaluator<'p> {
                 .label(file, name_span, why.0)
                 .help(why.1),
             );
+        }
+        if let (NodeKind::Host, Some(s)) = (kind, self.stand_ins.get(&*name)) {
+            // Before the id is computed: the stand-in is a different host, with an id and
+            // dependents of its own, and `h.address` reads the stand-in's.
+            attrs.insert("address".into(), Value::Str(s.address.as_str().into()));
+            if let Some(port) = s.port {
+                attrs.insert("port".into(), Value::Int(i64::from(port)));
+            }
+            if let Some(user) = &s.user {
+                attrs.insert("user".into(), Value::Str(user.as_str().into()));
+            }
         }
         if kind == NodeKind::File {
             let given: Vec<&str> = ["content", "template", "source"]

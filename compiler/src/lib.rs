@@ -40,6 +40,18 @@ pub struct CompileOptions {
     /// identified by, the pins it uses.
     pub pins: BTreeMap<pin::PinKey, String>,
     pub limits: Limits,
+    /// Hosts replaced by stand-ins (`envc verify`'s lab), by host name: the host node and
+    /// everything that reads its address see the stand-in, as if the source named it.
+    pub stand_ins: BTreeMap<String, StandIn>,
+}
+
+/// A clean machine standing in for a host of the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StandIn {
+    pub address: String,
+    /// `None`: the host's own.
+    pub port: Option<u16>,
+    pub user: Option<String>,
 }
 
 pub struct Compiled {
@@ -72,7 +84,8 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
     }
     let limits = Limits { ..options.limits };
     let evaluator =
-        eval::Evaluator::new(&program, &checked, loader, &params, &options.pins, limits);
+        eval::Evaluator::new(&program, &checked, loader, &params, &options.pins, limits)
+            .with_stand_ins(&options.stand_ins);
     let (evaluated, eval_errors) = evaluator.run();
     diagnostics.extend(eval_errors);
     let graph = if diagnostics.is_empty() {

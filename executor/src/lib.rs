@@ -31,6 +31,7 @@ pub mod store;
 pub mod substitute;
 pub mod tools;
 pub mod transport;
+pub mod verify;
 
 pub use envlock::{EnvLock, EnvLockError, Holder};
 pub use record::{RealizationRecord, RunRecord, State};

@@ -278,7 +278,7 @@ impl Session {
     }
 
     /// The environment's VMs (the `qemu` provider).
-    fn machines(&self) -> Machines {
+    pub(crate) fn machines(&self) -> Machines {
         Machines::new(
             &self.store,
             &self.env,
@@ -593,7 +593,7 @@ impl Session {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -90,7 +90,7 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
 }
 
 /// Whether this runs in CI (`CI` set, and not to `false` or `0`): builds are locked then.
-fn in_ci() -> bool {
+pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
@@ -143,7 +143,7 @@ fn summary(r: &BuildReport, command: &str, json_out: bool) {
 }
 
 /// SIGINT during a build: the first lets running steps finish, the second stops at once.
-struct SigInt;
+pub struct SigInt;
 
 impl Interrupts for SigInt {
     fn interrupted(&self, again: bool) {
@@ -156,7 +156,7 @@ impl Interrupts for SigInt {
 
 /// Progress: one bar per host on a terminal, one line per step otherwise, JSON lines
 /// with `--json`.
-struct Progress {
+pub struct Progress {
     json: bool,
     bars: Option<(
         indicatif::MultiProgress,
@@ -168,7 +168,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(json: bool, spec: &Spec) -> Progress {
+    pub fn new(json: bool, spec: &Spec) -> Progress {
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
         for n in &spec.nodes {
             let t = n.target.map_or(&n.name, |t| &spec.nodes[t].name);
@@ -206,7 +206,7 @@ impl Progress {
         )
     }
 
-    fn finish(&self) {
+    pub fn finish(&self) {
         if let Some((_, bars)) = &self.bars {
             for b in bars.lock().unwrap_or_else(|e| e.into_inner()).values() {
                 b.finish();

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod plan;
 pub mod store;
 pub mod team;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -175,6 +176,17 @@ pub fn compile_env(
     with_lock: bool,
     ui: Ui,
 ) -> Result<CompiledEnv, Failure> {
+    compile_with(file, params, with_lock, BTreeMap::new(), ui)
+}
+
+/// [`compile_env`], with hosts replaced by stand-ins (`envc verify`'s lab).
+pub fn compile_with(
+    file: &Path,
+    params: &Params,
+    with_lock: bool,
+    stand_ins: BTreeMap<String, envc_compiler::StandIn>,
+    ui: Ui,
+) -> Result<CompiledEnv, Failure> {
     let lock = if with_lock {
         envc_lockfiles::read_lock(file).map_err(Failure::Input)?
     } else {
@@ -186,6 +198,7 @@ pub fn compile_env(
     let options = CompileOptions {
         params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
         pins,
+        stand_ins,
         ..Default::default()
     };
     let compiled = compile(&name, &files, &options);

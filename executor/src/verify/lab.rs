@@ -1,0 +1,209 @@
+//! The lab: a scratch store under production's (`labs/ENV-PID-TIME/`), so its VMs live
+//! there and get a private network of their own (the network is derived from where VMs
+//! live), an environment deployed into it from the lockfile, and its teardown.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use envc_compiler::SourceLoader;
+
+use crate::config::Shared;
+use crate::record::{Facts, Outcome};
+use crate::run::Reporter;
+use crate::session::{BuildRequest, Interrupts, Session, SessionError};
+use crate::spec::Spec;
+use crate::store::Store;
+
+use super::compare::{compare, Records, Sides};
+use super::{LabReport, Timings, VerifyRequest};
+
+/// Removed when dropped, unless [`Lab::keep`] was called: an error anywhere in `verify`
+/// leaves nothing behind.
+pub struct Lab {
+    dir: PathBuf,
+    store: Store,
+    keep: bool,
+}
+
+impl Lab {
+    pub fn create(production: &Session) -> Result<Lab, SessionError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let dir = production.store.root().join("labs").join(format!(
+            "{}-{}-{now}",
+            crate::store::safe_name(&production.env),
+            std::process::id()
+        ));
+        let store = Store::open(&dir).map_err(|error| SessionError::Store {
+            root: dir.clone(),
+            error,
+        })?;
+        Ok(Lab {
+            dir,
+            store,
+            keep: false,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Gives the lab production's build of an image (its objects linked, not copied), so
+    /// that a lab without the rebuild level deploys the very bytes production runs.
+    /// Production's objects that are gone leave the lab to build the image itself.
+    pub fn seed(&self, production: &Store, hash: &str, facts: &Facts) -> Result<(), SessionError> {
+        let objects = crate::image::objects(facts);
+        if !objects.iter().all(|id| production.contains(id)) {
+            return Ok(());
+        }
+        let error = |error| SessionError::Store {
+            root: self.dir.clone(),
+            error,
+        };
+        for id in &objects {
+            self.store.link_object(production, id).map_err(error)?;
+        }
+        self.store.put_substitute(hash, facts).map_err(error)
+    }
+
+    /// Leaves the lab's store in place (`--keep`, or what could not be torn down).
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.keep {
+            // Read-only objects in writable directories: removable by their owner.
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Session {
+    /// The lab's session: its own store, production's ways of reaching targets, the binary
+    /// cache read but never pushed to, no shared state.
+    fn lab_session(&self, lab: &Lab) -> Session {
+        let cache = self.shared.cache.clone().map(|mut c| {
+            c.push = false;
+            c
+        });
+        Session {
+            store: lab.store.clone(),
+            env: self.env.clone(),
+            env_file: self.env_file.clone(),
+            target: self.target.clone(),
+            shared: Shared { cache, state: None },
+        }
+    }
+
+    /// Deploys `lab_spec` in the lab, compares with production, tears the lab down.
+    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+    pub(super) fn lab(
+        &self,
+        lab: &mut Lab,
+        spec: &Spec,
+        lab_spec: &Spec,
+        files: &dyn SourceLoader,
+        production: &Records,
+        request: &VerifyRequest,
+        reporter: &dyn Reporter,
+        interrupts: &'static dyn Interrupts,
+        timings: &mut Timings,
+    ) -> Result<LabReport, SessionError> {
+        let session = self.lab_session(lab);
+        let build = |spec: &Spec, command: &str| {
+            let r = BuildRequest {
+                jobs: request.jobs,
+                keep_going: true,
+                refresh: false,
+                wait: false,
+                command: command.into(),
+                lock_hash: request.lock_hash.clone(),
+                push: false,
+            };
+            session.build(spec, files, &r, reporter, interrupts)
+        };
+        let started = Instant::now();
+        let deployed = build(lab_spec, "verify");
+        let elapsed = started.elapsed().as_secs_f64();
+        let compared = deployed.and_then(|report| {
+            let boot = report
+                .outcomes
+                .iter()
+                .filter(|o| o.node.starts_with("vm:"))
+                .map(|o| o.duration_ms)
+                .max()
+                .unwrap_or(0) as f64
+                / 1000.0;
+            timings.lab_boot = boot;
+            timings.deploy = (elapsed - boot).max(0.0);
+            let started = Instant::now();
+            let mut lab_failures = BTreeMap::new();
+            let mut lab_checks = BTreeMap::new();
+            for o in &report.outcomes {
+                if matches!(o.outcome, Outcome::Failed(_) | Outcome::Skipped(_)) {
+                    lab_failures.insert(o.node.clone(), o.outcome.to_string());
+                }
+                if !o.checks.is_empty() {
+                    lab_checks.insert(o.node.clone(), o.checks.clone());
+                }
+            }
+            let (lab_records, _) = session.live()?;
+            let probed = self.plan(spec, files, true)?;
+            let production_checks: BTreeMap<_, _> =
+                self.run_checks(spec, files)?.results.into_iter().collect();
+            let keys: Vec<String> = spec.nodes.iter().map(|n| n.key.clone()).collect();
+            let nodes = compare(&Sides {
+                keys: &keys,
+                production,
+                drift: &probed.drift,
+                unreachable: &probed.unreachable,
+                production_checks: &production_checks,
+                lab: &lab_records,
+                lab_failures: &lab_failures,
+                lab_checks: &lab_checks,
+            });
+            timings.compare = started.elapsed().as_secs_f64();
+            Ok((nodes, report.run.map(|r| r.hex())))
+        });
+        // Torn down whatever the deploy or the comparison did, unless asked to keep it.
+        let started = Instant::now();
+        let teardown_error = match request.keep {
+            true => None,
+            false => match build(&Spec::default(), "verify teardown") {
+                Ok(r) if r.failed == 0 && r.error.is_none() => None,
+                Ok(r) => Some(
+                    r.outcomes
+                        .iter()
+                        .filter_map(|o| Some(format!("{}: {}", o.node, o.outcome.failure()?)))
+                        .chain(r.error)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        timings.teardown = started.elapsed().as_secs_f64();
+        // What could not be torn down stays where it can be found (and destroyed).
+        let kept = (request.keep || teardown_error.is_some()).then(|| {
+            lab.keep();
+            lab.dir.clone()
+        });
+        let (nodes, run) = compared?;
+        Ok(LabReport {
+            nodes,
+            run,
+            kept,
+            teardown_error,
+        })
+    }
+}

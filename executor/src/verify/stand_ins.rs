@@ -1,0 +1,181 @@
+//! `--lab-hosts FILE`: the clean machines that stand in for an environment's hosts in the
+//! lab. TOML, one entry per host of the environment:
+//!
+//! ```toml
+//! web1 = "10.77.0.12"                 # the address; port and user stay the host's own
+//! [db1]
+//! address = "10.77.0.13"
+//! port = 2222
+//! user = "admin"
+//! ```
+//!
+//! Every host must have one (a lab that deploys to production's own host is no lab), and
+//! every entry must name a host (a typo would leave the real one without a stand-in).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use envc_compiler::types::NodeKind;
+use envc_compiler::StandIn;
+
+use crate::spec::Spec;
+
+/// The most a lab-hosts file may hold.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// Reads and checks FILE; an error names the file, the line and the fix.
+pub fn read(path: &Path) -> Result<BTreeMap<String, StandIn>, String> {
+    let bytes = envc_lockfiles::file::read_bounded(path, MAX_BYTES)
+        .map_err(|e| format!("cannot read the lab hosts {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{}: the lab hosts file is not UTF-8", path.display()))?;
+    parse(&text).map_err(|(offset, why)| {
+        let line = text[..offset.min(text.len())].matches('\n').count() + 1;
+        format!("{}:{line}: {why}", path.display())
+    })
+}
+
+/// Parses the file's text; an error is (byte offset, message).
+pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
+    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let at = e.span().map_or(0, |s| s.start);
+        (at, format!("not valid TOML: {}", e.message()))
+    })?;
+    let at = |key: &str| text.find(key).unwrap_or(0);
+    let mut out = BTreeMap::new();
+    for (host, value) in doc {
+        let stand_in = match value {
+            toml::Value::String(address) => StandIn {
+                address,
+                port: None,
+                user: None,
+            },
+            toml::Value::Table(t) => {
+                for k in t.keys() {
+                    if !["address", "port", "user"].contains(&k.as_str()) {
+                        return Err((at(k), format!("`{host}`: unknown key `{k}`; a stand-in has `address`, `port` and `user`")));
+                    }
+                }
+                let Some(toml::Value::String(address)) = t.get("address") else {
+                    return Err((at(&host), format!("`{host}` needs `address = \"…\"`")));
+                };
+                let port = match t.get("port") {
+                    None => None,
+                    Some(toml::Value::Integer(p)) => Some(u16::try_from(*p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                        (at("port"), format!("`{host}`: port {p} is not between 1 and 65535"))
+                    })?),
+                    Some(_) => return Err((at("port"), format!("`{host}`: port must be a number"))),
+                };
+                let user = match t.get("user") {
+                    None => None,
+                    Some(toml::Value::String(u)) => Some(u.clone()),
+                    Some(_) => return Err((at("user"), format!("`{host}`: user must be a string"))),
+                };
+                StandIn {
+                    address: address.clone(),
+                    port,
+                    user,
+                }
+            }
+            _ => {
+                return Err((
+                    at(&host),
+                    format!("`{host}` must be an address (`{host} = \"10.0.0.5\"`) or a table with `address`"),
+                ))
+            }
+        };
+        if stand_in.address.trim().is_empty() {
+            return Err((at(&host), format!("`{host}`: the address is empty")));
+        }
+        out.insert(host, stand_in);
+    }
+    Ok(out)
+}
+
+/// Every host of the environment has a stand-in, and every stand-in a host.
+pub fn check_coverage(spec: &Spec, stand_ins: &BTreeMap<String, StandIn>) -> Result<(), String> {
+    let hosts: Vec<&str> = spec
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Host)
+        .map(|n| n.name.as_str())
+        .collect();
+    for name in stand_ins.keys() {
+        if !hosts.contains(&name.as_str()) {
+            let hint = envc_lang::did_you_mean(name, hosts.iter().copied())
+                .unwrap_or_else(|| format!("its hosts are: {}", hosts.join(", ")));
+            return Err(format!(
+                "the lab hosts name `{name}`, which is not a host of the environment\n  hint: {hint}"
+            ));
+        }
+    }
+    let missing: Vec<&str> = hosts
+        .iter()
+        .filter(|h| !stand_ins.contains_key(**h))
+        .copied()
+        .collect();
+    match missing.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!(
+            "the lab needs a clean machine standing in for each host; none is named for {}\n  hint: add `{} = \"ADDRESS\"` to the file given with --lab-hosts",
+            missing.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", "),
+            missing[0]
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each input, parsed: the stand-ins as `name=address:port:user`, or the error with
+    /// its line.
+    fn check(input: &str, expected: &str) {
+        let got = match parse(input) {
+            Ok(m) => m
+                .iter()
+                .map(|(k, s)| {
+                    format!(
+                        "{k}={}:{}:{}",
+                        s.address,
+                        s.port.map_or("-".into(), |p| p.to_string()),
+                        s.user.as_deref().unwrap_or("-")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err((at, why)) => {
+                format!("line {}: {why}", input[..at].matches('\n').count() + 1)
+            }
+        };
+        assert_eq!(got, expected, "{input}");
+    }
+
+    #[test]
+    fn lab_hosts_files() {
+        check("web = \"10.0.0.5\"\n", "web=10.0.0.5:-:-");
+        check(
+            "web = \"10.0.0.5\"\n[db]\naddress = \"10.0.0.6\"\nport = 2222\nuser = \"admin\"\n",
+            "db=10.0.0.6:2222:admin web=10.0.0.5:-:-",
+        );
+        check("", "");
+        check("[db]\nport = 22\n", "line 1: `db` needs `address = \"…\"`");
+        check(
+            "[db]\naddress = \"a\"\nport = 70000\n",
+            "line 3: `db`: port 70000 is not between 1 and 65535",
+        );
+        check(
+            "[db]\naddress = \"a\"\nhost = \"b\"\n",
+            "line 3: `db`: unknown key `host`; a stand-in has `address`, `port` and `user`",
+        );
+        check(
+            "web = 5\n",
+            "line 1: `web` must be an address (`web = \"10.0.0.5\"`) or a table with `address`",
+        );
+        check("web = \"\"\n", "line 1: `web`: the address is empty");
+        assert!(parse("web = \n")
+            .unwrap_err()
+            .1
+            .starts_with("not valid TOML"));
+    }
+}
