@@ -246,6 +246,33 @@ let plain = file(
         "{}",
         text(&o)
     );
+    // The lab's run record and production's are the same kind of evidence, field by field.
+    let log = |store: Option<&str>| {
+        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
+        cmd.arg("log")
+            .arg(p.dir.path().join("prod.env"))
+            .arg("--json");
+        match store {
+            Some(s) => cmd.env("ENVC_STORE", s),
+            None => cmd.env_remove("ENVC_STORE"),
+        };
+        let o = cmd.output().unwrap();
+        code(&o, 0);
+        let first = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        let v: Value = serde_json::from_str(&first).unwrap();
+        (
+            v["command"].clone(),
+            v.as_object().unwrap().keys().cloned().collect::<Vec<_>>(),
+        )
+    };
+    let (lab_command, lab_fields) = log(Some(&kept));
+    let (_, production_fields) = log(None);
+    assert_eq!(lab_command, "verify");
+    assert_eq!(lab_fields, production_fields);
     assert_eq!(
         String::from_utf8_lossy(&hosts.ssh(3, "cat /etc/app/plain.conf").stdout),
         "the same everywhere\n"

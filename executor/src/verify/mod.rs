@@ -248,13 +248,15 @@ impl Session {
                 });
                 match found {
                     Some((_, st)) => st,
-                    None => return Err(SessionError::State {
-                        env: self.env.clone(),
-                        error: format!(
+                    None => {
+                        return Err(SessionError::State {
+                            env: self.env.clone(),
+                            error: format!(
                             "no run `{run}` in its history\n  hint: `envc log {}` lists its runs",
                             self.env_file.display()
                         ),
-                    }),
+                        })
+                    }
                 }
             }
         };
