@@ -270,7 +270,7 @@ impl Session {
         }
     }
 
-    fn store_error(&self, error: StoreError) -> SessionError {
+    pub(crate) fn store_error(&self, error: StoreError) -> SessionError {
         SessionError::Store {
             root: self.store.root().to_path_buf(),
             error,

@@ -225,10 +225,7 @@ impl Session {
     /// Production's records: the current state's, or those of the state `against` (a run
     /// id, or the start of one) left.
     fn production(&self, against: Option<&str>) -> Result<(Option<String>, Records), SessionError> {
-        let store_error = |error| SessionError::Store {
-            root: self.store.root().to_path_buf(),
-            error,
-        };
+        let store_error = |e| self.store_error(e);
         let state: State = match against {
             None => {
                 State::current(&self.store, &self.env)
