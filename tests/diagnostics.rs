@@ -15,6 +15,8 @@ struct Case {
     set: Vec<(&'static str, &'static str)>,
     select: Option<&'static str>,
     max_steps: Option<u64>,
+    /// Hosts `envc verify`'s lab stands a fresh VM in for.
+    vm_stand_ins: Vec<&'static str>,
 }
 
 fn case(name: &'static str, main: &str) -> Case {
@@ -24,6 +26,7 @@ fn case(name: &'static str, main: &str) -> Case {
         set: vec![],
         select: None,
         max_steps: None,
+        vm_stand_ins: vec![],
     }
 }
 
@@ -34,6 +37,10 @@ impl Case {
     }
     fn set(mut self, k: &'static str, v: &'static str) -> Case {
         self.set.push((k, v));
+        self
+    }
+    fn vm_stand_in(mut self, host: &'static str) -> Case {
+        self.vm_stand_ins.push(host);
         self
     }
 }
@@ -152,6 +159,8 @@ fn cases() -> Vec<Case> {
         case("eval-overflow", "let n = 9223372036854775807\nlet m = n + 1\n"),
         case("eval-path-outside-project", &h("let f = file(path = \"/etc/x\", source = path(\"../secret\"), target = h)\n")),
         case("eval-set-not-literal", "param replicas: int = 3\n").set("replicas", "three"),
+        // `envc verify`'s lab, for a host that declares no base.
+        case("eval-no-base", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n")).vm_stand_in("h1"),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
         case("eval-too-large", "let xs = 0..100000000\n"),
         too_long,
@@ -208,6 +217,11 @@ fn run(c: &Case) -> (String, BTreeSet<String>) {
             .set
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        stand_ins: c
+            .vm_stand_ins
+            .iter()
+            .map(|h| (h.to_string(), envc_compiler::StandIn::Vm))
             .collect(),
         ..Default::default()
     };
@@ -277,6 +291,11 @@ fn source_of(c: &Case) -> String {
     }
     if let Some(sel) = c.select {
         s.push_str(&format!("-- envc show main.env {sel}\n"));
+    }
+    for h in &c.vm_stand_ins {
+        s.push_str(&format!(
+            "-- in verify's lab, a fresh VM standing in for {h}\n"
+        ));
     }
     s
 }

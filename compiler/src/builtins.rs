@@ -305,6 +305,9 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("address", t_str, true, None),
             attr("port", t_port, false, Some(Default::Int(22))),
             attr("user", t_str, false, Some(Default::Str("root"))),
+            // What the host was provisioned from: `envc verify`'s lab boots a fresh VM
+            // from it to stand in for the host. Locked, not built, not part of the id.
+            attr("base", t_image, false, None),
             AFTER,
         ],
         outputs: &[("host_key", t_deferred_str)],

@@ -24,6 +24,7 @@ use crate::types::*;
 use crate::value::{
     expands_within, format_size, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
 };
+use crate::StandIn;
 
 pub struct Limits {
     pub max_steps: u64,
@@ -77,7 +78,7 @@ pub struct Evaluator<'p> {
     loader: &'p dyn SourceLoader,
     params: &'p BTreeMap<String, (FileId, Expr)>,
     pins: &'p BTreeMap<PinKey, String>,
-    stand_ins: &'p BTreeMap<String, crate::StandIn>,
+    stand_ins: &'p BTreeMap<String, StandIn>,
     pub(crate) limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
@@ -90,11 +91,11 @@ pub struct Evaluator<'p> {
     pub errors: Vec<Diagnostic>,
 }
 
-static NO_STAND_INS: BTreeMap<String, crate::StandIn> = BTreeMap::new();
+static NO_STAND_INS: BTreeMap<String, StandIn> = BTreeMap::new();
 
 impl<'p> Evaluator<'p> {
     /// Evaluates with these hosts replaced by stand-ins (see `CompileOptions::stand_ins`).
-    pub fn with_stand_ins(mut self, stand_ins: &'p BTreeMap<String, crate::StandIn>) -> Self {
+    pub fn with_stand_ins(mut self, stand_ins: &'p BTreeMap<String, StandIn>) -> Self {
         self.stand_ins = stand_ins;
         self
     }
@@ -822,6 +823,15 @@ impl<'p> Evaluator<'p> {
                 if let Some(v) = n.attrs.get(&field.name) {
                     return Ok(v.clone());
                 }
+                if &*field.name == "base" {
+                    // A host's base, or the image of the VM standing in for it in the lab.
+                    let image = n.attrs.get("image").filter(|_| n.stands_in);
+                    match (n.lab_inputs.first(), image) {
+                        (Some(base), _) => return Ok(Value::Node(base.clone())),
+                        (None, Some(image)) => return Ok(image.clone()),
+                        (None, None) => {}
+                    }
+                }
                 if builtins::CHECK_ATTRS.contains(&&*field.name)
                     && schema.attrs.iter().any(|a| a.name == &*field.name)
                 {
@@ -1432,15 +1442,59 @@ impl<'p> Evaluator<'p> {
                 .help(why.1),
             );
         }
-        if let (NodeKind::Host, Some(s)) = (kind, self.stand_ins.get(&*name)) {
-            // Before the id is computed: the stand-in is a different host, with an id and
-            // dependents of its own, and `h.address` reads the stand-in's.
-            attrs.insert("address".into(), Value::Str(s.address.as_str().into()));
-            if let Some(port) = s.port {
-                attrs.insert("port".into(), Value::Int(i64::from(port)));
-            }
-            if let Some(user) = &s.user {
-                attrs.insert("user".into(), Value::Str(user.as_str().into()));
+        let mut kind = kind;
+        let mut lab_inputs = Vec::new();
+        let mut stands_in = false;
+        if kind == NodeKind::Host {
+            let base = match attrs.remove("base") {
+                Some(Value::Node(base)) => Some(base),
+                _ => None,
+            };
+            // Before the id is computed: the stand-in is a different machine, with an id
+            // and dependents of its own, and `h.address` reads the stand-in's.
+            match (self.stand_ins.get(&*name), base) {
+                (Some(StandIn::Vm), Some(base)) => {
+                    kind = NodeKind::Vm;
+                    stands_in = true;
+                    let after = attrs.remove("after");
+                    attrs = builtins::schema(NodeKind::Vm)
+                        .attrs
+                        .iter()
+                        .filter_map(|a| Some((a.name.into(), default_value(a.default?))))
+                        .collect();
+                    attrs.insert("image".into(), Value::Node(base));
+                    attrs.extend(after.map(|a| ("after".into(), a)));
+                }
+                (Some(StandIn::Vm), None) => {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::no-base",
+                            format!("host `{name}` has no base image to boot a stand-in from"),
+                        )
+                        .label(file, name_span, "this host")
+                        .help(
+                            "declare what it was provisioned from: `base = debian.default_image`",
+                        ),
+                    );
+                }
+                (
+                    Some(StandIn::Machine {
+                        address,
+                        port,
+                        user,
+                    }),
+                    base,
+                ) => {
+                    attrs.insert("address".into(), Value::Str(address.as_str().into()));
+                    if let Some(port) = port {
+                        attrs.insert("port".into(), Value::Int(i64::from(*port)));
+                    }
+                    if let Some(user) = user {
+                        attrs.insert("user".into(), Value::Str(user.as_str().into()));
+                    }
+                    lab_inputs.extend(base);
+                }
+                (None, base) => lab_inputs.extend(base),
             }
         }
         if kind == NodeKind::File {
@@ -1539,6 +1593,8 @@ impl<'p> Evaluator<'p> {
             expect,
             require,
             check_inputs,
+            lab_inputs,
+            stands_in,
             file,
             span,
         })))

@@ -203,6 +203,21 @@ impl Graph {
         self.order.iter().map(|i| &self.dag[*i])
     }
 
+    /// The images only `envc verify`'s lab boots (hosts' `base`) that the graph does not
+    /// build itself: locked with the environment, never built by it. Sorted by id.
+    pub fn lab_images(&self) -> Vec<Rc<Node>> {
+        let built: std::collections::BTreeSet<_> = self.nodes().map(|n| n.id).collect();
+        let mut images: Vec<Rc<Node>> = self
+            .nodes()
+            .flat_map(|n| n.lab_inputs.iter())
+            .filter(|n| !built.contains(&n.id))
+            .cloned()
+            .collect();
+        images.sort_by_key(|n| n.id);
+        images.dedup_by_key(|n| n.id);
+        images
+    }
+
     /// The graph as `envc graph --format json` prints it: one line, keys in sorted order.
     pub fn to_json(&self) -> String {
         // Fields are declared in sorted order: the output is what a sorted map would give.

@@ -128,6 +128,13 @@ pub struct Node {
     /// Nodes the checks use (producers of deferred values in them) that are not inputs:
     /// the node waits for them, but they are not part of its id.
     pub check_inputs: Vec<Rc<Node>>,
+    /// A host's declared `base` image: what `envc verify`'s lab boots a fresh VM from to
+    /// stand in for it. Locked with the environment but not built by it, and not part of
+    /// the host's id: a new base does not change the machine that already exists.
+    pub lab_inputs: Vec<Rc<Node>>,
+    /// A VM the lab boots in place of a host (`StandIn::Vm`): its private address comes
+    /// after the environment's own VMs', which keep theirs.
+    pub stands_in: bool,
     pub file: FileId,
     pub span: Span,
 }

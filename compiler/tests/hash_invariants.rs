@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envc_compiler::{compile, CompileOptions, Graph, MemoryLoader};
+use envc_compiler::{compile, CompileOptions, Graph, MemoryLoader, StandIn};
 use petgraph::visit::Dfs;
 
 fn examples_dir(name: &str) -> std::path::PathBuf {
@@ -413,4 +413,65 @@ let f = file(
     let order: Vec<String> = b.nodes().map(|n| key(n)).collect();
     let pos = |k: &str| order.iter().position(|x| x == k).unwrap();
     assert!(pos("vm:db-0") < pos("h1/file:/etc/motd"));
+}
+
+/// `src` compiled as `envc verify`'s lab does when a fresh VM stands in for host `h1`.
+fn in_the_lab(src: &str) -> envc_compiler::Compiled {
+    let options = CompileOptions {
+        stand_ins: BTreeMap::from([("h1".to_string(), StandIn::Vm)]),
+        ..Default::default()
+    };
+    compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src)]),
+        &options,
+    )
+}
+
+#[test]
+fn a_hosts_base_is_locked_not_built_and_changes_no_id() {
+    let without = r#"
+let h = host(name = "h1", address = "192.0.2.1", user = "admin")
+let f = file(path = "/etc/motd", content = "at ${h.address}\n", target = h)
+"#;
+    let with = r#"
+let h = host(name = "h1", address = "192.0.2.1", user = "admin", base = image(name = "i"))
+let f = file(path = "/etc/motd", content = "at ${h.address}\n", target = h)
+output base = h.base.name
+"#;
+    let a = graph_of(&MemoryLoader::new([("main.env", without)]), "main.env", &[]);
+    let b = graph_of(&MemoryLoader::new([("main.env", with)]), "main.env", &[]);
+    // A new base does not change the machine that exists, nor what is on it.
+    assert_eq!(ids(&a), ids(&b));
+    // Not built: no node of the graph; locked: the graph names it for the lockfile.
+    assert!(b.nodes().all(|n| n.kind.name() != "image"));
+    let lab_images: Vec<String> = b.lab_images().iter().map(|n| key(n)).collect();
+    assert_eq!(lab_images, ["image:i"]);
+
+    // The lab's compile: the host is a fresh VM from its base, with a VM's defaults, and
+    // what was on the host is on the VM, reading its address.
+    let c = in_the_lab(with);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let lab = c.graph.unwrap();
+    let keys: BTreeSet<String> = lab.nodes().map(|n| key(n)).collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["image:i", "vm:h1", "h1/file:/etc/motd"].map(String::from))
+    );
+    let vm = lab.nodes().find(|n| key(n) == "vm:h1").unwrap();
+    assert!(vm.stands_in);
+    let attrs: Vec<&str> = vm.attrs.keys().map(|k| &**k).collect();
+    assert_eq!(attrs, ["after", "cpus", "disk", "image", "memory", "user"]);
+    assert_eq!(
+        envc_compiler::derivation::value_json(&vm.attrs["user"]),
+        "root"
+    );
+    let f = lab.nodes().find(|n| key(n) == "h1/file:/etc/motd").unwrap();
+    assert!(f.inputs.iter().any(|i| i.id == vm.id));
+    assert_ne!(ids(&b)["h1/file:/etc/motd"], f.id.hex());
+
+    // A host without a base has nothing to boot: the lab's compile says so.
+    let c = in_the_lab(without);
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["eval::no-base"]);
 }

@@ -33,18 +33,14 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
             .unwrap_or(DEFAULT_SUITE)
             .to_string()
     };
-    for (i, n) in spec.nodes.iter().enumerate() {
+    // A host's base: the lab builds it and boots a VM from it.
+    for n in &spec.lab_images {
+        image_needs(n, &mut needs);
+        needs.tools.insert("qemu-system-x86_64".into());
+    }
+    for n in &spec.nodes {
         match n.kind {
-            NodeKind::Image => {
-                needs.images.insert(
-                    n.name.clone(),
-                    ImageNeed {
-                        suite: image_suite(i),
-                        includes: lock_includes(&n.str_list("packages")),
-                    },
-                );
-                needs.tools.insert("mmdebstrap".into());
-            }
+            NodeKind::Image => image_needs(n, &mut needs),
             NodeKind::Vm => {
                 needs.tools.insert("qemu-system-x86_64".into());
                 needs.tools.insert("ssh".into());
@@ -79,6 +75,17 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
 }
 
 /// Where the lockfile falls short of the environment, offline.
+fn image_needs(n: &crate::spec::NodeSpec, needs: &mut Needs) {
+    needs.images.insert(
+        n.name.clone(),
+        ImageNeed {
+            suite: n.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string(),
+            includes: lock_includes(&n.str_list("packages")),
+        },
+    );
+    needs.tools.insert("mmdebstrap".into());
+}
+
 pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
 }

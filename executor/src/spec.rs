@@ -54,6 +54,11 @@ pub struct NodeSpec {
     pub key: String,
     /// Its preconditions, then its postconditions, each in the order written.
     pub checks: Vec<CheckDecl>,
+    /// A host's declared `base`: the key of the image (in `Spec::lab_images` or among the
+    /// nodes) that `envc verify`'s lab boots a fresh VM from to stand in for it.
+    pub base: Option<String>,
+    /// A VM the lab boots in place of a host: it ranks after the environment's own VMs.
+    pub stands_in: bool,
 }
 
 /// A check as declared: arguments may still hold deferred values (`Val::Output`).
@@ -91,6 +96,9 @@ pub struct Spec {
     pub outputs: Vec<(String, Val)>,
     /// blake3 over the node ids in order: the graph's identity, for run records.
     pub graph_hash: String,
+    /// Images the environment locks but never builds: hosts' `base`, booted only by
+    /// `envc verify`'s lab. Not part of `graph_hash`.
+    pub lab_images: Vec<NodeSpec>,
 }
 
 /// The strings of a list value.
@@ -147,35 +155,32 @@ impl Spec {
                 hasher.update(serde_json::Value::Array(json).to_string().as_bytes());
             }
             let target = n.target.as_ref().map(|t| index[&t.id]);
+            // The nodes its checks read are waited for like inputs.
+            let mut inputs: Vec<usize> = (n.inputs.iter().chain(&n.check_inputs))
+                .map(|i| index[&i.id])
+                .collect();
+            inputs.sort_unstable();
+            inputs.dedup();
             nodes.push(NodeSpec {
-                id: n.id.hex(),
-                kind: n.kind,
-                name: n.name.to_string(),
                 target,
-                attrs: n
-                    .attrs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), convert(v, &index)))
-                    .collect(),
-                // The nodes its checks read are waited for like inputs.
-                inputs: {
-                    let mut v: Vec<usize> = (n.inputs.iter().chain(&n.check_inputs))
-                        .map(|i| index[&i.id])
-                        .collect();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                },
-                pins: n
-                    .pins
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.to_string()))
-                    .collect(),
-                key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
+                inputs,
                 checks,
+                base: n
+                    .lab_inputs
+                    .first()
+                    .map(|b| node_key(b.kind, &b.name, None)),
+                ..node_spec(n, &index)
             });
         }
+        // Images hold no nodes (no image attribute is node-typed): they convert without
+        // inputs of their own.
+        let lab_images = graph
+            .lab_images()
+            .iter()
+            .map(|n| node_spec(n, &index))
+            .collect();
         Spec {
+            lab_images,
             outputs: graph
                 .outputs
                 .iter()
@@ -188,6 +193,31 @@ impl Spec {
 
     pub fn find(&self, key: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.key == key)
+    }
+}
+
+/// What a node converts to on its own: no target, inputs, checks or base yet.
+fn node_spec(n: &Node, index: &HashMap<DerivationId, usize>) -> NodeSpec {
+    NodeSpec {
+        id: n.id.hex(),
+        kind: n.kind,
+        name: n.name.to_string(),
+        target: None,
+        attrs: n
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), convert(v, index)))
+            .collect(),
+        inputs: Vec::new(),
+        pins: n
+            .pins
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect(),
+        key: node_key(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)),
+        checks: Vec::new(),
+        base: None,
+        stands_in: n.stands_in,
     }
 }
 

@@ -422,14 +422,16 @@ pub fn resolve<'a>(
                 disk_image: object(crate::image::fact::DISK)?,
                 kernel: object(crate::image::fact::KERNEL)?,
                 lan_rank: {
-                    let mut names: Vec<&str> = spec
+                    // The lab's stand-ins for hosts after the environment's own VMs: those
+                    // keep production's addresses.
+                    let mut names: Vec<(bool, &str)> = spec
                         .nodes
                         .iter()
                         .filter(|n| n.kind == NodeKind::Vm)
-                        .map(|n| n.name.as_str())
+                        .map(|n| (n.stands_in, n.name.as_str()))
                         .collect();
                     names.sort_unstable();
-                    let rank = names.iter().position(|n| *n == node.name).unwrap_or(0);
+                    let rank = names.iter().position(|(_, n)| *n == node.name).unwrap_or(0);
                     u8::try_from(rank).unwrap_or(u8::MAX)
                 },
             };

@@ -50,9 +50,10 @@ pub fn verify(
         Some(path) if args.lab => stand_ins::read(path).map_err(Failure::Input)?,
         _ => Default::default(),
     };
-    if args.lab {
-        stand_ins::check_coverage(&env.spec, &stand_ins).map_err(Failure::Input)?;
-    }
+    let stand_ins = match args.lab {
+        true => stand_ins::complete(&env.spec, stand_ins).map_err(Failure::Input)?,
+        false => stand_ins,
+    };
     let lab_env = match stand_ins.is_empty() {
         true => None,
         false => Some(compile_with(file, params, true, stand_ins, ui)?),

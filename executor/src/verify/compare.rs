@@ -38,6 +38,9 @@ pub struct Sides<'a> {
     pub lab_failures: &'a BTreeMap<String, String>,
     /// What the lab's checks found when it was built.
     pub lab_checks: &'a BTreeMap<String, Vec<CheckResult>>,
+    /// Hosts stood in for by a fresh VM from their base (by key); the lab's record of the
+    /// VM is under the host's key. Every fact of such a node is the lab's own machine's.
+    pub vm_stand_ins: &'a BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -211,6 +214,8 @@ fn compare_node(sides: &Sides<'_>, key: &str) -> NodeComparison {
         }
         let verdict = if recorded == lab_value {
             Verdict::Same
+        } else if sides.vm_stand_ins.contains(key) {
+            Verdict::Expected("the lab's own machine: a fresh VM from the host's base".into())
         } else if machine_facts(kind_of(key)).contains(&name) {
             Verdict::Expected("the lab's own machine".into())
         } else if changed_attrs.contains(source_attr(name)) {
@@ -347,12 +352,18 @@ mod tests {
     struct Side {
         records: Records,
         checks: BTreeMap<String, Vec<CheckResult>>,
+        vm_stand_ins: BTreeSet<String>,
     }
 
     impl Side {
         fn node(mut self, key: &str, attrs: &[(&str, &str)], facts: &[(&str, &str)]) -> Side {
             self.records.insert(key.into(), record(key, attrs, facts));
             self
+        }
+        /// The lab's record of the VM that stood in for host `key`, under the host's key.
+        fn vm_stand_in(mut self, key: &str, facts: &[(&str, &str)]) -> Side {
+            self.vm_stand_ins.insert(key.into());
+            self.node(key, &[("image", "i")], facts)
         }
         fn check(mut self, key: &str, location: &str, ok: bool) -> Side {
             let out = if ok { "" } else { "connection refused\n" };
@@ -416,6 +427,7 @@ mod tests {
             lab: &lab.records,
             lab_failures: &lab_failures,
             lab_checks: &lab.checks,
+            vm_stand_ins: &lab.vm_stand_ins,
         });
         let mut lines = Vec::new();
         for n in &out {
@@ -620,5 +632,50 @@ mod tests {
             "  address DIFFERS: 10.89.0.10 → 10.89.0.11 (the same source and lock realized something else)",
             "  port expected: 2201 → 2299 (the lab's own machine)",
         ]);
+    }
+
+    #[test]
+    fn a_host_stood_in_for_by_a_vm_is_the_labs_own_machine_and_what_is_on_it_is_compared() {
+        let prod = Side::default()
+            .node(
+                "host:web",
+                &[("address", "\"10.0.0.1\"")],
+                &[("host_key", "k1")],
+            )
+            .node(
+                "web/file:/etc/a",
+                &[("content", "blake3:aa")],
+                &[("sha256", "s1")],
+            );
+        let lab = Side::default()
+            .vm_stand_in(
+                "host:web",
+                &[
+                    ("address", "10.89.0.10"),
+                    ("port", "2299"),
+                    ("host_key", "k9"),
+                ],
+            )
+            .node(
+                "web/file:/etc/a",
+                &[("content", "blake3:aa")],
+                &[("sha256", "s2")],
+            );
+        let why = "the lab's own machine: a fresh VM from the host's base";
+        check(
+            prod,
+            lab,
+            &[],
+            &[],
+            &[],
+            &[
+                "host:web: Matches",
+                &format!("  address expected: - → 10.89.0.10 ({why})"),
+                &format!("  host_key expected: k1 → k9 ({why})"),
+                &format!("  port expected: - → 2299 ({why})"),
+                "web/file:/etc/a: Differs",
+                "  sha256 DIFFERS: s1 → s2 (the same source and lock realized something else)",
+            ],
+        );
     }
 }

@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 
 use crate::config::Shared;
 use crate::record::{Facts, Outcome};
 use crate::run::Reporter;
 use crate::session::{BuildRequest, Interrupts, Session, SessionError};
-use crate::spec::Spec;
+use crate::spec::{node_key, Spec};
 use crate::store::Store;
 
 use super::compare::{compare, Records, Sides};
@@ -147,17 +148,28 @@ impl Session {
             timings.lab_boot = boot;
             timings.deploy = (elapsed - boot).max(0.0);
             let started = Instant::now();
+            // A host stood in for by a fresh VM: the lab's `vm:NAME` is compared as the
+            // production's `host:NAME` (what is on it has the same keys on both sides).
+            let vm_stand_ins: BTreeMap<String, String> = spec
+                .nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Host)
+                .map(|h| (node_key(NodeKind::Vm, &h.name, None), h.key.clone()))
+                .filter(|(vm, _)| lab_spec.find(vm).is_some())
+                .collect();
+            let key = |k: &String| vm_stand_ins.get(k).unwrap_or(k).clone();
             let mut lab_failures = BTreeMap::new();
             let mut lab_checks = BTreeMap::new();
             for o in &report.outcomes {
                 if matches!(o.outcome, Outcome::Failed(_) | Outcome::Skipped(_)) {
-                    lab_failures.insert(o.node.clone(), o.outcome.to_string());
+                    lab_failures.insert(key(&o.node), o.outcome.to_string());
                 }
                 if !o.checks.is_empty() {
-                    lab_checks.insert(o.node.clone(), o.checks.clone());
+                    lab_checks.insert(key(&o.node), o.checks.clone());
                 }
             }
             let (lab_records, _) = session.live()?;
+            let lab_records: Records = lab_records.into_iter().map(|(k, r)| (key(&k), r)).collect();
             let probed = self.plan(spec, files, true)?;
             let production_checks: BTreeMap<_, _> =
                 self.run_checks(spec, files)?.results.into_iter().collect();
@@ -171,6 +183,7 @@ impl Session {
                 lab: &lab_records,
                 lab_failures: &lab_failures,
                 lab_checks: &lab_checks,
+                vm_stand_ins: &vm_stand_ins.into_values().collect(),
             });
             timings.compare = started.elapsed().as_secs_f64();
             Ok((nodes, report.run.map(|r| r.hex())))

@@ -9,8 +9,9 @@
 //! user = "admin"
 //! ```
 //!
-//! Every host must have one (a lab that deploys to production's own host is no lab), and
-//! every entry must name a host (a typo would leave the real one without a stand-in).
+//! A host the file does not name is stood in for by a fresh VM from its declared `base`
+//! image; one with neither is refused (a lab that deploys to production's own host is no
+//! lab). Every entry must name a host (a typo would leave the real one without a stand-in).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,7 +19,7 @@ use std::path::Path;
 use envc_compiler::types::NodeKind;
 use envc_compiler::StandIn;
 
-use crate::spec::Spec;
+use crate::spec::{NodeSpec, Spec};
 
 /// The most a lab-hosts file may hold.
 const MAX_BYTES: u64 = 1 << 20;
@@ -45,7 +46,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
     let mut out = BTreeMap::new();
     for (host, value) in doc {
         let stand_in = match value {
-            toml::Value::String(address) => StandIn {
+            toml::Value::String(address) => StandIn::Machine {
                 address,
                 port: None,
                 user: None,
@@ -71,7 +72,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
                     Some(toml::Value::String(u)) => Some(u.clone()),
                     Some(_) => return Err((at("user"), format!("`{host}`: user must be a string"))),
                 };
-                StandIn {
+                StandIn::Machine {
                     address: address.clone(),
                     port,
                     user,
@@ -84,7 +85,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
                 ))
             }
         };
-        if stand_in.address.trim().is_empty() {
+        if matches!(&stand_in, StandIn::Machine { address, .. } if address.trim().is_empty()) {
             return Err((at(&host), format!("`{host}`: the address is empty")));
         }
         out.insert(host, stand_in);
@@ -92,33 +93,47 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
     Ok(out)
 }
 
-/// Every host of the environment has a stand-in, and every stand-in a host.
-pub fn check_coverage(spec: &Spec, stand_ins: &BTreeMap<String, StandIn>) -> Result<(), String> {
-    let hosts: Vec<&str> = spec
+/// A stand-in for every host of the environment: the machine `named` gives it, else a
+/// fresh VM from its declared `base`. Every name in `named` must be a host.
+pub fn complete(
+    spec: &Spec,
+    mut named: BTreeMap<String, StandIn>,
+) -> Result<BTreeMap<String, StandIn>, String> {
+    let hosts: Vec<&NodeSpec> = spec
         .nodes
         .iter()
         .filter(|n| n.kind == NodeKind::Host)
-        .map(|n| n.name.as_str())
         .collect();
-    for name in stand_ins.keys() {
-        if !hosts.contains(&name.as_str()) {
-            let hint = envc_lang::did_you_mean(name, hosts.iter().copied())
-                .unwrap_or_else(|| format!("its hosts are: {}", hosts.join(", ")));
+    for name in named.keys() {
+        if !hosts.iter().any(|h| h.name == *name) {
+            let hint = envc_lang::did_you_mean(name, hosts.iter().map(|h| h.name.as_str()))
+                .unwrap_or_else(|| {
+                    let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+                    format!("its hosts are: {}", names.join(", "))
+                });
             return Err(format!(
                 "the lab hosts name `{name}`, which is not a host of the environment\n  hint: {hint}"
             ));
         }
     }
-    let missing: Vec<&str> = hosts
-        .iter()
-        .filter(|h| !stand_ins.contains_key(**h))
-        .copied()
-        .collect();
+    let mut missing = Vec::new();
+    for h in hosts {
+        if named.contains_key(&h.name) {
+            continue;
+        }
+        match h.base {
+            Some(_) => {
+                named.insert(h.name.clone(), StandIn::Vm);
+            }
+            None => missing.push(h.name.as_str()),
+        }
+    }
     match missing.as_slice() {
-        [] => Ok(()),
+        [] => Ok(named),
         _ => Err(format!(
-            "the lab needs a clean machine standing in for each host; none is named for {}\n  hint: add `{} = \"ADDRESS\"` to the file given with --lab-hosts",
+            "the lab needs a clean machine standing in for each host; none is named for {}, and {} no base image to boot one from\n  hint: add `{} = \"ADDRESS\"` to the file given with --lab-hosts, or declare the host's base (`base = debian.default_image`) and the lab boots a fresh VM from it",
             missing.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", "),
+            if missing.len() == 1 { "it declares" } else { "they declare" },
             missing[0]
         )),
     }
@@ -134,13 +149,17 @@ mod tests {
         let got = match parse(input) {
             Ok(m) => m
                 .iter()
-                .map(|(k, s)| {
-                    format!(
-                        "{k}={}:{}:{}",
-                        s.address,
-                        s.port.map_or("-".into(), |p| p.to_string()),
-                        s.user.as_deref().unwrap_or("-")
-                    )
+                .map(|(k, s)| match s {
+                    StandIn::Machine {
+                        address,
+                        port,
+                        user,
+                    } => format!(
+                        "{k}={address}:{}:{}",
+                        port.map_or("-".into(), |p| p.to_string()),
+                        user.as_deref().unwrap_or("-")
+                    ),
+                    StandIn::Vm => format!("{k}=vm"),
                 })
                 .collect::<Vec<_>>()
                 .join(" "),
