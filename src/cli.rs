@@ -245,8 +245,9 @@ enum Command {
         /// Only the lab level (the lab deploys production's own image bytes).
         #[arg(long)]
         lab_only: bool,
-        /// TOML naming a clean machine for each host of the environment:
-        /// `web1 = "10.0.0.5"`, or a table with address, port and user.
+        /// TOML naming clean machines for hosts of the environment: `web1 = "10.0.0.5"`,
+        /// or a table with address, port and user. A host it does not name is stood in
+        /// for by a fresh VM from its declared `base`.
         #[arg(long, value_name = "FILE")]
         lab_hosts: Option<PathBuf>,
         /// Compare with the state a production run left (a run id from `envc log`, or

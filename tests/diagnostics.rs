@@ -159,6 +159,7 @@ fn cases() -> Vec<Case> {
         case("eval-overflow", "let n = 9223372036854775807\nlet m = n + 1\n"),
         case("eval-path-outside-project", &h("let f = file(path = \"/etc/x\", source = path(\"../secret\"), target = h)\n")),
         case("eval-set-not-literal", "param replicas: int = 3\n").set("replicas", "three"),
+        case("eval-base-uses-nodes", "let v = vm(name = \"v\", image = image(name = \"i\"))\nlet h = host(name = \"h1\", address = \"192.0.2.1\", base = image(name = \"b\", after = [v]))\n"),
         // `envc verify`'s lab, for a host that declares no base.
         case("eval-no-base", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n")).vm_stand_in("h1"),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),

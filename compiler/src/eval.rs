@@ -1450,6 +1450,26 @@ impl<'p> Evaluator<'p> {
                 Some(Value::Node(base)) => Some(base),
                 _ => None,
             };
+            // Only the lab builds a base: nothing of the graph may have to come first.
+            if let Some(base) = base.as_ref().filter(|b| !b.inputs.is_empty()) {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::base-uses-nodes",
+                        format!("the base of host `{name}` uses other nodes"),
+                    )
+                    .label(file, name_span, "this host")
+                    .label(base.file, base.span, "its base, declared here")
+                    .message(format!(
+                        "A host's base is locked but built only by `envc verify`'s lab, so it cannot wait for {}.",
+                        base.inputs
+                            .iter()
+                            .map(|i| format!("{} `{}`", i.kind.name(), i.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .help("give the host a base that names no node: no `after`, no deferred values in its files"),
+                );
+            }
             // Before the id is computed: the stand-in is a different machine, with an id
             // and dependents of its own, and `h.address` reads the stand-in's.
             match (self.stand_ins.get(&*name), base) {

@@ -66,7 +66,18 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         }
     }
 
-    errors.extend(conflicts(&dag));
+    // A host's base (locked, built only by the lab) shares the lockfile's names with
+    // what the graph builds: an image of the same name must be the same image.
+    let mut managed: Vec<&Rc<Node>> = dag.node_weights().collect();
+    let mut lab: Vec<&Rc<Node>> = managed
+        .iter()
+        .flat_map(|n| n.lab_inputs.iter())
+        .filter(|n| !index.contains_key(&n.id))
+        .collect();
+    lab.sort_by_key(|n| n.id);
+    lab.dedup_by_key(|n| n.id);
+    managed.extend(lab);
+    errors.extend(conflicts(managed));
     let order = match canonical_order(&dag) {
         Ok(o) => o,
         Err(cycle) => {
@@ -116,11 +127,10 @@ fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
 }
 
 /// Two different nodes that would manage the same thing on the same target.
-fn conflicts(dag: &DiGraph<Rc<Node>, ()>) -> Vec<Diagnostic> {
+fn conflicts(mut nodes: Vec<&Rc<Node>>) -> Vec<Diagnostic> {
     type Managed = (NodeKind, Option<DerivationId>, Rc<str>);
     let mut seen: BTreeMap<Managed, &Rc<Node>> = BTreeMap::new();
     let mut errors = Vec::new();
-    let mut nodes: Vec<&Rc<Node>> = dag.node_weights().collect();
     nodes.sort_by_cached_key(|n| sort_key(n));
     for n in nodes {
         let key = (n.kind, n.target.as_ref().map(|t| t.id), n.name.clone());

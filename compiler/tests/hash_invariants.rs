@@ -470,6 +470,30 @@ output base = h.base.name
     assert!(f.inputs.iter().any(|i| i.id == vm.id));
     assert_ne!(ids(&b)["h1/file:/etc/motd"], f.id.hex());
 
+    // A base and an image the graph builds share the lockfile's names: the same name is
+    // the same image, or an error.
+    let clash = format!(
+        "{with}let v = vm(name = \"v\", image = image(name = \"i\", packages = [\"curl\"]))\n"
+    );
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", &*clash)]),
+        &CompileOptions::default(),
+    );
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["graph::conflict"]);
+    let same = format!("{with}let v = vm(name = \"v\", image = image(name = \"i\"))\n");
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", &*same)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    assert!(
+        c.graph.unwrap().lab_images().is_empty(),
+        "the graph builds it already"
+    );
+
     // A host without a base has nothing to boot: the lab's compile says so.
     let c = in_the_lab(without);
     let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();

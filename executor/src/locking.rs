@@ -14,7 +14,7 @@ use envc_lockfiles::{
 };
 
 use crate::image::lock_includes;
-use crate::spec::{Spec, Val};
+use crate::spec::{NodeSpec, Spec, Val};
 
 /// The hash of this envc's standard library, as lockfiles pin it.
 fn stdlib_hash() -> String {
@@ -22,25 +22,24 @@ fn stdlib_hash() -> String {
 }
 
 /// What `spec` needs pinned: each `package` node its package (from the suite of the image
-/// its VM boots, else the default), each `image` node its whole set, and the tools that
-/// build and reach its nodes.
+/// its VM boots, or its host's base, else the default), each `image` node and each host's
+/// base its whole set, and the tools that build and reach its nodes.
 pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
     let mut needs = Needs::default();
     let mut conflicts = Vec::new();
-    let image_suite = |img: usize| {
-        spec.nodes[img]
-            .str_attr("suite")
-            .unwrap_or(DEFAULT_SUITE)
-            .to_string()
-    };
-    // A host's base: the lab builds it and boots a VM from it.
+    let suite = |img: &NodeSpec| img.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string();
+    // A host's base is pinned like any image, so the lab rebuilds exactly it; its tools
+    // (mmdebstrap, QEMU) are the lab's, not production's: a build of plain hosts must not
+    // need them, so they are not pinned for it.
     for n in &spec.lab_images {
-        image_needs(n, &mut needs);
-        needs.tools.insert("qemu-system-x86_64".into());
+        image_needs(n, &suite(n), &mut needs);
     }
     for n in &spec.nodes {
         match n.kind {
-            NodeKind::Image => image_needs(n, &mut needs),
+            NodeKind::Image => {
+                image_needs(n, &suite(n), &mut needs);
+                needs.tools.insert("mmdebstrap".into());
+            }
             NodeKind::Vm => {
                 needs.tools.insert("qemu-system-x86_64".into());
                 needs.tools.insert("ssh".into());
@@ -49,13 +48,14 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
                 needs.tools.insert("ssh".into());
             }
             NodeKind::Package => {
-                let suite = n
-                    .target
-                    .and_then(|t| match spec.nodes[t].attr("image") {
-                        Some(Val::Node(img)) => Some(image_suite(*img)),
-                        _ => None,
-                    })
-                    .unwrap_or(DEFAULT_SUITE.into());
+                let target = n.target.map(|t| &spec.nodes[t]);
+                let image = target.and_then(|t| match t.attr("image") {
+                    Some(Val::Node(img)) => Some(&spec.nodes[*img]),
+                    _ => t.base.as_deref().and_then(|key| {
+                        (spec.nodes.iter().chain(&spec.lab_images)).find(|i| i.key == key)
+                    }),
+                });
+                let suite = image.map_or(DEFAULT_SUITE.into(), suite);
                 let version = n
                     .str_attr("version")
                     .filter(|v| !v.is_empty())
@@ -74,18 +74,17 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
     }
 }
 
-/// Where the lockfile falls short of the environment, offline.
-fn image_needs(n: &crate::spec::NodeSpec, needs: &mut Needs) {
+fn image_needs(n: &NodeSpec, suite: &str, needs: &mut Needs) {
     needs.images.insert(
         n.name.clone(),
         ImageNeed {
-            suite: n.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string(),
+            suite: suite.to_string(),
             includes: lock_includes(&n.str_list("packages")),
         },
     );
-    needs.tools.insert("mmdebstrap".into());
 }
 
+/// Where the lockfile falls short of the environment, offline.
 pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
 }
@@ -250,4 +249,58 @@ pub fn lock_environment(
         path,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `needs_of` asks of the lockfile for `src`: images with their suites, packages
+    /// with theirs, and the tools, one line each.
+    fn check(src: &str, expected: &[&str]) {
+        let loader = envc_compiler::MemoryLoader::new([("main.env", src)]);
+        let c = envc_compiler::compile("main.env", &loader, &Default::default());
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        let spec = Spec::from_graph(&c.graph.unwrap(), &c.sources);
+        let needs = needs_of(&spec).unwrap();
+        let mut got: Vec<String> = Vec::new();
+        got.extend(
+            needs
+                .images
+                .iter()
+                .map(|(n, i)| format!("image {n} {}", i.suite)),
+        );
+        got.extend(
+            needs
+                .packages
+                .iter()
+                .map(|(n, p)| format!("package {n} {}", p.suite)),
+        );
+        got.extend(needs.tools.iter().map(|t| format!("tool {t}")));
+        assert_eq!(got, expected, "{src}");
+    }
+
+    #[test]
+    fn a_hosts_base_is_pinned_its_packages_come_from_its_suite_and_it_needs_no_lab_tools() {
+        let host = "let h = host(name = \"h1\", address = \"192.0.2.1\"";
+        let curl = "let p = package(name = \"curl\", target = h)\n";
+        check(
+            &format!("{host})\n{curl}"),
+            &["package curl bookworm", "tool ssh"],
+        );
+        check(
+            &format!("{host}, base = image(name = \"t\", suite = \"trixie\"))\n{curl}"),
+            &["image t trixie", "package curl trixie", "tool ssh"],
+        );
+        // A VM's image is built here: its tools are needed.
+        check(
+            "let v = vm(name = \"v\", image = image(name = \"i\"))\n",
+            &[
+                "image i bookworm",
+                "tool mmdebstrap",
+                "tool qemu-system-x86_64",
+                "tool ssh",
+            ],
+        );
+    }
 }

@@ -155,7 +155,11 @@ impl Session {
                 .iter()
                 .filter(|n| n.kind == NodeKind::Host)
                 .map(|h| (node_key(NodeKind::Vm, &h.name, None), h.key.clone()))
-                .filter(|(vm, _)| lab_spec.find(vm).is_some())
+                .filter(|(vm, _)| {
+                    lab_spec
+                        .find(vm)
+                        .is_some_and(|i| lab_spec.nodes[i].stands_in)
+                })
                 .collect();
             let key = |k: &String| vm_stand_ins.get(k).unwrap_or(k).clone();
             let mut lab_failures = BTreeMap::new();
