@@ -643,6 +643,9 @@ fn file_content(
 pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, String> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // An undefined value's error names it only in debug mode, which minijinja turns on
+    // only in debug builds: the binary that ships must say `missing`, not just "undefined".
+    env.set_debug(true);
     // Fuel bounds loops, so a template cannot hang a build.
     env.set_fuel(Some(50_000_000));
     if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
