@@ -8,6 +8,8 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -27,15 +29,7 @@ impl Project {
             .prefix("envc-build-")
             .tempdir()
             .unwrap();
-        let ssh_config = dir.path().join("ssh_config");
-        std::fs::write(
-            &ssh_config,
-            format!(
-                "Host *\n  IdentityFile {}\n  IdentitiesOnly yes\n  BatchMode yes\n  LogLevel ERROR\n",
-                hosts.key_path().display()
-            ),
-        )
-        .unwrap();
+        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
         std::fs::create_dir_all(dir.path().join("env")).unwrap();
         Project { dir, ssh_config }
     }
