@@ -83,7 +83,8 @@ pub struct LabReport {
 
 #[derive(Debug, Serialize)]
 pub struct VerifyReport {
-    /// The production records compared with: the current state, or `--against`'s.
+    /// The production records compared with: the current state, or `--against`'s; `None`
+    /// when production was never built (`--rebuild-only` then compares two builds).
     pub production_run: Option<String>,
     /// Production nodes whose records are not what this source gives (so nothing can be
     /// said of them): key and why, as a plan says it.
@@ -129,7 +130,18 @@ impl Session {
         reporter: &dyn Reporter,
         interrupts: &'static dyn Interrupts,
     ) -> Result<VerifyReport, SessionError> {
-        let (production_run, records) = self.production(request.against.as_deref())?;
+        let production = match self.production(request.against.as_deref()) {
+            // The rebuild level alone needs no production: with nothing recorded, each
+            // image is compared with the binary cache's entry or a second build
+            // (reproducible-builds.org's two builds), so CI can ask whether a source
+            // rebuilds bit for bit before anything is deployed.
+            Err(SessionError::NeverBuilt { .. }) if !request.lab && request.against.is_none() => {
+                None
+            }
+            other => Some(other?),
+        };
+        let deployed = production.is_some();
+        let (production_run, records) = production.unwrap_or_default();
         let machines = self.machines();
         let p = plan(
             spec,
@@ -141,6 +153,7 @@ impl Session {
         let not_at_source: Vec<(String, Vec<String>)> = p
             .nodes
             .iter()
+            .filter(|_| deployed)
             .filter(|n| !matches!(n.assessment.action, Action::Unchanged | Action::Check))
             .map(|n| {
                 let key = spec.nodes[n.index].key.clone();
