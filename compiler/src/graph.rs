@@ -19,6 +19,9 @@ pub struct Graph {
     /// Every node, inputs before the nodes that use them, in a canonical order.
     pub order: Vec<NodeIndex>,
     pub outputs: Vec<(Rc<str>, Value)>,
+    /// The images only `envc verify`'s lab boots (hosts' `base`) that the graph does not
+    /// build itself: locked with the environment, never built by it. Sorted by id.
+    pub lab_images: Vec<Rc<Node>>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -68,16 +71,15 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
 
     // A host's base (locked, built only by the lab) shares the lockfile's names with
     // what the graph builds: an image of the same name must be the same image.
-    let mut managed: Vec<&Rc<Node>> = dag.node_weights().collect();
-    let mut lab: Vec<&Rc<Node>> = managed
-        .iter()
+    let mut lab_images: Vec<Rc<Node>> = dag
+        .node_weights()
         .flat_map(|n| n.lab_inputs.iter())
         .filter(|n| !index.contains_key(&n.id))
+        .cloned()
         .collect();
-    lab.sort_by_key(|n| n.id);
-    lab.dedup_by_key(|n| n.id);
-    managed.extend(lab);
-    errors.extend(conflicts(managed));
+    lab_images.sort_by_key(|n| n.id);
+    lab_images.dedup_by_key(|n| n.id);
+    errors.extend(conflicts(dag.node_weights().chain(&lab_images).collect()));
     let order = match canonical_order(&dag) {
         Ok(o) => o,
         Err(cycle) => {
@@ -92,6 +94,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         dag,
         order,
         outputs: ev.outputs.clone(),
+        lab_images,
     })
 }
 
@@ -211,21 +214,6 @@ fn canonical_order(dag: &DiGraph<Rc<Node>, ()>) -> Result<Vec<NodeIndex>, Diagno
 impl Graph {
     pub fn nodes(&self) -> impl Iterator<Item = &Rc<Node>> + '_ {
         self.order.iter().map(|i| &self.dag[*i])
-    }
-
-    /// The images only `envc verify`'s lab boots (hosts' `base`) that the graph does not
-    /// build itself: locked with the environment, never built by it. Sorted by id.
-    pub fn lab_images(&self) -> Vec<Rc<Node>> {
-        let built: std::collections::BTreeSet<_> = self.nodes().map(|n| n.id).collect();
-        let mut images: Vec<Rc<Node>> = self
-            .nodes()
-            .flat_map(|n| n.lab_inputs.iter())
-            .filter(|n| !built.contains(&n.id))
-            .cloned()
-            .collect();
-        images.sort_by_key(|n| n.id);
-        images.dedup_by_key(|n| n.id);
-        images
     }
 
     /// The graph as `envc graph --format json` prints it: one line, keys in sorted order.

@@ -445,7 +445,7 @@ output base = h.base.name
     assert_eq!(ids(&a), ids(&b));
     // Not built: no node of the graph; locked: the graph names it for the lockfile.
     assert!(b.nodes().all(|n| n.kind.name() != "image"));
-    let lab_images: Vec<String> = b.lab_images().iter().map(|n| key(n)).collect();
+    let lab_images: Vec<String> = b.lab_images.iter().map(|n| key(n)).collect();
     assert_eq!(lab_images, ["image:i"]);
 
     // The lab's compile: the host is a fresh VM from its base, with a VM's defaults, and
@@ -490,7 +490,7 @@ output base = h.base.name
     );
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
     assert!(
-        c.graph.unwrap().lab_images().is_empty(),
+        c.graph.unwrap().lab_images.is_empty(),
         "the graph builds it already"
     );
 

@@ -27,17 +27,16 @@ fn stdlib_hash() -> String {
 pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
     let mut needs = Needs::default();
     let mut conflicts = Vec::new();
-    let suite = |img: &NodeSpec| img.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string();
     // A host's base is pinned like any image, so the lab rebuilds exactly it; its tools
     // (mmdebstrap, QEMU) are the lab's, not production's: a build of plain hosts must not
     // need them, so they are not pinned for it.
     for n in &spec.lab_images {
-        image_needs(n, &suite(n), &mut needs);
+        image_needs(n, &mut needs);
     }
     for n in &spec.nodes {
         match n.kind {
             NodeKind::Image => {
-                image_needs(n, &suite(n), &mut needs);
+                image_needs(n, &mut needs);
                 needs.tools.insert("mmdebstrap".into());
             }
             NodeKind::Vm => {
@@ -55,7 +54,7 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
                         (spec.nodes.iter().chain(&spec.lab_images)).find(|i| i.key == key)
                     }),
                 });
-                let suite = image.map_or(DEFAULT_SUITE.into(), suite);
+                let suite = image.map_or(DEFAULT_SUITE.into(), suite_of);
                 let version = n
                     .str_attr("version")
                     .filter(|v| !v.is_empty())
@@ -74,11 +73,16 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
     }
 }
 
-fn image_needs(n: &NodeSpec, suite: &str, needs: &mut Needs) {
+/// The Debian suite an image installs from.
+fn suite_of(image: &NodeSpec) -> String {
+    image.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string()
+}
+
+fn image_needs(n: &NodeSpec, needs: &mut Needs) {
     needs.images.insert(
         n.name.clone(),
         ImageNeed {
-            suite: suite.to_string(),
+            suite: suite_of(n),
             includes: lock_includes(&n.str_list("packages")),
         },
     );

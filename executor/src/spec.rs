@@ -175,7 +175,7 @@ impl Spec {
         // Images hold no nodes (no image attribute is node-typed): they convert without
         // inputs of their own.
         let lab_images = graph
-            .lab_images()
+            .lab_images
             .iter()
             .map(|n| node_spec(n, &index))
             .collect();

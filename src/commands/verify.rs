@@ -46,13 +46,15 @@ pub fn verify(
         crate::output::errln!("error: verify rebuilds from the lockfile, and it does not cover the environment; nothing was run");
         return Ok(Exit::Input);
     }
-    let stand_ins = match &args.lab_hosts {
-        Some(path) if args.lab => stand_ins::read(path).map_err(Failure::Input)?,
-        _ => Default::default(),
-    };
-    let stand_ins = match args.lab {
-        true => stand_ins::complete(&env.spec, stand_ins).map_err(Failure::Input)?,
-        false => stand_ins,
+    let stand_ins = match (args.lab, &args.lab_hosts) {
+        (false, _) => Default::default(),
+        (true, named) => {
+            let named = match named {
+                Some(path) => stand_ins::read(path).map_err(Failure::Input)?,
+                None => Default::default(),
+            };
+            stand_ins::complete(&env.spec, named).map_err(Failure::Input)?
+        }
     };
     let lab_env = match stand_ins.is_empty() {
         true => None,
