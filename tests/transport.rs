@@ -9,10 +9,13 @@ mod nshosts;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use envc_executor::debs::DebSource;
 use envc_executor::ops::{self, FileSpec, PackageSpec, ServiceSpec};
 use envc_executor::transport::{
     HostKey, HostSpec, SshOptions, Transport, TransportError, LOCAL_ADDRESS,
 };
+use envc_executor::Store;
+use envc_lockfiles::PackagePin;
 use nshosts::TestHosts;
 use tempfile::TempDir;
 
@@ -468,7 +471,14 @@ fn pkg(name: &str, version: Option<&str>) -> PackageSpec {
     PackageSpec {
         name: name.to_string(),
         version: version.map(str::to_string),
+        debs: Vec::new(),
     }
+}
+
+/// A store of its own, in a directory that lives as long as the value.
+fn scratch_store() -> (Store, TempDir) {
+    let dir = TempDir::new().unwrap();
+    (Store::open(dir.path()).unwrap(), dir)
 }
 
 #[test]
@@ -476,6 +486,7 @@ fn packages_install_pin_fail_and_purge() {
     let hosts = TestHosts::start(1);
     let env = env(&hosts, Duration::from_secs(120));
     let host = spec(&hosts, 0);
+    let (store, _store_dir) = scratch_store();
     in_controller(&hosts, || async {
         let (t, _) = connect(&host, None, &env.opts).await;
         let names = vec![
@@ -490,7 +501,7 @@ fn packages_install_pin_fail_and_purge() {
 
         // Two packages (and jq's dependencies) in one transaction.
         let t0 = Instant::now();
-        let applied = ops::install_packages(&t, &[pkg("hello", None), pkg("jq", None)])
+        let applied = ops::install_packages(&t, &store, &[pkg("hello", None), pkg("jq", None)])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         eprintln!("install hello jq: {:?}", t0.elapsed());
@@ -505,14 +516,14 @@ fn packages_install_pin_fail_and_purge() {
         assert_eq!(probed[2], None);
 
         // Installing an installed package again: not created.
-        let again = ops::install_packages(&t, &[pkg("hello", None)])
+        let again = ops::install_packages(&t, &store, &[pkg("hello", None)])
             .await
             .unwrap();
         assert!(!again[0].created);
 
         // Pinned versions: install 1.0, upgrade to 2.0, downgrade to 1.0.
         for (version, created) in [("1.0", true), ("2.0", false), ("1.0", false)] {
-            let a = ops::install_packages(&t, &[pkg("envc-demo", Some(version))])
+            let a = ops::install_packages(&t, &store, &[pkg("envc-demo", Some(version))])
                 .await
                 .unwrap_or_else(|e| panic!("envc-demo={version}: {e}"));
             assert_eq!(
@@ -524,7 +535,7 @@ fn packages_install_pin_fail_and_purge() {
         }
 
         // Failures name the packages and the host and carry apt's own words.
-        let e = ops::install_packages(&t, &[pkg("envc-no-such-package", None)])
+        let e = ops::install_packages(&t, &store, &[pkg("envc-no-such-package", None)])
             .await
             .unwrap_err()
             .to_string();
@@ -536,12 +547,12 @@ fn packages_install_pin_fail_and_purge() {
             e.contains("Unable to locate package envc-no-such-package"),
             "{e}"
         );
-        let e = ops::install_packages(&t, &[pkg("envc-demo", Some("9.9"))])
+        let e = ops::install_packages(&t, &store, &[pkg("envc-demo", Some("9.9"))])
             .await
             .unwrap_err()
             .to_string();
         assert!(e.contains("'9.9'") && e.contains("hint:"), "{e}");
-        let e = ops::install_packages(&t, &[pkg("$(touch /tmp/envc-pwned)", None)])
+        let e = ops::install_packages(&t, &store, &[pkg("$(touch /tmp/envc-pwned)", None)])
             .await
             .unwrap_err()
             .to_string();
@@ -558,6 +569,137 @@ fn packages_install_pin_fail_and_purge() {
         let probed = ops::probe_packages(&t, &all).await.unwrap();
         assert_eq!(probed, [None, None, None, None]);
         ops::purge_packages(&t, &all).await.unwrap();
+        t.close().await;
+    });
+}
+
+/// The pins of the test hosts' own repository (`/srv/envc-repo` in their rootfs: hello, jq and
+/// its libraries, envc-demo), by name, served from a mirror nobody listens on: only the
+/// store can give their bytes.
+fn repo_pins(hosts: &TestHosts) -> std::collections::BTreeMap<String, DebSource> {
+    let repo = hosts.rootfs().join("srv/envc-repo");
+    let index = std::fs::read_to_string(repo.join("Packages")).unwrap();
+    let mut pins = std::collections::BTreeMap::new();
+    for stanza in index.split("\n\n").filter(|s| !s.trim().is_empty()) {
+        let field = |k: &str| {
+            stanza
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}: ")))
+                .unwrap()
+                .to_string()
+        };
+        let pin = PackagePin {
+            name: field("Package"),
+            archive: "debian/bookworm".into(),
+            version: field("Version"),
+            architecture: field("Architecture"),
+            filename: field("Filename").trim_start_matches("./").to_string(),
+            size: field("Size").parse().unwrap(),
+            sha256: field("SHA256"),
+            closure: None,
+        };
+        // envc-demo is there twice: the newest wins.
+        pins.insert(
+            pin.name.clone(),
+            DebSource {
+                pin,
+                mirror: "http://127.0.0.1:9/debian".into(),
+            },
+        );
+    }
+    pins
+}
+
+fn pinned(pins: &std::collections::BTreeMap<String, DebSource>, names: &[&str]) -> PackageSpec {
+    PackageSpec {
+        name: names[0].to_string(),
+        version: Some(pins[names[0]].pin.version.clone()),
+        debs: names.iter().map(|n| pins[*n].clone()).collect(),
+    }
+}
+
+#[test]
+fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(120));
+    let host = spec(&hosts, 0);
+    // The host's only apt source and its index go: nothing can be resolved or fetched there.
+    let out = hosts.ssh(
+        0,
+        "rm -f /etc/apt/sources.list.d/* && rm -rf /var/lib/apt/lists/*",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let pins = repo_pins(&hosts);
+    let (store, _store_dir) = scratch_store();
+    let repo = hosts.rootfs().join("srv/envc-repo");
+    for name in ["jq", "libjq1", "libonig5"] {
+        let p = &pins[name].pin;
+        store
+            .put_deb(&p.sha256, &std::fs::read(repo.join(&p.filename)).unwrap())
+            .unwrap();
+    }
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        let jq = pinned(&pins, &["jq", "libjq1", "libonig5"]);
+
+        // Without its closure, apt refuses before unpacking anything, and says why.
+        let bare = pinned(&pins, &["jq"]);
+        let e = ops::install_packages(&t, &store, std::slice::from_ref(&bare))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("nmet dependencies") && e.contains("`base`"),
+            "{e}"
+        );
+        let names: Vec<String> = ["jq", "libjq1", "libonig5"].map(String::from).to_vec();
+        assert_eq!(
+            ops::probe_packages(&t, &names).await.unwrap(),
+            [None, None, None]
+        );
+
+        // With it: exactly the pinned versions, the closure marked as dependencies.
+        let applied = ops::install_packages(&t, &store, std::slice::from_ref(&jq))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(applied[0].created);
+        assert_eq!(applied[0].facts["version"], pins["jq"].pin.version);
+        assert_eq!(run_ok(&t, &["jq", "-n", "1+1"]).await, b"2\n");
+        let auto = run_ok(&t, &["apt-mark", "showauto", "jq", "libjq1", "libonig5"]).await;
+        assert_eq!(String::from_utf8_lossy(&auto), "libjq1\nlibonig5\n");
+
+        // Again, with the store emptied and no mirror: what the host has is not shipped.
+        for name in ["jq", "libjq1", "libonig5"] {
+            std::fs::remove_file(store.deb_path(&pins[name].pin.sha256)).unwrap();
+        }
+        let again = ops::install_packages(&t, &store, std::slice::from_ref(&jq))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!again[0].created);
+
+        // A store copy that does not match its pin is not used: it is fetched again, and
+        // here the mirror cannot be reached, so the error names the pin and nothing is
+        // installed.
+        let hello = &pins["hello"].pin;
+        store.put_deb(&hello.sha256, b"not hello").unwrap();
+        let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("package `hello`") && e.contains("pin package:hello"),
+            "{e}"
+        );
+        assert!(
+            e.contains("nothing was installed") || e.contains("cannot fetch"),
+            "{e}"
+        );
+        assert_eq!(
+            ops::probe_packages(&t, &["hello".to_string()])
+                .await
+                .unwrap(),
+            [None]
+        );
         t.close().await;
     });
 }

@@ -111,11 +111,22 @@ impl FromStr for PinKey {
     }
 }
 
-/// `package:NAME`'s value: `VERSION ARCH SHA256`.
+/// `package:NAME`'s value: `VERSION ARCH SHA256`, then one `NAME=VERSION@SHA256` per
+/// package of its closure (what it brings onto its targets beyond what they start from),
+/// sorted by name: a dependency whose bytes move changes the ids of the package's nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackageValue {
     pub version: String,
     pub architecture: String,
+    pub sha256: String,
+    pub closure: Vec<ClosureDeb>,
+}
+
+/// One `.deb` of a package's closure, as its pin value carries it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClosureDeb {
+    pub name: String,
+    pub version: String,
     pub sha256: String,
 }
 
@@ -145,15 +156,35 @@ pub trait PinValue: Sized {
 
 impl PinValue for PackageValue {
     fn encode(&self) -> String {
-        format!("{} {} {}", self.version, self.architecture, self.sha256)
+        let mut line = format!("{} {} {}", self.version, self.architecture, self.sha256);
+        for d in &self.closure {
+            line.push_str(&format!(" {}={}@{}", d.name, d.version, d.sha256));
+        }
+        line
     }
 
     fn decode(line: &str) -> Option<PackageValue> {
-        let [version, architecture, sha256] = words(line)?;
+        let mut words = line.split(' ');
+        let mut word = || words.next().filter(|w| !w.is_empty()).map(str::to_string);
+        let (version, architecture, sha256) = (word()?, word()?, word()?);
+        let mut closure = Vec::new();
+        while let Some(w) = word() {
+            let (name, rest) = w.split_once('=')?;
+            let (version, sha256) = rest.split_once('@')?;
+            closure.push(ClosureDeb {
+                name: name.to_string(),
+                version: version.to_string(),
+                sha256: sha256.to_string(),
+            });
+        }
+        if line.ends_with(' ') || line.contains("  ") {
+            return None;
+        }
         Some(PackageValue {
             version,
             architecture,
             sha256,
+            closure,
         })
     }
 }
@@ -277,11 +308,30 @@ mod tests {
             version: "1:2.10-3".into(),
             architecture: "amd64".into(),
             sha256: "ab".into(),
+            closure: Vec::new(),
         };
         assert_eq!(p.encode(), "1:2.10-3 amd64 ab");
-        assert_eq!(PackageValue::decode(&p.encode()), Some(p));
+        assert_eq!(PackageValue::decode(&p.encode()), Some(p.clone()));
+        let with_closure = PackageValue {
+            closure: vec![ClosureDeb {
+                name: "libfoo1".into(),
+                version: "1:1.0-2".into(),
+                sha256: "cd".into(),
+            }],
+            ..p
+        };
+        assert_eq!(
+            with_closure.encode(),
+            "1:2.10-3 amd64 ab libfoo1=1:1.0-2@cd"
+        );
+        assert_eq!(
+            PackageValue::decode(&with_closure.encode()),
+            Some(with_closure)
+        );
         assert_eq!(PackageValue::decode("2.10 amd64"), None);
         assert_eq!(PackageValue::decode("2.10 amd64 ab extra"), None);
+        assert_eq!(PackageValue::decode("2.10 amd64 ab a=1"), None);
+        assert_eq!(PackageValue::decode("2.10 amd64 ab a=1@x "), None);
 
         let i = ImageValue {
             archive: "debian/bookworm".into(),

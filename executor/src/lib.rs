@@ -9,6 +9,7 @@ pub mod cache;
 pub mod checks;
 pub mod config;
 pub mod connect;
+pub mod debs;
 pub mod envlock;
 pub mod error;
 pub mod image;

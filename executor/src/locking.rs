@@ -10,7 +10,7 @@ use envc_compiler::types::NodeKind;
 use envc_lockfiles::needs::{ImageNeed, DEFAULT_SUITE};
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, LockProblem, Lockfile, Needs,
-    NeedsConflict, ToolPin,
+    NeedsConflict, ToolPin, REQUIRED,
 };
 
 use crate::image::lock_includes;
@@ -55,11 +55,16 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
                     }),
                 });
                 let suite = image.map_or(DEFAULT_SUITE.into(), suite_of);
+                // The image's name is its pin's: what the VM boots, what the host was
+                // provisioned from. A host without a base is any Debian system.
+                let starts_from = image.map_or(REQUIRED.to_string(), |i| {
+                    PinKey::Image(i.name.clone()).to_string()
+                });
                 let version = n
                     .str_attr("version")
                     .filter(|v| !v.is_empty())
                     .map(str::to_string);
-                if let Err(c) = needs.add_package(&n.name, &suite, version, &n.key) {
+                if let Err(c) = needs.add_package(&n.name, &suite, version, &n.key, &starts_from) {
                     conflicts.push(*c);
                 }
             }

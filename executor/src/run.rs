@@ -406,7 +406,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                 });
             vec![(node, result)]
         }
-        Work::OnTarget(target, step) => execute_step(target, step, &conns).await,
+        Work::OnTarget(target, step) => execute_step(target, step, &conns, machines.store()).await,
         // Checks only: `checked` runs them.
         Work::Verify { node, applied, .. } => vec![(node, Ok(applied))],
         Work::Probe(target, step, nodes) => {
@@ -566,6 +566,7 @@ async fn execute_step(
     target: Option<Target>,
     step: Step,
     conns: &Connections,
+    store: &Store,
 ) -> Vec<(usize, Result<Applied, StepError>)> {
     let nodes = step.nodes();
     let all = |e: StepError| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
@@ -586,7 +587,7 @@ async fn execute_step(
         }
         Step::Packages(xs) => {
             let specs: Vec<PackageSpec> = xs.into_iter().map(|x| x.1).collect();
-            match install_packages(&transport, &specs).await {
+            match install_packages(&transport, store, &specs).await {
                 Ok(rs) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
                 Err(e) => all(e),
             }

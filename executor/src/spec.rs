@@ -11,6 +11,8 @@ use envc_compiler::value::{Check, Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph, SourceMap};
 
 use crate::checks::Phase;
+use crate::debs::DebSource;
+use envc_lockfiles::Lockfile;
 
 /// An attribute value. `Node` and `Output` point into `Spec::nodes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +101,10 @@ pub struct Spec {
     /// Images the environment locks but never builds: hosts' `base`, booted only by
     /// `envc verify`'s lab. Not part of `graph_hash`.
     pub lab_images: Vec<NodeSpec>,
+    /// Where each pinned `.deb` comes from (the lockfile's packages by name, with their
+    /// archive's mirror): set by [`Spec::with_lock`]. Not part of `graph_hash`: the pins the
+    /// nodes carry name the bytes; this says only where to fetch them.
+    pub debs: BTreeMap<String, DebSource>,
 }
 
 /// The strings of a list value.
@@ -188,6 +194,15 @@ impl Spec {
                 .collect(),
             nodes,
             graph_hash: hasher.finalize().to_hex().to_string(),
+            debs: BTreeMap::new(),
+        }
+    }
+
+    /// This spec, with the lockfile it was compiled with: where its pinned `.deb`s come from.
+    pub fn with_lock(self, lock: Option<&Lockfile>) -> Spec {
+        Spec {
+            debs: lock.map(crate::debs::sources).unwrap_or_default(),
+            ..self
         }
     }
 

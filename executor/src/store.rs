@@ -231,6 +231,22 @@ impl Store {
             .map_err(io_err(dir))
     }
 
+    /// Where the store keeps a pinned `.deb`: `debs/SHA256.deb`, named by the sha256 its pin
+    /// gives it (Debian's hash, not an object id: the pin is what it is checked against),
+    /// shared by every environment, target and run of this store.
+    pub fn deb_path(&self, sha256: &str) -> PathBuf {
+        self.root.join("debs").join(format!("{sha256}.deb"))
+    }
+
+    /// Keeps `bytes`, already checked against `sha256`, as [`Store::deb_path`].
+    pub fn put_deb(&self, sha256: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
+        let path = self.deb_path(sha256);
+        let dir = self.root.join("debs");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        self.write_atomically(&path, bytes)?;
+        Ok(path)
+    }
+
     /// Sets `bytes` of space aside in `tmp/` (a file of zeros) until the [`Reserve`] is
     /// released: what lets a run record how it ended on a store that filled up meanwhile.
     pub fn reserve(&self, name: &str, bytes: usize) -> Result<Reserve, StoreError> {

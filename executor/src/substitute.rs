@@ -16,6 +16,7 @@ use serde_json::{json, Value as Json};
 
 use crate::checks::Phase;
 use crate::checks::{checks_hash, CheckSpec};
+use crate::debs::DebSource;
 use crate::image::ImageSpec;
 use crate::ops::file::{file_facts, FileSpec};
 use crate::ops::package::PackageSpec;
@@ -362,19 +363,25 @@ pub fn resolve<'a>(
         }
         NodeKind::Package => {
             // The source's version, else the lockfile's.
-            let pinned = node
+            let pin = node
                 .pins
                 .get(&PinKey::Package(node.name.clone()))
-                .and_then(|v| PackageValue::decode(v))
-                .map(|p| p.version);
+                .and_then(|v| PackageValue::decode(v));
             let version = match attrs.get("version") {
                 Some(Val::Str(v)) if !v.is_empty() => Some(v.clone()),
-                _ => pinned,
+                _ => pin.as_ref().map(|p| p.version.clone()),
             };
             put(&mut hashed, &mut shown, "version", json!(version));
+            // Locked: exactly the pinned .debs (a lock that pins another version than the
+            // source asks for is stale; the target's apt installs what the source says).
+            let debs = match pin.filter(|p| Some(&p.version) == version.as_ref()) {
+                Some(p) => pinned_debs(spec, node, &p).map_err(Resolution::Failed)?,
+                None => Vec::new(),
+            };
             Payload::Package(PackageSpec {
                 name: node.name.clone(),
                 version,
+                debs,
             })
         }
         NodeKind::Service => {
@@ -550,6 +557,24 @@ pub fn resolve<'a>(
 }
 
 /// A node's checks with what their deferred values read substituted.
+/// Where the `.deb`s a package's pin names come from: the package itself, then its
+/// closure, each found in the lockfile with the version and hash the node was compiled with.
+fn pinned_debs(spec: &Spec, node: &NodeSpec, pin: &PackageValue) -> Result<Vec<DebSource>, String> {
+    let root = (&node.name, &pin.version, &pin.sha256);
+    let closure = pin.closure.iter().map(|d| (&d.name, &d.version, &d.sha256));
+    std::iter::once(root)
+        .chain(closure)
+        .map(|(name, version, sha256)| match spec.debs.get(name) {
+            Some(d) if d.pin.version == *version && d.pin.sha256 == *sha256 => Ok(d.clone()),
+            _ => Err(format!(
+                "`{}`: the lockfile does not pin `{name}` {version} (sha256 {sha256}), which \
+                 the environment was compiled with; run `envc lock FILE`",
+                node.key
+            )),
+        })
+        .collect()
+}
+
 fn resolve_checks(node: &NodeSpec, r: &Resolver) -> Result<Vec<CheckSpec>, Resolution> {
     node.checks
         .iter()

@@ -1009,13 +1009,17 @@ mod tests {
     /// The scheduler shares transports between tasks on a multi-threaded runtime: this only
     /// has to compile.
     #[allow(dead_code)]
-    fn transports_and_operations_are_send(t: &Transport, service: &crate::ops::ServiceSpec) {
+    fn transports_and_operations_are_send(
+        t: &Transport,
+        store: &crate::store::Store,
+        service: &crate::ops::ServiceSpec,
+    ) {
         fn send_sync<T: Send + Sync>(_: &T) {}
         fn send<T: Send>(_: T) {}
         send_sync(t);
         send(t.run(&[], b""));
         send(crate::ops::apply_files(t, &[]));
-        send(crate::ops::install_packages(t, &[]));
+        send(crate::ops::install_packages(t, store, &[]));
         send(crate::ops::apply_service(t, service));
     }
 

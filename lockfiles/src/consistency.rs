@@ -11,7 +11,8 @@
 //!   architecture, under one of its archive's components;
 //! - a package's architecture is its archive's, or `all`;
 //! - a package's `size` is not 0;
-//! - an archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]).
+//! - an archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]);
+//! - every package of a closure is pinned, and from the archive of the package it comes with.
 //!
 //! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
 
@@ -48,6 +49,10 @@ pub enum Problem {
     EmptyDeb,
     /// An archive pin whose name is not the one its suite gives it.
     ArchiveName { suite: String, expected: String },
+    /// A package of the closure that no `[[package]]` pins.
+    ClosureNotPinned { member: String },
+    /// A package of the closure pinned from another archive than the package it comes with.
+    ClosureArchive { member: String, archive: String },
 }
 
 impl fmt::Display for Problem {
@@ -81,6 +86,15 @@ impl fmt::Display for Problem {
             Problem::ArchiveName { suite, expected } => {
                 write!(f, "its suite {suite:?} makes its name {expected:?}")
             }
+            Problem::ClosureNotPinned { member } => write!(
+                f,
+                "its closure lists `{member}`, and no [[package]] pins it"
+            ),
+            Problem::ClosureArchive { member, archive } => write!(
+                f,
+                "its closure lists `{member}`, which is pinned from {}",
+                PinKey::Archive(archive.clone())
+            ),
         }
     }
 }
@@ -119,6 +133,7 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
         out.extend(
             package(p, lock.archive(&p.archive))
                 .into_iter()
+                .chain(closure(p, lock))
                 .map(|problem| Inconsistency {
                     key: p.key(),
                     problem,
@@ -126,6 +141,20 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
         );
     }
     out
+}
+
+fn closure(p: &PackagePin, lock: &Lockfile) -> Vec<Problem> {
+    let members = p.closure.iter().flat_map(|c| &c.packages);
+    members
+        .filter_map(|m| match lock.package(m) {
+            None => Some(Problem::ClosureNotPinned { member: m.clone() }),
+            Some(pin) if pin.archive != p.archive => Some(Problem::ClosureArchive {
+                member: m.clone(),
+                archive: pin.archive.clone(),
+            }),
+            Some(_) => None,
+        })
+        .collect()
 }
 
 fn package(p: &PackagePin, archive: Option<&ArchivePin>) -> Vec<Problem> {
@@ -304,6 +333,20 @@ mod tests {
             &[&format!(
                 "package:hello: size is 0, and no .deb is empty; {FIX_HELLO}"
             )],
+        );
+        // A package of a closure lost its pin (a bad merge, a block deleted by hand).
+        check(
+            &[("name = \"libgreet1\"", "name = \"libgreet2\"")],
+            &[
+                &format!(
+                    "package:hello: its closure lists `libgreet1`, and no [[package]] pins it; \
+                 {FIX_HELLO}"
+                ),
+                "package:libgreet2: filename \"pool/main/g/greet/libgreet1_1.0-1_amd64.deb\" is \
+             not this pin's .deb, which Debian's pool names \"libgreet2_1.0-1_amd64.deb\" \
+             (NAME_VERSION_ARCH.deb, the version without its epoch); its fields disagree, so \
+             it was edited by hand: run `envc lock --update package:libgreet2 FILE`",
+            ],
         );
         // The suite moved, the name (which packages and images refer to) did not.
         check(

@@ -183,6 +183,29 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
             } else if parts.is_empty() {
                 parts.extend(fields(&[("file", o.filename.clone(), n.filename.clone())]));
             }
+            // What it brings with it; the packages of the closure have their own lines.
+            let (oc, nc) = (o.closure.clone(), n.closure.clone());
+            let (oc, nc) = (oc.unwrap_or_default(), nc.unwrap_or_default());
+            parts.extend(fields(&[(
+                "starts from",
+                oc.starts_from.join(" "),
+                nc.starts_from.join(" "),
+            )]));
+            let added: Vec<String> = nc
+                .packages
+                .iter()
+                .filter(|m| !oc.packages.contains(m))
+                .map(|m| format!("+{m}"))
+                .collect();
+            let dropped: Vec<String> = oc
+                .packages
+                .iter()
+                .filter(|m| !nc.packages.contains(m))
+                .map(|m| format!("-{m}"))
+                .collect();
+            if !added.is_empty() || !dropped.is_empty() {
+                parts.push(format!("closure {}", [dropped, added].concat().join(" ")));
+            }
             (parts.join(", "), Vec::new())
         }
         (Pin::Archive(o), Pin::Archive(n)) => {
@@ -344,6 +367,7 @@ mod tests {
             filename: "pool/main/c/curl/curl_7.88.1-10+deb12u14_amd64.deb".into(),
             size: 315_000,
             sha256: hex('1'),
+            closure: Some(PackageClosure::default()),
         });
         new.images[0].packages = vec![
             ("apt".into(), "2.6.1".into()),

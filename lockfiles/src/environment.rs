@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::model::{ArchivePin, ImagePin, Lockfile, PinKey};
+use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
 use crate::needs::Needs;
+use crate::resolve::{required_set, resolve_closure};
 use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
 
 /// A new lockfile's clock for image builds. Kept across relocks: only `--update
@@ -72,22 +73,8 @@ pub fn resolve_environment(
         stdlib.to_string(),
     );
     let mut used: BTreeSet<&str> = BTreeSet::new();
-    for (name, need) in &needs.packages {
-        let archive = &archives[need.suite.as_str()];
-        match resolve_packages(archive, &[(name.as_str(), need.version.as_deref())]) {
-            Ok(pins) => {
-                // The last link of Release → Packages → .deb: the file itself matches.
-                for pin in &pins {
-                    if let Err(e) = rt.block_on(fetch::fetch_deb(&archive.pin.mirror, pin)) {
-                        errors.push(format!("{}: {e}", pin.key()));
-                    }
-                }
-                lock.packages.extend(pins)
-            }
-            Err(es) => errors.extend(es.iter().map(|e| e.to_string())),
-        }
-        used.insert(need.suite.as_str());
-    }
+    // Images first: a package's closure is resolved onto the sets of the images its
+    // targets start from.
     for (name, need) in &needs.images {
         let archive = &archives[need.suite.as_str()];
         let includes: Vec<&str> = need.includes.iter().map(String::as_str).collect();
@@ -108,6 +95,72 @@ pub fn resolve_environment(
         }
         used.insert(need.suite.as_str());
     }
+    let mut members: BTreeMap<String, PackagePin> = BTreeMap::new();
+    for (name, need) in &needs.packages {
+        let archive = &archives[need.suite.as_str()];
+        used.insert(need.suite.as_str());
+        let start = match start_of(&lock, archive, &need.starts_from) {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push(format!("{}: {e}", PinKey::Package(name.clone())));
+                continue;
+            }
+        };
+        let version = need.version.as_deref();
+        let resolved = resolve_packages(archive, &[(name.as_str(), version)])
+            .and_then(|root| Ok((root, resolve_closure(archive, &start, name, version)?)));
+        let (mut root, closure) = match resolved {
+            Ok(r) => r,
+            Err(es) => {
+                errors.extend(es.iter().map(|e| e.to_string()));
+                continue;
+            }
+        };
+        // The last link of Release → Packages → .deb: the file itself matches. (The
+        // closure's files are checked where they are fetched, by the build.)
+        for pin in &root {
+            if let Err(e) = rt.block_on(fetch::fetch_deb(&archive.pin.mirror, pin)) {
+                errors.push(format!("{}: {e}", pin.key()));
+            }
+        }
+        for pin in &mut root {
+            pin.closure = Some(PackageClosure {
+                starts_from: need.starts_from.iter().cloned().collect(),
+                packages: closure.iter().map(|m| m.name.clone()).collect(),
+            });
+        }
+        lock.packages.extend(root);
+        for m in closure {
+            match members.get(&m.name) {
+                Some(other) if other.version != m.version => errors.push(format!(
+                    "{}: the closures of two packages need `{}` at {} and at {}; a lockfile \
+                     pins one version of a package\n  hint: pin the packages that need it to \
+                     versions that agree",
+                    PinKey::Package(name.clone()),
+                    m.name,
+                    other.version,
+                    m.version
+                )),
+                _ => {
+                    members.insert(m.name.clone(), m);
+                }
+            }
+        }
+    }
+    // A package both named and in a closure is pinned once, as the one named.
+    for (name, m) in members {
+        match lock.package(&name) {
+            None => lock.packages.push(m),
+            Some(root) if root.version != m.version => errors.push(format!(
+                "{}: pinned at {}, and a closure needs {}\n  hint: ask for the version the \
+                 other packages need, or none",
+                PinKey::Package(name.clone()),
+                root.version,
+                m.version
+            )),
+            Some(_) => {}
+        }
+    }
     lock.archives = used.into_iter().map(|s| archives[s].pin.clone()).collect();
     for t in &needs.tools {
         match probe_tool(t) {
@@ -121,6 +174,39 @@ pub fn resolve_environment(
     } else {
         Err(Unresolved { errors, warnings })
     }
+}
+
+/// What every target of a package starts from (`starts_from`: `image:NAME` or
+/// [`REQUIRED`]), as name → version: the packages all of them have at the same version.
+fn start_of(
+    lock: &Lockfile,
+    archive: &Archive,
+    starts_from: &BTreeSet<String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut common: Option<BTreeMap<String, String>> = None;
+    for start in starts_from {
+        let set: Vec<(String, String)> = if start == REQUIRED {
+            required_set(archive).map_err(|es| {
+                let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
+                es.join("\n")
+            })?
+        } else {
+            let image = start.strip_prefix("image:").unwrap_or(start);
+            match lock.image(image) {
+                Some(i) => i.packages.clone(),
+                // The image did not resolve: its own error says why.
+                None => return Err(format!("its target's image `{image}` could not be pinned")),
+            }
+        };
+        common = Some(match common {
+            None => set.into_iter().collect(),
+            Some(c) => set
+                .into_iter()
+                .filter(|(n, v)| c.get(n) == Some(v))
+                .collect(),
+        });
+    }
+    Ok(common.unwrap_or_default())
 }
 
 /// `envc lock --update KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating

@@ -6,10 +6,12 @@
 
 /// The lockfile format's version; a lockfile of another version is refused with a message
 /// that says to regenerate it (or to upgrade envc, when the lockfile is newer).
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: a package the environment names carries its closure (`starts_from`,
+/// `closure`), each package of it pinned down to its bytes.
+pub const FORMAT_VERSION: u32 = 2;
 
 pub use envc_compiler::pin::PinKey;
-use envc_compiler::pin::{ArchiveValue, ImageValue, PackageValue, PinValue};
+use envc_compiler::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lockfile {
@@ -41,7 +43,8 @@ pub struct ArchivePin {
     pub date: String,
 }
 
-/// One package an environment names, down to the bytes of its `.deb`.
+/// One package down to the bytes of its `.deb`: one an environment names (with its
+/// [`PackageClosure`]), or one of such a package's closure (`closure: None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackagePin {
     pub name: String,
@@ -53,7 +56,28 @@ pub struct PackagePin {
     pub filename: String,
     pub size: u64,
     pub sha256: String,
+    /// Present on the packages the environment names; `None` on the packages of their
+    /// closures, which are pinned only to be installed with them.
+    pub closure: Option<PackageClosure>,
 }
+
+/// What installing a package brings onto its targets besides itself: its dependency
+/// closure beyond what every one of its targets starts from. Installing exactly these
+/// `.deb`s needs no archive on the target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PackageClosure {
+    /// What its targets start from, sorted: `image:NAME` (a VM booting that image, a host
+    /// declaring it as its `base`) or [`REQUIRED`] (a host envc knows nothing of). The
+    /// closure is resolved against the packages every one of them has.
+    pub starts_from: Vec<String>,
+    /// The other packages installed with it, sorted by name; each is a [`PackagePin`] of
+    /// the same lockfile.
+    pub packages: Vec<String>,
+}
+
+/// The start of a host that declares no `base`: the archive's `Priority: required`
+/// packages (and their closure), which every Debian system has.
+pub const REQUIRED: &str = "required";
 
 /// The whole package set of an image, so that a changed dependency of a dependency shows up in
 /// review, not only in the built image.
@@ -126,6 +150,12 @@ impl Lockfile {
     pub fn normalize(&mut self) {
         self.archives.sort_by(|a, b| a.name.cmp(&b.name));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        for c in self.packages.iter_mut().filter_map(|p| p.closure.as_mut()) {
+            c.packages.sort();
+            c.packages.dedup();
+            c.starts_from.sort();
+            c.starts_from.dedup();
+        }
         self.images.sort_by(|a, b| a.name.cmp(&b.name));
         for image in &mut self.images {
             image.packages.sort();
@@ -154,6 +184,35 @@ impl Lockfile {
         self.packages.iter().find(|p| p.name == name)
     }
 
+    /// Whether a package of this lockfile is in the closure of one the environment names.
+    pub fn in_a_closure(&self, name: &str) -> bool {
+        self.packages
+            .iter()
+            .filter_map(|p| p.closure.as_ref())
+            .any(|c| c.packages.iter().any(|n| n == name))
+    }
+
+    /// The pins of a package's closure, in its order; `Err` names the first one missing.
+    pub fn closure_of<'a>(&'a self, p: &'a PackagePin) -> Result<Vec<&'a PackagePin>, &'a str> {
+        let names = p.closure.as_ref().map_or(&[][..], |c| &c.packages[..]);
+        names
+            .iter()
+            .map(|n| self.package(n).ok_or(n.as_str()))
+            .collect()
+    }
+
+    /// Drops the packages that are neither named by the environment nor in a closure of one
+    /// that is (what an update or a dropped package left behind).
+    pub fn drop_unused_closure_pins(&mut self) {
+        let keep: Vec<bool> = self
+            .packages
+            .iter()
+            .map(|p| p.closure.is_some() || self.in_a_closure(&p.name))
+            .collect();
+        let mut keep = keep.into_iter();
+        self.packages.retain(|_| keep.next().unwrap_or(true));
+    }
+
     pub fn image(&self, name: &str) -> Option<&ImagePin> {
         self.images.iter().find(|i| i.name == name)
     }
@@ -180,10 +239,21 @@ impl Lockfile {
                 .encode()
             }),
             PinKey::Package(name) => self.package(name).map(|p| {
+                // A closure member that is missing is a broken lockfile (`consistency.rs`
+                // reports it); the value leaves it out rather than guessing.
+                let closure = self.closure_of(p).unwrap_or_default();
                 PackageValue {
                     version: p.version.clone(),
                     architecture: p.architecture.clone(),
                     sha256: p.sha256.clone(),
+                    closure: closure
+                        .into_iter()
+                        .map(|d| ClosureDeb {
+                            name: d.name.clone(),
+                            version: d.version.clone(),
+                            sha256: d.sha256.clone(),
+                        })
+                        .collect(),
                 }
                 .encode()
             }),
@@ -239,9 +309,23 @@ pub fn update(
         }
     }
     let mut named: Vec<PinKey> = keys.to_vec();
+    // A package whose closure was resolved onto an image's set is resolved again with it.
+    for p in &fresh.packages {
+        let onto = p.closure.iter().flat_map(|c| &c.starts_from);
+        let images: Vec<PinKey> = onto
+            .filter_map(|s| s.strip_prefix("image:"))
+            .map(|i| PinKey::Image(i.to_string()))
+            .collect();
+        if images.iter().any(|i| keys.contains(i)) {
+            named.push(p.key());
+        }
+    }
     for p in &fresh.packages {
         if named.contains(&p.key()) {
             named.push(PinKey::Archive(p.archive.clone()));
+            // A package's closure moves with it.
+            let members = p.closure.iter().flat_map(|c| &c.packages);
+            named.extend(members.map(|n| PinKey::Package(n.clone())));
         }
     }
     for i in &fresh.images {
@@ -274,6 +358,15 @@ pub fn update(
     }
     keep_old(&mut out.archives, ArchivePin::key, &old.archives, &keep);
     keep_old(&mut out.packages, PackagePin::key, &old.packages, &keep);
+    // A package kept from `old` keeps its closure, even where `fresh` resolved another one.
+    let missing: Vec<PackagePin> = old
+        .packages
+        .iter()
+        .filter(|m| out.package(&m.name).is_none() && out.in_a_closure(&m.name))
+        .cloned()
+        .collect();
+    out.packages.extend(missing);
+    out.drop_unused_closure_pins();
     keep_old(&mut out.images, ImagePin::key, &old.images, &keep);
     keep_old(&mut out.tools, ToolPin::key, &old.tools, &keep);
     out.normalize();
@@ -299,6 +392,7 @@ mod tests {
                 "image:debian-12",
                 "package:hello",
                 "package:libc6",
+                "package:libgreet1",
                 "source_date_epoch",
                 "stdlib",
                 "tool:mmdebstrap",
@@ -317,6 +411,7 @@ mod tests {
         fresh.archives[0].release_sha256 = "d".repeat(64);
         fresh.packages[0].version = "2.10-4".into();
         fresh.packages[1].version = "2.36-9+deb12u14".into();
+        fresh.packages[2].sha256 = "e".repeat(64);
         fresh.images[0].packages[0].1 = "2.6.2".into();
         fresh.tools[2].version = "9.3".into();
         let got = match update(&old, &fresh, &keys) {
@@ -340,11 +435,16 @@ mod tests {
         check(&[], "");
         check(&["tool:ssh"], "tool:ssh");
         check(&["source_date_epoch"], "source_date_epoch");
-        // A package brings its archive's state along.
-        check(&["package:hello"], "archive:debian/bookworm package:hello");
+        // A package brings its archive's state and its closure along.
+        check(
+            &["package:hello"],
+            "archive:debian/bookworm package:hello package:libgreet1",
+        );
+        check(&["package:libc6"], "archive:debian/bookworm package:libc6");
+        // An image brings the packages whose closure was resolved onto it.
         check(
             &["image:debian-12"],
-            "archive:debian/bookworm image:debian-12",
+            "archive:debian/bookworm image:debian-12 package:hello package:libgreet1",
         );
         check(&["archive:debian/bookworm"], "archive:debian/bookworm");
         check(

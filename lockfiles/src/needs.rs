@@ -30,6 +30,9 @@ pub struct PackageNeed {
     pub version: Option<String>,
     /// The nodes that install it (`h/package:curl`).
     pub used_by: Vec<String>,
+    /// What its targets start from (`image:NAME`, or [`crate::model::REQUIRED`]): its
+    /// closure is resolved against what all of them have.
+    pub starts_from: BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,12 +71,14 @@ impl fmt::Display for NeedsConflict {
 
 impl Needs {
     /// Adds a package `node` installs; a second node asking for it differently conflicts.
+    /// `starts_from`: what the node's target starts from (see [`PackageNeed::starts_from`]).
     pub fn add_package(
         &mut self,
         name: &str,
         suite: &str,
         version: Option<String>,
         node: &str,
+        starts_from: &str,
     ) -> Result<(), Box<NeedsConflict>> {
         let entry = self
             .packages
@@ -82,8 +87,10 @@ impl Needs {
                 suite: suite.to_string(),
                 version: version.clone(),
                 used_by: Vec::new(),
+                starts_from: BTreeSet::new(),
             });
         entry.used_by.push(node.to_string());
+        entry.starts_from.insert(starts_from.to_string());
         if entry.version != version || entry.suite != suite {
             return Err(Box::new(NeedsConflict {
                 package: name.to_string(),
@@ -165,12 +172,32 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                 }
                 if p.archive != ArchivePin::default_name(&need.suite) {
                     push(
-                        key,
+                        key.clone(),
                         format!(
                             "pinned from {}, the source installs it from {}",
                             p.archive, need.suite
                         ),
                     );
+                }
+                let starts: Vec<&str> = need.starts_from.iter().map(String::as_str).collect();
+                match &p.closure {
+                    None => push(
+                        key,
+                        format!(
+                            "pinned only as a dependency, without the closure of its own (used \
+                             by {})",
+                            need.used_by.join(", ")
+                        ),
+                    ),
+                    Some(c) if c.starts_from != starts => push(
+                        key,
+                        format!(
+                            "its closure was resolved onto {}, its targets now start from {}",
+                            c.starts_from.join(", "),
+                            starts.join(", ")
+                        ),
+                    ),
+                    Some(_) => {}
                 }
             }
         }
@@ -220,8 +247,24 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
         }
     }
     for p in &lock.packages {
-        if !needs.packages.contains_key(&p.name) {
+        if !needs.packages.contains_key(&p.name) && !lock.in_a_closure(&p.name) {
             push(p.key(), "pinned, but no node installs it any more".into());
+        }
+    }
+    // A closure resolved onto an image's set holds while that set does: a moved set may
+    // satisfy a dependency another way.
+    for p in &lock.packages {
+        let onto = p.closure.iter().flat_map(|c| &c.starts_from);
+        for start in onto {
+            let Some(image) = start.strip_prefix("image:") else {
+                continue;
+            };
+            if lock.image(image).is_none() {
+                push(
+                    p.key(),
+                    format!("its closure was resolved onto {start}, which is not pinned"),
+                );
+            }
         }
     }
     for i in &lock.images {

@@ -84,6 +84,7 @@ pub fn pin(archive: &Archive, s: &Stanza) -> PackagePin {
         filename: s.filename.clone(),
         size: s.size,
         sha256: s.sha256.clone(),
+        closure: None,
     }
 }
 
@@ -201,12 +202,6 @@ pub fn resolve_image(
     includes: &[&str],
 ) -> Result<Vec<(String, String)>, Vec<ResolveError>> {
     let mut errors = Vec::new();
-    let mut set: BTreeMap<String, &Stanza> = BTreeMap::new();
-    let mut queue: VecDeque<&Stanza> = VecDeque::new();
-    // Or-groups (and virtual names with several providers) wait until every hard
-    // dependency is in, so that a choice already made elsewhere satisfies them.
-    let mut deferred: VecDeque<(&Alternatives, &str)> = VecDeque::new();
-
     let mut seeds: Vec<&Stanza> = archive
         .names()
         .filter_map(|n| archive.candidate(n))
@@ -230,10 +225,87 @@ pub fn resolve_image(
             Err(e) => errors.push(e),
         }
     }
+    let none = BTreeMap::new();
+    let set = close(archive, &none, seeds, &mut errors);
+    finish(set, errors)
+}
+
+/// What every Debian system has: the `Priority: required` and `Essential: yes` packages
+/// and their closure (debootstrap's minbase). The start of a host envc knows nothing of.
+pub fn required_set(archive: &Archive) -> Result<Vec<(String, String)>, Vec<ResolveError>> {
+    let seeds: Vec<&Stanza> = archive
+        .names()
+        .filter_map(|n| archive.candidate(n))
+        .filter(|s| s.essential || s.priority.as_deref() == Some("required"))
+        .collect();
+    let mut errors = Vec::new();
+    let none = BTreeMap::new();
+    let set = close(archive, &none, seeds, &mut errors);
+    finish(set, errors)
+}
+
+/// The closure of a package installed onto a system that has `start` (name → version): the
+/// packages it depends on, directly or not (Depends and Pre-Depends), that `start` does not
+/// satisfy, sorted by name, without the package itself. `version` as for
+/// [`resolve_packages`].
+pub fn resolve_closure(
+    archive: &Archive,
+    start: &BTreeMap<String, String>,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Vec<PackagePin>, Vec<ResolveError>> {
+    let root =
+        find(archive, name, version, &PinKey::Package(name.to_string())).map_err(|e| vec![e])?;
+    let mut errors = Vec::new();
+    let set = close(archive, start, vec![root], &mut errors);
+    if !errors.is_empty() {
+        return Err(finish(set, errors).err().unwrap_or_default());
+    }
+    Ok(set
+        .into_values()
+        .filter_map(|m| match m {
+            Member::New(s) if s.package != name => Some(pin(archive, s)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A package of a set being closed: one the system starts with (at its version), or one
+/// the closure adds.
+#[derive(Clone, Copy)]
+enum Member<'a> {
+    Start(&'a str),
+    New(&'a Stanza),
+}
+
+impl Member<'_> {
+    fn version(&self) -> &str {
+        match self {
+            Member::Start(v) => v,
+            Member::New(s) => &s.version,
+        }
+    }
+}
+
+/// `start` and `seeds`, closed over Depends and Pre-Depends: apt's choices, as closely as
+/// the module's notes say.
+fn close<'a>(
+    archive: &'a Archive,
+    start: &'a BTreeMap<String, String>,
+    seeds: Vec<&'a Stanza>,
+    errors: &mut Vec<ResolveError>,
+) -> BTreeMap<String, Member<'a>> {
+    let mut set: BTreeMap<String, Member<'a>> = start
+        .iter()
+        .map(|(n, v)| (n.clone(), Member::Start(v)))
+        .collect();
+    let mut queue: VecDeque<&Stanza> = VecDeque::new();
+    // Or-groups (and virtual names with several providers) wait until every hard
+    // dependency is in, so that a choice already made elsewhere satisfies them.
+    let mut deferred: VecDeque<(&Alternatives, &str)> = VecDeque::new();
     for s in seeds {
         add(&mut set, &mut queue, s);
     }
-
     loop {
         while let Some(s) = queue.pop_front() {
             for group in s.pre_depends.iter().chain(&s.depends) {
@@ -257,10 +329,18 @@ pub fn resolve_image(
             }
         }
     }
+    set
+}
+
+/// The set as `name=version`, or every error, sorted and once each.
+fn finish(
+    set: BTreeMap<String, Member<'_>>,
+    mut errors: Vec<ResolveError>,
+) -> Result<Vec<(String, String)>, Vec<ResolveError>> {
     if errors.is_empty() {
         Ok(set
             .into_iter()
-            .map(|(n, s)| (n, s.version.clone()))
+            .map(|(n, m)| (n, m.version().to_string()))
             .collect())
     } else {
         errors.sort_by(|a, b| a.pin.cmp(&b.pin).then_with(|| a.message.cmp(&b.message)));
@@ -270,22 +350,29 @@ pub fn resolve_image(
 }
 
 fn add<'a>(
-    set: &mut BTreeMap<String, &'a Stanza>,
+    set: &mut BTreeMap<String, Member<'a>>,
     queue: &mut VecDeque<&'a Stanza>,
     s: &'a Stanza,
 ) {
-    if !set.contains_key(&s.package) {
-        set.insert(s.package.clone(), s);
+    // A package the system starts with at another version is upgraded: nothing reaches
+    // here unless the start's version fails a dependency.
+    let present = match set.get(&s.package) {
+        Some(Member::New(_)) => true,
+        Some(Member::Start(v)) => *v == s.version,
+        None => false,
+    };
+    if !present {
+        set.insert(s.package.clone(), Member::New(s));
         queue.push_back(s);
     }
 }
 
 /// Whether a package of the set satisfies one of the alternatives (by name and version, or
 /// by providing it).
-fn satisfied(archive: &Archive, set: &BTreeMap<String, &Stanza>, group: &Alternatives) -> bool {
+fn satisfied(archive: &Archive, set: &BTreeMap<String, Member<'_>>, group: &Alternatives) -> bool {
     group.iter().any(|dep| {
         set.get(&dep.name)
-            .is_some_and(|s| version_ok(dep, &s.version))
+            .is_some_and(|m| version_ok(dep, m.version()))
             || archive
                 .providers(&dep.name)
                 .iter()
@@ -595,6 +682,7 @@ mod tests {
                 filename: "pool/main/hello_2.10-3_amd64.deb".into(),
                 size: 500,
                 sha256: format!("{:064x}", 11),
+                closure: None,
             }]
         );
     }
@@ -673,6 +761,88 @@ mod tests {
              hint: a suite keeps only its current versions: ask for one of those, or pin an archive that has 1 (a snapshot mirror)\n\
              package:helo: package `helo` does not exist in debian/test (http://mirror.test/debian test main, amd64)\n  \
              hint: did you mean `hello`? Check the name in the environment file",
+        );
+    }
+
+    /// The closure of `package` (`name` or `name=version`) onto `start` (space-separated
+    /// `name=version`, or `base` for the image base set), rendered as `name=version`.
+    fn check_closure(start: &str, package: &str, expected: &str) {
+        let archive = archive(SUITE);
+        let start: BTreeMap<String, String> = if start == "base" {
+            resolve_image(&archive, &[]).unwrap().into_iter().collect()
+        } else {
+            start
+                .split_whitespace()
+                .map(|w| {
+                    let (n, v) = w.split_once('=').unwrap();
+                    (n.to_string(), v.to_string())
+                })
+                .collect()
+        };
+        let (name, version) = match package.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (package, None),
+        };
+        let got = match resolve_closure(&archive, &start, name, version) {
+            Ok(pins) => pins
+                .iter()
+                .map(|p| format!("{}={}", p.name, p.version))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err(errors) => errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        assert_eq!(got, expected, "{package} onto {start:?}");
+    }
+
+    #[test]
+    fn a_closure_is_what_the_start_lacks() {
+        // Onto nothing: every dependency, down to the bottom.
+        check_closure("", "hello", "libc6=2.36-9+deb12u4 libgcc-s1=12.2.0");
+        // Onto a system that has them: nothing more.
+        check_closure("base", "hello", "");
+        // A start that has a dependency at a version that no longer satisfies it.
+        check_closure(
+            "libc6=2.36-9 libgcc-s1=12.2.0",
+            "picky",
+            "libc6=2.36-9+deb12u4",
+        );
+        check_closure("libc6=2.36-9 libgcc-s1=12.2.0", "hello", "");
+        // Alternatives and virtual names: what the start provides is taken.
+        check_closure("", "mailer", "exim4=4.96");
+        check_closure("postfix=3.7", "mailer", "");
+        // A package the start already has brings nothing.
+        check_closure("hello=2.10-3", "hello", "");
+        check_closure(
+            "",
+            "awkward",
+            "package:awkward: `awkward` 1 depends on `nosuch (>= 1) | alsonot`, which is not in debian/test\n  \
+             hint: the suite cannot install `awkward`: add the component or suite that has its dependency",
+        );
+        check_closure(
+            "",
+            "helo",
+            "package:helo: package `helo` does not exist in debian/test (http://mirror.test/debian test main, amd64)\n  \
+             hint: did you mean `hello`? Check the name in the environment file",
+        );
+    }
+
+    #[test]
+    fn the_required_set_is_required_and_essential_packages_closed() {
+        let archive = archive(SUITE);
+        let set: Vec<String> = required_set(&archive)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        // debconf is Priority: required; apt is not in it (an image adds it).
+        assert_eq!(
+            set.join(" "),
+            "base-files=12.4 debconf=1.5.82 dpkg=1.21.22 init-system-helpers=1.65 \
+             libc6=2.36-9+deb12u4 libgcc-s1=12.2.0 perl=5.36 tar=1.34 usrmerge=35"
         );
     }
 

@@ -30,6 +30,10 @@ pub fn sample() -> Lockfile {
                 filename: "pool/main/h/hello/hello_2.10-3_amd64.deb".into(),
                 size: 56_120,
                 sha256: hex('b'),
+                closure: Some(PackageClosure {
+                    starts_from: vec!["image:debian-12".into(), REQUIRED.into()],
+                    packages: vec!["libgreet1".into()],
+                }),
             },
             PackagePin {
                 name: "libc6".into(),
@@ -39,6 +43,20 @@ pub fn sample() -> Lockfile {
                 filename: "pool/main/g/glibc/libc6_2.36-9+deb12u13_amd64.deb".into(),
                 size: 2_757_936,
                 sha256: hex('c'),
+                closure: Some(PackageClosure {
+                    starts_from: vec![REQUIRED.into()],
+                    packages: Vec::new(),
+                }),
+            },
+            PackagePin {
+                name: "libgreet1".into(),
+                archive: "debian/bookworm".into(),
+                version: "1.0-1".into(),
+                architecture: "amd64".into(),
+                filename: "pool/main/g/greet/libgreet1_1.0-1_amd64.deb".into(),
+                size: 20_480,
+                sha256: hex('d'),
+                closure: None,
             },
         ],
         images: vec![ImagePin {

@@ -80,6 +80,16 @@ impl Lockfile {
             field(&mut out, "date", &a.date);
         }
         for p in &lock.packages {
+            if p.closure.is_none() {
+                // For the reviewer: why a package nobody named is pinned.
+                let with: Vec<&str> = lock
+                    .packages
+                    .iter()
+                    .filter(|r| r.closure.iter().any(|c| c.packages.contains(&p.name)))
+                    .map(|r| r.name.as_str())
+                    .collect();
+                out.push_str(&format!("\n# installed with {}", with.join(", ")));
+            }
             out.push_str("\n[[package]]\n");
             field(&mut out, "name", &p.name);
             field(&mut out, "archive", &p.archive);
@@ -88,22 +98,19 @@ impl Lockfile {
             field(&mut out, "filename", &p.filename);
             out.push_str(&format!("size = {}\n", p.size));
             field(&mut out, "sha256", &p.sha256);
+            if let Some(c) = &p.closure {
+                list(&mut out, "starts_from", &c.starts_from, false);
+                list(&mut out, "closure", &c.packages, true);
+            }
         }
         for i in &lock.images {
             out.push_str("\n[[image]]\n");
             field(&mut out, "name", &i.name);
             field(&mut out, "archive", &i.archive);
-            let includes: Vec<String> = i.includes.iter().map(|c| quote(c)).collect();
-            out.push_str(&format!("includes = [{}]\n", includes.join(", ")));
-            if i.packages.is_empty() {
-                out.push_str("packages = []\n");
-            } else {
-                out.push_str("packages = [\n");
-                for (name, version) in &i.packages {
-                    out.push_str(&format!("    {},\n", quote(&format!("{name}={version}"))));
-                }
-                out.push_str("]\n");
-            }
+            list(&mut out, "includes", &i.includes, false);
+            let packages: Vec<String> =
+                i.packages.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            list(&mut out, "packages", &packages, true);
         }
         for t in &lock.tools {
             out.push_str("\n[[tool]]\n");
@@ -112,6 +119,21 @@ impl Lockfile {
         }
         out
     }
+}
+
+/// A list of strings: on one line, or one item per line (long lists that change item by
+/// item, so that a diff shows each change on its own line).
+fn list(out: &mut String, key: &str, items: &[String], one_per_line: bool) {
+    let quoted: Vec<String> = items.iter().map(|c| quote(c)).collect();
+    if !one_per_line || items.is_empty() {
+        out.push_str(&format!("{key} = [{}]\n", quoted.join(", ")));
+        return;
+    }
+    out.push_str(&format!("{key} = [\n"));
+    for q in quoted {
+        out.push_str(&format!("    {q},\n"));
+    }
+    out.push_str("]\n");
 }
 
 fn field(out: &mut String, key: &str, value: &str) {
@@ -548,6 +570,24 @@ impl Parser {
             self.missing(&b, "size");
         }
         let sha256 = self.hash_field(&mut b, "sha256");
+        // Only the packages the environment names have a closure; the others are in one.
+        let closure = if b.table.contains_key("closure") || b.table.contains_key("starts_from") {
+            let starts_from = self.strings(&mut b, "starts_from");
+            let packages = self.strings(&mut b, "closure");
+            for name in packages.iter().flatten() {
+                if !valid_package_name(name) {
+                    self.field_error(&b, "closure", format!("{name:?} is not a package name"));
+                }
+            }
+            starts_from.zip(packages).map(|(starts_from, packages)| {
+                Some(PackageClosure {
+                    starts_from,
+                    packages,
+                })
+            })
+        } else {
+            Some(None)
+        };
         self.finish(&b);
         Some(PackagePin {
             name,
@@ -557,6 +597,7 @@ impl Parser {
             filename: filename?,
             size: size?,
             sha256: sha256?,
+            closure: closure?,
         })
     }
 
@@ -894,7 +935,7 @@ mod tests {
         );
         check(
             replace("name = \"mmdebstrap\"\n", ""),
-            "line 47: missing `name` in a [[tool]] block\n  \
+            "line 63: missing `name` in a [[tool]] block\n  \
              hint: add it, or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
@@ -917,6 +958,17 @@ mod tests {
             "line 24: package:hello: `size` must be a non-negative integer\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
+        // A closure without what it was resolved onto, and one naming no package.
+        check(
+            replace("starts_from = [\"required\"]\n", ""),
+            "line 31: package:libc6: missing `starts_from`\n  \
+             hint: add it, or run `envc lock FILE` to regenerate the lockfile",
+        );
+        check(
+            replace("    \"libgreet1\",", "    \"lib greet\","),
+            "line 27: package:hello: \"lib greet\" is not a package name\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
         check(
             replace("suite = \"bookworm\"", "suite = 12"),
             "line 12: archive:debian/bookworm: `suite` must be a string, not integer\n  \
@@ -924,21 +976,21 @@ mod tests {
         );
         check(
             replace("    \"libc6=", "    \"libc6\",\n    \"libc6="),
-            "line 43: image:debian-12: \"libc6\" is not \"NAME=VERSION\" (a Debian package and its version)\n  \
+            "line 59: image:debian-12: \"libc6\" is not \"NAME=VERSION\" (a Debian package and its version)\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
             replace("    \"libc6=", "    \"apt=2.6.0\",\n    \"libc6="),
-            "line 43: image:debian-12: package `apt` is listed twice\n  \
+            "line 59: image:debian-12: package `apt` is listed twice\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 1\n", "version = 2\n"),
-            "line 5: lockfile format version 2; this envc reads version 1\n  \
+            replace("version = 2\n", "version = 3\n"),
+            "line 5: lockfile format version 3; this envc reads version 2\n  \
              hint: it was written by a newer envc: upgrade envc",
         );
         check(
-            replace("version = 1\n", ""),
+            replace("version = 2\n", ""),
             "line 1: missing `version` (the lockfile format's version)\n  \
              hint: this does not look like an envc lockfile; run `envc lock FILE` to regenerate the lockfile",
         );
@@ -949,17 +1001,17 @@ mod tests {
         );
         check(
             replace("name = \"ssh\"", "name = \"ssh\"\nname = \"ssh2\""),
-            "line 57: not valid TOML: duplicate key\n  \
+            "line 73: not valid TOML: duplicate key\n  \
              hint: the lockfile was edited or merged by hand into invalid TOML; restore it from version control or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
             replace("[[tool]]\nname = \"ssh\"", "<<<<<<< HEAD\n[[tool]]\nname = \"ssh\""),
-            "line 55: unresolved merge conflict marker `<<<<<<< HEAD`\n  \
+            "line 71: unresolved merge conflict marker `<<<<<<< HEAD`\n  \
              hint: a lockfile conflict is resolved by locking again: take either side, then run `envc lock FILE` (pins that both sides changed are re-resolved)",
         );
         check(
             replace("[[tool]]\nname = \"ssh\"", "[tool]]\nname = \"ssh\""),
-            "line 55: not valid TOML: unexpected key or value, expected newline, `#`\n  \
+            "line 71: not valid TOML: unexpected key or value, expected newline, `#`\n  \
              hint: the lockfile was edited or merged by hand into invalid TOML; restore it from version control or run `envc lock FILE` to regenerate the lockfile",
         );
     }
@@ -987,7 +1039,7 @@ mod tests {
                 let block = "\n[[tool]]\nname = \"ssh\"\nversion = \"9.2p1 Debian-2+deb12u6\"\n";
                 format!("{t}{}", block.replace("u6", "u7"))
             },
-            "line 59: tool:ssh: tool:ssh is pinned 2 times (lines 55, 59)\n  \
+            "line 75: tool:ssh: tool:ssh is pinned 2 times (lines 71, 75)\n  \
              hint: a merge may have kept both sides: keep one block and run `envc lock FILE --update tool:ssh`, or run `envc lock FILE` to regenerate the lockfile",
         );
     }

@@ -110,6 +110,7 @@ async fn resolves_against_a_served_archive() {
             filename: "pool/main/h/hello/hello_2.10-2_amd64.deb".into(),
             size: deb.len() as u64,
             sha256: sha256_hex(&deb),
+            closure: None,
         }]
     );
     // ... and the last link of the chain verifies.

@@ -203,7 +203,7 @@ pub fn compile_with(
     };
     let compiled = compile(&name, &files, &options);
     let graph = report(&compiled, ui, file).ok_or(Failure::Reported(Exit::Input))?;
-    let spec = Spec::from_graph(graph, &compiled.sources);
+    let spec = Spec::from_graph(graph, &compiled.sources).with_lock(lock.as_ref().map(|l| &l.lock));
     Ok(CompiledEnv {
         spec,
         compiled,

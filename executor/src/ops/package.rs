@@ -1,32 +1,67 @@
-//! Debian packages through apt: one transaction per batch. `dpkg --configure -a` runs first so
+//! Debian packages, one apt transaction per batch. A locked package installs exactly its
+//! pinned `.deb`s, shipped from the controller's store (`crate::debs`) with no index or
+//! mirror on the target; an unlocked one is installed from the target's own apt sources
+//! (`name=version` when the source asks for a version). `dpkg --configure -a` runs first so
 //! that a run killed in the middle of dpkg converges; apt waits for the dpkg lock (up to
 //! 10 minutes) instead of failing when another apt runs.
 
+use std::collections::BTreeMap;
+
 use super::{indexed, no_record, records, run_script, tail, Applied, Facts};
+use crate::debs::{bytes_of, DebSource};
 use crate::error::StepError;
+use crate::store::Store;
 use crate::transport::{CommandOutput, Transport, TransportError};
 
 const INSTALL: &str = include_str!("install_packages.sh");
+const INSTALL_DEBS: &str = include_str!("install_debs.sh");
 const PROBE: &str = include_str!("probe_packages.sh");
 const PURGE: &str = include_str!("purge_packages.sh");
 
-/// A package to install, optionally pinned to an exact version.
+/// A package to install: pinned `.deb`s (itself first, then its closure), or, unlocked, a
+/// name and optionally a version for the target's apt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackageSpec {
     pub name: String,
     pub version: Option<String>,
+    /// Empty when the package is not locked.
+    pub debs: Vec<DebSource>,
 }
 
-/// Installs `packages` in one apt transaction. On success, per package (in order): the
-/// installed `version` as a fact, and whether it was not installed before. On failure, one
-/// message for the batch naming the packages, with the end of apt's output.
+/// Installs `packages`: the locked ones from their pinned `.deb`s in one apt transaction,
+/// the others from the target's apt sources in another. On success, per package (in
+/// order): the installed `version` as a fact, and whether it was not installed before. On
+/// failure, one message for the batch naming the packages, with the end of apt's output.
 pub async fn install_packages(
+    t: &Transport,
+    store: &Store,
+    packages: &[PackageSpec],
+) -> Result<Vec<Applied>, StepError> {
+    let (pinned, unpinned): (Vec<usize>, Vec<usize>) =
+        (0..packages.len()).partition(|&i| !packages[i].debs.is_empty());
+    let mut applied: Vec<Option<Applied>> = vec![None; packages.len()];
+    for (part, locked) in [(pinned, true), (unpinned, false)] {
+        if part.is_empty() {
+            continue;
+        }
+        let these: Vec<PackageSpec> = part.iter().map(|&i| packages[i].clone()).collect();
+        let done = if locked {
+            install_pinned(t, store, &these).await?
+        } else {
+            install_from_sources(t, &these).await?
+        };
+        for (i, a) in part.into_iter().zip(done) {
+            applied[i] = Some(a);
+        }
+    }
+    Ok(applied.into_iter().flatten().collect())
+}
+
+/// The target's apt resolves and downloads: `name` or `name=version`.
+async fn install_from_sources(
     t: &Transport,
     packages: &[PackageSpec],
 ) -> Result<Vec<Applied>, StepError> {
-    if packages.is_empty() {
-        return Ok(Vec::new());
-    }
     let mut args = Vec::with_capacity(packages.len());
     for p in packages {
         check_name(&p.name)?;
@@ -40,25 +75,120 @@ pub async fn install_packages(
     }
     let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_script(t, INSTALL, &arg_refs, b"").await?;
+    outcome(t, packages, &out)
+}
+
+/// Exactly the pinned `.deb`s: those the target does not have at their pinned version are
+/// fetched into the store (or taken from it), checked, and shipped in one tar.
+async fn install_pinned(
+    t: &Transport,
+    store: &Store,
+    packages: &[PackageSpec],
+) -> Result<Vec<Applied>, StepError> {
+    let mut debs: BTreeMap<&str, &DebSource> = BTreeMap::new();
+    for p in packages {
+        check_name(&p.name)?;
+        for d in &p.debs {
+            check_name(&d.pin.name)?;
+            check_version(&d.pin.name, &d.pin.version)?;
+            if let Some(other) = debs.insert(&d.pin.name, d) {
+                if other.pin.sha256 != d.pin.sha256 {
+                    return Err(StepError::new(format!(
+                        "two packages of host `{}` need `{}` as different files ({} and {})",
+                        t.host(),
+                        d.pin.name,
+                        other.pin.filename,
+                        d.pin.filename
+                    )));
+                }
+            }
+        }
+    }
+    let names: Vec<String> = debs.keys().map(|n| n.to_string()).collect();
+    let installed = probe_packages(t, &names).await?;
+    let needed: Vec<&DebSource> = debs
+        .values()
+        .zip(installed)
+        .filter(|(d, found)| found.as_ref().and_then(|f| f.get("version")) != Some(&d.pin.version))
+        .map(|(d, _)| *d)
+        .collect();
+    let bytes = futures::future::try_join_all(needed.iter().map(|d| bytes_of(store, d))).await?;
+    let tar = tar_of(&needed, &bytes)?;
+    let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    let mut args: Vec<&str> = roots.clone();
+    args.push("--");
+    args.extend(
+        names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !roots.contains(n)),
+    );
+    let out = run_script(t, INSTALL_DEBS, &args, &tar).await?;
+    let damaged: Vec<String> = records(&out, "H").iter().map(|r| r.join(" ")).collect();
+    if !damaged.is_empty() {
+        return Err(StepError::with_hint(
+            format!(
+                "the .debs for {} arrived on host `{}` other than sent ({}); nothing was \
+                 installed",
+                list(roots.iter().copied()),
+                t.host(),
+                damaged.join("; ")
+            ),
+            "the connection or the host's disk damaged them: run the build again",
+        ));
+    }
+    outcome(t, packages, &out)
+}
+
+/// A tar of the `.deb`s (named as in the pool) and `SHA256SUMS`, for `install_debs.sh`.
+fn tar_of(debs: &[&DebSource], bytes: &[Vec<u8>]) -> Result<Vec<u8>, StepError> {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut sums = String::new();
+    let mut add = |name: &str, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        h.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut h, name, data)
+    };
+    for (d, data) in debs.iter().zip(bytes) {
+        let file = d.pin.filename.rsplit('/').next().unwrap_or(&d.pin.filename);
+        sums.push_str(&format!("{}  {file}\n", d.pin.sha256));
+        add(file, data).map_err(|e| StepError::new(format!("packing {file}: {e}")))?;
+    }
+    add("SHA256SUMS", sums.as_bytes())
+        .map_err(|e| StepError::new(format!("packing SHA256SUMS: {e}")))?;
+    tar.into_inner()
+        .map_err(|e| StepError::new(format!("packing the .debs: {e}")))
+}
+
+/// What the install scripts report, per package: `B`/`A` records (status and version
+/// before and after), `N` (no apt), `F`/`L` (apt failed, and its last lines).
+fn outcome(
+    t: &Transport,
+    packages: &[PackageSpec],
+    out: &CommandOutput,
+) -> Result<Vec<Applied>, StepError> {
     let names = list(packages.iter().map(|p| p.name.as_str()));
-    if let Some(e) = no_apt(t, &out) {
+    if let Some(e) = no_apt(t, out) {
         return Err(e.into());
     }
-    if let Some(e) = apt_failure(&out) {
+    if let Some(e) = apt_failure(out) {
         return Err(StepError::new(format!(
             "installing {names} on host `{}` failed: {e}",
             t.host()
         )));
     }
-    let before = indexed(records(&out, "B"), packages.len());
-    let after = indexed(records(&out, "A"), packages.len());
+    let before = indexed(records(out, "B"), packages.len());
+    let after = indexed(records(out, "A"), packages.len());
     let mut applied = Vec::with_capacity(packages.len());
     for (i, p) in packages.iter().enumerate() {
         let (Some(before), Some(after)) = (&before[i], &after[i]) else {
             return Err(StepError::new(format!(
                 "installing {names} on host `{}`: {}",
                 t.host(),
-                no_record(&out)
+                no_record(out)
             )));
         };
         let version = match after.as_slice() {
@@ -185,6 +315,12 @@ fn apt_failure(out: &CommandOutput) -> Option<String> {
     if log.contains("Unable to locate package") || log.contains("has no installation candidate") {
         msg += "\n  hint: check the package name, and that the host's apt sources offer it \
                 (run `apt-get update` there if its lists are old)";
+    } else if log.contains("nmet dependencies") {
+        msg += "\n  hint: the host lacks packages the pinned .debs depend on, or has them at \
+                versions that do not satisfy them. The lock resolved each package's closure \
+                onto what its hosts start from (a host's `base` image, else Debian's required \
+                packages): declare the host's `base`, or bring the host up to it, then run \
+                `envc lock FILE`";
     } else if log.contains("was not found") && log.contains("Version") {
         msg += "\n  hint: the pinned version is not offered by the host's apt sources; \
                 `apt-cache policy NAME` on the host lists the versions it can install";

@@ -1,0 +1,94 @@
+# envc install_debs. Arguments: NAME… of the packages the nodes name, then `--`, then the NAME…
+# of the packages of their closures. Standard input: a tar of the .deb files to install and
+# SHA256SUMS listing each one's pinned sha256 (the controller checked them; this checks that
+# they arrived whole). One apt transaction over exactly those files, with no package index
+# and no source: nothing is downloaded, and a dependency the files and the installed system
+# do not satisfy stops apt before anything is unpacked.
+# Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
+# H FILE   for a file whose hash does not match (then nothing is installed); and on failure
+# F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
+set -u
+export LC_ALL=C DEBIAN_FRONTEND=noninteractive
+state() {
+    dpkg-query -W -f '${db:Status-Status}\t${Version}' "$1" 2>/dev/null || printf 'not-installed\t'
+}
+# Package names are checked by envc (no spaces, no globs): kept as one word list.
+all="$*"
+named=0
+for arg; do
+    [ "$arg" = -- ] && break
+    named=$((named + 1))
+done
+report() {
+    i=0
+    for name; do
+        [ "$i" -lt "$named" ] || break
+        printf '%s\t%s\t%s\n' "$tag" "$i" "$(state "$name")"
+        i=$((i + 1))
+    done
+}
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo 'N'
+    exit 0
+fi
+tag=B report "$@"
+# Closure packages that are not installed yet: installed as dependencies (apt-mark auto), so
+# that `apt-get autoremove` removes them once nothing needs them, as apt's own would be.
+fresh=""
+i=0
+for name; do
+    i=$((i + 1))
+    [ "$i" -gt $((named + 1)) ] || continue
+    [ "$(state "$name" | cut -f1)" = installed ] || fresh="$fresh $name"
+done
+dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 1' HUP INT TERM
+log=$dir/log
+mkdir -p "$dir/debs" "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/parts"
+# apt reads local files as its sandbox user.
+chmod 755 "$dir" "$dir/debs"
+if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
+    printf 'F\ttar\n'
+    tail -n 20 "$log" | sed 's/^/L\t/'
+    tag=A report "$@"
+    exit 0
+fi
+cd "$dir/debs" || exit 90
+if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
+    grep -v ': OK$' "$log" | sed 's/^/H\t/'
+    tag=A report "$@"
+    exit 0
+fi
+# An interrupted dpkg run (a killed apply) is finished first. dpkg has no lock timeout: retry
+# while another process holds its lock, as apt does with DPkg::Lock::Timeout below.
+configure() {
+    n=0
+    until dpkg --force-confdef --force-confold --configure -a >>"$log" 2>&1; do
+        n=$((n + 1))
+        grep -q 'lock' "$log" && [ "$n" -lt 600 ] || return 1
+        sleep 1
+    done
+}
+set --
+for f in *.deb; do
+    [ -e "$f" ] && set -- "$@" "$dir/debs/$f"
+done
+if [ $# -gt 0 ]; then
+    if configure &&
+        apt-get -q -y -o DPkg::Lock::Timeout=600 \
+            -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$dir/parts" \
+            -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" \
+            -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+            -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+            --no-install-recommends --no-remove --allow-downgrades \
+            install "$@" >>"$log" 2>&1; then
+        [ -z "$fresh" ] || apt-mark auto $fresh >>"$log" 2>&1 || true
+    else
+        printf 'F\t%s\n' "$?"
+        tail -n 20 "$log" | sed 's/^/L\t/'
+    fi
+fi
+cd / || exit 90
+# shellcheck disable=SC2086
+tag=A report $all
