@@ -1323,3 +1323,179 @@ fn a_build_whose_stdout_is_closed_finishes_and_is_recorded() {
         format!("managed by envc: {}\n", hosts.name(0))
     );
 }
+
+/// A Debian archive for the test hosts, as a mirror lays it out: the Packages index holds
+/// what the hosts' rootfs has installed (so the lock finds Debian's required set there; those
+/// files are never fetched) and, with their real files under `pool/`, the packages of the
+/// hosts' own repository (hello, jq and its libraries, envc-demo). No InRelease: the lock
+/// runs with `ENVC_ARCHIVE_KEYRING=""`.
+fn archive_for(hosts: &TestHosts, dir: &std::path::Path) {
+    use std::fmt::Write as _;
+    let rootfs = hosts.rootfs();
+    let pool = dir.join("pool/main");
+    std::fs::create_dir_all(&pool).unwrap();
+    let mut index = String::new();
+    let status = std::fs::read_to_string(rootfs.join("var/lib/dpkg/status")).unwrap();
+    for stanza in status
+        .split("\n\n")
+        .filter(|s| s.contains("Status: install ok installed"))
+    {
+        let field = |k: &str| {
+            let line = stanza
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}: ")));
+            line.unwrap().to_string()
+        };
+        let name = field("Package");
+        let kept: Vec<&str> = stanza
+            .lines()
+            .filter(|l| !l.starts_with("Status:"))
+            .collect();
+        writeln!(
+            index,
+            "{}\nFilename: pool/main/installed/{name}.deb\nSize: 1\nSHA256: {}\n",
+            kept.join("\n"),
+            "0".repeat(64)
+        )
+        .unwrap();
+    }
+    let repo = rootfs.join("srv/envc-repo");
+    let offered = std::fs::read_to_string(repo.join("Packages")).unwrap();
+    for stanza in offered.split("\n\n").filter(|s| !s.trim().is_empty()) {
+        let file = stanza
+            .lines()
+            .find_map(|l| l.strip_prefix("Filename: ./"))
+            .unwrap();
+        std::fs::copy(repo.join(file), pool.join(file)).unwrap();
+        writeln!(
+            index,
+            "{}\n",
+            stanza.replace("Filename: ./", "Filename: pool/main/")
+        )
+        .unwrap();
+    }
+    let bin = dir.join("dists/bookworm/main/binary-amd64");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("Packages"), &index).unwrap();
+    let sha = envc_lockfiles::fetch::sha256_hex(index.as_bytes());
+    let release = format!(
+        "Origin: Debian\nSuite: stable\nCodename: bookworm\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n\
+         Architectures: amd64\nComponents: main\nSHA256:\n {sha} {} main/binary-amd64/Packages\n",
+        index.len()
+    );
+    std::fs::write(dir.join("dists/bookworm/Release"), release).unwrap();
+}
+
+#[test]
+fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let archive = tempfile::tempdir().unwrap();
+    archive_for(&hosts, archive.path());
+    // The mirror lives in the controller's network, where envc runs; the host has no route
+    // to it, and no apt source or index of its own.
+    let mut server = hosts
+        .in_controller("python3")
+        .args([
+            "-m",
+            "http.server",
+            "8765",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(archive.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(20), "the archive's server", || {
+        let mut probe = hosts.in_controller("bash");
+        probe.args(["-c", "exec 3<>/dev/tcp/127.0.0.1/8765"]);
+        probe.status().is_ok_and(|s| s.success())
+    });
+    let cleared = hosts.ssh(
+        0,
+        "rm -f /etc/apt/sources.list.d/* && rm -rf /var/lib/apt/lists/*",
+    );
+    assert!(cleared.status.success(), "{cleared:?}");
+    let run = |args: &[&str]| {
+        p.envc(&hosts, args)
+            .env("ENVC_DEBIAN_MIRROR", "http://127.0.0.1:8765")
+            .env("ENVC_ARCHIVE_KEYRING", "")
+            .output()
+            .unwrap()
+    };
+    let src = |names: &[&str]| {
+        let mut s = format!(
+            "let h = host(name = \"{}\", address = \"{}\")\n",
+            hosts.name(0),
+            hosts.addr(0)
+        );
+        for n in names {
+            s.push_str(&format!(
+                "let {} = package(name = \"{n}\", target = h)\n",
+                n.replace('-', "_")
+            ));
+        }
+        s
+    };
+
+    p.write("prod.env", &src(&["jq"]));
+    ok(&run(&["lock"]));
+    let lock = std::fs::read_to_string(p.dir.path().join("env/prod.lock")).unwrap();
+    assert!(
+        lock.contains(
+            "starts_from = [\"required\"]\nclosure = [\n    \"libjq1\",\n    \"libonig5\",\n]"
+        ),
+        "{lock}"
+    );
+    let built = run(&["build"]);
+    ok(&built);
+    assert_eq!(remote(&hosts, 0, "jq -n '[1,2] | add'"), "3\n");
+    // The .debs came through envc's connection and the store, each kept once by its hash.
+    let kept = std::fs::read_dir(p.dir.path().join("env/.envc/debs"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 3);
+    assert_eq!(summary(&run(&["build"])), (0, 2, 0));
+
+    // The mirror serves other bytes than were locked: the build says which pin, and
+    // installs nothing.
+    p.write("prod.env", &src(&["jq", "hello"]));
+    ok(&run(&["lock"]));
+    let hello = std::fs::read_dir(archive.path().join("pool/main"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("hello_")
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&hello).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&hello, bytes).unwrap();
+    let refused = run(&["build"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("package `hello`")
+            && err.contains("pin package:hello")
+            && err.contains("does not match its pin")
+            && err.contains("nothing was installed"),
+        "{err}"
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            0,
+            "dpkg -s hello >/dev/null 2>&1 && echo installed || echo absent"
+        ),
+        "absent\n"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
