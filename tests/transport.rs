@@ -680,6 +680,15 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // A store copy that does not match its pin is not used: it is fetched again, and
         // here the mirror cannot be reached, so the error names the pin and nothing is
         // installed.
+        // Purged, it takes with it the dependencies it brought and nothing else needs.
+        ops::purge_packages(&t, &["jq".to_string()]).await.unwrap();
+        assert_eq!(
+            ops::probe_packages(&t, &names).await.unwrap(),
+            [None, None, None]
+        );
+        let still = run_ok(&t, &["dpkg-query", "-W", "-f", "${Status}", "libc6"]).await;
+        assert_eq!(still, b"install ok installed");
+
         let hello = &pins["hello"].pin;
         store.put_deb(&hello.sha256, b"not hello").unwrap();
         let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])])

@@ -1,5 +1,9 @@
 # envc purge_packages. Arguments: NAME… Purges those that are installed (or left configuration
-# files behind), in one apt transaction. On failure prints  F EXIT_CODE  and  L LINE…
+# files behind), in one apt transaction, and then the packages they brought in as
+# dependencies that nothing needs any more: the packages of their dependency closure that
+# apt marks automatically installed and would autoremove (never a package someone installed
+# by hand, never one another installed package still needs). On failure prints
+# F EXIT_CODE  and  L LINE…
 set -u
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -14,9 +18,23 @@ for name; do
 done
 [ $# -gt 0 ] || exit 0
 log=$(mktemp) || exit 90
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.closure"' EXIT
 trap 'exit 1' HUP INT TERM
-if ! apt-get -q -y -o DPkg::Lock::Timeout=600 purge "$@" >"$log" 2>&1; then
+closure=$(apt-cache depends --recurse --installed --no-recommends --no-suggests \
+    --no-conflicts --no-breaks --no-replaces --no-enhances "$@" 2>/dev/null | grep -v '^ ' | sort -u)
+apt() {
+    apt-get -q -y -o DPkg::Lock::Timeout=600 "$@" >>"$log" 2>&1
+}
+if ! apt purge "$@"; then
+    printf 'F\t%s\n' "$?"
+    tail -n 20 "$log" | sed 's/^/L\t/'
+    exit 0
+fi
+printf '%s\n' "$closure" >"$log.closure"
+# shellcheck disable=SC2046
+set -- $(apt-get -s autoremove 2>/dev/null | awk '$1 == "Remv" { print $2 }' |
+    grep -Fx -f "$log.closure" || true)
+if [ $# -gt 0 ] && ! apt purge "$@"; then
     printf 'F\t%s\n' "$?"
     tail -n 20 "$log" | sed 's/^/L\t/'
 fi
