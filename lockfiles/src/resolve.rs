@@ -615,6 +615,22 @@ mod tests {
         fallback 1
     ";
 
+    /// Pins as `name=version`, space-separated, or the errors, one per line.
+    fn rendered(result: Result<Vec<PackagePin>, Vec<ResolveError>>) -> String {
+        match result {
+            Ok(pins) => pins
+                .iter()
+                .map(|p| format!("{}={}", p.name, p.version))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err(errors) => errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
     /// Resolves `requests` (space-separated `name` or `name=version`) and renders the pins
     /// as `name=version` or the errors.
     fn check(requests: &str, expected: &str) {
@@ -626,18 +642,7 @@ mod tests {
                 None => (r, None),
             })
             .collect();
-        let got = match resolve_packages(&archive, &reqs) {
-            Ok(pins) => pins
-                .iter()
-                .map(|p| format!("{}={}", p.name, p.version))
-                .collect::<Vec<_>>()
-                .join(" "),
-            Err(errors) => errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
+        let got = rendered(resolve_packages(&archive, &reqs));
         assert_eq!(got, expected, "{requests}");
     }
 
@@ -783,18 +788,7 @@ mod tests {
             Some((n, v)) => (n, Some(v)),
             None => (package, None),
         };
-        let got = match resolve_closure(&archive, &start, name, version) {
-            Ok(pins) => pins
-                .iter()
-                .map(|p| format!("{}={}", p.name, p.version))
-                .collect::<Vec<_>>()
-                .join(" "),
-            Err(errors) => errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
+        let got = rendered(resolve_closure(&archive, &start, name, version));
         assert_eq!(got, expected, "{package} onto {start:?}");
     }
 

@@ -7,11 +7,6 @@
 # Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
 # H FILE   for a file whose hash does not match (then nothing is installed); and on failure
 # F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
-set -u
-export LC_ALL=C DEBIAN_FRONTEND=noninteractive
-state() {
-    dpkg-query -W -f '${db:Status-Status}\t${Version}' "$1" 2>/dev/null || printf 'not-installed\t'
-}
 # Package names are checked by envc (no spaces, no globs): kept as one word list.
 all="$*"
 named=0
@@ -60,16 +55,6 @@ if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
     tag=A report "$@"
     exit 0
 fi
-# An interrupted dpkg run (a killed apply) is finished first. dpkg has no lock timeout: retry
-# while another process holds its lock, as apt does with DPkg::Lock::Timeout below.
-configure() {
-    n=0
-    until dpkg --force-confdef --force-confold --configure -a >>"$log" 2>&1; do
-        n=$((n + 1))
-        grep -q 'lock' "$log" && [ "$n" -lt 600 ] || return 1
-        sleep 1
-    done
-}
 set --
 for f in *.deb; do
     [ -e "$f" ] && set -- "$@" "$dir/debs/$f"

@@ -1,11 +1,6 @@
 # envc install_packages. Arguments: NAME or NAME=VERSION, one per package. One apt transaction.
 # Prints   B INDEX STATUS VERSION   per package before,   A INDEX STATUS VERSION   after, and on
 # failure   F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
-set -u
-export LC_ALL=C DEBIAN_FRONTEND=noninteractive
-state() {
-    dpkg-query -W -f '${db:Status-Status}\t${Version}' "$1" 2>/dev/null || printf 'not-installed\t'
-}
 report() {
     i=0
     for spec; do
@@ -21,16 +16,6 @@ tag=B report "$@"
 log=$(mktemp) || exit 90
 trap 'rm -f "$log"' EXIT
 trap 'exit 1' HUP INT TERM
-# An interrupted dpkg run (a killed apply) is finished first. dpkg has no lock timeout: retry
-# while another process holds its lock, as apt does with DPkg::Lock::Timeout below.
-configure() {
-    n=0
-    until dpkg --force-confdef --force-confold --configure -a >>"$log" 2>&1; do
-        n=$((n + 1))
-        grep -q 'lock' "$log" && [ "$n" -lt 600 ] || return 1
-        sleep 1
-    done
-}
 # The package index is fetched when it is missing (a fresh image ships none) or does not
 # offer a requested package or version; otherwise the machine's index is used as it is.
 stale_index() {

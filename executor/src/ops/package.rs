@@ -13,8 +13,14 @@ use crate::error::StepError;
 use crate::store::Store;
 use crate::transport::{CommandOutput, Transport, TransportError};
 
-const INSTALL: &str = include_str!("install_packages.sh");
-const INSTALL_DEBS: &str = include_str!("install_debs.sh");
+const INSTALL: &str = concat!(
+    include_str!("apt_common.sh"),
+    include_str!("install_packages.sh")
+);
+const INSTALL_DEBS: &str = concat!(
+    include_str!("apt_common.sh"),
+    include_str!("install_debs.sh")
+);
 const PROBE: &str = include_str!("probe_packages.sh");
 const PURGE: &str = include_str!("purge_packages.sh");
 
