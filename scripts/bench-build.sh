@@ -27,6 +27,8 @@
 #   ENVC_BENCH_ROOTFS  the hosts' rootfs (default: what scripts/testhosts/build-rootfs prints)
 # Needs root (namespaces), python3 >= 3.11 and PyPI through pip (scripts/bench/peers-setup).
 # One invocation with the defaults takes about 9 minutes on 2 cores, 6 of them Ansible's.
+# With packages, envc's are locked first (untimed) against the rootfs's repository served as
+# an archive (scripts/testhosts/make-archive), so envc installs exactly the pinned .debs.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -101,7 +103,9 @@ H=$OUT/hosts           # scripts/bench/hosts state of the current repetition
 RAW=$OUT/raw.tsv
 rm -rf "$OUT/logs"; mkdir -p "$OUT/logs"
 printf 'tool\trep\tphase\tseconds\trc\tverified\tchanged\n' >"$RAW"
-trap '"$HOSTCTL" down "$H" 2>/dev/null || true' EXIT
+ARCHIVE_PID=""
+stop_archive() { [ -z "$ARCHIVE_PID" ] || { kill "$ARCHIVE_PID" 2>/dev/null || true; wait "$ARCHIVE_PID" 2>/dev/null || true; ARCHIVE_PID=""; }; }
+trap 'stop_archive; "$HOSTCTL" down "$H" 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
 
 # run TOOL WORK: one run of TOOL inside the controller netns; output to $logf
@@ -119,6 +123,27 @@ run_tool() {
             ANSIBLE_CONFIG=$w/ansible/ansible.cfg timeout -k 10 "$RUN_TIMEOUT" \
             "$HOSTCTL" exec "$H" -- "$VENV_BIN/ansible-playbook" site.yml) ;;
     esac
+}
+
+# envc's packages are locked, as a project commits its lockfile: against the rootfs's
+# repository served as a Debian archive in the controller's network (untimed, before the cold
+# run, which then fetches the pinned .debs into its empty store and ships them to the hosts;
+# the peers install the same files from the hosts' local repository).
+ARCHIVE=$OUT/archive
+lock_envc() {
+    local w=$1
+    rm -rf "$ARCHIVE"
+    "$ROOT/scripts/testhosts/make-archive" "$rootfs" "$ARCHIVE"
+    "$HOSTCTL" exec "$H" -- python3 -m http.server 8765 --bind 127.0.0.1 --directory "$ARCHIVE" \
+        >/dev/null 2>&1 &
+    ARCHIVE_PID=$!
+    for _ in $(seq 50); do
+        "$HOSTCTL" exec "$H" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/8765' 2>/dev/null && break
+        sleep 0.2
+    done
+    (cd "$w/envc" && ENVC_DEBIAN_MIRROR=http://127.0.0.1:8765 ENVC_ARCHIVE_KEYRING= \
+        "$HOSTCTL" exec "$H" -- "$ENVC" lock bench.env) >"$OUT/logs/envc-lock.log" 2>&1 ||
+        die "envc lock failed: $(tail -n 5 "$OUT/logs/envc-lock.log")"
 }
 
 # What the log of a run says changed (loosely parsed; "?" when it says nothing recognisable).
@@ -170,10 +195,12 @@ for tool in "${TOOLS[@]}"; do
         log "$tool rep $rep: starting $HOSTS fresh hosts"
         "$HOSTCTL" up "$HOSTS" "$H"
         "$ROOT/scripts/bench/workload" "$w" --hosts-dir "$H" "${wl_flags[@]}"
+        [ "$tool" != envc ] || [ "$PACKAGES" != yes ] || lock_envc "$w"
         phase "$tool" "$rep" cold "$w"
         phase "$tool" "$rep" noop "$w"
         "$ROOT/scripts/bench/workload" "$w" --hosts-dir "$H" "${wl_flags[@]}" --change
         phase "$tool" "$rep" change "$w"
+        stop_archive
         "$HOSTCTL" down "$H"
     done
 done

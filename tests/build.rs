@@ -1324,74 +1324,21 @@ fn a_build_whose_stdout_is_closed_finishes_and_is_recorded() {
     );
 }
 
-/// A Debian archive for the test hosts, as a mirror lays it out: the Packages index holds
-/// what the hosts' rootfs has installed (so the lock finds Debian's required set there; those
-/// files are never fetched) and, with their real files under `pool/`, the packages of the
-/// hosts' own repository (hello, jq and its libraries, envc-demo). No InRelease: the lock
-/// runs with `ENVC_ARCHIVE_KEYRING=""`.
-fn archive_for(hosts: &TestHosts, dir: &std::path::Path) {
-    use std::fmt::Write as _;
-    let rootfs = hosts.rootfs();
-    let pool = dir.join("pool/main");
-    std::fs::create_dir_all(&pool).unwrap();
-    let mut index = String::new();
-    let status = std::fs::read_to_string(rootfs.join("var/lib/dpkg/status")).unwrap();
-    for stanza in status
-        .split("\n\n")
-        .filter(|s| s.contains("Status: install ok installed"))
-    {
-        let field = |k: &str| {
-            let line = stanza
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}: ")));
-            line.unwrap().to_string()
-        };
-        let name = field("Package");
-        let kept: Vec<&str> = stanza
-            .lines()
-            .filter(|l| !l.starts_with("Status:"))
-            .collect();
-        writeln!(
-            index,
-            "{}\nFilename: pool/main/installed/{name}.deb\nSize: 1\nSHA256: {}\n",
-            kept.join("\n"),
-            "0".repeat(64)
-        )
-        .unwrap();
-    }
-    let repo = rootfs.join("srv/envc-repo");
-    let offered = std::fs::read_to_string(repo.join("Packages")).unwrap();
-    for stanza in offered.split("\n\n").filter(|s| !s.trim().is_empty()) {
-        let file = stanza
-            .lines()
-            .find_map(|l| l.strip_prefix("Filename: ./"))
-            .unwrap();
-        std::fs::copy(repo.join(file), pool.join(file)).unwrap();
-        writeln!(
-            index,
-            "{}\n",
-            stanza.replace("Filename: ./", "Filename: pool/main/")
-        )
-        .unwrap();
-    }
-    let bin = dir.join("dists/bookworm/main/binary-amd64");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("Packages"), &index).unwrap();
-    let sha = envc_lockfiles::fetch::sha256_hex(index.as_bytes());
-    let release = format!(
-        "Origin: Debian\nSuite: stable\nCodename: bookworm\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n\
-         Architectures: amd64\nComponents: main\nSHA256:\n {sha} {} main/binary-amd64/Packages\n",
-        index.len()
-    );
-    std::fs::write(dir.join("dists/bookworm/Release"), release).unwrap();
-}
-
 #[test]
 fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
     let hosts = TestHosts::start(1);
     let p = Project::new(&hosts);
+    // The hosts' rootfs and its repository as a mirror (scripts/testhosts/make-archive).
     let archive = tempfile::tempdir().unwrap();
-    archive_for(&hosts, archive.path());
+    let made = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/testhosts/make-archive"
+    ))
+    .arg(hosts.rootfs())
+    .arg(archive.path())
+    .output()
+    .unwrap();
+    assert!(made.status.success(), "{made:?}");
     // The mirror lives in the controller's network, where envc runs; the host has no route
     // to it, and no apt source or index of its own.
     let mut server = hosts

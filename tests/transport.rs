@@ -677,11 +677,24 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!again[0].created);
 
-        // A store copy that does not match its pin is not used: it is fetched again, and
-        // here the mirror cannot be reached, so the error names the pin and nothing is
-        // installed.
-        // Purged, it takes with it the dependencies it brought and nothing else needs.
+        // A package the environment names is its own, even when another brought it first:
+        // nothing to ship, and no longer marked as a dependency.
+        let libjq1 = ops::install_packages(&t, &store, &[pinned(&pins, &["libjq1"])])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!libjq1[0].created);
+        let auto = run_ok(&t, &["apt-mark", "showauto", "jq", "libjq1", "libonig5"]).await;
+        assert_eq!(String::from_utf8_lossy(&auto), "libonig5\n");
+
+        // Purged, jq leaves the package the environment names and what that one needs.
         ops::purge_packages(&t, &["jq".to_string()]).await.unwrap();
+        let left = ops::probe_packages(&t, &names).await.unwrap();
+        let present: Vec<bool> = left.iter().map(Option::is_some).collect();
+        assert_eq!(present, [false, true, true]);
+        // Purged in turn, libjq1 takes libonig5 with it: apt brought it, nothing needs it.
+        ops::purge_packages(&t, &["libjq1".to_string()])
+            .await
+            .unwrap();
         assert_eq!(
             ops::probe_packages(&t, &names).await.unwrap(),
             [None, None, None]
@@ -689,6 +702,9 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         let still = run_ok(&t, &["dpkg-query", "-W", "-f", "${Status}", "libc6"]).await;
         assert_eq!(still, b"install ok installed");
 
+        // A store copy that does not match its pin is not used: it is fetched again, and
+        // here the mirror cannot be reached, so the error names the pin and nothing is
+        // installed.
         let hello = &pins["hello"].pin;
         store.put_deb(&hello.sha256, b"not hello").unwrap();
         let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])])

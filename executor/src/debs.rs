@@ -6,6 +6,8 @@
 //! target needs no mirror, no package index and no network beyond envc's SSH.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use envc_lockfiles::fetch::{fetch_deb, sha256_hex, FetchError};
 use envc_lockfiles::{Lockfile, PackagePin};
@@ -52,6 +54,10 @@ pub fn sources(lock: &Lockfile) -> BTreeMap<String, DebSource> {
 /// otherwise fetched from the mirror, checked against the pin (size, sha256) and kept.
 /// A copy that no longer verifies (a damaged disk) is fetched again.
 pub async fn bytes_of(store: &Store, deb: &DebSource) -> Result<Vec<u8>, StepError> {
+    // Steps of many targets need the same .deb at once: one of them fetches it, the others
+    // wait and read it from the store.
+    let slot = in_flight(&store.deb_path(&deb.pin.sha256));
+    let _turn = slot.lock().await;
     let path = store.deb_path(&deb.pin.sha256);
     if let Ok(bytes) = tokio::fs::read(&path).await {
         if bytes.len() as u64 == deb.pin.size && sha256_hex(&bytes) == deb.pin.sha256 {
@@ -63,6 +69,18 @@ pub async fn bytes_of(store: &Store, deb: &DebSource) -> Result<Vec<u8>, StepErr
         .map_err(|e| fetch_error(deb, e))?;
     store.put_deb(&deb.pin.sha256, &bytes)?;
     Ok(bytes)
+}
+
+/// The lock of one `.deb` of one store, while any step of this process needs it.
+fn in_flight(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
+    static SLOTS: OnceLock<Mutex<BTreeMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut slots = SLOTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Slots nobody holds any more are dropped, so the map stays as small as the work.
+    slots.retain(|_, slot| Arc::strong_count(slot) > 1);
+    slots.entry(path.to_path_buf()).or_default().clone()
 }
 
 fn fetch_error(deb: &DebSource, e: FetchError) -> StepError {

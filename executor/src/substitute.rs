@@ -566,7 +566,12 @@ fn pinned_debs(spec: &Spec, node: &NodeSpec, pin: &PackageValue) -> Result<Vec<D
         .chain(closure)
         .map(|(name, version, sha256)| match spec.debs.get(name) {
             Some(d) if d.pin.version == *version && d.pin.sha256 == *sha256 => Ok(d.clone()),
-            _ => Err(format!(
+            None => Err(format!(
+                "`{}`: no [[package]] of the lockfile pins `{name}`, which installing `{}` \
+                 brings; run `envc lock FILE`",
+                node.key, node.name
+            )),
+            Some(_) => Err(format!(
                 "`{}`: the lockfile does not pin `{name}` {version} (sha256 {sha256}), which \
                  the environment was compiled with; run `envc lock FILE`",
                 node.key

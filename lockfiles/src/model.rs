@@ -75,6 +75,9 @@ pub struct PackageClosure {
     pub packages: Vec<String>,
 }
 
+/// The version and hash a pin value gives a closure package the lockfile does not pin.
+pub const UNPINNED: &str = "unpinned";
+
 /// The start of a host that declares no `base`: the archive's `Priority: required`
 /// packages (and their closure), which every Debian system has.
 pub const REQUIRED: &str = "required";
@@ -192,15 +195,6 @@ impl Lockfile {
             .any(|c| c.packages.iter().any(|n| n == name))
     }
 
-    /// The pins of a package's closure, in its order; `Err` names the first one missing.
-    pub fn closure_of<'a>(&'a self, p: &'a PackagePin) -> Result<Vec<&'a PackagePin>, &'a str> {
-        let names = p.closure.as_ref().map_or(&[][..], |c| &c.packages[..]);
-        names
-            .iter()
-            .map(|n| self.package(n).ok_or(n.as_str()))
-            .collect()
-    }
-
     /// Drops the packages that are neither named by the environment nor in a closure of one
     /// that is (what an update or a dropped package left behind).
     pub fn drop_unused_closure_pins(&mut self) {
@@ -239,21 +233,28 @@ impl Lockfile {
                 .encode()
             }),
             PinKey::Package(name) => self.package(name).map(|p| {
-                // A closure member that is missing is a broken lockfile (`consistency.rs`
-                // reports it); the value leaves it out rather than guessing.
-                let closure = self.closure_of(p).unwrap_or_default();
+                // A closure package without its pin is a broken lockfile (`consistency.rs`
+                // reports it): the value keeps its name, so the build names it too.
+                let names = p.closure.iter().flat_map(|c| &c.packages);
+                let closure = names
+                    .map(|n| match self.package(n) {
+                        Some(d) => ClosureDeb {
+                            name: d.name.clone(),
+                            version: d.version.clone(),
+                            sha256: d.sha256.clone(),
+                        },
+                        None => ClosureDeb {
+                            name: n.clone(),
+                            version: UNPINNED.into(),
+                            sha256: UNPINNED.into(),
+                        },
+                    })
+                    .collect();
                 PackageValue {
                     version: p.version.clone(),
                     architecture: p.architecture.clone(),
                     sha256: p.sha256.clone(),
-                    closure: closure
-                        .into_iter()
-                        .map(|d| ClosureDeb {
-                            name: d.name.clone(),
-                            version: d.version.clone(),
-                            sha256: d.sha256.clone(),
-                        })
-                        .collect(),
+                    closure,
                 }
                 .encode()
             }),
@@ -309,6 +310,17 @@ pub fn update(
         }
     }
     let mut named: Vec<PinKey> = keys.to_vec();
+    // A package in a closure moves with the packages that bring it: their closures were
+    // resolved together, and a dependency moved alone may no longer satisfy them.
+    for p in fresh.packages.iter().chain(&old.packages) {
+        let members = p.closure.iter().flat_map(|c| &c.packages);
+        if members
+            .map(|m| PinKey::Package(m.clone()))
+            .any(|m| keys.contains(&m))
+        {
+            named.push(p.key());
+        }
+    }
     // A package whose closure was resolved onto an image's set is resolved again with it.
     for p in &fresh.packages {
         let onto = p.closure.iter().flat_map(|c| &c.starts_from);
@@ -357,7 +369,18 @@ pub fn update(
         }
     }
     keep_old(&mut out.archives, ArchivePin::key, &old.archives, &keep);
-    keep_old(&mut out.packages, PackagePin::key, &old.packages, &keep);
+    // A package that became named, or only a dependency, since `old` takes its new pin.
+    let same_role = |p: &PackagePin| {
+        old.package(&p.name)
+            .is_none_or(|o| o.closure.is_some() == p.closure.is_some())
+    };
+    let keep_package = |key: &PinKey| keep(key) && fresh.package(key.name()).is_none_or(same_role);
+    keep_old(
+        &mut out.packages,
+        PackagePin::key,
+        &old.packages,
+        &keep_package,
+    );
     // A package kept from `old` keeps its closure, even where `fresh` resolved another one.
     let missing: Vec<PackagePin> = old
         .packages
@@ -441,6 +464,11 @@ mod tests {
             "archive:debian/bookworm package:hello package:libgreet1",
         );
         check(&["package:libc6"], "archive:debian/bookworm package:libc6");
+        // ... and a package of a closure moves with the packages that bring it.
+        check(
+            &["package:libgreet1"],
+            "archive:debian/bookworm package:hello package:libgreet1",
+        );
         // An image brings the packages whose closure was resolved onto it.
         check(
             &["image:debian-12"],
@@ -467,6 +495,29 @@ mod tests {
         let lock = update(&old, &fresh, &[]).unwrap();
         assert!(lock.package("hello").is_none());
         assert!(lock.tool("new-tool").is_some());
+    }
+
+    #[test]
+    fn a_package_that_changed_role_takes_its_new_pin() {
+        // libgreet1 was a dependency of hello; the environment now names it.
+        let old = sample();
+        let mut fresh = sample();
+        fresh.packages[2].closure = Some(PackageClosure {
+            starts_from: vec![REQUIRED.into()],
+            packages: Vec::new(),
+        });
+        let lock = update(&old, &fresh, &[key("tool:ssh")]).unwrap();
+        assert!(lock.package("libgreet1").unwrap().closure.is_some());
+        // hello kept its pin, and so its closure: libgreet1 is both.
+        assert!(lock.in_a_closure("libgreet1"));
+    }
+
+    #[test]
+    fn a_closure_package_without_its_pin_keeps_its_name_in_the_value() {
+        let mut lock = sample();
+        lock.packages.retain(|p| p.name != "libgreet1");
+        let value = lock.pin_value(&key("package:hello")).unwrap();
+        assert!(value.ends_with(" libgreet1=unpinned@unpinned"), "{value}");
     }
 
     #[test]

@@ -44,14 +44,13 @@ mkdir -p "$dir/debs" "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/pa
 # apt reads local files as its sandbox user.
 chmod 755 "$dir" "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
-    printf 'F\ttar\n'
-    tail -n 20 "$log" | sed 's/^/L\t/'
+    tail -n 3 "$log" | sed 's/^/H\ttar: /'
     tag=A report "$@"
     exit 0
 fi
 cd "$dir/debs" || exit 90
 if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
-    grep -v ': OK$' "$log" | sed 's/^/H\t/'
+    grep ': FAILED' "$log" | sed 's/^/H\t/'
     tag=A report "$@"
     exit 0
 fi
@@ -75,5 +74,20 @@ if [ $# -gt 0 ]; then
     fi
 fi
 cd / || exit 90
+# The packages the environment names are its own, never dependencies to autoremove: also
+# when one was first installed as another's dependency, or when nothing had to be shipped.
+# (apt-mark loads apt's whole cache: it runs only for a named package marked automatic.)
 # shellcheck disable=SC2086
+set -- $all
+auto=""
+i=0
+for name; do
+    [ "$i" -lt "$named" ] || break
+    if awk -v p="$name" '$1 == "Package:" { cur = $2 } $1 == "Auto-Installed:" && $2 == 1 && cur == p { found = 1 } END { exit !found }' \
+        /var/lib/apt/extended_states 2>/dev/null; then
+        auto="$auto $name"
+    fi
+    i=$((i + 1))
+done
+[ -z "$auto" ] || apt-mark manual $auto >/dev/null 2>&1 || true
 tag=A report $all

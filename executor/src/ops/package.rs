@@ -112,15 +112,22 @@ async fn install_pinned(
     }
     let names: Vec<String> = debs.keys().map(|n| n.to_string()).collect();
     let installed = probe_packages(t, &names).await?;
+    let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let needed: Vec<&DebSource> = debs
         .values()
         .zip(installed)
-        .filter(|(d, found)| found.as_ref().and_then(|f| f.get("version")) != Some(&d.pin.version))
+        .filter(|(d, found)| {
+            let have = found.as_ref().and_then(|f| f.get("version"));
+            needs_shipping(
+                &d.pin.version,
+                have.map(String::as_str),
+                roots.contains(&&*d.pin.name),
+            )
+        })
         .map(|(d, _)| *d)
         .collect();
     let bytes = futures::future::try_join_all(needed.iter().map(|d| bytes_of(store, d))).await?;
     let tar = tar_of(&needed, &bytes)?;
-    let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let mut args: Vec<&str> = roots.clone();
     args.push("--");
     args.extend(
@@ -144,6 +151,18 @@ async fn install_pinned(
         ));
     }
     outcome(t, packages, &out)
+}
+
+/// Whether a pinned `.deb` goes to a target that has `installed` of it: a package the
+/// environment names is exactly its pin (upgraded or downgraded to it); a package of its
+/// closure is there to satisfy a dependency, so a newer one the target already has (a
+/// security update) is kept, never downgraded.
+fn needs_shipping(pinned: &str, installed: Option<&str>, named: bool) -> bool {
+    match installed {
+        None => true,
+        Some(have) if named => have != pinned,
+        Some(have) => envc_lockfiles::version::compare(have, pinned).is_lt(),
+    }
 }
 
 /// A tar of the `.deb`s (named as in the pool) and `SHA256SUMS`, for `install_debs.sh`.
@@ -394,6 +413,19 @@ mod tests {
         for bad in ["", "latest", "1 2", "1;2", "-1"] {
             assert!(check_version("x", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_named_package_is_its_pin_and_a_dependency_is_never_downgraded() {
+        assert!(needs_shipping("1.0-1", None, true));
+        assert!(needs_shipping("1.0-1", None, false));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1"), true));
+        assert!(needs_shipping("1.0-1", Some("1.0-2"), true));
+        assert!(needs_shipping("1.0-1", Some("0.9"), true));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1"), false));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1+deb12u1"), false));
+        assert!(needs_shipping("1.0-1+deb12u1", Some("1.0-1"), false));
+        assert!(!needs_shipping("1:1.0", Some("2:0.1"), false));
     }
 
     #[test]
