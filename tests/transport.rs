@@ -580,25 +580,18 @@ fn repo_pins(hosts: &TestHosts) -> std::collections::BTreeMap<String, DebSource>
     let repo = hosts.rootfs().join("srv/envc-repo");
     let index = std::fs::read_to_string(repo.join("Packages")).unwrap();
     let mut pins = std::collections::BTreeMap::new();
-    for stanza in index.split("\n\n").filter(|s| !s.trim().is_empty()) {
-        let field = |k: &str| {
-            stanza
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}: ")))
-                .unwrap()
-                .to_string()
-        };
+    for s in envc_lockfiles::archive::parse_packages(&index).unwrap() {
         let pin = PackagePin {
-            name: field("Package"),
+            name: s.package,
             archive: "debian/bookworm".into(),
-            version: field("Version"),
-            architecture: field("Architecture"),
-            filename: field("Filename").trim_start_matches("./").to_string(),
-            size: field("Size").parse().unwrap(),
-            sha256: field("SHA256"),
+            version: s.version,
+            architecture: s.architecture,
+            filename: s.filename.trim_start_matches("./").to_string(),
+            size: s.size,
+            sha256: s.sha256,
             closure: None,
         };
-        // envc-demo is there twice: the newest wins.
+        // envc-demo is there twice: the later one (2.0) wins.
         pins.insert(
             pin.name.clone(),
             DebSource {

@@ -56,9 +56,9 @@ pub fn sources(lock: &Lockfile) -> BTreeMap<String, DebSource> {
 pub async fn bytes_of(store: &Store, deb: &DebSource) -> Result<Vec<u8>, StepError> {
     // Steps of many targets need the same .deb at once: one of them fetches it, the others
     // wait and read it from the store.
-    let slot = in_flight(&store.deb_path(&deb.pin.sha256));
-    let _turn = slot.lock().await;
     let path = store.deb_path(&deb.pin.sha256);
+    let slot = in_flight(&path);
+    let _turn = slot.lock().await;
     if let Ok(bytes) = tokio::fs::read(&path).await {
         if bytes.len() as u64 == deb.pin.size && sha256_hex(&bytes) == deb.pin.sha256 {
             return Ok(bytes);

@@ -184,25 +184,20 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
                 parts.extend(fields(&[("file", o.filename.clone(), n.filename.clone())]));
             }
             // What it brings with it; the packages of the closure have their own lines.
-            let (oc, nc) = (o.closure.clone(), n.closure.clone());
-            let (oc, nc) = (oc.unwrap_or_default(), nc.unwrap_or_default());
+            let oc = o.closure.clone().unwrap_or_default();
+            let nc = n.closure.clone().unwrap_or_default();
             parts.extend(fields(&[(
                 "starts from",
                 oc.starts_from.join(" "),
                 nc.starts_from.join(" "),
             )]));
-            let added: Vec<String> = nc
-                .packages
-                .iter()
-                .filter(|m| !oc.packages.contains(m))
-                .map(|m| format!("+{m}"))
-                .collect();
-            let dropped: Vec<String> = oc
-                .packages
-                .iter()
-                .filter(|m| !nc.packages.contains(m))
-                .map(|m| format!("-{m}"))
-                .collect();
+            // `sign` and each of `these` that `those` lacks.
+            let lacking = |sign: char, these: &[String], those: &[String]| -> Vec<String> {
+                let only = these.iter().filter(|m| !those.contains(m));
+                only.map(|m| format!("{sign}{m}")).collect()
+            };
+            let dropped = lacking('-', &oc.packages, &nc.packages);
+            let added = lacking('+', &nc.packages, &oc.packages);
             if !added.is_empty() || !dropped.is_empty() {
                 parts.push(format!("closure {}", [dropped, added].concat().join(" ")));
             }

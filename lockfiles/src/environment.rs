@@ -96,10 +96,20 @@ pub fn resolve_environment(
         used.insert(need.suite.as_str());
     }
     let mut members: BTreeMap<String, PackagePin> = BTreeMap::new();
+    // Each suite's required set, resolved once for all the packages of hosts without a base.
+    let mut required: BTreeMap<&str, Result<PackageSet, String>> = BTreeMap::new();
     for (name, need) in &needs.packages {
         let archive = &archives[need.suite.as_str()];
         used.insert(need.suite.as_str());
-        let start = match start_of(&lock, archive, &need.starts_from) {
+        if need.starts_from.contains(REQUIRED) {
+            required.entry(need.suite.as_str()).or_insert_with(|| {
+                required_set(archive).map_err(|es| {
+                    let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
+                    es.join("\n")
+                })
+            });
+        }
+        let start = match start_of(&lock, required.get(need.suite.as_str()), &need.starts_from) {
             Ok(s) => s,
             Err(e) => {
                 errors.push(format!("{}: {e}", PinKey::Package(name.clone())));
@@ -176,20 +186,23 @@ pub fn resolve_environment(
     }
 }
 
+/// A package set as an image pin holds it: `(name, version)`, sorted by name.
+type PackageSet = Vec<(String, String)>;
+
 /// What every target of a package starts from (`starts_from`: `image:NAME` or
-/// [`REQUIRED`]), as name → version: the packages all of them have at the same version.
+/// [`REQUIRED`], the suite's `required` set), as name → version: the packages all of them
+/// have at the same version.
 fn start_of(
     lock: &Lockfile,
-    archive: &Archive,
+    required: Option<&Result<PackageSet, String>>,
     starts_from: &BTreeSet<String>,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut common: Option<BTreeMap<String, String>> = None;
     for start in starts_from {
-        let set: Vec<(String, String)> = if start == REQUIRED {
-            required_set(archive).map_err(|es| {
-                let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
-                es.join("\n")
-            })?
+        let set: PackageSet = if start == REQUIRED {
+            required
+                .cloned()
+                .unwrap_or_else(|| Err("no required set was resolved".into()))?
         } else {
             let image = start.strip_prefix("image:").unwrap_or(start);
             match lock.image(image) {

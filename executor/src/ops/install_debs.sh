@@ -7,33 +7,24 @@
 # Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
 # H FILE   for a file whose hash does not match (then nothing is installed); and on failure
 # F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
-# Package names are checked by envc (no spaces, no globs): kept as one word list.
-all="$*"
-named=0
+# Package names are checked by envc (no spaces, no globs): kept as word lists.
+named=""
+closure=""
+list=named
 for arg; do
-    [ "$arg" = -- ] && break
-    named=$((named + 1))
+    case $list:$arg in
+    *:--) list=closure ;;
+    named:*) named="$named $arg" ;;
+    *) closure="$closure $arg" ;;
+    esac
 done
-report() {
-    i=0
-    for name; do
-        [ "$i" -lt "$named" ] || break
-        printf '%s\t%s\t%s\n' "$tag" "$i" "$(state "$name")"
-        i=$((i + 1))
-    done
-}
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo 'N'
-    exit 0
-fi
-tag=B report "$@"
+need_apt
+# shellcheck disable=SC2086
+report B $named
 # Closure packages that are not installed yet: installed as dependencies (apt-mark auto), so
 # that `apt-get autoremove` removes them once nothing needs them, as apt's own would be.
 fresh=""
-i=0
-for name; do
-    i=$((i + 1))
-    [ "$i" -gt $((named + 1)) ] || continue
+for name in $closure; do
     [ "$(state "$name" | cut -f1)" = installed ] || fresh="$fresh $name"
 done
 dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
@@ -45,13 +36,13 @@ mkdir -p "$dir/debs" "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/pa
 chmod 755 "$dir" "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
     tail -n 3 "$log" | sed 's/^/H\ttar: /'
-    tag=A report "$@"
+    report A $named
     exit 0
 fi
 cd "$dir/debs" || exit 90
 if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
     grep ': FAILED' "$log" | sed 's/^/H\t/'
-    tag=A report "$@"
+    report A $named
     exit 0
 fi
 set --
@@ -77,17 +68,14 @@ cd / || exit 90
 # The packages the environment names are its own, never dependencies to autoremove: also
 # when one was first installed as another's dependency, or when nothing had to be shipped.
 # (apt-mark loads apt's whole cache: it runs only for a named package marked automatic.)
-# shellcheck disable=SC2086
-set -- $all
 auto=""
-i=0
-for name; do
-    [ "$i" -lt "$named" ] || break
+for name in $named; do
     if awk -v p="$name" '$1 == "Package:" { cur = $2 } $1 == "Auto-Installed:" && $2 == 1 && cur == p { found = 1 } END { exit !found }' \
         /var/lib/apt/extended_states 2>/dev/null; then
         auto="$auto $name"
     fi
-    i=$((i + 1))
 done
+# shellcheck disable=SC2086
 [ -z "$auto" ] || apt-mark manual $auto >/dev/null 2>&1 || true
-tag=A report $all
+# shellcheck disable=SC2086
+report A $named

@@ -1,18 +1,8 @@
 # envc install_packages. Arguments: NAME or NAME=VERSION, one per package. One apt transaction.
 # Prints   B INDEX STATUS VERSION   per package before,   A INDEX STATUS VERSION   after, and on
 # failure   F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
-report() {
-    i=0
-    for spec; do
-        printf '%s\t%s\t%s\n' "$tag" "$i" "$(state "${spec%%=*}")"
-        i=$((i + 1))
-    done
-}
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo 'N'
-    exit 0
-fi
-tag=B report "$@"
+need_apt
+report B "$@"
 log=$(mktemp) || exit 90
 trap 'rm -f "$log"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -37,4 +27,4 @@ else
     printf 'F\t%s\n' "$?"
     tail -n 20 "$log" | sed 's/^/L\t/'
 fi
-tag=A report "$@"
+report A "$@"

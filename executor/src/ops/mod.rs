@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::transport::{CommandOutput, Transport, TransportError};
+use envc_lockfiles::fetch::sha256_hex;
 
 pub mod file;
 pub mod package;
@@ -106,17 +107,6 @@ fn no_record(out: &CommandOutput) -> String {
     } else {
         format!("the remote script {status} without reporting a result: {err}")
     }
-}
-
-/// Hex of a SHA-256 digest.
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    use std::fmt::Write as _;
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

@@ -22,7 +22,10 @@ const INSTALL_DEBS: &str = concat!(
     include_str!("install_debs.sh")
 );
 const PROBE: &str = include_str!("probe_packages.sh");
-const PURGE: &str = include_str!("purge_packages.sh");
+const PURGE: &str = concat!(
+    include_str!("apt_common.sh"),
+    include_str!("purge_packages.sh")
+);
 
 /// A package to install: pinned `.deb`s (itself first, then its closure), or, unlocked, a
 /// name and optionally a version for the target's apt.

@@ -4,12 +4,7 @@
 # apt marks automatically installed and would autoremove (never a package someone installed
 # by hand, never one another installed package still needs). On failure prints
 # F EXIT_CODE  and  L LINE…
-set -u
-export LC_ALL=C DEBIAN_FRONTEND=noninteractive
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo 'N'
-    exit 0
-fi
+need_apt
 # Keep, in "$@", only the packages dpkg knows as installed or half-removed.
 for name; do
     shift
