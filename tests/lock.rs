@@ -260,8 +260,18 @@ fn an_image_pin_is_stale_when_its_source_packages_change() {
     std::fs::write(p.path("prod.env"), image("\"jq\"")).unwrap();
     expect(&p.envc(&["lock", "prod.env"]), 0);
     let lock = p.lockfile();
+    // The set, each package down to its .deb's bytes.
+    let set: Vec<&str> = lock
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('"')?.split_once(' '))
+        .map(|(name_version, _)| name_version)
+        .collect();
+    for want in ["jq=1.6-2.1", "kmod=1.0", "libjq1=1.6-2.1"] {
+        assert!(set.contains(&want), "{want} not in {set:?}\n{lock}");
+    }
     assert!(
-        lock.contains("\"jq=1.6-2.1\",\n    \"kmod=1.0\",\n    \"libjq1=1.6-2.1\","),
+        lock.contains("\"jq=1.6-2.1 amd64 ")
+            && lock.contains(" pool/main/j/jq/jq_1.6-2.1_amd64.deb\","),
         "{lock}"
     );
     assert!(lock.contains("includes = [\"dbus\", "), "{lock}");

@@ -6,7 +6,8 @@
 //! facts, and an image made non-reproducible on purpose is caught by the differing path.
 //!
 //! Slow (a few minutes under TCG), so it is one test that walks the whole life of a VM, and
-//! beside it, on the other core, one that builds an image twice with noise in it.
+//! beside it, on the other core, one that builds an image from its pinned `.deb`s, rebuilds
+//! it with no network from the store alone, and once more with noise in it.
 //! (A locked build whose archive moved under the lock is `image.rs`'s unit test: here it
 //! cost a whole image build.)
 //! Needs root, mmdebstrap and qemu-system-x86 (`./scripts/setup` installs them).
@@ -402,15 +403,42 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
 }
 
-/// Runs on the other core beside the VM's life: two image builds, no VM.
+/// Runs on the other core beside the VM's life: three image builds, no VM. A locked image
+/// is built from exactly its pinned `.deb`s, fetched once into the store; with no network
+/// at all it then rebuilds from the store alone, bit for bit; and an image made
+/// non-reproducible on purpose is caught naming the path.
 #[test]
-fn an_image_made_non_reproducible_on_purpose_is_caught_naming_the_path() {
+fn a_locked_image_rebuilds_offline_from_the_store_and_noise_in_it_is_caught() {
     let p = Project::new("i.env", IMAGE_ONLY);
     let o = p.envc("i.env", &["lock"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // No route to any mirror and nothing in the store: the build says which pin needs what.
+    let o = offline(p.command("i.env", &["build"])).output().unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("(pin image:debian-12)") && err.contains("mirror must be reachable"),
+        "{}",
+        text(&o)
+    );
+    let debs_in_store = || std::fs::read_dir(p.store().join("debs")).map_or(0, |d| d.count());
+    assert_eq!(debs_in_store(), 0);
+
+    // Online: every pinned .deb fetched into the store, and the image built from them.
+    let o = p.envc("i.env", &["build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let pinned = std::fs::read_to_string(p.dir.path().join("i.lock")).unwrap();
+    let debs = debs_in_store();
+    assert!(debs > 100, "{debs} .debs in the store");
+    assert!(
+        pinned.contains(" pool/main/o/openssh/openssh-server_"),
+        "{pinned}"
+    );
+
     // A test-only input: mmdebstrap, the real one, with a hook that writes random bytes
-    // into the image. Production was never built, so verify builds twice and compares
-    // (what CI can ask before anything is deployed).
+    // into the image. Rebuilt with no network, from the store alone, it differs from
+    // production's record in that path and nothing else.
     let shim = p.dir.path().join("noisy-bin");
     std::fs::create_dir_all(&shim).unwrap();
     let mmdebstrap = shim.join("mmdebstrap");
@@ -430,14 +458,16 @@ fn an_image_made_non_reproducible_on_purpose_is_caught_naming_the_path() {
         shim.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let o = p
-        .command("i.env", &["verify", "--rebuild-only"])
-        .env("PATH", path)
-        .output()
-        .unwrap();
+    let mut noisy = p.command("i.env", &["verify", "--rebuild-only"]);
+    noisy.env("PATH", path);
+    let o = offline(noisy).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("DIFFERS from a second build"), "{}", text(&o));
+    assert!(
+        out.contains("DIFFERS from production's record"),
+        "{}",
+        text(&o)
+    );
     // The differing paths listed under the image: the noise, and nothing else of the tree.
     let paths: Vec<&str> = out
         .lines()
@@ -445,10 +475,42 @@ fn an_image_made_non_reproducible_on_purpose_is_caught_naming_the_path() {
         .collect();
     assert_eq!(paths.len(), 1, "{}", text(&o));
     assert!(
-        paths[0].starts_with("etc/envc-noise: ") && paths[0].contains("content "),
+        paths[0].starts_with("etc/envc-noise: only in the rebuild"),
         "{}",
         text(&o)
     );
+
+    // And without the noise: the same bits as production's, with no network.
+    let o = offline(p.command("i.env", &["verify", "--rebuild-only"]))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("bit for bit the same as production's record"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `cmd` run in a new network namespace of its own: loopback only, down; no mirror, no
+/// resolver, nothing beyond this machine.
+fn offline(cmd: Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--net", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped.stdin(Stdio::null());
+    wrapped
 }
 
 fn kill_hard(pid: i32) {

@@ -122,7 +122,8 @@ pub struct PackageValue {
     pub closure: Vec<ClosureDeb>,
 }
 
-/// One `.deb` of a package's closure, as its pin value carries it.
+/// One `.deb` of a package's closure or of an image's set, as a pin value carries it:
+/// `NAME=VERSION@SHA256`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ClosureDeb {
     pub name: String,
@@ -130,11 +131,28 @@ pub struct ClosureDeb {
     pub sha256: String,
 }
 
-/// `image:NAME`'s value: `ARCHIVE NAME=VERSION…`, the set sorted by name.
+/// `image:NAME`'s value: `ARCHIVE NAME=VERSION@SHA256…`, the set sorted by name: a
+/// package whose bytes move changes the image's id, not only one whose version does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageValue {
     pub archive: String,
-    pub packages: Vec<(String, String)>,
+    pub packages: Vec<ClosureDeb>,
+}
+
+impl ClosureDeb {
+    fn encode(&self) -> String {
+        format!("{}={}@{}", self.name, self.version, self.sha256)
+    }
+
+    fn decode(word: &str) -> Option<ClosureDeb> {
+        let (name, rest) = word.split_once('=')?;
+        let (version, sha256) = rest.split_once('@')?;
+        Some(ClosureDeb {
+            name: name.to_string(),
+            version: version.to_string(),
+            sha256: sha256.to_string(),
+        })
+    }
 }
 
 /// `archive:NAME`'s value: `MIRROR SUITE ARCH COMPONENT,… RELEASE_SHA256`.
@@ -158,7 +176,8 @@ impl PinValue for PackageValue {
     fn encode(&self) -> String {
         let mut line = format!("{} {} {}", self.version, self.architecture, self.sha256);
         for d in &self.closure {
-            line.push_str(&format!(" {}={}@{}", d.name, d.version, d.sha256));
+            line.push(' ');
+            line.push_str(&d.encode());
         }
         line
     }
@@ -169,13 +188,7 @@ impl PinValue for PackageValue {
         let (version, architecture, sha256) = (word()?, word()?, word()?);
         let mut closure = Vec::new();
         while let Some(w) = word() {
-            let (name, rest) = w.split_once('=')?;
-            let (version, sha256) = rest.split_once('@')?;
-            closure.push(ClosureDeb {
-                name: name.to_string(),
-                version: version.to_string(),
-                sha256: sha256.to_string(),
-            });
+            closure.push(ClosureDeb::decode(&w)?);
         }
         if line.ends_with(' ') || line.contains("  ") {
             return None;
@@ -192,8 +205,9 @@ impl PinValue for PackageValue {
 impl PinValue for ImageValue {
     fn encode(&self) -> String {
         let mut line = self.archive.clone();
-        for (name, version) in &self.packages {
-            line.push_str(&format!(" {name}={version}"));
+        for d in &self.packages {
+            line.push(' ');
+            line.push_str(&d.encode());
         }
         line
     }
@@ -201,12 +215,7 @@ impl PinValue for ImageValue {
     fn decode(line: &str) -> Option<ImageValue> {
         let mut words = line.split(' ');
         let archive = words.next().filter(|a| !a.is_empty())?.to_string();
-        let packages = words
-            .map(|w| {
-                let (n, v) = w.split_once('=')?;
-                Some((n.to_string(), v.to_string()))
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let packages = words.map(ClosureDeb::decode).collect::<Option<Vec<_>>>()?;
         Some(ImageValue { archive, packages })
     }
 }
@@ -302,6 +311,14 @@ mod tests {
         assert_eq!(sorted_as_keys, texts);
     }
 
+    fn deb(name: &str, version: &str, sha256: &str) -> ClosureDeb {
+        ClosureDeb {
+            name: name.into(),
+            version: version.into(),
+            sha256: sha256.into(),
+        }
+    }
+
     #[test]
     fn values_round_trip_in_their_fixed_shape() {
         let p = PackageValue {
@@ -313,11 +330,7 @@ mod tests {
         assert_eq!(p.encode(), "1:2.10-3 amd64 ab");
         assert_eq!(PackageValue::decode(&p.encode()), Some(p.clone()));
         let with_closure = PackageValue {
-            closure: vec![ClosureDeb {
-                name: "libfoo1".into(),
-                version: "1:1.0-2".into(),
-                sha256: "cd".into(),
-            }],
+            closure: vec![deb("libfoo1", "1:1.0-2", "cd")],
             ..p
         };
         assert_eq!(
@@ -335,11 +348,12 @@ mod tests {
 
         let i = ImageValue {
             archive: "debian/bookworm".into(),
-            packages: vec![("a".into(), "1".into()), ("b".into(), "2:3".into())],
+            packages: vec![deb("a", "1", "ab"), deb("b", "2:3", "cd")],
         };
-        assert_eq!(i.encode(), "debian/bookworm a=1 b=2:3");
+        assert_eq!(i.encode(), "debian/bookworm a=1@ab b=2:3@cd");
         assert_eq!(ImageValue::decode(&i.encode()), Some(i));
         assert_eq!(ImageValue::decode("debian/bookworm a"), None);
+        assert_eq!(ImageValue::decode("debian/bookworm a=1"), None);
 
         let a = ArchiveValue {
             mirror: "http://m/debian".into(),

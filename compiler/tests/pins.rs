@@ -62,8 +62,10 @@ fn check(before: &[(&str, &str)], after: &[(&str, &str)], changed: &[&str]) {
 fn a_moved_pin_changes_exactly_its_users_and_their_dependents() {
     let hello_a = ("package:hello", "2.10-3 amd64 aaaa");
     let hello_b = ("package:hello", "2.10-3+b1 amd64 bbbb");
-    let image_a = ("image:base", "debian/bookworm curl=7.88.1-10+deb12u12");
-    let image_b = ("image:base", "debian/bookworm curl=7.88.1-10+deb12u14");
+    let image_a = ("image:base", "debian/bookworm curl=7.88.1-10+deb12u12@aaaa");
+    let image_b = ("image:base", "debian/bookworm curl=7.88.1-10+deb12u14@bbbb");
+    // The same version, rebuilt by the archive: other bytes.
+    let image_c = ("image:base", "debian/bookworm curl=7.88.1-10+deb12u12@cccc");
     // No pins at all, then one: the package and what is ordered after it.
     check(&[], &[hello_a], &["h/package:hello", "h/file:/etc/motd"]);
     // A package moves: the same two.
@@ -76,6 +78,12 @@ fn a_moved_pin_changes_exactly_its_users_and_their_dependents() {
     check(
         &[hello_a, image_a],
         &[hello_a, image_b],
+        &["image:base", "vm:v", "v/file:/etc/on-vm"],
+    );
+    // Only the bytes of one of its packages move: the same.
+    check(
+        &[hello_a, image_a],
+        &[hello_a, image_c],
         &["image:base", "vm:v", "v/file:/etc/on-vm"],
     );
     // The images' clock moves: the same.

@@ -5,7 +5,11 @@
 //! Layout under the cache's URL:
 //! - `entries/<blake3 of the resolved hash>`: a signed [`CacheEntry`] naming the facts of
 //!   the output and its objects;
-//! - `chunks/<blake3>`: the objects' bytes, in chunks of [`CHUNK`] bytes.
+//! - `chunks/<blake3>`: the objects' bytes, in chunks of [`CHUNK`] bytes;
+//! - `debs/<sha256>.deb`: pinned `.deb`s, whole. No entry and no signature: the lockfile
+//!   names each by its sha256, and a `.deb` is taken only when it hashes to that (Nix's
+//!   fixed-output paths). A CI run whose store is empty gets them here, and a `.deb` the
+//!   mirror no longer serves stays fetchable for as long as the cache keeps it.
 //!
 //! Why chunks: every backend can store an object of 8 MiB in one atomic PUT (plain
 //! HTTP/WebDAV has no multipart upload), memory stays bounded whatever the image's size, a
@@ -83,6 +87,11 @@ fn signed_bytes(body: &EntryBody) -> Vec<u8> {
     let mut bytes = b"envc-cache-entry\0".to_vec();
     bytes.extend(serde_json::to_vec(body).unwrap_or_default());
     bytes
+}
+
+/// Where the cache keeps the pinned `.deb` of a sha256.
+pub fn deb_key(sha256: &str) -> String {
+    format!("debs/{sha256}.deb")
 }
 
 /// Where the entry of a resolved hash lives. Hashed again so that whatever a resolved hash
@@ -318,6 +327,23 @@ impl BinaryCache {
             });
         }
         Ok(entry)
+    }
+
+    /// The pinned `.deb` of this sha256, if the cache has one. Unchecked: the caller checks
+    /// it against its pin.
+    pub async fn get_deb(&self, sha256: &str) -> Result<Option<Bytes>, CacheError> {
+        self.get(&deb_key(sha256)).await
+    }
+
+    /// Keeps a pinned `.deb` (already checked against its pin) for other machines.
+    pub async fn put_deb(&self, sha256: &str, bytes: Bytes) -> Result<(), CacheError> {
+        let key = deb_key(sha256);
+        self.remote
+            .store()
+            .put(&self.remote.key(&key), PutPayload::from(bytes))
+            .await
+            .map_err(|e| self.remote.error(format!("writing {key}"), e))?;
+        Ok(())
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, CacheError> {

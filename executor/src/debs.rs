@@ -14,6 +14,7 @@ use envc_lockfiles::{Lockfile, PackagePin};
 
 use crate::error::StepError;
 use crate::store::Store;
+use envc_compiler::pin::{ClosureDeb, PinKey};
 
 /// One pinned `.deb` and the mirror of the archive it was locked from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,15 +33,19 @@ impl DebSource {
     }
 }
 
-/// Where each package a lockfile pins comes from, by package name. A package whose
-/// archive is not pinned is left out (the lockfile's parser refuses such a lockfile).
+/// Where each `.deb` a lockfile pins comes from (its packages, their closures, its images'
+/// sets), by sha256: the pin values the nodes carry name `.deb`s by their bytes, and a
+/// package may be pinned at one version for a host and at another in an image. A `.deb`
+/// whose archive is not pinned is left out (the lockfile's parser refuses such a lockfile).
 pub fn sources(lock: &Lockfile) -> BTreeMap<String, DebSource> {
+    let images = lock.images.iter().flat_map(|i| &i.packages);
     lock.packages
         .iter()
+        .chain(images)
         .filter_map(|p| {
             let archive = lock.archive(&p.archive)?;
             Some((
-                p.name.clone(),
+                p.sha256.clone(),
                 DebSource {
                     pin: p.clone(),
                     mirror: archive.mirror.clone(),
@@ -50,24 +55,94 @@ pub fn sources(lock: &Lockfile) -> BTreeMap<String, DebSource> {
         .collect()
 }
 
+/// The sources of `wanted` (what a pin value names: name, version, sha256), in its order;
+/// `what` names who needs them, for the error when the lockfile does not pin one.
+pub fn pinned<'a>(
+    sources: &BTreeMap<String, DebSource>,
+    wanted: impl IntoIterator<Item = &'a ClosureDeb>,
+    what: &str,
+) -> Result<Vec<DebSource>, String> {
+    wanted
+        .into_iter()
+        .map(|d| match sources.get(&d.sha256) {
+            Some(s) if s.pin.name == d.name && s.pin.version == d.version => Ok(s.clone()),
+            _ if d.sha256 == envc_lockfiles::model::UNPINNED => Err(format!(
+                "{what}: no [[package]] of the lockfile pins `{}`, which comes with it; run \
+                 `envc lock FILE`",
+                d.name
+            )),
+            _ => Err(format!(
+                "{what}: the lockfile does not pin `{}` {} (sha256 {}), which the environment \
+                 was compiled with; run `envc lock FILE`",
+                d.name, d.version, d.sha256
+            )),
+        })
+        .collect()
+}
+
 /// The bytes of a pinned `.deb`: the store's copy while it still has the pinned hash,
-/// otherwise fetched from the mirror, checked against the pin (size, sha256) and kept.
-/// A copy that no longer verifies (a damaged disk) is fetched again.
+/// otherwise the binary cache's (when the store has one) or the mirror's, checked against
+/// the pin (size, sha256) and kept, and pushed to the cache when fetched from the mirror
+/// and the build pushes. A copy that no longer verifies (a damaged disk) is fetched again.
 pub async fn bytes_of(store: &Store, deb: &DebSource) -> Result<Vec<u8>, StepError> {
+    checked_bytes(store, deb, &deb.pin.key()).await
+}
+
+/// Where the store keeps a pinned `.deb`, fetched and checked as [`bytes_of`] does; `owner`
+/// is the pin that needs it (an image's, for the `.deb`s of its set), for the error.
+pub async fn path_of(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<PathBuf, StepError> {
+    checked_bytes(store, deb, owner).await?;
+    Ok(store.deb_path(&deb.pin.sha256))
+}
+
+async fn checked_bytes(
+    store: &Store,
+    deb: &DebSource,
+    owner: &PinKey,
+) -> Result<Vec<u8>, StepError> {
     // Steps of many targets need the same .deb at once: one of them fetches it, the others
     // wait and read it from the store.
     let path = store.deb_path(&deb.pin.sha256);
     let slot = in_flight(&path);
     let _turn = slot.lock().await;
+    let pinned =
+        |bytes: &[u8]| bytes.len() as u64 == deb.pin.size && sha256_hex(bytes) == deb.pin.sha256;
     if let Ok(bytes) = tokio::fs::read(&path).await {
-        if bytes.len() as u64 == deb.pin.size && sha256_hex(&bytes) == deb.pin.sha256 {
+        if pinned(&bytes) {
             return Ok(bytes);
+        }
+    }
+    // The binary cache, then the mirror. A cache that cannot be read, or that holds other
+    // bytes under the name, is passed over: the mirror is the authority, the pin the check.
+    let cache = store.deb_cache();
+    if let Some(c) = cache {
+        let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
+        let cached = c
+            .cache
+            .remote()
+            .run(async move { cache.get_deb(&sha256).await })
+            .await;
+        if let Ok(Some(bytes)) = cached {
+            if pinned(&bytes) {
+                store.put_deb(&deb.pin.sha256, &bytes)?;
+                return Ok(bytes.to_vec());
+            }
         }
     }
     let bytes = fetch_deb(&deb.mirror, &deb.pin)
         .await
-        .map_err(|e| fetch_error(deb, e))?;
+        .map_err(|e| fetch_error(deb, owner, e))?;
     store.put_deb(&deb.pin.sha256, &bytes)?;
+    if let Some(c) = cache.filter(|c| c.push) {
+        // Best effort: a .deb the cache lacks is fetched from the mirror next time.
+        let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
+        let payload = bytes::Bytes::from(bytes.clone());
+        let _ = c
+            .cache
+            .remote()
+            .run(async move { cache.put_deb(&sha256, payload).await })
+            .await;
+    }
     Ok(bytes)
 }
 
@@ -83,9 +158,9 @@ fn in_flight(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
     slots.entry(path.to_path_buf()).or_default().clone()
 }
 
-fn fetch_error(deb: &DebSource, e: FetchError) -> StepError {
+fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
     let p = &deb.pin;
-    let what = format!("package `{}` {} (pin {})", p.name, p.version, p.key());
+    let what = format!("package `{}` {} (pin {owner})", p.name, p.version);
     match e {
         FetchError::Mismatch(m) if m.got.starts_with("404") => StepError::with_hint(
             format!(
@@ -96,8 +171,7 @@ fn fetch_error(deb: &DebSource, e: FetchError) -> StepError {
                 "Debian's mirrors keep only the current versions. Build from a snapshot of the \
                  archive as it was locked: set the archive's `mirror` in the lockfile to \
                  https://snapshot.debian.org/archive/debian/<TIME>/ (a time after its `date`), \
-                 or move the pin with `envc lock FILE --update {}`",
-                p.key()
+                 or move the pin with `envc lock FILE --update {owner}`"
             ),
         ),
         FetchError::Mismatch(m) => StepError::with_hint(
@@ -124,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_lockfile_s_packages_come_from_their_archive_s_mirror() {
-        let text = "version = 2\nsource_date_epoch = 1\nstdlib = \"".to_string()
+        let text = "version = 3\nsource_date_epoch = 1\nstdlib = \"".to_string()
             + &"0".repeat(64)
             + "\"\n\n[[archive]]\nname = \"debian/bookworm\"\nmirror = \"http://m.test/debian\"\n\
                suite = \"bookworm\"\narchitecture = \"amd64\"\ncomponents = [\"main\"]\n\
@@ -138,7 +212,7 @@ mod tests {
         let lock = Lockfile::parse(&text).unwrap();
         let s = sources(&lock);
         assert_eq!(
-            s["jq"].url(),
+            s[&"2".repeat(64)].url(),
             "http://m.test/debian/pool/main/j/jq/jq_1.6-2.1_amd64.deb"
         );
         assert_eq!(s.len(), 1);

@@ -11,6 +11,7 @@ use envc_compiler::pin::PinKey;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::debs::DebSource;
 use crate::error::StepError;
 use crate::record::Facts;
 use crate::store::{ObjectId, Store};
@@ -77,9 +78,23 @@ pub struct ImageSpec {
     /// mirror this machine's apt uses, so only locked images are the same bits everywhere
     /// (the mirror's URL is written into the image's apt sources).
     pub mirror: Option<String>,
-    /// The package set the lockfile pins (name, version), when locked: a build that
-    /// installs anything else fails, naming what moved.
-    pub expected: Option<Vec<(String, String)>>,
+    /// The `.deb`s the lockfile pins, when locked: the build installs from exactly these
+    /// (kept in the store, fetched once and checked by sha256), through a local archive
+    /// made of them, never from the mirror; a build that installs anything else fails,
+    /// naming what differs.
+    pub pinned: Option<Vec<DebSource>>,
+}
+
+impl ImageSpec {
+    /// The locked set as `(name, version)`, when locked.
+    fn expected(&self) -> Option<Vec<(String, String)>> {
+        let debs = self.pinned.as_ref()?;
+        Some(
+            debs.iter()
+                .map(|d| (d.pin.name.clone(), d.pin.version.clone()))
+                .collect(),
+        )
+    }
 }
 
 /// The image's outputs, as facts: store object ids, and what is worth showing.
@@ -162,7 +177,16 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
         // The image gets these modes: set them, rather than inherit this process's umask.
         set_mode(&dest, 0o644)?;
     }
+    // Locked: the pinned .debs, checked, in one directory that image.sh makes the build's
+    // only archive.
+    let pinned_dir = work.path().join("pinned");
+    if let Some(debs) = &spec.pinned {
+        gather_pinned(store, &spec.name, debs, &pinned_dir).await?;
+    }
     let mut cmd = tokio::process::Command::new("bash");
+    if spec.pinned.is_some() {
+        cmd.env("ENVC_PINNED_DEBS", &pinned_dir);
+    }
     cmd.arg("-c")
         .arg(BUILDER)
         .arg("envc-image")
@@ -237,7 +261,7 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
             "the image build needs root, mmdebstrap and e2fsprogs (`./scripts/setup` installs them)",
         ));
     }
-    if let Some(expected) = &spec.expected {
+    if let Some(expected) = &spec.expected() {
         let built = std::fs::read_to_string(out.join("packages.txt")).map_err(|e| {
             format!(
                 "image `{}`: the build wrote no packages.txt: {e}",
@@ -270,6 +294,43 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
         (fact::PACKAGES.to_string(), put("packages.txt")?),
         (fact::KERNEL_VERSION.to_string(), kernel_version),
     ]))
+}
+
+/// How many pinned `.deb`s are fetched at once, when the store lacks them.
+const FETCHES: usize = 8;
+
+/// Puts every `.deb` of `debs` into `dir` as `SHA256.deb`: hard links to the store's copies
+/// (fetched into it first where it lacks them, each checked against its pin), copies
+/// where the store is on another filesystem.
+async fn gather_pinned(
+    store: &Store,
+    image: &str,
+    debs: &[DebSource],
+    dir: &Path,
+) -> Result<(), StepError> {
+    use futures::{StreamExt, TryStreamExt};
+    std::fs::create_dir_all(dir).map_err(|e| StepError::new(format!("{}: {e}", dir.display())))?;
+    let owner = PinKey::Image(image.to_string());
+    // Owned futures: borrowed ones would make the node's future not `Send`.
+    let fetches = debs.iter().cloned().map(|d| {
+        let (store, owner) = (store.clone(), owner.clone());
+        async move { crate::debs::path_of(&store, &d, &owner).await }
+    });
+    let paths: Vec<PathBuf> = futures::stream::iter(fetches)
+        .buffer_unordered(FETCHES)
+        .try_collect()
+        .await
+        .map_err(|e| StepError {
+            cause: format!("image `{image}`: {}", e.cause),
+            hint: e.hint,
+        })?;
+    for from in paths {
+        let to = dir.join(from.file_name().unwrap_or_default());
+        std::fs::hard_link(&from, &to)
+            .or_else(|_| std::fs::copy(&from, &to).map(|_| ()))
+            .map_err(|e| StepError::new(format!("{} → {}: {e}", from.display(), to.display())))?;
+    }
+    Ok(())
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), StepError> {
@@ -392,7 +453,7 @@ pub async fn realize_image(
     resolved_hash: &str,
     spec: &ImageSpec,
 ) -> Result<(Facts, Option<String>), StepError> {
-    let cache = cache.filter(|_| spec.expected.is_some());
+    let cache = cache.filter(|_| spec.pinned.is_some());
     let mut notes = Vec::new();
     let local = store.substitute(resolved_hash, objects);
     let (facts, came) = match (local, cache) {

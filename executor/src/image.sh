@@ -14,6 +14,10 @@
 #              modes as in the tree, mtimes set to SOURCE_DATE_EPOCH)
 #
 # SOURCE_DATE_EPOCH must be set; it is the only clock the outputs see.
+# ENVC_PINNED_DEBS, when set, is a directory of the lockfile's .debs for this
+# image, each named SHA256.deb and already checked against its pin by envc:
+# they become a local archive, the only one the build sees (MIRROR is then
+# only what the guest's sources.list names), and CACHE_DIR is not used.
 # Runs as root on Debian 12 (mmdebstrap 1.3.5, e2fsprogs 1.47.0). This script
 # is embedded in envc and run as `bash -c "$SCRIPT" image.sh ARGS...`, so it
 # must not depend on its own path: every guest file is written from a heredoc.
@@ -24,8 +28,8 @@
 # whole-disk ext4 filesystem (no partition table) that grows to the size of
 # the VM's disk on first boot (x-systemd.growfs).
 #
-# Same inputs (arguments, SOURCE_DATE_EPOCH and mirror content) give the same
-# rootfs.tar, disk.raw and vmlinuz, bit for bit.
+# Same inputs (arguments, SOURCE_DATE_EPOCH and mirror content, or the pinned
+# .debs) give the same rootfs.tar, disk.raw and vmlinuz, bit for bit.
 
 set -euo pipefail
 umask 022
@@ -48,7 +52,7 @@ SDE=$SOURCE_DATE_EPOCH
 export SOURCE_DATE_EPOCH
 
 for tool in mmdebstrap mke2fs debugfs e2fsck tar mount umount dpkg-query \
-    sha256sum chroot; do
+    dpkg-deb sha256sum chroot; do
     command -v "$tool" >/dev/null || die "required tool not found: $tool"
 done
 MERGED_USR_HOOKS=/usr/share/mmdebstrap/hooks/merged-usr
@@ -130,13 +134,58 @@ trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
+# --------------------------------------------------------- local archive ---
+
+# Locked: an archive of exactly the pinned .debs (dists/SUITE/main with a
+# Packages index made from their own control fields, and a Release that
+# hashes it), given to mmdebstrap with copy:// so apt copies each .deb into
+# the chroot and nothing of this path is left in the image. Trusted without
+# a signature: envc checked every .deb against the lockfile's sha256.
+PINNED=${ENVC_PINNED_DEBS:-}
+SOURCE=$MIRROR
+if [ -n "$PINNED" ]; then
+    [ -d "$PINNED" ] || die "ENVC_PINNED_DEBS is not a directory: $PINNED"
+    ARCH=$(dpkg --print-architecture)
+    REPO=$WORK/archive
+    INDEX=$REPO/dists/$SUITE/main/binary-$ARCH
+    mkdir -p "$INDEX"
+    ln -s "$(realpath "$PINNED")" "$REPO/pool"
+    n=0
+    for deb in "$REPO"/pool/*.deb; do
+        [ -f "$deb" ] || continue
+        name=${deb##*/}
+        [[ $name =~ ^[0-9a-f]{64}\.deb$ ]] || die "pinned .deb not named SHA256.deb: $name"
+        dpkg-deb --field "$deb" || die "not a .deb: $name"
+        printf 'Filename: pool/%s\nSize: %s\nSHA256: %s\n\n' \
+            "$name" "$(stat -c %s "$deb")" "${name%.deb}"
+        n=$((n + 1))
+    done >"$INDEX/Packages"
+    [ "$n" -gt 0 ] || die "ENVC_PINNED_DEBS has no .deb"
+    {
+        printf 'Suite: %s\nCodename: %s\nArchitectures: %s\nComponents: main\n' \
+            "$SUITE" "$SUITE" "$ARCH"
+        printf 'SHA256:\n %s %s main/binary-%s/Packages\n' \
+            "$(sha256sum <"$INDEX/Packages" | cut -d' ' -f1)" \
+            "$(stat -c %s "$INDEX/Packages")" "$ARCH"
+    } >"$REPO/dists/$SUITE/Release"
+    SOURCE="deb [trusted=yes] copy://$REPO $SUITE main"
+    CACHE_DIR=
+    log "local archive of $n pinned .debs"
+fi
+
 # ------------------------------------------------------------ guest files ---
 
 # Files copied into the guest by the customize hook (owner root:root,
 # mtime SOURCE_DATE_EPOCH).
 OVL=$WORK/overlay
 mkdir -p "$OVL/etc/systemd/network" "$OVL/etc/ssh/sshd_config.d" \
-    "$OVL/etc/systemd/system/ssh.service.d" "$OVL/usr/local/lib/envc"
+    "$OVL/etc/systemd/system/ssh.service.d" "$OVL/usr/local/lib/envc" \
+    "$OVL/etc/apt"
+
+# The guest's archive is the mirror, whatever the build installed from (and
+# without the signed-by option mmdebstrap adds or not by what the build
+# machine's apt trusts).
+printf 'deb %s %s main\n' "$MIRROR" "$SUITE" >"$OVL/etc/apt/sources.list"
 
 # Whole-disk filesystem; x-systemd.growfs grows it to the (bigger) disk of
 # each VM on boot. The kernel already mounted it rw (root=... rw).
@@ -273,6 +322,7 @@ cat >"$WORK/setup.sh" <<'EOF'
 set -euo pipefail
 dest=$1/var/cache/apt/archives/
 mkdir -p "$dest"
+[ -n "$ENVC_CACHE" ] || exit 0
 # shellcheck disable=SC2016 # expanded by the inner sh
 find "$ENVC_CACHE" -maxdepth 1 -type f -name '*.deb' -exec sh -c \
     'cp -l "$@" "$0" 2>/dev/null || cp --remove-destination "$@" "$0"' \
@@ -291,7 +341,7 @@ root=$1
 # them from the rootfs afterwards). Copy to a temp name, then rename, so a
 # concurrent or interrupted build never sees a truncated .deb.
 for f in "$root"/var/cache/apt/archives/*.deb; do
-    [ -f "$f" ] || continue
+    [ -n "$ENVC_CACHE" ] && [ -f "$f" ] || continue
     b=${f##*/}
     [ -e "$ENVC_CACHE/$b" ] && continue
     cp "$f" "$ENVC_CACHE/.$b.tmp.$$"
@@ -337,7 +387,7 @@ chmod 0755 "$WORK/customize.sh"
 
 # ---------------------------------------------------------------- rootfs ---
 
-log "building rootfs ($SUITE from $MIRROR; packages: $INCLUDE)"
+log "building rootfs ($SUITE from ${PINNED:+the pinned .debs, for }$MIRROR; packages: $INCLUDE)"
 MMLOG=$WORK/mmdebstrap.log
 # - INITRD=No: initramfs-tools' kernel hook skips building an initramfs
 #   (the cloud kernel has NVMe and ext4 built in).
@@ -368,7 +418,7 @@ INITRD=No TMPDIR=$WORK \
         --dpkgopt='path-exclude=/usr/share/lintian/*' \
         --setup-hook='"$ENVC_WORK/setup.sh" "$1"' \
         --customize-hook='"$ENVC_WORK/customize.sh" "$1"' \
-        "$SUITE" "$WORK/rootfs.tar" "$MIRROR" </dev/null >"$MMLOG" 2>&1 &
+        "$SUITE" "$WORK/rootfs.tar" "$SOURCE" </dev/null >"$MMLOG" 2>&1 &
 MM_PID=$!
 mm_rc=0
 wait "$MM_PID" || mm_rc=$?

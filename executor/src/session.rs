@@ -279,8 +279,13 @@ impl Session {
 
     /// The environment's VMs (the `qemu` provider).
     pub(crate) fn machines(&self) -> Machines {
+        self.machines_using(None)
+    }
+
+    /// The environment's VMs, their store taking pinned `.deb`s from `deb_cache` too.
+    fn machines_using(&self, deb_cache: Option<CacheUse>) -> Machines {
         Machines::new(
-            &self.store,
+            &self.store.clone().with_deb_cache(deb_cache),
             &self.env,
             self.target.boot_timeout.max(Duration::from_secs(1)),
         )
@@ -474,7 +479,8 @@ impl Session {
             env: self.env.clone(),
             error: e.to_string(),
         })?;
-        let machines = Arc::new(self.machines());
+        // Pinned .debs the store lacks come from the binary cache first, and go to it.
+        let machines = Arc::new(self.machines_using(cache.clone()));
         let (conns, _work) = self.connections(&machines)?;
         let conns = Arc::new(conns);
         let rt = runtime()?;

@@ -161,6 +161,13 @@ pub struct Store {
     /// Where the environments' refs, locks and state objects are shared, if anywhere:
     /// then this store is the working copy of those objects.
     shared: Option<std::sync::Arc<SharedState>>,
+    /// Where pinned `.deb`s are kept: `ROOT/debs`, or another store's (a scratch store of
+    /// `verify` uses production's: they are named and checked by their sha256, so sharing
+    /// them changes nothing but the downloads).
+    debs: PathBuf,
+    /// The binary cache pinned `.deb`s are looked up in before their mirror (and pushed to
+    /// when it says so), if the project has one.
+    deb_cache: Option<crate::image::CacheUse>,
 }
 
 impl From<RemoteError> for StoreError {
@@ -191,7 +198,30 @@ impl Store {
         Ok(Store {
             root: root.to_path_buf(),
             shared: None,
+            debs: root.join("debs"),
+            deb_cache: None,
         })
+    }
+
+    /// This store, keeping its pinned `.deb`s in `other`'s (and taking them from its cache).
+    pub fn with_debs_of(self, other: &Store) -> Store {
+        Store {
+            debs: other.debs.clone(),
+            deb_cache: other.deb_cache.clone(),
+            ..self
+        }
+    }
+
+    /// This store, looking pinned `.deb`s it lacks up in `cache` first.
+    pub fn with_deb_cache(self, cache: Option<crate::image::CacheUse>) -> Store {
+        Store {
+            deb_cache: cache,
+            ..self
+        }
+    }
+
+    pub fn deb_cache(&self) -> Option<&crate::image::CacheUse> {
+        self.deb_cache.as_ref()
     }
 
     /// This store, with its environments' state kept in `shared` instead of `refs/`.
@@ -235,14 +265,13 @@ impl Store {
     /// gives it (Debian's hash, not an object id: the pin is what it is checked against),
     /// shared by every environment, target and run of this store.
     pub fn deb_path(&self, sha256: &str) -> PathBuf {
-        self.root.join("debs").join(format!("{sha256}.deb"))
+        self.debs.join(format!("{sha256}.deb"))
     }
 
     /// Keeps `bytes`, already checked against `sha256`, as [`Store::deb_path`].
     pub fn put_deb(&self, sha256: &str, bytes: &[u8]) -> Result<PathBuf, StoreError> {
         let path = self.deb_path(sha256);
-        let dir = self.root.join("debs");
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        fs::create_dir_all(&self.debs).map_err(io_err(&self.debs))?;
         self.write_atomically(&path, bytes)?;
         Ok(path)
     }
@@ -528,6 +557,32 @@ impl Store {
                 }
             }
         }
+        // Pinned .debs are named by their sha256: one that no longer hashes to its name is
+        // damage too (a step would fetch it again, but verify says so first). Another
+        // store's, for a scratch store, are that store's to check.
+        if self.debs == self.root.join("debs") && self.debs.is_dir() {
+            for entry in fs::read_dir(&self.debs).map_err(io_err(&self.debs))? {
+                let path = entry.map_err(io_err(&self.debs))?.path();
+                let named = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".deb"))
+                    .filter(|h| {
+                        h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                    })
+                    .map(str::to_string);
+                let ok = match named {
+                    Some(sha256) if path.is_file() => {
+                        let bytes = fs::read(&path).map_err(io_err(&path))?;
+                        envc_lockfiles::fetch::sha256_hex(&bytes) == sha256
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    corrupt.push(path);
+                }
+            }
+        }
         let tmp = self.root.join("tmp");
         for entry in fs::read_dir(&tmp).map_err(io_err(&tmp))? {
             let path = entry.map_err(io_err(&tmp))?.path();
@@ -563,9 +618,10 @@ impl Store {
         Ok(envs)
     }
 
-    /// Removes what [`Store::verify`] found damaged in `objects/`.
+    /// Removes what [`Store::verify`] found damaged in `objects/` or `debs/`.
     pub fn remove_damaged(&self, path: &Path) -> Result<(), StoreError> {
-        if !path.starts_with(self.root.join("objects")) {
+        if !path.starts_with(self.root.join("objects")) && !path.starts_with(self.root.join("debs"))
+        {
             return Err(StoreError::Io {
                 path: path.to_path_buf(),
                 error: io::Error::other("not in the store's objects (this is a bug in envc)"),

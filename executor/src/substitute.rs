@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::derivation::ENCODING_VERSION;
-use envc_compiler::pin::{ArchiveValue, ImageValue, PackageValue, PinKey, PinValue};
+use envc_compiler::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinKey, PinValue};
 use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 use serde_json::{json, Value as Json};
@@ -464,11 +464,17 @@ pub fn resolve<'a>(
                 _ => BTreeMap::new(),
             };
             // The lockfile's package set and clock, when locked.
-            let expected = node
+            let pinned = match node
                 .pins
                 .get(&PinKey::Image(node.name.clone()))
                 .and_then(|v| ImageValue::decode(v))
-                .map(|i| i.packages);
+            {
+                Some(i) => Some(
+                    crate::debs::pinned(&spec.debs, &i.packages, &format!("`{}`", node.key))
+                        .map_err(Resolution::Failed)?,
+                ),
+                None => None,
+            };
             let source_date_epoch = node
                 .pins
                 .get(&PinKey::SourceDateEpoch)
@@ -486,7 +492,7 @@ pub fn resolve<'a>(
                 packages,
                 files,
                 source_date_epoch,
-                expected,
+                pinned,
             };
             put(&mut hashed, &mut shown, "suite", json!(img.suite));
             put(&mut hashed, &mut shown, "packages", json!(img.packages));
@@ -560,24 +566,17 @@ pub fn resolve<'a>(
 /// Where the `.deb`s a package's pin names come from: the package itself, then its
 /// closure, each found in the lockfile with the version and hash the node was compiled with.
 fn pinned_debs(spec: &Spec, node: &NodeSpec, pin: &PackageValue) -> Result<Vec<DebSource>, String> {
-    let root = (&node.name, &pin.version, &pin.sha256);
-    let closure = pin.closure.iter().map(|d| (&d.name, &d.version, &d.sha256));
-    std::iter::once(root)
-        .chain(closure)
-        .map(|(name, version, sha256)| match spec.debs.get(name) {
-            Some(d) if d.pin.version == *version && d.pin.sha256 == *sha256 => Ok(d.clone()),
-            None => Err(format!(
-                "`{}`: no [[package]] of the lockfile pins `{name}`, which installing `{}` \
-                 brings; run `envc lock FILE`",
-                node.key, node.name
-            )),
-            Some(_) => Err(format!(
-                "`{}`: the lockfile does not pin `{name}` {version} (sha256 {sha256}), which \
-                 the environment was compiled with; run `envc lock FILE`",
-                node.key
-            )),
-        })
-        .collect()
+    let root = ClosureDeb {
+        name: node.name.clone(),
+        version: pin.version.clone(),
+        sha256: pin.sha256.clone(),
+    };
+    let what = format!("`{}`", node.key);
+    crate::debs::pinned(
+        &spec.debs,
+        std::iter::once(&root).chain(&pin.closure),
+        &what,
+    )
 }
 
 fn resolve_checks(node: &NodeSpec, r: &Resolver) -> Result<Vec<CheckSpec>, Resolution> {

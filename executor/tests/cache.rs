@@ -253,3 +253,87 @@ fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[Obje
         objects: objects.to_vec(),
     }
 }
+
+#[path = "../../lockfiles/tests/support/mod.rs"]
+mod archive;
+
+/// A pinned `.deb` served by a mirror: its source as a lockfile gives it.
+fn served_deb(a: &archive::TinyArchive) -> envc_executor::debs::DebSource {
+    a.write(
+        &[archive::pkg("hello", "2.10-3", "")],
+        "Sat, 10 Jan 2026 10:14:31 UTC",
+        false,
+    );
+    let filename = "pool/main/h/hello/hello_2.10-3_amd64.deb";
+    let bytes = std::fs::read(a.root().join(filename)).unwrap();
+    envc_executor::debs::DebSource {
+        pin: envc_lockfiles::PackagePin {
+            name: "hello".into(),
+            archive: "debian/bookworm".into(),
+            version: "2.10-3".into(),
+            architecture: "amd64".into(),
+            filename: filename.into(),
+            size: bytes.len() as u64,
+            sha256: envc_lockfiles::fetch::sha256_hex(&bytes),
+            closure: None,
+        },
+        mirror: a.mirror.clone(),
+    }
+}
+
+#[test]
+fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves() {
+    let w = world();
+    let mirror = archive::TinyArchive::new("bookworm");
+    let deb = served_deb(&mirror);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let using = |store: &Store, push: bool| {
+        store
+            .clone()
+            .with_deb_cache(Some(envc_executor::image::CacheUse {
+                cache: w.cache(&[], None),
+                push,
+            }))
+    };
+    // The laptop fetches it from the mirror, keeps it, and pushes it (no key needed: the
+    // pin is what it is checked against).
+    let laptop = using(&w.laptop, true);
+    let bytes = rt
+        .block_on(envc_executor::debs::bytes_of(&laptop, &deb))
+        .unwrap();
+    assert_eq!(envc_lockfiles::fetch::sha256_hex(&bytes), deb.pin.sha256);
+    let cached = w.remote_dir.join(format!("debs/{}.deb", deb.pin.sha256));
+    assert_eq!(std::fs::read(&cached).unwrap(), bytes);
+
+    // The archive moves on: the mirror no longer serves the pinned file. A runner with an
+    // empty store gets it from the cache, checked.
+    std::fs::remove_file(mirror.root().join(&deb.pin.filename)).unwrap();
+    let runner = using(&w.runner, false);
+    let got = rt
+        .block_on(envc_executor::debs::bytes_of(&runner, &deb))
+        .unwrap();
+    assert_eq!(got, bytes);
+    assert_eq!(
+        std::fs::read(runner.deb_path(&deb.pin.sha256)).unwrap(),
+        bytes
+    );
+
+    // Other bytes under the name in the cache are passed over, never installed: with the
+    // mirror gone too, the error names the pin and says where a snapshot of the archive is.
+    std::fs::write(&cached, b"not the pinned bytes").unwrap();
+    let fresh = Store::open(&w.remote_dir.parent().unwrap().join("fresh")).unwrap();
+    let err = rt
+        .block_on(envc_executor::debs::bytes_of(&using(&fresh, false), &deb))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("(pin package:hello)")
+            && err.contains("no longer serves")
+            && err.contains("snapshot.debian.org"),
+        "{err}"
+    );
+    assert!(!fresh.deb_path(&deb.pin.sha256).exists());
+}

@@ -43,6 +43,36 @@ fn objects_are_content_addressed_and_verified() {
 }
 
 #[test]
+fn pinned_debs_are_verified_by_their_sha256_and_a_scratch_store_shares_them() {
+    let (d, s) = store();
+    let bytes = b"!<arch>\na pinned .deb";
+    let sha256 = envc_lockfiles::fetch::sha256_hex(bytes);
+    let kept = s.put_deb(&sha256, bytes).unwrap();
+    assert_eq!(kept, s.deb_path(&sha256));
+    assert!(s.verify(Duration::from_secs(3600)).unwrap().is_empty());
+    // A scratch store (verify's lab) keeps and finds its .debs in production's store.
+    let lab = Store::open(&d.path().join(".envc/labs/x"))
+        .unwrap()
+        .with_debs_of(&s);
+    assert_eq!(lab.deb_path(&sha256), kept);
+    // A .deb whose bytes changed on disk, and a file that is no .deb's name: damage,
+    // and repair's removal takes them (the next step that needs the .deb fetches it).
+    std::fs::write(&kept, b"other bytes").unwrap();
+    let stray = s.root().join("debs").join("notes.txt");
+    std::fs::write(&stray, b"?").unwrap();
+    let mut damaged = s.verify(Duration::from_secs(3600)).unwrap();
+    damaged.sort();
+    let mut expected = vec![stray.clone(), kept.clone()];
+    expected.sort();
+    assert_eq!(damaged, expected);
+    for p in &damaged {
+        s.remove_damaged(p).unwrap();
+    }
+    assert!(!kept.exists() && !stray.exists());
+    assert!(s.verify(Duration::from_secs(3600)).unwrap().is_empty());
+}
+
+#[test]
 fn verify_removes_old_temporary_files_only() {
     let (_d, s) = store();
     s.put(b"x").unwrap();

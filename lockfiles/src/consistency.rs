@@ -12,7 +12,8 @@
 //! - a package's architecture is its archive's, or `all`;
 //! - a package's `size` is not 0;
 //! - an archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]);
-//! - every package of a closure is pinned, and from the archive of the package it comes with.
+//! - every package of a closure is pinned, and from the archive of the package it comes with;
+//! - every package of an image's set passes the package checks above.
 //!
 //! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
 
@@ -53,6 +54,11 @@ pub enum Problem {
     ClosureNotPinned { member: String },
     /// A package of the closure pinned from another archive than the package it comes with.
     ClosureArchive { member: String, archive: String },
+    /// A package of an image's set whose fields disagree.
+    ImagePackage {
+        package: String,
+        problem: Box<Problem>,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -95,6 +101,7 @@ impl fmt::Display for Problem {
                 "its closure lists `{member}`, which is pinned from {}",
                 PinKey::Archive(archive.clone())
             ),
+            Problem::ImagePackage { package, problem } => write!(f, "`{package}`: {problem}"),
         }
     }
 }
@@ -139,6 +146,22 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
                     problem,
                 }),
         );
+    }
+    for i in &lock.images {
+        let archive = lock.archive(&i.archive);
+        for p in &i.packages {
+            out.extend(
+                package(p, archive)
+                    .into_iter()
+                    .map(|problem| Inconsistency {
+                        key: i.key(),
+                        problem: Problem::ImagePackage {
+                            package: p.name.clone(),
+                            problem: Box::new(problem),
+                        },
+                    }),
+            );
+        }
     }
     out
 }
@@ -247,6 +270,17 @@ mod tests {
             let lock = Lockfile::parse(text).unwrap();
             assert_eq!(inconsistencies(&lock), []);
         }
+    }
+
+    #[test]
+    fn an_image_package_is_checked_like_any_package() {
+        check(
+            &[("\"libc6=2.36-9+deb12u13 ", "\"libc6=2.36-9+deb12u14 ")],
+            &["image:debian-12: `libc6`: filename \"pool/main/g/glibc/libc6_2.36-9+deb12u13_amd64.deb\" \
+               is not this pin's .deb, which Debian's pool names \"libc6_2.36-9+deb12u14_amd64.deb\" \
+               (NAME_VERSION_ARCH.deb, the version without its epoch); its fields disagree, so it \
+               was edited by hand: run `envc lock --update image:debian-12 FILE`"],
+        );
     }
 
     #[test]

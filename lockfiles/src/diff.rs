@@ -230,34 +230,41 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
 }
 
 fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
-    let old: BTreeMap<&str, &str> = o
-        .packages
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let new: BTreeMap<&str, &str> = n
-        .packages
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
+    let by_name = |i: &'_ ImagePin| -> BTreeMap<String, (String, String)> {
+        i.packages
+            .iter()
+            .map(|p| (p.name.clone(), (p.version.clone(), p.sha256.clone())))
+            .collect()
+    };
+    let (old, new) = (by_name(o), by_name(n));
     let mut details = Vec::new();
     let (mut added, mut removed, mut moved) = (0, 0, 0);
-    let mut names: Vec<&str> = old.keys().chain(new.keys()).copied().collect();
+    let mut names: Vec<&String> = old.keys().chain(new.keys()).collect();
     names.sort_unstable();
     names.dedup();
     for name in names {
         match (old.get(name), new.get(name)) {
-            (None, Some(v)) => {
+            (None, Some((v, _))) => {
                 added += 1;
                 details.push(format!("added `{name}` {v}"));
             }
-            (Some(v), None) => {
+            (Some((v, _)), None) => {
                 removed += 1;
                 details.push(format!("removed `{name}` {v}"));
             }
-            (Some(a), Some(b)) if a != b => {
+            (Some((a, _)), Some((b, _))) if a != b => {
                 moved += 1;
                 details.push(format!("`{name}` {a} → {b}"));
+            }
+            // The archive rebuilt the same version: worth a reviewer's look.
+            (Some((a, x)), Some((_, y))) if x != y => {
+                moved += 1;
+                details.push(format!(
+                    "`{name}` {a}: same version, other bytes (sha256 {} → {}): check why \
+                     before merging",
+                    &x[..x.len().min(12)],
+                    &y[..y.len().min(12)]
+                ));
             }
             _ => {}
         }
@@ -333,7 +340,7 @@ impl fmt::Display for LockDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::{hex, sample};
+    use crate::testdata::{hex, image_deb, sample};
 
     #[test]
     fn the_same_lockfile_has_no_change() {
@@ -364,11 +371,27 @@ mod tests {
             sha256: hex('1'),
             closure: Some(PackageClosure::default()),
         });
+        let image = old.images[0].packages.clone();
         new.images[0].packages = vec![
-            ("apt".into(), "2.6.1".into()),
-            ("curl".into(), "7.88.1-10+deb12u14".into()),
-            ("libc6".into(), "2.36-9+deb12u14".into()),
-            ("openssh-server".into(), "1:9.2p1-2+deb12u6".into()),
+            image[0].clone(),
+            image_deb(
+                "curl",
+                "7.88.1-10+deb12u14",
+                "amd64",
+                "pool/main/c/curl/curl_7.88.1-10+deb12u14_amd64.deb",
+                '4',
+            ),
+            image_deb(
+                "libc6",
+                "2.36-9+deb12u14",
+                "amd64",
+                "pool/main/g/glibc/libc6_2.36-9+deb12u14_amd64.deb",
+                '5',
+            ),
+            PackagePin {
+                sha256: hex('6'),
+                ..image[3].clone()
+            },
         ];
         new.tools.retain(|t| t.name != "ssh");
         new.tools[1].version = "1:7.2+dfsg-7+deb12u19".into();

@@ -206,7 +206,7 @@ fn start_of(
         } else {
             let image = start.strip_prefix("image:").unwrap_or(start);
             match lock.image(image) {
-                Some(i) => i.packages.clone(),
+                Some(i) => i.versions(),
                 // The image did not resolve: its own error says why.
                 None => return Err(format!("its target's image `{image}` could not be pinned")),
             }

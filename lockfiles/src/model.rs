@@ -8,7 +8,9 @@
 /// that says to regenerate it (or to upgrade envc, when the lockfile is newer).
 /// Version 2: a package the environment names carries its closure (`starts_from`,
 /// `closure`), each package of it pinned down to its bytes.
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 3: an image's package set is pinned down to its bytes too (arch, size, sha256
+/// and pool path of every `.deb`), so that an image builds from the store, not the mirror.
+pub const FORMAT_VERSION: u32 = 3;
 
 pub use envc_compiler::pin::PinKey;
 use envc_compiler::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
@@ -44,7 +46,8 @@ pub struct ArchivePin {
 }
 
 /// One package down to the bytes of its `.deb`: one an environment names (with its
-/// [`PackageClosure`]), or one of such a package's closure (`closure: None`).
+/// [`PackageClosure`]), one of such a package's closure, or one of an image's set
+/// (`closure: None` for both).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackagePin {
     pub name: String,
@@ -82,8 +85,10 @@ pub const UNPINNED: &str = "unpinned";
 /// packages (and their closure), which every Debian system has.
 pub const REQUIRED: &str = "required";
 
-/// The whole package set of an image, so that a changed dependency of a dependency shows up in
-/// review, not only in the built image.
+/// The whole package set of an image, down to each `.deb`'s bytes: so that a changed
+/// dependency of a dependency shows up in review, not only in the built image, and so that
+/// the image is built from exactly these `.deb`s (kept in the store), whatever the mirror
+/// serves by then.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImagePin {
     /// The image node's name.
@@ -92,8 +97,9 @@ pub struct ImagePin {
     /// What the set was resolved from (the image's base and its own packages), sorted: so
     /// that a package dropped from the source shows the pin stale, offline.
     pub includes: Vec<String>,
-    /// `(package, version)`, sorted by package name, one entry per package.
-    pub packages: Vec<(String, String)>,
+    /// Sorted by package name, one entry per package; each of the image's `archive`, with
+    /// no closure.
+    pub packages: Vec<PackagePin>,
 }
 
 /// A tool envc drives, as probed on the machine that locked (`qemu-system-x86_64`,
@@ -119,11 +125,28 @@ impl PackagePin {
     pub fn key(&self) -> PinKey {
         PinKey::Package(self.name.clone())
     }
+
+    /// The `.deb` as a pin value names it.
+    pub fn deb(&self) -> ClosureDeb {
+        ClosureDeb {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            sha256: self.sha256.clone(),
+        }
+    }
 }
 
 impl ImagePin {
     pub fn key(&self) -> PinKey {
         PinKey::Image(self.name.clone())
+    }
+
+    /// `(package, version)` of the set, sorted by package name.
+    pub fn versions(&self) -> Vec<(String, String)> {
+        self.packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone()))
+            .collect()
     }
 }
 
@@ -161,7 +184,7 @@ impl Lockfile {
         }
         self.images.sort_by(|a, b| a.name.cmp(&b.name));
         for image in &mut self.images {
-            image.packages.sort();
+            image.packages.sort_by(|a, b| a.name.cmp(&b.name));
             image.includes.sort();
             image.includes.dedup();
         }
@@ -238,11 +261,7 @@ impl Lockfile {
                 let names = p.closure.iter().flat_map(|c| &c.packages);
                 let closure = names
                     .map(|n| match self.package(n) {
-                        Some(d) => ClosureDeb {
-                            name: d.name.clone(),
-                            version: d.version.clone(),
-                            sha256: d.sha256.clone(),
-                        },
+                        Some(d) => d.deb(),
                         None => ClosureDeb {
                             name: n.clone(),
                             version: UNPINNED.into(),
@@ -261,7 +280,7 @@ impl Lockfile {
             PinKey::Image(name) => self.image(name).map(|i| {
                 ImageValue {
                     archive: i.archive.clone(),
-                    packages: i.packages.clone(),
+                    packages: i.packages.iter().map(PackagePin::deb).collect(),
                 }
                 .encode()
             }),
@@ -435,7 +454,7 @@ mod tests {
         fresh.packages[0].version = "2.10-4".into();
         fresh.packages[1].version = "2.36-9+deb12u14".into();
         fresh.packages[2].sha256 = "e".repeat(64);
-        fresh.images[0].packages[0].1 = "2.6.2".into();
+        fresh.images[0].packages[0].version = "2.6.2".into();
         fresh.tools[2].version = "9.3".into();
         let got = match update(&old, &fresh, &keys) {
             Ok(lock) => {

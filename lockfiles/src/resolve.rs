@@ -200,7 +200,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 pub fn resolve_image(
     archive: &Archive,
     includes: &[&str],
-) -> Result<Vec<(String, String)>, Vec<ResolveError>> {
+) -> Result<Vec<PackagePin>, Vec<ResolveError>> {
     let mut errors = Vec::new();
     let mut seeds: Vec<&Stanza> = archive
         .names()
@@ -227,7 +227,17 @@ pub fn resolve_image(
     }
     let none = BTreeMap::new();
     let set = close(archive, &none, seeds, &mut errors);
-    finish(set, errors)
+    if !errors.is_empty() {
+        return Err(finish(set, errors).err().unwrap_or_default());
+    }
+    // Nothing to start from: every member is new, with its stanza.
+    Ok(set
+        .into_values()
+        .filter_map(|m| match m {
+            Member::New(s) => Some(pin(archive, s)),
+            Member::Start(_) => None,
+        })
+        .collect())
 }
 
 /// What every Debian system has: the `Priority: required` and `Essential: yes` packages
@@ -528,7 +538,7 @@ mod tests {
         resolve_image(archive, &[])
             .unwrap()
             .into_iter()
-            .map(|(n, _)| n)
+            .map(|p| p.name)
             .collect()
     }
 
@@ -700,8 +710,8 @@ mod tests {
         let got = match resolve_image(&archive, includes) {
             Ok(set) => set
                 .iter()
-                .filter(|(n, _)| !base.contains(n))
-                .map(|(n, v)| format!("{n}={v}"))
+                .filter(|p| !base.contains(&p.name))
+                .map(|p| format!("{}={}", p.name, p.version))
                 .collect::<Vec<_>>()
                 .join(" "),
             Err(errors) => errors
@@ -719,7 +729,7 @@ mod tests {
         let set: Vec<String> = resolve_image(&archive, &[])
             .unwrap()
             .into_iter()
-            .map(|(n, v)| format!("{n}={v}"))
+            .map(|p| format!("{}={}", p.name, p.version))
             .collect();
         assert_eq!(
             set.join(" "),
@@ -740,7 +750,7 @@ mod tests {
         // usrmerge and perl out (as mmdebstrap's merged-usr hook does).
         let archive = archive(SUITE);
         let set = resolve_image(&archive, &["usr-is-merged"]).unwrap();
-        let names: Vec<&str> = set.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
         assert!(
             names.contains(&"usr-is-merged") && !names.contains(&"usrmerge"),
             "{names:?}"
@@ -774,7 +784,11 @@ mod tests {
     fn check_closure(start: &str, package: &str, expected: &str) {
         let archive = archive(SUITE);
         let start: BTreeMap<String, String> = if start == "base" {
-            resolve_image(&archive, &[]).unwrap().into_iter().collect()
+            resolve_image(&archive, &[])
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.name, p.version))
+                .collect()
         } else {
             start
                 .split_whitespace()

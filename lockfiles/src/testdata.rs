@@ -64,10 +64,34 @@ pub fn sample() -> Lockfile {
             archive: "debian/bookworm".into(),
             includes: vec!["apt".into(), "libc6".into()],
             packages: vec![
-                ("apt".into(), "2.6.1".into()),
-                ("base-files".into(), "12.4+deb12u12".into()),
-                ("libc6".into(), "2.36-9+deb12u13".into()),
-                ("openssh-server".into(), "1:9.2p1-2+deb12u6".into()),
+                image_deb(
+                    "apt",
+                    "2.6.1",
+                    "amd64",
+                    "pool/main/a/apt/apt_2.6.1_amd64.deb",
+                    '1',
+                ),
+                image_deb(
+                    "base-files",
+                    "12.4+deb12u12",
+                    "amd64",
+                    "pool/main/b/base-files/base-files_12.4+deb12u12_amd64.deb",
+                    '2',
+                ),
+                image_deb(
+                    "libc6",
+                    "2.36-9+deb12u13",
+                    "amd64",
+                    "pool/main/g/glibc/libc6_2.36-9+deb12u13_amd64.deb",
+                    'c',
+                ),
+                image_deb(
+                    "openssh-server",
+                    "1:9.2p1-2+deb12u6",
+                    "amd64",
+                    "pool/main/o/openssh/openssh-server_9.2p1-2+deb12u6_amd64.deb",
+                    '3',
+                ),
             ],
         }],
         tools: vec![
@@ -84,5 +108,19 @@ pub fn sample() -> Lockfile {
                 version: "9.2p1 Debian-2+deb12u6".into(),
             },
         ],
+    }
+}
+
+/// A package of `sample`'s image: its size made of its hash's digit, so that each differs.
+pub fn image_deb(name: &str, version: &str, arch: &str, filename: &str, hash: char) -> PackagePin {
+    PackagePin {
+        name: name.into(),
+        archive: "debian/bookworm".into(),
+        version: version.into(),
+        architecture: arch.into(),
+        filename: filename.into(),
+        size: 1000 + u64::from(hash.to_digit(16).unwrap_or(0)),
+        sha256: hex(hash),
+        closure: None,
     }
 }

@@ -108,8 +108,7 @@ impl Lockfile {
             field(&mut out, "name", &i.name);
             field(&mut out, "archive", &i.archive);
             list(&mut out, "includes", &i.includes, false);
-            let packages: Vec<String> =
-                i.packages.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            let packages: Vec<String> = i.packages.iter().map(image_entry).collect();
             list(&mut out, "packages", &packages, true);
         }
         for t in &lock.tools {
@@ -119,6 +118,63 @@ impl Lockfile {
         }
         out
     }
+}
+
+/// An image's package as its `packages` list holds it: `NAME=VERSION ARCH SIZE SHA256
+/// POOL-PATH`, name and version first, so that review reads it like `apt`'s `name=version`.
+fn image_entry(p: &PackagePin) -> String {
+    format!(
+        "{}={} {} {} {} {}",
+        p.name, p.version, p.architecture, p.size, p.sha256, p.filename
+    )
+}
+
+/// What [`image_entry`] wrote, or why `entry` is not that.
+fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, String> {
+    let shape = || {
+        format!(
+            "{entry:?} is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, \
+             its version, and its .deb)"
+        )
+    };
+    let words: Vec<&str> = entry.split(' ').collect();
+    let [name_version, architecture, size, sha256, filename] = words[..] else {
+        return Err(shape());
+    };
+    let (name, version) = name_version.split_once('=').ok_or_else(shape)?;
+    if !valid_package_name(name) || !version::is_valid(version) {
+        return Err(shape());
+    }
+    if architecture.is_empty()
+        || !architecture
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(format!("`{name}`: {architecture:?} is not an architecture"));
+    }
+    let size: u64 = size
+        .parse()
+        .map_err(|_| format!("`{name}`: size {size:?} is not a number of bytes"))?;
+    if !is_sha256(sha256) {
+        return Err(format!(
+            "`{name}`: {sha256:?} is not a sha256 (64 lowercase hex digits)"
+        ));
+    }
+    if !valid_pool_path(filename) {
+        return Err(format!(
+            "`{name}`: {filename:?} is not a .deb path under the mirror (pool/…/NAME.deb)"
+        ));
+    }
+    Ok(PackagePin {
+        name: name.to_string(),
+        archive: archive.to_string(),
+        version: version.to_string(),
+        architecture: architecture.to_string(),
+        filename: filename.to_string(),
+        size,
+        sha256: sha256.to_string(),
+        closure: None,
+    })
 }
 
 /// A list of strings: on one line, or one item per line (long lists that change item by
@@ -552,10 +608,7 @@ impl Parser {
         let architecture = self.string(&mut b, "architecture");
         let filename = self.string(&mut b, "filename");
         if let Some(f) = &filename {
-            if f.starts_with('/')
-                || f.split('/').any(|s| s.is_empty() || s == "..")
-                || !f.ends_with(".deb")
-            {
+            if !valid_pool_path(f) {
                 self.field_error(
                     &b,
                     "filename",
@@ -614,36 +667,37 @@ impl Parser {
             }
             Some((_, DeValue::Array(items))) => {
                 let mut seen = BTreeMap::new();
+                let archive_name = archive.clone().unwrap_or_default();
                 for item in items.iter() {
                     let at = item.span().start;
                     let entry = item.get_ref().as_str().unwrap_or("");
-                    match entry.split_once('=') {
-                        Some((n, v)) if valid_package_name(n) && version::is_valid(v) => {
-                            if seen.insert(n.to_string(), v.to_string()).is_some() {
+                    match parse_image_entry(entry, &archive_name) {
+                        Ok(p) => {
+                            if seen.insert(p.name.clone(), ()).is_some() {
                                 self.error(
                                     at,
                                     b.pin.as_ref(),
-                                    format!("package `{n}` is listed twice"),
+                                    format!("package `{}` is listed twice", p.name),
                                     REGENERATE,
                                 );
                                 ok = false;
                             }
-                            packages.push((n.to_string(), v.to_string()));
+                            packages.push(p);
                         }
-                        _ => {
-                            self.error(
-                                at,
-                                b.pin.as_ref(),
-                                format!("{entry:?} is not \"NAME=VERSION\" (a Debian package and its version)"),
-                                REGENERATE,
-                            );
+                        Err(message) => {
+                            self.error(at, b.pin.as_ref(), message, REGENERATE);
                             ok = false;
                         }
                     }
                 }
             }
             Some((v, _)) => {
-                self.type_error(&b, v, "packages", "a list of \"NAME=VERSION\" strings");
+                self.type_error(
+                    &b,
+                    v,
+                    "packages",
+                    "a list of \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" strings",
+                );
                 ok = false;
             }
         }
@@ -848,6 +902,11 @@ pub(crate) fn is_sha256(s: &str) -> bool {
 
 /// Debian policy: lowercase letters, digits, `+ - .`, at least two characters, starting with
 /// a letter or digit.
+/// A `.deb`'s path under its mirror, as Packages' `Filename:` gives it.
+fn valid_pool_path(f: &str) -> bool {
+    !f.starts_with('/') && !f.split('/').any(|s| s.is_empty() || s == "..") && f.ends_with(".deb")
+}
+
 pub(crate) fn valid_package_name(n: &str) -> bool {
     n.len() >= 2
         && n.bytes()
@@ -975,22 +1034,44 @@ mod tests {
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("    \"libc6=", "    \"libc6\",\n    \"libc6="),
-            "line 59: image:debian-12: \"libc6\" is not \"NAME=VERSION\" (a Debian package and its version)\n  \
+            replace("    \"libc6=", "    \"libc6=2.36-9+deb12u13\",\n    \"libc6="),
+            "line 59: image:debian-12: \"libc6=2.36-9+deb12u13\" is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, its version, and its .deb)\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("    \"libc6=", "    \"apt=2.6.0\",\n    \"libc6="),
+            replace(" 1012 cccc", " 1012 CCCC"),
+            "line 59: image:debian-12: `libc6`: \"CCCCcccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\" is not a sha256 (64 lowercase hex digits)\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
+        check(
+            replace(" 1012 cccc", " 1k cccc"),
+            "line 59: image:debian-12: `libc6`: size \"1k\" is not a number of bytes\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
+        check(
+            replace(" pool/main/g/glibc/libc6_2.36-9+deb12u13_amd64.deb\",", " /srv/libc6.deb\","),
+            "line 59: image:debian-12: `libc6`: \"/srv/libc6.deb\" is not a .deb path under the mirror (pool/…/NAME.deb)\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
+        check(
+            replace("    \"libc6=", "    \"apt=2.6.0 amd64 1 1111111111111111111111111111111111111111111111111111111111111111 pool/main/a/apt/apt_2.6.0_amd64.deb\",\n    \"libc6="),
             "line 59: image:debian-12: package `apt` is listed twice\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 2\n", "version = 3\n"),
-            "line 5: lockfile format version 3; this envc reads version 2\n  \
+            replace("version = 3\n", "version = 4\n"),
+            "line 5: lockfile format version 4; this envc reads version 3\n  \
              hint: it was written by a newer envc: upgrade envc",
         );
+        // A lockfile of the last format: its images' sets have no bytes; locking again
+        // writes them.
         check(
-            replace("version = 2\n", ""),
+            replace("version = 3\n", "version = 2\n"),
+            "line 5: lockfile format version 2; this envc reads version 3\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
+        check(
+            replace("version = 3\n", ""),
             "line 1: missing `version` (the lockfile format's version)\n  \
              hint: this does not look like an envc lockfile; run `envc lock FILE` to regenerate the lockfile",
         );

@@ -122,7 +122,7 @@ async fn resolves_against_a_served_archive() {
     let set: Vec<String> = resolve_image(&archive, &["openssh-server"])
         .unwrap()
         .iter()
-        .map(|(n, v)| format!("{n}={v}"))
+        .map(|p| format!("{}={}", p.name, p.version))
         .collect();
     assert_eq!(
         set,

@@ -40,7 +40,7 @@ async fn locks_against_debian_bookworm() {
     assert_eq!(deb.len() as u64, hello.size);
 
     let set = resolve_image(&archive, &["openssh-server"]).unwrap_or_else(|e| panic!("{e:?}"));
-    let names: Vec<&str> = set.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
     for want in [
         "openssh-server",
         "openssh-client",
@@ -71,7 +71,7 @@ async fn locks_against_debian_bookworm() {
         "usr-is-merged",
     ];
     let image = resolve_image(&archive, &base).unwrap_or_else(|e| panic!("{e:?}"));
-    let image: Vec<&str> = image.iter().map(|(n, _)| n.as_str()).collect();
+    let image: Vec<&str> = image.iter().map(|p| p.name.as_str()).collect();
     for want in base.iter().chain(&["systemd", "mawk", "libc6"]) {
         assert!(image.contains(want), "{want} missing from {image:?}");
     }

@@ -37,10 +37,12 @@ impl Lab {
             crate::store::safe_name(&production.env),
             std::process::id()
         ));
-        let store = Store::open(&dir).map_err(|error| SessionError::Store {
-            root: dir.clone(),
-            error,
-        })?;
+        let store = Store::open(&dir)
+            .map_err(|error| SessionError::Store {
+                root: dir.clone(),
+                error,
+            })?
+            .with_debs_of(&production.store);
         Ok(Lab {
             dir,
             store,

@@ -185,21 +185,25 @@ impl Session {
         if request.rebuild {
             let started = Instant::now();
             let rt = crate::session::runtime()?;
-            let second = Store::open(&lab.dir().join("second-build"))
-                .map_err(|e| SessionError::Io(format!("cannot open a scratch store: {e}")))?;
             let cache = match &self.shared.cache {
                 Some(_) => Some(self.cache()?),
                 None => None,
             };
+            // Pinned .debs from production's store, else the binary cache (never pushed
+            // to from here), else their mirror.
+            let debs = self.store.clone().with_deb_cache(
+                cache
+                    .clone()
+                    .map(|cache| crate::image::CacheUse { cache, push: false }),
+            );
+            let builds = lab.store().clone().with_debs_of(&debs);
+            let second = Store::open(&lab.dir().join("second-build"))
+                .map_err(|e| SessionError::Io(format!("cannot open a scratch store: {e}")))?
+                .with_debs_of(&debs);
             for (key, hash, img) in &images {
                 let reference = rt.block_on(self.reference(&records, cache.as_ref(), key, hash));
                 let r = rt.block_on(rebuild::rebuild(
-                    lab.store(),
-                    &second,
-                    key,
-                    hash,
-                    img,
-                    reference,
+                    &builds, &second, key, hash, img, reference,
                 ));
                 rebuilds.push(r);
             }
