@@ -162,6 +162,7 @@ fn cases() -> Vec<Case> {
         case("eval-base-uses-nodes", "let v = vm(name = \"v\", image = image(name = \"i\"))\nlet h = host(name = \"h1\", address = \"192.0.2.1\", base = image(name = \"b\", after = [v]))\n"),
         // `envc verify`'s lab, for a host that declares no base.
         case("eval-no-base", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n")).vm_stand_in("h1"),
+        case("eval-suite-not-base", "import \"std/debian\"\nlet h = host(name = \"h1\", address = \"192.0.2.1\", suite = \"trixie\", base = debian.default_image)\n"),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
         case("eval-too-large", "let xs = 0..100000000\n"),
         too_long,

@@ -308,6 +308,9 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // What the host was provisioned from: `envc verify`'s lab boots a fresh VM
             // from it to stand in for the host. Locked, not built, not part of the id.
             attr("base", t_image, false, None),
+            // The Debian suite it runs, which its packages are locked from: its base's
+            // when it has one, else bookworm.
+            attr("suite", t_str, false, None),
             AFTER,
         ],
         outputs: &[("host_key", t_deferred_str)],

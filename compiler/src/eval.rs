@@ -1470,6 +1470,25 @@ impl<'p> Evaluator<'p> {
                     .help("give the host a base that names no node: no `after`, no deferred values in its files"),
                 );
             }
+            // Its packages are locked from one suite: the one its base was built from.
+            if let (Some(Value::Str(suite)), Some(base)) = (attrs.get("suite"), base.as_ref()) {
+                if let Some(Value::Str(built)) = base
+                    .attrs
+                    .get("suite")
+                    .filter(|b| !matches!(b, Value::Str(x) if x == suite))
+                {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::suite-not-base",
+                            format!("host `{name}` runs suite `{suite}`, its base is `{built}`"),
+                        )
+                        .label(file, name_span, "this host")
+                        .label(base.file, base.span, format!("its base, built from `{built}`"))
+                        .message("A host's packages are locked from one Debian suite, the one its base was built from.")
+                        .help(format!("drop `suite` (the base says it), or give the host a base built from `{suite}`")),
+                    );
+                }
+            }
             // Before the id is computed: the stand-in is a different machine, with an id
             // and dependents of its own, and `h.address` reads the stand-in's.
             match (self.stand_ins.get(&*name), base) {

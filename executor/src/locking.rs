@@ -54,7 +54,14 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
                         (spec.nodes.iter().chain(&spec.lab_images)).find(|i| i.key == key)
                     }),
                 });
-                let suite = image.map_or(DEFAULT_SUITE.into(), suite_of);
+                // The suite its image was built from, else the one its host says it runs.
+                let suite = match image {
+                    Some(i) => suite_of(i),
+                    None => target
+                        .and_then(|t| t.str_attr("suite"))
+                        .unwrap_or(DEFAULT_SUITE)
+                        .to_string(),
+                };
                 // The image's name is its pin's: what the VM boots, what the host was
                 // provisioned from. A host without a base is any Debian system.
                 let starts_from = image.map_or(REQUIRED.to_string(), |i| {
@@ -299,6 +306,15 @@ mod tests {
         );
         check(
             &format!("{host}, base = image(name = \"t\", suite = \"trixie\"))\n{curl}"),
+            &["image t trixie", "package curl trixie", "tool ssh"],
+        );
+        // A host with no base says which suite it runs; one whose base says it may too.
+        check(
+            &format!("{host}, suite = \"trixie\")\n{curl}"),
+            &["package curl trixie", "tool ssh"],
+        );
+        check(
+            &format!("{host}, suite = \"trixie\", base = image(name = \"t\", suite = \"trixie\"))\n{curl}"),
             &["image t trixie", "package curl trixie", "tool ssh"],
         );
         // A VM's image is built here: its tools are needed.
