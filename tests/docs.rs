@@ -32,6 +32,7 @@ fn documented_examples_compile() {
                 ("main.env", block.as_str()),
                 ("files/site.conf", "server {}\n"),
                 ("files/app.conf.j2", "port = {{ port }}\n"),
+                ("keys/pgdg.asc", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n"),
             ];
             let c = compile(
                 "main.env",

@@ -358,3 +358,193 @@ fn a_pin_edited_by_hand_is_stale() {
         text(&o)
     );
 }
+
+/// A scratch GnuPG home with one signing key made for the test: its fingerprint, its public
+/// key (armoured), and a way to clear-sign a Release with it.
+struct TestKey {
+    home: tempfile::TempDir,
+    fingerprint: String,
+}
+
+impl TestKey {
+    fn new(uid: &str) -> TestKey {
+        let mut key = TestKey {
+            home: tempfile::tempdir().unwrap(),
+            fingerprint: String::new(),
+        };
+        key.gpg(&[
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            uid,
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+        let listing = String::from_utf8(key.gpg(&["--with-colons", "--list-keys"])).unwrap();
+        key.fingerprint = listing
+            .lines()
+            .find_map(|l| l.strip_prefix("fpr:::::::::"))
+            .and_then(|rest| rest.split(':').next())
+            .unwrap()
+            .to_string();
+        key
+    }
+
+    fn gpg(&self, args: &[&str]) -> Vec<u8> {
+        let o = Command::new("gpg")
+            .arg("--homedir")
+            .arg(self.home.path())
+            .args(["--batch", "--quiet", "--pinentry-mode", "loopback"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "gpg {args:?}: {}", text(&o));
+        o.stdout
+    }
+
+    fn public(&self) -> Vec<u8> {
+        self.gpg(&["--armor", "--export", &self.fingerprint])
+    }
+
+    /// Writes `dists/SUITE/InRelease`: the archive's Release, clear-signed with this key.
+    fn sign(&self, archive: &TinyArchive) {
+        let dists = archive.dists();
+        let out = dists.join("InRelease");
+        let _ = std::fs::remove_file(&out);
+        self.gpg(&[
+            "--local-user",
+            &self.fingerprint,
+            "--clearsign",
+            "--output",
+            out.to_str().unwrap(),
+            dists.join("Release").to_str().unwrap(),
+        ]);
+    }
+}
+
+/// The agent that made and used the key stops with the test.
+impl Drop for TestKey {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .arg("--homedir")
+            .arg(self.home.path())
+            .args(["--kill", "gpg-agent"])
+            .output();
+    }
+}
+
+#[test]
+fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
+    let debian = TinyArchive::new("bookworm");
+    debian.write(
+        &[pkg("libfoo1", "1.0-1", ""), pkg("hello", "2.10-3", "")],
+        DATE,
+        true,
+    );
+    let vendor = TinyArchive::new("bookworm-acme");
+    vendor.write(
+        &[
+            pkg(
+                "acmedb",
+                "16.2-1",
+                "Depends: acmedb-common (= 16.2-1), libfoo1 (>= 1.0)",
+            ),
+            pkg("acmedb-common", "16.2-1", ""),
+        ],
+        DATE,
+        false,
+    );
+    let acme = TestKey::new("Acme Archive <apt@acme.test>");
+    let other = TestKey::new("Somebody Else <x@other.test>");
+    acme.sign(&vendor);
+    let p = Project::new(&debian.mirror);
+    std::fs::create_dir_all(p.path("keys")).unwrap();
+    std::fs::write(p.path("keys/acme.asc"), acme.public()).unwrap();
+    let env = |fingerprint: &str| {
+        format!(
+            "import \"std/debian\"\n\
+             let h = host(name = \"h\", address = \"192.0.2.1\")\n\
+             let acme = debian.vendor_archive(name = \"acme\", url = \"{}\", suite = \"bookworm-acme\", \
+             key = path(\"keys/acme.asc\"), fingerprint = \"{fingerprint}\")\n\
+             let db = package(name = \"acmedb\", target = h, archive = acme)\n",
+            vendor.mirror
+        )
+    };
+    std::fs::write(p.path("prod.env"), env(&acme.fingerprint)).unwrap();
+
+    // Locked: the vendor's package and its own dependency from its archive, the Debian
+    // dependency from Debian's; the archive pinned with the key it was checked with.
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let lock = p.lockfile();
+    assert!(
+        lock.contains(&format!(
+            "[[archive]]\nname = \"acme\"\nmirror = \"{}\"\nsuite = \"bookworm-acme\"",
+            vendor.mirror
+        )) && lock.contains(&format!("signed_by = \"{}\"", acme.fingerprint)),
+        "{lock}"
+    );
+    for (name, archive) in [
+        ("acmedb", "acme"),
+        ("acmedb-common", "acme"),
+        ("libfoo1", "debian/bookworm"),
+    ] {
+        assert!(
+            lock.contains(&format!("name = \"{name}\"\narchive = \"{archive}\"\n")),
+            "{name} from {archive}:\n{lock}"
+        );
+    }
+    assert!(
+        lock.contains("closure = [\n    \"acmedb-common\",\n    \"libfoo1\",\n]"),
+        "{lock}"
+    );
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+
+    // The source pins another key than the key file holds: refused, nothing written.
+    std::fs::write(p.path("prod.env"), env(&other.fingerprint)).unwrap();
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("archive:acme: its key file holds")
+            && stderr(&o).contains(&format!(
+                "not the key the source pins ({})",
+                other.fingerprint
+            )),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(p.lockfile(), lock);
+    // And --check, offline, says the pin is not what the source declares.
+    let o = p.envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains("archive:acme: the source declares"),
+        "{}",
+        text(&o)
+    );
+
+    // The archive signed by another key than the pinned one: refused.
+    std::fs::write(p.path("prod.env"), env(&acme.fingerprint)).unwrap();
+    other.sign(&vendor);
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains(&format!(
+            "archive:acme: its InRelease is not signed by the pinned key {}",
+            acme.fingerprint
+        )),
+        "{}",
+        text(&o)
+    );
+
+    // Signed right, but the vendor's .deb is not the one its index names: refused.
+    acme.sign(&vendor);
+    vendor.overwrite(
+        "pool/main/a/acmedb/acmedb_16.2-1_amd64.deb",
+        b"not these bytes\n",
+    );
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 1);
+    assert!(stderr(&o).contains("package:acmedb"), "{}", text(&o));
+    assert_eq!(p.lockfile(), lock);
+}

@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use crate::types::{CheckKind, FnTy, NodeKind, NodeTy, ParamTy, Ty};
+use crate::types::{CheckKind, FieldTy, FnTy, NodeKind, NodeTy, ParamTy, RecordTy, Ty};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Builtin {
@@ -145,6 +145,25 @@ fn t_nodes() -> Ty {
 }
 fn t_vars() -> Ty {
     Ty::Dict(Rc::new(Ty::Unknown))
+}
+/// A vendor's apt archive (`debian.vendor_archive`): where it is, and the key it is signed
+/// with, pinned by fingerprint.
+fn t_archive() -> Ty {
+    let field = |ty: Ty| FieldTy { ty, default: None };
+    Ty::Record(Rc::new(RecordTy {
+        name: Some("archive".into()),
+        fields: [
+            ("name", field(Ty::Str)),
+            ("url", field(Ty::Str)),
+            ("suite", field(Ty::Str)),
+            ("components", field(Ty::list(Ty::Str))),
+            ("key", field(Ty::Path)),
+            ("fingerprint", field(Ty::Str)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v))
+        .collect(),
+    }))
 }
 fn t_target() -> Ty {
     Ty::Node(NodeTy::Target)
@@ -323,6 +342,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
         attrs: &[
             attr("name", t_str, true, None),
             attr("version", t_str, false, None),
+            // A vendor's archive it comes from; Debian's (its target's suite) when absent.
+            attr("archive", t_archive, false, None),
             AFTER,
             EXPECT,
             REQUIRE,

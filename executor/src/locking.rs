@@ -3,14 +3,15 @@
 //! model, its staleness and the archive resolution are in `envc_lockfiles`; this module
 //! only knows which node needs what.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
-use envc_lockfiles::needs::{ImageNeed, DEFAULT_SUITE};
+use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, LockProblem, Lockfile, Needs,
-    NeedsConflict, ToolPin, REQUIRED,
+    ToolPin, REQUIRED,
 };
 
 use crate::image::lock_includes;
@@ -24,7 +25,7 @@ fn stdlib_hash() -> String {
 /// What `spec` needs pinned: each `package` node its package (from the suite of the image
 /// its VM boots, or its host's base, else the default), each `image` node and each host's
 /// base its whole set, and the tools that build and reach its nodes.
-pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
+pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
     let mut needs = Needs::default();
     let mut conflicts = Vec::new();
     // A host's base is pinned like any image, so the lab rebuilds exactly it; its tools
@@ -71,8 +72,30 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<NeedsConflict>> {
                     .str_attr("version")
                     .filter(|v| !v.is_empty())
                     .map(str::to_string);
-                if let Err(c) = needs.add_package(&n.name, &suite, version, &n.key, &starts_from) {
-                    conflicts.push(*c);
+                let vendor = match n.attr("archive") {
+                    Some(Val::Record(fields)) => match vendor_archive(fields) {
+                        Ok((name, archive)) => {
+                            if let Err(e) = needs.add_vendor(&name, archive) {
+                                conflicts.push(e);
+                            }
+                            Some(name)
+                        }
+                        Err(e) => {
+                            conflicts.push(format!("`{}`: {e}", n.key));
+                            None
+                        }
+                    },
+                    _ => None,
+                };
+                if let Err(c) = needs.add_package(
+                    &n.name,
+                    &suite,
+                    vendor.as_deref(),
+                    version,
+                    &n.key,
+                    &starts_from,
+                ) {
+                    conflicts.push(c.to_string());
                 }
             }
             _ => {}
@@ -107,6 +130,44 @@ pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
 
 /// What `build --locked` checks before anything runs: the lock covers the environment, and
 /// the tools here are the locked ones. Problems, one per line.
+/// A package's `archive` (what `debian.vendor_archive` makes): its name and declaration.
+fn vendor_archive(fields: &BTreeMap<String, Val>) -> Result<(String, VendorArchive), String> {
+    let text = |k: &str| match fields.get(k) {
+        Some(Val::Str(s)) => Ok(s.clone()),
+        _ => Err(format!("its archive has no `{k}` string")),
+    };
+    let name = text("name")?;
+    let url = text("url")?.trim_end_matches('/').to_string();
+    let fingerprint = text("fingerprint")?.replace(' ', "").to_ascii_uppercase();
+    if !envc_lockfiles::text::is_fingerprint(&fingerprint) {
+        return Err(format!(
+            "archive `{name}`: {fingerprint:?} is not an OpenPGP fingerprint (40 hex digits)"
+        ));
+    }
+    if name.is_empty() || name.contains(char::is_whitespace) || name.starts_with("debian/") {
+        return Err(format!(
+            "archive name {name:?}: a vendor archive's name is one word, not Debian's `debian/…`"
+        ));
+    }
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("archive `{name}`: url {url:?} is not http(s)"));
+    }
+    let key = match fields.get("key") {
+        Some(Val::Path { path, .. }) => path.clone(),
+        _ => return Err(format!("archive `{name}` has no `key` file")),
+    };
+    Ok((
+        name,
+        VendorArchive {
+            url,
+            suite: text("suite")?,
+            components: crate::spec::strings(fields.get("components")),
+            key,
+            fingerprint,
+        },
+    ))
+}
+
 pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) -> Vec<String> {
     let Some(lock) = lock else {
         return vec![format!(
@@ -117,7 +178,7 @@ pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) ->
     };
     let needs = match needs_of(spec) {
         Ok(n) => n,
-        Err(e) => return e.iter().map(ToString::to_string).collect(),
+        Err(e) => return e,
     };
     let mut out: Vec<String> = stale_pins(lock, &needs)
         .iter()
@@ -195,14 +256,7 @@ pub fn lock_environment(
     spec: &Spec,
     request: LockRequest,
 ) -> Result<LockOutcome, LockCommandError> {
-    let needs = needs_of(spec).map_err(|e| {
-        LockCommandError::Input(
-            e.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    })?;
+    let needs = needs_of(spec).map_err(|e| LockCommandError::Input(e.join("\n")))?;
     let path = lock_path(env_file);
     let mut warnings = Vec::new();
     let old = match read_lock(env_file) {
@@ -225,16 +279,22 @@ pub fn lock_environment(
             LockOutcome::Stale { path, problems }
         });
     }
-    let resolved =
-        envc_lockfiles::environment::resolve_environment(&needs, old.as_ref(), &stdlib_hash())
-            .map_err(|u| {
-                warnings.extend(u.warnings);
-                LockCommandError::Unresolved {
-                    path: path.clone(),
-                    errors: u.errors,
-                    warnings: std::mem::take(&mut warnings),
-                }
-            })?;
+    // Project files (a vendor archive's key) are relative to the project's directory.
+    let project = crate::project::project_dir(env_file);
+    let resolved = envc_lockfiles::environment::resolve_environment(
+        &needs,
+        old.as_ref(),
+        &stdlib_hash(),
+        &project,
+    )
+    .map_err(|u| {
+        warnings.extend(u.warnings);
+        LockCommandError::Unresolved {
+            path: path.clone(),
+            errors: u.errors,
+            warnings: std::mem::take(&mut warnings),
+        }
+    })?;
     warnings.extend(resolved.warnings);
     let fresh = resolved.lock;
     let new = match (&old, request) {

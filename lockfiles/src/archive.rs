@@ -259,6 +259,9 @@ pub struct Stanza {
     pub provides: Vec<Provide>,
     pub essential: bool,
     pub priority: Option<String>,
+    /// The archive it comes from, in an archive merged of several ([`Archive::merged`]);
+    /// `None`: the archive that holds it.
+    pub origin: Option<String>,
 }
 
 /// Parses a `Packages` index. A stanza without one of the fields a pin needs (Package,
@@ -326,6 +329,7 @@ fn stanza(p: &Paragraph<'_>) -> Result<Stanza, ParseError> {
             .get("Essential")
             .is_some_and(|v| v.eq_ignore_ascii_case("yes")),
         priority: p.get("Priority").map(str::to_string),
+        origin: None,
     })
 }
 
@@ -488,6 +492,27 @@ impl Archive {
 
     pub fn is_empty(&self) -> bool {
         self.packages.is_empty()
+    }
+
+    /// This archive and `others` as apt sees them together (a vendor's archive beside the
+    /// Debian suite it builds for): every stanza, each knowing its archive; of two stanzas
+    /// of one version, this archive's. Named and pinned as this one.
+    pub fn merged(&self, others: &[&Archive]) -> Archive {
+        let stanzas = std::iter::once(self)
+            .chain(others.iter().copied())
+            .flat_map(|a| {
+                a.packages.values().flatten().map(|s| Stanza {
+                    origin: Some(s.origin.clone().unwrap_or_else(|| a.pin.name.clone())),
+                    ..s.clone()
+                })
+            })
+            .collect();
+        Archive::new(
+            self.pin.clone(),
+            self.release.clone(),
+            self.release_raw.clone(),
+            stanzas,
+        )
     }
 }
 

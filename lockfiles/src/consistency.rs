@@ -11,8 +11,9 @@
 //!   architecture, under one of its archive's components;
 //! - a package's architecture is its archive's, or `all`;
 //! - a package's `size` is not 0;
-//! - an archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]);
-//! - every package of a closure is pinned, and from the archive of the package it comes with;
+//! - a Debian archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]);
+//! - every package of a closure is pinned, and from the archive of the package it comes with
+//!   (or, for a vendor archive's package, from a Debian archive);
 //! - every package of an image's set passes the package checks above.
 //!
 //! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
@@ -124,7 +125,8 @@ impl fmt::Display for Inconsistency {
 /// for what does not need the archive.
 pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
     let mut out = Vec::new();
-    for a in &lock.archives {
+    // A vendor's archive is named by the source; Debian's by their suite.
+    for a in lock.archives.iter().filter(|a| !a.is_vendor()) {
         let expected = ArchivePin::default_name(&a.suite);
         if a.name != expected {
             out.push(Inconsistency {
@@ -168,9 +170,13 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
 
 fn closure(p: &PackagePin, lock: &Lockfile) -> Vec<Problem> {
     let members = p.closure.iter().flat_map(|c| &c.packages);
+    // A vendor's package depends on Debian's too; Debian's only on Debian's.
+    let vendor = lock.archive(&p.archive).is_some_and(ArchivePin::is_vendor);
+    let from_debian = |archive: &str| lock.archive(archive).is_some_and(|a| !a.is_vendor());
     members
         .filter_map(|m| match lock.package(m) {
             None => Some(Problem::ClosureNotPinned { member: m.clone() }),
+            Some(pin) if vendor && from_debian(&pin.archive) => None,
             Some(pin) if pin.archive != p.archive => Some(Problem::ClosureArchive {
                 member: m.clone(),
                 archive: pin.archive.clone(),

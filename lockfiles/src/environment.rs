@@ -30,11 +30,13 @@ pub struct Unresolved {
 
 /// Resolves every pin `needs` names; `old` keeps the mirror and the clock a lockfile
 /// already pins, so that relocking on another machine does not move every pin. `stdlib`
-/// is the hash of this envc's standard library. Errors: one message per pin that failed.
+/// is the hash of this envc's standard library; `project` the directory vendor archives'
+/// key files are relative to. Errors: one message per pin that failed.
 pub fn resolve_environment(
     needs: &Needs,
     old: Option<&Lockfile>,
     stdlib: &str,
+    project: &Path,
 ) -> Result<Resolved, Unresolved> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -65,6 +67,31 @@ pub fn resolve_environment(
             Err(e) => errors.push(format!("{}: {e}", PinKey::debian_archive(suite))),
         }
     }
+    // Vendors' archives: their InRelease checked with the key the source pins, whatever
+    // ENVC_ARCHIVE_KEYRING says (that is for Debian's).
+    let mut vendors: BTreeMap<&str, Archive> = BTreeMap::new();
+    for (name, v) in &needs.vendors {
+        let key = PinKey::Archive(name.clone());
+        let components: Vec<&str> = v.components.iter().map(String::as_str).collect();
+        let fetched = rt
+            .block_on(Archive::fetch(&v.url, &v.suite, ARCHITECTURE, &components))
+            .map_err(|e| e.to_string())
+            .and_then(|mut a| {
+                a.pin.name = name.clone();
+                a.pin.signed_by = Some(v.fingerprint.clone());
+                let file = project.join(&v.key);
+                let bytes = std::fs::read(&file)
+                    .map_err(|e| format!("cannot read its key file {}: {e}", file.display()))?;
+                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)?;
+                Ok(a)
+            });
+        match fetched {
+            Ok(a) => {
+                vendors.insert(name, a);
+            }
+            Err(e) => errors.push(format!("{key}: {}", e.replace('\n', "\n  "))),
+        }
+    }
     if !errors.is_empty() {
         return Err(Unresolved { errors, warnings });
     }
@@ -72,7 +99,9 @@ pub fn resolve_environment(
         old.map_or(DEFAULT_SOURCE_DATE_EPOCH, |o| o.source_date_epoch),
         stdlib.to_string(),
     );
+    // Debian's suites by suite, vendors' archives by name.
     let mut used: BTreeSet<&str> = BTreeSet::new();
+    let mut used_vendors: BTreeSet<&str> = BTreeSet::new();
     // Images first: a package's closure is resolved onto the sets of the images its
     // targets start from.
     for (name, need) in &needs.images {
@@ -99,11 +128,22 @@ pub fn resolve_environment(
     // Each suite's required set, resolved once for all the packages of hosts without a base.
     let mut required: BTreeMap<&str, Result<PackageSet, String>> = BTreeMap::new();
     for (name, need) in &needs.packages {
-        let archive = &archives[need.suite.as_str()];
+        let debian = &archives[need.suite.as_str()];
         used.insert(need.suite.as_str());
+        // A vendor's package comes from its archive; its dependencies from it and from the
+        // Debian suite beside it, as apt sees both.
+        let vendor = need.vendor.as_deref().and_then(|v| vendors.get(v));
+        let merged = vendor.map(|v| v.merged(&[debian]));
+        let (archive, closure_from) = match (vendor, &merged) {
+            (Some(v), Some(m)) => {
+                used_vendors.insert(&v.pin.name);
+                (v, m)
+            }
+            _ => (debian, debian),
+        };
         if need.starts_from.contains(REQUIRED) {
             required.entry(need.suite.as_str()).or_insert_with(|| {
-                required_set(archive).map_err(|es| {
+                required_set(debian).map_err(|es| {
                     let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
                     es.join("\n")
                 })
@@ -117,8 +157,13 @@ pub fn resolve_environment(
             }
         };
         let version = need.version.as_deref();
-        let resolved = resolve_packages(archive, &[(name.as_str(), version)])
-            .and_then(|root| Ok((root, resolve_closure(archive, &start, name, version)?)));
+        let resolved = resolve_packages(archive, &[(name.as_str(), version)]).and_then(|root| {
+            // The root's own version: a Debian package of its name may be newer.
+            let exact = root.first().map(|r| r.version.clone());
+            let exact = exact.as_deref().or(version);
+            let closure = resolve_closure(closure_from, &start, name, exact)?;
+            Ok((root, closure))
+        });
         let (mut root, closure) = match resolved {
             Ok(r) => r,
             Err(es) => {
@@ -172,6 +217,8 @@ pub fn resolve_environment(
         }
     }
     lock.archives = used.into_iter().map(|s| archives[s].pin.clone()).collect();
+    lock.archives
+        .extend(used_vendors.into_iter().map(|v| vendors[v].pin.clone()));
     for t in &needs.tools {
         match probe_tool(t) {
             Ok(p) => lock.tools.push(p),

@@ -249,6 +249,7 @@ impl Archive {
             components: components.iter().map(|c| c.to_string()).collect(),
             release_sha256,
             date: release.date.clone(),
+            signed_by: None,
         };
         Ok(Archive::new(pin, release, raw, stanzas))
     }
@@ -443,4 +444,88 @@ pub fn verify_signature(archive: &Archive, keyring: &Path) -> Result<(), FetchEr
             detail: detail.join("; "),
         })
     }
+}
+
+/// Checks a vendor archive's InRelease against `key` (the key file the source names),
+/// trusting only the key whose fingerprint the source pins: a key file that does not hold
+/// that key, or an InRelease that another key signed, is refused. Needs `gpg` and `gpgv`.
+pub fn verify_vendor_signature(
+    archive: &Archive,
+    key: &[u8],
+    fingerprint: &str,
+) -> Result<(), String> {
+    let home = tempfile::tempdir().map_err(|e| format!("cannot make a scratch GnuPG home: {e}"))?;
+    let gpg = |args: &[&str], stdin: &[u8]| -> Result<Vec<u8>, String> {
+        let mut child = std::process::Command::new("gpg")
+            .arg("--homedir")
+            .arg(home.path())
+            .args(["--batch", "--quiet", "--no-options", "--no-autostart"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                format!("cannot run gpg: {e}\n  hint: install gnupg (`./scripts/setup` does)")
+            })?;
+        let input = child.stdin.take();
+        let data = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            if let Some(mut input) = input {
+                use std::io::Write;
+                let _ = input.write_all(&data);
+            }
+        });
+        let out = child.wait_with_output().map_err(|e| format!("gpg: {e}"))?;
+        let _ = writer.join();
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(format!(
+                "gpg {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    gpg(&["--import"], key).map_err(|e| format!("its key file is not an OpenPGP key: {e}"))?;
+    let listing =
+        String::from_utf8_lossy(&gpg(&["--with-colons", "--list-keys"], b"")?).into_owned();
+    // The fingerprint of each primary key: the `fpr` line after its `pub` line.
+    let mut primaries = Vec::new();
+    let mut after_pub = false;
+    for line in listing.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        match fields.first() {
+            Some(&"pub") => after_pub = true,
+            Some(&"fpr") if after_pub => {
+                primaries.extend(fields.get(9).map(|f| f.to_string()));
+                after_pub = false;
+            }
+            _ => {}
+        }
+    }
+    if !primaries.iter().any(|f| f == fingerprint) {
+        return Err(format!(
+            "its key file holds {}, not the key the source pins ({fingerprint})\n  hint: the \
+             fingerprint is what trusts the key: take both from the vendor's documentation, \
+             never the fingerprint from the key file itself",
+            if primaries.is_empty() {
+                "no key".to_string()
+            } else {
+                primaries.join(", ")
+            }
+        ));
+    }
+    let keyring = home.path().join("pinned.gpg");
+    std::fs::write(&keyring, gpg(&["--export", fingerprint], b"")?)
+        .map_err(|e| format!("{}: {e}", keyring.display()))?;
+    verify_signature(archive, &keyring).map_err(|e| match e {
+        FetchError::BadSignature { detail, .. } => format!(
+            "its InRelease is not signed by the pinned key {fingerprint}: {detail}\n  hint: do \
+             not lock from this mirror, or, if the vendor changed its key, take the new key \
+             and fingerprint from the vendor"
+        ),
+        other => other.to_string(),
+    })
 }

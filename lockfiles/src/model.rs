@@ -43,6 +43,9 @@ pub struct ArchivePin {
     pub release_sha256: String,
     /// The Release file's `Date:` field, so a reader sees how old the pinned state is.
     pub date: String,
+    /// A vendor's archive: the fingerprint of the key its InRelease was checked with (the
+    /// key the source declares, pinned). `None` for Debian's, checked with Debian's keyring.
+    pub signed_by: Option<String>,
 }
 
 /// One package down to the bytes of its `.deb`: one an environment names (with its
@@ -113,6 +116,11 @@ pub struct ToolPin {
 impl ArchivePin {
     pub fn key(&self) -> PinKey {
         PinKey::Archive(self.name.clone())
+    }
+
+    /// A vendor's archive (its name is the source's, its key pinned), not Debian's.
+    pub fn is_vendor(&self) -> bool {
+        self.signed_by.is_some()
     }
 
     /// The conventional name of a Debian suite's pin: `debian/SUITE`.

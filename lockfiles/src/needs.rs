@@ -22,10 +22,28 @@ pub struct ImageNeed {
     pub includes: Vec<String>,
 }
 
+/// A vendor's archive, as the source declares it (`debian.vendor_archive`): its packages
+/// are locked from it, their dependencies from it and from the Debian suite of their
+/// targets, as apt would see both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VendorArchive {
+    /// `https://apt.example.com/debian`, without a trailing slash.
+    pub url: String,
+    pub suite: String,
+    pub components: Vec<String>,
+    /// Its signing key: a project file, relative to the project's root.
+    pub key: String,
+    /// The fingerprint of the key its Release must be signed with.
+    pub fingerprint: String,
+}
+
 /// A package, as the source asks for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackageNeed {
+    /// The Debian suite of its targets.
     pub suite: String,
+    /// The vendor archive it comes from (a key of [`Needs::vendors`]); `None`: Debian's.
+    pub vendor: Option<String>,
     /// The version the source asks for; `None` takes the newest.
     pub version: Option<String>,
     /// The nodes that install it (`h/package:curl`).
@@ -39,7 +57,17 @@ pub struct PackageNeed {
 pub struct Needs {
     pub images: BTreeMap<String, ImageNeed>,
     pub packages: BTreeMap<String, PackageNeed>,
+    pub vendors: BTreeMap<String, VendorArchive>,
     pub tools: BTreeSet<String>,
+}
+
+impl PackageNeed {
+    /// The name of the archive it is pinned from.
+    pub fn archive(&self) -> String {
+        self.vendor
+            .clone()
+            .unwrap_or_else(|| ArchivePin::default_name(&self.suite))
+    }
 }
 
 /// Two nodes ask for one package differently: a lockfile pins one version of it.
@@ -72,34 +100,61 @@ impl fmt::Display for NeedsConflict {
 impl Needs {
     /// Adds a package `node` installs; a second node asking for it differently conflicts.
     /// `starts_from`: what the node's target starts from (see [`PackageNeed::starts_from`]).
+    /// `vendor`: the vendor archive it comes from, when not Debian's.
     pub fn add_package(
         &mut self,
         name: &str,
         suite: &str,
+        vendor: Option<&str>,
         version: Option<String>,
         node: &str,
         starts_from: &str,
     ) -> Result<(), Box<NeedsConflict>> {
+        let vendor = vendor.map(str::to_string);
         let entry = self
             .packages
             .entry(name.to_string())
             .or_insert_with(|| PackageNeed {
                 suite: suite.to_string(),
+                vendor: vendor.clone(),
                 version: version.clone(),
                 used_by: Vec::new(),
                 starts_from: BTreeSet::new(),
             });
         entry.used_by.push(node.to_string());
         entry.starts_from.insert(starts_from.to_string());
-        if entry.version != version || entry.suite != suite {
+        let wants = vendor.clone().unwrap_or_else(|| suite.to_string());
+        if entry.version != version || entry.suite != suite || entry.vendor != vendor {
+            let earlier = entry.vendor.clone().unwrap_or_else(|| entry.suite.clone());
             return Err(Box::new(NeedsConflict {
                 package: name.to_string(),
                 node: node.to_string(),
-                wants: (version, suite.to_string()),
-                earlier: (entry.version.clone(), entry.suite.clone()),
+                wants: (version, wants),
+                earlier: (entry.version.clone(), earlier),
             }));
         }
         Ok(())
+    }
+
+    /// Adds a vendor archive a package node names; one name declared two ways is refused.
+    pub fn add_vendor(&mut self, name: &str, archive: VendorArchive) -> Result<(), String> {
+        match self.vendors.get(name) {
+            Some(earlier) if *earlier != archive => Err(format!(
+                "{}: declared twice, differently ({} {} key {} and {} {} key {}); a lockfile \
+                 pins one archive of a name\n  hint: declare it once and use that value",
+                PinKey::Archive(name.to_string()),
+                earlier.url,
+                earlier.suite,
+                earlier.fingerprint,
+                archive.url,
+                archive.suite,
+                archive.fingerprint
+            )),
+            _ => {
+                self.vendors.insert(name.to_string(), archive);
+                Ok(())
+            }
+        }
     }
 
     /// Every suite an image or a package comes from.
@@ -170,12 +225,13 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                         );
                     }
                 }
-                if p.archive != ArchivePin::default_name(&need.suite) {
+                if p.archive != need.archive() {
                     push(
                         key.clone(),
                         format!(
                             "pinned from {}, the source installs it from {}",
-                            p.archive, need.suite
+                            p.archive,
+                            need.archive()
                         ),
                     );
                 }
@@ -244,6 +300,32 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                 );
             }
             Some(_) => {}
+        }
+    }
+    for (name, v) in &needs.vendors {
+        let key = PinKey::Archive(name.clone());
+        match lock.archive(name) {
+            None => push(key, "not in the lockfile".into()),
+            Some(a) => {
+                let pinned = (&a.mirror, &a.suite, &a.components, a.signed_by.as_ref());
+                if pinned != (&v.url, &v.suite, &v.components, Some(&v.fingerprint)) {
+                    push(
+                        key,
+                        format!(
+                            "the source declares {} {} {} signed by {}, the lockfile pins {} {} \
+                             {} signed by {}",
+                            v.url,
+                            v.suite,
+                            v.components.join(","),
+                            v.fingerprint,
+                            a.mirror,
+                            a.suite,
+                            a.components.join(","),
+                            a.signed_by.as_deref().unwrap_or("Debian's keyring")
+                        ),
+                    );
+                }
+            }
         }
     }
     for p in &lock.packages {

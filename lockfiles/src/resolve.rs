@@ -78,7 +78,7 @@ pub fn resolve_packages(
 pub fn pin(archive: &Archive, s: &Stanza) -> PackagePin {
     PackagePin {
         name: s.package.clone(),
-        archive: archive.pin.name.clone(),
+        archive: s.origin.clone().unwrap_or_else(|| archive.pin.name.clone()),
         version: s.version.clone(),
         architecture: s.architecture.clone(),
         filename: s.filename.clone(),
@@ -584,6 +584,7 @@ mod tests {
             components: vec!["main".into()],
             release_sha256: "0".repeat(64),
             date: String::new(),
+            signed_by: None,
         };
         let release = Release {
             origin: String::new(),

@@ -20,6 +20,7 @@ pub fn sample() -> Lockfile {
             components: vec!["main".into()],
             release_sha256: hex('a'),
             date: "Sat, 10 Jan 2026 10:14:31 UTC".into(),
+            signed_by: None,
         }],
         packages: vec![
             PackagePin {

@@ -78,6 +78,9 @@ impl Lockfile {
             out.push_str(&format!("components = [{}]\n", components.join(", ")));
             field(&mut out, "release_sha256", &a.release_sha256);
             field(&mut out, "date", &a.date);
+            if let Some(f) = &a.signed_by {
+                field(&mut out, "signed_by", f);
+            }
         }
         for p in &lock.packages {
             if p.closure.is_none() {
@@ -584,6 +587,19 @@ impl Parser {
         }
         let release_sha256 = self.hash_field(&mut b, "release_sha256");
         let date = self.string(&mut b, "date");
+        let signed_by = match b.table.contains_key("signed_by") {
+            false => Some(None),
+            true => self.string(&mut b, "signed_by").map(|f| {
+                if !is_fingerprint(&f) {
+                    self.field_error(
+                        &b,
+                        "signed_by",
+                        format!("{f:?} is not an OpenPGP fingerprint (40 upper-case hex digits)"),
+                    );
+                }
+                Some(f)
+            }),
+        };
         self.finish(&b);
         Some(ArchivePin {
             name,
@@ -593,6 +609,7 @@ impl Parser {
             components: components?,
             release_sha256: release_sha256?,
             date: date?,
+            signed_by: signed_by?,
         })
     }
 
@@ -902,6 +919,13 @@ pub(crate) fn is_sha256(s: &str) -> bool {
 
 /// Debian policy: lowercase letters, digits, `+ - .`, at least two characters, starting with
 /// a letter or digit.
+/// A v4 OpenPGP fingerprint as `gpg --with-colons` prints it.
+pub fn is_fingerprint(f: &str) -> bool {
+    f.len() == 40
+        && f.bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+}
+
 /// A `.deb`'s path under its mirror, as Packages' `Filename:` gives it.
 fn valid_pool_path(f: &str) -> bool {
     !f.starts_with('/') && !f.split('/').any(|s| s.is_empty() || s == "..") && f.ends_with(".deb")
@@ -951,6 +975,37 @@ mod tests {
         assert_eq!(Lockfile::parse(&text), Ok(odd));
         let empty = Lockfile::new(0, hex('0'));
         assert_eq!(Lockfile::parse(&empty.to_toml("x")), Ok(empty));
+    }
+
+    #[test]
+    fn a_vendor_archive_carries_the_fingerprint_of_its_key() {
+        let mut lock = sample();
+        let fingerprint = "0123456789ABCDEF0123456789ABCDEF01234567";
+        lock.archives.push(ArchivePin {
+            name: "acme".into(),
+            mirror: "https://apt.acme.test/debian".into(),
+            suite: "bookworm-acme".into(),
+            signed_by: Some(fingerprint.into()),
+            ..lock.archives[0].clone()
+        });
+        lock.normalize();
+        let text = lock.to_toml("envc lock prod.env");
+        assert!(
+            text.contains(&format!(
+                "date = \"Sat, 10 Jan 2026 10:14:31 UTC\"\nsigned_by = \"{fingerprint}\"\n"
+            )),
+            "{text}"
+        );
+        assert_eq!(Lockfile::parse(&text), Ok(lock));
+        let errors = Lockfile::parse(&text.replace(fingerprint, "0123 4567")).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0]
+                .to_string()
+                .contains("archive:acme: \"0123 4567\" is not an OpenPGP fingerprint"),
+            "{}",
+            errors[0]
+        );
     }
 
     /// Parses `edit(sample text)` and renders the errors, one per line.
