@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Machines benchmark: image build time (empty store; cold and warm .deb cache), boot-to-ssh
-# time of one VM and of two VMs started together, and the memory (RSS) of each QEMU.
+# Machines benchmark: image build time (empty store; cold and warm .deb cache; locked, from
+# its pinned .debs fetched into an empty store, and again from the store with no network),
+# boot-to-ssh time of one VM and of two VMs started together, and the memory (RSS) of
+# each QEMU.
 #
 #   ./scripts/bench-vm.sh            # after ./scripts/setup; needs root
 #
@@ -53,11 +55,30 @@ noop_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 disk=$(du -m --apparent-size "$work"/store-warm/objects/*/* | sort -n | tail -1 | cut -f1)
 disk_used=$(du -m "$work"/store-warm/objects/*/* | sort -n | tail -1 | cut -f1)
 
+# Locked: the same image built from its pinned .debs. First into an empty store (they are
+# fetched from the lock's mirror), then into another store that has only those .debs, in a
+# network namespace of its own (no route anywhere): built from the store alone.
+echo "bench-vm: locked image, pinned .debs fetched, then from the store offline" >&2
+printf 'import "std/debian"\noutput image = debian.default_image.digest\n' >"$work/image.env"
+"$envc" lock "$work/image.env" >/dev/null
+ENVC_STORE=$work/store-pinned "$envc" build --json "$work/image.env" >"$work/pinned.json"
+mkdir -p "$work/store-offline"
+cp -al "$work/store-pinned/debs" "$work/store-offline/debs"
+ENVC_STORE=$work/store-offline unshare --net -- "$envc" build --json "$work/image.env" >"$work/offline.json"
+digest() { ENVC_STORE=$1 "$envc" output "$work/image.env"; }
+if [ "$(digest "$work/store-pinned")" = "$(digest "$work/store-offline")" ]; then
+    same="the same disk"
+else
+    same="a DIFFERENT disk"
+fi
+
 cat <<EOF
 | what | measured |
 |---|---:|
 | image build, empty store, empty package cache | $(( $(took "$work/cold.json" image:debian-12) / 1000 )) s |
 | image build, empty store, warm package cache | $(( $(took "$work/warm.json" image:debian-12) / 1000 )) s |
+| locked image build, empty store ($(ls "$work/store-pinned/debs" | wc -l) pinned .debs fetched) | $(( $(took "$work/pinned.json" image:debian-12) / 1000 )) s |
+| locked image build from the store's .debs, no network | $(( $(took "$work/offline.json" image:debian-12) / 1000 )) s ($same) |
 | disk image size (apparent / on disk) | ${disk} MiB / ${disk_used} MiB |
 | one VM: QEMU start to ssh ready | $(( $(took "$work/warm.json" vm:bench-0) / 1000 )) s |
 | two VMs started together: each to ssh ready | $(( $(took "$work/two.json" vm:pair-0) / 1000 )) s, $(( $(took "$work/two.json" vm:pair-1) / 1000 )) s |

@@ -8,6 +8,8 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/signing_key.rs"]
+mod signing_key;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
@@ -1442,6 +1444,68 @@ fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
             "dpkg -s hello >/dev/null 2>&1 && echo installed || echo absent"
         ),
         "absent\n"
+    );
+
+    // A vendor's archive, served beside Debian's and signed with a key the source pins:
+    // its package is locked from it, and installed from its pinned .deb like any other.
+    let vendor = archive.path().join("acme");
+    let dists = vendor.join("dists/bookworm-acme");
+    let index = std::fs::read_to_string(
+        archive
+            .path()
+            .join("dists/bookworm/main/binary-amd64/Packages"),
+    )
+    .unwrap();
+    let demo = index
+        .split("\n\n")
+        .find(|s| s.contains("Package: envc-demo\n") && s.contains("Version: 2.0\n"))
+        .unwrap();
+    let deb = demo
+        .lines()
+        .find_map(|l| l.strip_prefix("Filename: "))
+        .unwrap();
+    std::fs::create_dir_all(vendor.join(deb).parent().unwrap()).unwrap();
+    std::fs::copy(archive.path().join(deb), vendor.join(deb)).unwrap();
+    let packages = format!("{}\n", demo.trim_end());
+    std::fs::create_dir_all(dists.join("main/binary-amd64")).unwrap();
+    std::fs::write(dists.join("main/binary-amd64/Packages"), &packages).unwrap();
+    std::fs::write(
+        dists.join("Release"),
+        format!(
+            "Origin: Acme\nSuite: bookworm-acme\nCodename: bookworm-acme\n\
+             Date: Sat, 11 Jul 2026 10:16:37 UTC\nArchitectures: amd64\nComponents: main\n\
+             SHA256:\n {} {} main/binary-amd64/Packages\n",
+            envc_lockfiles::fetch::sha256_hex(packages.as_bytes()),
+            packages.len()
+        ),
+    )
+    .unwrap();
+    let acme = signing_key::TestKey::new("Acme Archive <apt@acme.test>");
+    acme.sign(&dists);
+    std::fs::create_dir_all(p.dir.path().join("env/keys")).unwrap();
+    p.write("keys/acme.asc", &String::from_utf8(acme.public()).unwrap());
+    p.write(
+        "prod.env",
+        &format!(
+            "import \"std/debian\"\n{}let acme = debian.vendor_archive(name = \"acme\", \
+             url = \"http://127.0.0.1:8765/acme\", suite = \"bookworm-acme\", \
+             key = path(\"keys/acme.asc\"), fingerprint = \"{}\")\n\
+             let demo = package(name = \"envc-demo\", target = h, archive = acme)\n",
+            src(&["jq"]),
+            acme.fingerprint
+        ),
+    );
+    ok(&run(&["lock"]));
+    let lock = std::fs::read_to_string(p.dir.path().join("env/prod.lock")).unwrap();
+    assert!(
+        lock.contains("name = \"envc-demo\"\narchive = \"acme\"\nversion = \"2.0\"")
+            && lock.contains(&format!("signed_by = \"{}\"", acme.fingerprint)),
+        "{lock}"
+    );
+    ok(&run(&["build"]));
+    assert_eq!(
+        remote(&hosts, 0, "cat /usr/share/envc-demo/version"),
+        "2.0\n"
     );
     let _ = server.kill();
     let _ = server.wait();

@@ -8,12 +8,15 @@
 mod archive;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/signing_key.rs"]
+mod signing_key;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use archive::{pkg, Pkg, TinyArchive};
 use output::{stderr, stdout, text};
+use signing_key::TestKey;
 
 const ENV: &str = r#"
 let h = host(name = "h", address = "192.0.2.1")
@@ -359,81 +362,6 @@ fn a_pin_edited_by_hand_is_stale() {
     );
 }
 
-/// A scratch GnuPG home with one signing key made for the test: its fingerprint, its public
-/// key (armoured), and a way to clear-sign a Release with it.
-struct TestKey {
-    home: tempfile::TempDir,
-    fingerprint: String,
-}
-
-impl TestKey {
-    fn new(uid: &str) -> TestKey {
-        let mut key = TestKey {
-            home: tempfile::tempdir().unwrap(),
-            fingerprint: String::new(),
-        };
-        key.gpg(&[
-            "--passphrase",
-            "",
-            "--quick-gen-key",
-            uid,
-            "ed25519",
-            "sign",
-            "never",
-        ]);
-        let listing = String::from_utf8(key.gpg(&["--with-colons", "--list-keys"])).unwrap();
-        key.fingerprint = listing
-            .lines()
-            .find_map(|l| l.strip_prefix("fpr:::::::::"))
-            .and_then(|rest| rest.split(':').next())
-            .unwrap()
-            .to_string();
-        key
-    }
-
-    fn gpg(&self, args: &[&str]) -> Vec<u8> {
-        let o = Command::new("gpg")
-            .arg("--homedir")
-            .arg(self.home.path())
-            .args(["--batch", "--quiet", "--pinentry-mode", "loopback"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "gpg {args:?}: {}", text(&o));
-        o.stdout
-    }
-
-    fn public(&self) -> Vec<u8> {
-        self.gpg(&["--armor", "--export", &self.fingerprint])
-    }
-
-    /// Writes `dists/SUITE/InRelease`: the archive's Release, clear-signed with this key.
-    fn sign(&self, archive: &TinyArchive) {
-        let dists = archive.dists();
-        let out = dists.join("InRelease");
-        let _ = std::fs::remove_file(&out);
-        self.gpg(&[
-            "--local-user",
-            &self.fingerprint,
-            "--clearsign",
-            "--output",
-            out.to_str().unwrap(),
-            dists.join("Release").to_str().unwrap(),
-        ]);
-    }
-}
-
-/// The agent that made and used the key stops with the test.
-impl Drop for TestKey {
-    fn drop(&mut self) {
-        let _ = Command::new("gpgconf")
-            .arg("--homedir")
-            .arg(self.home.path())
-            .args(["--kill", "gpg-agent"])
-            .output();
-    }
-}
-
 #[test]
 fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
     let debian = TinyArchive::new("bookworm");
@@ -457,7 +385,7 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
     );
     let acme = TestKey::new("Acme Archive <apt@acme.test>");
     let other = TestKey::new("Somebody Else <x@other.test>");
-    acme.sign(&vendor);
+    acme.sign(&vendor.dists());
     let p = Project::new(&debian.mirror);
     std::fs::create_dir_all(p.path("keys")).unwrap();
     std::fs::write(p.path("keys/acme.asc"), acme.public()).unwrap();
@@ -525,7 +453,7 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
 
     // The archive signed by another key than the pinned one: refused.
     std::fs::write(p.path("prod.env"), env(&acme.fingerprint)).unwrap();
-    other.sign(&vendor);
+    other.sign(&vendor.dists());
     let o = p.envc(&["lock", "prod.env"]);
     expect(&o, 1);
     assert!(
@@ -538,7 +466,7 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
     );
 
     // Signed right, but the vendor's .deb is not the one its index names: refused.
-    acme.sign(&vendor);
+    acme.sign(&vendor.dists());
     vendor.overwrite(
         "pool/main/a/acmedb/acmedb_16.2-1_amd64.deb",
         b"not these bytes\n",
