@@ -428,6 +428,22 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
     );
     expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
 
+    // The host moves to another suite: the vendor package's Debian dependencies are stale.
+    let on_trixie = env(&acme.fingerprint).replace(
+        "address = \"192.0.2.1\")",
+        "address = \"192.0.2.1\", suite = \"trixie\")",
+    );
+    std::fs::write(p.path("prod.env"), on_trixie).unwrap();
+    let o = p.envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains(
+            "package:acmedb: its closure pins `libfoo1` from debian/bookworm, its targets now run trixie"
+        ),
+        "{}",
+        text(&o)
+    );
+
     // The source pins another key than the key file holds: refused, nothing written.
     std::fs::write(p.path("prod.env"), env(&other.fingerprint)).unwrap();
     let o = p.envc(&["lock", "prod.env"]);
@@ -451,8 +467,12 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
         text(&o)
     );
 
-    // The archive signed by another key than the pinned one: refused.
+    // The archive signed by another key than the pinned one: refused, even when the key
+    // file holds that other key too (only the pinned key is trusted).
     std::fs::write(p.path("prod.env"), env(&acme.fingerprint)).unwrap();
+    let mut both = acme.public();
+    both.extend(other.public());
+    std::fs::write(p.path("keys/acme.asc"), both).unwrap();
     other.sign(&vendor.dists());
     let o = p.envc(&["lock", "prod.env"]);
     expect(&o, 1);
@@ -473,6 +493,10 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
     );
     let o = p.envc(&["lock", "prod.env"]);
     expect(&o, 1);
-    assert!(stderr(&o).contains("package:acmedb"), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("package:acmedb") && stderr(&o).contains("does not match"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(p.lockfile(), lock);
 }

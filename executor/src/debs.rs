@@ -114,7 +114,11 @@ async fn checked_bytes(
     }
     // The binary cache, then the mirror. A cache that cannot be read, or that holds other
     // bytes under the name, is passed over: the mirror is the authority, the pin the check.
-    let cache = store.deb_cache();
+    // A cache that failed once in this run is not asked again: with many .debs to fetch,
+    // waiting out its timeout for each would stall the build.
+    let cache = store
+        .deb_cache()
+        .filter(|c| !unreachable(c.cache.url(), false));
     if let Some(c) = cache {
         let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
         let cached = c
@@ -122,10 +126,14 @@ async fn checked_bytes(
             .remote()
             .run(async move { cache.get_deb(&sha256).await })
             .await;
-        if let Ok(Some(bytes)) = cached {
-            if pinned(&bytes) {
+        match cached {
+            Ok(Some(bytes)) if pinned(&bytes) => {
                 store.put_deb(&deb.pin.sha256, &bytes)?;
                 return Ok(bytes.to_vec());
+            }
+            Ok(_) => {}
+            Err(_) => {
+                unreachable(c.cache.url(), true);
             }
         }
     }
@@ -133,17 +141,33 @@ async fn checked_bytes(
         .await
         .map_err(|e| fetch_error(deb, owner, e))?;
     store.put_deb(&deb.pin.sha256, &bytes)?;
-    if let Some(c) = cache.filter(|c| c.push) {
+    if let Some(c) = cache.filter(|c| c.push && !unreachable(c.cache.url(), false)) {
         // Best effort: a .deb the cache lacks is fetched from the mirror next time.
         let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
         let payload = bytes::Bytes::from(bytes.clone());
-        let _ = c
+        let pushed = c
             .cache
             .remote()
             .run(async move { cache.put_deb(&sha256, payload).await })
             .await;
+        if pushed.is_err() {
+            unreachable(c.cache.url(), true);
+        }
     }
     Ok(bytes)
+}
+
+/// Whether the binary cache at `url` failed in this process; `failed` records that it did.
+fn unreachable(url: &str, failed: bool) -> bool {
+    static FAILED: OnceLock<Mutex<std::collections::BTreeSet<String>>> = OnceLock::new();
+    let mut set = FAILED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if failed {
+        set.insert(url.to_string());
+    }
+    set.contains(url)
 }
 
 /// The lock of one `.deb` of one store, while any step of this process needs it.

@@ -184,9 +184,11 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
         gather_pinned(store, &spec.name, debs, &pinned_dir).await?;
     }
     let mut cmd = tokio::process::Command::new("bash");
-    if spec.pinned.is_some() {
-        cmd.env("ENVC_PINNED_DEBS", &pinned_dir);
-    }
+    match spec.pinned {
+        Some(_) => cmd.env("ENVC_PINNED_DEBS", &pinned_dir),
+        // Not from envc's own environment either: an unlocked image builds from the mirror.
+        None => cmd.env_remove("ENVC_PINNED_DEBS"),
+    };
     cmd.arg("-c")
         .arg(BUILDER)
         .arg("envc-image")
@@ -326,9 +328,15 @@ async fn gather_pinned(
         })?;
     for from in paths {
         let to = dir.join(from.file_name().unwrap_or_default());
-        std::fs::hard_link(&from, &to)
-            .or_else(|_| std::fs::copy(&from, &to).map(|_| ()))
-            .map_err(|e| StepError::new(format!("{} → {}: {e}", from.display(), to.display())))?;
+        match std::fs::hard_link(&from, &to) {
+            // Linked already (the set names it twice): never copy over the store's file.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+                std::fs::copy(&from, &to).map(|_| ())
+            }
+            other => other,
+        }
+        .map_err(|e| StepError::new(format!("{} → {}: {e}", from.display(), to.display())))?;
     }
     Ok(())
 }

@@ -115,6 +115,7 @@ cleanup() {
     done < <(awk -v w="$WORK" 'index($5, w "/") == 1 { print $5 }' \
         /proc/self/mountinfo | sort -r)
     rm -rf --one-file-system "$WORK" 2>/dev/null || true
+    if [ -n "${REPO:-}" ]; then rm -rf "$REPO" 2>/dev/null || true; fi
     if [ "$rc" -ne 0 ]; then
         log "failed (exit $rc); no outputs written"
     fi
@@ -146,7 +147,9 @@ SOURCE=$MIRROR
 if [ -n "$PINNED" ]; then
     [ -d "$PINNED" ] || die "ENVC_PINNED_DEBS is not a directory: $PINNED"
     ARCH=$(dpkg --print-architecture)
-    REPO=$WORK/archive
+    # Its path goes into a sources.list line, which apt splits on spaces: a fixed place,
+    # whatever the store's path is (the .debs stay in the store, linked from it).
+    REPO=$(mktemp -d /tmp/envc-archive.XXXXXX)
     INDEX=$REPO/dists/$SUITE/main/binary-$ARCH
     mkdir -p "$INDEX"
     ln -s "$(realpath "$PINNED")" "$REPO/pool"

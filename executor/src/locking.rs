@@ -128,8 +128,6 @@ pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
 }
 
-/// What `build --locked` checks before anything runs: the lock covers the environment, and
-/// the tools here are the locked ones. Problems, one per line.
 /// A package's `archive` (what `debian.vendor_archive` makes): its name and declaration.
 fn vendor_archive(fields: &BTreeMap<String, Val>) -> Result<(String, VendorArchive), String> {
     let text = |k: &str| match fields.get(k) {
@@ -168,6 +166,8 @@ fn vendor_archive(fields: &BTreeMap<String, Val>) -> Result<(String, VendorArchi
     ))
 }
 
+/// What `build --locked` checks before anything runs: the lock covers the environment, and
+/// the tools here are the locked ones. Problems, one per line.
 pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) -> Vec<String> {
     let Some(lock) = lock else {
         return vec![format!(

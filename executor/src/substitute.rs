@@ -464,15 +464,20 @@ pub fn resolve<'a>(
                 _ => BTreeMap::new(),
             };
             // The lockfile's package set and clock, when locked.
-            let pinned = match node
-                .pins
-                .get(&PinKey::Image(node.name.clone()))
-                .and_then(|v| ImageValue::decode(v))
-            {
-                Some(i) => Some(
-                    crate::debs::pinned(&spec.debs, &i.packages, &format!("`{}`", node.key))
-                        .map_err(Resolution::Failed)?,
-                ),
+            let pinned = match node.pins.get(&PinKey::Image(node.name.clone())) {
+                Some(v) => {
+                    // A pin value that does not read is a bug, never an unlocked build.
+                    let i = ImageValue::decode(v).ok_or_else(|| {
+                        Resolution::Failed(format!(
+                            "`{}`: its image pin does not read ({v:?}); run `envc lock FILE`",
+                            node.key
+                        ))
+                    })?;
+                    Some(
+                        crate::debs::pinned(&spec.debs, &i.packages, &format!("`{}`", node.key))
+                            .map_err(Resolution::Failed)?,
+                    )
+                }
                 None => None,
             };
             let source_date_epoch = node

@@ -122,13 +122,16 @@ impl Pin<'_> {
             Pin::Stdlib(h) => short(h).to_string(),
             Pin::Version(v) => format!("format {v}"),
             Pin::Archive(a) => format!(
-                "{} {} {} [{}], Release {} of {}",
+                "{} {} {} [{}], Release {} of {}{}",
                 a.mirror,
                 a.suite,
                 a.architecture,
                 a.components.join(" "),
                 short(&a.release_sha256),
-                a.date
+                a.date,
+                a.signed_by
+                    .as_ref()
+                    .map_or(String::new(), |f| format!(", signed by key {f}"))
             ),
             Pin::Package(p) => format!("{} ({}, {})", p.version, p.architecture, p.archive),
             Pin::Image(i) => format!("{} packages from {}", i.packages.len(), i.archive),
@@ -219,6 +222,15 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
                     short(&n.release_sha256).to_string(),
                 ),
                 ("dated", o.date.clone(), n.date.clone()),
+                (
+                    "signed by key",
+                    o.signed_by
+                        .clone()
+                        .unwrap_or_else(|| "Debian's keyring".into()),
+                    n.signed_by
+                        .clone()
+                        .unwrap_or_else(|| "Debian's keyring".into()),
+                ),
             ]);
             (parts.join(", "), Vec::new())
         }

@@ -186,16 +186,20 @@ pub fn resolve_environment(
         }
         lock.packages.extend(root);
         for m in closure {
+            // One version of one archive's build: a vendor's `libfoo 1.0` is other bytes
+            // than Debian's.
+            let what = |p: &PackagePin| format!("{} from {}", p.version, p.archive);
             match members.get(&m.name) {
-                Some(other) if other.version != m.version => errors.push(format!(
-                    "{}: the closures of two packages need `{}` at {} and at {}; a lockfile \
-                     pins one version of a package\n  hint: pin the packages that need it to \
-                     versions that agree",
-                    PinKey::Package(name.clone()),
-                    m.name,
-                    other.version,
-                    m.version
-                )),
+                Some(other) if (&other.version, &other.sha256) != (&m.version, &m.sha256) => errors
+                    .push(format!(
+                        "{}: the closures of two packages need `{}` at {} and at {}; a \
+                         lockfile pins one build of a package\n  hint: pin the packages that \
+                         need it to versions that agree",
+                        PinKey::Package(name.clone()),
+                        m.name,
+                        what(other),
+                        what(&m)
+                    )),
                 _ => {
                     members.insert(m.name.clone(), m);
                 }
@@ -206,13 +210,17 @@ pub fn resolve_environment(
     for (name, m) in members {
         match lock.package(&name) {
             None => lock.packages.push(m),
-            Some(root) if root.version != m.version => errors.push(format!(
-                "{}: pinned at {}, and a closure needs {}\n  hint: ask for the version the \
-                 other packages need, or none",
-                PinKey::Package(name.clone()),
-                root.version,
-                m.version
-            )),
+            Some(root) if (&root.version, &root.sha256) != (&m.version, &m.sha256) => {
+                errors.push(format!(
+                    "{}: pinned at {} from {}, and a closure needs {} from {}\n  hint: ask for \
+                     the version the other packages need, or none",
+                    PinKey::Package(name.clone()),
+                    root.version,
+                    root.archive,
+                    m.version,
+                    m.archive
+                ))
+            }
             Some(_) => {}
         }
     }

@@ -359,12 +359,17 @@ pub fn update(
             named.push(p.key());
         }
     }
+    // A package's closure moves with it; then every package that moves brings its archive
+    // (a vendor package's closure names Debian's packages, pinned from Debian's archive).
+    for p in &fresh.packages {
+        if named.contains(&p.key()) {
+            let members = p.closure.iter().flat_map(|c| &c.packages);
+            named.extend(members.map(|n| PinKey::Package(n.clone())));
+        }
+    }
     for p in &fresh.packages {
         if named.contains(&p.key()) {
             named.push(PinKey::Archive(p.archive.clone()));
-            // A package's closure moves with it.
-            let members = p.closure.iter().flat_map(|c| &c.packages);
-            named.extend(members.map(|n| PinKey::Package(n.clone())));
         }
     }
     for i in &fresh.images {

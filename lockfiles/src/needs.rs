@@ -235,6 +235,21 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                         ),
                     );
                 }
+                // A vendor package's Debian dependencies come from its targets' suite.
+                let debian = ArchivePin::default_name(&need.suite);
+                let members = p.closure.iter().flat_map(|c| &c.packages);
+                let moved = members.filter_map(|m| lock.package(m)).find(|m| {
+                    lock.archive(&m.archive).is_some_and(|a| !a.is_vendor()) && m.archive != debian
+                });
+                if let Some(m) = moved {
+                    push(
+                        key.clone(),
+                        format!(
+                            "its closure pins `{}` from {}, its targets now run {}",
+                            m.name, m.archive, need.suite
+                        ),
+                    );
+                }
                 let starts: Vec<&str> = need.starts_from.iter().map(String::as_str).collect();
                 match &p.closure {
                     None => push(

@@ -917,8 +917,6 @@ pub(crate) fn is_sha256(s: &str) -> bool {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
 }
 
-/// Debian policy: lowercase letters, digits, `+ - .`, at least two characters, starting with
-/// a letter or digit.
 /// A v4 OpenPGP fingerprint as `gpg --with-colons` prints it.
 pub fn is_fingerprint(f: &str) -> bool {
     f.len() == 40
@@ -931,6 +929,8 @@ fn valid_pool_path(f: &str) -> bool {
     !f.starts_with('/') && !f.split('/').any(|s| s.is_empty() || s == "..") && f.ends_with(".deb")
 }
 
+/// Debian policy: lowercase letters, digits, `+ - .`, at least two characters, starting with
+/// a letter or digit.
 pub(crate) fn valid_package_name(n: &str) -> bool {
     n.len() >= 2
         && n.bytes()
