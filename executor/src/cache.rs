@@ -329,10 +329,15 @@ impl BinaryCache {
         Ok(entry)
     }
 
-    /// The pinned `.deb` of this sha256, if the cache has one. Unchecked: the caller checks
-    /// it against its pin.
-    pub async fn get_deb(&self, sha256: &str) -> Result<Option<Bytes>, CacheError> {
-        self.get(&deb_key(sha256)).await
+    /// The pinned `.deb` of this sha256 and size, if the cache has one of that size (other
+    /// bytes under the name are not read). The caller checks the bytes against the pin.
+    pub async fn get_deb(&self, sha256: &str, size: u64) -> Result<Option<Bytes>, CacheError> {
+        let key = deb_key(sha256);
+        match self.remote.store().head(&self.remote.key(&key)).await {
+            Ok(meta) if meta.size == size => self.get(&key).await,
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.remote.error(format!("reading {key}"), e).into()),
+        }
     }
 
     /// Keeps a pinned `.deb` (already checked against its pin) for other machines.

@@ -120,11 +120,11 @@ async fn checked_bytes(
         .deb_cache()
         .filter(|c| !unreachable(c.cache.url(), false));
     if let Some(c) = cache {
-        let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
+        let (cache, sha256, size) = (c.cache.clone(), deb.pin.sha256.clone(), deb.pin.size);
         let cached = c
             .cache
             .remote()
-            .run(async move { cache.get_deb(&sha256).await })
+            .run(async move { cache.get_deb(&sha256, size).await })
             .await;
         match cached {
             Ok(Some(bytes)) if pinned(&bytes) => {
@@ -186,6 +186,22 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
     let p = &deb.pin;
     let what = format!("package `{}` {} (pin {owner})", p.name, p.version);
     match e {
+        // A vendor's archive: nobody keeps its old states for it.
+        FetchError::Mismatch(m)
+            if m.got.starts_with("404") && !p.archive.starts_with("debian/") =>
+        {
+            StepError::with_hint(
+                format!(
+                    "{what}: {} no longer serves {}; nothing was installed",
+                    deb.mirror, p.filename
+                ),
+                format!(
+                    "the vendor's archive dropped this version: a binary cache that has the \
+                     .deb serves it (`envc.toml` [cache]), or move the pin with `envc lock \
+                     FILE --update {owner}`"
+                ),
+            )
+        }
         FetchError::Mismatch(m) if m.got.starts_with("404") => StepError::with_hint(
             format!(
                 "{what}: {} no longer serves {}; nothing was installed",

@@ -336,4 +336,16 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
         "{err}"
     );
     assert!(!fresh.deb_path(&deb.pin.sha256).exists());
+
+    // A vendor's archive has no snapshot service: the hint says what does keep its .debs.
+    let mut vendor = deb.clone();
+    vendor.pin.archive = "acme".into();
+    let err = rt
+        .block_on(envc_executor::debs::bytes_of(&fresh, &vendor))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the vendor's archive dropped this version") && !err.contains("snapshot"),
+        "{err}"
+    );
 }

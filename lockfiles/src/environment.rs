@@ -74,10 +74,15 @@ pub fn resolve_environment(
         let key = PinKey::Archive(name.clone());
         let components: Vec<&str> = v.components.iter().map(String::as_str).collect();
         let fetched = rt
-            .block_on(Archive::fetch(&v.url, &v.suite, ARCHITECTURE, &components))
+            .block_on(Archive::fetch_named(
+                name,
+                &v.url,
+                &v.suite,
+                ARCHITECTURE,
+                &components,
+            ))
             .map_err(|e| e.to_string())
             .and_then(|mut a| {
-                a.pin.name = name.clone();
                 a.pin.signed_by = Some(v.fingerprint.clone());
                 let file = project.join(&v.key);
                 let bytes = std::fs::read(&file)

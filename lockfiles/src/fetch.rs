@@ -200,9 +200,20 @@ fn describe(e: &reqwest::Error) -> String {
 
 impl Archive {
     /// Reads one suite of a mirror for one architecture and the given components,
-    /// verifying every index against the Release. The pin is named `debian/SUITE`; set
-    /// `archive.pin.name` for another name.
+    /// verifying every index against the Release. The pin is named `debian/SUITE`.
     pub async fn fetch(
+        mirror: &str,
+        suite: &str,
+        architecture: &str,
+        components: &[&str],
+    ) -> Result<Archive, FetchError> {
+        let name = ArchivePin::default_name(suite);
+        Archive::fetch_named(&name, mirror, suite, architecture, components).await
+    }
+
+    /// [`Archive::fetch`], the pin (and its errors) named `name`: a vendor's archive.
+    pub async fn fetch_named(
+        name: &str,
         mirror: &str,
         suite: &str,
         architecture: &str,
@@ -210,7 +221,7 @@ impl Archive {
     ) -> Result<Archive, FetchError> {
         let mirror = mirror.trim_end_matches('/');
         let client = client()?;
-        let name = ArchivePin::default_name(suite);
+        let name = name.to_string();
         let dists = format!("{mirror}/dists/{suite}");
 
         let mut release_url = format!("{dists}/InRelease");
@@ -525,6 +536,10 @@ pub fn verify_vendor_signature(
             "its InRelease is not signed by the pinned key {fingerprint}: {detail}\n  hint: do \
              not lock from this mirror, or, if the vendor changed its key, take the new key \
              and fingerprint from the vendor"
+        ),
+        FetchError::CannotVerify { detail, .. } => format!(
+            "cannot check its signature: {detail}\n  hint: a vendor's archive must serve \
+             InRelease (its Release, clear-signed); a detached Release.gpg is not checked"
         ),
         other => other.to_string(),
     })
