@@ -158,7 +158,40 @@ fn client() -> Result<reqwest::Client, FetchError> {
 }
 
 /// GETs a URL: `Ok(None)` on 404 (the callers have fallbacks), the body on success.
+/// How many times a request that failed on the way (a name lookup, a timeout, a reset, a
+/// 502/503/504) is made in all before its error stands, and the pause before each retry:
+/// one DNS hiccup must not fail a build that fetches a hundred `.deb`s (apt retries too).
+/// A refused connection is not retried: nothing listens there.
+const ATTEMPTS: [std::time::Duration; 3] = [
+    std::time::Duration::ZERO,
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(3),
+];
+
 async fn get(client: &reqwest::Client, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
+    let mut last = None;
+    for pause in ATTEMPTS {
+        tokio::time::sleep(pause).await;
+        match get_once(client, url).await {
+            Err(e) if transient(&e) => last = Some(e),
+            done => return done,
+        }
+    }
+    Err(last.unwrap_or_else(|| FetchError::Unreachable {
+        url: url.to_string(),
+        detail: "no attempt was made".into(),
+    }))
+}
+
+fn transient(e: &FetchError) -> bool {
+    match e {
+        FetchError::Unreachable { detail, .. } => !detail.contains("onnection refused"),
+        FetchError::Status { status, .. } => matches!(status, 502..=504),
+        _ => false,
+    }
+}
+
+async fn get_once(client: &reqwest::Client, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
     let unreachable = |e: reqwest::Error| FetchError::Unreachable {
         url: url.to_string(),
         detail: describe(&e),
@@ -543,4 +576,30 @@ pub fn verify_vendor_signature(
         ),
         other => other.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_on_the_way_are_retried() {
+        let unreachable = |d: &str| FetchError::Unreachable {
+            url: "http://m/x".into(),
+            detail: d.into(),
+        };
+        let status = |status: u16| FetchError::Status {
+            url: "http://m/x".into(),
+            status,
+        };
+        assert!(transient(&unreachable(
+            "connection failed: dns error: failed to lookup address information: Temporary failure in name resolution"
+        )));
+        assert!(transient(&unreachable("timed out")));
+        assert!(!transient(&unreachable(
+            "connection failed: tcp connect error: Connection refused (os error 111)"
+        )));
+        assert!(transient(&status(503)));
+        assert!(!transient(&status(403)));
+    }
 }
