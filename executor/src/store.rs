@@ -567,9 +567,7 @@ impl Store {
                     .file_name()
                     .and_then(|n| n.to_str())
                     .and_then(|n| n.strip_suffix(".deb"))
-                    .filter(|h| {
-                        h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-                    })
+                    .filter(|h| envc_lockfiles::text::is_sha256(h))
                     .map(str::to_string);
                 let ok = match named {
                     Some(sha256) if path.is_file() => {

@@ -157,7 +157,6 @@ fn client() -> Result<reqwest::Client, FetchError> {
         })
 }
 
-/// GETs a URL: `Ok(None)` on 404 (the callers have fallbacks), the body on success.
 /// How many times a request that failed on the way (a name lookup, a timeout, a reset, a
 /// 502/503/504) is made in all before its error stands, and the pause before each retry:
 /// one DNS hiccup must not fail a build that fetches a hundred `.deb`s (apt retries too).
@@ -168,6 +167,8 @@ const ATTEMPTS: [std::time::Duration; 3] = [
     std::time::Duration::from_secs(3),
 ];
 
+/// GETs a URL: `Ok(None)` on 404 (the callers have fallbacks), the body on success;
+/// retried per [`ATTEMPTS`].
 async fn get(client: &reqwest::Client, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
     let mut last = None;
     for pause in ATTEMPTS {
@@ -452,28 +453,10 @@ pub fn verify_signature(archive: &Archive, keyring: &Path) -> Result<(), FetchEr
     if !keyring.is_file() {
         return Err(cannot(format!("no keyring at {}", keyring.display())));
     }
-    let mut child = std::process::Command::new("gpgv")
-        .arg("--keyring")
-        .arg(keyring)
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+    let mut gpgv = std::process::Command::new("gpgv");
+    gpgv.arg("--keyring").arg(keyring).arg("-");
+    let out = run_fed(&mut gpgv, &archive.release_raw)
         .map_err(|e| cannot(format!("cannot run gpgv: {e}")))?;
-    // Written from a thread so that a gpgv that stops reading cannot block us.
-    let stdin = child.stdin.take();
-    let data = archive.release_raw.clone();
-    let writer = std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
-            use std::io::Write;
-            let _ = stdin.write_all(&data);
-        }
-    });
-    let out = child
-        .wait_with_output()
-        .map_err(|e| cannot(format!("gpgv: {e}")))?;
-    let _ = writer.join();
     if out.status.success() {
         Ok(())
     } else {
@@ -490,6 +473,28 @@ pub fn verify_signature(archive: &Archive, keyring: &Path) -> Result<(), FetchEr
     }
 }
 
+/// Runs `cmd` with `input` on its stdin, its stdout and stderr captured. The input is
+/// written from a thread, so that a program that stops reading cannot block us.
+fn run_fed(cmd: &mut std::process::Command, input: &[u8]) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stdin = child.stdin.take();
+    let data = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            use std::io::Write;
+            let _ = stdin.write_all(&data);
+        }
+    });
+    let out = child.wait_with_output();
+    let _ = writer.join();
+    out
+}
+
 /// Checks a vendor archive's InRelease against `key` (the key file the source names),
 /// trusting only the key whose fingerprint the source pins: a key file that does not hold
 /// that key, or an InRelease that another key signed, is refused. Needs `gpg` and `gpgv`.
@@ -500,28 +505,14 @@ pub fn verify_vendor_signature(
 ) -> Result<(), String> {
     let home = tempfile::tempdir().map_err(|e| format!("cannot make a scratch GnuPG home: {e}"))?;
     let gpg = |args: &[&str], stdin: &[u8]| -> Result<Vec<u8>, String> {
-        let mut child = std::process::Command::new("gpg")
-            .arg("--homedir")
+        let mut gpg = std::process::Command::new("gpg");
+        gpg.arg("--homedir")
             .arg(home.path())
             .args(["--batch", "--quiet", "--no-options", "--no-autostart"])
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                format!("cannot run gpg: {e}\n  hint: install gnupg (`./scripts/setup` does)")
-            })?;
-        let input = child.stdin.take();
-        let data = stdin.to_vec();
-        let writer = std::thread::spawn(move || {
-            if let Some(mut input) = input {
-                use std::io::Write;
-                let _ = input.write_all(&data);
-            }
-        });
-        let out = child.wait_with_output().map_err(|e| format!("gpg: {e}"))?;
-        let _ = writer.join();
+            .args(args);
+        let out = run_fed(&mut gpg, stdin).map_err(|e| {
+            format!("cannot run gpg: {e}\n  hint: install gnupg (`./scripts/setup` does)")
+        })?;
         if out.status.success() {
             Ok(out.stdout)
         } else {

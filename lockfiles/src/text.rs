@@ -911,7 +911,8 @@ impl<'a, 'i> Block<'a, 'i> {
     }
 }
 
-pub(crate) fn is_sha256(s: &str) -> bool {
+/// A sha256 as Debian and envc write it: 64 lowercase hex digits.
+pub fn is_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
