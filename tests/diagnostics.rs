@@ -163,6 +163,10 @@ fn cases() -> Vec<Case> {
         // `envc verify`'s lab, for a host that declares no base.
         case("eval-no-base", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n")).vm_stand_in("h1"),
         case("eval-suite-not-base", "import \"std/debian\"\nlet h = host(name = \"h1\", address = \"192.0.2.1\", suite = \"trixie\", base = debian.default_image)\n"),
+        case("eval-exec-command", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_ctl\", \"promote\"], shell = \"pg_ctl promote\")\n")),
+        case("eval-exec-env", &h("let init = exec(name = \"init\", target = h, argv = [\"env\"], env = { \"PG-DATA\" = \"/srv\" })\n")),
+        case("eval-exec-path", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_basebackup\"], creates = \"standby.signal\")\n")),
+        case("eval-not-captured", &h("let token = exec(name = \"token\", target = h, argv = [\"kubeadm\", \"token\", \"create\"])\nlet f = file(path = \"/etc/join\", content = token.stdout, target = h)\n")),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
         case("eval-too-large", "let xs = 0..100000000\n"),
         too_long,

@@ -1,5 +1,5 @@
 //! Built-in functions: the node constructors (`vm`, `host`, `package`, `file`, `service`,
-//! `manifest`, `image`), the check constructors (`tcp`, `http`, `command`, …) and a small
+//! `manifest`, `image`, `exec`), the check constructors (`tcp`, `http`, `command`, …) and a small
 //! library of pure functions. Their signatures live here only; the
 //! checker and the evaluator both read them.
 
@@ -198,6 +198,9 @@ fn t_exit() -> Ty {
 }
 fn t_timeout() -> Ty {
     Ty::Ranged(Rc::new(Ty::Int), 0, 3600)
+}
+fn t_exec_timeout() -> Ty {
+    Ty::Ranged(Rc::new(Ty::Int), 1, 86400)
 }
 
 const AFTER: AttrSchema = attr("after", t_nodes, false, Some(Default::EmptyList));
@@ -413,6 +416,40 @@ pub const SCHEMAS: &[NodeSchema] = &[
         ],
         outputs: &[("digest", t_deferred_str), ("kernel", t_deferred_str)],
         doc: "a bootable Debian disk image built reproducibly with mmdebstrap (a build derivation)",
+    },
+    NodeSchema {
+        kind: NodeKind::Exec,
+        name_attr: "name",
+        has_target: true,
+        attrs: &[
+            attr("name", t_str, true, None),
+            // The command: a program and its arguments, no shell (`argv`), or a script for
+            // `sh -c` when a shell is wanted (`shell`). Exactly one.
+            attr("argv", t_strs, false, None),
+            attr("shell", t_str, false, None),
+            attr("env", t_files, false, Some(Default::EmptyRecord)),
+            attr("stdin", t_str, false, None),
+            // Whom it runs as: the connection's user when absent.
+            attr("user", t_str, false, None),
+            attr("cwd", t_str, false, Some(Default::Str("/"))),
+            // Guards, decided on the target each time the node has to run: a path that
+            // makes the command unnecessary, a command whose success does, a command whose
+            // failure does (Ansible's and pyinfra's `creates`, `unless`, `only_if`).
+            attr("creates", t_str, false, None),
+            attr("unless", t_strs, false, None),
+            attr("only_if", t_strs, false, None),
+            // Run when the node leaves the source (with the same user, cwd and env); without
+            // it, leaving the source forgets the command.
+            attr("undo", t_strs, false, None),
+            // Keep its standard output as the `stdout` output.
+            attr("capture", t_bool, false, Some(Default::Bool(false))),
+            attr("timeout", t_exec_timeout, false, Some(Default::Int(600))),
+            AFTER,
+            EXPECT,
+            REQUIRE,
+        ],
+        outputs: &[("stdout", t_deferred_str)],
+        doc: "a command run on the target when its inputs change, unless a guard finds it unnecessary",
     },
 ];
 

@@ -843,6 +843,21 @@ impl<'p> Evaluator<'p> {
                     let list: Vec<Value> = checks.iter().cloned().map(Value::Check).collect();
                     return Ok(Value::List(list.into()));
                 }
+                if n.kind == NodeKind::Exec
+                    && &*field.name == "stdout"
+                    && !matches!(n.attrs.get("capture"), Some(Value::Bool(true)))
+                {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::not-captured",
+                            format!("exec `{}` does not capture its output", n.name),
+                        )
+                        .label(file, field.span, "its standard output is read here")
+                        .label(n.file, n.span, "declared here without `capture = true`")
+                        .message("A command's output is kept (in its record, and for the nodes that read it) only when it is asked for.")
+                        .help("add `capture = true` to the exec"),
+                    );
+                }
                 if schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
                     return Ok(Value::Deferred(Rc::new(Deferred::Output {
                         node: n.clone(),
@@ -1379,6 +1394,87 @@ impl<'p> Evaluator<'p> {
         }))
     }
 
+    /// What an `exec` must say to be runnable: one command, commands that are not empty,
+    /// environment names a shell accepts, absolute paths.
+    fn check_exec(
+        &mut self,
+        attrs: &BTreeMap<Rc<str>, Value>,
+        spans: &BTreeMap<Rc<str>, Span>,
+        span: Span,
+    ) -> R<()> {
+        let file = self.file();
+        let at = |k: &str| spans.get(k).copied().unwrap_or(span);
+        let given: Vec<&str> = ["argv", "shell"]
+            .into_iter()
+            .filter(|k| attrs.contains_key(*k))
+            .collect();
+        if given.len() != 1 {
+            let (title, label_at, label) = match given.as_slice() {
+                [] => ("an exec needs a command", span, "this exec runs nothing"),
+                _ => (
+                    "an exec takes `argv` or `shell`, not both",
+                    at("shell"),
+                    "a script, beside `argv`",
+                ),
+            };
+            return self.fail(
+                Diagnostic::new("eval::exec-command", title)
+                    .label(file, label_at, label)
+                    .message("`argv` runs a program with its arguments as given, no shell in between; `shell` is a script for `sh -c`.")
+                    .help("give exactly one: `argv = [\"pg_ctl\", \"promote\"]` or `shell = \"pg_ctl promote && …\"`"),
+            );
+        }
+        for k in ["argv", "unless", "only_if", "undo"] {
+            let Some(Value::List(xs)) = attrs.get(k) else {
+                continue;
+            };
+            let program_empty = matches!(xs.first(), Some(Value::Str(p)) if p.is_empty());
+            if xs.is_empty() || program_empty {
+                return self.fail(
+                    Diagnostic::new("eval::exec-command", format!("`{k}` names no program"))
+                        .label(file, at(k), if xs.is_empty() { "an empty list" } else { "its first element is empty" })
+                        .message(format!("`{k}` is a command: a program, then its arguments."))
+                        .help(format!("write the program first: `{k} = [\"test\", \"-f\", \"/etc/ready\"]`, or drop `{k}`")),
+                );
+            }
+        }
+        if let Some(Value::Record(env)) = attrs.get("env") {
+            let valid = |k: &str| {
+                k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            };
+            if let Some(bad) = env.keys().find(|k| !valid(k)) {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::exec-env",
+                        format!(
+                            "`{}` is not an environment variable name",
+                            bad.escape_debug()
+                        ),
+                    )
+                    .label(file, at("env"), "in this environment")
+                    .help("names are letters, digits and `_`, not starting with a digit: `PGDATA`"),
+                );
+            }
+        }
+        for k in ["creates", "cwd"] {
+            if let Some(Value::Str(p)) = attrs.get(k) {
+                if !p.starts_with('/') {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::exec-path",
+                            format!("`{k}` must be an absolute path, not `{}`", p.escape_debug()),
+                        )
+                        .label(file, at(k), "a relative path")
+                        .message("The command runs on the target, where a relative path would depend on where it starts.")
+                        .help(format!("write it from `/`: `{k} = \"/var/lib/app/{}\"`", p.escape_debug())),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn node(
         &mut self,
         kind: NodeKind,
@@ -1392,7 +1488,12 @@ impl<'p> Evaluator<'p> {
         let mut name: Option<(Rc<str>, Span)> = None;
         let mut target: Option<Rc<Node>> = None;
         let (mut expect, mut require) = (Vec::new(), Vec::new());
+        // Where each given attribute's value was written, for cross-attribute messages.
+        let mut spans: BTreeMap<Rc<str>, Span> = BTreeMap::new();
         for (p, v) in sig.params.iter().zip(got) {
+            if let Some((_, sp)) = &v {
+                spans.insert(p.name.clone(), *sp);
+            }
             match (v, &*p.name) {
                 (Some((Value::Node(t), _)), "target") if schema.has_target => target = Some(t),
                 // Checks are kept apart from the attributes: they are not part of the id.
@@ -1565,6 +1666,9 @@ impl<'p> Evaluator<'p> {
                         ),
                 );
             }
+        }
+        if kind == NodeKind::Exec {
+            self.check_exec(&attrs, &spans, span)?;
         }
         let mut inputs: Vec<Rc<Node>> = Vec::new();
         if let Some(t) = &target {

@@ -327,6 +327,19 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
                 );
             }
         }
+        NodeKind::Exec => {
+            let ok = name.len() <= 128
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.@:".contains(c))
+                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+            if !ok {
+                return bad(
+                    "not a command name",
+                    "name it with letters, digits and `-_.@:`, at most 128 characters: `init-replica`",
+                );
+            }
+        }
         NodeKind::Manifest => {
             let ok = name.len() <= 253
                 && name
@@ -361,5 +374,8 @@ mod tests {
         check(NodeKind::File, "etc/x", false);
         check(NodeKind::Service, "postgresql@15-main", true);
         check(NodeKind::Service, "a b", false);
+        check(NodeKind::Exec, "init-replica@db-0", true);
+        check(NodeKind::Exec, "-x", false);
+        check(NodeKind::Exec, "a b", false);
     }
 }

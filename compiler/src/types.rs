@@ -21,10 +21,11 @@ pub enum NodeKind {
     Service,
     Manifest,
     Image,
+    Exec,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 7] = [
+    pub const ALL: [NodeKind; 8] = [
         NodeKind::Vm,
         NodeKind::Host,
         NodeKind::Package,
@@ -32,6 +33,7 @@ impl NodeKind {
         NodeKind::Service,
         NodeKind::Manifest,
         NodeKind::Image,
+        NodeKind::Exec,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +45,7 @@ impl NodeKind {
             NodeKind::Service => "service",
             NodeKind::Manifest => "manifest",
             NodeKind::Image => "image",
+            NodeKind::Exec => "exec",
         }
     }
 

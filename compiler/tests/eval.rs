@@ -450,3 +450,75 @@ output t = free_space("/var", 1GiB, timeout = 5)
 }"#,
     );
 }
+
+/// `exec`: one command, runnable lists, names a shell accepts, absolute paths; its output
+/// read only when captured. Each case is a whole program and the codes it gives.
+#[test]
+fn exec_nodes_are_checked_where_they_are_written() {
+    let host = "let h = host(name = \"h\", address = \"192.0.2.1\")\n";
+    let case = |body: &str, expected: &[&str]| {
+        let src = format!("{host}{body}");
+        check_errors(&[("main.env", &src)], &[], expected);
+    };
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"])\n",
+        &[],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, shell = \"echo hi | wc -c\")\n",
+        &[],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h)\n",
+        &["eval::exec-command"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [])\n",
+        &["eval::exec-command"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"\", \"a\"])\n",
+        &["eval::exec-command"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], undo = [])\n",
+        &["eval::exec-command"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], only_if = [])\n",
+        &["eval::exec-command"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], env = { \"1A\" = \"x\" })\n",
+        &["eval::exec-env"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], env = { A_1 = \"x\" })\n",
+        &[],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], cwd = \"tmp\")\n",
+        &["eval::exec-path"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], timeout = 0)\n",
+        &["eval::out-of-range"],
+    );
+    case(
+        "let e = exec(name = \"a b\", target = h, argv = [\"true\"])\n",
+        &["eval::bad-node-name"],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"], capture = true)\nlet f = file(path = \"/t\", content = e.stdout, target = h)\n",
+        &[],
+    );
+    case(
+        "let e = exec(name = \"x\", target = h, argv = [\"true\"])\nlet f = file(path = \"/t\", content = e.stdout, target = h)\n",
+        &["eval::not-captured"],
+    );
+    // A deferred value may stand anywhere in a command: it is checked once it is known.
+    case(
+        "let v = vm(name = \"m\", image = image(name = \"i\"))\nlet e = exec(name = \"x\", target = v, argv = [\"ping\", v.address], creates = \"/x/${v.address}\")\n",
+        &[],
+    );
+}

@@ -56,8 +56,12 @@ pub async fn probe(
 ) -> Probed {
     let mut by_target: BTreeMap<&str, Vec<(&str, &str, &RealizationRecord)>> = BTreeMap::new();
     for (key, r) in records {
-        if let Some((target, kind, name)) = split_key(key) {
-            by_target.entry(target).or_default().push((kind, name, r));
+        match split_key(key) {
+            // A command leaves nothing envc can read back: it has no drift.
+            Some((_, "exec", _)) | None => {}
+            Some((target, kind, name)) => {
+                by_target.entry(target).or_default().push((kind, name, r))
+            }
         }
     }
     let mut out = Probed {

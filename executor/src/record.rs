@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checks::CheckResult;
 use crate::envlock::EnvLock;
+use crate::ops::{CommandLine, CommandLog};
 use crate::plan::Action;
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
@@ -45,6 +46,10 @@ pub struct RealizationRecord {
     /// node is not redeployed). Records from before checks have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks_hash: Option<String>,
+    /// An `exec` node's `undo`, as it was when the node last ran: what removing the node
+    /// runs once the source no longer says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<CommandLine>,
 }
 
 /// Written (and committed) before a step that may create a node's thing on a target, once a
@@ -79,6 +84,7 @@ impl Intent {
             run: self.run.clone(),
             at_unix: self.at_unix,
             checks_hash: None,
+            undo: None,
         }
     }
 }
@@ -189,6 +195,9 @@ pub struct NodeOutcome {
     /// nodes without any, have none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckResult>,
+    /// What its command printed (`exec` nodes that ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<CommandLog>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

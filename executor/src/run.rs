@@ -25,6 +25,7 @@ use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
 use crate::image::{realize_image, CacheUse, ImageSpec};
+use crate::ops::exec::{apply_exec, undo_exec, CommandLog, ExecSpec};
 use crate::ops::file::{
     apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
 };
@@ -257,6 +258,10 @@ pub fn realization_record(
         run: run.to_string(),
         at_unix: now_unix(),
         checks_hash: resolved.checks_hash(),
+        undo: match &resolved.payload {
+            Payload::Exec(e) => e.undo_command(),
+            _ => None,
+        },
     }
 }
 
@@ -306,14 +311,15 @@ enum Step {
     Files(Vec<(usize, FileSpec)>),
     Packages(Vec<(usize, PackageSpec)>),
     Service(usize, ServiceSpec),
+    Exec(usize, Box<ExecSpec>),
 }
 
 impl Step {
     /// The step without the nodes in `gone` (`None` when none is left).
     fn without(self, gone: &BTreeSet<usize>) -> Option<Step> {
         let step = match self {
-            Step::Service(i, _) if gone.contains(&i) => return None,
-            Step::Service(..) => self,
+            Step::Service(i, _) | Step::Exec(i, _) if gone.contains(&i) => return None,
+            Step::Service(..) | Step::Exec(..) => self,
             Step::Files(xs) => {
                 Step::Files(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
             }
@@ -326,7 +332,7 @@ impl Step {
 
     fn nodes(&self) -> Vec<usize> {
         match self {
-            Step::Service(node, _) => vec![*node],
+            Step::Service(node, _) | Step::Exec(node, _) => vec![*node],
             Step::Files(xs) => xs.iter().map(|x| x.0).collect(),
             Step::Packages(xs) => xs.iter().map(|x| x.0).collect(),
         }
@@ -370,6 +376,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                         facts,
                         created: true,
                         note: None,
+                        log: None,
                     }
                 });
             vec![(node, result)]
@@ -387,6 +394,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                     facts,
                     created: true,
                     note,
+                    log: None,
                 });
             vec![(node, result)]
         }
@@ -403,6 +411,7 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
                     facts: host_facts(&k),
                     created: false,
                     note: None,
+                    log: None,
                 });
             vec![(node, result)]
         }
@@ -553,7 +562,7 @@ async fn probe_absent(
             let names: Vec<String> = names.map(|x| x.1.name.clone()).collect();
             probe_packages(&transport, &names).await
         }
-        Step::Service(..) => return Ok(Vec::new()),
+        Step::Service(..) | Step::Exec(..) => return Ok(Vec::new()),
     }?;
     let probed = step.nodes().into_iter().filter(|i| nodes.contains(i));
     Ok(probed
@@ -597,9 +606,11 @@ async fn execute_step(
                 facts,
                 created: true,
                 note: None,
+                log: None,
             });
             vec![(i, result)]
         }
+        Step::Exec(i, e) => vec![(i, apply_exec(&transport, &e).await)],
     }
 }
 
@@ -729,6 +740,7 @@ impl<'s> Scheduler<'s> {
                 duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
                 output_hash: oh,
                 checks: self.check_results.remove(&i).unwrap_or_default(),
+                log: None,
             },
         );
     }
@@ -1007,6 +1019,9 @@ impl<'s> Scheduler<'s> {
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
                         self.outcome(i, action, Outcome::Ok(applied.note), done.elapsed, Some(oh));
+                        if let Some(o) = self.outcomes.get_mut(&i) {
+                            o.log = applied.log;
+                        }
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => {
@@ -1080,6 +1095,7 @@ impl<'s> Scheduler<'s> {
                         facts: recorded.map(|r| r.facts.clone()).unwrap_or_default(),
                         created: recorded.is_some_and(|r| r.created),
                         note: Some("postconditions hold".into()),
+                        log: None,
                     },
                 });
                 continue;
@@ -1127,6 +1143,13 @@ impl<'s> Scheduler<'s> {
                     files.entry(t).or_default().push((i, f))
                 }
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
+                Payload::Exec(mut e) => {
+                    e.inputs = r.hash.clone();
+                    works.push(Work::OnTarget(
+                        self.target_for(i, env),
+                        Step::Exec(i, Box::new(e)),
+                    ));
+                }
                 Payload::Service {
                     name,
                     enabled,
@@ -1265,6 +1288,7 @@ impl<'s> Scheduler<'s> {
         for (target, recs) in by_target {
             let started = Instant::now();
             let mut results: Vec<(String, Result<String, StepError>)> = Vec::new();
+            let mut logs: BTreeMap<String, CommandLog> = BTreeMap::new();
             if env.records.contains_key(&vm_key(&target))
                 && !in_graph.contains(vm_key(&target).as_str())
             {
@@ -1276,6 +1300,7 @@ impl<'s> Scheduler<'s> {
                         &target,
                         Ok("removed with its VM".into()),
                         Duration::ZERO,
+                        None,
                     );
                 }
                 continue;
@@ -1290,10 +1315,19 @@ impl<'s> Scheduler<'s> {
             let current = host_ix.and_then(|h| self.reach(h));
             let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
             for r in foreign {
-                results.push((
-                    r.node.clone(),
-                    Ok("left in place: envc did not create it".into()),
-                ));
+                let said = if is_exec(&r.node) {
+                    "forgotten: it never ran here (a guard found it unnecessary)"
+                } else {
+                    "left in place: envc did not create it"
+                };
+                results.push((r.node.clone(), Ok(said.into())));
+            }
+            // A command without an undo is only forgotten: no need to reach its target.
+            let (mine, forgotten): (Vec<_>, Vec<_>) = mine
+                .into_iter()
+                .partition(|r| !is_exec(&r.node) || r.undo.is_some());
+            for r in forgotten {
+                results.push((r.node.clone(), Ok("forgotten: it has no undo".into())));
             }
             if !mine.is_empty() {
                 match self
@@ -1343,6 +1377,19 @@ impl<'s> Scheduler<'s> {
                                 (r.node.clone(), said)
                             }));
                         }
+                        let (execs, _) = of_kind("exec");
+                        for r in execs {
+                            let Some(undo) = &r.undo else { continue };
+                            let res = undo_exec(&t, undo).await;
+                            let res = match res {
+                                Ok(log) => {
+                                    logs.insert(r.node.clone(), log);
+                                    Ok("undone: exit 0".to_string())
+                                }
+                                Err(e) => Err(e),
+                            };
+                            results.push((r.node.clone(), res));
+                        }
                         let (pkgs, names) = of_kind("package");
                         if !pkgs.is_empty() {
                             let res = purge_packages(&t, &names)
@@ -1354,7 +1401,8 @@ impl<'s> Scheduler<'s> {
                 }
             }
             for (key, res) in results {
-                self.report_deletion(env, &key, &target, res, started.elapsed());
+                let log = logs.remove(&key);
+                self.report_deletion(env, &key, &target, res, started.elapsed(), log);
             }
             self.checkpoint(env)?;
         }
@@ -1391,7 +1439,7 @@ impl<'s> Scheduler<'s> {
                 }
                 _ => Ok("forgotten".into()),
             };
-            self.report_deletion(env, &key, &name, res, started.elapsed());
+            self.report_deletion(env, &key, &name, res, started.elapsed(), None);
             self.checkpoint(env)?;
         }
         if self.spec.nodes.is_empty() {
@@ -1416,6 +1464,7 @@ impl<'s> Scheduler<'s> {
         target: &str,
         res: Result<String, StepError>,
         d: Duration,
+        log: Option<CommandLog>,
     ) {
         let outcome = match &res {
             Ok(m) => Outcome::Ok(Some(m.clone())),
@@ -1447,6 +1496,12 @@ impl<'s> Scheduler<'s> {
             duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             output_hash: None,
             checks: Vec::new(),
+            log,
         });
     }
+}
+
+/// Whether a state key (`target/kind:name`) is an `exec` node's.
+fn is_exec(key: &str) -> bool {
+    split_key(key).is_some_and(|(_, kind, _)| kind == "exec")
 }

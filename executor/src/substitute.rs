@@ -18,6 +18,7 @@ use crate::checks::Phase;
 use crate::checks::{checks_hash, CheckSpec};
 use crate::debs::DebSource;
 use crate::image::ImageSpec;
+use crate::ops::exec::{CommandLine, ExecSpec};
 use crate::ops::file::{file_facts, FileSpec};
 use crate::ops::package::PackageSpec;
 use crate::qemu::VmSpec;
@@ -65,6 +66,7 @@ pub enum Payload {
         /// Nodes whose change restarts the service.
         restart_on: Vec<usize>,
     },
+    Exec(ExecSpec),
 }
 
 #[derive(Clone, Debug)]
@@ -109,7 +111,11 @@ impl Resolved {
                 .version
                 .as_ref()
                 .map(|v| Facts::from([("version".to_string(), v.clone())])),
-            Payload::Host(_) | Payload::Vm(_) | Payload::Image(_) | Payload::Service { .. } => None,
+            Payload::Host(_)
+            | Payload::Vm(_)
+            | Payload::Image(_)
+            | Payload::Service { .. }
+            | Payload::Exec(_) => None,
         }
     }
 }
@@ -517,6 +523,25 @@ pub fn resolve<'a>(
             );
             Payload::Image(img)
         }
+        NodeKind::Exec => {
+            let spec = exec_spec(node, &attrs).map_err(Resolution::Failed)?;
+            // What it runs, as whom, where, with what, and what decides or undoes it: a
+            // change to any of them is a change of the node. Not its timeout.
+            for k in ["argv", "shell", "env", "user", "cwd", "creates", "unless", "only_if", "undo", "capture"] {
+                if let Some(v) = attrs.get(k) {
+                    put(&mut hashed, &mut shown, k, to_json(v, oh));
+                }
+            }
+            hashed.insert(
+                "stdin".into(),
+                json!(blake3::hash(&spec.stdin).to_hex().as_str()),
+            );
+            if attrs.contains_key("stdin") {
+                shown.insert("stdin".into(), content_display(&spec.stdin));
+            }
+            shown.insert("timeout".into(), spec.command.timeout_secs.to_string());
+            Payload::Exec(spec)
+        }
         NodeKind::Manifest => {
             return Err(Resolution::Failed(format!(
                 "`{}`: manifests are rendered and hashed, but this version of envc cannot apply them yet",
@@ -565,6 +590,75 @@ pub fn resolve<'a>(
         payload,
         checks,
     })
+}
+
+/// An `exec` node's command as the target runs it.
+fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec, String> {
+    let fail = |m: String| format!("`{}`: {m}", node.key);
+    let strs = |k: &str| -> Result<Option<Vec<String>>, String> {
+        match attrs.get(k) {
+            None => Ok(None),
+            Some(Val::List(xs)) => xs
+                .iter()
+                .map(|x| match x {
+                    Val::Str(s) => Ok(s.clone()),
+                    other => Err(fail(format!("`{k}` holds {other:?}, not a string"))),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(other) => Err(fail(format!("`{k}` is {other:?}, not a list of strings"))),
+        }
+    };
+    let text = |k: &str| -> Result<Option<String>, String> {
+        match attrs.get(k) {
+            None => Ok(None),
+            Some(Val::Str(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(fail(format!("`{k}` is {other:?}, not a string"))),
+        }
+    };
+    let argv = match (strs("argv")?, text("shell")?) {
+        (Some(argv), None) => argv,
+        (None, Some(script)) => vec!["sh".into(), "-c".into(), script, "sh".into()],
+        _ => {
+            return Err(fail(
+                "an exec takes exactly one of `argv` and `shell`".into(),
+            ))
+        }
+    };
+    let env = match attrs.get("env") {
+        None => BTreeMap::new(),
+        Some(Val::Record(r)) => r
+            .iter()
+            .map(|(k, v)| match v {
+                Val::Str(s) => Ok((k.clone(), s.clone())),
+                other => Err(fail(format!("`env.{k}` is {other:?}, not a string"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => Err(fail(format!("`env` is {other:?}, not a record")))?,
+    };
+    let timeout_secs = match attrs.get("timeout") {
+        Some(Val::Int(n)) => u64::try_from(*n).unwrap_or(600),
+        _ => 600,
+    };
+    let spec = ExecSpec {
+        name: node.name.clone(),
+        command: CommandLine {
+            argv,
+            env,
+            user: text("user")?.filter(|u| !u.is_empty()),
+            cwd: text("cwd")?.unwrap_or_else(|| "/".into()),
+            timeout_secs,
+        },
+        stdin: text("stdin")?.unwrap_or_default().into_bytes(),
+        creates: text("creates")?,
+        unless: strs("unless")?,
+        only_if: strs("only_if")?,
+        capture: matches!(attrs.get("capture"), Some(Val::Bool(true))),
+        undo: strs("undo")?,
+        inputs: String::new(),
+    };
+    spec.validate().map_err(fail)?;
+    Ok(spec)
 }
 
 /// A node's checks with what their deferred values read substituted.

@@ -260,6 +260,17 @@ impl Transport {
     /// value is passed as exactly one argument; the login shell of the remote user must be a
     /// POSIX shell (sh, dash, bash, zsh, ...).
     pub async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+        self.run_within(argv, stdin, None).await
+    }
+
+    /// [`Transport::run`], waiting `timeout` instead of the command timeout when given (a
+    /// command with a timeout of its own, enforced on the target).
+    pub async fn run_within(
+        &self,
+        argv: &[&str],
+        stdin: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutput, TransportError> {
         let host = self.host();
         let Some(program) = argv.first() else {
             return Err(TransportError::Io {
@@ -275,10 +286,10 @@ impl Transport {
                 ),
             });
         }
-        let timeout = match self {
+        let timeout = timeout.unwrap_or(match self {
             Transport::Local(t) => t.command_timeout,
             Transport::Ssh(t) => t.command_timeout,
-        };
+        });
         let fut = async {
             match self {
                 Transport::Local(t) => t.run(argv, stdin).await,

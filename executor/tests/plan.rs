@@ -73,6 +73,7 @@ fn realize(
             facts: facts.clone(),
             created: true,
             note: None,
+            log: None,
         };
         let rec = realization_record(
             spec,
@@ -415,6 +416,7 @@ fn deletions_follow_intents_as_build_does() {
         run: "run".into(),
         at_unix: 1,
         checks_hash: None,
+        undo: None,
     };
     let intent = |node: &str, identity: &str| Intent {
         node: node.into(),

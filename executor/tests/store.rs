@@ -156,6 +156,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         run: run.hex(),
         at_unix: 1,
         checks_hash: None,
+        undo: None,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }
@@ -181,6 +182,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             duration_ms: 5,
             output_hash: None,
             checks: Vec::new(),
+            log: None,
         }],
         error: None,
     };

@@ -50,6 +50,18 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                 n.node,
                 n.outcome
             ));
+            if let Some(log) = &n.log {
+                for (name, text) in [("stdout", &log.stdout), ("stderr", &log.stderr)] {
+                    let lines: Vec<&str> = text.lines().collect();
+                    let shown = &lines[lines.len().saturating_sub(20)..];
+                    if !shown.is_empty() {
+                        output::line(format!("              {name}:"));
+                    }
+                    for l in shown {
+                        output::line(format!("                {l}"));
+                    }
+                }
+            }
         }
     }
     if let Some((state, damage)) = history.end {

@@ -7,6 +7,7 @@ use envc_executor::plan::{Action, Assessment, Plan};
 use envc_executor::session::PlanReport;
 use envc_executor::spec::Spec;
 use envc_executor::substitute::{describe_decl, Resolution};
+use envc_executor::RealizationRecord;
 use serde_json::json;
 
 use super::{compile_env, select, session, Params, TargetArgs, Ui};
@@ -112,14 +113,51 @@ fn counts_line(p: &Plan) -> [usize; 5] {
 }
 
 /// Why a record that left the graph is deleted, or left in place.
-fn deletion_note(key: &str, created: bool, in_table: bool) -> &'static str {
-    match (created || !key.contains('/'), in_table) {
+fn deletion_note(key: &str, r: &RealizationRecord, in_table: bool) -> String {
+    let is_exec = key
+        .split_once('/')
+        .is_some_and(|(_, rest)| rest.starts_with("exec:"));
+    if is_exec {
+        return match (&r.undo, r.created) {
+            (_, false) => {
+                "no longer in the source; it never ran here, so it is only forgotten".into()
+            }
+            (None, true) => {
+                "no longer in the source; it has no `undo`, so it is only forgotten".into()
+            }
+            (Some(u), true) => format!(
+                "no longer in the source; its undo runs: {}",
+                shell_words(&u.argv)
+            ),
+        };
+    }
+    match (r.created || !key.contains('/'), in_table) {
         (true, _) => "no longer in the source",
         (false, false) => {
             "no longer in the source; envc did not create it, so it stays on the target"
         }
         (false, true) => "no longer in the source; envc did not create it, so it stays",
     }
+    .into()
+}
+
+/// A command line as a reader would type it: words quoted only where a shell needs it.
+fn shell_words(argv: &[String]) -> String {
+    let plain = |a: &str| {
+        !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./=:@%+-,".contains(c))
+    };
+    argv.iter()
+        .map(|a| {
+            if plain(a) {
+                a.clone()
+            } else {
+                envc_executor::transport::shell_quote(a)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The plan as text (one line per change, with its reasons), or as JSON lines. The plan of
@@ -156,7 +194,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         }
         for (key, r) in &p.deletions {
             out.push_str(
-                &json!({"node": key, "id": r.derivation, "action": Action::Delete, "reasons": ["no longer in the source"], "resolved": null, "error": null})
+                &json!({"node": key, "id": r.derivation, "action": Action::Delete, "reasons": [deletion_note(key, r, false)], "resolved": null, "error": null})
                     .to_string(),
             );
             out.push('\n');
@@ -189,7 +227,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         }
     }
     for (key, r) in &p.deletions {
-        let note = deletion_note(key, r.created, false);
+        let note = deletion_note(key, r, false);
         out.push_str(&format!("{:<9} {key}\n          {note}\n", "delete"));
     }
     let check = match to_check(p) {
@@ -256,7 +294,7 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
         ));
     }
     for (key, r) in &p.deletions {
-        let why = deletion_note(key, r.created, true);
+        let why = cell(&deletion_note(key, r, true));
         out.push_str(&format!("| delete | `{}` | {why} |\n", cell(key)));
     }
     out

@@ -110,6 +110,7 @@ async fn apply_batch(
                     facts: observed(sha, mode, owner, group),
                     created: *created == "true",
                     note: (*changed == "changed").then(|| REPLACED_CHANGED.to_string()),
+                    log: None,
                 }),
                 Some(["err", msg]) => Err(StepError::new(format!(
                     "file `{path}` on host `{}`: {msg}",

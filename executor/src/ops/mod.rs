@@ -16,10 +16,12 @@ use std::collections::BTreeMap;
 use crate::transport::{CommandOutput, Transport, TransportError};
 use envc_lockfiles::fetch::sha256_hex;
 
+pub mod exec;
 pub mod file;
 pub mod package;
 pub mod service;
 
+pub use exec::{apply_exec, undo_exec, CommandLine, CommandLog, ExecSpec};
 pub use file::{
     apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
 };
@@ -38,6 +40,8 @@ pub struct Applied {
     pub created: bool,
     /// Something worth telling about an apply that succeeded (shown as `ok: NOTE`).
     pub note: Option<String>,
+    /// What a command printed, for the run record (`exec` nodes).
+    pub log: Option<CommandLog>,
 }
 
 /// `$0` of the scripts, as it appears in their own error messages.
@@ -50,10 +54,21 @@ async fn run_script(
     args: &[&str],
     stdin: &[u8],
 ) -> Result<CommandOutput, TransportError> {
+    run_script_within(t, script, args, stdin, None).await
+}
+
+/// [`run_script`], waiting `timeout` for it instead of the transport's command timeout.
+async fn run_script_within(
+    t: &Transport,
+    script: &str,
+    args: &[&str],
+    stdin: &[u8],
+    timeout: Option<std::time::Duration>,
+) -> Result<CommandOutput, TransportError> {
     let mut argv = Vec::with_capacity(args.len() + 4);
     argv.extend_from_slice(&["sh", "-c", script, SCRIPT_NAME]);
     argv.extend_from_slice(args);
-    t.run(&argv, stdin).await
+    t.run_within(&argv, stdin, timeout).await
 }
 
 /// The records a script printed: the lines of stdout starting with `tag` and a tab, split on

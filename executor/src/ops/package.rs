@@ -245,6 +245,7 @@ fn outcome(
             facts: Facts::from([("version".to_string(), version)]),
             created: before.first() != Some(&"installed"),
             note: None,
+            log: None,
         });
     }
     Ok(applied)

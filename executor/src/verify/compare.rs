@@ -109,6 +109,11 @@ fn source_attr(fact: &str) -> &str {
     }
 }
 
+/// The facts of an `exec` that come from its command having run with its inputs.
+fn command_output(fact: &str) -> bool {
+    matches!(fact, "inputs" | "stdout")
+}
+
 /// The kind of a node key: `target/kind:name` or `kind:name`.
 fn kind_of(key: &str) -> &str {
     let rest = key.split_once('/').map_or(key, |(_, r)| r);
@@ -218,6 +223,16 @@ fn compare_node(sides: &Sides<'_>, key: &str) -> NodeComparison {
             Verdict::Expected("the lab's own machine: a fresh VM from the host's base".into())
         } else if machine_facts(kind_of(key)).contains(&name) {
             Verdict::Expected("the lab's own machine".into())
+        } else if kind_of(key) == "exec" && command_output(name) && !changed_attrs.is_empty() {
+            // A command's run and output follow from all of what it runs with.
+            Verdict::Expected(format!(
+                "the command ran with values of the lab's own machines (its {})",
+                changed_attrs
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
         } else if changed_attrs.contains(source_attr(name)) {
             Verdict::Expected(format!(
                 "its `{}` reads values of the lab's own machines",
@@ -332,6 +347,7 @@ mod tests {
             run: "run".into(),
             at_unix: 0,
             checks_hash: None,
+            undo: None,
         }
     }
 
@@ -511,6 +527,46 @@ mod tests {
             &[
                 "web/file:/etc/peers: Matches",
                 "  sha256 expected: s1 → s2 (its `content` reads values of the lab's own machines)",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_command_is_expected_to_differ_only_where_what_it_ran_with_did() {
+        let prod = Side::default()
+            .node(
+                "web/exec:join",
+                &[("argv", "[\"join\",\"10.0.0.1\"]")],
+                &[("ran", "yes"), ("inputs", "h1"), ("stdout", "token-1")],
+            )
+            .node(
+                "web/exec:migrate",
+                &[("argv", "[\"migrate\"]")],
+                &[("ran", "yes"), ("inputs", "h2"), ("stdout", "done")],
+            );
+        let lab = Side::default()
+            .node(
+                "web/exec:join",
+                &[("argv", "[\"join\",\"10.9.0.1\"]")],
+                &[("ran", "yes"), ("inputs", "h3"), ("stdout", "token-2")],
+            )
+            .node(
+                "web/exec:migrate",
+                &[("argv", "[\"migrate\"]")],
+                &[("ran", "yes"), ("inputs", "h2"), ("stdout", "failed half")],
+            );
+        check(
+            prod,
+            lab,
+            &[],
+            &[],
+            &[],
+            &[
+                "web/exec:join: Matches",
+                "  inputs expected: h1 → h3 (the command ran with values of the lab's own machines (its `argv`))",
+                "  stdout expected: token-1 → token-2 (the command ran with values of the lab's own machines (its `argv`))",
+                "web/exec:migrate: Differs",
+                "  stdout DIFFERS: done → failed half (the same source and lock realized something else)",
             ],
         );
     }

@@ -1,0 +1,431 @@
+//! `exec` nodes: a command run on the target when the node's inputs change, unless one of
+//! its guards (`creates`, `unless`, `only_if`) finds it unnecessary there; its `undo`
+//! when the node leaves the source.
+//!
+//! The command, its guards, its environment and its input reach the target as arguments
+//! and stdin of one fixed script (`run_exec.sh`): nothing is spliced into script text, and a
+//! command given as `argv` runs with no shell at all. One round trip per run.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{no_record, run_script_within, tail, Applied, Facts};
+use crate::error::StepError;
+use crate::transport::{CommandOutput, Transport};
+
+const RUN: &str = include_str!("run_exec.sh");
+
+/// How much of a command's standard output `capture` keeps (the `stdout` output).
+pub const MAX_CAPTURE: usize = 64 << 10;
+/// How much of a command's output its run record keeps, from the end.
+const LOG_TAIL: usize = 4 << 10;
+/// Seconds the transport waits beyond the command's own timeout (guards, the kill).
+const SLACK: Duration = Duration::from_secs(60);
+
+/// One command line as it runs on the target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandLine {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Whom it runs as (`runuser`); the connection's user when absent.
+    pub user: Option<String>,
+    pub cwd: String,
+    pub timeout_secs: u64,
+}
+
+/// What an `exec` node needs to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecSpec {
+    pub name: String,
+    pub command: CommandLine,
+    pub stdin: Vec<u8>,
+    pub creates: Option<String>,
+    pub unless: Option<Vec<String>>,
+    pub only_if: Option<Vec<String>>,
+    pub capture: bool,
+    pub undo: Option<Vec<String>>,
+    /// The resolved hash it runs for (set when it is launched): a fact, so that nodes
+    /// after it run again when it ran again with other inputs.
+    pub inputs: String,
+}
+
+impl ExecSpec {
+    /// Its `undo` as a command line: the same user, directory, environment and timeout.
+    pub fn undo_command(&self) -> Option<CommandLine> {
+        self.undo.as_ref().map(|argv| CommandLine {
+            argv: argv.clone(),
+            ..self.command.clone()
+        })
+    }
+
+    /// Why the target could not run it as written, before anything is sent.
+    pub fn validate(&self) -> Result<(), String> {
+        let lists = [
+            ("argv", Some(&self.command.argv)),
+            ("unless", self.unless.as_ref()),
+            ("only_if", self.only_if.as_ref()),
+            ("undo", self.undo.as_ref()),
+        ];
+        for (what, argv) in lists {
+            let Some(program) = argv.and_then(|a| a.first()) else {
+                continue;
+            };
+            // `env NAME=VALUE… PROGRAM` would take such a program for one more variable.
+            if program.is_empty() || program.contains('=') {
+                return Err(format!(
+                    "the program of `{what}` is {program:?}: a program name is not empty and has no `=`"
+                ));
+            }
+        }
+        if let Some(c) = self
+            .creates
+            .as_ref()
+            .filter(|c| c.chars().any(char::is_control))
+        {
+            return Err(format!("`creates` holds a control character: {c:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// What one run of the script found.
+#[derive(Debug, PartialEq, Eq)]
+enum Ran {
+    /// A guard said the command is not needed.
+    Skipped(String),
+    Finished {
+        status: i32,
+        timed_out: bool,
+        stdout: Vec<u8>,
+        /// The whole output's size; more than `stdout` when it was cut.
+        stdout_size: u64,
+        stderr: Vec<u8>,
+    },
+}
+
+/// What a command's run leaves in the run record: its exit status and the end of its
+/// output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandLog {
+    pub exit: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
+}
+
+/// Runs the node's command unless a guard finds it unnecessary. Facts: `ran` (`yes` or
+/// `no`); when it ran, `inputs` (the resolved hash it ran for, so that what comes after it
+/// runs again whenever it does); the guard's `reason` when it did not; and `stdout` when
+/// captured (empty when it did not run).
+pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepError> {
+    let subject = format!("exec `{}` on host `{}`", spec.name, t.host());
+    spec.validate()
+        .map_err(|e| StepError::new(e).of(&subject))?;
+    let ran = run(
+        t,
+        &spec.command,
+        &spec.stdin,
+        spec.creates.as_deref(),
+        spec.unless.as_deref(),
+        spec.only_if.as_deref(),
+    )
+    .await
+    .map_err(|e| e.of(&subject))?;
+    let mut facts = Facts::new();
+    match ran {
+        Ran::Skipped(reason) => {
+            facts.insert("ran".into(), "no".into());
+            if spec.capture {
+                facts.insert("stdout".into(), String::new());
+            }
+            let note = format!("did not run: {reason}");
+            facts.insert("reason".into(), reason);
+            Ok(Applied {
+                facts,
+                created: false,
+                note: Some(note),
+                log: None,
+            })
+        }
+        Ran::Finished {
+            status,
+            timed_out,
+            stdout,
+            stdout_size,
+            stderr,
+        } => {
+            let log = log_of(status, &stdout, &stderr);
+            let program = &spec.command.argv[0];
+            if timed_out {
+                return Err(StepError::with_hint(
+                    format!(
+                        "{subject}: `{program}` did not finish within {} s and was stopped{}",
+                        spec.command.timeout_secs,
+                        shown(&log)
+                    ),
+                    "raise the exec's `timeout`, or find what it waits for",
+                ));
+            }
+            if status != 0 {
+                return Err(StepError::with_hint(
+                    format!("{subject}: `{program}` exited with status {status}{}", shown(&log)),
+                    "the command failed on the target: nothing is recorded, so the next build runs it again; fix the command or what it needs",
+                ));
+            }
+            facts.insert("ran".into(), "yes".into());
+            facts.insert("inputs".into(), spec.inputs.clone());
+            if spec.capture {
+                facts.insert(
+                    "stdout".into(),
+                    captured(stdout, stdout_size).map_err(|e| StepError::new(e).of(&subject))?,
+                );
+            }
+            Ok(Applied {
+                facts,
+                created: true,
+                note: Some("ran: exit 0".into()),
+                log: Some(log),
+            })
+        }
+    }
+}
+
+/// Runs a recorded `undo` (no guards, no input).
+pub async fn undo_exec(t: &Transport, undo: &CommandLine) -> Result<CommandLog, StepError> {
+    match run(t, undo, b"", None, None, None).await? {
+        Ran::Finished {
+            status: 0,
+            timed_out: false,
+            stdout,
+            stderr,
+            ..
+        } => Ok(log_of(0, &stdout, &stderr)),
+        Ran::Finished {
+            status,
+            timed_out,
+            stdout,
+            stderr,
+            ..
+        } => {
+            let log = log_of(status, &stdout, &stderr);
+            let how = if timed_out {
+                format!("did not finish within {} s", undo.timeout_secs)
+            } else {
+                format!("exited with status {status}")
+            };
+            Err(StepError::with_hint(
+                format!("undo `{}` {how}{}", undo.argv[0], shown(&log)),
+                "its record stays until an undo succeeds: fix what the undo needs and build again",
+            ))
+        }
+        Ran::Skipped(reason) => Err(StepError::new(format!(
+            "undo was skipped without a guard ({reason}); this is a bug in envc"
+        ))),
+    }
+}
+
+async fn run(
+    t: &Transport,
+    c: &CommandLine,
+    stdin: &[u8],
+    creates: Option<&str>,
+    unless: Option<&[String]>,
+    only_if: Option<&[String]>,
+) -> Result<Ran, StepError> {
+    let limit = c.timeout_secs.to_string();
+    let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut args: Vec<&str> = vec![
+        c.user.as_deref().unwrap_or(""),
+        &c.cwd,
+        &limit,
+        creates.unwrap_or(""),
+    ];
+    let counts: Vec<String> = [
+        env.len(),
+        unless.map_or(0, <[_]>::len),
+        only_if.map_or(0, <[_]>::len),
+    ]
+    .iter()
+    .map(usize::to_string)
+    .collect();
+    args.push(&counts[0]);
+    args.extend(env.iter().map(String::as_str));
+    args.push(&counts[1]);
+    args.extend(unless.unwrap_or_default().iter().map(String::as_str));
+    args.push(&counts[2]);
+    args.extend(only_if.unwrap_or_default().iter().map(String::as_str));
+    args.extend(c.argv.iter().map(String::as_str));
+    let wait = Duration::from_secs(c.timeout_secs) + SLACK;
+    let out = run_script_within(t, RUN, &args, stdin, Some(wait)).await?;
+    parse(&out)
+}
+
+fn parse(out: &CommandOutput) -> Result<Ran, StepError> {
+    let text = &out.stdout;
+    let end = text.iter().position(|b| *b == b'\n').unwrap_or(text.len());
+    let head = String::from_utf8_lossy(&text[..end]);
+    let body = text.get(end + 1..).unwrap_or_default();
+    let fields: Vec<&str> = head.split('\t').collect();
+    match fields.as_slice() {
+        ["K", reason] => Ok(Ran::Skipped(reason.to_string())),
+        ["E", message] => Err(StepError::new(message.replace('\u{1e}', "\n"))),
+        ["X", status, timed_out, size, out_sent, err_sent] => {
+            let num = |s: &str| s.trim().parse::<usize>().ok();
+            let (Ok(status), Some(size), Some(o), Some(e)) = (
+                status.parse::<i32>(),
+                num(size),
+                num(out_sent),
+                num(err_sent),
+            ) else {
+                return Err(StepError::new(no_record(out)));
+            };
+            if body.len() != o + e {
+                return Err(StepError::new(format!(
+                    "the command's output arrived cut short ({} of {} bytes)",
+                    body.len(),
+                    o + e
+                )));
+            }
+            Ok(Ran::Finished {
+                status,
+                timed_out: *timed_out == "yes",
+                stdout: body[..o].to_vec(),
+                stdout_size: size as u64,
+                stderr: body[o..].to_vec(),
+            })
+        }
+        _ => Err(StepError::new(no_record(out))),
+    }
+}
+
+/// The captured output as the `stdout` output: UTF-8, bounded, one trailing newline off
+/// (as `$(…)` does in a shell), so that a token reads as the token.
+fn captured(stdout: Vec<u8>, size: u64) -> Result<String, String> {
+    if size > MAX_CAPTURE as u64 {
+        return Err(format!(
+            "its standard output is {size} bytes; a captured output is at most {} KiB (write a large result to a file instead)",
+            MAX_CAPTURE >> 10
+        ));
+    }
+    let mut s = String::from_utf8(stdout)
+        .map_err(|_| "its standard output is not UTF-8 text, which `capture` needs".to_string())?;
+    if s.ends_with('\n') {
+        s.pop();
+        if s.ends_with('\r') {
+            s.pop();
+        }
+    }
+    Ok(s)
+}
+
+fn log_of(exit: i32, stdout: &[u8], stderr: &[u8]) -> CommandLog {
+    let end = |b: &[u8]| {
+        let cut = b.len().saturating_sub(LOG_TAIL);
+        String::from_utf8_lossy(&b[cut..]).into_owned()
+    };
+    CommandLog {
+        exit,
+        stdout: end(stdout),
+        stderr: end(stderr),
+    }
+}
+
+/// The last lines of a failed command's output, for its error.
+fn shown(log: &CommandLog) -> String {
+    let mut s = String::new();
+    for (name, text) in [("stderr", &log.stderr), ("stdout", &log.stdout)] {
+        let t = tail(text, 10);
+        if !t.is_empty() {
+            s.push_str(&format!("\n  {name}:\n    {}", t.replace('\n', "\n    ")));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(stdout: &[u8]) -> CommandOutput {
+        CommandOutput {
+            status: Some(0),
+            stdout: stdout.to_vec(),
+            stderr: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_script_reply_is_parsed_by_its_sizes() {
+        let check = |reply: &[u8], expected: Result<Ran, &str>| {
+            assert_eq!(
+                parse(&out(reply)).map_err(|e| e.cause),
+                expected.map_err(str::to_string)
+            );
+        };
+        check(
+            b"X\t0\tno\t6\t6\t4\nhello\nwarn",
+            Ok(Ran::Finished {
+                status: 0,
+                timed_out: false,
+                stdout: b"hello\n".to_vec(),
+                stdout_size: 6,
+                stderr: b"warn".to_vec(),
+            }),
+        );
+        check(
+            b"X\t124\tyes\t0\t0\t0\n",
+            Ok(Ran::Finished {
+                status: 124,
+                timed_out: true,
+                stdout: vec![],
+                stdout_size: 0,
+                stderr: vec![],
+            }),
+        );
+        check(
+            b"K\tcreates: /x exists\n",
+            Ok(Ran::Skipped("creates: /x exists".into())),
+        );
+        check(b"E\tno user\x1ebob\n", Err("no user\nbob"));
+        check(
+            b"X\t0\tno\t9\t9\t0\nshort",
+            Err("the command's output arrived cut short (5 of 9 bytes)"),
+        );
+    }
+
+    #[test]
+    fn a_capture_is_text_without_its_last_newline_and_bounded() {
+        assert_eq!(captured(b"tok\n".to_vec(), 4), Ok("tok".into()));
+        assert_eq!(captured(b"a\r\n".to_vec(), 3), Ok("a".into()));
+        assert_eq!(captured(b"a\n\n".to_vec(), 3), Ok("a\n".into()));
+        assert!(captured(vec![0xff], 1).is_err());
+        assert!(captured(vec![b'x'; 10], MAX_CAPTURE as u64 + 1).is_err());
+    }
+
+    #[test]
+    fn programs_that_env_would_misread_are_refused() {
+        let spec = |argv: &[&str]| ExecSpec {
+            name: "x".into(),
+            command: CommandLine {
+                argv: argv.iter().map(|s| s.to_string()).collect(),
+                env: BTreeMap::new(),
+                user: None,
+                cwd: "/".into(),
+                timeout_secs: 1,
+            },
+            stdin: vec![],
+            creates: None,
+            unless: None,
+            only_if: None,
+            capture: false,
+            undo: None,
+            inputs: String::new(),
+        };
+        assert!(spec(&["true"]).validate().is_ok());
+        assert!(spec(&["A=b"]).validate().is_err());
+        assert!(spec(&[""]).validate().is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! `exec` nodes end to end on a real SSH host (tests/support/nshosts.rs): a command runs
+//! once per change of its inputs, its guards decide on the target, its captured output
+//! flows into other nodes, values reach it only as data, a failure or a timeout is an error
+//! that leaves no record, and leaving the source runs its undo or forgets it.
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
+
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+
+use nshosts::TestHosts;
+use output::{stdout, summary, text};
+
+struct Project {
+    dir: tempfile::TempDir,
+    ssh_config: PathBuf,
+}
+
+impl Project {
+    fn new(hosts: &TestHosts) -> Project {
+        let dir = tempfile::Builder::new()
+            .prefix("envc-exec-")
+            .tempdir()
+            .unwrap();
+        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
+        Project { dir, ssh_config }
+    }
+
+    fn write(&self, text: &str) {
+        std::fs::write(self.dir.path().join("prod.env"), text).unwrap();
+    }
+
+    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
+        hosts
+            .in_controller(env!("CARGO_BIN_EXE_envc"))
+            .arg(args[0])
+            .arg(self.dir.path().join("prod.env"))
+            .args(&args[1..])
+            .env("ENVC_SSH_CONFIG", &self.ssh_config)
+            .env_remove("ENVC_STORE")
+            .env_remove("CI")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+fn remote(hosts: &TestHosts, cmd: &str) -> String {
+    String::from_utf8_lossy(&hosts.ssh(0, cmd).stdout).into_owned()
+}
+
+/// The outcome of each node of a `build --json`, by node key.
+fn outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "node")
+        .map(|e| {
+            (
+                e["node"].as_str().unwrap().to_string(),
+                e["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// As the language spells it, and as the command must receive it.
+const HOSTILE: &str = r#"it's \"q\" $(touch /tmp/pwned-1) `touch /tmp/pwned-2`; \${HOME} 'x'"#;
+const HOSTILE_BYTES: &str = r#"it's "q" $(touch /tmp/pwned-1) `touch /tmp/pwned-2`; ${HOME} 'x'"#;
+
+fn source(addr: &str, count_script: &str, keep: bool) -> String {
+    let mut s = format!(
+        r#"let h = host(name = "h", address = "{addr}")
+let count = exec(name = "count", target = h, shell = "{count_script}", capture = true)
+let token = file(path = "/etc/token", content = "token=${{count.stdout}}\n", target = h)
+let stamp = file(path = "/etc/stamp", content = "after count\n", after = [count], target = h)
+let seed = exec(name = "seed", target = h, argv = ["sh", "-c", "cat > /srv/seed"], stdin = "data\n", creates = "/srv/seed")
+let present = exec(name = "present", target = h, argv = ["touch", "/tmp/pwned-present"], creates = "/etc/hostname")
+let unless = exec(name = "unless", target = h, argv = ["touch", "/tmp/pwned-unless"], unless = ["test", "-e", "/srv/seed"], after = [seed])
+let only_if = exec(name = "only-if", target = h, argv = ["touch", "/tmp/pwned-only-if"], only_if = ["false"])
+let who = exec(
+  name = "who",
+  target = h,
+  argv = ["sh", "-c", "id -un; pwd; printf '%s' \"$GREETING\"", "{HOSTILE}"],
+  user = "nobody",
+  cwd = "/tmp",
+  env = {{ GREETING = "{HOSTILE}" }},
+  capture = true,
+)
+let greeting = file(path = "/etc/greeting", content = who.stdout, target = h)
+"#
+    );
+    if keep {
+        s.push_str(
+            r#"let undoable = exec(name = "undoable", target = h, argv = ["touch", "/srv/undo-me"], undo = ["rm", "-f", "/srv/undo-me"])
+let forgettable = exec(name = "forgettable", target = h, argv = ["touch", "/srv/forget-me"])
+"#,
+        );
+    }
+    s
+}
+
+#[test]
+fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_leaves() {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let p = Project::new(&hosts);
+    p.write(&source(
+        &addr,
+        "echo run >> /var/tmp/count; echo counted",
+        true,
+    ));
+
+    let cold = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(cold.status.code(), Some(0), "{}", text(&cold));
+    let o = outcomes(&cold);
+    assert_eq!(o["h/exec:count"], "ok: ran: exit 0");
+    assert_eq!(
+        o["h/exec:present"],
+        "ok: did not run: creates: /etc/hostname exists"
+    );
+    assert_eq!(
+        o["h/exec:unless"],
+        "ok: did not run: unless: its command succeeded"
+    );
+    assert_eq!(
+        o["h/exec:only-if"],
+        "ok: did not run: only_if: its command exited with status 1"
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            "cat /var/tmp/count /etc/token /srv/seed; ls /tmp | grep -c pwned || true"
+        ),
+        "run\ntoken=counted\ndata\n0\n"
+    );
+    // As `nobody`, in /tmp, with the value as one argument and one variable, both intact.
+    assert_eq!(
+        remote(&hosts, "cat /etc/greeting"),
+        format!("nobody\n/tmp\n{HOSTILE_BYTES}")
+    );
+
+    // Nothing changed: nothing runs, not even a guard.
+    let noop = p.run(&hosts, &["build"]);
+    assert_eq!(summary(&noop), (0, 12, 0), "{}", text(&noop));
+    assert_eq!(remote(&hosts, "wc -l < /var/tmp/count"), "1\n");
+
+    // The command changed: it runs again. Its output did not, so the file made from it
+    // stays (early cutoff); the node ordered after it runs again, since the command did.
+    p.write(&source(
+        &addr,
+        "echo run >> /var/tmp/count; echo counted # v2",
+        true,
+    ));
+    let changed = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(changed.status.code(), Some(0), "{}", text(&changed));
+    let o = outcomes(&changed);
+    assert_eq!(o["h/exec:count"], "ok: ran: exit 0");
+    assert_eq!(o["h/file:/etc/token"], "cached");
+    assert!(o["h/file:/etc/stamp"].starts_with("ok"), "{o:?}");
+    assert_eq!(remote(&hosts, "wc -l < /var/tmp/count"), "2\n");
+
+    // What it printed is in the run record.
+    let log = p.run(&hosts, &["log"]);
+    assert!(
+        stdout(&log).contains("h/exec:count: ok: ran: exit 0"),
+        "{}",
+        text(&log)
+    );
+    assert!(stdout(&log).contains("counted"), "{}", text(&log));
+
+    // Leaving the source: the plan says which commands are undone and which forgotten.
+    p.write(&source(
+        &addr,
+        "echo run >> /var/tmp/count; echo counted # v2",
+        false,
+    ));
+    let plan = p.run(&hosts, &["plan"]);
+    let plan_text = stdout(&plan);
+    assert!(
+        plan_text.contains("its undo runs: rm -f /srv/undo-me"),
+        "{plan_text}"
+    );
+    assert!(
+        plan_text.contains("it has no `undo`, so it is only forgotten"),
+        "{plan_text}"
+    );
+    let removed = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(removed.status.code(), Some(0), "{}", text(&removed));
+    let o = outcomes(&removed);
+    assert_eq!(o["h/exec:undoable"], "ok: undone: exit 0");
+    assert_eq!(o["h/exec:forgettable"], "ok: forgotten: it has no undo");
+    assert_eq!(
+        remote(&hosts, "ls /srv"),
+        "envc-repo\nforget-me\nseed\n",
+        "the undo removed its file; the forgotten command's file stays"
+    );
+}
+
+#[test]
+fn a_failing_or_hanging_command_is_an_error_with_its_output_and_runs_again_next_time() {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let p = Project::new(&hosts);
+    let src = |fail: bool| {
+        format!(
+            r#"let h = host(name = "h", address = "{addr}")
+let flaky = exec(name = "flaky", target = h, shell = "echo try >> /var/tmp/tries; echo 'disk full' >&2; exit {code}")
+let after = file(path = "/etc/after-flaky", content = "x\n", after = [flaky], target = h)
+let hang = exec(name = "hang", target = h, argv = ["sleep", "300"], timeout = 2)
+"#,
+            code = if fail { 3 } else { 0 }
+        )
+    };
+    p.write(&src(true));
+    let o = p.run(&hosts, &["build", "--keep-going"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = output::stderr(&o);
+    assert!(
+        err.contains("exec `flaky` on host `h`: `sh` exited with status 3")
+            && err.contains("disk full"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`sleep` did not finish within 2 s and was stopped"),
+        "{err}"
+    );
+    // The timeout stopped the command on the target, not only envc's wait for it.
+    assert_eq!(remote(&hosts, "pgrep -x sleep || echo none"), "none\n");
+    assert_eq!(
+        remote(
+            &hosts,
+            "test -e /etc/after-flaky && echo present || echo absent"
+        ),
+        "absent\n"
+    );
+    // No record: it runs again, and once it succeeds it is done.
+    p.write(&src(false));
+    let o = p.run(&hosts, &["build", "--json", "--keep-going"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(outcomes(&o)["h/exec:flaky"], "ok: ran: exit 0");
+    assert_eq!(
+        remote(&hosts, "wc -l < /var/tmp/tries; cat /etc/after-flaky"),
+        "2\nx\n"
+    );
+}
