@@ -59,6 +59,37 @@ enum KeyCommand {
 }
 
 #[derive(Subcommand)]
+enum SecretCommand {
+    /// Set secret NAME in the project's secrets file (encrypted to [secrets] recipients):
+    /// the value is read from stdin, one trailing newline removed.
+    Set {
+        file: PathBuf,
+        name: String,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// Remove secret NAME from the project's secrets file.
+    Rm {
+        file: PathBuf,
+        name: String,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// The names of the secrets in the project's file, and of those FILE uses (never the
+    /// values).
+    List {
+        file: PathBuf,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
+    /// Make an age identity: writes it to OUT (mode 0600) and prints its recipient, the
+    /// line to add to [secrets] recipients in envc.toml.
+    Keygen { out: PathBuf },
+}
+
+#[derive(Subcommand)]
 enum CacheCommand {
     /// Push the images the environment's state records (needs a signing key).
     Push {
@@ -330,6 +361,11 @@ enum Command {
         #[command(subcommand)]
         command: StateCommand,
     },
+    /// Secrets: values the source names with `secret("NAME")` and envc never stores.
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
 }
 
 fn parse_pin_key(s: &str) -> Result<PinKey, String> {
@@ -473,6 +509,18 @@ fn run(cli: Cli) -> Exit {
         Command::Key {
             command: KeyCommand::Generate { name, out },
         } => commands::team::key_generate(&name, &out),
+        Command::Secret { command } => match command {
+            SecretCommand::Set { file, name, shared } => {
+                commands::secret::set(&file, &name, &shared)
+            }
+            SecretCommand::Rm { file, name, shared } => commands::secret::rm(&file, &name, &shared),
+            SecretCommand::List {
+                file,
+                params,
+                shared,
+            } => commands::secret::list(&file, &params, &shared, ui),
+            SecretCommand::Keygen { out } => commands::secret::keygen(&out),
+        },
         Command::Cache { command } => match command {
             CacheCommand::Push { file, shared } => commands::team::cache_push(&file, &shared),
             CacheCommand::Pull {

@@ -102,6 +102,7 @@ impl Failure {
                     | SessionError::State { .. }
                     | SessionError::NeverBuilt { .. }
                     | SessionError::Config(_)
+                    | SessionError::Secrets(_)
                     | SessionError::Io(_) => Exit::Input,
                 }
             }

@@ -167,6 +167,8 @@ fn cases() -> Vec<Case> {
         case("eval-exec-env", &h("let init = exec(name = \"init\", target = h, argv = [\"env\"], env = { \"PG-DATA\" = \"/srv\" })\n")),
         case("eval-exec-path", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_basebackup\"], creates = \"standby.signal\")\n")),
         case("eval-not-captured", &h("let token = exec(name = \"token\", target = h, argv = [\"kubeadm\", \"token\", \"create\"])\nlet f = file(path = \"/etc/join\", content = token.stdout, target = h)\n")),
+        case("eval-bad-secret-name", &h("let f = file(path = \"/etc/pw\", content = secret(\"db password\"), target = h)\n")),
+        case("eval-exposed-secret", &h("let init = exec(name = \"init\", target = h, argv = [\"mysql\", \"--password=${secret(\"db\")}\"])\n")),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
         case("eval-too-large", "let xs = 0..100000000\n"),
         too_long,

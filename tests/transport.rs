@@ -178,6 +178,7 @@ fn file(path: &str, content: &[u8], owner: &str, group: &str, mode: u32) -> File
         group: group.to_string(),
         mode,
         written_sha256: None,
+        sealed: None,
     }
 }
 

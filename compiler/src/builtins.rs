@@ -28,6 +28,7 @@ pub enum Builtin {
     Merge,
     Path,
     ToJson,
+    Secret,
 }
 
 pub const FUNCTIONS: &[(&str, Builtin)] = &[
@@ -48,6 +49,7 @@ pub const FUNCTIONS: &[(&str, Builtin)] = &[
     ("merge", Builtin::Merge),
     ("path", Builtin::Path),
     ("to_json", Builtin::ToJson),
+    ("secret", Builtin::Secret),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -581,6 +583,7 @@ impl Builtin {
             ),
             Builtin::Path => (vec![p("file", s)], Ty::Path),
             Builtin::ToJson => (vec![p("value", any)], s),
+            Builtin::Secret => (vec![p("name", s)], Ty::deferred(Ty::Str)),
         };
         FnTy { params, ret }
     }

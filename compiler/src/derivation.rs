@@ -129,6 +129,11 @@ impl Encoder {
                         self.value(p)?;
                     }
                 }
+                // Its name only: the value never reaches the compiler.
+                Deferred::Secret(name) => {
+                    self.tag(b'e');
+                    self.str(name);
+                }
             },
             Value::Fn(_) | Value::Builtin(_) => return Err(NotEncodable("a function")),
             Value::Module(_) => return Err(NotEncodable("a module")),
@@ -217,6 +222,7 @@ pub fn value_json(v: &Value) -> serde_json::Value {
             Deferred::Concat(parts) => {
                 json!({ "interpolate": parts.iter().map(value_json).collect::<Vec<_>>() })
             }
+            Deferred::Secret(name) => json!({ "secret": &**name }),
         },
         Value::Fn(_) | Value::Builtin(_) => json!("<function>"),
         Value::Module(_) => json!("<module>"),

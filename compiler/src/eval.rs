@@ -412,7 +412,7 @@ impl<'p> Evaluator<'p> {
                 Deferred::Output { node, output } => builtins::schema(node.kind)
                     .field_ty(output)
                     .unwrap_or(Ty::deferred(Ty::Unknown)),
-                Deferred::Concat(_) => Ty::deferred(Ty::Str),
+                Deferred::Concat(_) | Deferred::Secret(_) => Ty::deferred(Ty::Str),
             };
             let file = self.file();
             return self.fail(deferred_diagnostic(file, span, what, &ty));
@@ -705,7 +705,9 @@ impl<'p> Evaluator<'p> {
                     }
                     match &*d {
                         Deferred::Concat(inner) => out.extend(inner.iter().cloned()),
-                        Deferred::Output { .. } => out.push(Value::Deferred(d.clone())),
+                        Deferred::Output { .. } | Deferred::Secret(_) => {
+                            out.push(Value::Deferred(d.clone()))
+                        }
                     }
                 }
                 _ => unreachable!("interpolable() admits only strings and deferred values"),
@@ -1457,6 +1459,36 @@ impl<'p> Evaluator<'p> {
                 );
             }
         }
+        // Arguments show in the target's process list, and `undo` is kept in the record
+        // until the node leaves: a secret goes in `env` or `stdin`, and never with an undo.
+        let exposed = [
+            "argv", "shell", "creates", "unless", "only_if", "undo", "user", "cwd",
+        ]
+        .into_iter()
+        .find(|k| attrs.get(*k).is_some_and(crate::value::contains_secret));
+        let kept = attrs.contains_key("undo")
+            && attrs.get("env").is_some_and(crate::value::contains_secret);
+        if let Some(k) = exposed.or(kept.then_some("env")) {
+            let (title, why, help) = if k == "env" {
+                (
+                    "a secret in `env` of a command with an `undo`".to_string(),
+                    "The undo runs after the node left the source, so its record keeps the undo's environment: it would keep the secret.",
+                    "drop the `undo`, or keep the secret out of this command's `env` (a separate exec can use it)",
+                )
+            } else {
+                (
+                    format!("a secret in `{k}` of a command"),
+                    "Arguments and paths of a command show in the target's process list and in envc's records; a secret must not.",
+                    "pass the secret in `env` (`env = { PGPASSWORD = secret(\"…\") }`) or `stdin`",
+                )
+            };
+            return self.fail(
+                Diagnostic::new("eval::exposed-secret", title)
+                    .label(file, at(k), "holds a secret")
+                    .message(why)
+                    .help(help),
+            );
+        }
         for k in ["creates", "cwd"] {
             if let Some(Value::Str(p)) = attrs.get(k) {
                 if !p.starts_with('/') {
@@ -1657,6 +1689,13 @@ impl<'p> Evaluator<'p> {
                         .help("give exactly one of `content = \"…\"`, `template = path(\"….j2\")` (with `vars`), `source = path(\"…\")`"),
                 );
             }
+            // A file that holds a secret is readable by its owner only, unless it says.
+            let holds_secret = ["content", "vars"]
+                .iter()
+                .any(|k| attrs.get(*k).is_some_and(crate::value::contains_secret));
+            if holds_secret && !spans.contains_key("mode") {
+                attrs.insert("mode".into(), Value::Mode(0o600));
+            }
             if attrs.contains_key("vars") && !attrs.contains_key("template") {
                 return self.fail(
                     Diagnostic::new("eval::file-content", "`vars` without a template")
@@ -1811,6 +1850,7 @@ pub fn collect_nodes(v: &Value, out: &mut Vec<Rc<Node>>) {
         Value::Deferred(d) => match &**d {
             Deferred::Output { node, .. } => out.push(node.clone()),
             Deferred::Concat(parts) => parts.iter().for_each(|x| collect_nodes(x, out)),
+            Deferred::Secret(_) => {}
         },
         _ => {}
     }

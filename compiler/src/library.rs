@@ -229,6 +229,26 @@ pub(crate) fn call(
             let (_, s) = arg(0);
             ev.project_file(&p, s)?
         }
+        Builtin::Secret => {
+            let secret = str_arg(ev, 0)?;
+            let ok = (1..=64).contains(&secret.len())
+                && secret
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                && secret.starts_with(|c: char| c.is_ascii_alphabetic());
+            if !ok {
+                let (_, s) = arg(0);
+                return Err(Stop::Error(Box::new(
+                    Diagnostic::new(
+                        "eval::bad-secret-name",
+                        format!("invalid secret name: `{}`", secret.escape_debug()),
+                    )
+                    .label(ev.file(), s, "not a secret name")
+                    .help("name it with letters, digits and `_-.`, starting with a letter, at most 64 characters: `pg_replication_password`"),
+                )));
+            }
+            Value::Deferred(Rc::new(Deferred::Secret(secret)))
+        }
         Builtin::ToJson => {
             let (v, s) = arg(0);
             if !crate::value::expands_within(&v, ev.limits.max_string_bytes) {

@@ -55,6 +55,9 @@ pub enum Deferred {
     Output { node: Rc<Node>, output: Rc<str> },
     /// A string built from known strings and deferred parts, concatenated at deploy time.
     Concat(Vec<Value>),
+    /// `secret("name")`: a value only the executor reads (from the project's secrets), never
+    /// the compiler; nodes hold its name. Whatever is built from it is secret too.
+    Secret(Rc<str>),
 }
 
 pub struct Closure {
@@ -202,6 +205,7 @@ pub fn expands_within(v: &Value, limit: usize) -> bool {
             }
             Value::Deferred(d) => match &**d {
                 Deferred::Output { output, .. } => output.len() + 100,
+                Deferred::Secret(name) => name.len() + 100,
                 Deferred::Concat(parts) => return parts.iter().all(|x| walk(x, budget)),
             },
             _ => 70,
@@ -219,4 +223,19 @@ pub fn expands_within(v: &Value, limit: usize) -> bool {
     }
     let mut budget = limit;
     walk(v, &mut budget)
+}
+
+/// Whether a value holds a secret anywhere (directly, in an interpolation, in a list or a
+/// record).
+pub fn contains_secret(v: &Value) -> bool {
+    match v {
+        Value::Deferred(d) => match &**d {
+            Deferred::Secret(_) => true,
+            Deferred::Concat(parts) => parts.iter().any(contains_secret),
+            Deferred::Output { .. } => false,
+        },
+        Value::List(xs) => xs.iter().any(contains_secret),
+        Value::Record(r) => r.values().any(contains_secret),
+        _ => false,
+    }
 }

@@ -522,3 +522,57 @@ fn exec_nodes_are_checked_where_they_are_written() {
         &[],
     );
 }
+
+/// `secret(name)`: a deferred string the compiler never sees; a file holding one is 0600
+/// unless it says otherwise; a command takes one in `env` or `stdin` only.
+#[test]
+fn secrets_are_deferred_and_make_files_private() {
+    let host = "let h = host(name = \"h\", address = \"192.0.2.1\")\n";
+    let mode_of = |body: &str| -> String {
+        let src = format!("{host}{body}");
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src.as_str()), ("t.j2", "{{ x }}")]),
+            &CompileOptions::default(),
+        );
+        assert!(c.diagnostics.is_empty(), "{src}\n{:#?}", c.diagnostics);
+        let g = c.graph.unwrap();
+        let f = g
+            .nodes()
+            .find(|n| n.kind == envc_compiler::types::NodeKind::File)
+            .unwrap();
+        value_json(&f.attrs["mode"]).to_string()
+    };
+    assert_eq!(
+        mode_of("let f = file(path = \"/a\", content = \"pw=${secret(\"pw\")}\", target = h)\n"),
+        r#"{"mode":"0o600"}"#
+    );
+    assert_eq!(mode_of("let f = file(path = \"/a\", template = path(\"t.j2\"), vars = { x = secret(\"pw\") }, target = h)\n"), r#"{"mode":"0o600"}"#);
+    assert_eq!(
+        mode_of(
+            "let f = file(path = \"/a\", content = secret(\"pw\"), mode = 0o640, target = h)\n"
+        ),
+        r#"{"mode":"0o640"}"#
+    );
+    assert_eq!(
+        mode_of("let f = file(path = \"/a\", content = \"plain\", target = h)\n"),
+        r#"{"mode":"0o644"}"#
+    );
+    let case = |body: &str, expected: &[&str]| {
+        let src = format!("{host}{body}");
+        check_errors(&[("main.env", &src)], &[], expected);
+    };
+    case("let e = exec(name = \"x\", target = h, argv = [\"psql\"], env = { PGPASSWORD = secret(\"pw\") }, stdin = secret(\"sql\"))\n", &[]);
+    case(
+        "let e = exec(name = \"x\", target = h, shell = \"psql -W ${secret(\"pw\")}\")\n",
+        &["eval::exposed-secret"],
+    );
+    case("let e = exec(name = \"x\", target = h, argv = [\"x\"], env = { P = secret(\"pw\") }, undo = [\"y\"])\n", &["eval::exposed-secret"]);
+    // Known only at deploy time: nothing can compute with it, or name a node with it.
+    case("let n = len(secret(\"pw\"))\n", &["type::deferred"]);
+    case(
+        "let f = file(path = secret(\"pw\"), content = \"x\", target = h)\n",
+        &["type::deferred"],
+    );
+    case("let s = secret(\"1pw\")\n", &["eval::bad-secret-name"]);
+}

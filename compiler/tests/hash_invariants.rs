@@ -375,6 +375,22 @@ fn encoding_matches_its_specification() {
         g.nodes().next().unwrap().id.hex(),
         blake3::hash(&e).to_hex().as_str()
     );
+    // A secret is encoded by its name ('e'): the same bytes whatever its value.
+    let with_secret = |e: &[u8]| {
+        let cut = e.len() - 16 - (8 + 4) - 1; // inputs and pins, then "root" and its `s`
+        let mut e = e[..cut].to_vec();
+        e.push(b'e');
+        str(&mut e, "login");
+        e.extend_from_slice(&0u64.to_le_bytes());
+        e.extend_from_slice(&0u64.to_le_bytes());
+        e
+    };
+    let src = "let h = host(name = \"h1\", address = \"192.0.2.1\", user = secret(\"login\"))";
+    let g = graph_of(&MemoryLoader::new([("main.env", src)]), "main.env", &[]);
+    assert_eq!(
+        g.nodes().next().unwrap().id.hex(),
+        blake3::hash(&with_secret(&e)).to_hex().as_str()
+    );
 }
 
 /// Checks are not part of what a node is: adding, changing or reading deferred values in

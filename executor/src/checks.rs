@@ -85,6 +85,7 @@ impl CheckSpec {
     fn argv(&self) -> Vec<String> {
         let text = |k: &str| match self.args.get(k) {
             Some(Val::Str(s)) => s.clone(),
+            Some(Val::Sealed(s)) => s.value.clone(),
             Some(Val::Int(n)) => n.to_string(),
             Some(Val::Size(n)) => n.to_string(),
             _ => String::new(),
@@ -131,6 +132,8 @@ pub fn describe(
         Val::Int(n) => n.to_string(),
         Val::Size(n) => envc_compiler::value::format_size(*n),
         Val::Output { .. } | Val::Concat(_) => format!("{:?}", output(v)),
+        Val::Secret(name) => format!("secret({name:?})"),
+        Val::Sealed(_) => "<secret>".into(),
         other => format!("{other:?}"),
     };
     let mut parts = Vec::new();
@@ -157,6 +160,7 @@ fn val_json(v: &Val) -> Json {
         Val::Bool(b) => json!(b),
         Val::Size(n) => json!({ "size": n }),
         Val::Mode(m) => json!({ "mode": m }),
+        Val::Sealed(s) => json!({ "secret": s.keyed }),
         other => json!(format!("{other:?}")),
     }
 }

@@ -13,6 +13,14 @@
 //! [state]
 //! url = "s3://envc-state/quickstart"
 //! lease-seconds = 60
+//!
+//! [secrets]
+//! file = "secrets.age"                 # the default
+//! recipients = ["age1…", "age1…"]      # who can read it
+//! identity = "~/.config/age/key.txt"   # ENVC_AGE_IDENTITY wins
+//! [secrets.from]
+//! pg_password = { env = "PG_PASSWORD" }
+//! vault_token = { command = ["vault", "kv", "get", "-field=token", "secret/ci"] }
 //! ```
 
 use std::fmt;
@@ -24,6 +32,7 @@ use serde::Deserialize;
 use crate::cache::BinaryCache;
 use crate::keys::{KeyError, PublicKey, SecretKey};
 use crate::remote::{Remote, RemoteError};
+use crate::secrets::{SecretSettings, Source};
 
 pub const FILE_NAME: &str = "envc.toml";
 
@@ -37,6 +46,26 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 struct ProjectFile {
     cache: Option<CacheSection>,
     state: Option<StateSection>,
+    secrets: Option<SecretsSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct SecretsSection {
+    /// Relative to the project file.
+    file: Option<PathBuf>,
+    #[serde(default)]
+    recipients: Vec<String>,
+    identity: Option<PathBuf>,
+    #[serde(default)]
+    from: std::collections::BTreeMap<String, SourceSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceSection {
+    env: Option<String>,
+    command: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -73,6 +102,7 @@ pub struct Overrides {
 pub struct Shared {
     pub cache: Option<CacheSettings>,
     pub state: Option<StateSettings>,
+    pub secrets: SecretSettings,
 }
 
 #[derive(Clone, Debug)]
@@ -200,7 +230,37 @@ impl Shared {
                     .lease_seconds
                     .map_or(DEFAULT_LEASE, Duration::from_secs),
             });
-        Ok(Shared { cache, state })
+        let section = file.secrets.unwrap_or_default();
+        let mut sources = std::collections::BTreeMap::new();
+        for (name, s) in section.from {
+            let source = match (s.env, s.command) {
+                (Some(var), None) => Source::Env(var),
+                (None, Some(argv)) if !argv.is_empty() => Source::Command(argv),
+                _ => {
+                    return Err(ConfigError::File {
+                        at: path.display().to_string(),
+                        message: format!("[secrets.from] {name}: give exactly one of `env` and `command`"),
+                        hint: "`NAME = { env = \"VAR\" }` or `NAME = { command = [\"pass\", \"show\", \"db/admin\"] }`".into(),
+                    })
+                }
+            };
+            sources.insert(name, source);
+        }
+        let home = |p: PathBuf| match p.strip_prefix("~") {
+            Ok(rest) => std::env::var_os("HOME").map_or(p.clone(), |h| PathBuf::from(h).join(rest)),
+            Err(_) => project.join(p),
+        };
+        let secrets = SecretSettings {
+            file: project.join(section.file.unwrap_or_else(|| PathBuf::from("secrets.age"))),
+            recipients: section.recipients,
+            identity: section.identity.map(home),
+            sources,
+        };
+        Ok(Shared {
+            cache,
+            state,
+            secrets,
+        })
     }
 }
 
@@ -213,7 +273,7 @@ fn parse(path: &Path, text: &str) -> Result<ProjectFile, ConfigError> {
         ConfigError::File {
             at,
             message: e.message().trim().to_string(),
-            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key) and a [state] table (url, lease-seconds); see docs/ci.md".into(),
+            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table (url, lease-seconds) and a [secrets] table (file, recipients, identity, from); see docs/ci.md and docs/language.md".into(),
         }
     })?;
     if let Some(0) = file.state.as_ref().and_then(|s| s.lease_seconds) {

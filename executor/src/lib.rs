@@ -24,6 +24,7 @@ pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod run;
+pub mod secrets;
 pub mod session;
 pub mod shared_state;
 pub mod sharing;

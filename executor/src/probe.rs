@@ -53,6 +53,7 @@ pub async fn probe(
     records: &BTreeMap<String, RealizationRecord>,
     hosts: &BTreeMap<String, HostSpec>,
     conns: &Connections,
+    secrets: Option<&crate::secrets::Secrets>,
 ) -> Probed {
     let mut by_target: BTreeMap<&str, Vec<(&str, &str, &RealizationRecord)>> = BTreeMap::new();
     for (key, r) in records {
@@ -128,7 +129,8 @@ pub async fn probe(
                         }
                         observed => {
                             let observed = observed.and_then(|o| o.as_ref().ok()?.as_ref());
-                            let d = drift_between(&r.facts, observed);
+                            let observed = observed.map(|o| sealed_like(&r.facts, o, secrets));
+                            let d = drift_between(&r.facts, observed.as_ref());
                             if !d.is_empty() {
                                 out.drift.insert(r.node.clone(), d);
                             }
@@ -173,4 +175,32 @@ async fn futures_join_all<F: std::future::Future>(
         .into_iter()
         .map(|r| r.expect("every future completed"))
         .collect()
+}
+
+/// What a probe saw of a file, as its record keeps it: a file that holds a secret is
+/// recorded by the keyed hash of its sha256, so the sha256 seen is keyed the same way
+/// (without the key, the content is not compared).
+fn sealed_like(
+    recorded: &Facts,
+    observed: &Facts,
+    secrets: Option<&crate::secrets::Secrets>,
+) -> Facts {
+    if recorded.get("sealed").map(String::as_str) != Some("yes") {
+        return observed.clone();
+    }
+    let mut o = observed.clone();
+    o.insert("sealed".into(), "yes".into());
+    match (secrets, observed.get("sha256")) {
+        (Some(s), Some(sha)) if !sha.starts_with('(') => {
+            o.insert("sha256".into(), s.keyed(sha.as_bytes()));
+        }
+        (None, _) => {
+            o.insert(
+                "sha256".into(),
+                recorded.get("sha256").cloned().unwrap_or_default(),
+            );
+        }
+        _ => {}
+    }
+    o
 }

@@ -26,9 +26,7 @@ use crate::envlock::EnvLock;
 use crate::error::StepError;
 use crate::image::{realize_image, CacheUse, ImageSpec};
 use crate::ops::exec::{apply_exec, undo_exec, CommandLog, ExecSpec};
-use crate::ops::file::{
-    apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
-};
+use crate::ops::file::{apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed};
 use crate::ops::package::{install_packages, probe_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
@@ -714,6 +712,32 @@ impl<'s> Scheduler<'s> {
             .and_then(|k| k.facts.get("fingerprint").cloned())
     }
 
+    /// Text that may carry a secret (a command's output, an error quoting a file), as it
+    /// may be shown and kept.
+    fn redact(&self, text: &str) -> String {
+        match &self.spec.secrets {
+            Some(s) => s.redact(text),
+            None => text.to_string(),
+        }
+    }
+
+    fn redact_outcome(&self, outcome: Outcome) -> Outcome {
+        match outcome {
+            Outcome::Ok(note) => Outcome::Ok(note.map(|n| self.redact(&n))),
+            Outcome::Failed(m) => Outcome::Failed(self.redact(&m)),
+            Outcome::Skipped(m) => Outcome::Skipped(self.redact(&m)),
+            Outcome::Cached => Outcome::Cached,
+        }
+    }
+
+    fn redact_log(&self, log: Option<CommandLog>) -> Option<CommandLog> {
+        log.map(|l| CommandLog {
+            exit: l.exit,
+            stdout: self.redact(&l.stdout),
+            stderr: self.redact(&l.stderr),
+        })
+    }
+
     fn outcome(
         &mut self,
         i: usize,
@@ -722,6 +746,11 @@ impl<'s> Scheduler<'s> {
         d: Duration,
         oh: Option<String>,
     ) {
+        let outcome = self.redact_outcome(outcome);
+        let mut checks = self.check_results.remove(&i).unwrap_or_default();
+        for c in &mut checks {
+            c.output = self.redact(&c.output);
+        }
         let node = &self.spec.nodes[i];
         self.reporter.event(Event::Finished {
             key: &node.key,
@@ -739,7 +768,7 @@ impl<'s> Scheduler<'s> {
                 outcome,
                 duration_ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
                 output_hash: oh,
-                checks: self.check_results.remove(&i).unwrap_or_default(),
+                checks,
                 log: None,
             },
         );
@@ -993,6 +1022,20 @@ impl<'s> Scheduler<'s> {
                 let key = spec.nodes[i].key.clone();
                 let (action, resolved) =
                     self.decided[i].clone().expect("queued nodes were decided");
+                // A fact is kept in the record and read by later runs: a secret in one
+                // (a command that printed it) would be stored in the clear.
+                let result = result.and_then(|applied| {
+                    match applied.facts.iter().find_map(|(k, v)| {
+                        let s = self.spec.secrets.as_ref()?;
+                        Some((k, s.found_in(v)?))
+                    }) {
+                        Some((fact, secret)) => Err(StepError::with_hint(
+                            format!("`{key}` reported secret `{secret}` in its `{fact}`; envc does not keep secrets, so it was not recorded"),
+                            "do not print the secret (capture only what other nodes need), or write it to a file on the target",
+                        )),
+                        None => Ok(applied),
+                    }
+                });
                 match result {
                     Ok(mut applied) => {
                         let identity = if spec.nodes[i].kind.is_target() {
@@ -1019,8 +1062,9 @@ impl<'s> Scheduler<'s> {
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
                         self.outcome(i, action, Outcome::Ok(applied.note), done.elapsed, Some(oh));
+                        let log = self.redact_log(applied.log);
                         if let Some(o) = self.outcomes.get_mut(&i) {
-                            o.log = applied.log;
+                            o.log = log;
                         }
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
@@ -1135,10 +1179,12 @@ impl<'s> Scheduler<'s> {
                     // What envc wrote on this same target, to tell when a build replaces
                     // content someone else put there since.
                     let identity = self.identity(i);
+                    // (A sealed record holds a keyed hash, which the target cannot compare.)
                     f.written_sha256 = env
                         .records
                         .get(&node.key)
                         .filter(|r| Some(&r.target_identity) == identity.as_ref())
+                        .filter(|r| !r.facts.contains_key("sealed"))
                         .and_then(|r| r.facts.get("sha256").cloned());
                     files.entry(t).or_default().push((i, f))
                 }
@@ -1238,7 +1284,7 @@ impl<'s> Scheduler<'s> {
             Step::Files(xs) => xs
                 .iter()
                 .find(|x| x.0 == i)
-                .map(|(_, f)| file_facts(&f.content, &f.owner, &f.group, f.mode))
+                .map(|(_, f)| f.facts())
                 .unwrap_or_default(),
             _ => Facts::new(),
         };
@@ -1357,12 +1403,15 @@ impl<'s> Scheduler<'s> {
                         if !files.is_empty() {
                             // Only while it holds what envc wrote: another environment (or
                             // a person) may have written it since, and it is theirs now.
+                            let sealed = self.sealed_written(&t, &files, &paths).await;
                             let removals: Vec<FileRemoval> = files
                                 .iter()
                                 .zip(paths)
-                                .map(|(r, path)| FileRemoval {
+                                .zip(sealed)
+                                .map(|((r, path), sealed)| FileRemoval {
                                     path,
-                                    written_sha256: r.facts.get("sha256").cloned(),
+                                    written_sha256: sealed
+                                        .or_else(|| r.facts.get("sha256").cloned()),
                                 })
                                 .collect();
                             let rs = remove_files(&t, &removals).await;
@@ -1457,6 +1506,47 @@ impl<'s> Scheduler<'s> {
         Ok(())
     }
 
+    /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
+    /// sha256 the target has now when it is what envc wrote, else a value no file has, so
+    /// that `remove_files` leaves it in place. `None` for other records.
+    async fn sealed_written(
+        &self,
+        t: &crate::transport::Transport,
+        records: &[&RealizationRecord],
+        paths: &[String],
+    ) -> Vec<Option<String>> {
+        let is_sealed = |r: &RealizationRecord| r.facts.contains_key("sealed");
+        let probe: Vec<String> = records
+            .iter()
+            .zip(paths)
+            .filter(|(r, _)| is_sealed(r))
+            .map(|(_, p)| p.clone())
+            .collect();
+        let mut seen = match probe.is_empty() {
+            true => Vec::new(),
+            false => probe_files(t, &probe).await.unwrap_or_default(),
+        }
+        .into_iter();
+        const NOT_OURS: &str = "(not what envc wrote)";
+        records
+            .iter()
+            .map(|r| {
+                if !is_sealed(r) {
+                    return None;
+                }
+                let now = seen.next().flatten().and_then(|f| f.get("sha256").cloned());
+                Some(match (now, &self.spec.secrets) {
+                    (Some(sha), Some(s))
+                        if Some(&s.keyed(sha.as_bytes())) == r.facts.get("sha256") =>
+                    {
+                        sha
+                    }
+                    _ => NOT_OURS.to_string(),
+                })
+            })
+            .collect()
+    }
+
     fn report_deletion(
         &mut self,
         env: &mut Env,
@@ -1466,10 +1556,11 @@ impl<'s> Scheduler<'s> {
         d: Duration,
         log: Option<CommandLog>,
     ) {
-        let outcome = match &res {
+        let outcome = self.redact_outcome(match &res {
             Ok(m) => Outcome::Ok(Some(m.clone())),
             Err(e) => Outcome::Failed(e.to_string()),
-        };
+        });
+        let log = self.redact_log(log);
         self.reporter.event(Event::Finished {
             key,
             target,

@@ -81,6 +81,8 @@ pub enum SessionError {
         commit: Option<Box<RunError>>,
     },
     Io(String),
+    /// A secret the environment uses cannot be read; nothing ran.
+    Secrets(crate::secrets::SecretError),
 }
 
 impl std::fmt::Display for SessionError {
@@ -120,6 +122,7 @@ impl std::fmt::Display for SessionError {
             SessionError::Config(e) => write!(f, "{e}"),
             SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
+            SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
         }
     }
 }
@@ -231,6 +234,30 @@ impl Session {
             target,
             shared,
         })
+    }
+
+    /// Reads the secrets `spec` uses and the store's key for their hashes, and gives them
+    /// to it: before anything is planned or run, so a missing or undecryptable secret stops
+    /// the command first. A spec without secrets still gets the key when the store has one
+    /// (a file that held a secret is then still recognised when it leaves).
+    pub fn unseal(&self, spec: &mut Spec) -> Result<(), SessionError> {
+        let names = spec.secret_names();
+        let key =
+            self.store
+                .secret_key(!names.is_empty())
+                .map_err(|error| SessionError::Store {
+                    root: self.store.root().to_path_buf(),
+                    error,
+                })?;
+        let Some(key) = key else {
+            return Ok(());
+        };
+        let values =
+            crate::secrets::load(&names, &self.shared.secrets).map_err(SessionError::Secrets)?;
+        spec.secrets = Some(std::sync::Arc::new(crate::secrets::Secrets::new(
+            values, key,
+        )));
+        Ok(())
     }
 
     /// The binary cache a build uses, if the project has one. An explicit `--push`
@@ -345,7 +372,13 @@ impl Session {
         };
         // Only to learn where each host is now: what leaves the graph does not matter.
         let first = plan(spec, records, &BTreeMap::new(), &drift, files);
-        let probed = probe(records, &graph_hosts(&first), conns).await;
+        let probed = probe(
+            records,
+            &graph_hosts(&first),
+            conns,
+            spec.secrets.as_deref(),
+        )
+        .await;
         drift.extend(probed.drift.clone());
         (drift, probed)
     }

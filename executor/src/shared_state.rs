@@ -126,6 +126,47 @@ impl SharedState {
         format!("objects/{}", id.hex())
     }
 
+    /// The bucket's key for keyed hashes of secrets (`secret-key`), made by the first run
+    /// that needs one (a conditional create: two runs cannot make two keys).
+    pub fn secret_key(&self, create: bool) -> Result<Option<[u8; 32]>, RemoteError> {
+        const KEY: &str = "secret-key";
+        let bad = || {
+            RemoteError {
+            url: self.remote.url().to_string(),
+            doing: format!("reading {KEY}"),
+            cause: "it is not a 32-byte hex key".into(),
+            hint: Some("it was damaged: restore it from a backup (every keyed hash in the records was made with it), or delete it and accept that every node that uses a secret runs again".into()),
+            conflict: false,
+            not_found: false,
+        }
+        };
+        for _ in 0..2 {
+            if let Some((bytes, _)) = self.get(KEY)? {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                return crate::store::parse_key(&text).map(Some).ok_or_else(bad);
+            }
+            if !create {
+                return Ok(None);
+            }
+            let key = crate::store::new_key().map_err(|e| RemoteError {
+                url: self.remote.url().to_string(),
+                doing: "making a key".into(),
+                cause: e.to_string(),
+                hint: None,
+                conflict: false,
+                not_found: false,
+            })?;
+            let text = format!("{}\n", crate::store::hex_key(&key)).into_bytes();
+            match self.put(KEY, text, PutMode::Create, None) {
+                Ok(_) => return Ok(Some(key)),
+                // Another run made it first: read theirs.
+                Err(e) if e.conflict => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(bad())
+    }
+
     /// Notes that `id` was written locally and must reach the bucket before a head names it.
     pub fn written(&self, id: ObjectId) {
         locked(&self.pending).insert(id);

@@ -37,6 +37,25 @@ pub enum Val {
     },
     /// A string made of known and deferred parts.
     Concat(Vec<Val>),
+    /// `secret("name")`, until substitution reads its value.
+    Secret(String),
+    /// A string that holds a secret, after substitution.
+    Sealed(Sealed),
+}
+
+/// A string that holds a secret: its plaintext goes to the target and nowhere else.
+/// Whatever is hashed or shown of it is `keyed`, its hash under the store's key; its Debug
+/// form is that too, so no `{:?}` can print the plaintext.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub value: String,
+    pub keyed: String,
+}
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<secret {}>", self.keyed)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +124,21 @@ pub struct Spec {
     /// archive's mirror): set by [`Spec::with_lock`]. Not part of `graph_hash`: the pins the
     /// nodes carry name the bytes; this says only where to fetch them.
     pub debs: BTreeMap<String, DebSource>,
+    /// The values of the secrets it names, and the store's key for their hashes: set by
+    /// `Session::unseal` before anything is resolved. Not part of `graph_hash`.
+    pub secrets: Option<std::sync::Arc<crate::secrets::Secrets>>,
+}
+
+/// The names of the secrets a value holds.
+fn secrets_in(v: &Val, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Val::Secret(name) => {
+            out.insert(name.clone());
+        }
+        Val::List(xs) | Val::Concat(xs) => xs.iter().for_each(|x| secrets_in(x, out)),
+        Val::Record(r) => r.values().for_each(|x| secrets_in(x, out)),
+        _ => {}
+    }
 }
 
 /// The strings of a list value.
@@ -137,6 +171,21 @@ pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
 }
 
 impl Spec {
+    /// The names of every secret the nodes, their checks and the outputs use.
+    pub fn secret_names(&self) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for n in &self.nodes {
+            n.attrs.values().for_each(|v| secrets_in(v, &mut out));
+            for c in &n.checks {
+                c.args.values().for_each(|v| secrets_in(v, &mut out));
+            }
+        }
+        self.outputs
+            .iter()
+            .for_each(|(_, v)| secrets_in(v, &mut out));
+        out
+    }
+
     /// The graph as the executor works on it; `sources` locate the checks' source lines.
     pub fn from_graph(graph: &Graph, sources: &SourceMap) -> Spec {
         let mut index: HashMap<DerivationId, usize> = HashMap::new();
@@ -187,6 +236,7 @@ impl Spec {
             .collect();
         Spec {
             lab_images,
+            secrets: None,
             outputs: graph
                 .outputs
                 .iter()
@@ -285,6 +335,7 @@ fn convert(v: &Value, index: &HashMap<DerivationId, usize>) -> Val {
             Deferred::Concat(parts) => {
                 Val::Concat(parts.iter().map(|x| convert(x, index)).collect())
             }
+            Deferred::Secret(name) => Val::Secret(name.to_string()),
         },
         // The encoder refuses functions and modules in nodes, so none reach a graph.
         Value::Fn(_) | Value::Builtin(_) | Value::Module(_) | Value::Check(_) => {

@@ -261,6 +261,45 @@ impl Store {
             .map_err(io_err(dir))
     }
 
+    /// The key of this store's keyed hashes of secrets (`secret-key`: 32 bytes as hex, mode
+    /// 0600), made on first use when `create`; with a shared state, the bucket's, so that
+    /// every machine sharing the state hashes a secret alike. `None`: there is none yet.
+    pub fn secret_key(&self, create: bool) -> Result<Option<[u8; 32]>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return Ok(shared.secret_key(create)?);
+        }
+        let path = self.root.join("secret-key");
+        let parse = |text: &str| -> Result<[u8; 32], StoreError> {
+            parse_key(text).ok_or_else(|| StoreError::Io {
+                path: path.clone(),
+                error: io::Error::new(io::ErrorKind::InvalidData, "not a 32-byte hex key"),
+            })
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => return parse(&text).map(Some),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::Io { path, error: e }),
+        }
+        let key = new_key().map_err(io_err(&path))?;
+        let tmp_dir = self.root.join("tmp");
+        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io_err(&tmp_dir))?;
+        writeln!(tmp, "{}", hex_key(&key)).map_err(io_err(tmp.path()))?;
+        tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => Ok(Some(key)),
+            // Another run made it first: theirs is the store's.
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
+                let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+                parse(&text).map(Some)
+            }
+            Err(e) => Err(StoreError::Io {
+                path,
+                error: e.error,
+            }),
+        }
+    }
+
     /// Where the store keeps a pinned `.deb`: `debs/SHA256.deb`, named by the sha256 its pin
     /// gives it (Debian's hash, not an object id: the pin is what it is checked against),
     /// shared by every environment, target and run of this store.
@@ -697,4 +736,27 @@ pub(crate) fn safe_name(env: &str) -> String {
             env.bytes().map(|b| format!("{b:02x}")).collect::<String>()
         )
     }
+}
+
+/// A new random key for keyed hashes.
+pub(crate) fn new_key() -> io::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(key)
+}
+
+pub(crate) fn hex_key(key: &[u8; 32]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn parse_key(text: &str) -> Option<[u8; 32]> {
+    let t = text.trim();
+    if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
 }

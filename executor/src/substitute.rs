@@ -19,11 +19,11 @@ use crate::checks::{checks_hash, CheckSpec};
 use crate::debs::DebSource;
 use crate::image::ImageSpec;
 use crate::ops::exec::{CommandLine, ExecSpec};
-use crate::ops::file::{file_facts, FileSpec};
+use crate::ops::file::FileSpec;
 use crate::ops::package::PackageSpec;
 use crate::qemu::VmSpec;
 use crate::record::Facts;
-use crate::spec::{CheckDecl, NodeSpec, Spec, Val};
+use crate::spec::{CheckDecl, NodeSpec, Sealed, Spec, Val};
 use crate::store::ObjectId;
 use crate::transport::HostSpec;
 
@@ -106,7 +106,7 @@ impl Resolved {
     /// dependents before anything runs.
     pub fn predicted_facts(&self) -> Option<Facts> {
         match &self.payload {
-            Payload::File(f) => Some(file_facts(&f.content, &f.owner, &f.group, f.mode)),
+            Payload::File(f) => Some(f.facts()),
             Payload::Package(p) => p
                 .version
                 .as_ref()
@@ -154,6 +154,19 @@ impl Resolver<'_> {
         (self.known)(i).ok_or(Resolution::Pending(i))
     }
 
+    /// A secret-bearing string, with its hash under the store's key.
+    fn seal(&self, value: String) -> Result<Val, Resolution> {
+        let secrets = self.spec.secrets.as_ref().ok_or_else(|| {
+            Resolution::Failed(
+                "a secret was used before the secrets were read (this is a bug in envc)".into(),
+            )
+        })?;
+        Ok(Val::Sealed(Sealed {
+            keyed: secrets.keyed(value.as_bytes()),
+            value,
+        }))
+    }
+
     /// The value with deferred parts replaced by what their producers reported.
     fn substitute(&self, v: &Val) -> Result<Val, Resolution> {
         Ok(match v {
@@ -182,14 +195,37 @@ impl Resolver<'_> {
             }
             Val::Concat(parts) => {
                 let mut s = String::new();
+                let mut sealed = false;
                 for p in parts {
                     match self.substitute(p)? {
                         Val::Str(x) => s.push_str(&x),
                         Val::Int(n) => s.push_str(&n.to_string()),
+                        // Interpolating a secret makes the whole string secret.
+                        Val::Sealed(x) => {
+                            sealed = true;
+                            s.push_str(&x.value);
+                        }
                         other => s.push_str(&to_json(&other, self).to_string()),
                     }
                 }
-                Val::Str(s)
+                if sealed {
+                    self.seal(s)?
+                } else {
+                    Val::Str(s)
+                }
+            }
+            Val::Secret(name) => {
+                let value = self
+                    .spec
+                    .secrets
+                    .as_ref()
+                    .and_then(|s| s.value(name))
+                    .ok_or_else(|| {
+                        Resolution::Failed(format!(
+                            "secret `{name}` was not read before the run (this is a bug in envc)"
+                        ))
+                    })?;
+                self.seal(value.to_string())?
             }
             Val::List(xs) => Val::List(
                 xs.iter()
@@ -226,7 +262,8 @@ fn to_json(v: &Val, r: &Resolver) -> Json {
             "node": r.spec.nodes[*j].key,
             "output": (r.known)(*j).map(|k| k.output_hash.as_str()),
         }),
-        Val::Output { .. } | Val::Concat(_) => json!(null),
+        Val::Sealed(s) => json!({ "secret": s.keyed }),
+        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) => json!(null),
     }
 }
 
@@ -249,7 +286,19 @@ fn template_json(v: &Val, spec: &Spec) -> Json {
             let n = &spec.nodes[*j];
             json!({ "kind": n.kind.name(), "name": n.name })
         }
-        Val::Output { .. } | Val::Concat(_) => json!(null),
+        // What the template renders is the secret; the file holding it is sealed.
+        Val::Sealed(s) => json!(s.value),
+        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) => json!(null),
+    }
+}
+
+/// Whether a substituted value holds a secret.
+fn holds_sealed(v: &Val) -> bool {
+    match v {
+        Val::Sealed(_) => true,
+        Val::List(xs) => xs.iter().any(holds_sealed),
+        Val::Record(r) => r.values().any(holds_sealed),
+        _ => false,
     }
 }
 
@@ -303,6 +352,7 @@ pub fn resolve<'a>(
     }
     let s = |k: &str| match attrs.get(k) {
         Some(Val::Str(s)) => s.clone(),
+        Some(Val::Sealed(s)) => s.value.clone(),
         _ => String::new(),
     };
     let b = |k: &str| matches!(attrs.get(k), Some(Val::Bool(true)));
@@ -343,6 +393,15 @@ pub fn resolve<'a>(
                 Some(Val::Mode(m)) => *m,
                 _ => 0o644,
             };
+            // A file that holds a secret is known by keyed hashes only, here and in its
+            // record's facts.
+            let secrets = spec.secrets.as_deref();
+            let sealed = ["content", "vars"]
+                .iter()
+                .any(|k| attrs.get(*k).is_some_and(holds_sealed))
+                .then(|| secrets.map(|x| x.keyed(crate::ops::sha256_hex(&content).as_bytes())))
+                .map(|k| k.ok_or_else(|| Resolution::Failed("a secret was used before the secrets were read (this is a bug in envc)".into())))
+                .transpose()?;
             let f = FileSpec {
                 path: node.name.clone(),
                 owner: s("owner"),
@@ -350,12 +409,25 @@ pub fn resolve<'a>(
                 mode,
                 content,
                 written_sha256: None,
+                sealed,
             };
-            hashed.insert(
-                "content".into(),
-                json!(blake3::hash(&f.content).to_hex().as_str()),
-            );
-            shown.insert("content".into(), content_display(&f.content));
+            match (&f.sealed, secrets) {
+                (Some(_), Some(x)) => {
+                    let keyed = x.keyed(&f.content);
+                    shown.insert(
+                        "content".into(),
+                        format!("{} (secret, {} bytes)", &keyed[..22], f.content.len()),
+                    );
+                    hashed.insert("content".into(), json!(keyed));
+                }
+                _ => {
+                    hashed.insert(
+                        "content".into(),
+                        json!(blake3::hash(&f.content).to_hex().as_str()),
+                    );
+                    shown.insert("content".into(), content_display(&f.content));
+                }
+            }
             // Shown, not hashed: they explain a content change but do not cause one.
             for k in ["template", "source", "vars"] {
                 if let Some(v) = attrs.get(k) {
@@ -532,12 +604,17 @@ pub fn resolve<'a>(
                     put(&mut hashed, &mut shown, k, to_json(v, oh));
                 }
             }
-            hashed.insert(
-                "stdin".into(),
-                json!(blake3::hash(&spec.stdin).to_hex().as_str()),
-            );
-            if attrs.contains_key("stdin") {
-                shown.insert("stdin".into(), content_display(&spec.stdin));
+            match attrs.get("stdin") {
+                Some(v @ Val::Sealed(_)) => put(&mut hashed, &mut shown, "stdin", to_json(v, oh)),
+                other => {
+                    hashed.insert(
+                        "stdin".into(),
+                        json!(blake3::hash(&spec.stdin).to_hex().as_str()),
+                    );
+                    if other.is_some() {
+                        shown.insert("stdin".into(), content_display(&spec.stdin));
+                    }
+                }
             }
             shown.insert("timeout".into(), spec.command.timeout_secs.to_string());
             Payload::Exec(spec)
@@ -602,6 +679,9 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
                 .iter()
                 .map(|x| match x {
                     Val::Str(s) => Ok(s.clone()),
+                    Val::Sealed(_) => Err(fail(format!(
+                        "`{k}` holds a secret, which would show in the target's process list; pass it in `env` or `stdin`"
+                    ))),
                     other => Err(fail(format!("`{k}` holds {other:?}, not a string"))),
                 })
                 .collect::<Result<_, _>>()
@@ -613,6 +693,10 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
         match attrs.get(k) {
             None => Ok(None),
             Some(Val::Str(s)) => Ok(Some(s.clone())),
+            Some(Val::Sealed(s)) if matches!(k, "stdin") => Ok(Some(s.value.clone())),
+            Some(Val::Sealed(_)) => Err(fail(format!(
+                "`{k}` holds a secret; a command takes secrets in `env` or `stdin` only"
+            ))),
             Some(other) => Err(fail(format!("`{k}` is {other:?}, not a string"))),
         }
     };
@@ -631,6 +715,7 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
             .iter()
             .map(|(k, v)| match v {
                 Val::Str(s) => Ok((k.clone(), s.clone())),
+                Val::Sealed(s) => Ok((k.clone(), s.value.clone())),
                 other => Err(fail(format!("`env.{k}` is {other:?}, not a string"))),
             })
             .collect::<Result<_, _>>()?,
@@ -744,6 +829,7 @@ fn file_content(
     match given.as_slice() {
         ["content"] => match &attrs["content"] {
             Val::Str(s) => Ok(s.clone().into_bytes()),
+            Val::Sealed(s) => Ok(s.value.clone().into_bytes()),
             _ => Err(fail("`content` is not a string".into())),
         },
         ["source"] => Ok(read(&attrs["source"])?.1),
@@ -821,7 +907,21 @@ pub fn output_json<'a>(
 ) -> Json {
     let r = Resolver { spec, known };
     match r.substitute(v) {
-        Ok(v) => template_json(&v, spec),
+        Ok(v) => shown_json(&v, spec),
         Err(_) => Json::Null,
+    }
+}
+
+/// [`template_json`], for people: a secret shows as `<secret>`.
+fn shown_json(v: &Val, spec: &Spec) -> Json {
+    match v {
+        Val::Sealed(_) => json!("<secret>"),
+        Val::List(xs) => Json::Array(xs.iter().map(|x| shown_json(x, spec)).collect()),
+        Val::Record(r) => Json::Object(
+            r.iter()
+                .map(|(k, x)| (k.clone(), shown_json(x, spec)))
+                .collect(),
+        ),
+        other => template_json(other, spec),
     }
 }

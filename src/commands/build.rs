@@ -103,8 +103,10 @@ fn realize(
     target: &TargetArgs,
 ) -> Outcome {
     let session = session(file, target)?;
-    let progress = Progress::new(json_out, spec);
-    let result = session.build(spec, files, request, &progress, &SigInt);
+    let mut spec = spec.clone();
+    session.unseal(&mut spec)?;
+    let progress = Progress::new(json_out, &spec);
+    let result = session.build(&spec, files, request, &progress, &SigInt);
     progress.finish();
     let report = result.map_err(Failure::Session)?;
     summary(&report, &request.command, json_out);

@@ -20,8 +20,9 @@ pub fn drift(
     target: &TargetArgs,
     ui: Ui,
 ) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
+    let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
+    session.unseal(&mut env.spec)?;
     let mut report = session.plan(&env.spec, &env.files, true)?;
     let mut failed_checks = 0;
     if checks {

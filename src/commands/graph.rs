@@ -76,6 +76,7 @@ fn human(v: &envc_compiler::value::Value) -> String {
             Deferred::Output { node, output } => {
                 format!("({}.{output}, known after deploy)", node.name)
             }
+            Deferred::Secret(name) => format!("(secret {name:?})"),
             Deferred::Concat(parts) => {
                 let text: String = parts
                     .iter()
@@ -86,6 +87,7 @@ fn human(v: &envc_compiler::value::Value) -> String {
                                 format!("${{{}.{output}}}", node.name)
                             }
                             Deferred::Concat(_) => human(p),
+                            Deferred::Secret(name) => format!("${{secret({name:?})}}"),
                         },
                         other => human(other),
                     })

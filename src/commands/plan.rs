@@ -30,8 +30,9 @@ pub fn plan_command(
     target: &TargetArgs,
     ui: Ui,
 ) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
+    let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
+    session.unseal(&mut env.spec)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
     let p = &report.plan;
@@ -71,9 +72,11 @@ pub fn warn_unreachable(report: &PlanReport) {
 }
 
 pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
+    let mut env = compile_env(file, params, true, ui)?;
     let index = select(&env, node, ui, file)?;
-    let report = session(file, &TargetArgs::default())?.plan(&env.spec, &env.files, false)?;
+    let session = session(file, &TargetArgs::default())?;
+    session.unseal(&mut env.spec)?;
+    let report = session.plan(&env.spec, &env.files, false)?;
     output::print(&why_text(&env.spec, &report.plan, index, json_out));
     Ok(Exit::Ok)
 }

@@ -35,7 +35,7 @@ pub fn verify(
     target: &TargetArgs,
     ui: Ui,
 ) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
+    let mut env = compile_env(file, params, true, ui)?;
     // The lab is built from the lockfile: without one that covers everything, a match
     // would prove nothing about the next rebuild.
     let problems = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
@@ -56,12 +56,18 @@ pub fn verify(
             stand_ins::complete(&env.spec, named).map_err(Failure::Input)?
         }
     };
-    let lab_env = match stand_ins.is_empty() {
+    let mut lab_env = match stand_ins.is_empty() {
         true => None,
         false => Some(compile_with(file, params, true, stand_ins, ui)?),
     };
-    let lab_spec = lab_env.as_ref().map_or(&env.spec, |e| &e.spec);
     let session = session(file, target)?;
+    // The lab hashes secrets with production's key: its records are compared with
+    // production's.
+    session.unseal(&mut env.spec)?;
+    if let Some(lab) = &mut lab_env {
+        lab.spec.secrets = env.spec.secrets.clone();
+    }
+    let lab_spec = lab_env.as_ref().map_or(&env.spec, |e| &e.spec);
     let request = VerifyRequest {
         rebuild: args.rebuild,
         lab: args.lab,

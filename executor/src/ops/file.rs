@@ -25,6 +25,28 @@ pub struct FileSpec {
     /// The sha256 of what envc last wrote there, from the record: when the file holds
     /// something else, it is still replaced (the build declares it), and the result says so.
     pub written_sha256: Option<String>,
+    /// For a file that holds a secret: what stands for its sha256 in facts and records,
+    /// the sha256's hash under the store's key ([`crate::secrets::Secrets::keyed`]).
+    pub sealed: Option<String>,
+}
+
+impl FileSpec {
+    /// What a correct apply observes afterwards ([`file_facts`], sealed when it holds a
+    /// secret).
+    pub fn facts(&self) -> Facts {
+        let facts = file_facts(&self.content, &self.owner, &self.group, self.mode);
+        match &self.sealed {
+            Some(keyed) => seal(facts, keyed),
+            None => facts,
+        }
+    }
+}
+
+/// Facts of a secret-bearing file: its sha256 replaced by `keyed`, and marked `sealed`.
+pub fn seal(mut facts: Facts, keyed: &str) -> Facts {
+    facts.insert("sha256".into(), keyed.to_string());
+    facts.insert("sealed".into(), "yes".into());
+    facts
 }
 
 /// A file to remove.
@@ -104,10 +126,21 @@ async fn apply_batch(
         let out = run_script(t, APPLY, &args, &archive).await?;
         let recs = indexed(records(&out, "R"), batch.len());
         for (j, rec) in recs.into_iter().enumerate() {
-            let path = &files[batch[j]].path;
+            let f = &files[batch[j]];
+            let path = &f.path;
             let result = match rec.as_deref() {
+                // A sealed file's content hash never leaves this function in the clear.
+                Some(["ok", _, sha, ..]) if f.sealed.is_some() && *sha != sha256_hex(&f.content) => {
+                    Err(StepError::new(format!(
+                        "file `{path}` on host `{}`: after writing it, it does not hold what was sent",
+                        t.host()
+                    )))
+                }
                 Some(["ok", created, sha, mode, owner, group, changed]) => Ok(Applied {
-                    facts: observed(sha, mode, owner, group),
+                    facts: match &f.sealed {
+                        Some(keyed) => seal(observed(sha, mode, owner, group), keyed),
+                        None => observed(sha, mode, owner, group),
+                    },
                     created: *created == "true",
                     note: (*changed == "changed").then(|| REPLACED_CHANGED.to_string()),
                     log: None,
@@ -338,6 +371,7 @@ mod tests {
             group: "root".into(),
             mode,
             written_sha256: None,
+            sealed: None,
         };
         assert!(check_file(&spec("root", 0o644)).is_ok());
         assert!(check_file(&spec("root", 0o17777)).is_err());

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::transport::{CommandOutput, Transport, TransportError};
-use envc_lockfiles::fetch::sha256_hex;
+pub use envc_lockfiles::fetch::sha256_hex;
 
 pub mod exec;
 pub mod file;

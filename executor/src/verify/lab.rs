@@ -104,7 +104,11 @@ impl Session {
             env: self.env.clone(),
             env_file: self.env_file.clone(),
             target: self.target.clone(),
-            shared: Shared { cache, state: None },
+            shared: Shared {
+                cache,
+                state: None,
+                secrets: self.shared.secrets.clone(),
+            },
         }
     }
 

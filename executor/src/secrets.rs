@@ -1,0 +1,408 @@
+//! Secrets: values the source names (`secret("pg_password")`) but never holds. They come
+//! from the project's age-encrypted file, or per secret from an environment variable or a
+//! command (`pass`, `vault kv get`, `sops -d`); they reach targets as file content, template
+//! variables, a command's environment or input, and check arguments; and they never reach
+//! the store, a record, a plan, a log or an error message: what is kept is a keyed hash
+//! (blake3 in keyed mode, with the store's own key), so a rotated secret still re-runs
+//! exactly the nodes that use it, and text that could carry one is redacted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::str::FromStr;
+
+/// A secret shorter than this could not be told apart from ordinary text when redacting.
+const MIN_LEN: usize = 4;
+/// A file of secrets larger than this is not one (it is read into memory).
+const MAX_FILE: u64 = 1 << 20;
+
+/// Where one secret comes from, when not from the project's file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The value of an environment variable of envc's process.
+    Env(String),
+    /// What a command prints on stdout (one trailing newline removed).
+    Command(Vec<String>),
+}
+
+/// The project's secret settings (`[secrets]` in envc.toml).
+#[derive(Clone, Debug, Default)]
+pub struct SecretSettings {
+    /// The age-encrypted file (ASCII-armored TOML, `NAME = "VALUE"`).
+    pub file: PathBuf,
+    /// Who can read it: age recipients (`age1…`), written to on every change.
+    pub recipients: Vec<String>,
+    /// The age identity file that reads it (`ENVC_AGE_IDENTITY` wins).
+    pub identity: Option<PathBuf>,
+    pub sources: BTreeMap<String, Source>,
+}
+
+#[derive(Debug)]
+pub struct SecretError {
+    pub what: String,
+    pub hint: String,
+}
+
+impl fmt::Display for SecretError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}\n  hint: {}", self.what, self.hint)
+    }
+}
+
+impl std::error::Error for SecretError {}
+
+fn error(what: impl Into<String>, hint: impl Into<String>) -> SecretError {
+    SecretError {
+        what: what.into(),
+        hint: hint.into(),
+    }
+}
+
+/// The values of the secrets one run uses, and the key their hashes are made with.
+pub struct Secrets {
+    values: BTreeMap<String, String>,
+    key: [u8; 32],
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Names only: a Debug print must not be the leak.
+        f.debug_struct("Secrets")
+            .field("names", &self.values.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Secrets {
+    pub fn new(values: BTreeMap<String, String>, key: [u8; 32]) -> Secrets {
+        Secrets { values, key }
+    }
+
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// The keyed hash that stands for secret-bearing bytes wherever envc keeps anything.
+    pub fn keyed(&self, bytes: &[u8]) -> String {
+        format!("keyed:{}", blake3::keyed_hash(&self.key, bytes).to_hex())
+    }
+
+    /// `text` with every secret value (and every long line of a multi-line one) replaced
+    /// by `<secret NAME>`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        let mut needles: Vec<(&str, &str)> = Vec::new();
+        for (name, value) in &self.values {
+            needles.push((name, value));
+            if value.contains('\n') {
+                needles.extend(
+                    value
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| l.len() >= 8)
+                        .map(|l| (name.as_str(), l)),
+                );
+            }
+        }
+        // Longest first: a secret that contains another is replaced whole.
+        needles.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        for (name, value) in needles {
+            if value.len() >= MIN_LEN && out.contains(value) {
+                out = out.replace(value, &format!("<secret {name}>"));
+            }
+        }
+        out
+    }
+
+    /// The name of a secret whose value appears in `text`.
+    pub fn found_in(&self, text: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(_, v)| text.contains(v.as_str()))
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+/// Reads the values of `names`: each from its own source if it has one, else from the
+/// project's file. Every secret that cannot be read is named in the one error.
+pub fn load(
+    names: &BTreeSet<String>,
+    settings: &SecretSettings,
+) -> Result<BTreeMap<String, String>, SecretError> {
+    let mut values = BTreeMap::new();
+    let mut problems: Vec<String> = Vec::new();
+    let mut file: Option<Result<BTreeMap<String, String>, SecretError>> = None;
+    for name in names {
+        let got = match settings.sources.get(name) {
+            Some(Source::Env(var)) => std::env::var(var).map_err(|_| {
+                format!("`{name}`: the environment variable {var} is not set (or not UTF-8)")
+            }),
+            Some(Source::Command(argv)) => run_source(argv).map_err(|e| format!("`{name}`: {e}")),
+            None => {
+                let file = file.get_or_insert_with(|| read_file(settings));
+                match file {
+                    Ok(all) => all.get(name).cloned().ok_or_else(|| {
+                        format!(
+                            "`{name}` is not in {} (run `envc secret set ENV_FILE {name}`)",
+                            settings.file.display()
+                        )
+                    }),
+                    Err(e) => Err(format!("`{name}`: {}", e.what)),
+                }
+            }
+        };
+        match got {
+            Ok(v) if v.len() < MIN_LEN => problems.push(format!(
+                "`{name}` is shorter than {MIN_LEN} bytes: too short to keep out of output by redaction"
+            )),
+            Ok(v) => {
+                values.insert(name.clone(), v);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(values);
+    }
+    let hint = match file {
+        Some(Err(e)) => e.hint,
+        _ => "set each secret with `envc secret set ENV_FILE NAME` (the value on stdin), or give it a source in envc.toml: `[secrets.from] NAME = { env = \"VAR\" }` or `{ command = [\"pass\", \"show\", \"…\"] }`".into(),
+    };
+    Err(error(
+        format!(
+            "cannot read the secrets this environment uses:\n  - {}",
+            problems.join("\n  - ")
+        ),
+        hint,
+    ))
+}
+
+fn run_source(argv: &[String]) -> Result<String, String> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err("its command is empty".into());
+    };
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    if !out.status.success() {
+        // Its stderr is the source's own message; its stdout could be the value.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!("`{program}` failed ({}): {last}", out.status));
+    }
+    let mut s = String::from_utf8(out.stdout)
+        .map_err(|_| format!("`{program}` printed something that is not UTF-8"))?;
+    if s.ends_with('\n') {
+        s.pop();
+    }
+    Ok(s)
+}
+
+/// The identities that read the project's file.
+fn identities(
+    settings: &SecretSettings,
+) -> Result<Vec<Box<dyn age::Identity + Send + Sync>>, SecretError> {
+    let path = std::env::var_os("ENVC_AGE_IDENTITY")
+        .map(PathBuf::from)
+        .or_else(|| settings.identity.clone())
+        .ok_or_else(|| {
+            error(
+                format!("no age identity to read {} with", settings.file.display()),
+                "set ENVC_AGE_IDENTITY to your age identity file (`envc secret keygen FILE` makes one), or [secrets] identity in envc.toml",
+            )
+        })?;
+    let bytes = envc_lockfiles::file::read_bounded(&path, MAX_FILE).map_err(|e| {
+        error(
+            format!("cannot read the age identity {}: {e}", path.display()),
+            "ENVC_AGE_IDENTITY names an age identity file (AGE-SECRET-KEY-1…)",
+        )
+    })?;
+    age::IdentityFile::from_buffer(&bytes[..])
+        .and_then(|f| f.into_identities().map_err(std::io::Error::other))
+        .map_err(|e| error(format!("{} is not an age identity file: {e}", path.display()), "an identity file holds lines `AGE-SECRET-KEY-1…` (`envc secret keygen FILE` makes one)"))
+}
+
+/// Every secret of the project's file (none when it does not exist yet).
+pub fn read_file(settings: &SecretSettings) -> Result<BTreeMap<String, String>, SecretError> {
+    let path = &settings.file;
+    let bytes = match envc_lockfiles::file::read_bounded(path, MAX_FILE) {
+        Ok(b) => b,
+        Err(envc_lockfiles::file::ReadError::NotFound) => return Ok(BTreeMap::new()),
+        Err(e) => {
+            return Err(error(
+                format!("cannot read {}: {e}", path.display()),
+                "the secrets file is an age file beside envc.toml",
+            ))
+        }
+    };
+    let ids = identities(settings)?;
+    let undecryptable = |e: &dyn fmt::Display| {
+        error(
+            format!("cannot decrypt {}: {e}", path.display()),
+            "the file is encrypted to [secrets] recipients in envc.toml; decrypt it with the identity of one of them (ENVC_AGE_IDENTITY), or ask someone who can to add your recipient and run `envc secret set` once",
+        )
+    };
+    let decryptor = age::Decryptor::new(age::armor::ArmoredReader::new(&bytes[..]))
+        .map_err(|e| undecryptable(&e))?;
+    let mut reader = decryptor
+        .decrypt(ids.iter().map(|i| i.as_ref() as &dyn age::Identity))
+        .map_err(|e| undecryptable(&e))?;
+    let mut text = String::new();
+    reader
+        .read_to_string(&mut text)
+        .map_err(|e| undecryptable(&e))?;
+    toml::from_str::<BTreeMap<String, String>>(&text).map_err(|e| {
+        error(
+            format!(
+                "{} does not hold NAME = \"VALUE\" lines: {}",
+                path.display(),
+                e.message()
+            ),
+            "rewrite it with `envc secret set`",
+        )
+    })
+}
+
+/// Writes the project's file with `values`, encrypted to its recipients (atomically).
+pub fn write_file(
+    settings: &SecretSettings,
+    values: &BTreeMap<String, String>,
+) -> Result<(), SecretError> {
+    if settings.recipients.is_empty() {
+        return Err(error(
+            "[secrets] recipients in envc.toml names no one to encrypt to",
+            "list the age recipients (age1…) who may read the secrets: `[secrets] recipients = [\"age1…\"]`",
+        ));
+    }
+    let recipients = settings
+        .recipients
+        .iter()
+        .map(|r| {
+            age::x25519::Recipient::from_str(r).map_err(|e| {
+                error(
+                    format!("[secrets] recipients: `{r}` is not an age recipient: {e}"),
+                    "a recipient is the `age1…` line `envc secret keygen` (or age-keygen) prints",
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // JSON's string escapes are TOML's basic-string escapes; keys are quoted, since a bare
+    // `a.b` would be a table.
+    let text: String = values
+        .iter()
+        .map(|(k, v)| format!("{} = {}\n", serde_json::json!(k), serde_json::json!(v)))
+        .collect();
+    let io = |e: std::io::Error| {
+        error(
+            format!("cannot write {}: {e}", settings.file.display()),
+            "check that the directory is writable",
+        )
+    };
+    let encryptor =
+        age::Encryptor::with_recipients(recipients.iter().map(|r| r as &dyn age::Recipient))
+            .map_err(|e| error(format!("cannot encrypt: {e}"), "check [secrets] recipients"))?;
+    let mut armored = Vec::new();
+    {
+        let armor =
+            age::armor::ArmoredWriter::wrap_output(&mut armored, age::armor::Format::AsciiArmor)
+                .map_err(io)?;
+        let mut w = encryptor.wrap_output(armor).map_err(io)?;
+        w.write_all(text.as_bytes()).map_err(io)?;
+        w.finish().and_then(|a| a.finish()).map_err(io)?;
+    }
+    let dir = settings.file.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    tmp.write_all(&armored).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(&settings.file).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// A new age identity: (the identity file's text, its recipient).
+pub fn keygen() -> (String, String) {
+    use age::secrecy::ExposeSecret;
+    let id = age::x25519::Identity::generate();
+    let recipient = id.to_public().to_string();
+    (
+        format!(
+            "# public key: {recipient}\n{}\n",
+            id.to_string().expose_secret()
+        ),
+        recipient,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_replaces_values_and_long_lines_of_multiline_ones() {
+        let s = Secrets::new(
+            BTreeMap::from([
+                ("pw".to_string(), "hunter22".to_string()),
+                (
+                    "pem".to_string(),
+                    "-----BEGIN KEY-----\nAAAABBBBCCCC\n-----END KEY-----".to_string(),
+                ),
+                ("inner".to_string(), "hunter".to_string()),
+            ]),
+            [7; 32],
+        );
+        assert_eq!(
+            s.redact("pw=hunter22 and hunter"),
+            "pw=<secret pw> and <secret inner>"
+        );
+        assert_eq!(s.redact("line: AAAABBBBCCCC"), "line: <secret pem>");
+        assert_eq!(s.found_in("x hunter22"), Some("inner"));
+        assert_eq!(
+            format!("{s:?}"),
+            "Secrets { names: [\"inner\", \"pem\", \"pw\"] }"
+        );
+    }
+
+    #[test]
+    fn keyed_hashes_depend_on_the_key() {
+        let a = Secrets::new(BTreeMap::new(), [1; 32]);
+        let b = Secrets::new(BTreeMap::new(), [2; 32]);
+        assert_eq!(a.keyed(b"x"), a.keyed(b"x"));
+        assert_ne!(a.keyed(b"x"), b.keyed(b"x"));
+        assert!(a.keyed(b"x").starts_with("keyed:"));
+    }
+
+    #[test]
+    fn the_file_round_trips_and_refuses_other_identities() {
+        let dir = tempfile::tempdir().unwrap();
+        let (id_text, recipient) = keygen();
+        std::fs::write(dir.path().join("id"), &id_text).unwrap();
+        let settings = SecretSettings {
+            file: dir.path().join("secrets.age"),
+            recipients: vec![recipient],
+            identity: Some(dir.path().join("id")),
+            sources: BTreeMap::new(),
+        };
+        let values = BTreeMap::from([("a".to_string(), "v a l u e".to_string())]);
+        write_file(&settings, &values).unwrap();
+        let on_disk = std::fs::read_to_string(&settings.file).unwrap();
+        assert!(on_disk.starts_with("-----BEGIN AGE ENCRYPTED FILE-----"));
+        assert!(!on_disk.contains("v a l u e"));
+        assert_eq!(read_file(&settings).unwrap(), values);
+        let (other, _) = keygen();
+        std::fs::write(dir.path().join("other"), other).unwrap();
+        let wrong = SecretSettings {
+            identity: Some(dir.path().join("other")),
+            ..settings
+        };
+        let e = read_file(&wrong).unwrap_err();
+        assert!(e.what.contains("cannot decrypt"), "{e}");
+    }
+}

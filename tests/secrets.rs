@@ -1,0 +1,305 @@
+//! Secrets end to end on a real SSH host (tests/support/nshosts.rs): values from the
+//! project's age file, an environment variable and a command reach the target as file
+//! content, template variables, a command's environment and input, and a check's argument;
+//! and no byte of them is in the store, in any command's output (text or JSON), or in an
+//! error. A rotated secret re-runs exactly the nodes that use it; a missing one stops the
+//! build before anything runs.
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use nshosts::TestHosts;
+use output::{stderr, stdout, text};
+
+const DB_PASSWORD: &str = "S3cret-db-pw-1";
+const DB_PASSWORD_2: &str = "S3cret-db-pw-2";
+const API_TOKEN: &str = "tok-API-7f3e9a";
+const ADMIN_TOKEN: &str = "adm-TOKEN-c0ffee";
+
+struct Project {
+    dir: tempfile::TempDir,
+    ssh_config: PathBuf,
+}
+
+impl Project {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn envc(&self, hosts: &TestHosts, args: &[&str]) -> Command {
+        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("ENVC_SSH_CONFIG", &self.ssh_config)
+            .env("ENVC_AGE_IDENTITY", self.path("id.txt"))
+            .env("TEST_API_TOKEN", API_TOKEN)
+            .env_remove("ENVC_STORE")
+            .env_remove("CI")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
+        self.envc(hosts, args).output().unwrap()
+    }
+
+    fn set_secret(&self, hosts: &TestHosts, name: &str, value: &str) {
+        let mut child = self
+            .envc(hosts, &["secret", "set", "prod.env", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{value}\n").as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+fn source(addr: &str, with_conf: bool) -> String {
+    let conf = if with_conf {
+        r#"let conf = file(path = "/etc/app/db.conf", content = "password=${secret("db_password")}\n", target = h)
+"#
+    } else {
+        ""
+    };
+    format!(
+        r#"let h = host(name = "h", address = "{addr}")
+{conf}let api = file(path = "/etc/app/api.conf", template = path("api.j2"), vars = {{ token = secret("api_token") }}, target = h)
+let plain = file(path = "/etc/app/plain.conf", content = "nothing secret\n", target = h)
+let init = exec(
+  name = "init",
+  target = h,
+  argv = ["sh", "-c", "printf '%s' \"$ADMIN\" > /srv/admin; cat > /srv/stdin; echo done"],
+  env = {{ ADMIN = secret("admin_token") }},
+  stdin = secret("db_password"),
+)
+let leak = exec(
+  name = "leak",
+  target = h,
+  shell = "echo \"the password is $DB\"; echo \"$DB\" >&2",
+  env = {{ DB = secret("db_password") }},
+  require = [command("test \"$(printf %s '${{secret("admin_token")}}' | wc -c)\" -gt 3")],
+)
+output shown = "pw: ${{secret("db_password")}}"
+"#
+    )
+}
+
+/// Every regular file under `dir`, as bytes.
+fn all_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            all_files(&e.path(), out);
+        } else if t.is_file() {
+            out.push((e.path(), std::fs::read(e.path()).unwrap()));
+        }
+    }
+}
+
+fn assert_no_plaintext(what: &str, bytes: &[u8], values: &[&str]) {
+    let text = String::from_utf8_lossy(bytes);
+    for v in values {
+        assert!(!text.contains(v), "{what} holds the secret {v:?}:\n{text}");
+    }
+}
+
+fn remote(hosts: &TestHosts, cmd: &str) -> String {
+    String::from_utf8_lossy(&hosts.ssh(0, cmd).stdout).into_owned()
+}
+
+fn outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "node")
+        .map(|e| {
+            (
+                e["node"].as_str().unwrap().to_string(),
+                e["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn secrets_reach_the_target_and_nothing_else() {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let dir = tempfile::Builder::new()
+        .prefix("envc-secrets-")
+        .tempdir()
+        .unwrap();
+    let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
+    let p = Project { dir, ssh_config };
+    std::fs::write(p.path("admin-token"), format!("{ADMIN_TOKEN}\n")).unwrap();
+
+    // An identity, and the project's file encrypted to it.
+    let keygen = p.run(&hosts, &["secret", "keygen", "id.txt"]);
+    assert_eq!(keygen.status.code(), Some(0), "{}", text(&keygen));
+    let recipient = stdout(&keygen).trim().to_string();
+    assert!(recipient.starts_with("age1"), "{recipient}");
+    std::fs::write(
+        p.path("envc.toml"),
+        format!(
+            "[secrets]\nrecipients = [\"{recipient}\"]\n[secrets.from]\napi_token = {{ env = \"TEST_API_TOKEN\" }}\nadmin_token = {{ command = [\"cat\", \"{}\"] }}\n",
+            p.path("admin-token").display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(p.path("api.j2"), "token = {{ token }}\n").unwrap();
+    std::fs::write(p.path("prod.env"), source(&addr, true)).unwrap();
+    p.set_secret(&hosts, "db_password", DB_PASSWORD);
+    let values = [DB_PASSWORD, API_TOKEN, ADMIN_TOKEN];
+    assert_no_plaintext(
+        "secrets.age",
+        &std::fs::read(p.path("secrets.age")).unwrap(),
+        &values,
+    );
+
+    let build = p.run(&hosts, &["build", "prod.env", "--json"]);
+    assert_eq!(build.status.code(), Some(0), "{}", text(&build));
+    assert_eq!(
+        remote(&hosts, "cd /etc/app; for f in db.conf api.conf plain.conf; do stat -c '%n %a' $f; cat $f; done; cat /srv/admin; echo; cat /srv/stdin"),
+        format!("db.conf 600\npassword={DB_PASSWORD}\napi.conf 600\ntoken = {API_TOKEN}\nplain.conf 644\nnothing secret\n{ADMIN_TOKEN}\n{DB_PASSWORD}")
+    );
+    assert_eq!(outcomes(&build)["h/exec:leak"], "ok: ran: exit 0");
+
+    // Everything envc prints or keeps: never a secret.
+    let mut seen: Vec<(String, Vec<u8>)> = vec![("build --json".into(), build.stdout.clone())];
+    let commands: &[&[&str]] = &[
+        &["plan", "prod.env"],
+        &["plan", "prod.env", "--json"],
+        &["plan", "prod.env", "--format", "markdown"],
+        &["graph", "prod.env", "--format", "json"],
+        &["show", "prod.env", "h/file:/etc/app/db.conf"],
+        &["show", "prod.env", "h/exec:init"],
+        &["log", "prod.env"],
+        &["log", "prod.env", "--json"],
+        &["output", "prod.env"],
+        &["output", "prod.env", "--json"],
+        &["drift", "prod.env"],
+        &["drift", "prod.env", "--json", "--checks"],
+        &["secret", "list", "prod.env"],
+    ];
+    for args in commands {
+        let o = p.run(&hosts, args);
+        seen.push((args.join(" "), [o.stdout, o.stderr].concat()));
+    }
+    let log = p.run(&hosts, &["log", "prod.env"]);
+    assert!(
+        stdout(&log).contains("the password is <secret db_password>"),
+        "the command's output is kept, redacted:\n{}",
+        text(&log)
+    );
+    let output = p.run(&hosts, &["output", "prod.env"]);
+    assert_eq!(
+        stdout(&output),
+        "shown = \"<secret>\"\n",
+        "{}",
+        text(&output)
+    );
+    let mut store = Vec::new();
+    all_files(&p.path(".envc"), &mut store);
+    assert!(store.len() > 5, "the store holds records: {}", store.len());
+    for (path, bytes) in store {
+        seen.push((path.display().to_string(), bytes));
+    }
+    for (what, bytes) in &seen {
+        assert_no_plaintext(what, bytes, &values);
+    }
+
+    // A hand edit of a secret-bearing file is drift, found by its keyed hash.
+    hosts.ssh(0, "echo tampered >> /etc/app/db.conf");
+    let drift = p.run(&hosts, &["drift", "prod.env"]);
+    assert!(
+        stdout(&drift).contains("h/file:/etc/app/db.conf"),
+        "{}",
+        text(&drift)
+    );
+    assert_no_plaintext("drift", &[drift.stdout, drift.stderr].concat(), &values);
+    let repair = p.run(&hosts, &["build", "prod.env", "--refresh"]);
+    assert_eq!(repair.status.code(), Some(0), "{}", text(&repair));
+
+    // Rotating one secret re-runs exactly the nodes that use it.
+    p.set_secret(&hosts, "db_password", DB_PASSWORD_2);
+    let rotated = p.run(&hosts, &["build", "prod.env", "--json"]);
+    assert_eq!(rotated.status.code(), Some(0), "{}", text(&rotated));
+    let ran: Vec<String> = outcomes(&rotated)
+        .into_iter()
+        .filter(|(_, o)| o != "cached")
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        ran,
+        ["h/exec:init", "h/exec:leak", "h/file:/etc/app/db.conf"],
+        "{}",
+        text(&rotated)
+    );
+    assert_eq!(remote(&hosts, "cat /srv/stdin"), DB_PASSWORD_2);
+
+    // A secret that cannot be read stops the build before anything runs.
+    let missing = p
+        .envc(&hosts, &["build", "prod.env"])
+        .env_remove("TEST_API_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1), "{}", text(&missing));
+    assert!(
+        stderr(&missing)
+            .contains("`api_token`: the environment variable TEST_API_TOKEN is not set")
+            && stderr(&missing).contains("nothing was run"),
+        "{}",
+        text(&missing)
+    );
+    let other = p.run(&hosts, &["secret", "keygen", "other.txt"]);
+    assert_eq!(other.status.code(), Some(0), "{}", text(&other));
+    let undecryptable = p
+        .envc(&hosts, &["plan", "prod.env"])
+        .env("ENVC_AGE_IDENTITY", p.path("other.txt"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        undecryptable.status.code(),
+        Some(1),
+        "{}",
+        text(&undecryptable)
+    );
+    assert!(
+        stderr(&undecryptable).contains("cannot decrypt"),
+        "{}",
+        text(&undecryptable)
+    );
+
+    // A secret-bearing file that leaves the source is removed: what is there is checked
+    // against the keyed hash of what envc wrote.
+    std::fs::write(p.path("prod.env"), source(&addr, false)).unwrap();
+    let removed = p.run(&hosts, &["build", "prod.env", "--json"]);
+    assert_eq!(removed.status.code(), Some(0), "{}", text(&removed));
+    assert_eq!(outcomes(&removed)["h/file:/etc/app/db.conf"], "ok: deleted");
+    assert_eq!(
+        remote(
+            &hosts,
+            "test -e /etc/app/db.conf && echo present || echo absent"
+        ),
+        "absent\n"
+    );
+}
