@@ -215,6 +215,7 @@ fn a_failing_or_hanging_command_is_an_error_with_its_output_and_runs_again_next_
 let flaky = exec(name = "flaky", target = h, shell = "echo try >> /var/tmp/tries; echo 'disk full' >&2; exit {code}")
 let after = file(path = "/etc/after-flaky", content = "x\n", after = [flaky], target = h)
 let hang = exec(name = "hang", target = h, argv = ["sleep", "300"], timeout = 2)
+let unknown = exec(name = "unknown", target = h, argv = ["hostname"], capture = true, creates = "/etc/hostname")
 "#,
             code = if fail { 3 } else { 0 }
         )
@@ -230,6 +231,13 @@ let hang = exec(name = "hang", target = h, argv = ["sleep", "300"], timeout = 2)
     );
     assert!(
         err.contains("`sleep` did not finish within 2 s and was stopped"),
+        "{err}"
+    );
+    // Skipped by its guard before it ever ran: what it would print is unknown.
+    assert!(
+        err.contains(
+            "creates: /etc/hostname exists, so it did not run, and it never ran here before"
+        ),
         "{err}"
     );
     // The timeout stopped the command on the target, not only envc's wait for it.

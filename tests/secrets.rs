@@ -86,7 +86,7 @@ let plain = file(path = "/etc/app/plain.conf", content = "nothing secret\n", tar
 let init = exec(
   name = "init",
   target = h,
-  argv = ["sh", "-c", "printf '%s' \"$ADMIN\" > /srv/admin; cat > /srv/stdin; echo done"],
+  argv = ["sh", "-c", "printf '%s' \"$ADMIN\" > /srv/admin; ps -eo args > /srv/ps; cat > /srv/stdin; echo done"],
   env = {{ ADMIN = secret("admin_token") }},
   stdin = secret("db_password"),
 )
@@ -95,7 +95,7 @@ let leak = exec(
   target = h,
   shell = "echo \"the password is $DB\"; echo \"$DB\" >&2",
   env = {{ DB = secret("db_password") }},
-  require = [command("test \"$(printf %s '${{secret("admin_token")}}' | wc -c)\" -gt 3")],
+  require = [command("ps -eo args > /srv/ps-check; test \"$(printf %s '${{secret("admin_token")}}' | wc -c)\" -gt 3")],
 )
 output shown = "pw: ${{secret("db_password")}}"
 "#
@@ -182,6 +182,11 @@ fn secrets_reach_the_target_and_nothing_else() {
         format!("db.conf 600\npassword={DB_PASSWORD}\napi.conf 600\ntoken = {API_TOKEN}\nplain.conf 644\nnothing secret\n{ADMIN_TOKEN}\n{DB_PASSWORD}")
     );
     assert_eq!(outcomes(&build)["h/exec:leak"], "ok: ran: exit 0");
+    // While the command and the check ran, no process on the target had a secret on its
+    // command line (envc passes them on stdin).
+    let ps = remote(&hosts, "cat /srv/ps /srv/ps-check");
+    assert!(ps.contains("ps -eo args"), "{ps}");
+    assert_no_plaintext("the target's process list", ps.as_bytes(), &values);
 
     // Everything envc prints or keeps: never a secret.
     let mut seen: Vec<(String, Vec<u8>)> = vec![("build --json".into(), build.stdout.clone())];

@@ -1388,6 +1388,24 @@ impl<'p> Evaluator<'p> {
                 args.insert(p.name.clone(), v);
             }
         }
+        // A `command` check's script reaches the target as data (checks.sh runs it from a
+        // file); every other argument is connected to or compared on a command line.
+        if let Some(k) = args
+            .iter()
+            .find(|(k, v)| {
+                !(kind == CheckKind::Command && &***k == "cmd") && crate::value::contains_secret(v)
+            })
+            .map(|(k, _)| k.clone())
+        {
+            let file = self.file();
+            let r = self.fail(
+                Diagnostic::new("eval::exposed-secret", format!("a secret in `{k}` of a {} check", kind.name()))
+                    .label(file, span, "this check")
+                    .message("Only a `command` check's script can hold a secret: the other checks' arguments show in the target's process list.")
+                    .help("check with `command(\"…\")`, whose script may use the secret"),
+            );
+            self.record(r);
+        }
         Value::Check(Rc::new(Check {
             kind,
             args,
@@ -1459,34 +1477,14 @@ impl<'p> Evaluator<'p> {
                 );
             }
         }
-        // Arguments show in the target's process list, and `undo` is kept in the record
-        // until the node leaves: a secret goes in `env` or `stdin`, and never with an undo.
-        let exposed = [
-            "argv", "shell", "creates", "unless", "only_if", "undo", "user", "cwd",
-        ]
-        .into_iter()
-        .find(|k| attrs.get(*k).is_some_and(crate::value::contains_secret));
-        let kept = attrs.contains_key("undo")
-            && attrs.get("env").is_some_and(crate::value::contains_secret);
-        if let Some(k) = exposed.or(kept.then_some("env")) {
-            let (title, why, help) = if k == "env" {
-                (
-                    "a secret in `env` of a command with an `undo`".to_string(),
-                    "The undo runs after the node left the source, so its record keeps the undo's environment: it would keep the secret.",
-                    "drop the `undo`, or keep the secret out of this command's `env` (a separate exec can use it)",
-                )
-            } else {
-                (
-                    format!("a secret in `{k}` of a command"),
-                    "Arguments and paths of a command show in the target's process list and in envc's records; a secret must not.",
-                    "pass the secret in `env` (`env = { PGPASSWORD = secret(\"…\") }`) or `stdin`",
-                )
-            };
+        // `undo` is kept in the record until the node leaves, with the command's env.
+        if attrs.contains_key("undo") && attrs.get("env").is_some_and(crate::value::contains_secret)
+        {
             return self.fail(
-                Diagnostic::new("eval::exposed-secret", title)
-                    .label(file, at(k), "holds a secret")
-                    .message(why)
-                    .help(help),
+                Diagnostic::new("eval::exposed-secret", "a secret in `env` of a command with an `undo`")
+                    .label(file, at("env"), "holds a secret")
+                    .message("The undo runs after the node left the source, so its record keeps the undo's environment: it would keep the secret.")
+                    .help("drop the `undo`, or keep the secret out of this command's `env` (a separate exec can use it)"),
             );
         }
         for k in ["creates", "cwd"] {
@@ -1706,6 +1704,43 @@ impl<'p> Evaluator<'p> {
                 );
             }
         }
+        // A secret goes only where it reaches the target as data: a file's content, an
+        // exec's environment and input. Anywhere else it would be a command line, a path,
+        // a name or a record attribute.
+        let allowed: &[&str] = match kind {
+            NodeKind::File => &["content", "vars"],
+            NodeKind::Exec => &["env", "stdin"],
+            _ => &[],
+        };
+        if let Some(k) = attrs
+            .iter()
+            .find(|(k, v)| !allowed.contains(&&***k) && crate::value::contains_secret(v))
+            .map(|(k, _)| k.clone())
+        {
+            let where_ = if kind == NodeKind::Exec {
+                "Arguments, guards and paths of a command show in the target's process list and in envc's records; a secret must not."
+            } else {
+                "A secret reaches a target only as data: a file's content or template variables, or an exec's `env` or `stdin`."
+            };
+            let help = if kind == NodeKind::Exec {
+                "pass the secret in `env` (`env = { PGPASSWORD = secret(\"…\") }`) or `stdin`"
+            } else {
+                "put the secret in a file's content, or in an exec's `env` or `stdin`"
+            };
+            return self.fail(
+                Diagnostic::new(
+                    "eval::exposed-secret",
+                    format!("a secret in `{k}` of {} {}", article(kind), kind.name()),
+                )
+                .label(
+                    file,
+                    spans.get(&k).copied().unwrap_or(span),
+                    "holds a secret",
+                )
+                .message(where_)
+                .help(help),
+            );
+        }
         if kind == NodeKind::Exec {
             self.check_exec(&attrs, &spans, span)?;
         }
@@ -1924,5 +1959,13 @@ fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec
             keys
         }
         _ => Vec::new(),
+    }
+}
+
+/// `a` or `an` before a node kind's name.
+fn article(kind: NodeKind) -> &'static str {
+    match kind.name().as_bytes().first() {
+        Some(b'a' | b'e' | b'i' | b'o' | b'u') => "an",
+        _ => "a",
     }
 }

@@ -575,4 +575,15 @@ fn secrets_are_deferred_and_make_files_private() {
         &["type::deferred"],
     );
     case("let s = secret(\"1pw\")\n", &["eval::bad-secret-name"]);
+    // Only as data on the target: not an address, an owner, a check's URL.
+    case(
+        "let g = host(name = \"g\", address = secret(\"addr\"))\n",
+        &["eval::exposed-secret"],
+    );
+    case(
+        "let f = file(path = \"/a\", content = \"x\", owner = secret(\"o\"), target = h)\n",
+        &["eval::exposed-secret"],
+    );
+    case("let f = file(path = \"/a\", content = \"x\", target = h, expect = [http(\"http://x/${secret(\"t\")}\")])\n", &["eval::exposed-secret"]);
+    case("let f = file(path = \"/a\", content = \"x\", target = h, expect = [command(\"test ${secret(\"t\")}\")])\n", &[]);
 }

@@ -1,8 +1,18 @@
 # envc checks: one attempt of one probe, run on the target as
-#   sh -c SCRIPT envc KIND ARG...
+#   sh -c SCRIPT envc
+# with KIND and its arguments on stdin, one base64 line each and a line `.`, decoded with
+# the shell's builtins: an argument (a `command` check's script may hold a secret) is
+# never on a command line, where `ps` would show it.
 # It prints what it saw (bounded) and exits 0 when the check holds, 1 when it does not
 # (the caller tries again until the check's timeout), 2 when it cannot be run at all (a
 # tool the probe needs is missing: trying again would not help).
+set --
+while read -r line; do
+  [ "$line" = . ] && break
+  # The x keeps trailing newlines that $(...) would strip.
+  arg=$(printf '%s' "$line" | base64 -d && echo x) || { echo "cannot decode the check's arguments"; exit 2; }
+  set -- "$@" "${arg%x}"
+done
 kind=$1
 shift
 
@@ -88,9 +98,12 @@ http)
 command)
   out=$(mktemp) || exit 2
   err=$(mktemp) || { rm -f "$out"; exit 2; }
-  trap 'rm -f "$out" "$err"' EXIT
+  script=$(umask 077 && mktemp) || { rm -f "$out" "$err"; exit 2; }
+  trap 'rm -f "$out" "$err" "$script"' EXIT
   trap 'exit 124' TERM INT
-  sh -c "$1" >"$out" 2>"$err" </dev/null
+  # From a file, not `sh -c`: its text never shows in the process list.
+  printf '%s\n' "$1" >"$script"
+  sh "$script" >"$out" 2>"$err" </dev/null
   rc=$?
   echo "exit status $rc"
   [ -s "$out" ] && { echo "stdout:"; tail -c 2048 "$out"; echo; }

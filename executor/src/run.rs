@@ -1191,6 +1191,13 @@ impl<'s> Scheduler<'s> {
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Exec(mut e) => {
                     e.inputs = r.hash.clone();
+                    // A guard that skips it keeps what it printed when it last ran here.
+                    let identity = self.identity(i);
+                    e.previous_stdout = env
+                        .records
+                        .get(&node.key)
+                        .filter(|r| Some(&r.target_identity) == identity.as_ref())
+                        .and_then(|r| r.facts.get("stdout").cloned());
                     works.push(Work::OnTarget(
                         self.target_for(i, env),
                         Step::Exec(i, Box::new(e)),
@@ -1200,13 +1207,20 @@ impl<'s> Scheduler<'s> {
                     name,
                     enabled,
                     running,
-                    ..
+                    restart_on,
                 } => {
+                    // Restarted when what it reads changed since its record, or was just
+                    // written by this run: a unit its package already started must read
+                    // the configuration written after it.
                     let previous = env.records.get(&node.key);
+                    let ran_now = restart_on
+                        .iter()
+                        .any(|j| self.outcomes.get(j).is_some_and(|o| o.outcome.ran()));
                     let restart = running
-                        && previous.is_some_and(|p| {
-                            p.attrs.get("restart_on") != r.display.get("restart_on")
-                        });
+                        && (ran_now
+                            || previous.is_some_and(|p| {
+                                p.attrs.get("restart_on") != r.display.get("restart_on")
+                            }));
                     works.push(Work::OnTarget(
                         self.target_for(i, env),
                         Step::Service(
@@ -1392,6 +1406,18 @@ impl<'s> Scheduler<'s> {
                                 })
                                 .unzip()
                         };
+                        // Undos first, newest first: one may need the files and the
+                        // services that are removed after it.
+                        let (mut execs, _) = of_kind("exec");
+                        execs.sort_by_key(|r| std::cmp::Reverse(r.at_unix));
+                        for r in execs {
+                            let Some(undo) = &r.undo else { continue };
+                            let res = undo_exec(&t, undo).await.map(|log| {
+                                logs.insert(r.node.clone(), log);
+                                "undone: exit 0".to_string()
+                            });
+                            results.push((r.node.clone(), res));
+                        }
                         let (services, names) = of_kind("service");
                         for (r, name) in services.into_iter().zip(names) {
                             let res = remove_service(&t, &name)
@@ -1399,11 +1425,26 @@ impl<'s> Scheduler<'s> {
                                 .map(|()| "stopped and disabled".to_string());
                             results.push((r.node.clone(), res));
                         }
-                        let (files, paths) = of_kind("file");
+                        let (mut files, mut paths) = of_kind("file");
+                        let sealed = match self.sealed_written(&t, &files, &paths).await {
+                            Ok(s) => s,
+                            // Not knowing what is there, nothing sealed is removed: the
+                            // records stay, and the next build tries again.
+                            Err(e) => {
+                                let (kept, rest): (Vec<_>, Vec<_>) = files
+                                    .into_iter()
+                                    .zip(paths)
+                                    .partition(|(r, _)| r.facts.contains_key("sealed"));
+                                results.extend(
+                                    kept.iter().map(|(r, _)| (r.node.clone(), Err(e.clone()))),
+                                );
+                                (files, paths) = rest.into_iter().unzip();
+                                vec![None; files.len()]
+                            }
+                        };
                         if !files.is_empty() {
                             // Only while it holds what envc wrote: another environment (or
                             // a person) may have written it since, and it is theirs now.
-                            let sealed = self.sealed_written(&t, &files, &paths).await;
                             let removals: Vec<FileRemoval> = files
                                 .iter()
                                 .zip(paths)
@@ -1425,19 +1466,6 @@ impl<'s> Scheduler<'s> {
                                 });
                                 (r.node.clone(), said)
                             }));
-                        }
-                        let (execs, _) = of_kind("exec");
-                        for r in execs {
-                            let Some(undo) = &r.undo else { continue };
-                            let res = undo_exec(&t, undo).await;
-                            let res = match res {
-                                Ok(log) => {
-                                    logs.insert(r.node.clone(), log);
-                                    Ok("undone: exit 0".to_string())
-                                }
-                                Err(e) => Err(e),
-                            };
-                            results.push((r.node.clone(), res));
                         }
                         let (pkgs, names) = of_kind("package");
                         if !pkgs.is_empty() {
@@ -1509,12 +1537,16 @@ impl<'s> Scheduler<'s> {
     /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
     /// sha256 the target has now when it is what envc wrote, else a value no file has, so
     /// that `remove_files` leaves it in place. `None` for other records.
+    /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
+    /// sha256 the target has now when it is what envc wrote, else a value no file has, so
+    /// that `remove_files` leaves it in place. `None` for other records. An error when the
+    /// target could not be looked at.
     async fn sealed_written(
         &self,
         t: &crate::transport::Transport,
         records: &[&RealizationRecord],
         paths: &[String],
-    ) -> Vec<Option<String>> {
+    ) -> Result<Vec<Option<String>>, StepError> {
         let is_sealed = |r: &RealizationRecord| r.facts.contains_key("sealed");
         let probe: Vec<String> = records
             .iter()
@@ -1524,11 +1556,10 @@ impl<'s> Scheduler<'s> {
             .collect();
         let mut seen = match probe.is_empty() {
             true => Vec::new(),
-            false => probe_files(t, &probe).await.unwrap_or_default(),
+            false => probe_files(t, &probe).await?,
         }
         .into_iter();
-        const NOT_OURS: &str = "(not what envc wrote)";
-        records
+        Ok(records
             .iter()
             .map(|r| {
                 if !is_sealed(r) {
@@ -1541,10 +1572,10 @@ impl<'s> Scheduler<'s> {
                     {
                         sha
                     }
-                    _ => NOT_OURS.to_string(),
+                    _ => "(not what envc wrote)".to_string(),
                 })
             })
-            .collect()
+            .collect())
     }
 
     fn report_deletion(

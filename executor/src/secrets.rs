@@ -94,6 +94,20 @@ impl Secrets {
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         let mut needles: Vec<(&str, &str)> = Vec::new();
+        // Also as Rust's `{:?}` and `escape_default` print it: an error message may quote
+        // a value escaped.
+        let escaped: Vec<(&str, String)> = self
+            .values
+            .iter()
+            .flat_map(|(n, v)| {
+                [
+                    (n.as_str(), v.escape_debug().to_string()),
+                    (n.as_str(), v.escape_default().to_string()),
+                ]
+            })
+            .filter(|(n, e)| self.values.get(*n) != Some(e))
+            .collect();
+        needles.extend(escaped.iter().map(|(n, e)| (*n, e.as_str())));
         for (name, value) in &self.values {
             needles.push((name, value));
             if value.contains('\n') {
@@ -154,6 +168,9 @@ pub fn load(
             }
         };
         match got {
+            Ok(v) if v.contains('\0') => problems.push(format!(
+                "`{name}` holds a NUL byte, which no file or command can carry"
+            )),
             Ok(v) if v.len() < MIN_LEN => problems.push(format!(
                 "`{name}` is shorter than {MIN_LEN} bytes: too short to keep out of output by redaction"
             )),
@@ -260,12 +277,12 @@ pub fn read_file(settings: &SecretSettings) -> Result<BTreeMap<String, String>, 
     reader
         .read_to_string(&mut text)
         .map_err(|e| undecryptable(&e))?;
-    toml::from_str::<BTreeMap<String, String>>(&text).map_err(|e| {
+    // Not serde's message: it can quote a value.
+    toml::from_str::<BTreeMap<String, String>>(&text).map_err(|_| {
         error(
             format!(
-                "{} does not hold NAME = \"VALUE\" lines: {}",
-                path.display(),
-                e.message()
+                "{} does not hold NAME = \"VALUE\" lines of text",
+                path.display()
             ),
             "rewrite it with `envc secret set`",
         )

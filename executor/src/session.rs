@@ -240,17 +240,24 @@ impl Session {
     /// to it: before anything is planned or run, so a missing or undecryptable secret stops
     /// the command first. A spec without secrets still gets the key when the store has one
     /// (a file that held a secret is then still recognised when it leaves).
-    pub fn unseal(&self, spec: &mut Spec) -> Result<(), SessionError> {
+    ///
+    /// Only a build (`create`) makes the store's key; a command that only reads (plan,
+    /// drift) before any build hashes with a key of its own, which no record shares
+    /// (nothing using a secret has been built yet, so nothing can match anyway).
+    pub fn unseal(&self, spec: &mut Spec, create: bool) -> Result<(), SessionError> {
         let names = spec.secret_names();
-        let key =
-            self.store
-                .secret_key(!names.is_empty())
-                .map_err(|error| SessionError::Store {
-                    root: self.store.root().to_path_buf(),
-                    error,
-                })?;
-        let Some(key) = key else {
-            return Ok(());
+        let key = self
+            .store
+            .secret_key(create && !names.is_empty())
+            .map_err(|error| SessionError::Store {
+                root: self.store.root().to_path_buf(),
+                error,
+            })?;
+        let key = match key {
+            Some(k) => k,
+            None if names.is_empty() => return Ok(()),
+            None => crate::store::new_key()
+                .map_err(|e| SessionError::Io(format!("cannot make a key: {e}")))?,
         };
         let values =
             crate::secrets::load(&names, &self.shared.secrets).map_err(SessionError::Secrets)?;
@@ -407,8 +414,17 @@ impl Session {
                 BTreeMap::new(),
             )
         };
+        let mut plan = plan(spec, &records, &intents, &drift, files);
+        // A message about a node can quote what it was rendered from.
+        if let Some(secrets) = &spec.secrets {
+            for n in &mut plan.nodes {
+                if let Err(Resolution::Failed(m)) = &mut n.assessment.resolved {
+                    *m = secrets.redact(m);
+                }
+            }
+        }
         Ok(PlanReport {
-            plan: plan(spec, &records, &intents, &drift, files),
+            plan,
             drift,
             unreachable,
         })
@@ -462,7 +478,8 @@ impl Session {
                     );
                 }
                 Ok(Err(Resolution::Failed(m))) | Err(Resolution::Failed(m)) => {
-                    report.unchecked.insert(node.key.clone(), m.clone());
+                    let m = spec.secrets.as_ref().map_or(m.clone(), |s| s.redact(m));
+                    report.unchecked.insert(node.key.clone(), m);
                 }
             }
         }
@@ -480,7 +497,12 @@ impl Session {
                     }
                     Ok((t, _)) => {
                         for (key, expect) in nodes {
-                            let (results, _) = run_phase(&t, &expect, Phase::Expect).await;
+                            let (mut results, _) = run_phase(&t, &expect, Phase::Expect).await;
+                            if let Some(secrets) = &spec.secrets {
+                                for r in &mut results {
+                                    r.output = secrets.redact(&r.output);
+                                }
+                            }
                             report.results.push((key, results));
                         }
                     }

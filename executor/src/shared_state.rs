@@ -128,7 +128,7 @@ impl SharedState {
 
     /// The bucket's key for keyed hashes of secrets (`secret-key`), made by the first run
     /// that needs one (a conditional create: two runs cannot make two keys).
-    pub fn secret_key(&self, create: bool) -> Result<Option<[u8; 32]>, RemoteError> {
+    pub fn secret_key(&self, fresh: Option<[u8; 32]>) -> Result<Option<[u8; 32]>, RemoteError> {
         const KEY: &str = "secret-key";
         let bad = || {
             RemoteError {
@@ -145,17 +145,9 @@ impl SharedState {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 return crate::store::parse_key(&text).map(Some).ok_or_else(bad);
             }
-            if !create {
+            let Some(key) = fresh else {
                 return Ok(None);
-            }
-            let key = crate::store::new_key().map_err(|e| RemoteError {
-                url: self.remote.url().to_string(),
-                doing: "making a key".into(),
-                cause: e.to_string(),
-                hint: None,
-                conflict: false,
-                not_found: false,
-            })?;
+            };
             let text = format!("{}\n", crate::store::hex_key(&key)).into_bytes();
             match self.put(KEY, text, PutMode::Create, None) {
                 Ok(_) => return Ok(Some(key)),

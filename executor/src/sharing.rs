@@ -108,6 +108,19 @@ impl Session {
                 file: self.env_file.clone(),
             });
         };
+        // The key the records' hashes of secrets were made with goes along: without it every
+        // node that uses a secret would look changed, and no secret-bearing file removable.
+        if let Some(key) = self.store.secret_key(false).map_err(store_error)? {
+            if dest.secret_key_with(Some(key)).map_err(store_error)? != Some(key) {
+                return Err(SessionError::State {
+                    env: self.env.clone(),
+                    error: format!(
+                        "{} already has another key for the hashes of secrets; nothing was copied\n  hint: migrate to a state of its own, or one whose environments were built from this store",
+                        to.url
+                    ),
+                });
+            }
+        }
         let mut copied = BTreeSet::new();
         let mut states = 0;
         for (id, state) in State::history(&self.store, &self.env).map_err(store_error)? {

@@ -265,8 +265,17 @@ impl Store {
     /// 0600), made on first use when `create`; with a shared state, the bucket's, so that
     /// every machine sharing the state hashes a secret alike. `None`: there is none yet.
     pub fn secret_key(&self, create: bool) -> Result<Option<[u8; 32]>, StoreError> {
+        let fresh = match create {
+            true => Some(new_key().map_err(io_err(&self.root))?),
+            false => None,
+        };
+        self.secret_key_with(fresh)
+    }
+
+    /// The store's key, or `fresh` made its key when it has none (`None`: none made).
+    pub fn secret_key_with(&self, fresh: Option<[u8; 32]>) -> Result<Option<[u8; 32]>, StoreError> {
         if let Some(shared) = &self.shared {
-            return Ok(shared.secret_key(create)?);
+            return Ok(shared.secret_key(fresh)?);
         }
         let path = self.root.join("secret-key");
         let parse = |text: &str| -> Result<[u8; 32], StoreError> {
@@ -277,11 +286,12 @@ impl Store {
         };
         match std::fs::read_to_string(&path) {
             Ok(text) => return parse(&text).map(Some),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(StoreError::Io { path, error: e }),
         }
-        let key = new_key().map_err(io_err(&path))?;
+        let Some(key) = fresh else {
+            return Ok(None);
+        };
         let tmp_dir = self.root.join("tmp");
         let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io_err(&tmp_dir))?;
         writeln!(tmp, "{}", hex_key(&key)).map_err(io_err(tmp.path()))?;

@@ -352,7 +352,6 @@ pub fn resolve<'a>(
     }
     let s = |k: &str| match attrs.get(k) {
         Some(Val::Str(s)) => s.clone(),
-        Some(Val::Sealed(s)) => s.value.clone(),
         _ => String::new(),
     };
     let b = |k: &str| matches!(attrs.get(k), Some(Val::Bool(true)));
@@ -741,8 +740,16 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
         capture: matches!(attrs.get("capture"), Some(Val::Bool(true))),
         undo: strs("undo")?,
         inputs: String::new(),
+        previous_stdout: None,
     };
     spec.validate().map_err(fail)?;
+    // The record keeps the undo with the env: it must hold no secret (the compiler says so
+    // first).
+    if spec.undo.is_some() && attrs.get("env").is_some_and(holds_sealed) {
+        return Err(fail(
+            "an exec with an `undo` cannot take a secret in `env`".into(),
+        ));
+    }
     Ok(spec)
 }
 
@@ -840,7 +847,15 @@ fn file_content(
             let vars = attrs
                 .get("vars")
                 .map_or(json!({}), |v| template_json(v, spec));
-            render_template(&path, &text, &vars).map_err(fail)
+            render_template(&path, &text, &vars).map_err(|e| {
+                // minijinja's detail can quote a value (an include of a variable): not a
+                // secret's.
+                if attrs.get("vars").is_some_and(holds_sealed) {
+                    fail(format!("template `{path}` failed to render (its message is withheld: the variables hold a secret)"))
+                } else {
+                    fail(e)
+                }
+            })
         }
         [] => Err(fail(
             "a file needs its content: give `content`, `template` or `source`".into(),

@@ -32,7 +32,7 @@ pub fn plan_command(
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
-    session.unseal(&mut env.spec)?;
+    session.unseal(&mut env.spec, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
     let p = &report.plan;
@@ -75,7 +75,7 @@ pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> 
     let mut env = compile_env(file, params, true, ui)?;
     let index = select(&env, node, ui, file)?;
     let session = session(file, &TargetArgs::default())?;
-    session.unseal(&mut env.spec)?;
+    session.unseal(&mut env.spec, false)?;
     let report = session.plan(&env.spec, &env.files, false)?;
     output::print(&why_text(&env.spec, &report.plan, index, json_out));
     Ok(Exit::Ok)

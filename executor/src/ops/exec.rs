@@ -25,7 +25,7 @@ const LOG_TAIL: usize = 4 << 10;
 const SLACK: Duration = Duration::from_secs(60);
 
 /// One command line as it runs on the target.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandLine {
     pub argv: Vec<String>,
     pub env: BTreeMap<String, String>,
@@ -35,8 +35,36 @@ pub struct CommandLine {
     pub timeout_secs: u64,
 }
 
+// Environment values and input may be secrets: Debug shows names and sizes only.
+impl std::fmt::Debug for CommandLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandLine")
+            .field("argv", &self.argv)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("user", &self.user)
+            .field("cwd", &self.cwd)
+            .field("timeout_secs", &self.timeout_secs)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ExecSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecSpec")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("stdin_bytes", &self.stdin.len())
+            .field("creates", &self.creates)
+            .field("unless", &self.unless)
+            .field("only_if", &self.only_if)
+            .field("capture", &self.capture)
+            .field("undo", &self.undo)
+            .finish()
+    }
+}
+
 /// What an `exec` node needs to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ExecSpec {
     pub name: String,
     pub command: CommandLine,
@@ -49,6 +77,9 @@ pub struct ExecSpec {
     /// The resolved hash it runs for (set when it is launched): a fact, so that nodes
     /// after it run again when it ran again with other inputs.
     pub inputs: String,
+    /// What it printed when it last ran on this target (set when it is launched): a guard
+    /// that skips it keeps that as its `stdout`.
+    pub previous_stdout: Option<String>,
 }
 
 impl ExecSpec {
@@ -139,7 +170,13 @@ pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepE
         Ran::Skipped(reason) => {
             facts.insert("ran".into(), "no".into());
             if spec.capture {
-                facts.insert("stdout".into(), String::new());
+                let Some(previous) = &spec.previous_stdout else {
+                    return Err(StepError::with_hint(
+                        format!("{subject}: {reason}, so it did not run, and it never ran here before: its captured `stdout` is unknown"),
+                        "a command whose output other nodes read needs to run once: remove what its guard finds, or drop the guard",
+                    ));
+                };
+                facts.insert("stdout".into(), previous.clone());
             }
             let note = format!("did not run: {reason}");
             facts.insert("reason".into(), reason);
@@ -236,31 +273,48 @@ async fn run(
     only_if: Option<&[String]>,
 ) -> Result<Ran, StepError> {
     let limit = c.timeout_secs.to_string();
-    let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut args: Vec<&str> = vec![
         c.user.as_deref().unwrap_or(""),
         &c.cwd,
         &limit,
         creates.unwrap_or(""),
     ];
-    let counts: Vec<String> = [
-        env.len(),
-        unless.map_or(0, <[_]>::len),
-        only_if.map_or(0, <[_]>::len),
-    ]
-    .iter()
-    .map(usize::to_string)
-    .collect();
+    let counts = [
+        unless.map_or(0, <[_]>::len).to_string(),
+        only_if.map_or(0, <[_]>::len).to_string(),
+    ];
     args.push(&counts[0]);
-    args.extend(env.iter().map(String::as_str));
-    args.push(&counts[1]);
     args.extend(unless.unwrap_or_default().iter().map(String::as_str));
-    args.push(&counts[2]);
+    args.push(&counts[1]);
     args.extend(only_if.unwrap_or_default().iter().map(String::as_str));
     args.extend(c.argv.iter().map(String::as_str));
-    let wait = Duration::from_secs(c.timeout_secs) + SLACK;
-    let out = run_script_within(t, RUN, &args, stdin, Some(wait)).await?;
+    // The environment goes ahead of the command's input, never on a command line.
+    let mut input = env_block(&c.env);
+    input.extend_from_slice(stdin);
+    // Each guard and the command may take the whole limit, and 10 s more to be killed.
+    let phases = 1 + u32::from(unless.is_some()) + u32::from(only_if.is_some());
+    let wait = (Duration::from_secs(c.timeout_secs) + Duration::from_secs(10)) * phases + SLACK;
+    let out = run_script_within(t, RUN, &args, &input, Some(wait)).await?;
     parse(&out)
+}
+
+/// The environment as `run_exec.sh` reads it from stdin: `NAME BASE64` per variable, then
+/// a line `.`.
+fn env_block(env: &BTreeMap<String, String>) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    for (k, v) in env {
+        out.extend_from_slice(k.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(
+            base64::engine::general_purpose::STANDARD
+                .encode(v)
+                .as_bytes(),
+        );
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b".\n");
+    out
 }
 
 fn parse(out: &CommandOutput) -> Result<Ran, StepError> {
@@ -322,8 +376,15 @@ fn captured(stdout: Vec<u8>, size: u64) -> Result<String, String> {
 }
 
 fn log_of(exit: i32, stdout: &[u8], stderr: &[u8]) -> CommandLog {
+    // Whole lines only: a secret the cut went through would not be redacted later.
     let end = |b: &[u8]| {
-        let cut = b.len().saturating_sub(LOG_TAIL);
+        let mut cut = b.len().saturating_sub(LOG_TAIL);
+        if cut > 0 {
+            cut += b[cut..]
+                .iter()
+                .position(|c| *c == b'\n')
+                .map_or(b.len() - cut, |i| i + 1);
+        }
         String::from_utf8_lossy(&b[cut..]).into_owned()
     };
     CommandLog {
@@ -423,6 +484,7 @@ mod tests {
             capture: false,
             undo: None,
             inputs: String::new(),
+            previous_stdout: None,
         };
         assert!(spec(&["true"]).validate().is_ok());
         assert!(spec(&["A=b"]).validate().is_err());

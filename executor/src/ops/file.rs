@@ -11,7 +11,7 @@ const PROBE: &str = include_str!("probe_files.sh");
 const REMOVE: &str = include_str!("remove_files.sh");
 
 /// One file to place on a target.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct FileSpec {
     /// Absolute, normalized (no `.`, `..` or empty components, no trailing `/`).
     pub path: String,
@@ -28,6 +28,20 @@ pub struct FileSpec {
     /// For a file that holds a secret: what stands for its sha256 in facts and records,
     /// the sha256's hash under the store's key ([`crate::secrets::Secrets::keyed`]).
     pub sealed: Option<String>,
+}
+
+// The content may hold a secret: Debug shows its size only.
+impl std::fmt::Debug for FileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSpec")
+            .field("path", &self.path)
+            .field("content_bytes", &self.content.len())
+            .field("owner", &self.owner)
+            .field("group", &self.group)
+            .field("mode", &format_args!("{:04o}", self.mode))
+            .field("sealed", &self.sealed.is_some())
+            .finish()
+    }
 }
 
 impl FileSpec {

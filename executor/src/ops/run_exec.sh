@@ -1,7 +1,11 @@
 # envc run_exec: one command of an `exec` node (or its undo), run on the target as
-#   sh -c SCRIPT envc USER CWD LIMIT CREATES NENV ENV... NUNLESS UNLESS... NONLY ONLY_IF... ARGV...
-# USER and CREATES are empty when not given; ENV items are NAME=VALUE. The script's standard
-# input is the command's. Guards run first, with no input and their output discarded.
+#   sh -c SCRIPT envc USER CWD LIMIT CREATES NUNLESS UNLESS... NONLY ONLY_IF... ARGV...
+# USER and CREATES are empty when not given. Standard input starts with the environment,
+# one `NAME BASE64-VALUE` line per variable and a line `.`, read here with the shell's own
+# `read` (byte by byte: nothing after the `.` line is consumed) and exported with the
+# `export` builtin, so no value is ever on a command line (where `ps` would show it); the
+# rest of standard input is the command's. Guards run first, with no input and their
+# output discarded.
 # Prints one line, then for X the command's output:
 #   K<TAB>REASON      a guard found the command unnecessary: it did not run
 #   E<TAB>MESSAGE     it could not be started
@@ -26,10 +30,13 @@ refs() {
     done
     printf '%s' "$r"
 }
+while IFS=' ' read -r name value; do
+    [ "$name" = . ] && break
+    # The x keeps trailing newlines that $(...) would strip.
+    decoded=$(printf '%s' "$value" | base64 -d && echo x) || fail "cannot decode the environment variable $name"
+    export "$name=${decoded%x}"
+done
 pos=1
-eval "n=\${$pos}"
-env_refs=$(refs $((pos + 1)) "$n")
-pos=$((pos + 1 + n))
 eval "n=\${$pos}"
 unless_refs=$(refs $((pos + 1)) "$n")
 pos=$((pos + 1 + n))
@@ -54,7 +61,7 @@ fi
 # Guards are evaluated here, not in a function: the refs name the script's own
 # positional parameters.
 if [ -n "$unless_refs" ]; then
-    eval "$as $run $env_refs $unless_refs" </dev/null >/dev/null 2>&1
+    eval "$as $run $unless_refs" </dev/null >/dev/null 2>&1
     s=$?
     case $s in
     0) printf 'K\tunless: its command succeeded\n'; exit 0 ;;
@@ -62,7 +69,7 @@ if [ -n "$unless_refs" ]; then
     esac
 fi
 if [ -n "$only_refs" ]; then
-    eval "$as $run $env_refs $only_refs" </dev/null >/dev/null 2>&1
+    eval "$as $run $only_refs" </dev/null >/dev/null 2>&1
     s=$?
     case $s in
     0) ;;
@@ -74,7 +81,7 @@ fi
 out=$(mktemp) && err=$(mktemp) || fail "cannot make temporary files (mktemp failed)"
 trap 'rm -f "$out" "$err"' EXIT
 start=$(date +%s)
-eval "$as $run $env_refs $argv_refs" >"$out" 2>"$err"
+eval "$as $run $argv_refs" >"$out" 2>"$err"
 status=$?
 timed_out=no
 if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
