@@ -68,6 +68,14 @@ enum SecretCommand {
         #[command(flatten)]
         shared: SharedArgs,
     },
+    /// Edit the project's secrets file in $VISUAL or $EDITOR (`NAME = "VALUE"` lines): it is
+    /// decrypted to a 0600 file in /dev/shm (memory, where there is one), encrypted again
+    /// when the editor exits, and the plaintext removed.
+    Edit {
+        file: PathBuf,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
     /// Remove secret NAME from the project's secrets file.
     Rm {
         file: PathBuf,
@@ -514,6 +522,7 @@ fn run(cli: Cli) -> Exit {
                 commands::secret::set(&file, &name, &shared)
             }
             SecretCommand::Rm { file, name, shared } => commands::secret::rm(&file, &name, &shared),
+            SecretCommand::Edit { file, shared } => commands::secret::edit(&file, &shared),
             SecretCommand::List {
                 file,
                 params,

@@ -261,6 +261,37 @@ fn secrets_reach_the_target_and_nothing_else() {
     );
     assert_eq!(remote(&hosts, "cat /srv/stdin"), DB_PASSWORD_2);
 
+    // `secret edit`: the editor gets the decrypted file; what it writes is encrypted again,
+    // and the plan re-runs the same three nodes.
+    let edit = p
+        .envc(&hosts, &["secret", "edit", "prod.env"])
+        .env("EDITOR", format!("sed -i s/{DB_PASSWORD_2}/{DB_PASSWORD}/"))
+        .env_remove("VISUAL")
+        .output()
+        .unwrap();
+    assert_eq!(edit.status.code(), Some(0), "{}", text(&edit));
+    assert_no_plaintext("secret edit", &[edit.stdout, edit.stderr].concat(), &values);
+    let plan = p.run(&hosts, &["plan", "prod.env", "--json"]);
+    let planned: Vec<String> = stdout(&plan)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["action"] == "update")
+        .map(|e| e["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        planned,
+        ["h/file:/etc/app/db.conf", "h/exec:init", "h/exec:leak"],
+        "{}",
+        text(&plan)
+    );
+    assert!(std::fs::read_dir("/dev/shm").unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("envc-secrets-")));
+    let back = p.run(&hosts, &["build", "prod.env"]);
+    assert_eq!(back.status.code(), Some(0), "{}", text(&back));
+
     // A secret that cannot be read stops the build before anything runs.
     let missing = p
         .envc(&hosts, &["build", "prod.env"])

@@ -421,7 +421,7 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
 
 pub const BUILTIN_TYPE_NAMES: &[&str] = &[
     "int", "str", "bool", "size", "mode", "path", "any", "target", "node", "vm", "host", "package",
-    "file", "service", "manifest", "image", "list", "dict", "check",
+    "file", "service", "manifest", "image", "exec", "list", "dict", "check",
 ];
 
 #[cfg(test)]

@@ -261,28 +261,13 @@ pub async fn run_check(t: &Transport, c: &CheckSpec) -> CheckResult {
     }
 }
 
-/// The check's kind and arguments as `checks.sh` reads them from stdin: one base64 line
-/// each, then a line `.`.
-fn args_block(args: &[String]) -> Vec<u8> {
-    use base64::Engine as _;
-    let mut out = Vec::new();
-    for a in args {
-        out.extend_from_slice(
-            base64::engine::general_purpose::STANDARD
-                .encode(a)
-                .as_bytes(),
-        );
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b".\n");
-    out
-}
-
 /// One attempt: (holds, output, whether trying again is pointless).
 async fn attempt(t: &Transport, args: &[String], limit: Duration) -> (bool, String, bool) {
     let secs = limit.as_secs().max(1).to_string();
     let argv: Vec<&str> = vec!["timeout", "-k", "2", &secs, "sh", "-c", SCRIPT, "envc"];
-    match t.run(&argv, &args_block(args)).await {
+    // The arguments go on stdin: a `command` check's script may hold a secret.
+    let input = crate::ops::stdin_block(args.iter().map(|a| (None, a.as_str())));
+    match t.run(&argv, &input).await {
         Err(e) => (false, e.to_string(), true),
         Ok(out) => {
             let mut text = String::from_utf8_lossy(&out.stdout).into_owned();

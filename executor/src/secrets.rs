@@ -277,8 +277,7 @@ pub fn read_file(settings: &SecretSettings) -> Result<BTreeMap<String, String>, 
     reader
         .read_to_string(&mut text)
         .map_err(|e| undecryptable(&e))?;
-    // Not serde's message: it can quote a value.
-    toml::from_str::<BTreeMap<String, String>>(&text).map_err(|_| {
+    from_text(&text).ok_or_else(|| {
         error(
             format!(
                 "{} does not hold NAME = \"VALUE\" lines of text",
@@ -312,12 +311,7 @@ pub fn write_file(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // JSON's string escapes are TOML's basic-string escapes; keys are quoted, since a bare
-    // `a.b` would be a table.
-    let text: String = values
-        .iter()
-        .map(|(k, v)| format!("{} = {}\n", serde_json::json!(k), serde_json::json!(v)))
-        .collect();
+    let text = to_text(values);
     let io = |e: std::io::Error| {
         error(
             format!("cannot write {}: {e}", settings.file.display()),
@@ -342,6 +336,22 @@ pub fn write_file(
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(&settings.file).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+/// The plaintext of the secrets file: `"NAME" = "VALUE"` lines (TOML). JSON's string
+/// escapes are TOML's basic-string escapes; keys are quoted, since a bare `a.b` would be
+/// a table.
+pub fn to_text(values: &BTreeMap<String, String>) -> String {
+    values
+        .iter()
+        .map(|(k, v)| format!("{} = {}\n", serde_json::json!(k), serde_json::json!(v)))
+        .collect()
+}
+
+/// [`to_text`] read back; `None` when it is not that (serde's message is not kept: it can
+/// quote a value).
+pub fn from_text(text: &str) -> Option<BTreeMap<String, String>> {
+    toml::from_str(text).ok()
 }
 
 /// A new age identity: (the identity file's text, its recipient).

@@ -289,32 +289,13 @@ async fn run(
     args.extend(only_if.unwrap_or_default().iter().map(String::as_str));
     args.extend(c.argv.iter().map(String::as_str));
     // The environment goes ahead of the command's input, never on a command line.
-    let mut input = env_block(&c.env);
+    let mut input = super::stdin_block(c.env.iter().map(|(k, v)| (Some(k.as_str()), v.as_str())));
     input.extend_from_slice(stdin);
     // Each guard and the command may take the whole limit, and 10 s more to be killed.
     let phases = 1 + u32::from(unless.is_some()) + u32::from(only_if.is_some());
     let wait = (Duration::from_secs(c.timeout_secs) + Duration::from_secs(10)) * phases + SLACK;
     let out = run_script_within(t, RUN, &args, &input, Some(wait)).await?;
     parse(&out)
-}
-
-/// The environment as `run_exec.sh` reads it from stdin: `NAME BASE64` per variable, then
-/// a line `.`.
-fn env_block(env: &BTreeMap<String, String>) -> Vec<u8> {
-    use base64::Engine as _;
-    let mut out = Vec::new();
-    for (k, v) in env {
-        out.extend_from_slice(k.as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(
-            base64::engine::general_purpose::STANDARD
-                .encode(v)
-                .as_bytes(),
-        );
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b".\n");
-    out
 }
 
 fn parse(out: &CommandOutput) -> Result<Ran, StepError> {

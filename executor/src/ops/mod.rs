@@ -71,6 +71,31 @@ async fn run_script_within(
     t.run_within(&argv, stdin, timeout).await
 }
 
+/// Values for a script's stdin, which it reads with the shell's own `read` (byte by byte:
+/// what follows stays for the command) and decodes with `base64 -d`: one line each,
+/// `[NAME ]BASE64`, then a line `.`. So no value is ever on a command line, where `ps` on
+/// the target (or on this machine, for ssh's) would show it.
+pub(crate) fn stdin_block<'a>(
+    items: impl IntoIterator<Item = (Option<&'a str>, &'a str)>,
+) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    for (name, value) in items {
+        if let Some(n) = name {
+            out.extend_from_slice(n.as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(
+            base64::engine::general_purpose::STANDARD
+                .encode(value)
+                .as_bytes(),
+        );
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b".\n");
+    out
+}
+
 /// The records a script printed: the lines of stdout starting with `tag` and a tab, split on
 /// tabs (without the tag).
 fn records<'a>(out: &'a CommandOutput, tag: &str) -> Vec<Vec<&'a str>> {
