@@ -375,22 +375,38 @@ fn encoding_matches_its_specification() {
         g.nodes().next().unwrap().id.hex(),
         blake3::hash(&e).to_hex().as_str()
     );
-    // A secret is encoded by its name ('e'): the same bytes whatever its value.
-    let with_secret = |e: &[u8]| {
-        let cut = e.len() - 16 - (8 + 4) - 1; // inputs and pins, then "root" and its `s`
-        let mut e = e[..cut].to_vec();
-        e.push(b'e');
-        str(&mut e, "login");
-        e.extend_from_slice(&0u64.to_le_bytes());
-        e.extend_from_slice(&0u64.to_le_bytes());
-        e
-    };
-    let src = "let h = host(name = \"h1\", address = \"192.0.2.1\", user = secret(\"login\"))";
+    // A secret is encoded by its name ('e'): the same bytes whatever its value. A file
+    // that holds one is 0600 unless it says.
+    let host_id = g.nodes().next().unwrap().id;
+    let mut f = b"envc-derivation\0".to_vec();
+    f.extend_from_slice(&1u32.to_le_bytes());
+    str(&mut f, "file");
+    str(&mut f, "/etc/pw");
+    f.push(1);
+    f.extend_from_slice(&host_id.0);
+    f.extend_from_slice(&5u64.to_le_bytes()); // after, content, group, mode, owner
+    str(&mut f, "after");
+    f.push(b'l');
+    f.extend_from_slice(&0u64.to_le_bytes());
+    str(&mut f, "content");
+    f.push(b'e');
+    str(&mut f, "login");
+    str(&mut f, "group");
+    f.push(b's');
+    str(&mut f, "root");
+    str(&mut f, "mode");
+    f.push(b'm');
+    f.extend_from_slice(&0o600u32.to_le_bytes());
+    str(&mut f, "owner");
+    f.push(b's');
+    str(&mut f, "root");
+    f.extend_from_slice(&1u64.to_le_bytes()); // inputs: the host
+    f.extend_from_slice(&host_id.0);
+    f.extend_from_slice(&0u64.to_le_bytes()); // pins
+    let src = "let h = host(name = \"h1\", address = \"192.0.2.1\")\nlet f = file(path = \"/etc/pw\", content = secret(\"login\"), target = h)";
     let g = graph_of(&MemoryLoader::new([("main.env", src)]), "main.env", &[]);
-    assert_eq!(
-        g.nodes().next().unwrap().id.hex(),
-        blake3::hash(&with_secret(&e)).to_hex().as_str()
-    );
+    let file = g.nodes().find(|n| &*n.name == "/etc/pw").unwrap();
+    assert_eq!(file.id.hex(), blake3::hash(&f).to_hex().as_str());
 }
 
 /// Checks are not part of what a node is: adding, changing or reading deferred values in
