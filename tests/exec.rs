@@ -75,13 +75,13 @@ fn outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
 const HOSTILE: &str = r#"it's \"q\" $(touch /tmp/pwned-1) `touch /tmp/pwned-2`; \${HOME} 'x'"#;
 const HOSTILE_BYTES: &str = r#"it's "q" $(touch /tmp/pwned-1) `touch /tmp/pwned-2`; ${HOME} 'x'"#;
 
-fn source(addr: &str, count_script: &str, keep: bool) -> String {
+fn source(addr: &str, count_script: &str, seed_data: &str, keep: bool) -> String {
     let mut s = format!(
         r#"let h = host(name = "h", address = "{addr}")
 let count = exec(name = "count", target = h, shell = "{count_script}", capture = true)
 let token = file(path = "/etc/token", content = "token=${{count.stdout}}\n", target = h)
 let stamp = file(path = "/etc/stamp", content = "after count\n", after = [count], target = h)
-let seed = exec(name = "seed", target = h, argv = ["sh", "-c", "cat > /srv/seed"], stdin = "data\n", creates = "/srv/seed")
+let seed = exec(name = "seed", target = h, argv = ["sh", "-c", "cat > /srv/seed"], stdin = "{seed_data}\n", creates = "/srv/seed")
 let present = exec(name = "present", target = h, argv = ["touch", "/tmp/pwned-present"], creates = "/etc/hostname")
 let unless = exec(name = "unless", target = h, argv = ["touch", "/tmp/pwned-unless"], unless = ["test", "-e", "/srv/seed"], after = [seed])
 let only_if = exec(name = "only-if", target = h, argv = ["touch", "/tmp/pwned-only-if"], only_if = ["false"])
@@ -115,6 +115,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
     p.write(&source(
         &addr,
         "echo run >> /var/tmp/count; echo counted",
+        "data",
         true,
     ));
 
@@ -154,15 +155,24 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
 
     // The command changed: it runs again. Its output did not, so the file made from it
     // stays (early cutoff); the node ordered after it runs again, since the command did.
+    // `seed`'s input changed too, but its guard skips it: nothing changed on the target,
+    // so it keeps its record's facts and what comes after it stays.
     p.write(&source(
         &addr,
         "echo run >> /var/tmp/count; echo counted # v2",
+        "data v2",
         true,
     ));
     let changed = p.run(&hosts, &["build", "--json"]);
     assert_eq!(changed.status.code(), Some(0), "{}", text(&changed));
     let o = outcomes(&changed);
     assert_eq!(o["h/exec:count"], "ok: ran: exit 0");
+    assert_eq!(
+        o["h/exec:seed"],
+        "ok: did not run: creates: /srv/seed exists"
+    );
+    assert_eq!(o["h/exec:unless"], "cached");
+    assert_eq!(remote(&hosts, "cat /srv/seed"), "data\n");
     assert_eq!(o["h/file:/etc/token"], "cached");
     assert!(o["h/file:/etc/stamp"].starts_with("ok"), "{o:?}");
     assert_eq!(remote(&hosts, "wc -l < /var/tmp/count"), "2\n");
@@ -180,6 +190,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
     p.write(&source(
         &addr,
         "echo run >> /var/tmp/count; echo counted # v2",
+        "data v2",
         false,
     ));
     let plan = p.run(&hosts, &["plan"]);

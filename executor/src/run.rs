@@ -1191,13 +1191,13 @@ impl<'s> Scheduler<'s> {
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Exec(mut e) => {
                     e.inputs = r.hash.clone();
-                    // A guard that skips it keeps what it printed when it last ran here.
+                    // A guard that skips it keeps what it reported when it last ran here.
                     let identity = self.identity(i);
-                    e.previous_stdout = env
+                    e.previous = env
                         .records
                         .get(&node.key)
                         .filter(|r| Some(&r.target_identity) == identity.as_ref())
-                        .and_then(|r| r.facts.get("stdout").cloned());
+                        .map(|r| r.facts.clone());
                     works.push(Work::OnTarget(
                         self.target_for(i, env),
                         Step::Exec(i, Box::new(e)),

@@ -740,7 +740,7 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
         capture: matches!(attrs.get("capture"), Some(Val::Bool(true))),
         undo: strs("undo")?,
         inputs: String::new(),
-        previous_stdout: None,
+        previous: None,
     };
     spec.validate().map_err(fail)?;
     // The record keeps the undo with the env: it must hold no secret (the compiler says so

@@ -77,9 +77,10 @@ pub struct ExecSpec {
     /// The resolved hash it runs for (set when it is launched): a fact, so that nodes
     /// after it run again when it ran again with other inputs.
     pub inputs: String,
-    /// What it printed when it last ran on this target (set when it is launched): a guard
-    /// that skips it keeps that as its `stdout`.
-    pub previous_stdout: Option<String>,
+    /// The facts of its record on this target (set when it is launched): a guard that
+    /// skips it changes nothing there, so it keeps them, and what comes after it does not
+    /// run again (`stdout` included).
+    pub previous: Option<Facts>,
 }
 
 impl ExecSpec {
@@ -149,8 +150,9 @@ pub struct CommandLog {
 
 /// Runs the node's command unless a guard finds it unnecessary. Facts: `ran` (`yes` or
 /// `no`); when it ran, `inputs` (the resolved hash it ran for, so that what comes after it
-/// runs again whenever it does); the guard's `reason` when it did not; and `stdout` when
-/// captured (empty when it did not run).
+/// runs again whenever it does) and `stdout` when captured; when a guard skipped it, its
+/// record's facts if it has one on this target (nothing changed there), else the guard's
+/// `reason`.
 pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepError> {
     let subject = format!("exec `{}` on host `{}`", spec.name, t.host());
     spec.validate()
@@ -168,18 +170,23 @@ pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepE
     let mut facts = Facts::new();
     match ran {
         Ran::Skipped(reason) => {
-            facts.insert("ran".into(), "no".into());
-            if spec.capture {
-                let Some(previous) = &spec.previous_stdout else {
+            let note = format!("did not run: {reason}");
+            match &spec.previous {
+                // Its record keeps what it reported when it ran (or was last skipped).
+                Some(previous) if !spec.capture || previous.contains_key("stdout") => {
+                    facts = previous.clone();
+                }
+                _ if spec.capture => {
                     return Err(StepError::with_hint(
                         format!("{subject}: {reason}, so it did not run, and it never ran here before: its captured `stdout` is unknown"),
                         "a command whose output other nodes read needs to run once: remove what its guard finds, or drop the guard",
                     ));
-                };
-                facts.insert("stdout".into(), previous.clone());
+                }
+                _ => {
+                    facts.insert("ran".into(), "no".into());
+                    facts.insert("reason".into(), reason);
+                }
             }
-            let note = format!("did not run: {reason}");
-            facts.insert("reason".into(), reason);
             Ok(Applied {
                 facts,
                 created: false,
@@ -465,7 +472,7 @@ mod tests {
             capture: false,
             undo: None,
             inputs: String::new(),
-            previous_stdout: None,
+            previous: None,
         };
         assert!(spec(&["true"]).validate().is_ok());
         assert!(spec(&["A=b"]).validate().is_err());
