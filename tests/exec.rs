@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 
 use nshosts::TestHosts;
-use output::{stdout, summary, text};
+use output::{node_outcomes, stdout, summary, text};
 
 struct Project {
     dir: tempfile::TempDir,
@@ -54,21 +54,6 @@ impl Project {
 
 fn remote(hosts: &TestHosts, cmd: &str) -> String {
     String::from_utf8_lossy(&hosts.ssh(0, cmd).stdout).into_owned()
-}
-
-/// The outcome of each node of a `build --json`, by node key.
-fn outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
-    stdout(o)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "node")
-        .map(|e| {
-            (
-                e["node"].as_str().unwrap().to_string(),
-                e["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// As the language spells it, and as the command must receive it.
@@ -121,7 +106,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
 
     let cold = p.run(&hosts, &["build", "--json"]);
     assert_eq!(cold.status.code(), Some(0), "{}", text(&cold));
-    let o = outcomes(&cold);
+    let o = node_outcomes(&cold);
     assert_eq!(o["h/exec:count"], "ok: ran: exit 0");
     assert_eq!(
         o["h/exec:present"],
@@ -165,7 +150,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
     ));
     let changed = p.run(&hosts, &["build", "--json"]);
     assert_eq!(changed.status.code(), Some(0), "{}", text(&changed));
-    let o = outcomes(&changed);
+    let o = node_outcomes(&changed);
     assert_eq!(o["h/exec:count"], "ok: ran: exit 0");
     assert_eq!(
         o["h/exec:seed"],
@@ -205,7 +190,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
     );
     let removed = p.run(&hosts, &["build", "--json"]);
     assert_eq!(removed.status.code(), Some(0), "{}", text(&removed));
-    let o = outcomes(&removed);
+    let o = node_outcomes(&removed);
     assert_eq!(o["h/exec:undoable"], "ok: undone: exit 0");
     assert_eq!(o["h/exec:forgettable"], "ok: forgotten: it has no undo");
     assert_eq!(
@@ -264,7 +249,7 @@ let unknown = exec(name = "unknown", target = h, argv = ["hostname"], capture = 
     p.write(&src(false));
     let o = p.run(&hosts, &["build", "--json", "--keep-going"]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
-    assert_eq!(outcomes(&o)["h/exec:flaky"], "ok: ran: exit 0");
+    assert_eq!(node_outcomes(&o)["h/exec:flaky"], "ok: ran: exit 0");
     assert_eq!(
         remote(&hosts, "wc -l < /var/tmp/tries; cat /etc/after-flaky"),
         "2\nx\n"

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use nshosts::TestHosts;
-use output::{stderr, stdout, text};
+use output::{node_outcomes, stderr, stdout, text};
 
 const DB_PASSWORD: &str = "S3cret-db-pw-1";
 const DB_PASSWORD_2: &str = "S3cret-db-pw-2";
@@ -126,20 +126,6 @@ fn remote(hosts: &TestHosts, cmd: &str) -> String {
     String::from_utf8_lossy(&hosts.ssh(0, cmd).stdout).into_owned()
 }
 
-fn outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
-    stdout(o)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "node")
-        .map(|e| {
-            (
-                e["node"].as_str().unwrap().to_string(),
-                e["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn secrets_reach_the_target_and_nothing_else() {
     let hosts = TestHosts::start(1);
@@ -181,7 +167,7 @@ fn secrets_reach_the_target_and_nothing_else() {
         remote(&hosts, "cd /etc/app; for f in db.conf api.conf plain.conf; do stat -c '%n %a' $f; cat $f; done; cat /srv/admin; echo; cat /srv/stdin"),
         format!("db.conf 600\npassword={DB_PASSWORD}\napi.conf 600\ntoken = {API_TOKEN}\nplain.conf 644\nnothing secret\n{ADMIN_TOKEN}\n{DB_PASSWORD}")
     );
-    assert_eq!(outcomes(&build)["h/exec:leak"], "ok: ran: exit 0");
+    assert_eq!(node_outcomes(&build)["h/exec:leak"], "ok: ran: exit 0");
     // While the command and the check ran, no process on the target had a secret on its
     // command line (envc passes them on stdin).
     let ps = remote(&hosts, "cat /srv/ps /srv/ps-check");
@@ -248,7 +234,7 @@ fn secrets_reach_the_target_and_nothing_else() {
     p.set_secret(&hosts, "db_password", DB_PASSWORD_2);
     let rotated = p.run(&hosts, &["build", "prod.env", "--json"]);
     assert_eq!(rotated.status.code(), Some(0), "{}", text(&rotated));
-    let ran: Vec<String> = outcomes(&rotated)
+    let ran: Vec<String> = node_outcomes(&rotated)
         .into_iter()
         .filter(|(_, o)| o != "cached")
         .map(|(k, _)| k)
@@ -330,7 +316,10 @@ fn secrets_reach_the_target_and_nothing_else() {
     std::fs::write(p.path("prod.env"), source(&addr, false)).unwrap();
     let removed = p.run(&hosts, &["build", "prod.env", "--json"]);
     assert_eq!(removed.status.code(), Some(0), "{}", text(&removed));
-    assert_eq!(outcomes(&removed)["h/file:/etc/app/db.conf"], "ok: deleted");
+    assert_eq!(
+        node_outcomes(&removed)["h/file:/etc/app/db.conf"],
+        "ok: deleted"
+    );
     assert_eq!(
         remote(
             &hosts,

@@ -231,12 +231,7 @@ pub(crate) fn call(
         }
         Builtin::Secret => {
             let secret = str_arg(ev, 0)?;
-            let ok = (1..=64).contains(&secret.len())
-                && secret
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-                && secret.starts_with(|c: char| c.is_ascii_alphabetic());
-            if !ok {
+            if !crate::value::is_secret_name(&secret) {
                 let (_, s) = arg(0);
                 return Err(Stop::Error(Box::new(
                     Diagnostic::new(

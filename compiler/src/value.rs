@@ -225,6 +225,16 @@ pub fn expands_within(v: &Value, limit: usize) -> bool {
     walk(v, &mut budget)
 }
 
+/// Whether `name` can name a secret: letters, digits and `_-.`, starting with a letter, at
+/// most 64 characters (the compiler's `secret(…)` and `envc secret` both ask).
+pub fn is_secret_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
 /// Whether a value holds a secret anywhere (directly, in an interpolation, in a list or a
 /// record).
 pub fn contains_secret(v: &Value) -> bool {

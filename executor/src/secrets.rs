@@ -139,6 +139,20 @@ impl Secrets {
     }
 }
 
+/// Why `value` cannot be a secret, if it cannot: the one rule for what loads and what
+/// `envc secret set|edit` writes.
+pub fn unusable(value: &str) -> Option<String> {
+    if value.contains('\0') {
+        Some("holds a NUL byte, which no file or command can carry".into())
+    } else if value.len() < MIN_LEN {
+        Some(format!(
+            "is shorter than {MIN_LEN} bytes: too short to keep out of output by redaction"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Reads the values of `names`: each from its own source if it has one, else from the
 /// project's file. Every secret that cannot be read is named in the one error.
 pub fn load(
@@ -168,15 +182,12 @@ pub fn load(
             }
         };
         match got {
-            Ok(v) if v.contains('\0') => problems.push(format!(
-                "`{name}` holds a NUL byte, which no file or command can carry"
-            )),
-            Ok(v) if v.len() < MIN_LEN => problems.push(format!(
-                "`{name}` is shorter than {MIN_LEN} bytes: too short to keep out of output by redaction"
-            )),
-            Ok(v) => {
-                values.insert(name.clone(), v);
-            }
+            Ok(v) => match unusable(&v) {
+                Some(why) => problems.push(format!("`{name}` {why}")),
+                None => {
+                    values.insert(name.clone(), v);
+                }
+            },
             Err(e) => problems.push(e),
         }
     }

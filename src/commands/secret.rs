@@ -16,12 +16,7 @@ fn settings(file: &Path, shared: &SharedArgs) -> Result<SecretSettings, Failure>
 }
 
 fn valid_name(name: &str) -> Result<(), Failure> {
-    let ok = (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        && name.starts_with(|c: char| c.is_ascii_alphabetic());
-    match ok {
+    match envc_compiler::value::is_secret_name(name) {
         true => Ok(()),
         false => Err(Failure::Input(format!(
             "`{name}` is not a secret name\n  hint: letters, digits and `_-.`, starting with a letter, at most 64 characters"
@@ -45,10 +40,10 @@ pub fn set(file: &Path, name: &str, shared: &SharedArgs) -> Outcome {
     if value.ends_with('\n') {
         value.pop();
     }
-    if value.len() < 4 {
-        return Err(Failure::Input(
-            "the value on stdin is shorter than 4 bytes: too short to keep out of output by redaction\n  hint: pipe the value in: `printf %s \"$VALUE\" | envc secret set FILE NAME`".into(),
-        ));
+    if let Some(why) = secrets::unusable(&value) {
+        return Err(Failure::Input(format!(
+            "the value on stdin {why}\n  hint: pipe the value in: `printf %s \"$VALUE\" | envc secret set FILE NAME`"
+        )));
     }
     let mut all = secrets::read_file(&s).map_err(|e| Failure::Input(e.to_string()))?;
     let existed = all.insert(name.to_string(), value).is_some();
@@ -104,9 +99,9 @@ pub fn edit(file: &Path, shared: &SharedArgs) -> Outcome {
     })?;
     for (name, value) in &edited {
         valid_name(name)?;
-        if value.len() < 4 || value.contains('\0') {
+        if let Some(why) = secrets::unusable(value) {
             return Err(Failure::Input(format!(
-                "`{name}` is shorter than 4 bytes or holds a NUL byte; the secrets file was not changed"
+                "`{name}` {why}; the secrets file was not changed"
             )));
         }
     }

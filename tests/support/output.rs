@@ -42,3 +42,18 @@ pub fn summary(o: &Output) -> (usize, usize, usize) {
     };
     (num(" ran"), num(" cached"), num(" failed"))
 }
+
+/// What each node's step ended as in a `build --json`, by node key (`cached`, `ok: …`).
+pub fn node_outcomes(o: &Output) -> std::collections::BTreeMap<String, String> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "node")
+        .map(|e| {
+            (
+                e["node"].as_str().unwrap().to_string(),
+                e["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
