@@ -121,6 +121,8 @@ fn cases() -> Vec<Case> {
         case("name-unknown-type", "type Port = int(1..=65535)\nlet p: Prot = 1\n"),
         case("param-unknown", "param replicas: int = 3\n").set("replica", "5"),
         case("param-not-a-string", "param tags: str = \"a\"\n").set("tags", "[1]"),
+        // The value typed may be the password itself: the error must not show it.
+        case("param-secret-value", "param db_password: secret\n").set("db_password", "hunter2"),
         // types
         case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
         case("type-bad-operands", "let x = 1 + \"a\"\n"),

@@ -81,7 +81,13 @@ fn source(addr: &str, with_conf: bool) -> String {
     };
     format!(
         r#"let h = host(name = "h", address = "{addr}")
-{conf}let api = file(path = "/etc/app/api.conf", template = path("api.j2"), vars = {{ token = secret("api_token") }}, target = h)
+{conf}let api = file(
+  path = "/etc/app/api.conf",
+  template = path("api.j2"),
+  vars = {{ token = secret("api_token") }},
+  target = h,
+  expect = [http("http://envc:${{secret("api_token")}}@127.0.0.1:8081/", body_contains = "welcome ${{secret("admin_token")}}", timeout = 10)],
+)
 let plain = file(path = "/etc/app/plain.conf", content = "nothing secret\n", target = h)
 let init = exec(
   name = "init",
@@ -101,6 +107,22 @@ output shown = "pw: ${{secret("db_password")}}"
 "#
     )
 }
+
+const WEB_SERVER: &str = r#"import base64, http.server, os, subprocess
+want = "Basic " + base64.b64encode(("envc:" + os.environ["TOKEN"]).encode()).decode()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        with open("/srv/ps-http", "a") as f:
+            f.write(ps)
+        ok = self.headers.get("Authorization") == want
+        self.send_response(200 if ok else 401)
+        self.end_headers()
+        self.wfile.write(("welcome " + os.environ["WELCOME"]).encode() if ok else b"who are you")
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", 8081), Handler).serve_forever()
+"#;
 
 /// Every regular file under `dir`, as bytes.
 fn all_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
@@ -152,6 +174,15 @@ fn secrets_reach_the_target_and_nothing_else() {
     )
     .unwrap();
     std::fs::write(p.path("api.j2"), "token = {{ token }}\n").unwrap();
+    // A web server on the host that answers only to the API token, as HTTP basic auth,
+    // and keeps the process list of the moment each request came.
+    hosts.ssh(
+        0,
+        &format!(
+            "mkdir -p /srv && cat > /srv/web.py <<'EOF'\n{WEB_SERVER}EOF\n\
+             (TOKEN='{API_TOKEN}' WELCOME='{ADMIN_TOKEN}' setsid python3 /srv/web.py >/dev/null 2>&1 </dev/null &)"
+        ),
+    );
     std::fs::write(p.path("prod.env"), source(&addr, true)).unwrap();
     p.set_secret(&hosts, "db_password", DB_PASSWORD);
     let values = [DB_PASSWORD, API_TOKEN, ADMIN_TOKEN];
@@ -170,7 +201,8 @@ fn secrets_reach_the_target_and_nothing_else() {
     assert_eq!(node_outcomes(&build)["h/exec:leak"], "ok: ran: exit 0");
     // While the command and the check ran, no process on the target had a secret on its
     // command line (envc passes them on stdin).
-    let ps = remote(&hosts, "cat /srv/ps /srv/ps-check");
+    let ps = remote(&hosts, "cat /srv/ps /srv/ps-check /srv/ps-http");
+    assert!(ps.contains("envc http"), "the http check ran: {ps}");
     assert!(ps.contains("ps -eo args"), "{ps}");
     assert_no_plaintext("the target's process list", ps.as_bytes(), &values);
 

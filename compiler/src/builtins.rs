@@ -219,6 +219,10 @@ pub const CHECK_ATTRS: [&str; 2] = ["expect", "require"];
 pub struct CheckSchema {
     pub kind: CheckKind,
     pub params: &'static [AttrSchema],
+    /// The arguments that may hold a secret: those `checks.sh` keeps off every command line
+    /// (a script run from a file, a URL handed to `curl` on stdin, text compared in the
+    /// shell). The others are connected to or compared by a program's arguments.
+    pub secret_params: &'static [&'static str],
     pub doc: &'static str,
 }
 
@@ -235,6 +239,7 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("host", t_str, false, Some(Default::Str("127.0.0.1"))),
             TIMEOUT_30,
         ],
+        secret_params: &[],
         doc: "a TCP port accepts connections, seen from the target",
     },
     CheckSchema {
@@ -245,6 +250,7 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("body_contains", t_str, false, Some(Default::Str(""))),
             TIMEOUT_30,
         ],
+        secret_params: &["url", "body_contains"],
         doc: "an HTTP GET from the target answers with this status (and body text)",
     },
     CheckSchema {
@@ -255,6 +261,7 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("stdout_contains", t_str, false, Some(Default::Str(""))),
             TIMEOUT_30,
         ],
+        secret_params: &["cmd"],
         doc: "a shell command on the target exits with this status (and prints this text)",
     },
     CheckSchema {
@@ -265,6 +272,7 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("below", t_str, false, Some(Default::Str(""))),
             TIMEOUT_30,
         ],
+        secret_params: &[],
         doc: "a Debian package is installed, its version in [at_least, below)",
     },
     CheckSchema {
@@ -274,6 +282,7 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("version_id", t_str, false, Some(Default::Str(""))),
             TIMEOUT_0,
         ],
+        secret_params: &[],
         doc: "the target's /etc/os-release names this ID (and VERSION_ID)",
     },
     CheckSchema {
@@ -283,11 +292,13 @@ pub const CHECKS: &[CheckSchema] = &[
             attr("at_least", t_size, true, None),
             TIMEOUT_0,
         ],
+        secret_params: &[],
         doc: "the filesystem holding a path has this much space available",
     },
     CheckSchema {
         kind: CheckKind::EmptyDir,
         params: &[attr("path", t_str, true, None), TIMEOUT_0],
+        secret_params: &[],
         doc: "a directory is empty or absent",
     },
 ];
@@ -583,7 +594,7 @@ impl Builtin {
             ),
             Builtin::Path => (vec![p("file", s)], Ty::Path),
             Builtin::ToJson => (vec![p("value", any)], s),
-            Builtin::Secret => (vec![p("name", s)], Ty::deferred(Ty::Str)),
+            Builtin::Secret => (vec![p("name", s)], Ty::deferred(Ty::Secret)),
         };
         FnTy { params, ret }
     }

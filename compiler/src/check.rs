@@ -249,7 +249,10 @@ impl<'p> Checker<'p> {
                     let t = c.resolve_type(ty);
                     if let Some(d) = default {
                         let dt = c.infer(d);
-                        c.expect_known(&dt, d.span, "a parameter's default");
+                        // A secret is named now and read at deploy: it may be a default.
+                        if !matches!(t.base(), Ty::Secret) {
+                            c.expect_known(&dt, d.span, "a parameter's default");
+                        }
                         c.expect_ty(&dt, &t, d.span);
                     }
                     t
@@ -648,14 +651,20 @@ impl<'p> Checker<'p> {
             ExprKind::Bool(_) => Ty::Bool,
             ExprKind::Error => Ty::Unknown,
             ExprKind::Str(parts) => {
-                let mut deferred = false;
+                let mut part_tys = Vec::new();
                 for p in parts {
                     if let StrPart::Interp(x) = p {
                         let t = self.infer(x);
-                        deferred |= t.is_deferred();
+                        part_tys.push(t.clone());
                         if !matches!(
                             t.base(),
-                            Ty::Unknown | Ty::Int | Ty::Str | Ty::Bool | Ty::Size | Ty::Mode
+                            Ty::Unknown
+                                | Ty::Int
+                                | Ty::Str
+                                | Ty::Secret
+                                | Ty::Bool
+                                | Ty::Size
+                                | Ty::Mode
                         ) {
                             let help = match t.base() {
                                 Ty::List(_) => "join the elements: `${join(xs, \",\")}`",
@@ -675,11 +684,7 @@ impl<'p> Checker<'p> {
                         }
                     }
                 }
-                if deferred {
-                    Ty::deferred(Ty::Str)
-                } else {
-                    Ty::Str
-                }
+                text_of(&part_tys)
             }
             ExprKind::Name(n) => self.name_ty(n, e.span),
             ExprKind::Paren(x) => self.infer(x),
@@ -973,13 +978,12 @@ impl<'p> Checker<'p> {
         let file = self.file();
         let lt = self.infer(l);
         let rt = self.infer(r);
-        if op == Add && matches!((lt.base(), rt.base()), (Ty::Str, Ty::Str)) {
+        if op == Add
+            && matches!(lt.base(), Ty::Str | Ty::Secret)
+            && matches!(rt.base(), Ty::Str | Ty::Secret)
+        {
             // Concatenation is interpolation: it keeps deferred values deferred.
-            return if lt.is_deferred() || rt.is_deferred() {
-                Ty::deferred(Ty::Str)
-            } else {
-                Ty::Str
-            };
+            return text_of(&[lt, rt]);
         }
         self.expect_known(&lt, l.span, "an operator");
         self.expect_known(&rt, r.span, "an operator");
@@ -1081,13 +1085,10 @@ impl<'p> Checker<'p> {
                 Ty::Dict(t) => Ty::list((**t).clone()),
                 _ => Ty::list(Ty::Unknown),
             },
-            Some(Builtin::Join) => {
-                if matches!(arg(0).base(), Ty::List(t) if t.is_deferred()) || arg(0).is_deferred() {
-                    Ty::deferred(Ty::Str)
-                } else {
-                    Ty::Str
-                }
-            }
+            Some(Builtin::Join) => match arg(0).base() {
+                Ty::List(t) => text_of(&[(**t).clone(), arg(0)]),
+                _ => text_of(&[arg(0)]),
+            },
             Some(Builtin::Merge) => match (arg(0).base(), arg(1).base()) {
                 (Ty::Record(a), Ty::Record(b)) => {
                     let mut fields = a.fields.clone();
@@ -1096,7 +1097,7 @@ impl<'p> Checker<'p> {
                 }
                 _ => Ty::Unknown,
             },
-            Some(Builtin::ToStr) if arg(0).is_deferred() => Ty::deferred(Ty::Str),
+            Some(Builtin::ToStr) => text_of(&[arg(0)]),
             _ => sig.ret.clone(),
         }
     }
@@ -1133,6 +1134,8 @@ pub fn mismatch_diagnostic(m: Mismatch, file: FileId, span: Span) -> Diagnostic 
                 d = d.help("write file modes in octal: 0o644");
             } else if expected.starts_with("size") && found == "int" {
                 d = d.help("give a unit: 512MiB, 2GiB");
+            } else if expected == "secret" {
+                d = d.help("a secret is read by envc at deploy, never written in the source: `secret(\"NAME\")`, with the value set by `envc secret set NAME`");
             }
             d
         }
@@ -1177,4 +1180,16 @@ pub fn binding_depth_diagnostic(file: FileId, span: Span) -> Diagnostic {
     Diagnostic::new("name::too-deep", "bindings depend on each other too deeply")
         .label(file, span, format!("more than {MAX_BINDING_DEPTH} top-level bindings deep"))
         .help("build long sequences with a comprehension over a range instead of one binding per element")
+}
+
+/// The type of a string built from values of these types (an interpolation, `+`, `join`):
+/// secret if any part is, deferred if any part is, else a plain string.
+fn text_of(parts: &[Ty]) -> Ty {
+    if parts.iter().any(|t| matches!(t.base(), Ty::Secret)) {
+        Ty::deferred(Ty::Secret)
+    } else if parts.iter().any(Ty::is_deferred) {
+        Ty::deferred(Ty::Str)
+    } else {
+        Ty::Str
+    }
 }

@@ -412,7 +412,11 @@ impl<'p> Evaluator<'p> {
                 Deferred::Output { node, output } => builtins::schema(node.kind)
                     .field_ty(output)
                     .unwrap_or(Ty::deferred(Ty::Unknown)),
-                Deferred::Concat(_) | Deferred::Secret(_) => Ty::deferred(Ty::Str),
+                Deferred::Secret(_) => Ty::deferred(Ty::Secret),
+                Deferred::Concat(_) if crate::value::contains_secret(&v) => {
+                    Ty::deferred(Ty::Secret)
+                }
+                Deferred::Concat(_) => Ty::deferred(Ty::Str),
             };
             let file = self.file();
             return self.fail(deferred_diagnostic(file, span, what, &ty));
@@ -1224,6 +1228,9 @@ impl<'p> Evaluator<'p> {
                 span,
             )
         };
+        if matches!(ty.base(), Ty::Secret) && !crate::value::contains_secret(&v) {
+            return self.fail(mismatch(ty, &v));
+        }
         if v.is_deferred() {
             return Ok(v); // checked after realization
         }
@@ -1388,20 +1395,29 @@ impl<'p> Evaluator<'p> {
                 args.insert(p.name.clone(), v);
             }
         }
-        // A `command` check's script reaches the target as data (checks.sh runs it from a
-        // file); every other argument is connected to or compared on a command line.
         if let Some(k) = args
             .iter()
             .find(|(k, v)| {
-                !(kind == CheckKind::Command && &***k == "cmd") && crate::value::contains_secret(v)
+                !schema.secret_params.contains(&&***k) && crate::value::contains_secret(v)
             })
             .map(|(k, _)| k.clone())
         {
             let file = self.file();
+            let may = match schema.secret_params {
+                [] => format!("No argument of a {} check can hold a secret", kind.name()),
+                ps => format!(
+                    "Of a {} check's arguments only {} can hold a secret",
+                    kind.name(),
+                    ps.iter()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            };
             let r = self.fail(
                 Diagnostic::new("eval::exposed-secret", format!("a secret in `{k}` of a {} check", kind.name()))
                     .label(file, span, "this check")
-                    .message("Only a `command` check's script can hold a secret: the other checks' arguments show in the target's process list.")
+                    .message(format!("{may}: the others are given to programs as arguments, which show in the target's process list."))
                     .help("check with `command(\"…\")`, whose script may use the secret"),
             );
             self.record(r);
@@ -1933,6 +1949,19 @@ fn literal(e: &Expr, file: FileId) -> R<Value> {
                 .map(|f| Ok((f.name.name.clone(), literal(&f.value, file)?)))
                 .collect::<R<BTreeMap<_, _>>>()?,
         )),
+        // `--set 'pw=secret("pw")'`: a secret is named, never given, on the command line.
+        ExprKind::Call { callee, args }
+            if matches!(&callee.kind, ExprKind::Name(n) if &**n == "secret") =>
+        {
+            let name = match &args[..] {
+                [Arg { name: None, value }] => match literal(value, file)? {
+                    Value::Str(s) if crate::value::is_secret_name(&s) => s,
+                    _ => return Err(not_literal(e, file)),
+                },
+                _ => return Err(not_literal(e, file)),
+            };
+            Value::Deferred(Rc::new(Deferred::Secret(name)))
+        }
         ExprKind::Error => return Err(Stop::Reported),
         _ => return Err(not_literal(e, file)),
     })
@@ -1942,7 +1971,7 @@ fn not_literal(e: &Expr, file: FileId) -> Stop {
     Stop::Error(Box::new(
         Diagnostic::new("eval::set-not-literal", "a --set value must be a literal")
             .label(file, e.span, "not a literal")
-            .help("give a number, size, mode, bool, \"string\", [list] or { record }; a bare word is taken as a string for str parameters"),
+            .help("give a number, size, mode, bool, \"string\", [list], { record } or secret(\"NAME\"); a bare word is taken as a string for str parameters"),
     ))
 }
 

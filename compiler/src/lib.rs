@@ -148,16 +148,16 @@ fn parse_params(
 ) -> BTreeMap<String, (FileId, envc_lang::ast::Expr)> {
     let root = &program.modules[program.root];
     let root_file = root.file;
-    let declared: BTreeMap<String, bool> = root
+    // Each parameter's base type, resolved, so that `type Region = str` counts as `str`.
+    let declared: BTreeMap<String, (Option<types::Ty>, Span)> = root
         .ast
         .items
         .iter()
         .filter_map(|it| match &it.kind {
             ItemKind::Param { name, ty, .. } => {
-                // By the resolved type, so that `type Region = str` counts too.
                 let resolved = checked.types.get(&(root_file, ty.span.start, ty.span.end));
-                let is_str = matches!(resolved.map(|t| t.base()), Some(types::Ty::Str));
-                Some((name.name.to_string(), is_str))
+                let base = resolved.map(|t| t.base().clone());
+                Some((name.name.to_string(), (base, name.span)))
             }
             _ => None,
         })
@@ -167,7 +167,7 @@ fn parse_params(
         let file = program
             .sources
             .add(format!("--set {name}"), value.as_str().into());
-        let Some(&is_str) = declared.get(name) else {
+        let Some((base, declared_at)) = declared.get(name) else {
             let mut d = Diagnostic::new("param::unknown", format!("no parameter `{name}`")).label(
                 file,
                 Span::new(0, value.len()),
@@ -191,7 +191,30 @@ fn parse_params(
             continue;
         };
         let quoted = value.starts_with('"');
-        let expr = if is_str && !quoted {
+        let expr = if matches!(base, Some(types::Ty::Secret)) {
+            // The value itself would be in shell history and the process list: only
+            // `secret("name")` is taken, and the executor reads the value.
+            let (e, errs) = envc_lang::parse_expr(value, file);
+            let names_a_secret = errs.is_empty()
+                && matches!(&e.kind, ExprKind::Call { callee, .. }
+                    if matches!(&callee.kind, ExprKind::Name(n) if &**n == "secret"));
+            if !names_a_secret {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "param::secret-value",
+                        format!("`{name}` is a secret parameter: name the secret, not its value"),
+                    )
+                    // Labelled at the declaration: what was typed may be the secret itself.
+                    .label(root_file, *declared_at, "declared a `secret` here")
+                    .message("A value given on the command line is kept in shell history and shows in the process list, so a secret parameter takes only `secret(\"NAME\")`.")
+                    .help(format!(
+                        "--set '{name}=secret(\"NAME\")', with the value in the project's secrets (`envc secret set NAME`) or `[secrets.from]`"
+                    )),
+                );
+                continue;
+            }
+            e
+        } else if matches!(base, Some(types::Ty::Str)) && !quoted {
             // A value that reads as another literal is not a bare word: `--set s=[1]` was
             // meant as a list (or the quotes were lost to the shell); say so, not `"[1]"`.
             let (e, errs) = envc_lang::parse_expr(value, file);

@@ -131,6 +131,11 @@ pub enum Ty {
     Mode,
     /// A file of the project, hashed by content (`path("x.conf")`).
     Path,
+    /// A string only the executor reads (`secret("name")`), and whatever is interpolated
+    /// from one. Always wrapped in `Deferred`; it stands wherever a `str` may, but a plain
+    /// string does not stand where a `secret` is wanted: a component that asks for a
+    /// password cannot be handed one written in the source.
+    Secret,
     /// `int(1..=65535)`, `size(1GiB..=64GiB)`: the base type, checked against the bounds
     /// whenever a value is given this type.
     Ranged(Rc<Ty>, i128, i128),
@@ -215,6 +220,7 @@ impl fmt::Display for Ty {
             Ty::Size => f.write_str("size"),
             Ty::Mode => f.write_str("mode"),
             Ty::Path => f.write_str("path"),
+            Ty::Secret => f.write_str("secret"),
             Ty::Ranged(t, lo, hi) if matches!(**t, Ty::Size) => {
                 let size = |n: i128| crate::value::format_size(u64::try_from(n).unwrap_or(0));
                 write!(f, "size({}..={})", size(*lo), size(*hi))
@@ -248,6 +254,7 @@ impl fmt::Display for Ty {
             Ty::Node(NodeTy::Kind(k)) => f.write_str(k.name()),
             Ty::Node(NodeTy::Target) => f.write_str("target"),
             Ty::Node(NodeTy::Any) => f.write_str("node"),
+            Ty::Deferred(t) if matches!(**t, Ty::Secret) => f.write_str("secret"),
             Ty::Deferred(t) => write!(f, "deferred {t}"),
             Ty::Module(_) => f.write_str("module"),
             Ty::Check => f.write_str("check"),
@@ -283,6 +290,11 @@ pub fn assignable(actual: &Ty, expected: &Ty) -> Result<(), Mismatch> {
     };
     match (actual, expected) {
         (Unknown, _) | (_, Unknown) => Ok(()),
+        // Said here, before `Deferred` is unwrapped, so that the message names the whole
+        // type found (`deferred str`).
+        (a, e) if matches!(e.base(), Secret) && !matches!(a.base(), Secret | Unknown) => {
+            Err(mismatch())
+        }
         (Deferred(a), e) | (Ranged(a, _, _), e) => assignable(a, e),
         (a, Deferred(e)) | (a, Ranged(e, _, _)) => assignable(a, e),
         (Int, Int)
@@ -291,6 +303,7 @@ pub fn assignable(actual: &Ty, expected: &Ty) -> Result<(), Mismatch> {
         | (Size, Size)
         | (Mode, Mode)
         | (Path, Path)
+        | (Secret, Secret | Str)
         | (Check, Check) => Ok(()),
         (List(a), List(e)) => assignable(a, e).map_err(|_| mismatch()),
         (Dict(a), Dict(e)) => assignable(a, e).map_err(|_| mismatch()),
@@ -357,6 +370,8 @@ pub fn join(a: &Ty, b: &Ty) -> Option<Ty> {
         (Unknown, _) | (_, Unknown) => Unknown,
         (Deferred(x), y) | (y, Deferred(x)) => Ty::deferred(join(x, y)?),
         (Ranged(x, _, _), y) | (y, Ranged(x, _, _)) => join(x, y)?,
+        // Either a secret or a plain string: only a string is sure.
+        (Secret, Str) | (Str, Secret) => Str,
         (List(x), List(y)) => Ty::list(join(x, y)?),
         (Dict(x), Dict(y)) => Dict(Rc::new(join(x, y)?)),
         (Record(x), Record(y)) => {
@@ -411,6 +426,7 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
         "size" => Ty::Size,
         "mode" => Ty::Mode,
         "path" => Ty::Path,
+        "secret" => Ty::deferred(Ty::Secret),
         "any" => Ty::Unknown,
         "target" => Ty::Node(NodeTy::Target),
         "node" => Ty::Node(NodeTy::Any),
@@ -420,8 +436,8 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
 }
 
 pub const BUILTIN_TYPE_NAMES: &[&str] = &[
-    "int", "str", "bool", "size", "mode", "path", "any", "target", "node", "vm", "host", "package",
-    "file", "service", "manifest", "image", "exec", "list", "dict", "check",
+    "int", "str", "bool", "size", "mode", "path", "secret", "any", "target", "node", "vm", "host",
+    "package", "file", "service", "manifest", "image", "exec", "list", "dict", "check",
 ];
 
 #[cfg(test)]
@@ -486,6 +502,31 @@ mod tests {
             false,
         );
         check(&lit(&[("name", Ty::Int)]), &declared, false);
+    }
+
+    /// A secret stands where a string may; a string, deferred or not, never stands where a
+    /// secret is wanted, and the message names the whole type found.
+    #[test]
+    fn secrets_flow_one_way() {
+        let secret = builtin_type("secret").unwrap();
+        assert_eq!(secret.to_string(), "secret");
+        check(&secret, &Ty::Str, true);
+        check(&secret, &Ty::deferred(Ty::Str), true);
+        check(&secret, &secret, true);
+        check(&Ty::Unknown, &secret, true);
+        check(&Ty::Str, &secret, false);
+        check(&Ty::Int, &secret, false);
+        assert_eq!(
+            assignable(&Ty::deferred(Ty::Str), &secret),
+            Err(Mismatch::Types {
+                expected: "secret".into(),
+                found: "deferred str".into()
+            })
+        );
+        check(&Ty::list(secret.clone()), &Ty::list(Ty::Str), true);
+        check(&Ty::list(Ty::Str), &Ty::list(secret.clone()), false);
+        assert_eq!(join(&secret, &Ty::Str).unwrap().to_string(), "deferred str");
+        assert_eq!(join(&secret, &secret).unwrap().to_string(), "secret");
     }
 
     #[test]

@@ -155,6 +155,7 @@ impl Value {
             Value::Record(_) => "record".into(),
             Value::Fn(_) | Value::Builtin(_) => "function".into(),
             Value::Node(n) => n.kind.name().into(),
+            v @ Value::Deferred(_) if contains_secret(v) => "secret".into(),
             Value::Deferred(_) => "deferred value".into(),
             Value::Module(_) => "module".into(),
             Value::Check(_) => "check".into(),
