@@ -536,6 +536,32 @@ fn p(name: &str, ty: Ty) -> ParamTy {
 }
 
 impl Builtin {
+    /// One line on what it does, for an editor's hover and completion.
+    pub fn doc(self) -> &'static str {
+        match self {
+            Builtin::Node(k) => schema(k).doc,
+            Builtin::Check(k) => check_schema(k).doc,
+            Builtin::Len => "elements of a list, characters of a string, fields of a record",
+            Builtin::Keys => "a record's keys, sorted",
+            Builtin::Values => "a record's values, in the order of its sorted keys",
+            Builtin::Join => "joins strings with a separator (deferred parts stay deferred)",
+            Builtin::Split => "splits a string at each separator",
+            Builtin::Contains => "an element of a list, a substring, a key of a record",
+            Builtin::StartsWith => "whether a string starts with a prefix",
+            Builtin::EndsWith => "whether a string ends with a suffix",
+            Builtin::Upper => "the string in upper case",
+            Builtin::Lower => "the string in lower case",
+            Builtin::Trim => "the string without leading and trailing white space",
+            Builtin::Replace => "the string with every `from` replaced by `to`",
+            Builtin::ToStr => "a number, size, mode or bool as text",
+            Builtin::Sort => "ints, strings or sizes in ascending order",
+            Builtin::Merge => "a record with the second's fields over the first's",
+            Builtin::Path => "a project file, relative to the file that names it, hashed by content",
+            Builtin::ToJson => "canonical JSON (sorted keys)",
+            Builtin::Secret => "a secret, by name: its value is read by envc at deploy, never written in the source",
+        }
+    }
+
     /// The signature; `Unknown` stands for the polymorphic parts, whose result types the
     /// checker refines from the arguments (`sort(list[T]) -> list[T]`).
     pub fn signature(self) -> FnTy {

@@ -39,9 +39,70 @@ pub struct Checked {
     pub types: TypeTable,
     /// Top-level names of every module.
     pub globals: Vec<BTreeMap<Rc<str>, Global>>,
+    /// What an editor asks about: empty unless checked with [`check_indexed`].
+    pub index: Index,
+}
+
+/// Every expression's type and every name's meaning, as the checker found them: what
+/// hover, go to definition, find references and completion read (the language server),
+/// so that they never disagree with the checker.
+#[derive(Default)]
+pub struct Index {
+    /// Each expression's inferred type, in the order inferred.
+    pub exprs: Vec<(FileId, Span, Ty)>,
+    /// Each use of a name (a value or a type) and what it refers to.
+    pub refs: Vec<NameRef>,
+    /// Each local name (a function's parameter, a block's `let`, a loop variable): where it
+    /// is defined, where it is visible and its type.
+    pub locals: Vec<LocalDef>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NameRef {
+    pub file: FileId,
+    pub span: Span,
+    pub target: Def,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Def {
+    /// A local name, by the span of its definition in `file`.
+    Local {
+        file: FileId,
+        span: Span,
+    },
+    /// A top-level value (`let`, `fn`, `param`, an import's alias) of a module.
+    Global {
+        module: ModuleId,
+        name: Rc<str>,
+    },
+    /// A `type` declared in a module.
+    Type {
+        module: ModuleId,
+        name: Rc<str>,
+    },
+    Builtin(Builtin),
+}
+
+#[derive(Clone, Debug)]
+pub struct LocalDef {
+    pub file: FileId,
+    pub name: Rc<str>,
+    pub def: Span,
+    pub scope: Span,
+    pub ty: Ty,
 }
 
 pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
+    run(program, false)
+}
+
+/// [`check`], keeping the [`Index`] an editor needs.
+pub fn check_indexed(program: &Program) -> (Checked, Vec<Diagnostic>) {
+    run(program, true)
+}
+
+fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
     let mut c = Checker {
         program,
         errors: Vec::new(),
@@ -52,6 +113,7 @@ pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
         module: 0,
         locals: Vec::new(),
         depth: 0,
+        index: indexed.then(Index::default),
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -67,6 +129,7 @@ pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
         Checked {
             types: c.table,
             globals: c.globals,
+            index: c.index.unwrap_or_default(),
         },
         c.errors,
     )
@@ -81,9 +144,11 @@ struct Checker<'p> {
     type_memo: HashMap<(ModuleId, Rc<str>), Option<Ty>>,
     table: TypeTable,
     module: ModuleId,
-    locals: Vec<(Rc<str>, Ty)>,
+    /// Names in scope: name, type, and the span of the definition (in the current file).
+    locals: Vec<(Rc<str>, Ty, Span)>,
     /// Top-level bindings being inferred, innermost last.
     depth: usize,
+    index: Option<Index>,
 }
 
 const DEFERRED_MESSAGE: &str = "envc fixes the shape of the graph before it changes anything, so conditions, loops, \
@@ -101,6 +166,30 @@ impl<'p> Checker<'p> {
 
     fn error(&mut self, d: Diagnostic) {
         self.errors.push(d);
+    }
+
+    fn refer(&mut self, span: Span, target: Def) {
+        let file = self.file();
+        if let Some(ix) = &mut self.index {
+            ix.refs.push(NameRef { file, span, target });
+        }
+    }
+
+    /// Ends the scope of the locals defined since `depth`, visible in `scope`.
+    fn close_scope(&mut self, depth: usize, scope: Span) {
+        let file = self.file();
+        if let Some(ix) = &mut self.index {
+            for (name, ty, def) in &self.locals[depth..] {
+                ix.locals.push(LocalDef {
+                    file,
+                    name: name.clone(),
+                    def: *def,
+                    scope,
+                    ty: ty.clone(),
+                });
+            }
+        }
+        self.locals.truncate(depth);
     }
 
     fn collect_globals(&mut self, m: ModuleId) -> BTreeMap<Rc<str>, Global> {
@@ -298,7 +387,8 @@ impl<'p> Checker<'p> {
                 (None, Some(d)) => self.infer(d),
                 (None, None) => Ty::Unknown,
             };
-            self.locals.push((p.name.name.clone(), ty.clone()));
+            self.locals
+                .push((p.name.name.clone(), ty.clone(), p.name.span));
             params.push(ParamTy {
                 name: p.name.name.clone(),
                 ty,
@@ -308,7 +398,7 @@ impl<'p> Checker<'p> {
         }
         let declared_ret = f.ret.as_ref().map(|t| self.resolve_type(t));
         let body_ty = self.infer(&f.body);
-        self.locals.truncate(depth);
+        self.close_scope(depth, f.body.span);
         let ret = match declared_ret {
             Some(r) => {
                 self.expect_ty(&body_ty, &r, body_span(&f.body));
@@ -369,6 +459,14 @@ impl<'p> Checker<'p> {
             TypeExprKind::Name(path) if path.len() == 1 => {
                 let n = &path[0];
                 if let Some(ty) = self.named_type(self.module, &n.name, n.span) {
+                    let module = self.module;
+                    self.refer(
+                        n.span,
+                        Def::Type {
+                            module,
+                            name: n.name.clone(),
+                        },
+                    );
                     return ty;
                 }
                 if let Some(ty) = builtin_type(&n.name) {
@@ -423,8 +521,24 @@ impl<'p> Checker<'p> {
                     return Ty::Unknown;
                 };
                 let last = &path[path.len() - 1];
+                self.refer(
+                    first.span,
+                    Def::Global {
+                        module: self.module,
+                        name: first.name.clone(),
+                    },
+                );
                 match self.named_type(m, &last.name, last.span) {
-                    Some(t) if path.len() == 2 => t,
+                    Some(t) if path.len() == 2 => {
+                        self.refer(
+                            last.span,
+                            Def::Type {
+                                module: m,
+                                name: last.name.clone(),
+                            },
+                        );
+                        t
+                    }
                     _ => {
                         let names: Vec<String> = self.globals[m]
                             .keys()
@@ -599,26 +713,39 @@ impl<'p> Checker<'p> {
         }
     }
 
-    fn lookup_local(&self, name: &str) -> Option<&Ty> {
+    fn lookup_local(&self, name: &str) -> Option<(&Ty, Span)> {
         self.locals
             .iter()
             .rev()
-            .find(|(n, _)| &**n == name)
-            .map(|(_, t)| t)
+            .find(|(n, _, _)| &**n == name)
+            .map(|(_, t, s)| (t, *s))
     }
 
     fn name_ty(&mut self, name: &Rc<str>, span: Span) -> Ty {
-        if let Some(t) = self.lookup_local(name) {
-            return t.clone();
+        if let Some((t, def)) = self.lookup_local(name) {
+            let t = t.clone();
+            let file = self.file();
+            self.refer(span, Def::Local { file, span: def });
+            return t;
         }
         if self.globals[self.module].contains_key(name) {
+            let module = self.module;
+            self.refer(
+                span,
+                Def::Global {
+                    module,
+                    name: name.clone(),
+                },
+            );
             return self.global_value_ty(self.module, name, span);
         }
         if let Some(b) = builtins::lookup(name) {
+            self.refer(span, Def::Builtin(b));
             return Ty::Fn(Rc::new(b.signature()));
         }
         let file = self.file();
-        let mut candidates: Vec<String> = self.locals.iter().map(|(n, _)| n.to_string()).collect();
+        let mut candidates: Vec<String> =
+            self.locals.iter().map(|(n, _, _)| n.to_string()).collect();
         candidates.extend(
             self.globals[self.module]
                 .keys()
@@ -643,6 +770,15 @@ impl<'p> Checker<'p> {
     }
 
     pub fn infer(&mut self, e: &Expr) -> Ty {
+        let t = self.infer_kind(e);
+        if let Some(ix) = &mut self.index {
+            ix.exprs
+                .push((self.program.modules[self.module].file, e.span, t.clone()));
+        }
+        t
+    }
+
+    fn infer_kind(&mut self, e: &Expr) -> Ty {
         let file = self.file();
         match &e.kind {
             ExprKind::Int(_) => Ty::Int,
@@ -725,7 +861,7 @@ impl<'p> Checker<'p> {
                 let depth = self.locals.len();
                 self.clauses(clauses);
                 let t = self.infer(body);
-                self.locals.truncate(depth);
+                self.close_scope(depth, e.span);
                 Ty::list(t)
             }
             ExprKind::RecordComp {
@@ -739,7 +875,7 @@ impl<'p> Checker<'p> {
                 self.expect_known(&kt, key.span, "a record key");
                 self.expect_ty(&kt, &Ty::Str, key.span);
                 let vt = self.infer(value);
-                self.locals.truncate(depth);
+                self.close_scope(depth, e.span);
                 Ty::Dict(Rc::new(vt))
             }
             ExprKind::Field(base, field) => {
@@ -825,13 +961,13 @@ impl<'p> Checker<'p> {
                     match s {
                         Stmt::Let(b) => {
                             let t = self.binding(b);
-                            self.locals.push((b.name.name.clone(), t));
+                            self.locals.push((b.name.name.clone(), t, b.name.span));
                         }
                         Stmt::Assert(a) => self.assertion(a),
                     }
                 }
                 let t = self.infer(value);
-                self.locals.truncate(depth);
+                self.close_scope(depth, e.span);
                 t
             }
             ExprKind::Lambda(f) => self.fn_decl(f),
@@ -881,11 +1017,11 @@ impl<'p> Checker<'p> {
                             } else {
                                 a
                             };
-                            self.locals.push((first.name.clone(), single));
+                            self.locals.push((first.name.clone(), single, first.span));
                         }
                         Some(s) => {
-                            self.locals.push((first.name.clone(), a));
-                            self.locals.push((s.name.clone(), b));
+                            self.locals.push((first.name.clone(), a, first.span));
+                            self.locals.push((s.name.clone(), b, s.span));
                         }
                     }
                 }
@@ -952,6 +1088,13 @@ impl<'p> Checker<'p> {
             Ty::Module(m) => {
                 let m = *m;
                 if self.globals[m].contains_key(&field.name) {
+                    self.refer(
+                        field.span,
+                        Def::Global {
+                            module: m,
+                            name: field.name.clone(),
+                        },
+                    );
                     return self.global_value_ty(m, &field.name, field.span);
                 }
                 let path = self.program.modules[m].path.clone();

@@ -1950,8 +1950,7 @@ fn literal(e: &Expr, file: FileId) -> R<Value> {
                 .collect::<R<BTreeMap<_, _>>>()?,
         )),
         // `--set 'pw=secret("pw")'`: a secret is named, never given, on the command line.
-        ExprKind::Call { callee, args }
-            if matches!(&callee.kind, ExprKind::Name(n) if &**n == "secret") =>
+        ExprKind::Call { callee, args } if matches!(&callee.kind, ExprKind::Name(n) if &**n == "secret") =>
         {
             let name = match &args[..] {
                 [Arg { name: None, value }] => match literal(value, file)? {

@@ -69,24 +69,52 @@ pub struct Compiled {
 
 /// Compiles `root` (a path relative to the loader's project directory).
 pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) -> Compiled {
+    let a = run(root, loader, options, false);
+    Compiled {
+        sources: a.program.sources,
+        graph: a.graph,
+        diagnostics: a.diagnostics,
+    }
+}
+
+/// Everything an editor asks about a root file: the program as loaded, what the checker
+/// found (with its [`check::Index`]), the same diagnostics as [`compile`], and, when the
+/// file evaluates, its graph and the root's top-level values.
+pub struct Analysis {
+    pub program: Program,
+    pub checked: check::Checked,
+    pub diagnostics: Vec<Diagnostic>,
+    pub graph: Option<Graph>,
+    pub bindings: Vec<(std::rc::Rc<str>, value::Value)>,
+}
+
+/// [`compile`], keeping what it found on the way (the language server's view).
+pub fn analyze(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) -> Analysis {
+    run(root, loader, options, true)
+}
+
+fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed: bool) -> Analysis {
     let mut program = program::load(root, loader);
     let mut diagnostics = std::mem::take(&mut program.errors);
+    let (checked, type_errors) = if indexed {
+        check::check_indexed(&program)
+    } else {
+        check::check(&program)
+    };
+    let stop = |program, checked, diagnostics| Analysis {
+        program,
+        checked,
+        diagnostics,
+        graph: None,
+        bindings: Vec::new(),
+    };
     if program.modules.is_empty() {
-        return Compiled {
-            sources: program.sources,
-            graph: None,
-            diagnostics,
-        };
+        return stop(program, checked, diagnostics);
     }
-    let (checked, type_errors) = check::check(&program);
     diagnostics.extend(type_errors);
     let params = parse_params(&mut program, &checked, &options.params, &mut diagnostics);
     if !diagnostics.is_empty() {
-        return Compiled {
-            sources: program.sources,
-            graph: None,
-            diagnostics,
-        };
+        return stop(program, checked, diagnostics);
     }
     let limits = Limits { ..options.limits };
     let evaluator =
@@ -114,10 +142,12 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
             d.labels.first().map(|l| (l.file, l.span)),
         ))
     });
-    Compiled {
-        sources: program.sources,
-        graph,
+    Analysis {
+        program,
+        checked,
         diagnostics,
+        graph,
+        bindings: evaluated.bindings,
     }
 }
 

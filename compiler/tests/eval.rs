@@ -607,17 +607,32 @@ fn secret_is_a_type_that_plain_strings_do_not_fit() {
     case("let f = db(h.address)\n", &["type::mismatch"]);
     // Interpolating, joining or converting a secret gives a secret.
     case("let f = db(\"prefix-${secret(\"pw\")}\")\n", &[]);
-    case("let f = db(join([secret(\"a\"), secret(\"b\")], \"-\"))\n", &[]);
+    case(
+        "let f = db(join([secret(\"a\"), secret(\"b\")], \"-\"))\n",
+        &[],
+    );
     // A list of strings and secrets is a list of strings: what is joined from it may not be
     // secret, as far as types know.
-    case("let f = db(join([\"a\", secret(\"pw\")], \"-\"))\n", &["type::mismatch"]);
+    case(
+        "let f = db(join([\"a\", secret(\"pw\")], \"-\"))\n",
+        &["type::mismatch"],
+    );
     case("let s: secret = secret(\"a\")\nlet f = db(str(s))\n", &[]);
     // Known only when the value flows: an untyped parameter is checked at evaluation.
-    case("fn pass(x) => db(x)\nlet f = pass(\"hunter2\")\n", &["type::mismatch"]);
+    case(
+        "fn pass(x) => db(x)\nlet f = pass(\"hunter2\")\n",
+        &["type::mismatch"],
+    );
     case("fn pass(x) => db(x)\nlet f = pass(secret(\"pw\"))\n", &[]);
     // A secret is still a string where one is wanted, and still deferred.
-    case("let f = file(path = \"/a\", content = secret(\"pw\"), target = h)\n", &[]);
-    case("let s: secret = secret(\"a\")\nlet n = if s == \"x\" { 1 } else { 2 }\n", &["type::deferred"]);
+    case(
+        "let f = file(path = \"/a\", content = secret(\"pw\"), target = h)\n",
+        &[],
+    );
+    case(
+        "let s: secret = secret(\"a\")\nlet n = if s == \"x\" { 1 } else { 2 }\n",
+        &["type::deferred"],
+    );
 }
 
 /// A secret parameter is set by naming a secret, never by its value, which the error does
@@ -627,6 +642,14 @@ fn secret_parameters_take_a_secret_name_only() {
     let src = "param pw: secret = secret(\"pw\")\nlet h = host(name = \"h\", address = \"192.0.2.1\")\nlet f = file(path = \"/etc/db\", content = pw, target = h)\n";
     check_errors(&[("main.env", src)], &[], &[]);
     check_errors(&[("main.env", src)], &[("pw", "secret(\"other\")")], &[]);
-    check_errors(&[("main.env", src)], &[("pw", "hunter2")], &["param::secret-value"]);
-    check_errors(&[("main.env", src)], &[("pw", "\"hunter2\"")], &["param::secret-value"]);
+    check_errors(
+        &[("main.env", src)],
+        &[("pw", "hunter2")],
+        &["param::secret-value"],
+    );
+    check_errors(
+        &[("main.env", src)],
+        &[("pw", "\"hunter2\"")],
+        &["param::secret-value"],
+    );
 }

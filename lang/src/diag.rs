@@ -79,6 +79,11 @@ pub fn did_you_mean<'a>(
     best.map(|(_, c)| format!("did you mean `{c}`?"))
 }
 
+/// The name a help made by [`did_you_mean`] suggests (an editor's quick fix reads it).
+pub fn suggestion(help: &str) -> Option<&str> {
+    help.strip_prefix("did you mean `")?.strip_suffix("`?")
+}
+
 /// Edit distance counting a swap of neighbours as one edit (optimal string alignment):
 /// `hots` is one typo away from `host`. Names are short, so the full table is fine.
 fn edit_distance(a: &str, b: &str) -> usize {
