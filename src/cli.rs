@@ -161,6 +161,10 @@ enum Command {
         #[command(flatten)]
         params: Params,
     },
+    /// A language server for editors (Language Server Protocol over stdin and stdout):
+    /// diagnostics as you type, hover, definitions, references, completion, formatting,
+    /// symbols, rename and quick fixes. See docs/editors.md.
+    Lsp,
     /// Format files in place (or only check that they are formatted).
     Fmt {
         /// Change nothing; exit 1 if a file is not formatted.
@@ -418,6 +422,9 @@ fn run(cli: Cli) -> Exit {
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
+        Command::Lsp => crate::lsp::run()
+            .map(|()| Exit::Ok)
+            .map_err(|e| Failure::Input(format!("envc lsp: {e}"))),
         Command::Plan {
             file,
             json,

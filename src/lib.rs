@@ -5,5 +5,6 @@
 pub mod cli;
 mod commands;
 pub mod exit;
+mod lsp;
 mod output;
 pub mod render;
