@@ -50,8 +50,9 @@ impl Snapshot {
         }
         let before = &text[..offset];
         let word_start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rfind(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let prefix = &before[word_start..];
         let lead = before[..word_start].trim_end();
         let line = before.rsplit('\n').next().unwrap_or("");
