@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,13 +91,103 @@ fn neovim_shows_what_envc_lsp_says() {
     std::fs::write(project.join("lib.env"), LIB).unwrap();
     std::fs::write(project.join("prod.env"), MAIN).unwrap();
     std::fs::write(dir.join("test.lua"), SCRIPT).unwrap();
+    let said = nvim(&dir, &[("PROJECT", project.display().to_string())]);
+    assert_eq!(
+        said.lines().collect::<Vec<_>>(),
+        [
+            "diagnostic 2:11 name::unknown unknown name `hots`: not defined\\nhelp: did you mean `host`?",
+            "hover ```envc\\nlet port: int\\n```\\n\\nThe port every web server listens on.\\n\\nfrom `lib.env`",
+            "definition lib.env:2",
+            "completion port",
+            "action Change `hots` to `host`",
+            "buffer import \"./lib.env\"",
+            "buffer let web = host(name = \"web-1\", address = \"192.0.2.10\")",
+            "buffer let count = 3",
+            "buffer output url = \"http://web-1:${lib.port}/\"",
+            "clean",
+        ],
+        "{said}"
+    );
+}
+
+/// Each example opened in Neovim: the server publishes for it (no diagnostics: they
+/// compile), and a hover on its first `let` answers with the binding's type.
+const EXAMPLES_SCRIPT: &str = r#"
+local out = {}
+local function say(s) table.insert(out, (tostring(s):gsub("\n", "\\n"))) end
+local published = {}
+local default = vim.lsp.handlers["textDocument/publishDiagnostics"]
+vim.lsp.handlers["textDocument/publishDiagnostics"] = function(err, result, ctx, config)
+  published[vim.uri_to_fname(result.uri)] = #result.diagnostics
+  return default(err, result, ctx, config)
+end
+local ok, err = pcall(function()
+  for _, file in ipairs(vim.split(os.getenv("FILES"), ",")) do
+    vim.cmd("edit " .. file)
+    local client = vim.lsp.start_client({ name = "envc", cmd = { os.getenv("ENVC"), "lsp" }, root_dir = vim.fn.fnamemodify(file, ":h") })
+    vim.lsp.buf_attach_client(0, client)
+    assert(vim.wait(30000, function() return published[file] ~= nil end, 20), "diagnostics for " .. file)
+    local line, col
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do
+      if l:match("^let ") then line, col = i - 1, 4; break end
+    end
+    local answers = vim.lsp.buf_request_sync(0, "textDocument/hover", { textDocument = vim.lsp.util.make_text_document_params(), position = { line = line, character = col } }, 10000)
+    local value = answers and answers[client] and answers[client].result and answers[client].result.contents.value or "none"
+    say(vim.fn.fnamemodify(file, ":t:r") .. " " .. published[file] .. " " .. value:match("^```envc\n(let [%w_]+)"))
+    vim.lsp.stop_client(client)
+  end
+end)
+if not ok then say("error " .. tostring(err)) end
+vim.fn.writefile(out, os.getenv("OUT"))
+vim.cmd("qall!")
+"#;
+
+#[test]
+fn neovim_on_the_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let files = [
+        "quickstart.env",
+        "component/prod.env",
+        "postgres/prod.env",
+        "replset/prod.env",
+    ]
+    .map(|f| root.join(f).display().to_string());
+    let dir = tempfile::Builder::new()
+        .prefix("envc-nvim-")
+        .tempdir()
+        .unwrap();
+    std::fs::write(dir.path().join("test.lua"), EXAMPLES_SCRIPT).unwrap();
+    let said = nvim(dir.path(), &[("FILES", files.join(","))]);
+    let firsts: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let name = text.lines().find_map(|l| l.strip_prefix("let ")).unwrap();
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let stem = Path::new(f)
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            format!("{stem} 0 let {name}")
+        })
+        .collect();
+    assert_eq!(said.lines().collect::<Vec<_>>(), firsts, "{said}");
+}
+
+/// Runs `dir/test.lua` in a headless Neovim with `vars` in its environment, and returns
+/// what it wrote to `$OUT`.
+fn nvim(dir: &Path, vars: &[(&str, String)]) -> String {
     let out = dir.join("out.txt");
     let home = dir.join("home");
     let mut child = Command::new("nvim")
         .args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "-c"])
         .arg(format!("luafile {}", dir.join("test.lua").display()))
         .env("ENVC", env!("CARGO_BIN_EXE_envc"))
-        .env("PROJECT", &project)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         .env("OUT", &out)
         // Neovim's own files (its LSP log) and envc's copy of the standard library.
         .env("HOME", &home)
@@ -117,27 +208,11 @@ fn neovim_shows_what_envc_lsp_says() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let said = std::fs::read_to_string(&out).unwrap_or_else(|e| {
+    std::fs::read_to_string(&out).unwrap_or_else(|e| {
         let o = child.wait_with_output().unwrap();
         panic!(
             "no output from nvim ({e}): {}",
             String::from_utf8_lossy(&o.stderr)
         )
-    });
-    assert_eq!(
-        said.lines().collect::<Vec<_>>(),
-        [
-            "diagnostic 2:11 name::unknown unknown name `hots`: not defined\\nhelp: did you mean `host`?",
-            "hover ```envc\\nlet port: int\\n```\\n\\nThe port every web server listens on.\\n\\nfrom `lib.env`",
-            "definition lib.env:2",
-            "completion port",
-            "action Change `hots` to `host`",
-            "buffer import \"./lib.env\"",
-            "buffer let web = host(name = \"web-1\", address = \"192.0.2.10\")",
-            "buffer let count = 3",
-            "buffer output url = \"http://web-1:${lib.port}/\"",
-            "clean",
-        ],
-        "{said}"
-    );
+    })
 }
