@@ -1,0 +1,87 @@
+//! Kubernetes objects for envc, pure: which kinds envc knows (`kinds`), the check of an
+//! object against the API schema of the Kubernetes version this envc embeds (`validate`),
+//! and the canonical YAML an object is written as (`yaml`).
+//!
+//! The schema is k8s-openapi's typed API for one Kubernetes version, turned into JSON
+//! Schema by schemars: the same definitions `kubectl` validates against, without a cluster.
+
+mod kinds;
+mod validate;
+pub mod yaml;
+
+pub use kinds::{find, kinds, Kind};
+pub use validate::{validate, Problem, ProblemKind, Seg, DEFERRED};
+
+/// The Kubernetes version whose API objects are validated against (k8s-openapi's
+/// `v1_37`), as the lockfile pins it.
+pub const KUBERNETES_VERSION: &str = "1.37";
+
+use serde_json::{json, Map, Value as Json};
+
+/// A size as Kubernetes writes a quantity: in the largest binary unit that divides it
+/// (`512Mi`, `2Gi`), else in bytes.
+pub fn quantity(bytes: u64) -> Json {
+    for (unit, factor) in [
+        ("Ei", 1u64 << 60),
+        ("Pi", 1 << 50),
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ] {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
+            return json!(format!("{}{unit}", bytes / factor));
+        }
+    }
+    json!(bytes.to_string())
+}
+
+/// The whole object a `manifest` node stands for: `apiVersion`, `kind`, `metadata` (name,
+/// namespace unless empty, labels and annotations unless empty), then the body's fields.
+/// The body cannot set those three (the caller says so first: see `reserved`).
+pub fn object(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+    labels: Json,
+    annotations: Json,
+    body: Json,
+) -> Json {
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), json!(name));
+    if !namespace.is_empty() {
+        metadata.insert("namespace".into(), json!(namespace));
+    }
+    for (k, v) in [("labels", labels), ("annotations", annotations)] {
+        if v.as_object().is_some_and(|m| !m.is_empty()) {
+            metadata.insert(k.into(), v);
+        }
+    }
+    let mut out = Map::new();
+    if let Json::Object(fields) = body {
+        out.extend(fields);
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    out.insert("kind".into(), json!(kind));
+    out.insert("metadata".into(), Json::Object(metadata));
+    Json::Object(out)
+}
+
+/// Fields a manifest's body may not hold: they are its own attributes.
+pub const RESERVED: &[(&str, &str)] = &[
+    ("apiVersion", "api_version"),
+    ("kind", "kind"),
+    ("metadata", "name, namespace, labels and annotations"),
+];
+
+/// The file an object is written to, in a rendered directory or a GitOps repository:
+/// `NAMESPACE/KIND-NAME.yaml`, or `_cluster/KIND-NAME.yaml` for a cluster-wide object.
+pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {
+    let dir = if namespace.is_empty() {
+        "_cluster"
+    } else {
+        namespace
+    };
+    format!("{dir}/{}-{name}.yaml", kind.to_ascii_lowercase())
+}
