@@ -156,7 +156,7 @@ fn cases() -> Vec<Case> {
         case("eval-index-out-of-range", "let xs = [1, 2]\nlet x = xs[5]\n"),
         case("eval-missing-key", "let ports = { web = 80 }\nlet p = ports[\"wbe\"]\n"),
         case("eval-missing-param", "param region: str\n"),
-        case("eval-not-storable", "let m = manifest(name = \"cfg\", content = { f = fn(x) => x })\n"),
+        case("eval-not-storable", &h("let f = file(path = \"/etc/x\", template = path(\"x.j2\"), vars = { f = fn(x) => x }, target = h)\n")).file("x.j2", "{{ f }}\n"),
         case("eval-out-of-range", "let v = vm(name = \"big\", image = image(name = \"i\"), cpus = 128)\n"),
         case("eval-overflow", "let n = 9223372036854775807\nlet m = n + 1\n"),
         case("eval-path-outside-project", &h("let f = file(path = \"/etc/x\", source = path(\"../secret\"), target = h)\n")),
@@ -169,6 +169,7 @@ fn cases() -> Vec<Case> {
         case("eval-exec-env", &h("let init = exec(name = \"init\", target = h, argv = [\"env\"], env = { \"PG-DATA\" = \"/srv\" })\n")),
         case("eval-exec-path", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_basebackup\"], creates = \"standby.signal\")\n")),
         case("eval-not-captured", &h("let token = exec(name = \"token\", target = h, argv = [\"kubeadm\", \"token\", \"create\"])\nlet f = file(path = \"/etc/join\", content = token.stdout, target = h)\n")),
+        case("eval-manifest-schema", "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  body = { spec = {\n    replica = 2,\n    selector = { matchLabels = { app = \"web\" } },\n    template = { spec = { containers = [{ name = \"web\", image = 1 }] } },\n  } },\n)\n"),
         case("eval-bad-secret-name", &h("let f = file(path = \"/etc/pw\", content = secret(\"db password\"), target = h)\n")),
         case("eval-exposed-secret", &h("let init = exec(name = \"init\", target = h, argv = [\"mysql\", \"--password=${secret(\"db\")}\"])\n")),
         case("eval-too-deep", "fn down(n: int) -> int { down(n + 1) }\nlet x = down(0)\n"),
@@ -200,7 +201,7 @@ fn check_cases() -> Vec<Case> {
         case("checks-port-out-of-range", &h("let p = package(name = \"nginx\", target = h, expect = [tcp(70000)])\n")),
         case("checks-unknown-kind", &h("let p = package(name = \"nginx\", target = h, expect = [htp(\"http://localhost/\")])\n")),
         case("checks-not-on-a-vm", "let v = vm(name = \"web-0\", image = image(name = \"i\"), expect = [tcp(22)])\n"),
-        case("checks-not-in-attributes", "let m = manifest(name = \"cfg\", content = { probe = tcp(80) })\n"),
+        case("checks-not-in-attributes", "let m = manifest(name = \"cfg\", api_version = \"v1\", kind = \"ConfigMap\", body = { probe = tcp(80) })\n"),
         case("checks-missing-argument", &h("let p = package(name = \"nginx\", target = h, require = [free_space(\"/\")])\n")),
     ]
 }

@@ -409,12 +409,18 @@ pub const SCHEMAS: &[NodeSchema] = &[
         has_target: false,
         attrs: &[
             attr("name", t_str, true, None),
-            attr("namespace", t_str, false, Some(Default::Str("default"))),
-            attr("content", t_vars, false, Some(Default::EmptyRecord)),
+            attr("api_version", t_str, true, None),
+            attr("kind", t_str, true, None),
+            // Empty: `default` for a namespaced kind; none for a cluster-wide one.
+            attr("namespace", t_str, false, Some(Default::Str(""))),
+            attr("labels", t_files, false, Some(Default::EmptyRecord)),
+            attr("annotations", t_files, false, Some(Default::EmptyRecord)),
+            // Every other top-level field of the object: `spec`, `data`, `rules`, …
+            attr("body", t_vars, false, Some(Default::EmptyRecord)),
             AFTER,
         ],
         outputs: &[],
-        doc: "a Kubernetes manifest (placeholder: rendered and hashed, not applied yet)",
+        doc: "a Kubernetes object, checked against the API schema and written as canonical YAML",
     },
     NodeSchema {
         kind: NodeKind::Image,

@@ -88,6 +88,9 @@ pub struct Evaluator<'p> {
     files: BTreeMap<Rc<str>, blake3::Hash>,
     /// Builtin signatures, built once: node constructors are called once per node.
     signatures: HashMap<Builtin, Rc<FnTy>>,
+    /// Where record literals were written, so that a manifest's schema problems point at
+    /// the field; kept only when the program names `manifest` (a map entry per record).
+    record_sites: Option<crate::manifest::RecordSites>,
     pub errors: Vec<Diagnostic>,
 }
 
@@ -123,6 +126,12 @@ impl<'p> Evaluator<'p> {
             depth: 0,
             files: BTreeMap::new(),
             signatures: HashMap::new(),
+            record_sites: program
+                .sources
+                .files
+                .iter()
+                .any(|f| f.text.contains("manifest"))
+                .then(HashMap::new),
             errors: Vec::new(),
         }
     }
@@ -473,7 +482,21 @@ impl<'p> Evaluator<'p> {
                 for f in fields {
                     out.insert(f.name.name.clone(), self.eval(&f.value, env)?);
                 }
-                Value::Record(Rc::new(out))
+                let record = Rc::new(out);
+                if self.record_sites.is_some() {
+                    let site = crate::manifest::RecordSite {
+                        file: self.file(),
+                        span: e.span,
+                        fields: fields
+                            .iter()
+                            .map(|f| (f.name.name.clone(), f.name.span, f.value.span))
+                            .collect(),
+                    };
+                    if let Some(sites) = &mut self.record_sites {
+                        sites.insert(crate::manifest::address(&record), site);
+                    }
+                }
+                Value::Record(record)
             }
             ExprKind::ListComp { clauses, body } => {
                 let mut out = Vec::new();
@@ -819,7 +842,7 @@ impl<'p> Evaluator<'p> {
             Value::Node(n) => {
                 let schema = builtins::schema(n.kind);
                 if field.name.as_ref() == schema.name_attr || field.name.as_ref() == "name" {
-                    return Ok(Value::Str(n.name.clone()));
+                    return Ok(Value::Str(n.given_name().into()));
                 }
                 if field.name.as_ref() == "target" {
                     if let Some(t) = &n.target {
@@ -1216,6 +1239,121 @@ impl<'p> Evaluator<'p> {
         r
     }
 
+    /// A manifest's namespace settled by its kind, its object checked against the API
+    /// schema (every problem reported), and its node name: `NAMESPACE/KIND/NAME`, or
+    /// `KIND/NAME` for a cluster-wide object, so that a Service and a Deployment may share
+    /// a name.
+    fn manifest(
+        &mut self,
+        attrs: &mut BTreeMap<Rc<str>, Value>,
+        name: &Rc<str>,
+        name_span: Span,
+        call: Span,
+        spans: &BTreeMap<Rc<str>, Span>,
+    ) -> R<Rc<str>> {
+        let file = self.file();
+        let text = |attrs: &BTreeMap<Rc<str>, Value>, k: &str| match attrs.get(k) {
+            Some(Value::Str(s)) => s.to_string(),
+            _ => String::new(),
+        };
+        let (api_version, kind) = (text(attrs, "api_version"), text(attrs, "kind"));
+        let what = format!("{kind} `{name}`");
+        let at_attr = |k: &str| match k {
+            "name" => name_span,
+            k => spans.get(k).copied().unwrap_or(call),
+        };
+        if let Some((k, _)) = attrs.iter().find(|(_, v)| crate::value::contains_secret(v)) {
+            let k = k.clone();
+            return self.fail(
+                Diagnostic::new("eval::exposed-secret", format!("a secret in `{k}` of {what}"))
+                    .label(file, at_attr(&k), "holds a secret")
+                    .message("A manifest is written in plain text (to a rendered directory, or a GitOps repository); envc does not encrypt objects for Flux or Argo CD (SOPS) yet.")
+                    .help("keep the secret out of the manifest: create the Kubernetes Secret from your secret store, and refer to it by name (`secretKeyRef`)"),
+            );
+        }
+        if let Some(Value::Record(body)) = attrs.get("body") {
+            if let Some((field, attr)) = envc_k8s::RESERVED
+                .iter()
+                .find(|(f, _)| body.contains_key(*f))
+            {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::manifest-schema",
+                        format!("{what}: `{field}` in its body"),
+                    )
+                    .label(file, at_attr("body"), format!("sets `{field}`"))
+                    .help(format!(
+                        "give it with the manifest's own attributes: {attr}"
+                    )),
+                );
+            }
+        }
+        let namespace = text(attrs, "namespace");
+        let namespace = match envc_k8s::find(&api_version, &kind) {
+            Some(k) if !k.namespaced && !namespace.is_empty() => {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::manifest-schema",
+                        format!("{what} is cluster-wide: it has no namespace"),
+                    )
+                    .label(file, at_attr("namespace"), "a namespace")
+                    .help("drop `namespace`"),
+                );
+            }
+            Some(k) if k.namespaced && namespace.is_empty() => "default".to_string(),
+            _ => namespace,
+        };
+        attrs.insert("namespace".into(), Value::Str(namespace.as_str().into()));
+        let json = |attrs: &BTreeMap<Rc<str>, Value>, k: &str| {
+            attrs
+                .get(k)
+                .map(crate::manifest::to_json)
+                .unwrap_or(Ok(serde_json::Value::Null))
+        };
+        let parts = ["labels", "annotations", "body"].map(|k| (k, json(attrs, k)));
+        let mut values = Vec::new();
+        for (k, v) in parts {
+            match v {
+                Ok(v) => values.push(v),
+                Err(what_it_is) => {
+                    return self.fail(
+                        Diagnostic::new(
+                            "eval::manifest-schema",
+                            format!("{what}: {what_it_is} in `{k}`"),
+                        )
+                        .label(file, at_attr(k), format!("holds {what_it_is}"))
+                        .help("an object holds text, numbers, booleans, sizes, lists and records"),
+                    );
+                }
+            }
+        }
+        let [labels, annotations, body] =
+            <[serde_json::Value; 3]>::try_from(values).map_err(|_| Stop::Reported)?;
+        let object = envc_k8s::object(
+            &api_version,
+            &kind,
+            name,
+            &namespace,
+            labels,
+            annotations,
+            body,
+        );
+        let problems = envc_k8s::validate(&object);
+        if !problems.is_empty() {
+            let at = |k: &str| (file, at_attr(k));
+            let no_sites = crate::manifest::RecordSites::new();
+            let sites = self.record_sites.as_ref().unwrap_or(&no_sites);
+            let found = crate::manifest::diagnostics(&problems, &what, attrs, &at, sites);
+            self.errors.extend(found);
+            return Err(Stop::Reported);
+        }
+        Ok(if namespace.is_empty() {
+            format!("{kind}/{name}").into()
+        } else {
+            format!("{namespace}/{kind}/{name}").into()
+        })
+    }
+
     /// Checks `v` against `ty` at run time, filling record defaults and checking ranges.
     pub fn coerce(&mut self, v: Value, ty: &Ty, span: Span, file: FileId) -> R<Value> {
         let mismatch = |expected: &Ty, found: &Value| {
@@ -1589,6 +1727,21 @@ impl<'p> Evaluator<'p> {
                 .help(why.1),
             );
         }
+        // Before anything reads the values whole (a manifest's schema check does).
+        if let Some((attr, _)) = attrs
+            .iter()
+            .find(|(_, v)| !expands_within(v, self.limits.max_string_bytes))
+        {
+            let attr = attr.clone();
+            return self.fail(
+                self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
+            );
+        }
+        let name = if kind == NodeKind::Manifest {
+            self.manifest(&mut attrs, &name, name_span, span, &spans)?
+        } else {
+            name
+        };
         let mut kind = kind;
         let mut lab_inputs = Vec::new();
         let mut stands_in = false;
@@ -1778,15 +1931,6 @@ impl<'p> Evaluator<'p> {
         check_inputs.sort_by_key(|n| n.id);
         check_inputs.dedup_by(|a, b| a.id == b.id);
         check_inputs.retain(|n| inputs.binary_search_by_key(&n.id, |i| i.id).is_err());
-        if let Some((attr, _)) = attrs
-            .iter()
-            .find(|(_, v)| !expands_within(v, self.limits.max_string_bytes))
-        {
-            let attr = attr.clone();
-            return self.fail(
-                self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
-            );
-        }
         let pins: BTreeMap<PinKey, Rc<str>> = pin_keys(kind, &name, &attrs)
             .into_iter()
             .filter_map(|k| {

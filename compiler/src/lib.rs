@@ -14,6 +14,7 @@ pub mod derivation;
 pub mod eval;
 pub mod graph;
 mod library;
+pub mod manifest;
 pub mod pin;
 pub mod program;
 pub mod source;

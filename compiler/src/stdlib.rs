@@ -6,6 +6,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("std/debian", include_str!("../../std/debian.env")),
     ("std/systemd", include_str!("../../std/systemd.env")),
     ("std/files", include_str!("../../std/files.env")),
+    ("std/k8s", include_str!("../../std/k8s.env")),
 ];
 
 pub fn get(path: &str) -> Option<&'static str> {

@@ -142,6 +142,17 @@ pub struct Node {
     pub span: Span,
 }
 
+impl Node {
+    /// The name the source gave it: a manifest's node is named `NAMESPACE/KIND/NAME` (so
+    /// that objects of different kinds may share a name), its object `NAME`.
+    pub fn given_name(&self) -> &str {
+        match self.kind {
+            crate::types::NodeKind::Manifest => self.name.rsplit('/').next().unwrap_or(&self.name),
+            _ => &self.name,
+        }
+    }
+}
+
 impl Value {
     pub fn type_name(&self) -> String {
         match self {

@@ -244,8 +244,8 @@ fn shared_values_cannot_expand_past_the_limit() {
             "this value as JSON is too large",
         ),
         (
-            "let m = manifest(name = \"m\", content = { xs = big })\n",
-            "attribute `content` of this manifest is too large",
+            "let m = manifest(name = \"m\", api_version = \"v1\", kind = \"ConfigMap\", body = { xs = big })\n",
+            "attribute `body` of this manifest is too large",
         ),
         ("output o = big\n", "output `o` is too large"),
     ] {
@@ -651,5 +651,141 @@ fn secret_parameters_take_a_secret_name_only() {
         &[("main.env", src)],
         &[("pw", "\"hunter2\"")],
         &["param::secret-value"],
+    );
+}
+
+/// `manifest`: the object its attributes stand for, checked against the Kubernetes API
+/// schema; each problem at the field written wrong, with "did you mean".
+#[test]
+fn manifests_are_checked_against_the_api_schema() {
+    // Each diagnostic as `code line:col: title (help)`, the position its primary label's.
+    let check = |src: &str, expected: &[&str]| {
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src)]),
+            &CompileOptions::default(),
+        );
+        let got: Vec<String> = c
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let l = &d.labels[0];
+                let (line, col) = c.sources.line_col(l.file, l.span.start as usize);
+                format!(
+                    "{} {line}:{col}: {} ({})",
+                    d.code,
+                    d.title,
+                    d.help.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(got, expected, "{src}");
+        c.graph
+    };
+    let deployment = |spec: &str| {
+        format!(
+            "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  body = {{ spec = {spec} }},\n)\n"
+        )
+    };
+    let g = check(
+        &deployment("{ replicas = 2, selector = { matchLabels = { app = \"web\" } }, template = { spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] } } }"),
+        &[],
+    )
+    .unwrap();
+    let names: Vec<String> = g.nodes().map(|n| n.name.to_string()).collect();
+    assert_eq!(names, ["default/Deployment/web"]);
+    // Every problem, each where it was written.
+    check(
+        &deployment("{\n    replica = 2,\n    selector = { matchLabels = { app = 3 } },\n    template = { spec = { containers = [{ image = \"nginx\" }] } },\n  }"),
+        &[
+            "eval::manifest-schema 6:5: Deployment `web`: unknown field `replica` (did you mean `replicas`?)",
+            "eval::manifest-schema 7:40: Deployment `web`: expected a string, found an int ()",
+            "eval::manifest-schema 8:41: Deployment `web`: item 0 needs `name` (add `name = …`)",
+        ],
+    );
+    // Through a function: the record is still where it was written.
+    check(
+        "fn app(spec) => manifest(api_version = \"v1\", kind = \"Service\", name = \"web\", body = { spec = spec })\nlet s = app({ ports = [{ port = 80, protocl = \"TCP\" }] })\n",
+        &["eval::manifest-schema 2:37: Service `web`: unknown field `protocl` (did you mean `protocol`?)"],
+    );
+    // Kinds: a typo in one, a kind in another group, a cluster-wide one with a namespace.
+    check(
+        "let m = manifest(api_version = \"apps/v1\", kind = \"Deploymnet\", name = \"web\")\n",
+        &["eval::manifest-schema 1:50: Deploymnet `web`: `apps/v1` has no kind `Deploymnet` (did you mean `Deployment`?)"],
+    );
+    check(
+        "let m = manifest(api_version = \"v1\", kind = \"Namespace\", name = \"web\", namespace = \"x\")\n",
+        &["eval::manifest-schema 1:84: Namespace `web` is cluster-wide: it has no namespace (drop `namespace`)"],
+    );
+    // A custom resource is written as given.
+    let g = check(
+        "let c = manifest(api_version = \"cert-manager.io/v1\", kind = \"Certificate\", name = \"web\", namespace = \"web\", body = { spec = { anything = 1 } })\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        g.nodes().next().unwrap().name.as_ref(),
+        "web/Certificate/web"
+    );
+    // What an object cannot hold, and what the body cannot set.
+    check(
+        "let m = manifest(api_version = \"v1\", kind = \"ConfigMap\", name = \"c\", body = { metadata = {} })\n",
+        &["eval::manifest-schema 1:77: ConfigMap `c`: `metadata` in its body (give it with the manifest's own attributes: name, namespace, labels and annotations)"],
+    );
+    check(
+        "let m = manifest(api_version = \"v1\", kind = \"ConfigMap\", name = \"c\", body = { data = { pw = secret(\"pw\") } })\n",
+        &["eval::exposed-secret 1:77: a secret in `body` of ConfigMap `c` (keep the secret out of the manifest: create the Kubernetes Secret from your secret store, and refer to it by name (`secretKeyRef`))"],
+    );
+    // A deferred value stands where a scalar may.
+    check(
+        "let v = vm(name = \"db\", image = image(name = \"i\"))\nlet m = manifest(api_version = \"v1\", kind = \"ConfigMap\", name = \"c\", body = { data = { db = v.address } })\n",
+        &[],
+    );
+}
+
+/// `std/k8s`: every constructor builds an object the API schema accepts, and its record
+/// types catch a misspelt setting where it is written, before any schema is consulted.
+#[test]
+fn std_k8s_constructors_build_valid_objects() {
+    let src = r#"import "std/k8s"
+let shop = k8s.meta("shop", labels = { team = "shop" })
+let objects = [
+  k8s.namespace(shop),
+  k8s.deployment(shop, "web", { image = "nginx:1.27", replicas = 2, port = 80, env = { A = "1" }, env_from = ["web"], limits = { memory = "256Mi" }, service_account = "web" }),
+  k8s.stateful_set(shop, "db", { image = "postgres:16", port = 5432 }, 10GiB, "/var/lib/postgresql/data"),
+  k8s.service(shop, "web", [{ port = 80, name = "http" }, { port = 443, target_port = 8443 }]),
+  k8s.service(shop, "db", [{ port = 5432 }], headless = true),
+  k8s.config_map(shop, "web", { "app.conf" = "listen 80;\n" }),
+  k8s.ingress(shop, "web", "shop.example.com", "web", 80, class = "nginx"),
+  k8s.service_account(shop, "web"),
+  k8s.role(shop, "reader", [{ resources = ["pods"], verbs = ["get", "list"] }]),
+  k8s.role_binding(shop, "reader", "reader", ["web"]),
+  k8s.volume_claim(shop, "data", 1GiB, class = "fast"),
+  k8s.cron_job(shop, "backup", "0 3 * * *", { image = "busybox", command = ["sh", "-c", "echo"] }),
+  k8s.object(shop, "policy/v1", "PodDisruptionBudget", "web", body = { spec = { minAvailable = 1 } }),
+]
+"#;
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let names: Vec<String> = c
+        .graph
+        .unwrap()
+        .nodes()
+        .map(|n| n.name.to_string())
+        .collect();
+    assert_eq!(names.len(), 13, "{names:?}");
+    assert!(
+        names.contains(&"Namespace/shop".to_string())
+            && names.contains(&"shop/Service/web".to_string()),
+        "{names:?}"
+    );
+    check_errors(
+        &[("main.env", "import \"std/k8s\"\nlet w = k8s.deployment(k8s.meta(\"shop\"), \"web\", { image = \"nginx\", replica = 2 })\n")],
+        &[],
+        &["type::unknown-field"],
     );
 }

@@ -182,7 +182,7 @@ fn field_order_item_order_and_refactoring_change_no_id() {
 let h = host(name = "app-1", address = "192.0.2.7")
 let conf = file(path = "/etc/app.conf", content = "port=8080\nworkers=4\n", mode = 0o640, target = h)
 let svc = service(name = "app", target = h, restart_on = [conf])
-let m = manifest(name = "app", content = { replicas = 2, image = "app:1" })
+let m = manifest(name = "app", api_version = "v1", kind = "ConfigMap", body = { data = { replicas = "2", image = "app:1" } })
 "#;
     // Same values: fields reordered, items reordered, built through lets, a typed record
     // with defaults, a function and a comprehension.
@@ -199,7 +199,7 @@ fn render(a: App) -> str {
 let app: App = {}
 let conf = file(target = h, mode = 0o640, content = render(app), path = "/etc/${app.name}.conf")
 let h = host(address = "192.0.2.7", name = "app-1")
-let m = manifest(content = { image = "app:1", replicas = 2 }, name = "app")
+let m = manifest(body = { data = { image = "app:1", replicas = "2" } }, kind = "ConfigMap", name = "app", api_version = "v1")
 "#;
     let a = ids(&graph_of(
         &MemoryLoader::new([("main.env", inline)]),
