@@ -334,6 +334,19 @@ enum Command {
         #[command(flatten)]
         shared: SharedArgs,
     },
+    /// Write every Kubernetes object of the environment to DIR as canonical YAML (one file
+    /// per object, and a kustomization.yaml listing them) for `kubectl apply -k` or a GitOps
+    /// repository. Deferred values come from the environment's records; files a previous
+    /// render listed that left the environment are removed.
+    Render {
+        file: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        #[command(flatten)]
+        params: Params,
+        #[command(flatten)]
+        shared: SharedArgs,
+    },
     /// The environment's outputs as of its last build.
     Output {
         file: PathBuf,
@@ -521,6 +534,12 @@ fn run(cli: Cli) -> Exit {
         } => commands::build::destroy(&file, yes, wait, json, &target),
         Command::Log { file, json, shared } => commands::history::log(&file, json, &shared),
         Command::Output { file, json, shared } => commands::history::output(&file, json, &shared),
+        Command::Render {
+            file,
+            out,
+            params,
+            shared,
+        } => commands::render::render(&file, &out, &params, &shared, ui),
         Command::Key {
             command: KeyCommand::Generate { name, out },
         } => commands::team::key_generate(&name, &out),

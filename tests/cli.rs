@@ -323,9 +323,15 @@ fn a_plan_waits_on_images_and_exits_1_when_a_node_cannot_be_built() {
         out.contains("create    web-0/file:/var/www/html/index.html"),
         "{out}"
     );
+    // A template that cannot render: the plan says so at the node, and exits 1.
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("k8s.env");
-    std::fs::write(&file, "let app = manifest(name = \"app\")\n").unwrap();
+    let file = dir.path().join("t.env");
+    std::fs::write(dir.path().join("t.j2"), "{{ nope.deeper }}\n").unwrap();
+    std::fs::write(
+        &file,
+        "let h = host(name = \"h\", address = \"192.0.2.1\")\nlet f = file(path = \"/x\", template = path(\"t.j2\"), vars = {}, target = h)\n",
+    )
+    .unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_envc"))
         .arg("plan")
         .arg(&file)
@@ -334,7 +340,7 @@ fn a_plan_waits_on_images_and_exits_1_when_a_node_cannot_be_built() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("cannot apply them yet"),
+        stdout(&o).contains("error: `h/file:/x`: template `t.j2:1`: `nope` is undefined"),
         "{}",
         stdout(&o)
     );

@@ -150,6 +150,7 @@ fn neovim_on_the_examples() {
         "component/prod.env",
         "postgres/prod.env",
         "replset/prod.env",
+        "k8s/prod.env",
     ]
     .map(|f| root.join(f).display().to_string());
     let dir = tempfile::Builder::new()

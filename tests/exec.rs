@@ -9,48 +9,14 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
-
 use nshosts::TestHosts;
 use output::{node_outcomes, stdout, summary, text};
-
-struct Project {
-    dir: tempfile::TempDir,
-    ssh_config: PathBuf,
-}
-
-impl Project {
-    fn new(hosts: &TestHosts) -> Project {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-exec-")
-            .tempdir()
-            .unwrap();
-        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
-        Project { dir, ssh_config }
-    }
-
-    fn write(&self, text: &str) {
-        std::fs::write(self.dir.path().join("prod.env"), text).unwrap();
-    }
-
-    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        hosts
-            .in_controller(env!("CARGO_BIN_EXE_envc"))
-            .arg(args[0])
-            .arg(self.dir.path().join("prod.env"))
-            .args(&args[1..])
-            .env("ENVC_SSH_CONFIG", &self.ssh_config)
-            .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
+use project::Project;
 
 fn remote(hosts: &TestHosts, cmd: &str) -> String {
     String::from_utf8_lossy(&hosts.ssh(0, cmd).stdout).into_owned()
@@ -96,7 +62,7 @@ let forgettable = exec(name = "forgettable", target = h, argv = ["touch", "/srv/
 fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_leaves() {
     let hosts = TestHosts::start(1);
     let addr = hosts.addr(0).to_string();
-    let p = Project::new(&hosts);
+    let p = Project::new(&hosts, "envc-exec-");
     p.write(&source(
         &addr,
         "echo run >> /var/tmp/count; echo counted",
@@ -204,7 +170,7 @@ fn a_command_runs_once_per_change_as_its_guards_decide_and_is_undone_when_it_lea
 fn a_failing_or_hanging_command_is_an_error_with_its_output_and_runs_again_next_time() {
     let hosts = TestHosts::start(1);
     let addr = hosts.addr(0).to_string();
-    let p = Project::new(&hosts);
+    let p = Project::new(&hosts, "envc-exec-");
     let src = |fail: bool| {
         format!(
             r#"let h = host(name = "h", address = "{addr}")

@@ -989,6 +989,13 @@ impl<'s> Scheduler<'s> {
                         );
                         newly_done.push(i);
                     }
+                    Ok(r) if matches!(r.payload, Payload::Manifest(_)) => self.stop(
+                        i,
+                        Status::Failed,
+                        "this envc writes Kubernetes objects but does not deliver them yet: `envc render FILE --out DIR` writes them for `kubectl apply -k` or a GitOps repository".into(),
+                        Duration::ZERO,
+                        &dependents,
+                    ),
                     Ok(r) => {
                         self.decided[i] = Some((a.action, r.clone()));
                         self.status[i] = Status::Queued;
@@ -1203,6 +1210,8 @@ impl<'s> Scheduler<'s> {
                         Step::Exec(i, Box::new(e)),
                     ));
                 }
+                // Stopped before it was queued (see where nodes are assessed).
+                Payload::Manifest(_) => {}
                 Payload::Service {
                     name,
                     enabled,

@@ -67,6 +67,30 @@ pub enum Payload {
         restart_on: Vec<usize>,
     },
     Exec(ExecSpec),
+    /// A Kubernetes object, whole, deferred values substituted.
+    Manifest(ManifestSpec),
+}
+
+#[derive(Clone, Debug)]
+pub struct ManifestSpec {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// Empty for a cluster-wide object.
+    pub namespace: String,
+    pub object: Json,
+}
+
+impl ManifestSpec {
+    /// Its canonical YAML (`envc_k8s::yaml`).
+    pub fn yaml(&self) -> String {
+        envc_k8s::yaml::to_yaml(&self.object)
+    }
+
+    /// The file it is written to in a rendered directory or a GitOps repository.
+    pub fn file_name(&self) -> String {
+        envc_k8s::file_name(&self.kind, &self.name, &self.namespace)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -115,7 +139,8 @@ impl Resolved {
             | Payload::Vm(_)
             | Payload::Image(_)
             | Payload::Service { .. }
-            | Payload::Exec(_) => None,
+            | Payload::Exec(_)
+            | Payload::Manifest(_) => None,
         }
     }
 }
@@ -264,6 +289,28 @@ fn to_json(v: &Val, r: &Resolver) -> Json {
         }),
         Val::Sealed(s) => json!({ "secret": s.keyed }),
         Val::Output { .. } | Val::Concat(_) | Val::Secret(_) => json!(null),
+    }
+}
+
+/// A substituted value as Kubernetes reads it (as `envc_compiler::manifest::to_json` does
+/// before substitution): a size is a quantity, a mode its decimal value.
+fn k8s_json(v: &Val) -> Json {
+    match v {
+        Val::Int(n) => json!(n),
+        Val::Str(s) => json!(s),
+        Val::Bool(b) => json!(b),
+        Val::Size(n) => envc_k8s::quantity(*n),
+        Val::Mode(m) => json!(m),
+        Val::List(xs) => Json::Array(xs.iter().map(k8s_json).collect()),
+        Val::Record(m) => Json::Object(m.iter().map(|(k, x)| (k.clone(), k8s_json(x))).collect()),
+        // The compiler refuses these in a manifest (`eval::manifest-schema`,
+        // `eval::exposed-secret`), and substitution leaves no deferred value.
+        Val::Path { .. }
+        | Val::Node(_)
+        | Val::Output { .. }
+        | Val::Concat(_)
+        | Val::Secret(_)
+        | Val::Sealed(_) => Json::Null,
     }
 }
 
@@ -435,7 +482,12 @@ pub fn resolve<'a>(
             }
             put(&mut hashed, &mut shown, "owner", json!(f.owner));
             put(&mut hashed, &mut shown, "group", json!(f.group));
-            put(&mut hashed, &mut shown, "mode", json!(format!("0o{:o}", f.mode)));
+            put(
+                &mut hashed,
+                &mut shown,
+                "mode",
+                json!(format!("0o{:o}", f.mode)),
+            );
             Payload::File(f)
         }
         NodeKind::Package => {
@@ -519,10 +571,25 @@ pub fn resolve<'a>(
                     u8::try_from(rank).unwrap_or(u8::MAX)
                 },
             };
-            put(&mut hashed, &mut shown, "image", to_json(&attrs["image"], oh));
+            put(
+                &mut hashed,
+                &mut shown,
+                "image",
+                to_json(&attrs["image"], oh),
+            );
             put(&mut hashed, &mut shown, "cpus", json!(vm.cpus));
-            put(&mut hashed, &mut shown, "memory", json!({ "size": int("memory") }));
-            put(&mut hashed, &mut shown, "disk", json!({ "size": vm.disk_bytes }));
+            put(
+                &mut hashed,
+                &mut shown,
+                "memory",
+                json!({ "size": int("memory") }),
+            );
+            put(
+                &mut hashed,
+                &mut shown,
+                "disk",
+                json!({ "size": vm.disk_bytes }),
+            );
             put(&mut hashed, &mut shown, "user", json!(vm.user));
             Payload::Vm(vm)
         }
@@ -598,7 +665,10 @@ pub fn resolve<'a>(
             let spec = exec_spec(node, &attrs).map_err(Resolution::Failed)?;
             // What it runs, as whom, where, with what, and what decides or undoes it: a
             // change to any of them is a change of the node. Not its timeout.
-            for k in ["argv", "shell", "env", "user", "cwd", "creates", "unless", "only_if", "undo", "capture"] {
+            for k in [
+                "argv", "shell", "env", "user", "cwd", "creates", "unless", "only_if", "undo",
+                "capture",
+            ] {
                 if let Some(v) = attrs.get(k) {
                     put(&mut hashed, &mut shown, k, to_json(v, oh));
                 }
@@ -619,10 +689,41 @@ pub fn resolve<'a>(
             Payload::Exec(spec)
         }
         NodeKind::Manifest => {
-            return Err(Resolution::Failed(format!(
-                "`{}`: manifests are rendered and hashed, but this version of envc cannot apply them yet",
-                node.key
-            )))
+            let text = |k: &str| match attrs.get(k) {
+                Some(Val::Str(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let json = |k: &str| attrs.get(k).map(k8s_json).unwrap_or(Json::Null);
+            // The node is named NAMESPACE/KIND/NAME; the object, NAME.
+            let name = node
+                .name
+                .rsplit('/')
+                .next()
+                .unwrap_or(&node.name)
+                .to_string();
+            let spec = ManifestSpec {
+                api_version: text("api_version"),
+                kind: text("kind"),
+                namespace: text("namespace"),
+                object: envc_k8s::object(
+                    &text("api_version"),
+                    &text("kind"),
+                    &name,
+                    &text("namespace"),
+                    json("labels"),
+                    json("annotations"),
+                    json("body"),
+                ),
+                name,
+            };
+            // The object is what is hashed and shown: its YAML, as it is written.
+            let yaml = spec.yaml();
+            hashed.insert(
+                "object".into(),
+                json!(blake3::hash(yaml.as_bytes()).to_hex().as_str()),
+            );
+            shown.insert("object".into(), content_display(yaml.as_bytes()));
+            Payload::Manifest(spec)
         }
     };
     if !node.pins.is_empty() {

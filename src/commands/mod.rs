@@ -10,6 +10,7 @@ pub mod graph;
 pub mod history;
 pub mod lock;
 pub mod plan;
+pub mod render;
 pub mod secret;
 pub mod store;
 pub mod team;

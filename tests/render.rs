@@ -1,0 +1,170 @@
+//! `envc render` end to end: Kubernetes objects written as canonical YAML with a
+//! kustomization, a deferred value (a command's captured output on a real SSH host, from
+//! tests/support/nshosts.rs) substituted from the environment's records, a re-render that
+//! rewrites only what changed, an object that leaves the source removed, and a directory
+//! envc did not render refused. `envc build` runs everything else and fails each object
+//! with the reason (this envc does not deliver them yet).
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/project.rs"]
+mod project;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
+
+use nshosts::TestHosts;
+use output::{node_outcomes, stderr, stdout, text};
+use project::Project;
+
+fn source(addr: &str, replicas: u32, with_config: bool) -> String {
+    let config = if with_config {
+        r#"let conf = manifest(
+  api_version = "v1",
+  kind = "ConfigMap",
+  name = "web",
+  namespace = "shop",
+  body = { data = { upstream = "${h.address}:8080", token = tok.stdout, "app.conf" = "listen 80;\nworkers 2;\n" } },
+)
+"#
+    } else {
+        ""
+    };
+    format!(
+        r#"let h = host(name = "h", address = "{addr}")
+let tok = exec(name = "token", target = h, shell = "echo tok-$((6 * 7))", capture = true)
+let ns = manifest(api_version = "v1", kind = "Namespace", name = "shop")
+{config}let web = manifest(
+  api_version = "apps/v1",
+  kind = "Deployment",
+  name = "web",
+  namespace = "shop",
+  labels = {{ app = "web" }},
+  body = {{ spec = {{
+    replicas = {replicas},
+    selector = {{ matchLabels = {{ app = "web" }} }},
+    template = {{
+      metadata = {{ labels = {{ app = "web" }} }},
+      spec = {{ containers = [{{ name = "web", image = "nginx:1.27", resources = {{ limits = {{ memory = 256MiB }} }} }}] }},
+    }},
+  }} }},
+)
+"#
+    )
+}
+
+#[test]
+fn render_writes_canonical_objects_and_prunes_what_left() {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let p = Project::new(&hosts, "envc-render-");
+    let out = p.path("k8s");
+    let out_arg = out.display().to_string();
+    p.write(&source(&addr, 2, true));
+
+    // Before the command ran, its output is not known: nothing is written.
+    let early = p.run(&hosts, &["render", "--out", &out_arg]);
+    assert_eq!(early.status.code(), Some(1), "{}", text(&early));
+    assert!(
+        stderr(&early).contains("`manifest:shop/ConfigMap/web` uses an output of `h/exec:token`, known once it is built")
+            && stderr(&early).contains("nothing was written"),
+        "{}",
+        text(&early)
+    );
+    assert!(!out.exists());
+
+    // A build runs the command, and fails each object with the reason.
+    let build = p.run(&hosts, &["build", "--json", "--keep-going"]);
+    assert_eq!(build.status.code(), Some(4), "{}", text(&build));
+    let outcomes = node_outcomes(&build);
+    assert_eq!(outcomes["h/exec:token"], "ok: ran: exit 0");
+    assert!(
+        outcomes["manifest:shop/Deployment/web"]
+            .contains("does not deliver them yet: `envc render FILE --out DIR`"),
+        "{outcomes:?}"
+    );
+
+    let first = p.run(&hosts, &["render", "--out", &out_arg]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert!(
+        stderr(&first).contains("render: 3 objects in"),
+        "{}",
+        text(&first)
+    );
+    let read = |rel: &str| std::fs::read_to_string(out.join(rel)).unwrap();
+    assert_eq!(
+        read("kustomization.yaml"),
+        "# Written by `envc render`: objects listed here that leave the environment are removed.\n\
+         apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
+         - _cluster/namespace-shop.yaml\n- shop/configmap-web.yaml\n- shop/deployment-web.yaml\n"
+    );
+    assert_eq!(
+        read("_cluster/namespace-shop.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"
+    );
+    assert_eq!(
+        read("shop/configmap-web.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\ndata:\n  app.conf: |\n    listen 80;\n    workers 2;\n  token: tok-42\n  upstream: \"{addr}:8080\"\n"
+        )
+    );
+    assert!(
+        read("shop/deployment-web.yaml").contains("  replicas: 2\n"),
+        "{}",
+        read("shop/deployment-web.yaml")
+    );
+    assert!(
+        read("shop/deployment-web.yaml").contains("            memory: 256Mi\n"),
+        "{}",
+        read("shop/deployment-web.yaml")
+    );
+
+    // The same source renders the same bytes and writes nothing; one changed field
+    // rewrites one file.
+    let again = p.run(&hosts, &["render", "--out", &out_arg]);
+    assert_eq!(stdout(&again), "", "{}", text(&again));
+    p.write(&source(&addr, 3, true));
+    let changed = p.run(&hosts, &["render", "--out", &out_arg]);
+    assert_eq!(
+        stdout(&changed),
+        format!("wrote {out_arg}/shop/deployment-web.yaml\n"),
+        "{}",
+        text(&changed)
+    );
+
+    // An object that leaves the source leaves the directory; what envc did not write stays.
+    std::fs::write(out.join("shop/notes.txt"), "mine\n").unwrap();
+    p.write(&source(&addr, 3, false));
+    let pruned = p.run(&hosts, &["render", "--out", &out_arg]);
+    assert_eq!(pruned.status.code(), Some(0), "{}", text(&pruned));
+    assert_eq!(
+        stdout(&pruned),
+        format!("removed {out_arg}/shop/configmap-web.yaml\n"),
+        "{}",
+        text(&pruned)
+    );
+    assert!(!out.join("shop/configmap-web.yaml").exists());
+    assert!(out.join("shop/notes.txt").exists());
+    assert!(!read("kustomization.yaml").contains("configmap"));
+
+    // A directory with a kustomization of someone else's: nothing is written or removed.
+    let foreign = p.path("theirs");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(
+        foreign.join("kustomization.yaml"),
+        "resources:\n- app.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(foreign.join("app.yaml"), "kind: ConfigMap\n").unwrap();
+    let refused = p.run(&hosts, &["render", "--out", &foreign.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        stderr(&refused).contains("was not written by `envc render`"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 2);
+}
