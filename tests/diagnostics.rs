@@ -121,6 +121,7 @@ fn cases() -> Vec<Case> {
         case("name-unknown-type", "type Port = int(1..=65535)\nlet p: Prot = 1\n"),
         case("param-unknown", "param replicas: int = 3\n").set("replica", "5"),
         case("param-not-a-string", "param tags: str = \"a\"\n").set("tags", "[1]"),
+        case("param-not-a-value", "param replicas: int(1..=7) = 3\n").set("replicas", "three"),
         // The value typed may be the password itself: the error must not show it.
         case("param-secret-value", "param db_password: secret\n").set("db_password", "hunter2"),
         // types
@@ -160,7 +161,7 @@ fn cases() -> Vec<Case> {
         case("eval-out-of-range", "let v = vm(name = \"big\", image = image(name = \"i\"), cpus = 128)\n"),
         case("eval-overflow", "let n = 9223372036854775807\nlet m = n + 1\n"),
         case("eval-path-outside-project", &h("let f = file(path = \"/etc/x\", source = path(\"../secret\"), target = h)\n")),
-        case("eval-set-not-literal", "param replicas: int = 3\n").set("replicas", "three"),
+        case("eval-set-not-literal", "param replicas: int = 3\n").set("replicas", "1 + 2"),
         case("eval-base-uses-nodes", "let v = vm(name = \"v\", image = image(name = \"i\"))\nlet h = host(name = \"h1\", address = \"192.0.2.1\", base = image(name = \"b\", after = [v]))\n"),
         // `envc verify`'s lab, for a host that declares no base.
         case("eval-no-base", &h("let f = file(path = \"/etc/motd\", content = \"hi\", target = h)\n")).vm_stand_in("h1"),

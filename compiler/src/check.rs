@@ -114,6 +114,7 @@ fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
         locals: Vec::new(),
         depth: 0,
         index: indexed.then(Index::default),
+        record_keys: HashMap::new(),
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -149,7 +150,13 @@ struct Checker<'p> {
     /// Top-level bindings being inferred, innermost last.
     depth: usize,
     index: Option<Index>,
+    /// The keys of every record literal, by (file, span of the literal): where an unknown
+    /// field is reported.
+    record_keys: HashMap<(FileId, Span), RecordKeys>,
 }
+
+/// A record literal's keys and where each is written.
+type RecordKeys = Vec<(Rc<str>, Span)>;
 
 const DEFERRED_MESSAGE: &str = "envc fixes the shape of the graph before it changes anything, so conditions, loops, \
 indices, arithmetic and node names need values known now. A deferred value can be passed to nodes, stored in \
@@ -702,6 +709,20 @@ impl<'p> Checker<'p> {
     fn expect_ty(&mut self, actual: &Ty, expected: &Ty, span: Span) {
         if let Err(m) = assignable(actual, expected) {
             let file = self.file();
+            // An unknown field is its key, in the record literal (this one or one inside it)
+            // that wrote it.
+            let span = match &m {
+                Mismatch::UnknownField { field, .. } => self
+                    .record_keys
+                    .iter()
+                    .filter(|((f, s), _)| *f == file && s.start >= span.start && s.end <= span.end)
+                    .flat_map(|(_, keys)| keys.iter())
+                    .filter(|(k, _)| k == field)
+                    .map(|(_, s)| *s)
+                    .min_by_key(|s| s.start)
+                    .unwrap_or(span),
+                _ => span,
+            };
             self.error(mismatch_diagnostic(m, file, span));
         }
     }
@@ -758,7 +779,12 @@ impl<'p> Checker<'p> {
             span,
             "not defined",
         );
-        if let Some(s) = did_you_mean(name, candidates.iter().map(String::as_str)) {
+        if crate::stdlib::get(&format!("std/{name}")).is_some() {
+            // `files.template(…)` without the import: the module, not `file`, was meant.
+            d = d.help(format!(
+                "`{name}` is a module of the standard library: add `import \"std/{name}\"`"
+            ));
+        } else if let Some(s) = did_you_mean(name, candidates.iter().map(String::as_str)) {
             d = d.help(s);
         } else if self.globals[self.module].contains_key(&*format!("type {name}")) {
             d = d.help(format!(
@@ -847,6 +873,13 @@ impl<'p> Checker<'p> {
                 Ty::list(acc.unwrap_or(Ty::Unknown))
             }
             ExprKind::Record(fields) => {
+                self.record_keys.insert(
+                    (file, e.span),
+                    fields
+                        .iter()
+                        .map(|f| (f.name.name.clone(), f.name.span))
+                        .collect(),
+                );
                 let mut out = BTreeMap::new();
                 for f in fields {
                     let ty = self.infer(&f.value);

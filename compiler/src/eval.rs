@@ -326,8 +326,25 @@ impl<'p> Evaluator<'p> {
     fn param(&mut self, name: &Ident, ty: &TypeExpr, default: Option<&Expr>) -> R<Value> {
         let want = self.annotation(ty);
         if let Some((file, expr)) = self.params.get(&*name.name) {
-            let v = literal(expr, *file)?;
-            return self.coerce(v, &want, expr.span, *file);
+            // A value that does not fit is shown with the declaration it must fit.
+            let declared = |d: Box<Diagnostic>, here: FileId| {
+                Stop::Error(Box::new(d.label(
+                    here,
+                    name.span,
+                    format!("declared `{want}` here"),
+                )))
+            };
+            let here = self.file();
+            let v = literal(expr, *file).map_err(|e| match e {
+                Stop::Error(d) => declared(d, here),
+                e => e,
+            })?;
+            return self
+                .coerce(v, &want, expr.span, *file)
+                .map_err(|e| match e {
+                    Stop::Error(d) => declared(d, here),
+                    e => e,
+                });
         }
         match default {
             Some(d) => {

@@ -179,7 +179,8 @@ fn parse_params(
 ) -> BTreeMap<String, (FileId, envc_lang::ast::Expr)> {
     let root = &program.modules[program.root];
     let root_file = root.file;
-    // Each parameter's base type, resolved, so that `type Region = str` counts as `str`.
+    // Each parameter's type, resolved (so that `type Region = str` counts as `str`), and
+    // where it is declared.
     let declared: BTreeMap<String, (Option<types::Ty>, Span)> = root
         .ast
         .items
@@ -187,8 +188,7 @@ fn parse_params(
         .filter_map(|it| match &it.kind {
             ItemKind::Param { name, ty, .. } => {
                 let resolved = checked.types.get(&(root_file, ty.span.start, ty.span.end));
-                let base = resolved.map(|t| t.base().clone());
-                Some((name.name.to_string(), (base, name.span)))
+                Some((name.name.to_string(), (resolved.cloned(), name.span)))
             }
             _ => None,
         })
@@ -198,7 +198,7 @@ fn parse_params(
         let file = program
             .sources
             .add(format!("--set {name}"), value.as_str().into());
-        let Some((base, declared_at)) = declared.get(name) else {
+        let Some((declared_ty, declared_at)) = declared.get(name) else {
             let mut d = Diagnostic::new("param::unknown", format!("no parameter `{name}`")).label(
                 file,
                 Span::new(0, value.len()),
@@ -221,6 +221,24 @@ fn parse_params(
             diagnostics.push(d);
             continue;
         };
+        // Its default as written, to show what a value looks like.
+        let example = |name: &str| {
+            root.ast
+                .items
+                .iter()
+                .find_map(|it| match &it.kind {
+                    ItemKind::Param {
+                        name: n,
+                        default: Some(d),
+                        ..
+                    } if &*n.name == name => {
+                        Some(program.sources.get(root_file).text[d.span.range()].to_string())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| "…".into())
+        };
+        let base = declared_ty.as_ref().map(types::Ty::base);
         let quoted = value.starts_with('"');
         let expr = if matches!(base, Some(types::Ty::Secret)) {
             // The value itself would be in shell history and the process list: only
@@ -271,6 +289,23 @@ fn parse_params(
             let (e, errs) = envc_lang::parse_expr(value, file);
             if !errs.is_empty() {
                 diagnostics.extend(errs);
+                continue;
+            }
+            // A bare word for a parameter that is not a string: the word is not a value.
+            if let (ExprKind::Name(word), Some(ty)) = (&e.kind, declared_ty) {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "param::not-a-value",
+                        format!("`{word}` is not a value of `{name}`, which is `{ty}`"),
+                    )
+                    .label(file, e.span, "a word")
+                    .label(root_file, *declared_at, format!("declared `{ty}` here"))
+                    .message("A bare word is taken as a string only for a `str` parameter.")
+                    .help(format!(
+                        "give a value of type `{ty}`, e.g. --set {name}={}",
+                        example(name)
+                    )),
+                );
                 continue;
             }
             e

@@ -305,8 +305,12 @@ pub fn assignable(actual: &Ty, expected: &Ty) -> Result<(), Mismatch> {
         | (Path, Path)
         | (Secret, Secret | Str)
         | (Check, Check) => Ok(()),
-        (List(a), List(e)) => assignable(a, e).map_err(|_| mismatch()),
-        (Dict(a), Dict(e)) => assignable(a, e).map_err(|_| mismatch()),
+        // A field wrong inside an element is said as such (at the field); a wrong element
+        // type, of the whole list.
+        (List(a), List(e)) | (Dict(a), Dict(e)) => assignable(a, e).map_err(|m| match m {
+            Mismatch::Types { .. } => mismatch(),
+            field => field,
+        }),
         (Record(r), Dict(e)) => {
             for f in r.fields.values() {
                 assignable(&f.ty, e).map_err(|_| mismatch())?;
@@ -316,6 +320,21 @@ pub fn assignable(actual: &Ty, expected: &Ty) -> Result<(), Mismatch> {
         (Dict(_), Record(_)) => Ok(()),
         (Record(a), Record(e)) => {
             let record = expected.to_string();
+            // A misspelt field is one field written wrong, not one missing and one unknown.
+            for extra in a.fields.keys().filter(|k| !e.fields.contains_key(*k)) {
+                let missing = e
+                    .fields
+                    .iter()
+                    .filter(|(k, f)| f.default.is_none() && !a.fields.contains_key(*k))
+                    .map(|(k, _)| &**k);
+                if let Some(suggestion) = envc_lang::did_you_mean(extra, missing) {
+                    return Err(Mismatch::UnknownField {
+                        field: extra.clone(),
+                        record,
+                        suggestion: Some(suggestion),
+                    });
+                }
+            }
             for (name, ef) in &e.fields {
                 match a.fields.get(name) {
                     Some(af) => assignable(&af.ty, &ef.ty).map_err(|m| match m {

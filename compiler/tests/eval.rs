@@ -789,3 +789,54 @@ let objects = [
         &["type::unknown-field"],
     );
 }
+
+/// From a new user's ten mistakes (issue 18): the key of an unknown field, a missing
+/// import named as such, keywords as field names.
+#[test]
+fn diagnostics_that_point_at_the_mistake() {
+    let first = |src: &str| {
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src)]),
+            &CompileOptions::default(),
+        );
+        let d = c
+            .diagnostics
+            .first()
+            .unwrap_or_else(|| panic!("no diagnostic for {src}"));
+        let l = &d.labels[0];
+        (
+            d.code,
+            src[l.span.range()].to_string(),
+            d.help.clone().unwrap_or_default(),
+        )
+    };
+    // The unknown key, also inside a nested literal and in a function's argument.
+    assert_eq!(
+        first(
+            "type Db = { name: str, port: int = 5432 }\nlet d: Db = { name = \"x\", prot = 1 }\n"
+        ),
+        (
+            "type::unknown-field",
+            "prot".into(),
+            "did you mean `port`?".into()
+        )
+    );
+    assert_eq!(
+        first("type P = { port: int }\ntype S = { name: str, ports: list[P] }\nfn s(x: S) => x\nlet v = s({ name = \"a\", ports = [{ prot = 1 }] })\n").1,
+        "prot"
+    );
+    // A module of the standard library used without its import.
+    assert_eq!(
+        first(
+            "let h = host(name = \"h\", address = \"192.0.2.1\")\nlet f = files.lines([\"a\"])\n"
+        )
+        .2,
+        "`files` is a module of the standard library: add `import \"std/files\"`"
+    );
+    // Keywords are field names where nothing else can stand.
+    check(
+        "let unit = { type = \"oneshot\", for = \"web\" }\noutput t = unit.type",
+        r#"{"t": "oneshot"}"#,
+    );
+}

@@ -327,7 +327,7 @@ impl<'a> Fmt<'a> {
     }
 
     fn flat_field_decl(&self, fd: &FieldDecl) -> Option<String> {
-        let mut s = format!("{}: {}", fd.name.name, self.flat_type(&fd.ty)?);
+        let mut s = format!("{}: {}", self.field_name(&fd.name), self.flat_type(&fd.ty)?);
         if let Some(d) = &fd.default {
             s.push_str(" = ");
             s.push_str(&self.flat(d)?);
@@ -351,7 +351,8 @@ impl<'a> Fmt<'a> {
                             .to(fd.default.as_ref().map_or(fd.ty.span, |d| d.span))
                     },
                     &mut |fm, fd, i| {
-                        let mut s = format!("{}: {}", fd.name.name, fm.type_expr(&fd.ty, i));
+                        let mut s =
+                            format!("{}: {}", fm.field_name(&fd.name), fm.type_expr(&fd.ty, i));
                         if let Some(d) = &fd.default {
                             s.push_str(" = ");
                             s.push_str(&fm.expr(d, i));

@@ -173,6 +173,31 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A record field's name: a name, a keyword (`type`, `for`: fields of systemd units and
+    /// Kubernetes objects are called that, and nothing else can stand there), or a quoted
+    /// string (`"cost-center"`).
+    fn field_name(&mut self, what: &str) -> Option<Ident> {
+        self.field_name_or(what, true)
+    }
+
+    /// [`Parser::field_name`], without quoted names where `quoted` is false (after `.`).
+    fn field_name_or(&mut self, what: &str, quoted: bool) -> Option<Ident> {
+        if quoted && matches!(self.kind(), T::StrStart { .. }) {
+            return self.plain_string(what).map(|(s, span)| Ident {
+                name: s.into(),
+                span,
+            });
+        }
+        if is_keyword(self.kind()) {
+            let t = self.bump();
+            return Some(Ident {
+                name: self.text(t.span).into(),
+                span: t.span,
+            });
+        }
+        self.ident(what)
+    }
+
     fn ident(&mut self, what: &str) -> Option<Ident> {
         if self.at(T::Ident) {
             let t = self.bump();
@@ -563,7 +588,7 @@ impl<'a> Parser<'a> {
             let mut fields = Vec::new();
             while !self.at(T::RBrace) && !self.at(T::Eof) && !self.at_item_line() {
                 let before = self.pos;
-                if let Some(name) = self.ident("a field name") {
+                if let Some(name) = self.field_name("a field name") {
                     if self.expect(T::Colon, "`:` and the field's type").is_some() {
                         let ty = self.type_expr();
                         let default = if self.eat(T::Eq).is_some() {
@@ -759,7 +784,7 @@ impl<'a> Parser<'a> {
             match t.kind {
                 T::Dot => {
                     self.bump();
-                    let Some(field) = self.ident("a field name after `.`") else {
+                    let Some(field) = self.field_name_or("a field name after `.`", false) else {
                         break;
                     };
                     e = Expr {
@@ -1096,14 +1121,7 @@ impl<'a> Parser<'a> {
             let mut fields = Vec::new();
             while !self.at(T::RBrace) && !self.at(T::Eof) && !self.at_item_line() {
                 let before = self.pos;
-                let name = if matches!(self.kind(), T::StrStart { .. }) {
-                    self.plain_string("a field name").map(|(s, span)| Ident {
-                        name: s.into(),
-                        span,
-                    })
-                } else {
-                    self.ident("a field name")
-                };
+                let name = self.field_name("a field name");
                 if let Some(name) = name {
                     if self.expect(T::Eq, "`=` after the field name").is_some() {
                         let value = self.expr();

@@ -254,6 +254,23 @@ fn literals() {
     check("let r = { a = 1, \"b-c\" = 2, }", "(let r {a=1 b-c=2})");
 }
 
+/// A keyword is a field name where only a field name can stand (systemd's `type`,
+/// Kubernetes' `for`), and record types take quoted names as record literals do; a
+/// keyword still cannot name a binding.
+#[test]
+fn keywords_and_quoted_names_as_fields() {
+    check(
+        "let u = { type = \"oneshot\", for = 1, if = 2 }",
+        "(let u {type=(str \"oneshot\") for=1 if=2})",
+    );
+    check("let t = u.type", "(let t (. u type))");
+    check(
+        "type T = { type: str, \"cost-center\": str = \"\" }",
+        "(type T {type:str cost-center:str=(str )})",
+    );
+    check("let type = 1", "(let type 1)\n! parse::keyword-as-name");
+}
+
 #[test]
 fn comprehensions_calls_and_functions() {
     check(
