@@ -29,8 +29,8 @@ pub enum Global {
     Fn(usize),
     Param(usize),
     Import(ModuleId),
-    /// An import that failed to load (reported once, at the import).
-    BrokenImport,
+    /// An import that failed to load or an item that did not parse (reported once, there).
+    Broken,
     Type(usize),
     Output(usize),
 }
@@ -208,8 +208,8 @@ impl<'p> Checker<'p> {
             g.insert(alias.clone(), Global::Import(*id));
             spans.insert(alias.clone(), *span);
         }
-        for alias in &module.broken_imports {
-            g.entry(alias.clone()).or_insert(Global::BrokenImport);
+        for name in &module.broken_names {
+            g.entry(name.clone()).or_insert(Global::Broken);
         }
         for (i, item) in module.ast.items.iter().enumerate() {
             let (name, global) = match &item.kind {

@@ -264,7 +264,7 @@ impl<'p> Evaluator<'p> {
                 self.param(name, ty, default.as_ref())
             }
             Global::Import(id) => Ok(Value::Module(id)),
-            Global::Type(_) | Global::Output(_) | Global::BrokenImport => Err(Stop::Reported),
+            Global::Type(_) | Global::Output(_) | Global::Broken => Err(Stop::Reported),
         };
         self.module = saved;
         self.forcing.pop();

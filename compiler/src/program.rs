@@ -25,8 +25,9 @@ pub struct Module {
     pub ast: ast::Module,
     /// Alias → imported module.
     pub imports: BTreeMap<Rc<str>, (ModuleId, Span)>,
-    /// Aliases of imports that failed (already reported): uses of them are not errors again.
-    pub broken_imports: Vec<Rc<str>>,
+    /// Names whose definition failed and was reported (an import that did not load, an
+    /// item that did not parse): uses of them are not errors again.
+    pub broken_names: Vec<Rc<str>>,
     /// From the embedded standard library (whose paths may look like project paths).
     pub is_std: bool,
 }
@@ -129,7 +130,7 @@ impl<'l> Loader<'l> {
             path: path.clone(),
             ast: parsed.module,
             imports: BTreeMap::new(),
-            broken_imports: Vec::new(),
+            broken_names: parsed.broken,
             is_std,
         });
         self.stack
@@ -158,7 +159,7 @@ impl<'l> Loader<'l> {
             };
             if child.is_none() {
                 self.program.modules[id]
-                    .broken_imports
+                    .broken_names
                     .push(alias_name.clone());
             }
             if let Some(child) = child {

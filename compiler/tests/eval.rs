@@ -834,6 +834,12 @@ fn diagnostics_that_point_at_the_mistake() {
         .2,
         "`files` is a module of the standard library: add `import \"std/files\"`"
     );
+    // An item that did not parse is reported once: its uses are not unknown names too.
+    check_errors(
+        &[("main.env", "fn f(x: int -> int => x\nlet y = f(1)\n")],
+        &[],
+        &["parse::unexpected-token"],
+    );
     // Keywords are field names where nothing else can stand.
     check(
         "let unit = { type = \"oneshot\", for = \"web\" }\noutput t = unit.type",

@@ -20,6 +20,9 @@ pub struct Parsed {
     pub module: Module,
     pub comments: Vec<Comment>,
     pub errors: Vec<Diagnostic>,
+    /// Names of items that did not parse (`fn f(` with an error in it): their errors are
+    /// reported, and a checker does not report their uses as unknown again.
+    pub broken: Vec<Rc<str>>,
 }
 
 pub fn parse(src: &str, file: FileId) -> Parsed {
@@ -31,6 +34,7 @@ pub fn parse(src: &str, file: FileId) -> Parsed {
         module,
         comments,
         errors,
+        broken: p.broken,
     }
 }
 
@@ -54,6 +58,9 @@ struct Parser<'a> {
     last_error_at: Option<u32>,
     /// The current item passed the nesting limit: what follows in it is not reported.
     abandoned: bool,
+    /// The current item has an error already.
+    item_failed: bool,
+    broken: Vec<Rc<str>>,
 }
 
 enum RawPiece {
@@ -74,6 +81,8 @@ impl<'a> Parser<'a> {
             depth: 0,
             last_error_at: None,
             abandoned: false,
+            item_failed: false,
+            broken: Vec::new(),
         };
         (p, lexed.comments)
     }
@@ -132,6 +141,7 @@ impl<'a> Parser<'a> {
             return;
         }
         self.last_error_at = Some(at);
+        self.item_failed = true;
         self.errors.push(d);
     }
 
@@ -139,6 +149,11 @@ impl<'a> Parser<'a> {
         let t = self.tok();
         if t.kind == T::Error {
             return; // the lexer already reported these bytes
+        }
+        if self.item_failed && self.at_item_line() {
+            // Recovery after the item's error stopped at the next item: the brackets it
+            // leaves open are that error's, not new ones.
+            return;
         }
         let found = t.kind.describe();
         let mut d = Diagnostic::new(
@@ -348,6 +363,11 @@ impl<'a> Parser<'a> {
 
     fn item(&mut self) -> Item {
         let start = self.tok().span.start as usize;
+        self.item_failed = false;
+        // `let x`, `fn f`, `type T`, `param p`: the name, should the item not parse.
+        let named = (matches!(self.kind(), T::Let | T::Fn | T::Type | T::Param)
+            && self.nth(1) == T::Ident)
+            .then(|| self.text(self.toks[self.pos + 1].span).to_string());
         let kind = match self.kind() {
             T::Import => self.import(),
             T::Let => {
@@ -389,6 +409,7 @@ impl<'a> Parser<'a> {
             _ => unreachable!("item() is only called at an item keyword"),
         };
         if matches!(kind, ItemKind::Error) {
+            self.broken.extend(named.map(Rc::from));
             self.sync_item();
         }
         Item {
@@ -848,6 +869,15 @@ impl<'a> Parser<'a> {
             }
             args.push(Arg { name, value });
             if self.eat(T::Comma).is_none() && !self.at(T::RParen) {
+                if self.at(T::Ident) && self.nth(1) == T::Eq {
+                    // A forgotten comma before the next named argument: say so and read
+                    // it, so that the call does not also lack it.
+                    let d =
+                        Diagnostic::new("parse::missing-comma", "missing `,` between arguments")
+                            .label(self.file, Span::at(self.prev_end()), "add `,` here");
+                    self.push_error(d);
+                    continue;
+                }
                 self.error_expected("`,` or `)`");
                 self.recover(&[T::Comma, T::RParen]);
                 self.eat(T::Comma);

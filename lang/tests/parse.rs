@@ -312,6 +312,26 @@ fn a_new_line_ends_a_call_chain() {
 }
 
 #[test]
+fn one_mistake_is_one_error() {
+    // A forgotten comma between named arguments: the call keeps both.
+    check(
+        "let f = file(path = \"/x\", content = \"y\" target = h)",
+        "(let f (call file path=(str \"/x\") content=(str \"y\") target=h))\n! parse::missing-comma",
+    );
+    // The brackets an error leaves open when recovery reaches the next item are that
+    // error's: no second error at the next line.
+    check(
+        "fn f(x: int -> int => x\nlet y = f(1)",
+        "ERR\n(let y (call f 1))\n! parse::unexpected-token",
+    );
+    // Without an earlier error in the item, the unclosed bracket is the error.
+    check(
+        "let a = [1, 2\nlet b = a",
+        "(let a [1 2])\n(let b a)\n! parse::unexpected-token",
+    );
+}
+
+#[test]
 fn recovery_reports_every_error_and_keeps_the_rest() {
     check(
         "let a = [1, 2\nlet b = { x = 1 y = 2 }\nlet c = (1 + )\nlet d = 4",
