@@ -23,6 +23,11 @@ pub const TEMPLATE: &str = "listen {{ port }}\n";
 /// Runs the checks on a thread with a large stack, as the CLI does (the checker and the
 /// evaluator recurse). A panic on that thread is re-raised on the caller's.
 pub fn check(input: &[u8]) {
+    on_big_stack(input, run);
+}
+
+/// Runs `run(input)` on a thread with the CLI's large stack, re-raising its panic here.
+pub fn on_big_stack(input: &[u8], run: fn(&[u8])) {
     let input = input.to_vec();
     let worker = std::thread::Builder::new()
         .stack_size(256 << 20)

@@ -14,14 +14,7 @@ use envc_lang::{FileId, Span};
 const MAX_POSITIONS: usize = 400;
 
 pub fn check(input: &[u8]) {
-    let input = input.to_vec();
-    let worker = std::thread::Builder::new()
-        .stack_size(256 << 20)
-        .spawn(move || run(&input))
-        .expect("spawn the analysis thread");
-    if let Err(panic) = worker.join() {
-        std::panic::resume_unwind(panic);
-    }
+    crate::check::on_big_stack(input, run);
 }
 
 fn run(input: &[u8]) {
