@@ -38,7 +38,9 @@ pub fn on_big_stack(input: &[u8], run: fn(&[u8])) {
     }
 }
 
-fn run(input: &[u8]) {
+/// `input` as `main.env` beside the fixed `lib.env` and `t.j2`, and the options it is
+/// compiled with (a small step limit, so that a slow input is not a hang).
+pub fn project(input: &[u8]) -> (MemoryLoader, CompileOptions) {
     let mut loader = MemoryLoader::new([("lib.env", LIB_ENV), ("t.j2", TEMPLATE)]);
     loader.files.insert("main.env".to_string(), input.to_vec());
     let options = CompileOptions {
@@ -48,6 +50,11 @@ fn run(input: &[u8]) {
         },
         ..Default::default()
     };
+    (loader, options)
+}
+
+fn run(input: &[u8]) {
+    let (loader, options) = project(input);
     let compiled = compile("main.env", &loader, &options);
     let texts: Vec<&str> = compiled.sources.files.iter().map(|f| &*f.text).collect();
     for d in &compiled.diagnostics {

@@ -6,7 +6,6 @@
 //! positions spread over it), must not panic, and every span in an answer must lie inside
 //! its file, on character boundaries.
 
-use envc_compiler::{CompileOptions, Limits, MemoryLoader};
 use envc_ide::Snapshot;
 use envc_lang::{FileId, Span};
 
@@ -21,18 +20,7 @@ fn run(input: &[u8]) {
     let Ok(src) = std::str::from_utf8(input) else {
         return;
     };
-    let mut loader = MemoryLoader::new([
-        ("lib.env", crate::check::LIB_ENV),
-        ("t.j2", crate::check::TEMPLATE),
-    ]);
-    loader.files.insert("main.env".to_string(), input.to_vec());
-    let options = CompileOptions {
-        limits: Limits {
-            max_steps: 200_000,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let (loader, options) = crate::check::project(input);
     let s = Snapshot::analyze("main.env", &loader, &options);
     let Some(main) = s.file("main.env") else {
         return;

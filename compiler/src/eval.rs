@@ -1257,9 +1257,7 @@ impl<'p> Evaluator<'p> {
     }
 
     /// A manifest's namespace settled by its kind, its object checked against the API
-    /// schema (every problem reported), and its node name: `NAMESPACE/KIND/NAME`, or
-    /// `KIND/NAME` for a cluster-wide object, so that a Service and a Deployment may share
-    /// a name.
+    /// schema (every problem reported), and its node name (`envc_k8s::node_name`).
     fn manifest(
         &mut self,
         attrs: &mut BTreeMap<Rc<str>, Value>,
@@ -1364,11 +1362,7 @@ impl<'p> Evaluator<'p> {
             self.errors.extend(found);
             return Err(Stop::Reported);
         }
-        Ok(if namespace.is_empty() {
-            format!("{kind}/{name}").into()
-        } else {
-            format!("{namespace}/{kind}/{name}").into()
-        })
+        Ok(envc_k8s::node_name(&kind, name, &namespace).into())
     }
 
     /// Checks `v` against `ty` at run time, filling record defaults and checking ranges.

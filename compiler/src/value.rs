@@ -147,7 +147,7 @@ impl Node {
     /// that objects of different kinds may share a name), its object `NAME`.
     pub fn given_name(&self) -> &str {
         match self.kind {
-            crate::types::NodeKind::Manifest => self.name.rsplit('/').next().unwrap_or(&self.name),
+            crate::types::NodeKind::Manifest => envc_k8s::object_name(&self.name),
             _ => &self.name,
         }
     }

@@ -694,13 +694,7 @@ pub fn resolve<'a>(
                 _ => String::new(),
             };
             let json = |k: &str| attrs.get(k).map(k8s_json).unwrap_or(Json::Null);
-            // The node is named NAMESPACE/KIND/NAME; the object, NAME.
-            let name = node
-                .name
-                .rsplit('/')
-                .next()
-                .unwrap_or(&node.name)
-                .to_string();
+            let name = envc_k8s::object_name(&node.name).to_string();
             let spec = ManifestSpec {
                 api_version: text("api_version"),
                 kind: text("kind"),

@@ -24,7 +24,7 @@ use envc_compiler::program::Module;
 use envc_compiler::types::ModuleId;
 use envc_compiler::types::{ParamTy, Ty};
 use envc_compiler::{Analysis, CompileOptions, SourceLoader, SourceMap};
-use envc_lang::ast::{Expr, ExprKind, FnDecl, Item, ItemKind};
+use envc_lang::ast::{Expr, ExprKind, FnDecl, Ident, Item, ItemKind};
 use envc_lang::{FileId, Span};
 
 pub use complete::{Completion, CompletionKind};
@@ -100,14 +100,8 @@ impl Snapshot {
     /// the name in it.
     fn item_defining(&self, m: ModuleId, name: &str, as_type: bool) -> Option<(&Item, Span)> {
         self.module(m).ast.items.iter().find_map(|it| {
-            let ident = match (&it.kind, as_type) {
-                (ItemKind::Let(b), false) => &b.name,
-                (ItemKind::Fn(f), false) => f.name.as_ref()?,
-                (ItemKind::Param { name, .. }, false) => name,
-                (ItemKind::Type { name, .. }, true) => name,
-                _ => return None,
-            };
-            (&*ident.name == name).then_some((it, ident.span))
+            let (ident, is_type) = defined_name(&it.kind)?;
+            (is_type == as_type && &*ident.name == name).then_some((it, ident.span))
         })
     }
 
@@ -194,15 +188,11 @@ impl Snapshot {
         let m = self.module_of(file)?;
         for it in &self.module(m).ast.items {
             let (ident, as_type) = match &it.kind {
-                ItemKind::Let(b) => (&b.name, false),
-                ItemKind::Fn(f) => match &f.name {
-                    Some(n) => (n, false),
+                ItemKind::Import { alias: Some(a), .. } => (a, false),
+                kind => match defined_name(kind) {
+                    Some(d) => d,
                     None => continue,
                 },
-                ItemKind::Param { name, .. } => (name, false),
-                ItemKind::Type { name, .. } => (name, true),
-                ItemKind::Import { alias: Some(a), .. } => (a, false),
-                _ => continue,
             };
             if contains(ident.span, offset) {
                 let name = ident.name.clone();
@@ -218,6 +208,18 @@ impl Snapshot {
     }
 }
 
+/// The name a top-level item defines (`let`, `fn`, `param`, `type`), and whether it is a
+/// type's.
+fn defined_name(kind: &ItemKind) -> Option<(&Ident, bool)> {
+    Some(match kind {
+        ItemKind::Let(b) => (&b.name, false),
+        ItemKind::Fn(f) => (f.name.as_ref()?, false),
+        ItemKind::Param { name, .. } => (name, false),
+        ItemKind::Type { name, .. } => (name, true),
+        _ => return None,
+    })
+}
+
 /// Whether the cursor at `offset` touches `span` (its end included: the cursor just after a
 /// name is on it, as editors place it after typing).
 fn contains(span: Span, offset: u32) -> bool {
@@ -227,16 +229,6 @@ fn contains(span: Span, offset: u32) -> bool {
 /// Reformats a whole file as `envc fmt` does; `None` while it does not parse.
 pub fn format(text: &str) -> Option<String> {
     envc_lang::format::format(text).ok()
-}
-
-/// Whether `name` can stand as a binding's name: an identifier, not a keyword.
-pub fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && envc_lang::token::TokenKind::keyword(name).is_none()
 }
 
 /// The comment lines right above `start` in `text` (a definition's documentation), without

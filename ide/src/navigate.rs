@@ -5,7 +5,7 @@ use envc_compiler::check::Def;
 use envc_lang::ast::ItemKind;
 use envc_lang::{FileId, Span};
 
-use crate::{contains, is_identifier, Edit, Snapshot};
+use crate::{contains, Edit, Snapshot};
 
 impl Snapshot {
     /// Where the name at `offset` is defined; an import's path leads to the module.
@@ -70,7 +70,7 @@ impl Snapshot {
         if self.is_std(def_file) {
             return Err("a name of the standard library cannot be renamed".into());
         }
-        if !is_identifier(new_name) {
+        if !envc_lang::lexer::is_name(new_name) {
             return Err(format!("`{new_name}` is not a name: letters, digits and `_`, not starting with a digit, and not a keyword"));
         }
         if self.visible_at(&def, new_name) {

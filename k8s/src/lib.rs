@@ -75,6 +75,21 @@ pub const RESERVED: &[(&str, &str)] = &[
     ("metadata", "name, namespace, labels and annotations"),
 ];
 
+/// A `manifest` node's name: `NAMESPACE/KIND/NAME`, or `KIND/NAME` for a cluster-wide
+/// object, so that a Service and a Deployment may share a name.
+pub fn node_name(kind: &str, name: &str, namespace: &str) -> String {
+    if namespace.is_empty() {
+        format!("{kind}/{name}")
+    } else {
+        format!("{namespace}/{kind}/{name}")
+    }
+}
+
+/// The object's own name in a `manifest` node's name (no Kubernetes name holds a `/`).
+pub fn object_name(node_name: &str) -> &str {
+    node_name.rsplit('/').next().unwrap_or(node_name)
+}
+
 /// The file an object is written to, in a rendered directory or a GitOps repository:
 /// `NAMESPACE/KIND-NAME.yaml`, or `_cluster/KIND-NAME.yaml` for a cluster-wide object.
 pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {

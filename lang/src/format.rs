@@ -499,17 +499,7 @@ impl<'a> Fmt<'a> {
     }
 
     fn field_name(&self, name: &Ident) -> String {
-        let plain = name
-            .name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && crate::token::TokenKind::keyword(&name.name).is_none();
-        if plain {
+        if crate::lexer::is_name(&name.name) {
             name.name.to_string()
         } else {
             self.text(name.span).to_string()

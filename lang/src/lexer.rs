@@ -45,6 +45,12 @@ fn ident(i: &str) -> IResult<&str, &str> {
     .parse(i)
 }
 
+/// Whether `s` is a name as the lexer reads one, and not a keyword: what can name a
+/// binding, and what a field name need not quote.
+pub fn is_name(s: &str) -> bool {
+    matches!(ident(s), Ok(("", _))) && crate::token::TokenKind::keyword(s).is_none()
+}
+
 /// Digits with `_` separators, optionally followed by a unit suffix (letters).
 fn number(i: &str) -> IResult<&str, (&str, Option<&str>)> {
     (

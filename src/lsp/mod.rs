@@ -377,10 +377,7 @@ struct Overlay<'d> {
 
 impl SourceLoader for Overlay<'_> {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
-        match self.docs.get(&self.dir.join(path)) {
-            Some(text) => Ok(text.as_bytes().to_vec()),
-            None => self.disk.read(path),
-        }
+        self.read_at_most(path, envc_executor::project::MAX_PROJECT_FILE_BYTES)
     }
 
     fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
