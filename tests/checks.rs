@@ -10,61 +10,27 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use envc_executor::record::{NodeOutcome, RunRecord};
 use envc_executor::{State, Store};
 use nshosts::TestHosts;
 use output::{stdout, summary, text};
+use project::Project;
 
-struct Project {
-    dir: tempfile::TempDir,
-    ssh_config: PathBuf,
-}
-
-impl Project {
-    fn new(hosts: &TestHosts) -> Project {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-checks-")
-            .tempdir()
-            .unwrap();
-        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
-        std::fs::create_dir_all(dir.path().join("env")).unwrap();
-        Project { dir, ssh_config }
-    }
-
-    fn write(&self, text: &str) {
-        std::fs::write(self.dir.path().join("env/prod.env"), text).unwrap();
-    }
-
-    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        hosts
-            .in_controller(env!("CARGO_BIN_EXE_envc"))
-            .arg(args[0])
-            .arg(self.dir.path().join("env/prod.env"))
-            .args(&args[1..])
-            .env("ENVC_SSH_CONFIG", &self.ssh_config)
-            .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// The outcomes of the newest run, by node key.
-    fn last_run(&self) -> Vec<NodeOutcome> {
-        let store = Store::open(&self.dir.path().join("env/.envc")).unwrap();
-        let (_, state) = State::current(&store, "prod").unwrap();
-        store
-            .get_json::<RunRecord>(&state.run.unwrap())
-            .unwrap()
-            .nodes
-    }
+/// The outcomes of the newest run, by node key.
+fn last_run(p: &Project) -> Vec<NodeOutcome> {
+    let store = Store::open(&p.store_dir()).unwrap();
+    let (_, state) = State::current(&store, "prod").unwrap();
+    store
+        .get_json::<RunRecord>(&state.run.unwrap())
+        .unwrap()
+        .nodes
 }
 
 fn outcome<'a>(run: &'a [NodeOutcome], key: &str) -> &'a NodeOutcome {
@@ -88,7 +54,7 @@ fn location(source: &str, needle: &str) -> String {
 #[test]
 fn checks_guard_and_prove_what_a_build_did() {
     let hosts = TestHosts::start(1);
-    let p = Project::new(&hosts);
+    let p = Project::in_subdir(&hosts, "envc-checks-", "env");
     // A web server on the host, serving /srv/www, for the http postcondition.
     hosts.ssh(
         0,
@@ -162,7 +128,7 @@ let after_flag = file(path = "/srv/after", content = "x\n", target = h, after = 
         remote(&hosts, "ls /srv/flag /srv/after 2>&1"),
         "ls: cannot access '/srv/after': No such file or directory\n/srv/flag\n"
     );
-    let run = p.last_run();
+    let run = last_run(&p);
     let flag = outcome(&run, "file:/srv/flag");
     assert!(flag.outcome.failure().is_some());
     assert!(

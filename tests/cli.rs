@@ -28,6 +28,7 @@ const EXAMPLES: &[&str] = &[
     "examples/quickstart.env",
     "examples/replset/prod.env",
     "examples/component/prod.env",
+    "examples/k8s/prod.env",
 ];
 
 #[test]
@@ -53,10 +54,10 @@ fn examples_check_format_and_graph() {
         for n in nodes {
             let id = n["id"].as_str().unwrap();
             assert_eq!(id.len(), 64, "a blake3 id in hex");
-            assert!(
-                ["vm", "host", "package", "file", "service", "manifest", "image"]
-                    .contains(&n["kind"].as_str().unwrap())
-            );
+            assert!([
+                "vm", "host", "package", "file", "service", "manifest", "image", "exec", "gitops"
+            ]
+            .contains(&n["kind"].as_str().unwrap()));
             // Inputs come first: the order is topological.
             let pos = ids.iter().position(|i| *i == id).unwrap();
             for input in n["inputs"].as_array().unwrap() {

@@ -169,6 +169,13 @@ fn cases() -> Vec<Case> {
         case("eval-exec-command", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_ctl\", \"promote\"], shell = \"pg_ctl promote\")\n")),
         case("eval-exec-env", &h("let init = exec(name = \"init\", target = h, argv = [\"env\"], env = { \"PG-DATA\" = \"/srv\" })\n")),
         case("eval-exec-path", &h("let init = exec(name = \"init\", target = h, argv = [\"pg_basebackup\"], creates = \"standby.signal\")\n")),
+        case("eval-empty-list", "let biggest = max([])\n"),
+        {
+            let mut c = case("eval-not-text", "let logo = read(path(\"logo.png\"))\n");
+            c.files.push(("logo.png".into(), vec![0x89, b'P', b'N', b'G']));
+            c
+        },
+        case("eval-gitops", &h("let fleet = gitops(name = \"fleet\", target = h, repo = \"/srv/fleet.git\", path = \"../clusters/prod\")\n")),
         case("eval-not-captured", &h("let token = exec(name = \"token\", target = h, argv = [\"kubeadm\", \"token\", \"create\"])\nlet f = file(path = \"/etc/join\", content = token.stdout, target = h)\n")),
         case("eval-manifest-schema", "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  body = { spec = {\n    replica = 2,\n    selector = { matchLabels = { app = \"web\" } },\n    template = { spec = { containers = [{ name = \"web\", image = 1 }] } },\n  } },\n)\n"),
         case("eval-bad-secret-name", &h("let f = file(path = \"/etc/pw\", content = secret(\"db password\"), target = h)\n")),
@@ -204,6 +211,19 @@ fn check_cases() -> Vec<Case> {
         case("checks-not-on-a-vm", "let v = vm(name = \"web-0\", image = image(name = \"i\"), expect = [tcp(22)])\n"),
         case("checks-not-in-attributes", "let m = manifest(name = \"cfg\", api_version = \"v1\", kind = \"ConfigMap\", body = { probe = tcp(80) })\n"),
         case("checks-missing-argument", &h("let p = package(name = \"nginx\", target = h, require = [free_space(\"/\")])\n")),
+    ]
+}
+
+/// Diagnostics whose point is where they point or what they suggest (issue 18's
+/// mistakes), not a code of their own.
+fn hint_cases() -> Vec<Case> {
+    vec![
+        case("hint-builtin-alias", "let hosts = [\"a\", \"b\"]\nlet n = lenght(hosts)\n"),
+        case("hint-std-module-import", "let motd = files.text(\"/etc/motd\", \"hi\")\n"),
+        case("hint-unknown-field-at-key", "type Tags = { owner: str }\nlet t: Tags = {\n  owner = \"ops\",\n  cost_center = \"42\",\n}\n"),
+        case("hint-set-not-a-value", "param replicas: int = 3\n").set("replicas", "three"),
+        // `type` names a field here, and the one mistake is one error.
+        case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }
 
@@ -315,7 +335,7 @@ fn source_of(c: &Case) -> String {
 #[test]
 fn diagnostics_render() {
     with_big_stack(|| {
-        for c in cases() {
+        for c in cases().into_iter().chain(hint_cases()) {
             let (rendered, codes) = run(&c);
             assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
             insta::assert_snapshot!(

@@ -10,51 +10,23 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use nshosts::TestHosts;
 use output::text;
+use project::Project;
 use serde_json::Value;
 
-struct Project {
-    dir: tempfile::TempDir,
-    ssh_config: PathBuf,
-}
-
-impl Project {
-    fn new(hosts: &TestHosts, source: &str) -> Project {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-verify-")
-            .tempdir()
-            .unwrap();
-        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
-        std::fs::write(dir.path().join("prod.env"), source).unwrap();
-        Project { dir, ssh_config }
-    }
-
-    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        hosts
-            .in_controller(env!("CARGO_BIN_EXE_envc"))
-            .arg(args[0])
-            .arg(self.dir.path().join("prod.env"))
-            .args(&args[1..])
-            .env("ENVC_SSH_CONFIG", &self.ssh_config)
-            .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn lab_hosts(&self, text: &str) -> String {
-        let path = self.dir.path().join("lab-hosts.toml");
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
+/// A lab-hosts file in the project, its path.
+fn lab_hosts(p: &Project, text: &str) -> String {
+    let path = p.path("lab-hosts.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
 }
 
 fn code(o: &Output, expected: i32) {
@@ -113,13 +85,14 @@ let plain = file(
         hosts.addr(0),
         hosts.addr(1)
     );
-    let p = Project::new(&hosts, &source);
+    let p = Project::new(&hosts, "envc-verify-");
+    p.write(&source);
     code(&p.run(&hosts, &["lock"]), 0);
     code(&p.run(&hosts, &["build"]), 0);
 
     // A lab-hosts file that misses a host, or names one that does not exist, is refused
     // before anything runs.
-    let only_web = p.lab_hosts(&format!("web = \"{}\"\n", hosts.addr(2)));
+    let only_web = lab_hosts(&p, &format!("web = \"{}\"\n", hosts.addr(2)));
     let o = p.run(&hosts, &["verify", "--lab-hosts", &only_web]);
     code(&o, 1);
     assert!(
@@ -127,11 +100,10 @@ let plain = file(
         "{}",
         text(&o)
     );
-    let typo = p.lab_hosts(&format!(
-        "web = \"{}\"\ndbb = \"{}\"\n",
-        hosts.addr(2),
-        hosts.addr(3)
-    ));
+    let typo = lab_hosts(
+        &p,
+        &format!("web = \"{}\"\ndbb = \"{}\"\n", hosts.addr(2), hosts.addr(3)),
+    );
     let o = p.run(&hosts, &["verify", "--lab-hosts", &typo]);
     code(&o, 1);
     assert!(
@@ -140,11 +112,14 @@ let plain = file(
         text(&o)
     );
 
-    let lab = p.lab_hosts(&format!(
-        "web = \"{}\"\n[db]\naddress = \"{}\"\n",
-        hosts.addr(2),
-        hosts.addr(3)
-    ));
+    let lab = lab_hosts(
+        &p,
+        &format!(
+            "web = \"{}\"\n[db]\naddress = \"{}\"\n",
+            hosts.addr(2),
+            hosts.addr(3)
+        ),
+    );
     let o = p.run(&hosts, &["verify", "--lab-hosts", &lab, "--json"]);
     code(&o, 0);
     let (found, summary) = nodes(&o);

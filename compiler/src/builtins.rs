@@ -29,6 +29,11 @@ pub enum Builtin {
     Path,
     ToJson,
     Secret,
+    All,
+    Any,
+    Min,
+    Max,
+    Read,
 }
 
 pub const FUNCTIONS: &[(&str, Builtin)] = &[
@@ -49,6 +54,11 @@ pub const FUNCTIONS: &[(&str, Builtin)] = &[
     ("merge", Builtin::Merge),
     ("path", Builtin::Path),
     ("to_json", Builtin::ToJson),
+    ("all", Builtin::All),
+    ("any", Builtin::Any),
+    ("min", Builtin::Min),
+    ("max", Builtin::Max),
+    ("read", Builtin::Read),
     ("secret", Builtin::Secret),
 ];
 
@@ -60,6 +70,42 @@ pub fn lookup(name: &str) -> Option<Builtin> {
         return Some(Builtin::Check(k));
     }
     FUNCTIONS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+}
+
+/// Names people reach for from other languages, and the builtin that does it: an unknown
+/// name close to one of these suggests the builtin (`lenght` → `len`).
+pub const ALIASES: &[(&str, &str)] = &[
+    ("length", "len"),
+    ("size", "len"),
+    ("count", "len"),
+    ("includes", "contains"),
+    ("has", "contains"),
+    ("startswith", "starts_with"),
+    ("endswith", "ends_with"),
+    ("to_upper", "upper"),
+    ("to_lower", "lower"),
+    ("uppercase", "upper"),
+    ("lowercase", "lower"),
+    ("strip", "trim"),
+    ("to_string", "str"),
+    ("tostring", "str"),
+    ("sorted", "sort"),
+    ("minimum", "min"),
+    ("maximum", "max"),
+    ("every", "all"),
+    ("some", "any"),
+    ("read_file", "read"),
+    ("file_content", "read"),
+];
+
+/// The builtin an unknown `name` most likely meant through [`ALIASES`]: exactly, or a typo
+/// of one.
+pub fn alias_of(name: &str) -> Option<&'static str> {
+    let alias = match ALIASES.iter().find(|(a, _)| *a == name) {
+        Some((a, _)) => *a,
+        None => envc_lang::closest(name, ALIASES.iter().map(|(a, _)| *a))?,
+    };
+    ALIASES.iter().find(|(a, _)| *a == alias).map(|(_, b)| *b)
 }
 
 pub fn names() -> impl Iterator<Item = &'static str> {
@@ -92,12 +138,34 @@ pub struct AttrSchema {
 /// An output's name and type.
 pub type OutputSchema = (&'static str, fn() -> Ty);
 
+/// What a node kind is deployed onto.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetSlot {
+    /// Nothing: it is a target itself (`vm`, `host`) or built (`image`).
+    None,
+    /// A machine, `vm` or `host`: required.
+    Machine,
+    /// A `gitops` repository it is delivered to: optional (without one, a `manifest` is
+    /// only rendered).
+    Repo,
+}
+
+impl TargetSlot {
+    pub fn ty(self) -> Option<Ty> {
+        match self {
+            TargetSlot::None => None,
+            TargetSlot::Machine => Some(t_target()),
+            TargetSlot::Repo => Some(Ty::Node(NodeTy::Kind(NodeKind::Gitops))),
+        }
+    }
+}
+
 pub struct NodeSchema {
     pub kind: NodeKind,
     /// The attribute that names the node (`path` for files).
     pub name_attr: &'static str,
-    /// Deployed onto a `target` (required attribute `target`).
-    pub has_target: bool,
+    /// What it is deployed onto: its `target` attribute.
+    pub target: TargetSlot,
     pub attrs: &'static [AttrSchema],
     /// Values known only after realization: `vm.address`.
     pub outputs: &'static [OutputSchema],
@@ -314,7 +382,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Vm,
         name_attr: "name",
-        has_target: false,
+        target: TargetSlot::None,
         attrs: &[
             attr("name", t_str, true, None),
             attr("image", t_image, true, None),
@@ -334,7 +402,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Host,
         name_attr: "name",
-        has_target: false,
+        target: TargetSlot::None,
         attrs: &[
             attr("name", t_str, true, None),
             attr("address", t_str, true, None),
@@ -354,7 +422,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Package,
         name_attr: "name",
-        has_target: true,
+        target: TargetSlot::Machine,
         attrs: &[
             attr("name", t_str, true, None),
             attr("version", t_str, false, None),
@@ -370,7 +438,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::File,
         name_attr: "path",
-        has_target: true,
+        target: TargetSlot::Machine,
         attrs: &[
             attr("path", t_str, true, None),
             attr("content", t_str, false, None),
@@ -390,7 +458,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Service,
         name_attr: "name",
-        has_target: true,
+        target: TargetSlot::Machine,
         attrs: &[
             attr("name", t_str, true, None),
             attr("enabled", t_bool, false, Some(Default::Bool(true))),
@@ -406,7 +474,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Manifest,
         name_attr: "name",
-        has_target: false,
+        target: TargetSlot::Repo,
         attrs: &[
             attr("name", t_str, true, None),
             attr("api_version", t_str, true, None),
@@ -423,9 +491,27 @@ pub const SCHEMAS: &[NodeSchema] = &[
         doc: "a Kubernetes object, checked against the API schema and written as canonical YAML",
     },
     NodeSchema {
+        kind: NodeKind::Gitops,
+        name_attr: "name",
+        target: TargetSlot::Machine,
+        attrs: &[
+            attr("name", t_str, true, None),
+            // The repository's path on its host, as `git clone HOST:REPO` takes it:
+            // `/srv/git/fleet.git`, or `org/fleet.git` on a git service.
+            attr("repo", t_str, true, None),
+            attr("branch", t_str, false, Some(Default::Str("main"))),
+            // The directory of the repository the objects are written under; empty: its
+            // top.
+            attr("path", t_str, false, Some(Default::Str(""))),
+            AFTER,
+        ],
+        outputs: &[],
+        doc: "a git repository on a host that `manifest`s are committed to, for Argo CD or Flux to apply",
+    },
+    NodeSchema {
         kind: NodeKind::Image,
         name_attr: "name",
-        has_target: false,
+        target: TargetSlot::None,
         attrs: &[
             attr("name", t_str, true, None),
             attr("suite", t_str, false, Some(Default::Str("bookworm"))),
@@ -439,7 +525,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
     NodeSchema {
         kind: NodeKind::Exec,
         name_attr: "name",
-        has_target: true,
+        target: TargetSlot::Machine,
         attrs: &[
             attr("name", t_str, true, None),
             // The command: a program and its arguments, no shell (`argv`), or a script for
@@ -491,13 +577,13 @@ impl NodeSchema {
                 known: a.name == self.name_attr,
             })
             .collect();
-        if self.has_target {
+        if let Some(ty) = self.target.ty() {
             params.insert(
                 1,
                 ParamTy {
                     name: "target".into(),
-                    ty: t_target(),
-                    required: true,
+                    ty,
+                    required: self.target == TargetSlot::Machine,
                     known: false,
                 },
             );
@@ -510,8 +596,10 @@ impl NodeSchema {
 
     /// The type of `node.field`: an attribute (known) or an output (deferred).
     pub fn field_ty(&self, field: &str) -> Option<Ty> {
-        if field == "target" && self.has_target {
-            return Some(t_target());
+        if field == "target" {
+            if let Some(ty) = self.target.ty() {
+                return Some(ty);
+            }
         }
         if let Some(a) = self.attrs.iter().find(|a| a.name == field) {
             return Some((a.ty)());
@@ -525,7 +613,7 @@ impl NodeSchema {
     pub fn field_names(&self) -> Vec<&'static str> {
         let mut v: Vec<&'static str> = self.attrs.iter().map(|a| a.name).collect();
         v.extend(self.outputs.iter().map(|(n, _)| *n));
-        if self.has_target {
+        if self.target != TargetSlot::None {
             v.push("target");
         }
         v
@@ -565,6 +653,11 @@ impl Builtin {
             Builtin::Path => "a project file, relative to the file that names it, hashed by content",
             Builtin::ToJson => "canonical JSON (sorted keys)",
             Builtin::Secret => "a secret, by name: its value is read by envc at deploy, never written in the source",
+            Builtin::All => "whether every element of a list of bools is true (true for none)",
+            Builtin::Any => "whether some element of a list of bools is true (false for none)",
+            Builtin::Min => "the least of a non-empty list of ints, strings or sizes",
+            Builtin::Max => "the greatest of a non-empty list of ints, strings or sizes",
+            Builtin::Read => "a project file's content as text (`read(path(\"motd.txt\"))`)",
         }
     }
 
@@ -627,6 +720,9 @@ impl Builtin {
             Builtin::Path => (vec![p("file", s)], Ty::Path),
             Builtin::ToJson => (vec![p("value", any)], s),
             Builtin::Secret => (vec![p("name", s)], Ty::deferred(Ty::Secret)),
+            Builtin::All | Builtin::Any => (vec![p("items", Ty::list(Ty::Bool))], Ty::Bool),
+            Builtin::Min | Builtin::Max => (vec![p("items", Ty::list(Ty::Unknown))], Ty::Unknown),
+            Builtin::Read => (vec![p("file", Ty::Path)], s),
         };
         FnTy { params, ret }
     }

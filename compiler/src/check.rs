@@ -786,6 +786,8 @@ impl<'p> Checker<'p> {
             ));
         } else if let Some(s) = did_you_mean(name, candidates.iter().map(String::as_str)) {
             d = d.help(s);
+        } else if let Some(b) = builtins::alias_of(name) {
+            d = d.help(format!("did you mean `{b}`?"));
         } else if self.globals[self.module].contains_key(&*format!("type {name}")) {
             d = d.help(format!(
                 "`{name}` is a type; annotate a value with it: `let x: {name} = {{ … }}`"
@@ -1257,6 +1259,10 @@ impl<'p> Checker<'p> {
         };
         match builtin {
             Some(Builtin::Sort) => arg(0),
+            Some(Builtin::Min | Builtin::Max) => match arg(0).base() {
+                Ty::List(t) => (**t).clone(),
+                _ => Ty::Unknown,
+            },
             Some(Builtin::Values) => match arg(0).base() {
                 Ty::Dict(t) => Ty::list((**t).clone()),
                 _ => Ty::list(Ty::Unknown),

@@ -14,7 +14,7 @@ use envc_lang::ast::*;
 use envc_lang::{did_you_mean, Diagnostic, FileId, Span};
 
 use crate::args::bind_args;
-use crate::builtins::{self, Builtin, Default};
+use crate::builtins::{self, Builtin, Default, TargetSlot};
 use crate::check::{body_span, deferred_diagnostic, mismatch_diagnostic, Checked, Global};
 use crate::derivation::{derivation_id, encode, DerivationRef};
 use crate::pin::PinKey;
@@ -1579,6 +1579,41 @@ impl<'p> Evaluator<'p> {
         }))
     }
 
+    /// A repository git can be given: a path that is not an option, a branch name git
+    /// accepts, a directory inside the repository.
+    fn check_gitops(
+        &mut self,
+        attrs: &BTreeMap<Rc<str>, Value>,
+        spans: &BTreeMap<Rc<str>, Span>,
+        span: Span,
+    ) -> R<()> {
+        let text = |k: &str| match attrs.get(k) {
+            Some(Value::Str(s)) => Some(s.to_string()),
+            _ => None,
+        };
+        let problem = if let Some(why) = text("repo").and_then(|r| crate::library::bad_repo(&r)) {
+            Some(("repo", why))
+        } else if let Some(why) = text("branch").and_then(|b| crate::library::bad_branch(&b)) {
+            Some(("branch", why))
+        } else {
+            text("path")
+                .and_then(|p| crate::library::bad_repo_dir(&p))
+                .map(|why| ("path", why))
+        };
+        let Some((k, (label, help))) = problem else {
+            return Ok(());
+        };
+        let file = self.file();
+        self.fail(
+            Diagnostic::new(
+                "eval::gitops",
+                format!("invalid `{k}` of a gitops repository"),
+            )
+            .label(file, spans.get(k).copied().unwrap_or(span), label)
+            .help(help),
+        )
+    }
+
     /// What an `exec` must say to be runnable: one command, commands that are not empty,
     /// environment names a shell accepts, absolute paths.
     fn check_exec(
@@ -1690,7 +1725,9 @@ impl<'p> Evaluator<'p> {
                 spans.insert(p.name.clone(), *sp);
             }
             match (v, &*p.name) {
-                (Some((Value::Node(t), _)), "target") if schema.has_target => target = Some(t),
+                (Some((Value::Node(t), _)), "target") if schema.target != TargetSlot::None => {
+                    target = Some(t)
+                }
                 // Checks are kept apart from the attributes: they are not part of the id.
                 (Some((Value::List(xs), _)), n @ ("expect" | "require")) => {
                     let list = if n == "expect" {
@@ -1924,6 +1961,9 @@ impl<'p> Evaluator<'p> {
         if kind == NodeKind::Exec {
             self.check_exec(&attrs, &spans, span)?;
         }
+        if kind == NodeKind::Gitops {
+            self.check_gitops(&attrs, &spans, span)?;
+        }
         let mut inputs: Vec<Rc<Node>> = Vec::new();
         if let Some(t) = &target {
             inputs.push(t.clone());
@@ -1988,6 +2028,42 @@ impl<'p> Evaluator<'p> {
         })))
     }
 
+    /// A project file's content as a string (`read(path(…))`): text of at most the string
+    /// limit. Its bytes are what `path` hashed, so the string is an input like the file.
+    pub(crate) fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value> {
+        let file = self.file();
+        let bytes = match self.loader.read(&p.path) {
+            Ok(b) if blake3::hash(&b) == p.hash => b,
+            Ok(_) => {
+                return self.fail(
+                    Diagnostic::new(
+                        "eval::unreadable-file",
+                        format!("`{}` changed while envc read it", p.path),
+                    )
+                    .label(file, span, "read here")
+                    .help("run the command again once nothing writes the file"),
+                )
+            }
+            Err(e) => return self.unreadable(&p.path, &e, span, "read here"),
+        };
+        if bytes.len() > self.limits.max_string_bytes {
+            return Err(Stop::Error(Box::new(
+                self.too_large(span, &format!("the content of `{}`", p.path)),
+            )));
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(Value::Str(text.into())),
+            Err(_) => self.fail(
+                Diagnostic::new("eval::not-text", format!("`{}` is not UTF-8 text", p.path))
+                    .label(file, span, "read as text here")
+                    .help(format!(
+                        "place a binary file as it is: `file(path = …, source = path(\"{}\"))`",
+                        p.path
+                    )),
+            ),
+        }
+    }
+
     /// Reads a project file named relative to the current module, hashing its content.
     pub(crate) fn project_file(&mut self, rel: &str, span: Span) -> R<Value> {
         let file = self.file();
@@ -2022,15 +2098,26 @@ impl<'p> Evaluator<'p> {
                 self.files.insert(path.clone(), hash);
                 Ok(Value::Path(Rc::new(ProjectFile { path, hash })))
             }
-            Err(e) => self.fail(
-                Diagnostic::new(
-                    "eval::unreadable-file",
-                    format!("cannot read `{path}`: {e}"),
-                )
-                .label(file, span, "named here")
-                .help("paths are relative to the file that names them"),
-            ),
+            Err(e) => self.unreadable(&path, &e, span, "named here"),
         }
+    }
+
+    fn unreadable(
+        &mut self,
+        path: &str,
+        e: &dyn std::fmt::Display,
+        span: Span,
+        label: &str,
+    ) -> R<Value> {
+        let file = self.file();
+        self.fail(
+            Diagnostic::new(
+                "eval::unreadable-file",
+                format!("cannot read `{path}`: {e}"),
+            )
+            .label(file, span, label)
+            .help("paths are relative to the file that names them"),
+        )
     }
 }
 

@@ -19,6 +19,9 @@ pub mod pin;
 pub mod program;
 pub mod source;
 pub mod stdlib;
+
+/// The Kubernetes API version `manifest`s are checked against (pinned as `tool:kubernetes`).
+pub use envc_k8s::KUBERNETES_VERSION;
 pub mod types;
 pub mod value;
 

@@ -35,6 +35,43 @@ fn no_deferred(ev: &Evaluator, f: &str, v: &Value, span: Span) -> R<()> {
     Ok(())
 }
 
+/// The elements of a list of ints, strings or sizes (all alike), in ascending order.
+fn sorted(ev: &Evaluator, name: &str, (v, s): (Value, Span)) -> R<Vec<Value>> {
+    no_deferred(ev, name, &v, s)?;
+    let Value::List(xs) = &v else {
+        return Err(wrong(ev, name, "a list", &v, s));
+    };
+    let mut ints: Vec<i64> = Vec::new();
+    let mut strs: Vec<Rc<str>> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    for x in xs.iter() {
+        no_deferred(ev, name, x, s)?;
+        match x {
+            Value::Int(n) if strs.is_empty() && sizes.is_empty() => ints.push(*n),
+            Value::Str(t) if ints.is_empty() && sizes.is_empty() => strs.push(t.clone()),
+            Value::Size(n) if ints.is_empty() && strs.is_empty() => sizes.push(*n),
+            other => {
+                return Err(wrong(
+                    ev,
+                    name,
+                    "a list of ints, strings or sizes, all alike",
+                    other,
+                    s,
+                ))
+            }
+        }
+    }
+    ints.sort_unstable();
+    strs.sort_unstable();
+    sizes.sort_unstable();
+    Ok(ints
+        .into_iter()
+        .map(Value::Int)
+        .chain(strs.into_iter().map(Value::Str))
+        .chain(sizes.into_iter().map(Value::Size))
+        .collect())
+}
+
 pub(crate) fn call(
     ev: &mut Evaluator,
     b: Builtin,
@@ -176,40 +213,59 @@ pub(crate) fn call(
                 }
             }
         }
-        Builtin::Sort => {
+        Builtin::Sort => Value::List(sorted(ev, name, arg(0))?.into()),
+        Builtin::Min | Builtin::Max => {
             let (v, s) = arg(0);
-            let Value::List(xs) = &v else {
-                return Err(wrong(ev, name, "a list", &v, s));
+            let xs = sorted(ev, name, (v, s))?;
+            let pick = if b == Builtin::Min {
+                xs.first()
+            } else {
+                xs.last()
             };
-            let mut ints: Vec<i64> = Vec::new();
-            let mut strs: Vec<Rc<str>> = Vec::new();
-            let mut sizes: Vec<u64> = Vec::new();
-            for x in xs.iter() {
-                match x {
-                    Value::Int(n) if strs.is_empty() && sizes.is_empty() => ints.push(*n),
-                    Value::Str(t) if ints.is_empty() && sizes.is_empty() => strs.push(t.clone()),
-                    Value::Size(n) if ints.is_empty() && strs.is_empty() => sizes.push(*n),
-                    other => {
-                        return Err(wrong(
-                            ev,
-                            name,
-                            "a list of ints, strings or sizes, all alike",
-                            other,
-                            s,
-                        ))
-                    }
+            match pick {
+                Some(x) => x.clone(),
+                None => {
+                    return Err(Stop::from(
+                        Diagnostic::new("eval::empty-list", format!("`{name}` of an empty list"))
+                            .label(ev.file(), s, "has no elements")
+                            .help(format!(
+                                "an empty list has no {}; check `len(…) > 0` first",
+                                if b == Builtin::Min {
+                                    "least element"
+                                } else {
+                                    "greatest element"
+                                }
+                            )),
+                    ))
                 }
             }
-            ints.sort_unstable();
-            strs.sort_unstable();
-            sizes.sort_unstable();
-            let out: Vec<Value> = ints
-                .into_iter()
-                .map(Value::Int)
-                .chain(strs.into_iter().map(Value::Str))
-                .chain(sizes.into_iter().map(Value::Size))
-                .collect();
-            Value::List(out.into())
+        }
+        Builtin::All | Builtin::Any => {
+            let (v, s) = arg(0);
+            no_deferred(ev, name, &v, s)?;
+            let Value::List(xs) = &v else {
+                return Err(wrong(ev, name, "a list of bools", &v, s));
+            };
+            let mut bools = Vec::with_capacity(xs.len());
+            for x in xs.iter() {
+                no_deferred(ev, name, x, s)?;
+                match x {
+                    Value::Bool(t) => bools.push(*t),
+                    other => return Err(wrong(ev, name, "a list of bools", other, s)),
+                }
+            }
+            Value::Bool(if b == Builtin::All {
+                bools.iter().all(|t| *t)
+            } else {
+                bools.iter().any(|t| *t)
+            })
+        }
+        Builtin::Read => {
+            let (v, s) = arg(0);
+            let Value::Path(p) = &v else {
+                return Err(wrong(ev, name, "a project file (`path(\"x.txt\")`)", &v, s));
+            };
+            ev.read_project_file(p, s)?
         }
         Builtin::Merge => {
             let (a, sa) = arg(0);
@@ -330,12 +386,7 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
             }
         }
         NodeKind::Image => {
-            let ok = name.len() <= 63
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
-                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-            if !ok {
+            if !is_label(name) {
                 return bad(
                     "not a valid image name",
                     "use lowercase letters, digits, `-` and `.`, at most 63 characters: `debian-12`",
@@ -355,6 +406,15 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
                 );
             }
         }
+        NodeKind::Gitops => {
+            // It names what its objects are delivered to (`NAME/manifest:…` in the state).
+            if !is_label(name) {
+                return bad(
+                    "not a valid repository name",
+                    "use lowercase letters, digits, `-` and `.`, at most 63 characters: `fleet-prod`",
+                );
+            }
+        }
         NodeKind::Manifest => {
             let ok = name.len() <= 253
                 && name
@@ -370,6 +430,61 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
         }
     }
     Ok(())
+}
+
+/// Lowercase letters, digits, `-` and `.`, starting with a letter or digit, at most 63
+/// characters: an image's or a repository's name.
+fn is_label(name: &str) -> bool {
+    name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Why `repo` cannot name a git repository on a host: (label, help).
+pub fn bad_repo(repo: &str) -> Option<(&'static str, &'static str)> {
+    if repo.is_empty() || repo.starts_with('-') || repo.chars().any(char::is_control) {
+        return Some((
+            "not a repository path",
+            "give the repository's path on its host, as `git clone HOST:PATH` takes it: `/srv/git/fleet.git`",
+        ));
+    }
+    None
+}
+
+/// Why `branch` is not a branch name git accepts (`git check-ref-format --branch`).
+pub fn bad_branch(branch: &str) -> Option<(&'static str, &'static str)> {
+    let bad_char = |c: char| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c);
+    let ok = !branch.is_empty()
+        && !branch.starts_with(['-', '/', '.'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.ends_with(".lock")
+        && !branch.contains("..")
+        && !branch.contains("//")
+        && !branch.contains("@{")
+        && !branch.contains("/.")
+        && branch != "@"
+        && !branch.chars().any(bad_char);
+    (!ok).then_some((
+        "not a branch name git accepts",
+        "use letters, digits and `-_./`, not starting with `-` or `.`: `main`, `env/prod`",
+    ))
+}
+
+/// Why `path` is not a directory inside a repository.
+pub fn bad_repo_dir(path: &str) -> Option<(&'static str, &'static str)> {
+    let ok = path.is_empty()
+        || (!path.starts_with('/')
+            && !path.ends_with('/')
+            && !path
+                .split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg == ".git")
+            && !path.chars().any(|c| c.is_control() || c == '\\'));
+    (!ok).then_some((
+        "not a directory inside the repository",
+        "write it relative to the repository's top, without `.`, `..` or `.git`: `clusters/prod`; empty for the top",
+    ))
 }
 
 #[cfg(test)]
@@ -392,5 +507,30 @@ mod tests {
         check(NodeKind::Exec, "init-replica@db-0", true);
         check(NodeKind::Exec, "-x", false);
         check(NodeKind::Exec, "a b", false);
+        check(NodeKind::Gitops, "fleet-prod", true);
+        check(NodeKind::Gitops, "fleet/prod", false);
+    }
+
+    #[test]
+    fn repositories() {
+        let check = |f: fn(&str) -> Option<(&str, &str)>, x: &str, ok: bool| {
+            assert_eq!(f(x).is_none(), ok, "{x:?}")
+        };
+        check(bad_repo, "/srv/git/fleet.git", true);
+        check(bad_repo, "org/fleet.git", true);
+        check(bad_repo, "--upload-pack=touch /tmp/x", false);
+        check(bad_repo, "", false);
+        check(bad_branch, "main", true);
+        check(bad_branch, "env/prod-1", true);
+        for bad in [
+            "", "-f", "a..b", "a b", "a:b", "a.lock", "a/", "/a", "a@{1}", ".a", "a/.b",
+        ] {
+            check(bad_branch, bad, false);
+        }
+        check(bad_repo_dir, "", true);
+        check(bad_repo_dir, "clusters/prod", true);
+        for bad in ["/abs", "a/../b", "a//b", "a/", "./a", ".git/hooks", "a\\b"] {
+            check(bad_repo_dir, bad, false);
+        }
     }
 }

@@ -22,10 +22,11 @@ pub enum NodeKind {
     Manifest,
     Image,
     Exec,
+    Gitops,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 8] = [
+    pub const ALL: [NodeKind; 9] = [
         NodeKind::Vm,
         NodeKind::Host,
         NodeKind::Package,
@@ -34,6 +35,7 @@ impl NodeKind {
         NodeKind::Manifest,
         NodeKind::Image,
         NodeKind::Exec,
+        NodeKind::Gitops,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +48,7 @@ impl NodeKind {
             NodeKind::Manifest => "manifest",
             NodeKind::Image => "image",
             NodeKind::Exec => "exec",
+            NodeKind::Gitops => "gitops",
         }
     }
 
@@ -456,7 +459,7 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
 
 pub const BUILTIN_TYPE_NAMES: &[&str] = &[
     "int", "str", "bool", "size", "mode", "path", "secret", "any", "target", "node", "vm", "host",
-    "package", "file", "service", "manifest", "image", "exec", "list", "dict", "check",
+    "package", "file", "service", "manifest", "image", "exec", "gitops", "list", "dict", "check",
 ];
 
 #[cfg(test)]

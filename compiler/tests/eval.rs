@@ -217,6 +217,25 @@ fn project_files_are_hashed_by_content() {
 }
 
 #[test]
+fn quantifiers_extremes_and_file_contents() {
+    check(
+        "output a = [all([]), all([true, 1 < 2]), all([true, false])]\noutput b = [any([]), any([false, true])]",
+        r#"{"a": [true, true, false], "b": [false, true]}"#,
+    );
+    check(
+        "output m = [min([3, 1, 2]), max([3, 1, 2])]\noutput s = max([\"b\", \"a\"])\noutput z = min([2GiB, 512MiB])",
+        r#"{"m": [1, 3], "s": "b", "z": {"size": "512MiB"}}"#,
+    );
+    // The checker knows `max` of a list of ints is an int.
+    check("let m: int = max([1, 2])\noutput m = m + 1", r#"{"m": 3}"#);
+    check_with(
+        "output motd = upper(trim(read(path(\"motd.txt\"))))",
+        &[("motd.txt", "  welcome\n")],
+        r#"{"motd": "WELCOME"}"#,
+    );
+}
+
+#[test]
 fn the_graph_is_what_the_root_reaches() {
     // A node made in an imported module but never used by the root is not in the graph.
     let src = "import \"./lib.env\"\nlet h = lib.h\n";

@@ -28,6 +28,14 @@ impl StepError {
         }
     }
 
+    /// The same error, with `hint` on what to do.
+    pub fn hint(self, hint: impl Into<String>) -> StepError {
+        StepError {
+            cause: self.cause,
+            hint: Some(hint.into()),
+        }
+    }
+
     /// The same error, said of `subject` (`file /etc/motd`): `SUBJECT: CAUSE`.
     pub fn of(self, subject: &str) -> StepError {
         StepError {

@@ -14,6 +14,7 @@ pub mod envlock;
 pub mod error;
 pub mod image;
 pub mod keys;
+pub mod kustomize;
 pub mod locking;
 pub mod ops;
 pub mod plan;

@@ -47,6 +47,9 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
             NodeKind::Host => {
                 needs.tools.insert("ssh".into());
             }
+            NodeKind::Manifest => {
+                needs.tools.insert(envc_lockfiles::probe::KUBERNETES.into());
+            }
             NodeKind::Package => {
                 let target = n.target.map(|t| &spec.nodes[t]);
                 let image = target.and_then(|t| match t.attr("image") {

@@ -227,16 +227,19 @@ impl Plan {
     }
 }
 
-/// The identity a node's target has in the records (a host's own, for a host).
+/// The identity a node is recorded against, from the records: its target's `fingerprint`
+/// fact, as the scheduler reads it (a machine's key; for a `gitops` node, the place in a
+/// repository its objects go), or a target's own record's identity.
 pub fn recorded_identity<'r>(
     spec: &Spec,
     i: usize,
     records: &'r BTreeMap<String, RealizationRecord>,
 ) -> Option<&'r str> {
-    let host = spec.nodes[i].target.unwrap_or(i);
-    records
-        .get(&spec.nodes[host].key)
-        .map(|r| r.target_identity.as_str())
+    let r = match spec.nodes[i].target {
+        Some(t) => records.get(&spec.nodes[t].key)?.facts.get("fingerprint")?,
+        None => &records.get(&spec.nodes[i].key)?.target_identity,
+    };
+    Some(r.as_str())
 }
 
 /// The whole plan, from the live records (and, with `--refresh`, what probes found).

@@ -58,8 +58,10 @@ pub async fn probe(
     let mut by_target: BTreeMap<&str, Vec<(&str, &str, &RealizationRecord)>> = BTreeMap::new();
     for (key, r) in records {
         match split_key(key) {
-            // A command leaves nothing envc can read back: it has no drift.
-            Some((_, "exec", _)) | None => {}
+            // A command leaves nothing envc can read back: it has no drift. A repository and
+            // the objects committed to it are not read back yet: what changed in git is
+            // seen in its history, and the next delivery writes envc's objects again.
+            Some((_, "exec" | "gitops" | "manifest", _)) | None => {}
             Some((target, kind, name)) => {
                 by_target.entry(target).or_default().push((kind, name, r))
             }

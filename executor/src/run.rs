@@ -27,6 +27,7 @@ use crate::error::StepError;
 use crate::image::{realize_image, CacheUse, ImageSpec};
 use crate::ops::exec::{apply_exec, undo_exec, CommandLog, ExecSpec};
 use crate::ops::file::{apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed};
+use crate::ops::gitops::{self, Delivery, GitopsSpec};
 use crate::ops::package::{install_packages, probe_packages, purge_packages, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
@@ -56,6 +57,9 @@ pub struct BuildOptions {
     pub planned: Vec<Action>,
     /// The binary cache images are looked up in (and pushed to), if one is configured.
     pub cache: Option<CacheUse>,
+    /// The commit of the environment's source (`abc123…`, `-dirty` when it has changes),
+    /// named in the commits that deliver objects to a GitOps repository.
+    pub source: Option<String>,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -310,14 +314,25 @@ enum Step {
     Packages(Vec<(usize, PackageSpec)>),
     Service(usize, ServiceSpec),
     Exec(usize, Box<ExecSpec>),
+    /// Read a `gitops` node's repository: it is there, and the login may read it.
+    Repository(usize, GitopsSpec),
+    /// Commit objects (node, file, YAML) to a repository and push them.
+    Deliver(Vec<(usize, String, String)>, Box<(GitopsSpec, Delivery)>),
 }
 
 impl Step {
     /// The step without the nodes in `gone` (`None` when none is left).
     fn without(self, gone: &BTreeSet<usize>) -> Option<Step> {
         let step = match self {
-            Step::Service(i, _) | Step::Exec(i, _) if gone.contains(&i) => return None,
-            Step::Service(..) | Step::Exec(..) => self,
+            Step::Service(i, _) | Step::Exec(i, _) | Step::Repository(i, _)
+                if gone.contains(&i) =>
+            {
+                return None
+            }
+            Step::Service(..) | Step::Exec(..) | Step::Repository(..) => self,
+            Step::Deliver(xs, d) => {
+                Step::Deliver(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect(), d)
+            }
             Step::Files(xs) => {
                 Step::Files(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
             }
@@ -330,7 +345,10 @@ impl Step {
 
     fn nodes(&self) -> Vec<usize> {
         match self {
-            Step::Service(node, _) | Step::Exec(node, _) => vec![*node],
+            Step::Service(node, _) | Step::Exec(node, _) | Step::Repository(node, _) => {
+                vec![*node]
+            }
+            Step::Deliver(xs, _) => xs.iter().map(|x| x.0).collect(),
             Step::Files(xs) => xs.iter().map(|x| x.0).collect(),
             Step::Packages(xs) => xs.iter().map(|x| x.0).collect(),
         }
@@ -560,7 +578,9 @@ async fn probe_absent(
             let names: Vec<String> = names.map(|x| x.1.name.clone()).collect();
             probe_packages(&transport, &names).await
         }
-        Step::Service(..) | Step::Exec(..) => return Ok(Vec::new()),
+        Step::Service(..) | Step::Exec(..) | Step::Repository(..) | Step::Deliver(..) => {
+            return Ok(Vec::new())
+        }
     }?;
     let probed = step.nodes().into_iter().filter(|i| nodes.contains(i));
     Ok(probed
@@ -582,8 +602,8 @@ async fn execute_step(
             "a node without a target cannot be realized here",
         ));
     };
-    let transport = match conns.get(&t.key, &t.host, t.recorded).await {
-        Ok((transport, _)) => transport,
+    let (transport, host_key) = match conns.get(&t.key, &t.host, t.recorded).await {
+        Ok(c) => c,
         Err(e) => return all(e),
     };
     match step {
@@ -609,7 +629,66 @@ async fn execute_step(
             vec![(i, result)]
         }
         Step::Exec(i, e) => vec![(i, apply_exec(&transport, &e).await)],
+        Step::Repository(i, g) => {
+            let result = gitops::branch_head(&transport, &g, &conns.ssh.work_dir)
+                .await
+                .map(|_| Applied {
+                    facts: repository_facts(&host_key.fingerprint, &g),
+                    created: false,
+                    note: None,
+                    log: None,
+                });
+            vec![(i, result)]
+        }
+        Step::Deliver(xs, d) => {
+            let (g, delivery) = *d;
+            match gitops::deliver(&transport, &g, &delivery, &conns.ssh.work_dir).await {
+                Err(e) => all(e),
+                Ok(done) => {
+                    let commit = done.commit.unwrap_or_default();
+                    let short = short(&commit).to_string();
+                    xs.into_iter()
+                        .map(|(i, file, yaml)| {
+                            let note = match (done.committed, done.retries) {
+                                (false, _) => format!("already in commit {short}"),
+                                (true, 0) => format!("committed {short}"),
+                                (true, n) => format!(
+                                    "committed {short} (the branch moved {n}× while envc pushed; it landed on top)"
+                                ),
+                            };
+                            let facts = Facts::from([
+                                ("commit".to_string(), commit.clone()),
+                                ("file".to_string(), file),
+                                ("sha256".to_string(), crate::ops::sha256_hex(yaml.as_bytes())),
+                            ]);
+                            let applied = Applied {
+                                facts,
+                                created: true,
+                                note: Some(note),
+                                log: None,
+                            };
+                            (i, Ok(applied))
+                        })
+                        .collect()
+                }
+            }
+        }
     }
+}
+
+/// A `gitops` node's facts: as `fingerprint`, the identity its objects
+/// are recorded against: the host's key and the place in the repository, so that objects
+/// delivered to another repository, branch or path are delivered anew.
+fn repository_facts(host_fingerprint: &str, g: &GitopsSpec) -> Facts {
+    let mut h = blake3::Hasher::new();
+    for part in [host_fingerprint, &g.repo, &g.branch, &g.path] {
+        h.update(part.as_bytes());
+        h.update(b"\0");
+    }
+    Facts::from([(
+        "fingerprint".to_string(),
+        format!("gitops:{}", &h.finalize().to_hex()[..32]),
+    )])
 }
 
 /// Node `i` is done: its dependents wait for one input less.
@@ -645,6 +724,10 @@ pub struct Scheduler<'s> {
     failed_targets: BTreeSet<usize>,
     /// What nodes' checks found, until their outcome takes it.
     check_results: BTreeMap<usize, Vec<CheckResult>>,
+    /// Objects waiting to be delivered, by repository node: (node, file, YAML).
+    deliveries: BTreeMap<usize, Vec<(usize, String, String)>>,
+    /// The commit each repository node got in this run.
+    delivered: BTreeMap<usize, String>,
     report: BuildReport,
     started_unix: u64,
 }
@@ -688,6 +771,8 @@ impl<'s> Scheduler<'s> {
             deletions: Vec::new(),
             failed_targets: BTreeSet::new(),
             check_results: BTreeMap::new(),
+            deliveries: BTreeMap::new(),
+            delivered: BTreeMap::new(),
             report: BuildReport::default(),
             started_unix: now_unix(),
         }
@@ -989,13 +1074,19 @@ impl<'s> Scheduler<'s> {
                         );
                         newly_done.push(i);
                     }
-                    Ok(r) if matches!(r.payload, Payload::Manifest(_)) => self.stop(
-                        i,
-                        Status::Failed,
-                        "this envc writes Kubernetes objects but does not deliver them yet: `envc render FILE --out DIR` writes them for `kubectl apply -k` or a GitOps repository".into(),
-                        Duration::ZERO,
-                        &dependents,
-                    ),
+                    Ok(r)
+                        if matches!(r.payload, Payload::Manifest(_))
+                            && spec.nodes[i].target.is_none() =>
+                    {
+                        self.decided[i] = Some((a.action, r));
+                        self.stop(
+                            i,
+                            Status::Skipped,
+                            "not delivered: it has no `target` (a `gitops` repository); `envc render FILE --out DIR` writes it".into(),
+                            Duration::ZERO,
+                            &dependents,
+                        )
+                    }
                     Ok(r) => {
                         self.decided[i] = Some((a.action, r.clone()));
                         self.status[i] = Status::Queued;
@@ -1013,6 +1104,11 @@ impl<'s> Scheduler<'s> {
                 continue;
             }
             self.launch(to_run, env, &semaphore, &mut tasks);
+            if tasks.is_empty() {
+                for work in self.deliver(env, true) {
+                    self.spawn(work, true, &semaphore, &mut tasks);
+                }
+            }
             let Some(joined) = tasks.join_next().await else {
                 break;
             };
@@ -1062,6 +1158,13 @@ impl<'s> Scheduler<'s> {
                             env.records.get(&key),
                             &self.run_id,
                         );
+                        if let Some(commit) = applied
+                            .facts
+                            .get("commit")
+                            .filter(|_| spec.nodes[i].kind == NodeKind::Manifest)
+                        {
+                            self.delivered.insert(self.target_of(i), commit.clone());
+                        }
                         let known = Known::of_record(&record);
                         let oh = known.output_hash.clone();
                         env.put_record(record)?;
@@ -1210,8 +1313,16 @@ impl<'s> Scheduler<'s> {
                         Step::Exec(i, Box::new(e)),
                     ));
                 }
-                // Stopped before it was queued (see where nodes are assessed).
-                Payload::Manifest(_) => {}
+                Payload::Manifest(m) => {
+                    self.deliveries
+                        .entry(t)
+                        .or_default()
+                        .push((i, m.file_name(), m.yaml()))
+                }
+                Payload::Gitops(g) => works.push(Work::OnTarget(
+                    self.target_for(i, env),
+                    Step::Repository(i, g),
+                )),
                 Payload::Service {
                     name,
                     enabled,
@@ -1270,9 +1381,49 @@ impl<'s> Scheduler<'s> {
                 Work::Probe(target, step, unknown)
             });
         }
+        works.extend(self.deliver(env, false));
         for work in works {
             self.spawn(work, true, semaphore, tasks);
         }
+    }
+
+    /// The deliveries whose repository has every object of the environment decided (one
+    /// commit each, not one per object as they become ready), or all of them (`all`: when
+    /// nothing else runs, an object may be waiting for one held here).
+    fn deliver(&mut self, env: &Env, all: bool) -> Vec<Work> {
+        let ready: Vec<usize> = self
+            .deliveries
+            .keys()
+            .copied()
+            .filter(|&t| {
+                all || self
+                    .objects_of(t)
+                    .all(|j| self.status[j] != Status::Waiting)
+            })
+            .collect();
+        let mut works = Vec::new();
+        for t in ready {
+            let Some(objects) = self.deliveries.remove(&t) else {
+                continue;
+            };
+            let Some((
+                _,
+                Resolved {
+                    payload: Payload::Gitops(g),
+                    ..
+                },
+            )) = &self.decided[t]
+            else {
+                continue;
+            };
+            let write = objects.iter().map(|(_, f, y)| (f.clone(), y.clone()));
+            let delivery = self.delivery(env, write.collect(), self.files_of(t));
+            works.push(Work::OnTarget(
+                self.target_for(t, env),
+                Step::Deliver(objects, Box::new((g.clone(), delivery))),
+            ));
+        }
+        works
     }
 
     /// Starts `work`, with its nodes' checks (preconditions only when `pre`).
@@ -1353,8 +1504,46 @@ impl<'s> Scheduler<'s> {
                 by_target.entry(target.to_string()).or_default().push(r);
             }
         }
+        // Objects delivered to a repository leave it first, while its own record (where it
+        // is) is still there.
+        let repositories: Vec<String> = by_target
+            .keys()
+            .filter(|t| self.repository(t, env).is_some())
+            .cloned()
+            .collect();
+        for name in repositories {
+            let recs = by_target.remove(&name).unwrap_or_default();
+            self.undeliver(env, &name, recs).await;
+            self.checkpoint(env)?;
+        }
         let vm_key = |name: &str| crate::spec::node_key(NodeKind::Vm, name, None);
-        for (target, recs) in by_target {
+        for (target, mut recs) in by_target {
+            // A repository is forgotten (it stays as it is) once no object is recorded in it.
+            let repos: Vec<RealizationRecord> = recs
+                .extract_if(.., |r| {
+                    split_key(&r.node).is_some_and(|(_, k, _)| k == "gitops")
+                })
+                .collect();
+            for r in repos {
+                let name = split_key(&r.node).map_or("", |(_, _, n)| n).to_string();
+                if !env
+                    .records
+                    .keys()
+                    .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name))
+                {
+                    self.report_deletion(
+                        env,
+                        &r.node,
+                        &target,
+                        Ok("forgotten; the repository stays as it is".into()),
+                        Duration::ZERO,
+                        None,
+                    );
+                }
+            }
+            if recs.is_empty() {
+                continue;
+            }
             let started = Instant::now();
             let mut results: Vec<(String, Result<String, StepError>)> = Vec::new();
             let mut logs: BTreeMap<String, CommandLog> = BTreeMap::new();
@@ -1374,10 +1563,7 @@ impl<'s> Scheduler<'s> {
                 }
                 continue;
             }
-            let host_ix = self
-                .spec
-                .find(&crate::spec::node_key(NodeKind::Host, &target, None))
-                .or_else(|| self.spec.find(&vm_key(&target)));
+            let host_ix = self.machine_named(&target);
             if host_ix.is_some_and(|h| self.failed_targets.contains(&h)) {
                 continue;
             }
@@ -1543,6 +1729,125 @@ impl<'s> Scheduler<'s> {
         Ok(())
     }
 
+    /// The repository node named `name`: its host's name, where it is, and whether it is in
+    /// the graph (its record says where a repository that left the graph was).
+    fn repository(&self, name: &str, env: &Env) -> Option<(String, GitopsSpec, Option<usize>)> {
+        let in_graph = self
+            .spec
+            .nodes
+            .iter()
+            .position(|n| n.kind == NodeKind::Gitops && n.name == name);
+        if let Some(ix) = in_graph {
+            let host = self.target_name(ix).to_string();
+            if let Some((
+                _,
+                Resolved {
+                    payload: Payload::Gitops(g),
+                    ..
+                },
+            )) = &self.decided[ix]
+            {
+                return Some((host, g.clone(), Some(ix)));
+            }
+        }
+        let (key, record) = env.records.iter().find(|(k, _)| {
+            split_key(k).is_some_and(|(_, kind, n)| kind == "gitops" && n == name)
+        })?;
+        let text = |k: &str| -> Option<String> {
+            serde_json::from_str::<serde_json::Value>(record.attrs.get(k)?)
+                .ok()?
+                .as_str()
+                .map(str::to_string)
+        };
+        let spec = GitopsSpec {
+            repo: text("repo")?,
+            branch: text("branch")?,
+            path: text("path")?,
+        };
+        Some((split_key(key)?.0.to_string(), spec, in_graph))
+    }
+
+    /// Removes the files of objects that left the environment from repository `name`: in
+    /// the commit this run delivered there, or in one of their own.
+    async fn undeliver(&mut self, env: &mut Env<'_>, name: &str, recs: Vec<RealizationRecord>) {
+        let started = Instant::now();
+        let Some((host, g, ix)) = self.repository(name, env) else {
+            return;
+        };
+        let results: Vec<Result<String, StepError>> =
+            match ix.and_then(|ix| self.delivered.get(&ix)) {
+                Some(commit) => {
+                    let said = format!("removed in commit {}", short(commit));
+                    recs.iter().map(|_| Ok(said.clone())).collect()
+                }
+                None => {
+                    let current = self.machine_named(&host).and_then(|h| self.reach(h));
+                    let keep = ix.map(|ix| self.files_of(ix)).unwrap_or_default();
+                    let delivery = self.delivery(env, Vec::new(), keep);
+                    let done = match self
+                        .conns
+                        .to_target(&host, current.as_ref(), &env.records)
+                        .await
+                    {
+                        Ok((t, _)) => {
+                            gitops::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let res = done.map(|d| match (d.committed, d.commit) {
+                        (true, Some(c)) => format!("removed in commit {}", short(&c)),
+                        _ => "already absent".to_string(),
+                    });
+                    recs.iter().map(|_| res.clone()).collect()
+                }
+            };
+        for (r, res) in recs.iter().zip(results) {
+            self.report_deletion(env, &r.node, name, res, started.elapsed(), None);
+        }
+    }
+
+    /// A delivery by this run of `write`, to a repository where the environment's objects
+    /// are `keep`.
+    fn delivery(
+        &self,
+        env: &Env,
+        write: Vec<(String, String)>,
+        keep: BTreeSet<String>,
+    ) -> Delivery {
+        Delivery {
+            write,
+            keep,
+            environment: env.lock.env().to_string(),
+            run: self.run_id.clone(),
+            source: self.opts.source.clone(),
+        }
+    }
+
+    /// The files of the objects delivered to repository node `ix`.
+    fn files_of(&self, ix: usize) -> BTreeSet<String> {
+        self.objects_of(ix)
+            .map(|j| envc_k8s::file_of_node(&self.spec.nodes[j].name))
+            .collect()
+    }
+
+    /// The host or VM node named `name`.
+    fn machine_named(&self, name: &str) -> Option<usize> {
+        (self
+            .spec
+            .find(&crate::spec::node_key(NodeKind::Host, name, None)))
+        .or_else(|| {
+            self.spec
+                .find(&crate::spec::node_key(NodeKind::Vm, name, None))
+        })
+    }
+
+    /// The `manifest` nodes delivered to repository node `ix`.
+    fn objects_of(&self, ix: usize) -> impl Iterator<Item = usize> + '_ {
+        let nodes = &self.spec.nodes;
+        (0..nodes.len())
+            .filter(move |&j| nodes[j].kind == NodeKind::Manifest && nodes[j].target == Some(ix))
+    }
+
     /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
     /// sha256 the target has now when it is what envc wrote, else a value no file has, so
     /// that `remove_files` leaves it in place. `None` for other records.
@@ -1630,6 +1935,11 @@ impl<'s> Scheduler<'s> {
             log,
         });
     }
+}
+
+/// A commit as people read it.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// Whether a state key (`target/kind:name`) is an `exec` node's.

@@ -186,6 +186,8 @@ pub struct BuildRequest {
     /// Push what is built to the binary cache (`--push`); the project's `push = true`
     /// pushes too, whenever a signing key is at hand.
     pub push: bool,
+    /// The commit of the environment's source, for the commits delivering its objects.
+    pub source: Option<String>,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -589,6 +591,7 @@ impl Session {
                 planned
             },
             cache,
+            source: request.source.clone(),
         };
         let scheduler = Scheduler::new(
             spec,

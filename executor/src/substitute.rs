@@ -20,6 +20,7 @@ use crate::debs::DebSource;
 use crate::image::ImageSpec;
 use crate::ops::exec::{CommandLine, ExecSpec};
 use crate::ops::file::FileSpec;
+pub use crate::ops::gitops::GitopsSpec;
 use crate::ops::package::PackageSpec;
 use crate::qemu::VmSpec;
 use crate::record::Facts;
@@ -69,6 +70,8 @@ pub enum Payload {
     Exec(ExecSpec),
     /// A Kubernetes object, whole, deferred values substituted.
     Manifest(ManifestSpec),
+    /// A git repository objects are delivered to.
+    Gitops(GitopsSpec),
 }
 
 #[derive(Clone, Debug)]
@@ -140,7 +143,8 @@ impl Resolved {
             | Payload::Image(_)
             | Payload::Service { .. }
             | Payload::Exec(_)
-            | Payload::Manifest(_) => None,
+            | Payload::Manifest(_)
+            | Payload::Gitops(_) => None,
         }
     }
 }
@@ -416,6 +420,17 @@ pub fn resolve<'a>(
         put(&mut hashed, &mut shown, "after", to_json(after, oh));
     }
     let payload = match node.kind {
+        NodeKind::Gitops => {
+            let g = GitopsSpec {
+                repo: s("repo"),
+                branch: s("branch"),
+                path: s("path"),
+            };
+            put(&mut hashed, &mut shown, "repo", json!(g.repo));
+            put(&mut hashed, &mut shown, "branch", json!(g.branch));
+            put(&mut hashed, &mut shown, "path", json!(g.path));
+            Payload::Gitops(g)
+        }
         NodeKind::Host => {
             let port = match attrs.get("port") {
                 Some(Val::Int(p)) => u16::try_from(*p).unwrap_or(22),

@@ -44,9 +44,11 @@ pub fn tools_for(kind: NodeKind) -> &'static [Tool] {
         tool("qemu-img", Some("--version"), "qemu-utils"),
         tool("ssh-keygen", None, "openssh-client"),
     ];
+    const GIT: &[Tool] = &[tool("git", Some("--version"), "git")];
     match kind {
         NodeKind::Image => IMAGE,
         NodeKind::Vm => VM,
+        NodeKind::Gitops | NodeKind::Manifest => GIT,
         _ => &[],
     }
 }

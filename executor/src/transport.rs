@@ -170,6 +170,17 @@ pub struct SshTransport {
     master: Master,
     /// Holds the control socket, the generated ssh_config and the known_hosts file.
     dir: tempfile::TempDir,
+    /// `(user, address, port)` it logged in as, for programs that ssh through its master.
+    login: (String, String, u16),
+}
+
+/// How a local `git` reaches a repository on a target: the URL and, over SSH, the
+/// `GIT_SSH_COMMAND` that goes through the target's connection (its checked host key,
+/// its identity, its jump hosts).
+#[derive(Clone, Debug)]
+pub struct GitRemote {
+    pub url: String,
+    pub ssh_command: Option<String>,
 }
 
 /// The `ssh -M` process, a child of envc that dies with it (see [`spawn_tied`]).
@@ -250,6 +261,51 @@ impl Transport {
 
     pub fn is_local(&self) -> bool {
         matches!(self, Transport::Local(_))
+    }
+
+    /// How `git` on this machine reaches the repository at `repo` on the target. Over SSH
+    /// it goes through this connection's master (`-S`, never a master of its own), so the
+    /// host key it meets is the one envc checked.
+    pub fn git_remote(&self, repo: &str) -> GitRemote {
+        match self {
+            Transport::Local(_) => GitRemote {
+                url: repo.to_string(),
+                ssh_command: None,
+            },
+            Transport::Ssh(t) => {
+                let (user, addr, port) = &t.login;
+                let dir = t.dir.path();
+                let command = [
+                    "ssh".to_string(),
+                    "-F".into(),
+                    shell_quote(&dir.join("ssh_config").to_string_lossy()),
+                    "-S".into(),
+                    shell_quote(&dir.join("master").to_string_lossy()),
+                    "-o".into(),
+                    "ControlMaster=no".into(),
+                    "-o".into(),
+                    "BatchMode=yes".into(),
+                    "-o".into(),
+                    "StrictHostKeyChecking=yes".into(),
+                    "-p".into(),
+                    port.to_string(),
+                    "-l".into(),
+                    shell_quote(user),
+                ]
+                .join(" ");
+                // scp-like `HOST:PATH`: the path is passed as written (relative to the
+                // login's home, or absolute), as a git service expects it.
+                let host = if addr.contains(':') {
+                    format!("[{addr}]")
+                } else {
+                    addr.clone()
+                };
+                GitRemote {
+                    url: format!("{host}:{repo}"),
+                    ssh_command: Some(command),
+                }
+            }
+        }
     }
 
     /// Runs `argv` with `stdin` as its standard input and collects its output, within the
@@ -688,6 +744,7 @@ impl SshTransport {
             session,
             master,
             dir,
+            login: (host.user.clone(), addr.to_string(), host.port),
         };
         Ok((t, key))
     }

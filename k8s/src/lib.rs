@@ -90,6 +90,14 @@ pub fn object_name(node_name: &str) -> &str {
     node_name.rsplit('/').next().unwrap_or(node_name)
 }
 
+/// [`file_name`] of the object a `manifest` node named `node_name` ([`node_name`]) holds.
+pub fn file_of_node(node_name: &str) -> String {
+    let mut parts = node_name.rsplitn(3, '/');
+    let name = parts.next().unwrap_or_default();
+    let kind = parts.next().unwrap_or_default();
+    file_name(kind, name, parts.next().unwrap_or_default())
+}
+
 /// The file an object is written to, in a rendered directory or a GitOps repository:
 /// `NAMESPACE/KIND-NAME.yaml`, or `_cluster/KIND-NAME.yaml` for a cluster-wide object.
 pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {
@@ -99,4 +107,27 @@ pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {
         namespace
     };
     format!("{dir}/{}-{name}.yaml", kind.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_file_is_its_objects() {
+        for (kind, name, ns) in [("Deployment", "web", "shop"), ("Namespace", "shop", "")] {
+            assert_eq!(
+                file_of_node(&node_name(kind, name, ns)),
+                file_name(kind, name, ns)
+            );
+        }
+        assert_eq!(
+            file_of_node("shop/Deployment/web"),
+            "shop/deployment-web.yaml"
+        );
+        assert_eq!(
+            file_of_node("ClusterRole/view"),
+            "_cluster/clusterrole-view.yaml"
+        );
+    }
 }

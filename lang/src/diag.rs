@@ -65,6 +65,12 @@ pub fn did_you_mean<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
+    closest(name, candidates).map(|c| format!("did you mean `{c}`?"))
+}
+
+/// The candidate other than `name` itself that is close enough to be a likely typo of it,
+/// the closest first ([`did_you_mean`]'s choice).
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         if c == name {
@@ -76,7 +82,7 @@ pub fn did_you_mean<'a>(
             best = Some((d, c));
         }
     }
-    best.map(|(_, c)| format!("did you mean `{c}`?"))
+    best.map(|(_, c)| c)
 }
 
 /// The name a help made by [`did_you_mean`] suggests (an editor's quick fix reads it).

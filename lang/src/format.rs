@@ -222,7 +222,9 @@ impl<'a> Fmt<'a> {
         s
     }
 
-    fn params(&mut self, f: &FnDecl, ind: usize) -> String {
+    /// `(…)` of `f`; on one line when that line, with the `head` columns around it (`fn
+    /// NAME`, ` -> TYPE {`), fits.
+    fn params(&mut self, f: &FnDecl, ind: usize, head: usize) -> String {
         // From after the name to the return type or body: the parentheses and all inside.
         let params_span = Span::new(
             f.name.as_ref().map_or(f.span.start, |n| n.span.end) as usize,
@@ -231,7 +233,10 @@ impl<'a> Fmt<'a> {
         let flat: Option<Vec<String>> = f.params.iter().map(|p| self.flat_param(p)).collect();
         if let Some(flat) = flat.filter(|_| !self.has_comment_in(params_span)) {
             let s = flat.join(", ");
-            if ind * 2 + s.len() < WIDTH - 20 {
+            let line = ind * INDENT.len() + head + s.len() + 2;
+            // An `=>` body follows on the same line: leave it room.
+            let room = !f.arrow || ind * INDENT.len() + s.len() < WIDTH - 20;
+            if line <= WIDTH && room {
                 return format!("({s})");
             }
         }
@@ -278,7 +283,12 @@ impl<'a> Fmt<'a> {
             s.push(' ');
             s.push_str(&n.name);
         }
-        s.push_str(&self.params(f, ind));
+        let ret = f
+            .ret
+            .as_ref()
+            .map(|r| self.flat_type(r).map_or(WIDTH, |t| t.len() + 4));
+        let head = s.len() + ret.unwrap_or(0) + if f.arrow { 3 } else { 2 };
+        s.push_str(&self.params(f, ind, head));
         if let Some(r) = &f.ret {
             s.push_str(" -> ");
             s.push_str(&self.type_expr(r, ind));
@@ -288,7 +298,16 @@ impl<'a> Fmt<'a> {
             s.push_str(&self.expr(&f.body, ind));
         } else {
             s.push(' ');
-            s.push_str(&self.block(&f.body, ind, f.name.is_some()));
+            // A body on the head's line only when the whole line fits.
+            let column = match s.rsplit_once('\n') {
+                Some((_, last)) => last.len(),
+                None => ind * INDENT.len() + s.len(),
+            };
+            let compact = f.name.is_some()
+                && self
+                    .flat_block(&f.body)
+                    .is_some_and(|b| column + b.len() <= WIDTH);
+            s.push_str(&self.block(&f.body, ind, compact));
         }
         s
     }
@@ -836,6 +855,21 @@ mod tests {
             "let r = {for k in m => k #\n= 1}",
             "let r = {for k in m =>\n  k = 1  #\n}\n",
         );
+    }
+
+    /// A function's head breaks when its whole line would pass the width, whatever comes
+    /// after the parameters: a return type and `{`, or a body on the same line.
+    #[test]
+    fn long_function_heads_break() {
+        check(
+            "fn unit(target: target, u: Unit, after: list[node] = [], expect: list[check] = []) -> { file: file, service: service } { u }",
+            "fn unit(\n  target: target,\n  u: Unit,\n  after: list[node] = [],\n  expect: list[check] = [],\n) -> { file: file, service: service } { u }\n",
+        );
+        check(
+            "fn config_map(meta: Meta, name: str, data: dict[str]) -> manifest { object(meta, \"v1\", \"ConfigMap\", name) }",
+            "fn config_map(meta: Meta, name: str, data: dict[str]) -> manifest {\n  object(meta, \"v1\", \"ConfigMap\", name)\n}\n",
+        );
+        check("fn f(a: int) -> int { a }", "fn f(a: int) -> int { a }\n");
     }
 
     #[test]

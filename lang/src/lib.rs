@@ -8,6 +8,6 @@ pub mod parser;
 pub mod span;
 pub mod token;
 
-pub use diag::{did_you_mean, suggestion, Diagnostic, Label};
+pub use diag::{closest, did_you_mean, suggestion, Diagnostic, Label};
 pub use parser::{parse, parse_expr, Parsed};
 pub use span::{FileId, Span};

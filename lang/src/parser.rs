@@ -268,7 +268,9 @@ impl<'a> Parser<'a> {
     /// A line that starts a top-level item: an unclosed bracket before it ends here.
     fn at_item_line(&self) -> bool {
         let t = self.tok();
-        t.newline_before && t.kind.starts_item() && t.kind != T::Assert
+        // `type = "oneshot"` on a line of its own is a field named by a keyword: no item
+        // has `=` right after its keyword.
+        t.newline_before && t.kind.starts_item() && t.kind != T::Assert && self.nth(1) != T::Eq
     }
 
     fn enter(&mut self) -> bool {

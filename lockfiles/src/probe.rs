@@ -17,6 +17,10 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("ssh", "-V"),
 ];
 
+/// Not a program: the Kubernetes API schema built into envc, that `manifest`s are checked
+/// against. Pinned like a tool, so that an envc carrying another schema says so.
+pub const KUBERNETES: &str = "kubernetes";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeError {
     pub tool: String,
@@ -45,6 +49,12 @@ pub fn probe_tool(name: &str) -> Result<ToolPin, ProbeError> {
         message,
         hint: hint.to_string(),
     };
+    if name == KUBERNETES {
+        return Ok(ToolPin {
+            name: name.to_string(),
+            version: envc_compiler::KUBERNETES_VERSION.to_string(),
+        });
+    }
     let Some((_, arg)) = TOOLS.iter().find(|(t, _)| *t == name) else {
         let known: Vec<&str> = TOOLS.iter().map(|(t, _)| *t).collect();
         return Err(error(
@@ -141,6 +151,13 @@ impl fmt::Display for ToolMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let key = PinKey::Tool(self.tool.clone());
         match &self.found {
+            Some(found) if self.tool == KUBERNETES => write!(
+                f,
+                "this envc checks objects against the Kubernetes {found} API, the lock says {}: \
+                 use an envc that carries {}, or run `envc lock FILE --update {key}` and check \
+                 the objects again",
+                self.locked, self.locked
+            ),
             Some(found) => write!(
                 f,
                 "{} is {found} here, the lock says {}: install that version or run `envc lock FILE \
@@ -245,6 +262,32 @@ mod tests {
             ]
         );
         assert_eq!(check_tools(&lock, &lock.tools), []);
+    }
+
+    /// The schema is envc's own: pinned without running anything, and a lock of another
+    /// version says which envc to use.
+    #[test]
+    fn the_kubernetes_schema_is_pinned_as_this_envc_carries_it() {
+        let pin = probe_tool(KUBERNETES).unwrap();
+        assert_eq!(pin.version, envc_compiler::KUBERNETES_VERSION);
+        let mut lock = sample();
+        lock.tools = vec![ToolPin {
+            name: KUBERNETES.into(),
+            version: "1.30".into(),
+        }];
+        let got: Vec<String> = check_tools(&lock, &[pin])
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [format!(
+                "this envc checks objects against the Kubernetes {} API, the lock says 1.30: use \
+                 an envc that carries 1.30, or run `envc lock FILE --update tool:kubernetes` and \
+                 check the objects again",
+                envc_compiler::KUBERNETES_VERSION
+            )]
+        );
     }
 
     #[test]

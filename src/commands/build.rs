@@ -64,6 +64,7 @@ pub fn build(
         command: "build".into(),
         lock_hash: env.lock.map(|l| l.hash),
         push: args.push,
+        source: source_commit(file),
     };
     realize(file, &env.spec, &env.files, &request, args.json, target)
 }
@@ -85,8 +86,33 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
         command: "destroy".into(),
         lock_hash: None,
         push: false,
+        source: source_commit(file),
     };
     realize(file, &spec, &files, &request, json_out, target)
+}
+
+/// The commit the environment's source is at, `-dirty` when its work tree has changes
+/// to tracked files; `None` outside a git work tree (or without git). Only named in the
+/// commits that deliver objects to a GitOps repository, never hashed.
+fn source_commit(file: &Path) -> Option<String> {
+    let dir = project_dir(file);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--verify", "-q", "HEAD"])?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
 /// Whether this runs in CI (`CI` set, and not to `false` or `0`): builds are locked then.

@@ -77,7 +77,9 @@ pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> 
     let session = session(file, &TargetArgs::default())?;
     session.unseal(&mut env.spec, false)?;
     let report = session.plan(&env.spec, &env.files, false)?;
-    output::print(&why_text(&env.spec, &report.plan, index, json_out));
+    let (records, _) = session.live()?;
+    let record = records.get(&env.spec.nodes[index].key);
+    output::print(&why_text(&env.spec, &report.plan, index, record, json_out));
     Ok(Exit::Ok)
 }
 
@@ -303,7 +305,13 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
     out
 }
 
-fn why_text(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
+fn why_text(
+    spec: &Spec,
+    p: &Plan,
+    index: usize,
+    record: Option<&RealizationRecord>,
+    json_out: bool,
+) -> String {
     let node = &spec.nodes[index];
     let a = &p.nodes[index].assessment;
     if json_out {
@@ -320,6 +328,7 @@ fn why_text(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
             "resolved": a.resolved.as_ref().ok().map(|r| &r.hash),
             "attrs": a.resolved.as_ref().ok().map(|r| &r.display),
             "inputs": inputs,
+            "record": record.map(|r| json!({"resolved": r.resolved_hash, "run": r.run, "at_unix": r.at_unix, "facts": r.facts})),
         })
         .to_string()
             + "\n";
@@ -351,6 +360,15 @@ fn why_text(spec: &Spec, p: &Plan, index: usize, json_out: bool) -> String {
             spec.nodes[*i].key,
             p.nodes[*i].assessment.action.name()
         ));
+    }
+    if let Some(r) = record {
+        s.push_str(&format!(
+            "  record     of {} by run {}\n",
+            r.resolved_hash, r.run
+        ));
+        for (k, v) in &r.facts {
+            s.push_str(&format!("    {k} = {v}\n"));
+        }
     }
     s
 }

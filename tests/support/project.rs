@@ -1,6 +1,6 @@
 //! A project directory for end-to-end tests on namespace hosts: `prod.env` in a temporary
-//! directory, with an ssh_config that logs in with the hosts' key, and `envc` run against
-//! it from the controller's namespace.
+//! directory (or a directory inside it), with an ssh_config that logs in with the hosts'
+//! key, and `envc` run against it from the controller's namespace.
 
 // Each test binary that includes this uses only part of it.
 #![allow(dead_code)]
@@ -13,13 +13,27 @@ use crate::nshosts::TestHosts;
 pub struct Project {
     pub dir: tempfile::TempDir,
     pub ssh_config: PathBuf,
+    /// `prod.env`, or `SUBDIR/prod.env`.
+    env_file: PathBuf,
 }
 
 impl Project {
     pub fn new(hosts: &TestHosts, prefix: &str) -> Project {
+        Project::in_subdir(hosts, prefix, "")
+    }
+
+    /// A project whose `prod.env` is in `subdir` of the directory (its store beside it,
+    /// the ssh_config outside).
+    pub fn in_subdir(hosts: &TestHosts, prefix: &str, subdir: &str) -> Project {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
         let ssh_config = crate::ssh_config::write(dir.path(), hosts.key_path());
-        Project { dir, ssh_config }
+        let env_dir = dir.path().join(subdir);
+        std::fs::create_dir_all(&env_dir).unwrap();
+        Project {
+            env_file: env_dir.join("prod.env"),
+            dir,
+            ssh_config,
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -32,7 +46,12 @@ impl Project {
 
     /// Writes `prod.env`.
     pub fn write(&self, text: &str) {
-        std::fs::write(self.path("prod.env"), text).unwrap();
+        std::fs::write(&self.env_file, text).unwrap();
+    }
+
+    /// The environment's store, beside `prod.env`.
+    pub fn store_dir(&self) -> PathBuf {
+        self.env_file.with_file_name(".envc")
     }
 
     /// `envc ARGS[0] prod.env ARGS[1..]`.
@@ -40,7 +59,7 @@ impl Project {
         hosts
             .in_controller(env!("CARGO_BIN_EXE_envc"))
             .arg(args[0])
-            .arg(self.path("prod.env"))
+            .arg(&self.env_file)
             .args(&args[1..])
             .env("ENVC_SSH_CONFIG", &self.ssh_config)
             .env_remove("ENVC_STORE")

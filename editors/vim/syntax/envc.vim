@@ -72,11 +72,11 @@ syn match envcMember '\%(\%(^\|[^.]\)\.\s*\)\@<=\h\w*\>\%(\s*(\)\@!'
 
 " Calls: the name, then its arguments, where `name =` names an argument.
 syn match envcFuncCall '\<\h\w*\ze\s*(' nextgroup=envcCallArgs skipwhite
-syn match envcNodeCall '\%(\.\s*\)\@<!\<\%(vm\|host\|package\|file\|service\|manifest\|image\|exec\)\ze\s*('
+syn match envcNodeCall '\%(\.\s*\)\@<!\<\%(vm\|host\|package\|file\|service\|manifest\|image\|exec\|gitops\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
 syn match envcCheckCall '\%(\.\s*\)\@<!\<\%(tcp\|http\|command\|installed\|os_release\|free_space\|empty_dir\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
-syn match envcBuiltinCall '\%(\.\s*\)\@<!\<\%(len\|keys\|values\|join\|split\|contains\|starts_with\|ends_with\|upper\|lower\|trim\|replace\|str\|sort\|merge\|path\|to_json\|secret\)\ze\s*('
+syn match envcBuiltinCall '\%(\.\s*\)\@<!\<\%(len\|keys\|values\|join\|split\|contains\|starts_with\|ends_with\|upper\|lower\|trim\|replace\|str\|sort\|merge\|path\|to_json\|secret\|all\|any\|min\|max\|read\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
 syn region envcCallArgs matchgroup=envcDelimiter start='(' end=')' contained
       \ contains=envcNamedArg,@envcCode
@@ -88,7 +88,7 @@ syn match envcTypeColon ':' nextgroup=envcRecordType,envcBuiltinType,envcNodeTyp
 syn match envcArrow '->' nextgroup=envcRecordType,envcBuiltinType,envcNodeType,envcTypeModule,envcTypeName skipwhite
 syn keyword envcBuiltinType contained int str bool size mode path secret any target node check list dict
       \ nextgroup=envcTypeArgs,envcTypeRange skipwhite
-syn keyword envcNodeType contained vm host package file service manifest image exec
+syn keyword envcNodeType contained vm host package file service manifest image exec gitops
       \ nextgroup=envcTypeArgs,envcTypeRange skipwhite
 syn match envcTypeName '\h\w*' contained nextgroup=envcTypeArgs,envcTypeRange skipwhite
 " `module.Type`; after envcTypeName so that it wins where both match.

@@ -18,6 +18,7 @@ pub use envc_lockfiles::fetch::sha256_hex;
 
 pub mod exec;
 pub mod file;
+pub mod gitops;
 pub mod package;
 pub mod service;
 

@@ -136,6 +136,7 @@ impl Session {
                 command: command.into(),
                 lock_hash: request.lock_hash.clone(),
                 push: false,
+                source: None,
             };
             session.build(spec, files, &r, reporter, interrupts)
         };

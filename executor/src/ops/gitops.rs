@@ -1,0 +1,358 @@
+//! Delivering Kubernetes objects to a git repository that Argo CD or Flux reconciles.
+//!
+//! `git` runs on this machine, in a scratch clone of the one branch (depth 1), and reaches
+//! the repository through the target's connection ([`Transport::git_remote`]). A delivery
+//! writes the objects under the repository's `path` with a kustomization
+//! ([`crate::kustomize`]), removes what left the environment, commits, and pushes. It never
+//! forces: when the branch moved between fetch and push, it starts again on top of what is
+//! there now, a few times; a push refused for another reason is an error, and the scratch
+//! clone goes with it (the source and the state are the truth, so nothing is lost: the next
+//! run delivers again).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::StepError;
+use crate::kustomize;
+use crate::transport::{GitRemote, Transport};
+
+/// Where objects go: a branch of a repository on a host, and a directory in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitopsSpec {
+    pub repo: String,
+    pub branch: String,
+    /// Relative to the repository's top; empty for the top.
+    pub path: String,
+}
+
+/// One delivery: what to write, what the environment has there, and who is delivering.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// Objects to write: file name (relative to `path`), YAML.
+    pub write: Vec<(String, String)>,
+    /// The file names of every object the environment delivers there now; listed files
+    /// not among them are removed.
+    pub keep: BTreeSet<String>,
+    /// The environment (the kustomization's owner and the commit's subject).
+    pub environment: String,
+    pub run: String,
+    /// The commit of the environment's source, when it is in a git work tree.
+    pub source: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivered {
+    /// The commit that carries the objects: the new one, or the branch's head when there
+    /// was nothing to change (`None`: the branch does not exist and nothing was written).
+    pub commit: Option<String>,
+    /// Whether this delivery made a commit.
+    pub committed: bool,
+    pub change: kustomize::DirChange,
+    /// How many times the branch moved under it before its push landed.
+    pub retries: u32,
+}
+
+/// How many times a delivery starts again on a branch that keeps moving.
+const ATTEMPTS: u32 = 5;
+/// Bounds each git command (a fetch of a large repository included).
+const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The branch's head commit, `None` when it does not exist yet; an error when the
+/// repository cannot be read (no such repository, no access, host down).
+pub async fn branch_head(
+    t: &Transport,
+    spec: &GitopsSpec,
+    work: &Path,
+) -> Result<Option<String>, StepError> {
+    let remote = t.git_remote(&spec.repo);
+    let out = git(
+        work,
+        &remote,
+        &[
+            "ls-remote",
+            "--heads",
+            &remote.url,
+            &format!("refs/heads/{}", spec.branch),
+        ],
+    )
+    .await?;
+    if !out.status {
+        return Err(failed(t, spec, "cannot read the repository", &out.stderr).hint(
+            "check that the repository exists at that path on the host, and that the login may read and push to it",
+        ));
+    }
+    Ok(out
+        .stdout
+        .lines()
+        .find_map(|l| l.split_whitespace().next())
+        .map(str::to_string))
+}
+
+/// Writes, commits and pushes `d` (see the module's comment).
+pub async fn deliver(
+    t: &Transport,
+    spec: &GitopsSpec,
+    d: &Delivery,
+    work: &Path,
+) -> Result<Delivered, StepError> {
+    let remote = t.git_remote(&spec.repo);
+    let mut retries = 0;
+    loop {
+        let listed = branch_head(t, spec, work).await?;
+        let scratch = tempfile::Builder::new()
+            .prefix("gitops")
+            .tempdir_in(work)
+            .map_err(|e| {
+                StepError::new(format!(
+                    "cannot create a scratch clone in {}: {e}",
+                    work.display()
+                ))
+            })?;
+        let dir = scratch.path();
+        run_ok(t, spec, dir, &remote, &["init", "-q"]).await?;
+        let branch_ref = format!("refs/heads/{}", spec.branch);
+        // What is built on: the branch as fetched (it may have moved since it was listed).
+        let base = match listed {
+            Some(_) => {
+                run_ok(
+                    t,
+                    spec,
+                    dir,
+                    &remote,
+                    &[
+                        "fetch",
+                        "-q",
+                        "--no-tags",
+                        "--depth=1",
+                        &remote.url,
+                        &branch_ref,
+                    ],
+                )
+                .await?;
+                run_ok(
+                    t,
+                    spec,
+                    dir,
+                    &remote,
+                    &["checkout", "-q", "-B", &spec.branch, "FETCH_HEAD"],
+                )
+                .await?;
+                Some(
+                    git(dir, &remote, &["rev-parse", "HEAD"])
+                        .await?
+                        .stdout
+                        .trim()
+                        .to_string(),
+                )
+            }
+            None => {
+                run_ok(
+                    t,
+                    spec,
+                    dir,
+                    &remote,
+                    &["symbolic-ref", "HEAD", &branch_ref],
+                )
+                .await?;
+                None
+            }
+        };
+        let target = if spec.path.is_empty() {
+            dir.to_path_buf()
+        } else {
+            dir.join(&spec.path)
+        };
+        let change = kustomize::apply(&target, &d.environment, &d.write, &d.keep).map_err(|e| {
+            StepError::with_hint(
+                format!(
+                    "{}: cannot write `{}`: {e}",
+                    describe(t, spec),
+                    display_path(spec)
+                ),
+                "nothing was committed or pushed",
+            )
+        })?;
+        let scope = if spec.path.is_empty() {
+            "."
+        } else {
+            spec.path.as_str()
+        };
+        run_ok(t, spec, dir, &remote, &["add", "-A", "--", scope]).await?;
+        let staged = git(dir, &remote, &["diff", "--cached", "--quiet"]).await?;
+        if staged.status {
+            return Ok(Delivered {
+                commit: base,
+                committed: false,
+                change: kustomize::DirChange::default(),
+                retries,
+            });
+        }
+        let message = commit_message(d, spec, &change);
+        run_ok(
+            t,
+            spec,
+            dir,
+            &remote,
+            &["commit", "-q", "--no-verify", "-m", &message],
+        )
+        .await?;
+        let commit = git(dir, &remote, &["rev-parse", "HEAD"])
+            .await?
+            .stdout
+            .trim()
+            .to_string();
+        let push = git(
+            dir,
+            &remote,
+            &[
+                "push",
+                "-q",
+                "--no-verify",
+                &remote.url,
+                &format!("HEAD:{branch_ref}"),
+            ],
+        )
+        .await?;
+        if push.status {
+            return Ok(Delivered {
+                commit: Some(commit),
+                committed: true,
+                change,
+                retries,
+            });
+        }
+        // Refused. When the branch moved since the fetch, someone else pushed first: start
+        // again on top of their commit. Otherwise the refusal is the answer.
+        let now = branch_head(t, spec, work).await?;
+        if now == base || retries + 1 >= ATTEMPTS {
+            let why = if now == base {
+                "the push was refused"
+            } else {
+                "the branch kept moving while envc pushed"
+            };
+            return Err(failed(t, spec, why, &push.stderr).hint(
+                "envc never force-pushes; nothing was changed in the repository, and the next run delivers again",
+            ));
+        }
+        retries += 1;
+    }
+}
+
+fn commit_message(d: &Delivery, spec: &GitopsSpec, change: &kustomize::DirChange) -> String {
+    let mut m = format!("envc: {} (run {})\n\n", d.environment, d.run);
+    m += &format!(
+        "Source: {}\n",
+        d.source.as_deref().unwrap_or("not a git work tree")
+    );
+    let at = |f: &str| {
+        if spec.path.is_empty() {
+            f.to_string()
+        } else {
+            format!("{}/{f}", spec.path)
+        }
+    };
+    for f in &change.written {
+        m += &format!("Wrote: {}\n", at(f));
+    }
+    for f in &change.removed {
+        m += &format!("Removed: {}\n", at(f));
+    }
+    m
+}
+
+fn display_path(spec: &GitopsSpec) -> String {
+    if spec.path.is_empty() {
+        "the repository's top".into()
+    } else {
+        format!("{}/", spec.path)
+    }
+}
+
+fn describe(t: &Transport, spec: &GitopsSpec) -> String {
+    format!(
+        "repository {} (branch {}) on host `{}`",
+        spec.repo,
+        spec.branch,
+        t.host()
+    )
+}
+
+fn failed(t: &Transport, spec: &GitopsSpec, why: &str, stderr: &str) -> StepError {
+    let detail = stderr.trim();
+    if detail.is_empty() {
+        StepError::new(format!("{}: {why}", describe(t, spec)))
+    } else {
+        StepError::new(format!("{}: {why}: {detail}", describe(t, spec)))
+    }
+}
+
+struct GitOutput {
+    status: bool,
+    stdout: String,
+    stderr: String,
+}
+
+async fn run_ok(
+    t: &Transport,
+    spec: &GitopsSpec,
+    dir: &Path,
+    remote: &GitRemote,
+    args: &[&str],
+) -> Result<(), StepError> {
+    let out = git(dir, remote, args).await?;
+    if out.status {
+        Ok(())
+    } else {
+        Err(failed(
+            t,
+            spec,
+            &format!("`git {}` failed", args[0]),
+            &out.stderr,
+        ))
+    }
+}
+
+/// Runs `git ARGS` in `dir`, reaching `remote` through its ssh command, with no user or
+/// system configuration (a signing or hook setting of the user's must not change what
+/// envc commits) and never a prompt.
+async fn git(dir: &Path, remote: &GitRemote, args: &[&str]) -> Result<GitOutput, StepError> {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_AUTHOR_NAME", "envc")
+        .env("GIT_AUTHOR_EMAIL", "envc@localhost")
+        .env("GIT_COMMITTER_NAME", "envc")
+        .env("GIT_COMMITTER_EMAIL", "envc@localhost")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match &remote.ssh_command {
+        Some(ssh) => cmd.env("GIT_SSH_COMMAND", ssh),
+        None => cmd.env_remove("GIT_SSH_COMMAND"),
+    };
+    let out = match tokio::time::timeout(GIT_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StepError::with_hint(
+                format!("cannot run git: {e}"),
+                "install git on the machine envc runs on (`apt-get install git`)",
+            ))
+        }
+        Ok(Err(e)) => return Err(StepError::new(format!("cannot run git: {e}"))),
+        Err(_) => {
+            return Err(StepError::new(format!(
+                "`git {}` did not finish within {} s and was stopped",
+                args[0],
+                GIT_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    Ok(GitOutput {
+        status: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}

@@ -1,0 +1,251 @@
+//! GitOps delivery end to end: `manifest`s committed to a bare git repository on a real SSH
+//! host (tests/support/nshosts.rs), reached through envc's own connection. The first build
+//! commits every object with a kustomization; a build with nothing changed commits
+//! nothing; one changed field is one file in one commit; an object that leaves the source
+//! has its file pruned; someone else pushing while envc pushes makes envc land on top of
+//! their commit, never over it; a kustomization envc did not write is refused; and with the
+//! host down the build exits 4 and the state still knows what is not delivered.
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/project.rs"]
+mod project;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
+
+use nshosts::TestHosts;
+use output::{node_outcomes, stderr, stdout, text};
+use project::Project;
+
+const REPO: &str = "/srv/fleet.git";
+
+/// An environment delivering a Namespace, a ConfigMap (with `level`) and, when
+/// `with_deployment`, a Deployment to `clusters/prod` of the repository on host 0.
+fn source(addr: &str, level: &str, with_deployment: bool) -> String {
+    let deployment = if with_deployment {
+        r#"let web = manifest(
+  target = fleet,
+  api_version = "apps/v1",
+  kind = "Deployment",
+  name = "web",
+  namespace = "shop",
+  body = { spec = {
+    selector = { matchLabels = { app = "web" } },
+    template = {
+      metadata = { labels = { app = "web" } },
+      spec = { containers = [{ name = "web", image = "nginx:1.27" }] },
+    },
+  } },
+)
+"#
+    } else {
+        ""
+    };
+    format!(
+        r#"let git = host(name = "git", address = "{addr}")
+let fleet = gitops(name = "fleet", target = git, repo = "{REPO}", path = "clusters/prod")
+let ns = manifest(target = fleet, api_version = "v1", kind = "Namespace", name = "shop")
+let conf = manifest(
+  target = fleet,
+  api_version = "v1",
+  kind = "ConfigMap",
+  name = "web",
+  namespace = "shop",
+  body = {{ data = {{ level = "{level}", upstream = "${{git.address}}:8080" }} }},
+)
+{deployment}"#
+    )
+}
+
+/// `git --git-dir=REPO ARGS` on host 0, its standard output.
+fn git(hosts: &TestHosts, args: &str) -> String {
+    let out = hosts.ssh(0, &format!("git --git-dir={REPO} {args}"));
+    assert!(out.status.success(), "git {args}: {}", text(&out));
+    stdout(&out)
+}
+
+fn commits(hosts: &TestHosts) -> usize {
+    git(hosts, "rev-list --count main").trim().parse().unwrap()
+}
+
+/// One host with an empty bare repository at `REPO`, its address, and a project.
+fn repository_host(prefix: &str) -> (TestHosts, String, Project) {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let p = Project::new(&hosts, prefix);
+    let init = hosts.ssh(0, &format!("git init -q --bare -b main {REPO}"));
+    assert!(init.status.success(), "{}", text(&init));
+    (hosts, addr, p)
+}
+
+#[test]
+fn objects_are_committed_pruned_and_land_on_top_of_others() {
+    let (hosts, addr, p) = repository_host("envc-gitops-");
+
+    // First build: one commit with every object and the kustomization.
+    p.write(&source(&addr, "info", true));
+    let first = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let outcomes = node_outcomes(&first);
+    let head = git(&hosts, "rev-parse main").trim().to_string();
+    assert_eq!(
+        outcomes["fleet/manifest:shop/ConfigMap/web"],
+        format!("ok: committed {}", &head[..12]),
+        "{outcomes:?}"
+    );
+    assert_eq!(commits(&hosts), 1);
+    assert_eq!(
+        git(&hosts, "ls-tree -r --name-only main"),
+        "clusters/prod/_cluster/namespace-shop.yaml\nclusters/prod/kustomization.yaml\n\
+         clusters/prod/shop/configmap-web.yaml\nclusters/prod/shop/deployment-web.yaml\n"
+    );
+    assert_eq!(
+        git(&hosts, "show main:clusters/prod/shop/configmap-web.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\ndata:\n  level: info\n  upstream: \"{addr}:8080\"\n"
+        )
+    );
+    let message = git(&hosts, "log -1 --format=%B main");
+    assert!(
+        message.starts_with("envc: prod (run ")
+            && message.contains("Source: not a git work tree\n")
+            && message.contains("Wrote: clusters/prod/shop/deployment-web.yaml\n"),
+        "{message}"
+    );
+    // Its record is the commit that carries it.
+    let shown = p.run(&hosts, &["why", "fleet/manifest:shop/ConfigMap/web"]);
+    assert!(stdout(&shown).contains(&head), "{}", text(&shown));
+
+    // Nothing changed: nothing runs, nothing is committed.
+    let again = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(
+        node_outcomes(&again).values().all(|o| o == "cached"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(commits(&hosts), 1);
+
+    // One changed field: one file in one commit.
+    p.write(&source(&addr, "debug", true));
+    let changed = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(changed.status.code(), Some(0), "{}", text(&changed));
+    assert_eq!(commits(&hosts), 2);
+    assert_eq!(
+        git(&hosts, "diff --name-only main~1 main"),
+        "clusters/prod/shop/configmap-web.yaml\n"
+    );
+
+    // An object that left the source: its file and its line in the kustomization go.
+    p.write(&source(&addr, "debug", false));
+    let pruned = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(pruned.status.code(), Some(0), "{}", text(&pruned));
+    assert!(
+        node_outcomes(&pruned)["fleet/manifest:shop/Deployment/web"]
+            .starts_with("ok: removed in commit "),
+        "{}",
+        text(&pruned)
+    );
+    assert_eq!(commits(&hosts), 3);
+    assert_eq!(
+        git(&hosts, "diff --name-only main~1 main"),
+        "clusters/prod/kustomization.yaml\nclusters/prod/shop/deployment-web.yaml\n"
+    );
+
+    // Someone else pushes while envc pushes: the repository's pre-receive hook pushes a
+    // commit of theirs first, once. envc's push is refused, and it starts again on top.
+    let theirs = "cd /tmp && rm -rf other && git clone -q /srv/fleet.git other && cd other \
+        && echo 'team docs' > README.md && git add README.md \
+        && git -c user.name=someone -c user.email=someone@example.com commit -q -m 'docs: theirs' \
+        && git push -q origin main";
+    let hook = format!(
+        "#!/bin/sh\ncat >/dev/null\n[ -e /srv/raced ] && exit 0\ntouch /srv/raced\n\
+         env -i PATH=/usr/bin:/bin HOME=/root sh -c \"{theirs}\" >/srv/race.log 2>&1\nexit 0\n"
+    );
+    let installed = hosts.ssh(
+        0,
+        &format!(
+            "cat > {REPO}/hooks/pre-receive <<'EOF'\n{hook}EOF\nchmod +x {REPO}/hooks/pre-receive"
+        ),
+    );
+    assert!(installed.status.success(), "{}", text(&installed));
+    p.write(&source(&addr, "warn", false));
+    let raced = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(raced.status.code(), Some(0), "{}", text(&raced));
+    assert!(
+        node_outcomes(&raced)["fleet/manifest:shop/ConfigMap/web"]
+            .contains("(the branch moved 1× while envc pushed; it landed on top)"),
+        "{}\nhook: {}",
+        text(&raced),
+        stdout(&hosts.ssh(0, "cat /srv/race.log"))
+    );
+    assert_eq!(git(&hosts, "log -1 --format=%s main~1"), "docs: theirs\n");
+    assert_eq!(git(&hosts, "show main:README.md"), "team docs\n");
+    assert!(
+        git(&hosts, "show main:clusters/prod/shop/configmap-web.yaml").contains("level: warn\n")
+    );
+
+    // A kustomization someone else wrote there: refused, nothing pushed, the object stays
+    // undelivered in the state (the next build tries again).
+    let foreign = "cd /tmp/other && git pull -q && printf 'resources:\\n- app.yaml\\n' > clusters/prod/kustomization.yaml \
+        && git -c user.name=someone -c user.email=someone@example.com commit -qam 'take over' && git push -q origin main";
+    let taken = hosts.ssh(0, foreign);
+    assert!(taken.status.success(), "{}", text(&taken));
+    let before = commits(&hosts);
+    p.write(&source(&addr, "error", false));
+    let refused = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+    assert!(
+        node_outcomes(&refused)["fleet/manifest:shop/ConfigMap/web"]
+            .contains("kustomization.yaml was not written by envc"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(commits(&hosts), before);
+    let plan = p.run(&hosts, &["plan"]);
+    assert!(
+        stdout(&plan).contains("update")
+            && stdout(&plan).contains("fleet/manifest:shop/ConfigMap/web"),
+        "{}",
+        text(&plan)
+    );
+}
+
+#[test]
+fn with_the_host_down_the_build_fails_and_nothing_is_lost() {
+    let (hosts, addr, p) = repository_host("envc-gitops-down-");
+    p.write(&source(&addr, "info", false));
+    let first = p.run(&hosts, &["build"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+
+    hosts.kill_host(0);
+    p.write(&source(&addr, "debug", false));
+    let down = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(down.status.code(), Some(4), "{}", text(&down));
+    assert!(
+        node_outcomes(&down)["fleet/manifest:shop/ConfigMap/web"]
+            .contains("cannot reach host `git`"),
+        "{}",
+        text(&down)
+    );
+    assert!(
+        stderr(&down).contains("1 failed") || stdout(&down).contains("\"failed\":1"),
+        "{}",
+        text(&down)
+    );
+    // The state is whole and still holds the delivered commit: the change is pending, the
+    // rest is as it was.
+    let plan = p.run(&hosts, &["plan"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    assert!(
+        stdout(&plan).contains("fleet/manifest:shop/ConfigMap/web"),
+        "{}",
+        text(&plan)
+    );
+    let history = p.run(&hosts, &["log"]);
+    assert!(stdout(&history).contains("failed"), "{}", text(&history));
+}
