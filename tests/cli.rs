@@ -29,6 +29,8 @@ const EXAMPLES: &[&str] = &[
     "examples/replset/prod.env",
     "examples/component/prod.env",
     "examples/k8s/prod.env",
+    "examples/stacks/core.env",
+    "examples/stacks/app.env",
 ];
 
 #[test]
@@ -55,7 +57,8 @@ fn examples_check_format_and_graph() {
             let id = n["id"].as_str().unwrap();
             assert_eq!(id.len(), 64, "a blake3 id in hex");
             assert!([
-                "vm", "host", "package", "file", "service", "manifest", "image", "exec", "gitops"
+                "vm", "host", "package", "file", "service", "manifest", "image", "exec", "gitops",
+                "stack"
             ]
             .contains(&n["kind"].as_str().unwrap()));
             // Inputs come first: the order is topological.

@@ -109,6 +109,9 @@ fn cases() -> Vec<Case> {
         deep_imports,
         case("load-unknown-std-module", "import \"std/debain\"\n"),
         case("load-unreadable", "import \"./missing.env\"\n"),
+        case("load-stack", "let core = stack(\"core.env\")\nlet web = file(path = \"/etc/web.conf\", content = \"db=${core.db}\\n\", target = host(name = \"h1\", address = \"192.0.2.1\"))\n")
+            .file("core.env", "output db = \"10.0.0.5\"\noutput port = 5432 +\n"),
+        case("load-bad-stack-path", "let core = stack(\"../platform/core.env\")\n"),
         not_utf8,
         too_large,
         // names
@@ -127,6 +130,7 @@ fn cases() -> Vec<Case> {
         // types
         case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
         case("type-bad-operands", "let x = 1 + \"a\"\n"),
+        case("type-stack-placement", "fn db_of(file: str) -> str => stack(file).address\n"),
         case("type-bad-range", "type Name = str(1..=2)\n"),
         case("type-bound-not-literal", "let max = 9\ntype Small = int(1..=max)\n"),
         case("type-branch-mismatch", "param prod: bool = true\nlet x = if prod { 1 } else { \"one\" }\n"),
@@ -223,6 +227,9 @@ fn hint_cases() -> Vec<Case> {
         case("hint-unknown-field-at-key", "type Tags = { owner: str }\nlet t: Tags = {\n  owner = \"ops\",\n  cost_center = \"42\",\n}\n"),
         case("hint-set-not-a-value", "param replicas: int = 3\n").set("replicas", "three"),
         // `type` names a field here, and the one mistake is one error.
+        // An output the referenced environment does not declare, at the field.
+        case("hint-stack-unknown-output", "let core = stack(\"core.env\")\nlet url = \"pg://${core.adress}:${core.port}\"\n")
+            .file("core.env", "output address = \"10.0.0.5\"\noutput port = 5432\n"),
         case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }

@@ -33,6 +33,11 @@ fn documented_examples_compile() {
                 ("files/site.conf", "server {}\n"),
                 ("files/app.conf.j2", "port = {{ port }}\n"),
                 ("keys/pgdg.asc", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n"),
+                // The environment `stack("core.env")` reads.
+                (
+                    "core.env",
+                    "output db_address = \"10.0.0.5\"\noutput db_port = 5432\n",
+                ),
             ];
             let c = compile(
                 "main.env",

@@ -523,6 +523,15 @@ pub const SCHEMAS: &[NodeSchema] = &[
         doc: "a bootable Debian disk image built reproducibly with mmdebstrap (a build derivation)",
     },
     NodeSchema {
+        kind: NodeKind::Stack,
+        name_attr: "file",
+        target: TargetSlot::None,
+        attrs: &[attr("file", t_str, true, None)],
+        // Its outputs are the referenced environment's: `stack.rs` types them.
+        outputs: &[],
+        doc: "another environment's outputs, read from its state: `let core = stack(\"core.env\")`, then `core.db_address`",
+    },
+    NodeSchema {
         kind: NodeKind::Exec,
         name_attr: "name",
         target: TargetSlot::Machine,

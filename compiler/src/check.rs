@@ -39,6 +39,8 @@ pub struct Checked {
     pub types: TypeTable,
     /// Top-level names of every module.
     pub globals: Vec<BTreeMap<Rc<str>, Global>>,
+    /// The root module's outputs and their types (what a `stack(…)` of it reads).
+    pub outputs: BTreeMap<Rc<str>, Ty>,
     /// What an editor asks about: empty unless checked with [`check_indexed`].
     pub index: Index,
 }
@@ -115,6 +117,7 @@ fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
         depth: 0,
         index: indexed.then(Index::default),
         record_keys: HashMap::new(),
+        outputs: BTreeMap::new(),
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -130,6 +133,7 @@ fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
         Checked {
             types: c.table,
             globals: c.globals,
+            outputs: c.outputs,
             index: c.index.unwrap_or_default(),
         },
         c.errors,
@@ -153,6 +157,7 @@ struct Checker<'p> {
     /// The keys of every record literal, by (file, span of the literal): where an unknown
     /// field is reported.
     record_keys: HashMap<(FileId, Span), RecordKeys>,
+    outputs: BTreeMap<Rc<str>, Ty>,
 }
 
 /// A record literal's keys and where each is written.
@@ -291,7 +296,10 @@ impl<'p> Checker<'p> {
                             .help("return the value from a function and declare the output in the root file"),
                     );
                 }
-                self.infer(value);
+                let t = self.infer(value);
+                if root {
+                    self.outputs.insert(name.name.clone(), t);
+                }
             }
             ItemKind::Assert(a) => self.assertion(a),
             ItemKind::Import { .. } | ItemKind::Error => {}
@@ -1258,6 +1266,20 @@ impl<'p> Checker<'p> {
                 .unwrap_or(Ty::Unknown)
         };
         match builtin {
+            Some(Builtin::Node(NodeKind::Stack)) => {
+                match self.program.stacks.get(&(file, call.span)) {
+                    Some(s) => crate::stack::record_ty(s),
+                    None => {
+                        self.error(
+                        Diagnostic::new("type::stack-placement", "a stack reference must be a top-level `let` of a file name")
+                            .label(file, call.span, "not `let NAME = stack(\"FILE\")` at the top level")
+                            .message("Which environments this one reads is fixed before anything is evaluated, so that `envc check` can type their outputs.")
+                            .help("bind it once at the top level, `let core = stack(\"core.env\")`, and use `core.NAME` where it is needed"),
+                    );
+                        Ty::Unknown
+                    }
+                }
+            }
             Some(Builtin::Sort) => arg(0),
             Some(Builtin::Min | Builtin::Max) => match arg(0).base() {
                 Ty::List(t) => (**t).clone(),

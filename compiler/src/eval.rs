@@ -1507,7 +1507,11 @@ impl<'p> Evaluator<'p> {
             });
         }
         if let Builtin::Node(kind) = b {
-            return self.node(kind, &sig, got, span);
+            let node = self.node(kind, &sig, got, span)?;
+            return Ok(match node {
+                Value::Node(n) if kind == NodeKind::Stack => stack_outputs(&n),
+                v => v,
+            });
         }
         if let Builtin::Check(kind) = b {
             return Ok(self.check(kind, &sig, got, span));
@@ -1759,6 +1763,11 @@ impl<'p> Evaluator<'p> {
         }
         let Some((name, name_span)) = name else {
             return Err(Stop::Reported);
+        };
+        let name = if kind == NodeKind::Stack {
+            self.stack_reference(&mut attrs, span)?
+        } else {
+            name
         };
         if let Err(why) = crate::library::validate_name(kind, &name) {
             return self.fail(
@@ -2028,6 +2037,26 @@ impl<'p> Evaluator<'p> {
         })))
     }
 
+    /// The referenced environment of the `stack(…)` at `span` (its project-relative path,
+    /// the node's name), with the outputs it is read for and their types in `attrs`: the
+    /// executor checks what the state holds against them.
+    fn stack_reference(&mut self, attrs: &mut BTreeMap<Rc<str>, Value>, span: Span) -> R<Rc<str>> {
+        let file = self.file();
+        // The checker reported a reference it could not type.
+        let Some(stack) = self.program.stacks.get(&(file, span)) else {
+            return Err(Stop::Reported);
+        };
+        let Some(outputs) = &stack.outputs else {
+            return Err(Stop::Reported);
+        };
+        let types = outputs
+            .iter()
+            .map(|(k, t)| (k.clone(), Value::Str(t.name().into())))
+            .collect();
+        attrs.insert("outputs".into(), Value::Record(Rc::new(types)));
+        Ok(stack.path.clone())
+    }
+
     /// A project file's content as a string (`read(path(…))`): text of at most the string
     /// limit. Its bytes are what `path` hashed, so the string is an input like the file.
     pub(crate) fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value> {
@@ -2238,4 +2267,25 @@ fn article(kind: NodeKind) -> &'static str {
         Some(b'a' | b'e' | b'i' | b'o' | b'u') => "an",
         _ => "a",
     }
+}
+
+/// What `stack("…")` evaluates to: a record of the referenced environment's outputs, each
+/// deferred to the `stack` node that reads them.
+fn stack_outputs(node: &Rc<Node>) -> Value {
+    let names: Vec<Rc<str>> = match node.attrs.get("outputs") {
+        Some(Value::Record(r)) => r.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    Value::Record(Rc::new(
+        names
+            .into_iter()
+            .map(|k| {
+                let v = Value::Deferred(Rc::new(Deferred::Output {
+                    node: node.clone(),
+                    output: k.clone(),
+                }));
+                (k, v)
+            })
+            .collect(),
+    ))
 }

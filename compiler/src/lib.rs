@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod pin;
 pub mod program;
 pub mod source;
+pub mod stack;
 pub mod stdlib;
 
 /// The Kubernetes API version `manifest`s are checked against (pinned as `tool:kubernetes`).
@@ -99,6 +100,7 @@ pub fn analyze(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
 
 fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed: bool) -> Analysis {
     let mut program = program::load(root, loader);
+    stack::resolve(&mut program, loader);
     let mut diagnostics = std::mem::take(&mut program.errors);
     let (checked, type_errors) = if indexed {
         check::check_indexed(&program)

@@ -406,6 +406,8 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
                 );
             }
         }
+        // Its name is the referenced file's path, which `stack.rs` resolved.
+        NodeKind::Stack => {}
         NodeKind::Gitops => {
             // It names what its objects are delivered to (`NAME/manifest:…` in the state).
             if !is_label(name) {

@@ -38,6 +38,8 @@ pub struct Program {
     pub root: ModuleId,
     /// Load and parse errors of every file.
     pub errors: Vec<Diagnostic>,
+    /// Its `stack("…")` references, filled by [`crate::stack::resolve`].
+    pub stacks: crate::stack::StackRefs,
 }
 
 struct Loader<'l> {
@@ -57,6 +59,7 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
             modules: Vec::new(),
             root: 0,
             errors: Vec::new(),
+            stacks: Default::default(),
         },
         by_path: BTreeMap::new(),
         stack: Vec::new(),

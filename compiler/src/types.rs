@@ -23,10 +23,12 @@ pub enum NodeKind {
     Image,
     Exec,
     Gitops,
+    /// Another environment's recorded outputs (`stack("core.env")`): read, never changed.
+    Stack,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 9] = [
+    pub const ALL: [NodeKind; 10] = [
         NodeKind::Vm,
         NodeKind::Host,
         NodeKind::Package,
@@ -36,6 +38,7 @@ impl NodeKind {
         NodeKind::Image,
         NodeKind::Exec,
         NodeKind::Gitops,
+        NodeKind::Stack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,6 +52,7 @@ impl NodeKind {
             NodeKind::Image => "image",
             NodeKind::Exec => "exec",
             NodeKind::Gitops => "gitops",
+            NodeKind::Stack => "stack",
         }
     }
 

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
+use std::collections::BTreeMap;
+
 use envc_compiler::derivation::value_json;
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
 
@@ -864,4 +866,87 @@ fn diagnostics_that_point_at_the_mistake() {
         "let unit = { type = \"oneshot\", for = \"web\" }\noutput t = unit.type",
         r#"{"t": "oneshot"}"#,
     );
+}
+
+/// `stack("core.env")`: a record of the other environment's outputs that can cross (text,
+/// numbers, booleans), each deferred to one `stack` node named by the file; what it reads
+/// and their types are the node's attributes. Mistakes are named where they are written.
+#[test]
+fn stack_references_read_typed_outputs_of_another_environment() {
+    let core = "param size: int = 3\nlet v = vm(name = \"db-0\", image = image(name = \"i\"))\noutput address = v.address\noutput port = v.port\noutput replicas = size\noutput tls = true\noutput names = [\"a\"]\n";
+    let app = "let core = stack(\"core.env\")\nlet again = stack(\"./core.env\")\noutput url = \"pg://${core.address}:${again.port}\"\noutput n = core.replicas\n";
+    let c = compile(
+        "app.env",
+        &MemoryLoader::new([("app.env", app), ("core.env", core)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let g = c.graph.unwrap();
+    // One node for both references, none of core's own.
+    let nodes: Vec<(&str, &str)> = g.nodes().map(|n| (n.kind.name(), &*n.name)).collect();
+    assert_eq!(nodes, [("stack", "core.env")]);
+    let node = g.nodes().next().unwrap();
+    assert_eq!(
+        value_json(&node.attrs["outputs"]),
+        serde_json::json!({"address": "str", "port": "int", "replicas": "int", "tls": "bool"})
+    );
+    let id = node.id.hex();
+    let deferred = |out: &str| serde_json::json!({"deferred": {"name": "core.env", "node": id, "output": out}});
+    let outputs: BTreeMap<&str, serde_json::Value> = g
+        .outputs
+        .iter()
+        .map(|(k, v)| (&**k, value_json(v)))
+        .collect();
+    assert_eq!(
+        outputs["url"],
+        serde_json::json!({"interpolate": ["pg://", deferred("address"), ":", deferred("port")]})
+    );
+    assert_eq!(outputs["n"], deferred("replicas"));
+
+    let with_core = |main: &'static str| vec![("main.env", main), ("core.env", core)];
+    // An output core does not have (or that cannot cross: a list).
+    check_errors(
+        &with_core(
+            "let core = stack(\"core.env\")\noutput a = core.adress\noutput b = core.names\n",
+        ),
+        &[],
+        &["type::unknown-field", "type::unknown-field"],
+    );
+    // Deferred: known only at deploy time.
+    check_errors(
+        &with_core("let core = stack(\"core.env\")\noutput a = if core.tls { 1 } else { 2 }\n"),
+        &[],
+        &["type::deferred"],
+    );
+    check_errors(
+        &with_core("let f = \"core.env\"\nlet core = stack(f)\nfn g() => stack(\"core.env\")\n"),
+        &[],
+        &["type::stack-placement", "type::stack-placement"],
+    );
+    check_errors(
+        &with_core("let c = stack(\"nope.env\")\nlet d = stack(\"../up.env\")\nlet e = stack(\"main.env\")\n"),
+        &[],
+        &["load::stack", "load::bad-stack-path", "load::stack"],
+    );
+    check_errors(
+        &[
+            ("main.env", "let core = stack(\"core.env\")\n"),
+            ("core.env", "output a = 1 +\n"),
+        ],
+        &[],
+        &["load::stack"],
+    );
+    // Environments that reference each other are typed: each reads the other's state.
+    let c = compile(
+        "a.env",
+        &MemoryLoader::new([
+            (
+                "a.env",
+                "let b = stack(\"b.env\")\noutput x = \"a\"\noutput y = b.z\n",
+            ),
+            ("b.env", "let a = stack(\"a.env\")\noutput z = a.x\n"),
+        ]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
 }

@@ -30,6 +30,7 @@ pub mod session;
 pub mod shared_state;
 pub mod sharing;
 pub mod spec;
+pub mod stack;
 pub mod store;
 pub mod substitute;
 pub mod tools;

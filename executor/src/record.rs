@@ -214,6 +214,9 @@ pub struct RunRecord {
     /// What ended the run early (a store write that failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The environments it read outputs from (`stack`), and the run of each it read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stacks: BTreeMap<String, String>,
 }
 
 /// An environment's state after a run: its live records by node, and the state before.

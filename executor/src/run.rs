@@ -300,6 +300,9 @@ enum Work {
     /// First find which of these nodes' things are absent (their intents are written
     /// before the step runs), then the step.
     Probe(Option<Target>, Step, Vec<usize>),
+    /// What is known already, recorded as it is: a `stack` node's outputs, read from the
+    /// other environment's state before the run.
+    Read { node: usize, applied: Applied },
     /// Only run a node's postconditions (they changed; the node did not): it stands as
     /// `applied` (its record's facts) when they hold.
     Verify {
@@ -433,7 +436,9 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
         }
         Work::OnTarget(target, step) => execute_step(target, step, &conns, machines.store()).await,
         // Checks only: `checked` runs them.
-        Work::Verify { node, applied, .. } => vec![(node, Ok(applied))],
+        Work::Verify { node, applied, .. } | Work::Read { node, applied } => {
+            vec![(node, Ok(applied))]
+        }
         Work::Probe(target, step, nodes) => {
             return match probe_absent(target.as_ref(), &step, &nodes, &conns).await {
                 Ok(absent) => Done {
@@ -963,6 +968,9 @@ impl<'s> Scheduler<'s> {
             result,
             nodes: self.nodes_so_far(),
             error: self.report.error.clone(),
+            stacks: (self.spec.stacks.iter())
+                .map(|(env, p)| (env.clone(), p.run.clone()))
+                .collect(),
         };
         let id = env.store.put_json(&run)?;
         env.state.run = Some(id);
@@ -1318,6 +1326,20 @@ impl<'s> Scheduler<'s> {
                         .entry(t)
                         .or_default()
                         .push((i, m.file_name(), m.yaml()))
+                }
+                Payload::Stack(facts) => {
+                    let note = facts
+                        .get(crate::stack::RUN)
+                        .map(|run| format!("as run {run} of `{}` published them", node.name));
+                    works.push(Work::Read {
+                        node: i,
+                        applied: Applied {
+                            facts,
+                            created: false,
+                            note,
+                            log: None,
+                        },
+                    })
                 }
                 Payload::Gitops(g) => works.push(Work::OnTarget(
                     self.target_for(i, env),

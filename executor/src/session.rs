@@ -644,6 +644,20 @@ impl Session {
         Ok(RunHistory { runs, end })
     }
 
+    /// What the environment's last build published, for the environments that reference
+    /// it (`None`: never built).
+    pub fn published(&self) -> Result<Option<crate::stack::Published>, SessionError> {
+        let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        let Some(run) = state.run else {
+            return Ok(None);
+        };
+        let record: RunRecord = self.store.get_json(&run).map_err(|e| self.store_error(e))?;
+        Ok(Some(crate::stack::Published {
+            run: record.run,
+            outputs: state.outputs,
+        }))
+    }
+
     /// The environment's outputs as of its last build.
     pub fn outputs(&self) -> Result<BTreeMap<String, serde_json::Value>, SessionError> {
         let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;

@@ -127,6 +127,10 @@ pub struct Spec {
     /// The values of the secrets it names, and the store's key for their hashes: set by
     /// `Session::unseal` before anything is resolved. Not part of `graph_hash`.
     pub secrets: Option<std::sync::Arc<crate::secrets::Secrets>>,
+    /// What each referenced environment (a `stack` node's name) published, as its state
+    /// holds it now: read by the CLI before anything is resolved; absent if never built.
+    /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
+    pub stacks: BTreeMap<String, crate::stack::Published>,
 }
 
 /// The names of the secrets a value holds.
@@ -245,6 +249,7 @@ impl Spec {
             nodes,
             graph_hash: hasher.finalize().to_hex().to_string(),
             debs: BTreeMap::new(),
+            stacks: BTreeMap::new(),
         }
     }
 

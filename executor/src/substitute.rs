@@ -72,6 +72,8 @@ pub enum Payload {
     Manifest(ManifestSpec),
     /// A git repository objects are delivered to.
     Gitops(GitopsSpec),
+    /// Another environment's outputs (`stack`): its facts, read from that state already.
+    Stack(Facts),
 }
 
 #[derive(Clone, Debug)]
@@ -134,6 +136,7 @@ impl Resolved {
     pub fn predicted_facts(&self) -> Option<Facts> {
         match &self.payload {
             Payload::File(f) => Some(f.facts()),
+            Payload::Stack(facts) => Some(facts.clone()),
             Payload::Package(p) => p
                 .version
                 .as_ref()
@@ -160,6 +163,7 @@ pub enum Resolution {
 /// The fact that a node's deferred output reads.
 pub fn fact_of_output(kind: NodeKind, output: &str) -> String {
     match (kind, output) {
+        (NodeKind::Stack, o) => crate::stack::fact(o),
         (NodeKind::File, "content_hash") => "sha256".into(),
         (NodeKind::Package, "installed_version") => "version".into(),
         (_, o) => o.into(),
@@ -202,7 +206,27 @@ impl Resolver<'_> {
             Val::Output { node, output } => {
                 let producer = &self.spec.nodes[*node];
                 let fact = fact_of_output(producer.kind, output);
-                match self.known(*node)?.facts.get(&fact) {
+                let facts = &self.known(*node)?.facts;
+                if producer.kind == NodeKind::Stack {
+                    let ty = crate::stack::reads(producer)
+                        .into_iter()
+                        .find(|(n, _)| n == output)
+                        .map(|(_, t)| t);
+                    return match (facts.get(&fact), ty) {
+                        (Some(s), Some(ty)) => crate::stack::value(ty, s).ok_or_else(|| {
+                            Resolution::Failed(format!(
+                                "`{}` read `{output}` = {s:?}, which is not {}",
+                                producer.key,
+                                ty.name()
+                            ))
+                        }),
+                        _ => Err(Resolution::Failed(format!(
+                            "`{}` read no `{output}`",
+                            producer.key
+                        ))),
+                    };
+                }
+                match facts.get(&fact) {
                     // Facts are text; an output declared `deferred int` (a port) is a number.
                     Some(s) if output_is_int(producer.kind, output) => match s.parse() {
                         Ok(n) => Val::Int(n),
@@ -420,6 +444,20 @@ pub fn resolve<'a>(
         put(&mut hashed, &mut shown, "after", to_json(after, oh));
     }
     let payload = match node.kind {
+        NodeKind::Stack => {
+            let facts = crate::stack::facts(node, &node.name, spec.stacks.get(&node.name))
+                .map_err(Resolution::Failed)?;
+            // The values read, not the run: a rebuild of it that published the same
+            // outputs changes nothing here.
+            for (name, _) in crate::stack::reads(node) {
+                let v = facts
+                    .get(&crate::stack::fact(name))
+                    .cloned()
+                    .unwrap_or_default();
+                put(&mut hashed, &mut shown, &format!("output {name}"), json!(v));
+            }
+            Payload::Stack(facts)
+        }
         NodeKind::Gitops => {
             let g = GitopsSpec {
                 repo: s("repo"),

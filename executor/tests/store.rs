@@ -185,6 +185,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             log: None,
         }],
         error: None,
+        stacks: [("core.env".to_string(), "r0".to_string())].into(),
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -294,6 +295,7 @@ fn run_record(s: &Store, n: u64) -> ObjectId {
         result: RunResult::Ok,
         nodes: Vec::new(),
         error: None,
+        stacks: Default::default(),
     })
     .unwrap()
 }

@@ -130,7 +130,7 @@ fn realize(
 ) -> Outcome {
     let session = session(file, target)?;
     let mut spec = spec.clone();
-    session.unseal(&mut spec, true)?;
+    super::prepare(&session, &mut spec, file, &target.shared, true)?;
     let progress = Progress::new(json_out, &spec);
     let result = session.build(&spec, files, request, &progress, &SigInt);
     progress.finish();

@@ -27,7 +27,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
         let failed = count(&|o| o.failure().is_some());
         if json_out {
             output::line(
-                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed}),
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks}),
             );
             continue;
         }
@@ -39,6 +39,11 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             run.started_unix,
             run.finished_unix.saturating_sub(run.started_unix)
         ));
+        for (env, read) in &run.stacks {
+            output::line(format!(
+                "    read the outputs of `{env}` from its run {read}"
+            ));
+        }
         for n in run
             .nodes
             .iter()

@@ -159,6 +159,37 @@ pub fn store_session(file: &Path, shared: &SharedArgs) -> Result<Session, Failur
     session(file, &target)
 }
 
+/// Makes `spec` ready to be resolved against its session: the secrets it uses (see
+/// `Session::unseal`; `create`: a build, which may make the store's key) and what each
+/// environment it references (`stack("…")`) last published, read from that environment's
+/// own state, as its envc.toml (under the same flags) finds it. A referenced environment
+/// never built, or whose state lacks an output read here, stops the command before
+/// anything is planned or run.
+pub fn prepare(
+    session: &Session,
+    spec: &mut Spec,
+    file: &Path,
+    shared: &SharedArgs,
+    create: bool,
+) -> Result<(), Failure> {
+    session.unseal(spec, create)?;
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let stacks: Vec<usize> = (0..spec.nodes.len())
+        .filter(|&i| spec.nodes[i].kind == envc_compiler::types::NodeKind::Stack)
+        .collect();
+    for i in stacks {
+        let node = &spec.nodes[i];
+        let path = dir.join(&node.name);
+        let published = store_session(&path, shared)?.published()?;
+        envc_executor::stack::facts(node, &path.display().to_string(), published.as_ref())
+            .map_err(|e| Failure::Input(format!("{e} (read by `{}`)", file.display())))?;
+        if let Some(p) = published {
+            spec.stacks.insert(node.name.clone(), p);
+        }
+    }
+    Ok(())
+}
+
 /// A compiled environment: the graph as the executor takes it, the compiler's output (for
 /// selecting nodes and rendering), the project's files and the lockfile it was compiled
 /// with.

@@ -32,7 +32,7 @@ pub fn plan_command(
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
-    session.unseal(&mut env.spec, false)?;
+    super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
     let p = &report.plan;
@@ -74,8 +74,9 @@ pub fn warn_unreachable(report: &PlanReport) {
 pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let index = select(&env, node, ui, file)?;
-    let session = session(file, &TargetArgs::default())?;
-    session.unseal(&mut env.spec, false)?;
+    let target = TargetArgs::default();
+    let session = session(file, &target)?;
+    super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, false)?;
     let (records, _) = session.live()?;
     let record = records.get(&env.spec.nodes[index].key);

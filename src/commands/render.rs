@@ -18,7 +18,7 @@ use crate::output;
 pub fn render(file: &Path, out: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = store_session(file, shared)?;
-    session.unseal(&mut env.spec, false)?;
+    super::prepare(&session, &mut env.spec, file, shared, false)?;
     let report = session.plan(&env.spec, &env.files, false)?;
     let mut objects = Vec::new();
     let mut waiting = Vec::new();

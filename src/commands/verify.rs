@@ -63,9 +63,10 @@ pub fn verify(
     let session = session(file, target)?;
     // The lab hashes secrets with production's key: its records are compared with
     // production's.
-    session.unseal(&mut env.spec, true)?;
+    super::prepare(&session, &mut env.spec, file, &target.shared, true)?;
     if let Some(lab) = &mut lab_env {
         lab.spec.secrets = env.spec.secrets.clone();
+        lab.spec.stacks = env.spec.stacks.clone();
     }
     let lab_spec = lab_env.as_ref().map_or(&env.spec, |e| &e.spec);
     let request = VerifyRequest {

@@ -1,0 +1,85 @@
+//! `stack` nodes: another environment's outputs, as its state published them. The CLI
+//! reads each referenced state once ([`Published`], into `Spec::stacks`) before anything
+//! is planned; a `stack` node's facts are the outputs it reads, checked against the types
+//! the referenced source declares. Its resolved hash covers those values, so a moved output
+//! re-runs exactly the nodes that read it, and an unchanged one nothing.
+
+use std::collections::BTreeMap;
+
+use envc_compiler::stack::OutputTy;
+use serde_json::Value as Json;
+
+use crate::record::Facts;
+use crate::spec::{NodeSpec, Val};
+
+/// What an environment's last build published: its run and its outputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub run: String,
+    pub outputs: BTreeMap<String, Json>,
+}
+
+/// The fact holding the referenced run.
+pub const RUN: &str = "run";
+
+/// The fact holding output `name` (apart from [`RUN`], whatever the output is called).
+pub fn fact(name: &str) -> String {
+    format!("output:{name}")
+}
+
+/// The outputs node `node` reads, with the type its environment's source declares.
+pub fn reads(node: &NodeSpec) -> Vec<(&str, OutputTy)> {
+    match node.attr("outputs") {
+        Some(Val::Record(r)) => r
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Val::Str(t) => Some((k.as_str(), OutputTy::from_name(t)?)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The facts of `stack` node `node`, from what its environment (`env`, as the user names
+/// it) published (`None`: never built), or why it cannot be read, as a sentence that says
+/// what to do.
+pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Result<Facts, String> {
+    let Some(p) = published else {
+        return Err(format!(
+            "`{env}` was never built, so there are no outputs of it to read: build it first (`envc build {env}`)"
+        ));
+    };
+    let mut facts = Facts::from([(RUN.to_string(), p.run.clone())]);
+    for (name, ty) in reads(node) {
+        let Some(v) = p.outputs.get(name) else {
+            return Err(format!(
+                "`{env}` declares output `{name}`, but its last build (run {}) did not publish it: build `{env}` again",
+                p.run
+            ));
+        };
+        let text = match (ty, v) {
+            (OutputTy::Str, Json::String(s)) => s.clone(),
+            (OutputTy::Int, Json::Number(n)) if n.is_i64() => n.to_string(),
+            (OutputTy::Bool, Json::Bool(b)) => b.to_string(),
+            (_, other) => {
+                return Err(format!(
+                    "`{env}`'s output `{name}` is {} in its source, but its last build (run {}) published {other}: build `{env}` again",
+                    ty.name(),
+                    p.run
+                ))
+            }
+        };
+        facts.insert(fact(name), text);
+    }
+    Ok(facts)
+}
+
+/// An output's text as the value a dependent reads.
+pub fn value(ty: OutputTy, text: &str) -> Option<Val> {
+    match ty {
+        OutputTy::Str => Some(Val::Str(text.to_string())),
+        OutputTy::Int => text.parse().ok().map(Val::Int),
+        OutputTy::Bool => text.parse().ok().map(Val::Bool),
+    }
+}

@@ -1,0 +1,190 @@
+//! Stack references end to end: one environment reads another's outputs from its state
+//! (local, then shared), re-runs only what reads an output that moved, names the run it
+//! read, and says what to do when the other was never built or lacks an output. The nodes
+//! are files on the machine envc runs on (`@local`): what is under test is the state.
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/output.rs"]
+mod output;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use output::{stdout, summary, text};
+
+fn core(dir: &Path, extra: &str) -> String {
+    format!(
+        r#"param greeting: str = "hello"
+let here = host(name = "here", address = "@local")
+let marker = file(path = "{d}/core.marker", content = "core\n", target = here)
+output greeting = greeting
+output port = 5432
+{extra}"#,
+        d = dir.display()
+    )
+}
+
+fn app(dir: &Path, extra: &str) -> String {
+    format!(
+        r#"let core = stack("core.env")
+let here = host(name = "here", address = "@local")
+let conf = file(path = "{d}/app.conf", content = "greeting=${{core.greeting}} port=${{core.port}}\n", target = here)
+let other = file(path = "{d}/other.conf", content = "static\n", target = here)
+output url = "db:${{core.port}}"
+{extra}"#,
+        d = dir.display()
+    )
+}
+
+fn envc(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        // No lockfile here: `build` must not be forced to be locked.
+        .env_remove("CI")
+        .env_remove("ENVC_STORE")
+        .env_remove("ENVC_STATE")
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> Output {
+    let o = envc(dir, args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    o
+}
+
+/// `envc plan --json`: (node key, action, reasons) of each node.
+fn plan(dir: &Path, args: &[&str]) -> Vec<(String, String, Vec<String>)> {
+    let o = ok(dir, &[&["plan", "app.env", "--json"], args].concat());
+    stdout(&o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("node").is_some())
+        .map(|v| {
+            let reasons = v["reasons"].as_array().unwrap().iter();
+            (
+                v["node"].as_str().unwrap().to_string(),
+                v["action"].as_str().unwrap().to_string(),
+                reasons.map(|r| r.as_str().unwrap().to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn changed(p: &[(String, String, Vec<String>)]) -> Vec<(&str, &str)> {
+    p.iter()
+        .filter(|n| n.1 != "unchanged")
+        .map(|n| (n.0.as_str(), n.1.as_str()))
+        .collect()
+}
+
+/// The run ids of `envc log FILE --json`, newest first, with what each read.
+fn runs(dir: &Path, file: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let o = ok(dir, &[&["log", file, "--json"], args].concat());
+    stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn an_environment_reads_another_ones_outputs_from_its_state() {
+    let tmp = tempfile::Builder::new()
+        .prefix("envc-stacks-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(dir.join("core.env"), core(&out, "")).unwrap();
+    std::fs::write(dir.join("app.env"), app(&out, "")).unwrap();
+    ok(dir, &["check", "app.env"]);
+
+    // Never built: nothing to read, and the command says what to do.
+    let o = envc(dir, &["plan", "app.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("core.env` was never built") && text(&o).contains("envc build"),
+        "{}",
+        text(&o)
+    );
+
+    ok(dir, &["build", "core.env"]);
+    let o = ok(dir, &["build", "app.env"]);
+    assert_eq!(summary(&o), (4, 0, 0), "{}", text(&o));
+    let conf = || std::fs::read_to_string(out.join("app.conf")).unwrap();
+    assert_eq!(conf(), "greeting=hello port=5432\n");
+    let o = ok(dir, &["output", "app.env", "--json"]);
+    assert!(stdout(&o).contains(r#""url":"db:5432""#), "{}", text(&o));
+    // app owns none of core's nodes.
+    assert!(plan(dir, &[]).iter().all(|n| !n.0.contains("marker")));
+
+    // core built again, the same outputs: nothing of app changes.
+    ok(dir, &["build", "core.env"]);
+    assert_eq!(changed(&plan(dir, &[])), []);
+    assert_eq!(summary(&ok(dir, &["build", "app.env"])), (0, 4, 0));
+
+    // An output moves: the plan says which, and re-runs what reads it, nothing else.
+    ok(dir, &["build", "core.env", "--set", "greeting=bye"]);
+    let p = plan(dir, &[]);
+    let stack = p.iter().find(|n| n.0 == "stack:core.env").unwrap();
+    assert_eq!(stack.1, "update");
+    assert_eq!(stack.2, [r#"output greeting: "hello" → "bye""#], "{p:?}");
+    let conf_key = format!("here/file:{}/app.conf", out.display());
+    assert_eq!(
+        changed(&p),
+        [("stack:core.env", "update"), (conf_key.as_str(), "update")]
+    );
+    let o = ok(dir, &["build", "app.env"]);
+    assert_eq!(summary(&o), (2, 2, 0), "{}", text(&o));
+    assert_eq!(conf(), "greeting=bye port=5432\n");
+    // The run names the run of core it read.
+    let core_run = runs(dir, "core.env", &[])[0]["run"].clone();
+    assert_eq!(runs(dir, "app.env", &[])[0]["stacks"]["core.env"], core_run);
+
+    // An output core's source no longer has: a check error at its use.
+    std::fs::write(
+        dir.join("core.env"),
+        core(&out, "").replace("output port = 5432\n", ""),
+    )
+    .unwrap();
+    let o = envc(dir, &["check", "app.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("port"), "{}", text(&o));
+    // One its source has, but its last build did not publish.
+    std::fs::write(dir.join("core.env"), core(&out, "output extra = \"x\"\n")).unwrap();
+    std::fs::write(
+        dir.join("app.env"),
+        app(&out, "output extra = core.extra\n"),
+    )
+    .unwrap();
+    let o = envc(dir, &["plan", "app.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("declares output `extra`, but its last build")
+            && text(&o).contains("build"),
+        "{}",
+        text(&o)
+    );
+
+    // Through a shared state, both environments in it: read from there, not from the
+    // local store.
+    let state = format!("file://{}", dir.join("shared-state").display());
+    let shared = ["--state", state.as_str()];
+    let o = envc(dir, &[&["plan", "app.env"], &shared[..]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("never built"), "{}", text(&o));
+    ok(
+        dir,
+        &[
+            &["build", "core.env", "--set", "greeting=shared"],
+            &shared[..],
+        ]
+        .concat(),
+    );
+    ok(dir, &[&["build", "app.env"], &shared[..]].concat());
+    assert_eq!(conf(), "greeting=shared port=5432\n");
+}
