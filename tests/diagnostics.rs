@@ -230,6 +230,12 @@ fn hint_cases() -> Vec<Case> {
         // An output the referenced environment does not declare, at the field.
         case("hint-stack-unknown-output", "let core = stack(\"core.env\")\nlet url = \"pg://${core.adress}:${core.port}\"\n")
             .file("core.env", "output address = \"10.0.0.5\"\noutput port = 5432\n"),
+        // Each failing instance, each with the calls that reached it.
+        case("hint-assert-call-chain", "import \"./lib.env\"\nlet sizes = { a = 4GiB, b = 16GiB, c = 32GiB }\nlet dbs = [for k, v in sizes => lib.web(k, v)]\n")
+            .file("lib.env", "fn db(name: str, memory: size) -> str {\n  assert memory <= 8GiB, \"database `${name}` asks for ${memory}, over 8GiB\"\n  name\n}\n\nfn web(name: str, memory: size) -> str => db(\"${name}-db\", memory)\n"),
+        case("hint-assert-every-instance", "fn replica(i: int) -> int {\n  assert i < 2, \"at most two replicas\"\n  i\n}\nlet rs = [for i in [0, 1, 2, 3] => replica(i)]\n"),
+        // A mistake that fails inside `std/` is shown at the user's call too.
+        case("hint-std-user-call", "import \"std/debian\"\nlet db = debian.machine(\"DB_0\")\n"),
         case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }

@@ -91,8 +91,30 @@ pub struct Evaluator<'p> {
     /// Where record literals were written, so that a manifest's schema problems point at
     /// the field; kept only when the program names `manifest` (a map entry per record).
     record_sites: Option<crate::manifest::RecordSites>,
+    /// The calls of functions being evaluated, outermost first: where a failed assertion
+    /// was reached from, and the user's call a failure inside `std/` came through.
+    frames: Vec<Frame>,
+    /// Failed assertions reported so far, by where they are and how they were reached:
+    /// the index of their diagnostic, and how many times they failed that way.
+    failed_asserts: HashMap<AssertSite, (usize, usize)>,
     pub errors: Vec<Diagnostic>,
 }
+
+/// A call of a function: where it is written, and what it calls.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Frame {
+    file: FileId,
+    span: Span,
+    callee: Rc<str>,
+    callee_is_std: bool,
+}
+
+/// A failed assertion as it is reported once: its condition's place, its message and the
+/// calls it was reached through.
+type AssertSite = (FileId, Span, String, Vec<Frame>);
+
+/// How many calls of a chain a failed assertion names, innermost first.
+const CHAIN_SHOWN: usize = 6;
 
 static NO_STAND_INS: BTreeMap<String, StandIn> = BTreeMap::new();
 
@@ -126,6 +148,8 @@ impl<'p> Evaluator<'p> {
             depth: 0,
             files: BTreeMap::new(),
             signatures: HashMap::new(),
+            frames: Vec::new(),
+            failed_asserts: HashMap::new(),
             record_sites: program
                 .sources
                 .files
@@ -402,19 +426,59 @@ impl<'p> Evaluator<'p> {
                     },
                     None => String::new(),
                 };
-                let title = if msg.is_empty() {
-                    "assertion failed".to_string()
-                } else {
-                    format!("assertion failed: {msg}")
-                };
-                self.fail(
-                    Diagnostic::new("eval::assertion", title)
-                        .label(file, a.cond.span, "this is false")
-                        .help("fix the values the assertion checks, or the policy it states"),
-                )
+                self.assertion_failed(file, a.cond.span, msg);
+                Ok(())
             }
             other => self.type_error("bool", &other, a.cond.span),
         }
+    }
+
+    /// Reports a failed assertion with the calls that reached it, and goes on: every
+    /// instance that fails is reported, not just the first (the same assertion reached the
+    /// same way with the same message is one diagnostic, with a count).
+    fn assertion_failed(&mut self, file: FileId, span: Span, msg: String) {
+        let chain: Vec<Frame> = self
+            .frames
+            .iter()
+            .rev()
+            .take(CHAIN_SHOWN)
+            .cloned()
+            .collect();
+        let site = (file, span, msg.clone(), chain.clone());
+        if let Some((index, count)) = self.failed_asserts.get_mut(&site) {
+            *count += 1;
+            self.errors[*index].message = format!(
+                "It failed {count} times, each time reached this way with values that make this message."
+            );
+            return;
+        }
+        let title = if msg.is_empty() {
+            "assertion failed".to_string()
+        } else {
+            format!("assertion failed: {msg}")
+        };
+        let mut d = Diagnostic::new("eval::assertion", title).label(file, span, "this is false");
+        for (i, f) in chain.iter().enumerate() {
+            let how = if i == 0 { "in" } else { "from" };
+            d = d.label(f.file, f.span, format!("{how} this call of `{}`", f.callee));
+        }
+        if self.frames.len() > CHAIN_SHOWN {
+            d = d.message(format!(
+                "It was reached through {} calls; the innermost {CHAIN_SHOWN} are shown.",
+                self.frames.len()
+            ));
+        }
+        d = d.help("fix the values the assertion checks, or the policy it states");
+        self.failed_asserts.insert(site, (self.errors.len(), 1));
+        self.errors.push(d);
+    }
+
+    /// Whether `file` is one of the standard library's.
+    fn is_std_file(&self, file: FileId) -> bool {
+        self.program
+            .modules
+            .iter()
+            .any(|m| m.file == file && m.is_std)
     }
 
     // ---- expressions --------------------------------------------------------------------
@@ -1219,6 +1283,13 @@ impl<'p> Evaluator<'p> {
         let caller_file = self.file();
         let saved = std::mem::replace(&mut self.module, c.module);
         self.depth += 1;
+        let callee_is_std = self.program.modules[c.module].is_std;
+        self.frames.push(Frame {
+            file: caller_file,
+            span,
+            callee: fname.as_str().into(),
+            callee_is_std,
+        });
         let r = (|| {
             let mut env = c.env.clone();
             for (p, slot) in decl.params.iter().zip(&slots) {
@@ -1253,7 +1324,39 @@ impl<'p> Evaluator<'p> {
         })();
         self.depth -= 1;
         self.module = saved;
-        r
+        self.frames.pop();
+        // A failure inside the standard library is the user's first: it points at the
+        // call, on the way out, written outside `std/` (at the argument, when what failed
+        // in `std/` is one of the function's parameters), with where in `std/` after it.
+        match r {
+            Err(Stop::Error(mut d))
+                if callee_is_std
+                    && !self.is_std_file(caller_file)
+                    && d.labels.iter().all(|l| self.is_std_file(l.file)) =>
+            {
+                let given = d.labels.first().and_then(|l| {
+                    let text = self.program.sources.get(l.file).text.get(l.span.range())?;
+                    let p = decl.params.iter().position(|p| *p.name.name == *text)?;
+                    let i = slots.get(p).copied().flatten()?;
+                    Some((text.to_string(), args[i].value.span))
+                });
+                let label = match given {
+                    Some((param, at)) => envc_lang::Label {
+                        file: caller_file,
+                        span: at,
+                        text: format!("given as `{param}` of `{fname}` here"),
+                    },
+                    None => envc_lang::Label {
+                        file: caller_file,
+                        span,
+                        text: format!("from this call of `{fname}`"),
+                    },
+                };
+                d.labels.insert(0, label);
+                Err(Stop::Error(d))
+            }
+            r => r,
+        }
     }
 
     /// A manifest's namespace settled by its kind, its object checked against the API
