@@ -457,7 +457,10 @@ pub fn builtin_type(name: &str) -> Option<Ty> {
         "target" => Ty::Node(NodeTy::Target),
         "node" => Ty::Node(NodeTy::Any),
         "check" => Ty::Check,
-        other => Ty::Node(NodeTy::Kind(NodeKind::from_name(other)?)),
+        // A `stack(…)` is a record of another environment's outputs, never a node value.
+        other => Ty::Node(NodeTy::Kind(
+            NodeKind::from_name(other).filter(|k| *k != NodeKind::Stack)?,
+        )),
     })
 }
 

@@ -950,3 +950,13 @@ fn stack_references_read_typed_outputs_of_another_environment() {
     );
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
 }
+
+/// `stack` names a constructor, not a type: what it gives is a record.
+#[test]
+fn stack_is_not_a_type() {
+    check_errors(
+        &[("main.env", "fn f(x: stack) -> int => 1\n")],
+        &[],
+        &["name::unknown-type"],
+    );
+}
