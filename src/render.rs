@@ -81,7 +81,7 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    fn report(&self, d: &Diagnostic) -> Report {
+    fn report(&self, d: &Diagnostic, severity: miette::Severity) -> Report {
         // Labels in the primary file go in the report; labels in other files each become
         // a report of its own, rendered after the primary one.
         let primary = d.labels.first().map(|l| l.file);
@@ -123,7 +123,7 @@ impl<'a> Renderer<'a> {
                     src.text.to_string(),
                 )),
                 also: Vec::new(),
-                severity: miette::Severity::Error,
+                severity,
             }
         };
         let help = d.help.clone();
@@ -135,7 +135,7 @@ impl<'a> Renderer<'a> {
                 labels: Vec::new(),
                 source: None,
                 also: Vec::new(),
-                severity: miette::Severity::Error,
+                severity,
             },
             Some(p) => {
                 let mut r = make(p, d.title.clone(), d.code, help);
@@ -151,6 +151,10 @@ impl<'a> Renderer<'a> {
     }
 
     pub fn render(&self, d: &Diagnostic) -> String {
+        self.render_as(d, miette::Severity::Error)
+    }
+
+    fn render_as(&self, d: &Diagnostic, severity: miette::Severity) -> String {
         let theme = if self.color {
             GraphicalTheme::unicode()
         } else {
@@ -160,7 +164,7 @@ impl<'a> Renderer<'a> {
             .with_width(self.width)
             .with_links(false);
         let mut out = String::new();
-        let report = self.report(d);
+        let report = self.report(d, severity);
         if handler.render_report(&mut out, &report).is_err() {
             out = format!("error: {}\n", d.title);
         }
@@ -181,14 +185,27 @@ impl<'a> Renderer<'a> {
     /// All diagnostics, in reading order (by file, then position), each preceded by its
     /// `FILE:LINE:COL` when it has a place.
     pub fn render_all(&self, diagnostics: &[Diagnostic]) -> String {
+        self.render_all_as(diagnostics, miette::Severity::Error)
+    }
+
+    /// [`Renderer::render_all`] for warnings: what is likely a mistake, not an error.
+    pub fn render_warnings(&self, warnings: &[Diagnostic]) -> String {
+        self.render_all_as(warnings, miette::Severity::Warning)
+    }
+
+    fn render_all_as(&self, diagnostics: &[Diagnostic], severity: miette::Severity) -> String {
+        let word = match severity {
+            miette::Severity::Warning => "warning",
+            _ => "error",
+        };
         let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
         sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
         let mut out = String::new();
         for d in sorted {
             if let Some(loc) = self.location(d) {
-                out.push_str(&format!("error: {loc}: {}\n", d.title));
+                out.push_str(&format!("{word}: {loc}: {}\n", d.title));
             }
-            out.push_str(&self.render(d));
+            out.push_str(&self.render_as(d, severity));
             out.push('\n');
         }
         out

@@ -130,6 +130,7 @@ fn cases() -> Vec<Case> {
         // types
         case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
         case("type-bad-operands", "let x = 1 + \"a\"\n"),
+        case("graph-cross-network", "let db = vm(name = \"db-0\", image = image(name = \"i\"))\nlet web = host(name = \"web-0\", address = \"192.0.2.10\")\nlet conf = file(path = \"/etc/app.conf\", content = \"db = ${db.address}:5432\\n\", target = web)\n"),
         case("type-stack-placement", "fn db_of(file: str) -> str => stack(file).address\n"),
         case("type-bad-range", "type Name = str(1..=2)\n"),
         case("type-bound-not-literal", "let max = 9\ntype Small = int(1..=max)\n"),
@@ -289,9 +290,12 @@ fn run(c: &Case) -> (String, BTreeSet<String>) {
         color: false,
         width: 100,
     };
+    // Warnings after errors, as the CLI prints them.
     (
-        renderer.render_all(&diagnostics),
-        diagnostics.iter().map(|d| d.code.to_string()).collect(),
+        renderer.render_all(&diagnostics) + &renderer.render_warnings(&compiled.warnings),
+        (diagnostics.iter().chain(&compiled.warnings))
+            .map(|d| d.code.to_string())
+            .collect(),
     )
 }
 

@@ -15,6 +15,7 @@ pub mod eval;
 pub mod graph;
 mod library;
 pub mod manifest;
+pub mod network;
 pub mod pin;
 pub mod program;
 pub mod source;
@@ -70,6 +71,8 @@ pub struct Compiled {
     pub sources: SourceMap,
     pub graph: Option<Graph>,
     pub diagnostics: Vec<Diagnostic>,
+    /// What is likely a mistake but not an error (`network::warnings`): only for a graph.
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// Compiles `root` (a path relative to the loader's project directory).
@@ -77,6 +80,7 @@ pub fn compile(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
     let a = run(root, loader, options, false);
     Compiled {
         sources: a.program.sources,
+        warnings: a.warnings,
         graph: a.graph,
         diagnostics: a.diagnostics,
     }
@@ -89,6 +93,8 @@ pub struct Analysis {
     pub program: Program,
     pub checked: check::Checked,
     pub diagnostics: Vec<Diagnostic>,
+    /// As [`Compiled::warnings`].
+    pub warnings: Vec<Diagnostic>,
     pub graph: Option<Graph>,
     pub bindings: Vec<(std::rc::Rc<str>, value::Value)>,
 }
@@ -111,6 +117,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         program,
         checked,
         diagnostics,
+        warnings: Vec::new(),
         graph: None,
         bindings: Vec::new(),
     };
@@ -152,6 +159,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         program,
         checked,
         diagnostics,
+        warnings: graph.as_ref().map(network::warnings).unwrap_or_default(),
         graph,
         bindings: evaluated.bindings,
     }

@@ -65,6 +65,11 @@ impl Snapshot {
         &self.analysis.diagnostics
     }
 
+    /// What is likely a mistake but not an error (`envc_compiler::network`).
+    pub fn warnings(&self) -> &[envc_lang::Diagnostic] {
+        &self.analysis.warnings
+    }
+
     /// The file of the module loaded from `name` (`lib/db.env`, `std/debian`).
     pub fn file(&self, name: &str) -> Option<FileId> {
         self.analysis

@@ -255,11 +255,12 @@ pub fn prefix(file: &Path) -> String {
 
 /// Prints the diagnostics; the graph when there were none.
 pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c envc_compiler::Graph> {
+    let renderer = ui.renderer(&compiled.sources, &prefix(file));
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", renderer.render_warnings(&compiled.warnings));
     if compiled.diagnostics.is_empty() {
         return compiled.graph.as_ref();
     }
-    let renderer = ui.renderer(&compiled.sources, &prefix(file));
-    let mut err = std::io::stderr().lock();
     let _ = write!(err, "{}", renderer.render_all(&compiled.diagnostics));
     let n = compiled.diagnostics.len();
     let _ = writeln!(

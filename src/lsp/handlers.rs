@@ -186,6 +186,7 @@ pub fn handle(server: &mut Server, method: &str, params: Value) -> Result<Value,
                                 s,
                                 &s.diagnostics()[fix.diagnostic],
                                 files,
+                                false,
                             )]),
                             edit: Some(WorkspaceEdit {
                                 changes: Some(HashMap::from([(uri.clone(), vec![edit])])),
@@ -295,7 +296,12 @@ fn location(s: &Snapshot, files: &Files, file: FileId, span: Span) -> Option<Loc
 
 /// The diagnostic as `envc check` says it: the title, its note and its help in the message,
 /// the primary label's text with it, and the other labels as related places.
-pub fn diagnostic(s: &Snapshot, d: &envc_lang::Diagnostic, files: &Files) -> Diagnostic {
+pub fn diagnostic(
+    s: &Snapshot,
+    d: &envc_lang::Diagnostic,
+    files: &Files,
+    warning: bool,
+) -> Diagnostic {
     let primary = d.labels.first();
     let range = primary
         .map(|l| convert::range(text(s, l.file), l.span))
@@ -323,7 +329,11 @@ pub fn diagnostic(s: &Snapshot, d: &envc_lang::Diagnostic, files: &Files) -> Dia
         .collect();
     Diagnostic {
         range,
-        severity: Some(DiagnosticSeverity::ERROR),
+        severity: Some(if warning {
+            DiagnosticSeverity::WARNING
+        } else {
+            DiagnosticSeverity::ERROR
+        }),
         code: Some(NumberOrString::String(d.code.to_string())),
         source: Some("envc".into()),
         message,

@@ -250,14 +250,15 @@ impl Server {
                 root: &root,
                 std_dir: self.std_dir.as_deref(),
             };
-            for d in s.diagnostics() {
+            let errors = s.diagnostics().iter().map(|d| (d, false));
+            for (d, warning) in errors.chain(s.warnings().iter().map(|d| (d, true))) {
                 let Some(label) = d.labels.first() else {
                     continue;
                 };
                 let Some(path) = files.path(&s.sources().get(label.file).name) else {
                     continue;
                 };
-                let d = handlers::diagnostic(s, d, &files);
+                let d = handlers::diagnostic(s, d, &files, warning);
                 let list = by_file.entry(path).or_default();
                 if !list.contains(&d) {
                     list.push(d);
