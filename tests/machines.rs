@@ -303,9 +303,18 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
 
     // The VM dies: the next build starts it again from its disk, and only the VM runs.
-    // (Its writes are synced first: what a crash loses is the guest file system's to
-    // recover; this checks envc's side, finding the VM dead and starting it again.)
-    in_vm(&p, port, "sync");
+    // (Its root is remounted read-only first, as sysrq's emergency remount does: with
+    // nothing in flight, the kill cannot cost the guest file system anything. A `sync`
+    // alone was not enough: writes after it, at the kill, sometimes left a root that did
+    // not mount, or a unit file with older content. What a crash loses is the guest file
+    // system's to recover; this checks envc's side, finding the VM dead and starting it
+    // again.)
+    in_vm(
+        &p,
+        port,
+        "sync; echo 1 > /proc/sys/kernel/sysrq; echo u > /proc/sysrq-trigger; sleep 2; \
+         grep -E ' / .* ro[ ,]' /proc/mounts >/dev/null",
+    );
     let pid = qemu_pid(&p).expect("QEMU runs");
     kill_hard(pid);
     let o = p.envc("t.env", &["plan", "--set", "greeting=\"bonjour\""]);
@@ -319,22 +328,28 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     assert!(in_vm(&p, port, "cat /etc/envc-test.conf").contains("bonjour"));
 
     // The service leaves the source: it is stopped and disabled, its unit file deleted.
-    build_ok(
-        &p,
+    let o = p.envc(
+        "t.env",
         &[
+            "build",
             "--set",
             "greeting=\"bonjour\"",
             "--set",
             "with_service=false",
         ],
     );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // (What the build said of each removal is in the message: a file left in place says
+    // why.)
     assert_eq!(
         in_vm(
             &p,
             port,
             "systemctl is-active envc-tick; test -e /etc/systemd/system/envc-tick.service && echo present || echo gone"
         ),
-        "inactive\ngone"
+        "inactive\ngone",
+        "{}",
+        text(&o)
     );
 
     // A host: the VM again, reached as an existing machine by its forwarded port.
