@@ -10,10 +10,9 @@ use std::rc::Rc;
 use envc_lang::ast::{ExprKind, ItemKind, StrPart};
 use envc_lang::{Diagnostic, FileId, Span};
 
-use crate::builtins;
 use crate::program::{self, Program};
 use crate::source::{join_relative, SourceLoader};
-use crate::types::{NodeKind, Ty};
+use crate::types::Ty;
 
 /// What crosses from one environment to another: an output's value as its state records it
 /// (JSON), of one of these types.
@@ -235,9 +234,4 @@ pub fn record_ty(stack: &StackRef) -> Ty {
         name: Some(format!("stack(\"{}\")", stack.path).into()),
         fields,
     }))
-}
-
-/// Whether `b` is the `stack` constructor.
-pub fn is_stack(b: builtins::Builtin) -> bool {
-    b == builtins::Builtin::Node(NodeKind::Stack)
 }
