@@ -34,6 +34,7 @@ pub enum Builtin {
     Min,
     Max,
     Read,
+    Nodes,
 }
 
 pub const FUNCTIONS: &[(&str, Builtin)] = &[
@@ -60,6 +61,7 @@ pub const FUNCTIONS: &[(&str, Builtin)] = &[
     ("max", Builtin::Max),
     ("read", Builtin::Read),
     ("secret", Builtin::Secret),
+    ("nodes", Builtin::Nodes),
 ];
 
 pub fn lookup(name: &str) -> Option<Builtin> {
@@ -244,6 +246,9 @@ fn t_image() -> Ty {
 fn t_strs() -> Ty {
     Ty::list(Ty::Str)
 }
+pub fn t_tags() -> Ty {
+    Ty::Dict(Rc::new(Ty::Str))
+}
 fn t_files() -> Ty {
     Ty::Dict(Rc::new(Ty::Str))
 }
@@ -274,6 +279,11 @@ fn t_exec_timeout() -> Ty {
 }
 
 const AFTER: AttrSchema = attr("after", t_nodes, false, Some(Default::EmptyList));
+/// Labels for people and policies (`owner`, `cost-center`), merged over the `default tags`
+/// of the module and of the environment. Kept apart from the attributes (see
+/// `eval.rs::node`): not part of the id, except where a target materializes them (a
+/// manifest's labels).
+const TAGS: AttrSchema = attr("tags", t_tags, false, None);
 /// Postconditions and preconditions: taken by the nodes that change a target. They are
 /// kept apart from the attributes (see `eval.rs::node`): not hashed into the id.
 const EXPECT: AttrSchema = attr("expect", t_checks, false, None);
@@ -391,6 +401,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("disk", t_disk, false, Some(Default::Size(8 << 30))),
             attr("user", t_str, false, Some(Default::Str("root"))),
             AFTER,
+            TAGS,
         ],
         outputs: &[
             ("address", t_deferred_str),
@@ -415,6 +426,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // when it has one, else bookworm.
             attr("suite", t_str, false, None),
             AFTER,
+            TAGS,
         ],
         outputs: &[("host_key", t_deferred_str)],
         doc: "an existing machine reached over SSH",
@@ -429,6 +441,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // A vendor's archive it comes from; Debian's (its target's suite) when absent.
             attr("archive", t_archive, false, None),
             AFTER,
+            TAGS,
             EXPECT,
             REQUIRE,
         ],
@@ -449,6 +462,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("group", t_str, false, Some(Default::Str("root"))),
             attr("mode", t_mode, false, Some(Default::Mode(0o644))),
             AFTER,
+            TAGS,
             EXPECT,
             REQUIRE,
         ],
@@ -465,6 +479,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("running", t_bool, false, Some(Default::Bool(true))),
             attr("restart_on", t_nodes, false, Some(Default::EmptyList)),
             AFTER,
+            TAGS,
             EXPECT,
             REQUIRE,
         ],
@@ -486,6 +501,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // Every other top-level field of the object: `spec`, `data`, `rules`, …
             attr("body", t_vars, false, Some(Default::EmptyRecord)),
             AFTER,
+            TAGS,
         ],
         outputs: &[],
         doc: "a Kubernetes object, checked against the API schema and written as canonical YAML",
@@ -504,6 +520,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // top.
             attr("path", t_str, false, Some(Default::Str(""))),
             AFTER,
+            TAGS,
         ],
         outputs: &[],
         doc: "a git repository on a host that `manifest`s are committed to, for Argo CD or Flux to apply",
@@ -518,6 +535,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("packages", t_strs, false, Some(Default::EmptyList)),
             attr("files", t_files, false, Some(Default::EmptyRecord)),
             AFTER,
+            TAGS,
         ],
         outputs: &[("digest", t_deferred_str), ("kernel", t_deferred_str)],
         doc: "a bootable Debian disk image built reproducibly with mmdebstrap (a build derivation)",
@@ -559,6 +577,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             attr("capture", t_bool, false, Some(Default::Bool(false))),
             attr("timeout", t_exec_timeout, false, Some(Default::Int(600))),
             AFTER,
+            TAGS,
             EXPECT,
             REQUIRE,
         ],
@@ -667,6 +686,7 @@ impl Builtin {
             Builtin::Min => "the least of a non-empty list of ints, strings or sizes",
             Builtin::Max => "the greatest of a non-empty list of ints, strings or sizes",
             Builtin::Read => "a project file's content as text (`read(path(\"motd.txt\"))`)",
+            Builtin::Nodes => "in a policy: the graph's nodes of a kind (`nodes(\"vm\")`), or all of them",
         }
     }
 
@@ -732,6 +752,13 @@ impl Builtin {
             Builtin::All | Builtin::Any => (vec![p("items", Ty::list(Ty::Bool))], Ty::Bool),
             Builtin::Min | Builtin::Max => (vec![p("items", Ty::list(Ty::Unknown))], Ty::Unknown),
             Builtin::Read => (vec![p("file", Ty::Path)], s),
+            Builtin::Nodes => (
+                vec![ParamTy {
+                    required: false,
+                    ..p("kind", s)
+                }],
+                Ty::list(Ty::Node(NodeTy::Any)),
+            ),
         };
         FnTy { params, ret }
     }

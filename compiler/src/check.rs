@@ -118,6 +118,7 @@ fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
         index: indexed.then(Index::default),
         record_keys: HashMap::new(),
         outputs: BTreeMap::new(),
+        in_policy: false,
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -158,6 +159,8 @@ struct Checker<'p> {
     /// field is reported.
     record_keys: HashMap<(FileId, Span), RecordKeys>,
     outputs: BTreeMap<Rc<str>, Ty>,
+    /// Inside a `policy`: where `nodes(…)` may be called.
+    in_policy: bool,
 }
 
 /// A record literal's keys and where each is written.
@@ -302,7 +305,99 @@ impl<'p> Checker<'p> {
                 }
             }
             ItemKind::Assert(a) => self.assertion(a),
+            ItemKind::Policy(p) => self.policy(p),
+            ItemKind::DefaultTags(value) => {
+                let first = self.items(m).iter().find_map(|it| match &it.kind {
+                    ItemKind::DefaultTags(_) => Some(it.span),
+                    _ => None,
+                });
+                if let Some(first) = first.filter(|f| *f != item.span) {
+                    let file = self.file();
+                    self.error(
+                        Diagnostic::new("name::duplicate", "`default tags` is written twice")
+                            .label(file, item.span, "written again here")
+                            .label(file, first, "first written here")
+                            .help("merge the two records into one `default tags`"),
+                    );
+                }
+                let t = self.infer(value);
+                self.expect_known(&t, value.span, "default tags");
+                self.expect_ty(&t, &Ty::Dict(Rc::new(Ty::Str)), value.span);
+            }
             ItemKind::Import { .. } | ItemKind::Error => {}
+        }
+    }
+
+    /// A policy's clauses bind nodes of the graph (`nodes(…)` is valid only here); its
+    /// condition is a bool known at check time, its message a string.
+    fn policy(&mut self, p: &Policy) {
+        let file = self.file();
+        if !p.clauses.iter().any(|c| matches!(c, Clause::For { .. })) {
+            self.error(
+                Diagnostic::new("type::policy-shape", "a policy ranges over nodes")
+                    .label(file, p.name_span, "this policy has no `for`")
+                    .help("write `policy \"NAME\": for n in nodes(\"vm\") => …`"),
+            );
+        }
+        let depth = self.locals.len();
+        let saved = std::mem::replace(&mut self.in_policy, true);
+        self.clauses(&p.clauses);
+        let t = self.infer(&p.cond);
+        self.expect_known(&t, p.cond.span, "a policy");
+        self.expect_ty(&t, &Ty::Bool, p.cond.span);
+        if let Some(msg) = &p.message {
+            let t = self.infer(msg);
+            self.expect_known(&t, msg.span, "a policy's message");
+            self.expect_ty(&t, &Ty::Str, msg.span);
+        }
+        self.in_policy = saved;
+        let end = p.message.as_ref().unwrap_or(&p.cond).span.end as usize;
+        self.close_scope(depth, Span::new(p.name_span.start as usize, end));
+    }
+
+    /// `nodes("vm")`: a list of the graph's nodes of that kind (`nodes()`: all of them).
+    fn nodes_call(&mut self, call: &Expr, args: &[Arg]) -> Ty {
+        let file = self.file();
+        if !self.in_policy {
+            self.error(
+                Diagnostic::new("type::nodes-placement", "`nodes(…)` is read only by a policy")
+                    .label(file, call.span, "outside a `policy`")
+                    .message("The graph is known once the whole environment is evaluated, so only a policy, checked after that, can range over its nodes.")
+                    .help("write the rule as `policy \"NAME\": for n in nodes(\"vm\") => …`"),
+            );
+            return Ty::list(Ty::Node(NodeTy::Any));
+        }
+        let literal = args.first().and_then(|a| match &a.value.kind {
+            ExprKind::Str(parts) => match parts.as_slice() {
+                [StrPart::Lit(s)] => Some((s.clone(), a.value.span)),
+                [] => Some(("".into(), a.value.span)),
+                _ => None,
+            },
+            _ => None,
+        });
+        match literal {
+            Some((kind, span)) if !kind.is_empty() => match NodeKind::from_name(&kind) {
+                Some(k) => Ty::list(Ty::Node(NodeTy::Kind(k))),
+                None => {
+                    let kinds = NodeKind::ALL.iter().map(|k| k.name());
+                    self.error(
+                        Diagnostic::new("type::unknown-kind", format!("no node kind `{kind}`"))
+                            .label(file, span, "not a kind of node")
+                            .help(did_you_mean(&kind, kinds).unwrap_or_else(|| {
+                                format!(
+                                    "the kinds are: {}",
+                                    NodeKind::ALL
+                                        .iter()
+                                        .map(|k| k.name())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            })),
+                    );
+                    Ty::list(Ty::Node(NodeTy::Any))
+                }
+            },
+            _ => Ty::list(Ty::Node(NodeTy::Any)),
         }
     }
 
@@ -1266,6 +1361,7 @@ impl<'p> Checker<'p> {
                 .unwrap_or(Ty::Unknown)
         };
         match builtin {
+            Some(Builtin::Nodes) => self.nodes_call(call, args),
             Some(Builtin::Node(NodeKind::Stack)) => {
                 match self.program.stacks.get(&(file, call.span)) {
                     Some(s) => crate::stack::record_ty(s),

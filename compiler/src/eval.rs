@@ -97,6 +97,11 @@ pub struct Evaluator<'p> {
     /// Failed assertions reported so far, by where they are and how they were reached:
     /// the index of their diagnostic, and how many times they failed that way.
     failed_asserts: HashMap<AssertSite, (usize, usize)>,
+    /// Each module's `default tags`, by module, once asked for.
+    module_tags: HashMap<ModuleId, Slot>,
+    /// The graph's nodes in its canonical order, once it is lowered: what a policy's
+    /// `nodes(…)` reads.
+    graph_nodes: Option<Vec<Rc<Node>>>,
     pub errors: Vec<Diagnostic>,
 }
 
@@ -150,6 +155,8 @@ impl<'p> Evaluator<'p> {
             signatures: HashMap::new(),
             frames: Vec::new(),
             failed_asserts: HashMap::new(),
+            module_tags: HashMap::new(),
+            graph_nodes: None,
             record_sites: program
                 .sources
                 .files
@@ -176,6 +183,13 @@ impl<'p> Evaluator<'p> {
 
     /// Evaluates every item of every module; returns the root's bindings and outputs.
     pub fn run(mut self) -> (Evaluated, Vec<Diagnostic>) {
+        let evaluated = self.evaluate();
+        (evaluated, self.errors)
+    }
+
+    /// [`Evaluator::run`], keeping the evaluator (for [`Evaluator::policies`]); the
+    /// diagnostics are in `errors`.
+    pub fn evaluate(&mut self) -> Evaluated {
         let mut bindings = Vec::new();
         let mut outputs = Vec::new();
         let order: Vec<ModuleId> = (0..self.program.modules.len())
@@ -217,6 +231,10 @@ impl<'p> Evaluator<'p> {
                         let r = self.assertion(a, &Env::default());
                         self.record(r);
                     }
+                    ItemKind::DefaultTags(_) => {
+                        // Reported here even when no node of the module asks for them.
+                        let _ = self.default_tags(m);
+                    }
                     _ => {}
                 }
             }
@@ -233,14 +251,118 @@ impl<'p> Evaluator<'p> {
                     .message("Some binding could not be evaluated, and no error explains why: this is a bug in envc; please report it with this file."),
             );
         }
-        (
-            Evaluated {
-                bindings,
-                outputs,
-                files,
-            },
-            self.errors,
+        Evaluated {
+            bindings,
+            outputs,
+            files,
+        }
+    }
+
+    /// Checks every `policy` of the program against the lowered graph: the broken
+    /// mandatory ones as errors (in `errors`, with any failure to evaluate one), the broken
+    /// advisory ones returned as warnings.
+    pub fn policies(&mut self, graph: &crate::Graph) -> Vec<Diagnostic> {
+        self.graph_nodes = Some(
+            graph
+                .order
+                .iter()
+                .map(|ix| graph.dag[*ix].clone())
+                .collect(),
+        );
+        let mut warnings = Vec::new();
+        for m in 0..self.program.modules.len() {
+            for item in &self.program.modules[m].ast.items {
+                let ItemKind::Policy(p) = &item.kind else {
+                    continue;
+                };
+                self.module = m;
+                match self.policy(p) {
+                    Ok(None) => {}
+                    Ok(Some(d)) if p.level == PolicyLevel::Advisory => warnings.push(d),
+                    Ok(Some(d)) => self.errors.push(d),
+                    Err(e) => self.record(Err(e)),
+                }
+            }
+        }
+        warnings
+    }
+
+    /// The diagnostic of a broken policy: every node that breaks it, where it is declared.
+    fn policy(&mut self, p: &Policy) -> R<Option<Diagnostic>> {
+        let vars: Vec<Rc<str>> = p
+            .clauses
+            .iter()
+            .flat_map(|c| match c {
+                Clause::For { first, second, .. } => vec![first.name.clone()]
+                    .into_iter()
+                    .chain(second.iter().map(|s| s.name.clone()))
+                    .collect(),
+                Clause::If(_) => Vec::new(),
+            })
+            .collect();
+        // (node, what its message says), in the graph's order, each once.
+        let mut broken: Vec<(Rc<Node>, Option<Rc<str>>)> = Vec::new();
+        self.comprehension(&p.clauses, &Env::default(), &mut |ev, env| {
+            let holds = ev.eval(&p.cond, env)?;
+            match ev.known(holds, p.cond.span, "a policy")? {
+                Value::Bool(true) => return Ok(()),
+                Value::Bool(false) => {}
+                other => return ev.type_error("bool", &other, p.cond.span),
+            }
+            let message = match &p.message {
+                Some(m) => match ev.eval(m, env)? {
+                    Value::Str(s) => Some(s),
+                    other => return ev.type_error("str", &other, m.span),
+                },
+                None => None,
+            };
+            let mut nodes = Vec::new();
+            for v in vars.iter().filter_map(|name| env.get(name)) {
+                if let Value::Node(n) = v {
+                    nodes.push(n.clone());
+                }
+            }
+            for n in nodes {
+                if !broken.iter().any(|(b, m)| b.id == n.id && *m == message) {
+                    broken.push((n, message.clone()));
+                }
+            }
+            Ok(())
+        })?;
+        if broken.is_empty() {
+            return Ok(None);
+        }
+        let file = self.file();
+        let count: std::collections::BTreeSet<_> = broken.iter().map(|(n, _)| n.id).collect();
+        let who = match (count.len(), broken.first()) {
+            (1, Some((n, _))) => format!("{} `{}`", n.kind.name(), n.given_name()),
+            (k, _) => format!("{k} nodes"),
+        };
+        let verb = if count.len() == 1 { "breaks" } else { "break" };
+        let level = match p.level {
+            PolicyLevel::Mandatory => {
+                "A mandatory policy stops `check`, `plan` and `build` until every node keeps it."
+            }
+            PolicyLevel::Advisory => "An advisory policy warns; nothing stops.",
+        };
+        let cond = &self.program.sources.get(file).text[p.cond.span.range()];
+        let mut d = Diagnostic::new(
+            "policy::violation",
+            format!("{who} {verb} policy \"{}\"", p.name),
         )
+        .label(file, p.name_span, format!("{} policy", p.level.name()))
+        .message(level)
+        .help(format!("each node listed must make `{cond}` true"));
+        for (n, message) in &broken {
+            let (nfile, nspan) = n.called_from.unwrap_or((n.file, n.span));
+            let what = format!("{} `{}`", n.kind.name(), n.given_name());
+            let text = match message {
+                Some(m) => format!("{what}: {m}"),
+                None => format!("{what} breaks it"),
+            };
+            d = d.label(nfile, nspan, text);
+        }
+        Ok(Some(d))
     }
 
     // ---- top-level values ---------------------------------------------------------------
@@ -929,6 +1051,11 @@ impl<'p> Evaluator<'p> {
                     if let Some(t) = &n.target {
                         return Ok(Value::Node(t.clone()));
                     }
+                }
+                if &*field.name == "tags" && n.kind != NodeKind::Stack {
+                    let tags = n.tags.iter();
+                    let tags = tags.map(|(k, v)| (k.clone(), Value::Str(v.clone())));
+                    return Ok(Value::Record(Rc::new(tags.collect())));
                 }
                 if let Some(v) = n.attrs.get(&field.name) {
                     return Ok(v.clone());
@@ -1619,6 +1746,13 @@ impl<'p> Evaluator<'p> {
         if let Builtin::Check(kind) = b {
             return Ok(self.check(kind, &sig, got, span));
         }
+        if b == Builtin::Nodes {
+            let kind = match got.into_iter().next().flatten() {
+                Some((Value::Str(k), _)) if !k.is_empty() => NodeKind::from_name(&k),
+                _ => None,
+            };
+            return self.graph_nodes(kind, span);
+        }
         let arg = |i: usize| {
             got[i]
                 .clone()
@@ -1825,6 +1959,7 @@ impl<'p> Evaluator<'p> {
         let mut name: Option<(Rc<str>, Span)> = None;
         let mut target: Option<Rc<Node>> = None;
         let (mut expect, mut require) = (Vec::new(), Vec::new());
+        let mut given_tags: Option<Rc<BTreeMap<Rc<str>, Value>>> = None;
         // Where each given attribute's value was written, for cross-attribute messages.
         let mut spans: BTreeMap<Rc<str>, Span> = BTreeMap::new();
         for (p, v) in sig.params.iter().zip(got) {
@@ -1848,6 +1983,9 @@ impl<'p> Evaluator<'p> {
                     }));
                 }
                 (_, "expect" | "require") => {}
+                // Tags too: they are not part of the id (but a manifest's labels are).
+                (Some((Value::Record(r), _)), "tags") => given_tags = Some(r),
+                (_, "tags") => {}
                 (Some((Value::Str(s), sp)), n) if n == schema.name_attr => name = Some((s, sp)),
                 (Some((v, _)), n) => {
                     attrs.insert(n.into(), v);
@@ -1896,6 +2034,23 @@ impl<'p> Evaluator<'p> {
             return self.fail(
                 self.too_large(span, &format!("attribute `{attr}` of this {}", kind.name())),
             );
+        }
+        let tags = if kind == NodeKind::Stack {
+            BTreeMap::new()
+        } else {
+            self.node_tags(given_tags.as_deref())?
+        };
+        if kind == NodeKind::Manifest && !tags.is_empty() {
+            // A manifest materializes its tags as labels: they are part of the object, and
+            // so of its id. Labels given on the manifest win over tags.
+            let mut labels: BTreeMap<Rc<str>, Value> = tags
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::Str(v.clone())))
+                .collect();
+            if let Some(Value::Record(given)) = attrs.get("labels") {
+                labels.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            attrs.insert("labels".into(), Value::Record(Rc::new(labels)));
         }
         let name = if kind == NodeKind::Manifest {
             self.manifest(&mut attrs, &name, name_span, span, &spans)?
@@ -2135,9 +2290,130 @@ impl<'p> Evaluator<'p> {
             check_inputs,
             lab_inputs,
             stands_in,
+            tags,
+            called_from: self.user_call(),
             file,
             span,
         })))
+    }
+
+    /// The user's call that reached the standard library, when evaluation is inside it:
+    /// where a node made there was asked for.
+    fn user_call(&self) -> Option<(FileId, Span)> {
+        if !self.program.modules[self.module].is_std {
+            return None;
+        }
+        self.frames
+            .iter()
+            .rev()
+            .find(|f| !self.is_std_file(f.file))
+            .map(|f| (f.file, f.span))
+    }
+
+    /// A node's tags: the environment's `default tags`, then those of the module the node
+    /// is made in, then its own `tags`, each over the one before.
+    fn node_tags(
+        &mut self,
+        given: Option<&BTreeMap<Rc<str>, Value>>,
+    ) -> R<BTreeMap<Rc<str>, Rc<str>>> {
+        let mut tags = BTreeMap::new();
+        let (root, here) = (self.program.root, self.module);
+        let modules = if here == root {
+            vec![root]
+        } else {
+            vec![root, here]
+        };
+        for m in modules {
+            if let Some(Value::Record(t)) = self.default_tags(m)? {
+                tags.extend(t.iter().filter_map(|(k, v)| match v {
+                    Value::Str(s) => Some((k.clone(), s.clone())),
+                    _ => None,
+                }));
+            }
+        }
+        for (k, v) in given.into_iter().flatten() {
+            if let Value::Str(s) = v {
+                tags.insert(k.clone(), s.clone());
+            }
+        }
+        Ok(tags)
+    }
+
+    /// Module `m`'s `default tags` (a record of strings), evaluated once; `None` when it
+    /// has none.
+    fn default_tags(&mut self, m: ModuleId) -> R<Option<Value>> {
+        match self.module_tags.get(&m) {
+            Some(Slot::Done(v)) => return Ok(Some(v.clone())),
+            Some(Slot::Failed) => return Err(Stop::Reported),
+            Some(Slot::InProgress) => {
+                let file = self.program.modules[m].file;
+                let item = self
+                    .default_tags_item(m)
+                    .map_or(Span::at(0), |(span, _)| span);
+                return self.fail(
+                    Diagnostic::new("eval::cycle", "the default tags need a node of their own module")
+                        .label(file, item, "these default tags")
+                        .message("Every node made in a module takes its default tags, so the tags cannot be computed from such a node.")
+                        .help("compute the tags from parameters and plain values, not from nodes"),
+                );
+            }
+            None => {}
+        }
+        let Some((_, value)) = self.default_tags_item(m) else {
+            return Ok(None);
+        };
+        self.module_tags.insert(m, Slot::InProgress);
+        let saved = std::mem::replace(&mut self.module, m);
+        let file = self.file();
+        let r = self
+            .eval(value, &Env::default())
+            .and_then(|v| self.coerce(v, &builtins::t_tags(), value.span, file));
+        self.module = saved;
+        match r {
+            Ok(v) => {
+                self.module_tags.insert(m, Slot::Done(v.clone()));
+                Ok(Some(v))
+            }
+            Err(e) => {
+                self.module_tags.insert(m, Slot::Failed);
+                if let Stop::Error(d) = e {
+                    self.errors.push(*d);
+                }
+                Err(Stop::Reported)
+            }
+        }
+    }
+
+    fn default_tags_item(&self, m: ModuleId) -> Option<(Span, &'p Expr)> {
+        self.program.modules[m]
+            .ast
+            .items
+            .iter()
+            .find_map(|it| match &it.kind {
+                ItemKind::DefaultTags(e) => Some((it.span, e)),
+                _ => None,
+            })
+    }
+
+    /// `nodes(kind)`: the graph's nodes of that kind (all of them for none), in the graph's
+    /// order. Only policies call it, once the graph is lowered.
+    fn graph_nodes(&mut self, kind: Option<NodeKind>, span: Span) -> R<Value> {
+        let Some(nodes) = &self.graph_nodes else {
+            let file = self.file();
+            return self.fail(
+                Diagnostic::new(
+                    "type::nodes-placement",
+                    "`nodes(…)` is read only by a policy",
+                )
+                .label(file, span, "evaluated before the graph is known"),
+            );
+        };
+        let list: Vec<Value> = nodes
+            .iter()
+            .filter(|n| kind.is_none_or(|k| n.kind == k))
+            .map(|n| Value::Node(n.clone()))
+            .collect();
+        Ok(Value::List(list.into()))
     }
 
     /// The referenced environment of the `stack(…)` at `span` (its project-relative path,

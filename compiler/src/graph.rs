@@ -225,6 +225,8 @@ impl Graph {
             inputs: Vec<String>,
             kind: &'static str,
             name: &'a str,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            tags: BTreeMap<&'a str, &'a str>,
             target: Option<String>,
         }
         #[derive(serde::Serialize)]
@@ -241,6 +243,7 @@ impl Graph {
                     inputs: n.inputs.iter().map(|i| i.id.hex()).collect(),
                     kind: n.kind.name(),
                     name: &n.name,
+                    tags: n.tags.iter().map(|(k, v)| (&**k, &**v)).collect(),
                     target: n.target.as_ref().map(|t| t.id.hex()),
                 })
                 .collect(),

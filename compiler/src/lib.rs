@@ -130,12 +130,12 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         return stop(program, checked, diagnostics);
     }
     let limits = Limits { ..options.limits };
-    let evaluator =
+    let mut evaluator =
         eval::Evaluator::new(&program, &checked, loader, &params, &options.pins, limits)
             .with_stand_ins(&options.stand_ins);
-    let (evaluated, eval_errors) = evaluator.run();
-    diagnostics.extend(eval_errors);
-    let graph = if diagnostics.is_empty() {
+    let evaluated = evaluator.evaluate();
+    diagnostics.append(&mut evaluator.errors);
+    let mut graph = if diagnostics.is_empty() {
         match graph::lower(&evaluated) {
             Ok(g) => Some(g),
             Err(errs) => {
@@ -146,6 +146,16 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
     } else {
         None
     };
+    // Policies judge the graph as a whole: a broken mandatory one leaves no graph.
+    let mut warnings = graph.as_ref().map(network::warnings).unwrap_or_default();
+    if let Some(g) = &graph {
+        warnings.extend(evaluator.policies(g));
+        if !evaluator.errors.is_empty() {
+            diagnostics.append(&mut evaluator.errors);
+            graph = None;
+        }
+    }
+    drop(evaluator);
     // A failing function called from several places reports the same problem once.
     let mut seen = std::collections::HashSet::new();
     diagnostics.retain(|d| {
@@ -159,7 +169,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         program,
         checked,
         diagnostics,
-        warnings: graph.as_ref().map(network::warnings).unwrap_or_default(),
+        warnings,
         graph,
         bindings: evaluated.bindings,
     }

@@ -315,7 +315,7 @@ pub(crate) fn call(
             }
             Value::Str(value_json(&v).to_string().into())
         }
-        Builtin::Node(_) | Builtin::Check(_) => {
+        Builtin::Node(_) | Builtin::Check(_) | Builtin::Nodes => {
             unreachable!("nodes and checks are built by the evaluator")
         }
     })

@@ -138,6 +138,12 @@ pub struct Node {
     /// A VM the lab boots in place of a host (`StandIn::Vm`): its private address comes
     /// after the environment's own VMs', which keep theirs.
     pub stands_in: bool,
+    /// Its tags, `default tags` merged in: for people and policies. Not part of its id (a
+    /// manifest's are, as its labels): changing a tag re-runs only where it is materialized.
+    pub tags: BTreeMap<Rc<str>, Rc<str>>,
+    /// Made inside the standard library: the user's call that made it (what a policy
+    /// points at).
+    pub called_from: Option<(FileId, Span)>,
     pub file: FileId,
     pub span: Span,
 }

@@ -960,3 +960,186 @@ fn stack_is_not_a_type() {
         &["name::unknown-type"],
     );
 }
+
+/// Tags: the environment's defaults, then the module's, then the node's own; never part of
+/// a node's id, except a manifest's, where they are its labels.
+#[test]
+fn tags_merge_defaults_and_stay_out_of_the_id_unless_materialized() {
+    let lib = "default tags = { team = \"db\", tier = \"data\" }\nfn db(h: host) => package(name = \"postgresql\", target = h, tags = { tier = \"primary\" })\n";
+    let main = |owner: &str| {
+        format!(
+            "import \"./lib.env\"\ndefault tags = {{ owner = \"{owner}\", team = \"platform\" }}\nlet h = host(name = \"h\", address = \"192.0.2.1\")\nlet pg = lib.db(h)\nlet m = manifest(api_version = \"v1\", kind = \"ConfigMap\", name = \"app\", labels = {{ owner = \"app-team\" }})\noutput tags = [h.tags, pg.tags, m.tags]\noutput labels = m.labels\n"
+        )
+    };
+    let build = |owner: &str| {
+        let src = main(owner);
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src.as_str()), ("lib.env", lib)]),
+            &CompileOptions::default(),
+        );
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        c.graph.unwrap()
+    };
+    let (a, b) = (build("ops"), build("sre"));
+    let out = |g: &envc_compiler::Graph, k: &str| {
+        value_json(&g.outputs.iter().find(|(n, _)| &**n == k).unwrap().1)
+    };
+    assert_eq!(
+        out(&a, "tags"),
+        serde_json::json!([
+            {"owner": "ops", "team": "platform"},
+            {"owner": "ops", "team": "db", "tier": "primary"},
+            {"owner": "ops", "team": "platform"},
+        ])
+    );
+    // The manifest's own label wins over the tag of the same name.
+    assert_eq!(
+        out(&a, "labels"),
+        serde_json::json!({"owner": "app-team", "team": "platform"})
+    );
+    let ids = |g: &envc_compiler::Graph| -> BTreeMap<String, String> {
+        g.nodes()
+            .map(|n| (format!("{}:{}", n.kind.name(), n.name), n.id.hex()))
+            .collect()
+    };
+    let (ia, ib) = (ids(&a), ids(&b));
+    assert_eq!(ia["host:h"], ib["host:h"]);
+    assert_eq!(ia["package:postgresql"], ib["package:postgresql"]);
+    // `owner` is not a tag the manifest materializes (its label wins): the same object.
+    assert_eq!(
+        ia["manifest:default/ConfigMap/app"],
+        ib["manifest:default/ConfigMap/app"]
+    );
+    let json = a.to_json();
+    assert!(
+        json.contains(r#""tags":{"owner":"ops","team":"db","tier":"primary"}"#),
+        "{json}"
+    );
+
+    // A tag the manifest does materialize moves its id, and only its.
+    let moved = build("ops");
+    assert_eq!(ids(&moved), ia);
+    let lib2 = lib.replace("team = \"db\"", "team = \"dba\"");
+    let src = main("ops");
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src.as_str()), ("lib.env", lib2.as_str())]),
+        &CompileOptions::default(),
+    );
+    let ic = ids(&c.graph.unwrap());
+    assert_eq!(ic["package:postgresql"], ia["package:postgresql"]);
+    let src2 = src.replace("team = \"platform\"", "team = \"web\"");
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", src2.as_str()), ("lib.env", lib)]),
+        &CompileOptions::default(),
+    );
+    let id2 = ids(&c.graph.unwrap());
+    assert_ne!(
+        id2["manifest:default/ConfigMap/app"],
+        ia["manifest:default/ConfigMap/app"]
+    );
+    assert_eq!(id2["host:h"], ia["host:h"]);
+
+    check_errors(
+        &[(
+            "main.env",
+            "default tags = { a = \"1\" }\ndefault tags = { b = \"2\" }\n",
+        )],
+        &[],
+        &["name::duplicate"],
+    );
+    check_errors(
+        &[("main.env", "default tags = { a = 1 }\n")],
+        &[],
+        &["type::mismatch"],
+    );
+    check_errors(
+        &[(
+            "main.env",
+            "let h = host(name = \"h\", address = \"192.0.2.1\")\ndefault tags = { a = h.name }\n",
+        )],
+        &[],
+        &["eval::cycle"],
+    );
+}
+
+/// Policies: over the evaluated graph, so nodes made anywhere (a component, the root, the
+/// standard library) are judged alike; every node that breaks one is listed.
+#[test]
+fn policies_judge_every_node_of_the_graph() {
+    let comp = "fn small(name: str) => vm(name = name, image = image(name = \"i\"), tags = { owner = \"db\" })\n";
+    let policies = "policy \"vm-owner\": for n in nodes(\"vm\") => contains(n.tags, \"owner\") and n.memory <= 4GiB, \"${n.name} needs an owner and at most 4GiB\"\npolicy \"two-cpus\" advisory: for n in nodes(\"vm\") if n.cpus < 2 => false\n";
+    let main = format!("import \"./comp.env\"\nlet a = comp.small(\"a\")\nlet rogue = vm(name = \"rogue\", image = image(name = \"i\"), memory = 16GiB)\n{policies}");
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", main.as_str()), ("comp.env", comp)]),
+        &CompileOptions::default(),
+    );
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["policy::violation"], "{:#?}", c.diagnostics);
+    assert!(c.graph.is_none());
+    let d = &c.diagnostics[0];
+    assert_eq!(d.title, "vm `rogue` breaks policy \"vm-owner\"");
+    let labels: Vec<&str> = d.labels.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "mandatory policy",
+            "vm `rogue`: rogue needs an owner and at most 4GiB"
+        ]
+    );
+    // The advisory one warns, about both VMs.
+    let warned: Vec<(&str, usize)> = c
+        .warnings
+        .iter()
+        .map(|w| (w.title.as_str(), w.labels.len()))
+        .collect();
+    assert_eq!(warned, [("2 nodes break policy \"two-cpus\"", 3)]);
+
+    // Kept: a graph, and no error.
+    let fixed = main.replace(
+        "memory = 16GiB",
+        "memory = 2GiB, tags = { owner = \"ops\" }",
+    );
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", fixed.as_str()), ("comp.env", comp)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    assert!(c.graph.is_some());
+
+    // `nodes(…)` only in a policy; kinds are checked; a policy needs a `for`.
+    check_errors(
+        &[("main.env", "let all = nodes()\n")],
+        &[],
+        &["type::nodes-placement"],
+    );
+    check_errors(
+        &[(
+            "main.env",
+            "policy \"p\": for n in nodes(\"vms\") => true\n",
+        )],
+        &[],
+        &["type::unknown-kind"],
+    );
+    check_errors(
+        &[("main.env", "policy \"p\": for n in nodes(\"vm\") => n.adress == \"\"\nlet v = vm(name = \"v\", image = image(name = \"i\"))\n")],
+        &[],
+        &["type::unknown-field"],
+    );
+    // A node made inside the standard library is shown at the user's call.
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([(
+            "main.env",
+            "import \"std/debian\"\nlet m = debian.machine(\"db-0\")\npolicy \"no-vms\": for n in nodes(\"vm\") => false\n",
+        )]),
+        &CompileOptions::default(),
+    );
+    let d = &c.diagnostics[0];
+    let main_file = 0;
+    assert_eq!(d.labels[1].file, main_file, "{d:#?}");
+}

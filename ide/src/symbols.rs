@@ -27,6 +27,7 @@ pub enum SymbolKind {
     Param,
     Type,
     Output,
+    Policy,
 }
 
 impl Snapshot {
@@ -91,7 +92,17 @@ impl Snapshot {
                 }
                 ItemKind::Type { name, .. } => (name, SymbolKind::Type, String::new()),
                 ItemKind::Output { name, .. } => (name, SymbolKind::Output, String::new()),
-                ItemKind::Assert(_) | ItemKind::Error => continue,
+                ItemKind::Policy(p) => {
+                    out.push(Symbol {
+                        name: p.name.to_string(),
+                        kind: SymbolKind::Policy,
+                        detail: p.level.name().to_string(),
+                        span: it.span,
+                        name_span: p.name_span,
+                    });
+                    continue;
+                }
+                ItemKind::Assert(_) | ItemKind::DefaultTags(_) | ItemKind::Error => continue,
             };
             out.push(Symbol {
                 name: ident.name.to_string(),

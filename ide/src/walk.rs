@@ -27,6 +27,13 @@ fn item_exprs(kind: &ItemKind) -> Vec<&Expr> {
         ItemKind::Param { default, .. } => default.iter().collect(),
         ItemKind::Output { value, .. } => vec![value],
         ItemKind::Assert(a) => std::iter::once(&a.cond).chain(a.message.as_ref()).collect(),
+        ItemKind::Policy(p) => {
+            let mut v = clauses_exprs(&p.clauses);
+            v.push(&p.cond);
+            v.extend(p.message.as_ref());
+            v
+        }
+        ItemKind::DefaultTags(value) => vec![value],
         ItemKind::Import { .. } | ItemKind::Type { .. } | ItemKind::Error => vec![],
     }
 }

@@ -49,7 +49,49 @@ pub enum ItemKind {
         value: Expr,
     },
     Assert(Assertion),
+    /// `policy "vm-owner": for n in nodes("vm") => …`: a rule over the whole graph.
+    Policy(Rc<Policy>),
+    /// `default tags = { owner = "platform" }`: tags every node made in this module gets.
+    DefaultTags(Expr),
     Error,
+}
+
+/// A rule every node it ranges over must keep, checked on the evaluated graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub name: Rc<str>,
+    pub name_span: Span,
+    pub level: PolicyLevel,
+    /// Where the level is written, if it is.
+    pub level_span: Option<Span>,
+    /// `for n in nodes("vm") if …`: what it ranges over.
+    pub clauses: Vec<Clause>,
+    /// What must hold for each element.
+    pub cond: Expr,
+    pub message: Option<Expr>,
+}
+
+/// What a broken policy does (Pulumi CrossGuard's enforcement levels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyLevel {
+    /// An error: `check` fails and nothing is built.
+    Mandatory,
+    /// A warning: reported, nothing stops.
+    Advisory,
+}
+
+impl PolicyLevel {
+    pub const ALL: [(&'static str, PolicyLevel); 2] = [
+        ("mandatory", PolicyLevel::Mandatory),
+        ("advisory", PolicyLevel::Advisory),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyLevel::Mandatory => "mandatory",
+            PolicyLevel::Advisory => "advisory",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

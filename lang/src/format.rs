@@ -199,6 +199,8 @@ impl<'a> Fmt<'a> {
                 self.expr_after(&format!("output {} = ", name.name), value, ind)
             }
             ItemKind::Assert(a) => self.assertion(a, ind),
+            ItemKind::Policy(p) => self.policy(p, ind),
+            ItemKind::DefaultTags(value) => self.expr_after("default tags = ", value, ind),
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }
@@ -216,6 +218,24 @@ impl<'a> Fmt<'a> {
     fn assertion(&mut self, a: &Assertion, ind: usize) -> String {
         let mut s = format!("assert {}", self.expr(&a.cond, ind));
         if let Some(m) = &a.message {
+            s.push_str(", ");
+            s.push_str(&self.expr(m, ind));
+        }
+        s
+    }
+
+    fn policy(&mut self, p: &Policy, ind: usize) -> String {
+        let level = match p.level_span {
+            Some(_) => format!(" {}", p.level.name()),
+            None => String::new(),
+        };
+        let head = format!(
+            "policy {}{level}: {} ",
+            self.text(p.name_span),
+            self.clauses(&p.clauses, ind)
+        );
+        let mut s = self.expr_after(&head, &p.cond, ind);
+        if let Some(m) = &p.message {
             s.push_str(", ");
             s.push_str(&self.expr(m, ind));
         }

@@ -315,7 +315,7 @@ impl<'a> Parser<'a> {
         let mut items = Vec::new();
         while !self.at(T::Eof) {
             let start = self.pos;
-            if self.kind().starts_item() {
+            if self.kind().starts_item() || self.at_default_tags() {
                 self.abandoned = false;
                 let item = self.item();
                 items.push(item);
@@ -356,7 +356,9 @@ impl<'a> Parser<'a> {
     fn sync_item(&mut self) {
         loop {
             let t = self.tok();
-            if t.kind == T::Eof || (t.newline_before && t.kind.starts_item()) {
+            if t.kind == T::Eof
+                || (t.newline_before && (t.kind.starts_item() || self.at_default_tags()))
+            {
                 break;
             }
             self.bump();
@@ -408,6 +410,16 @@ impl<'a> Parser<'a> {
                 let a = self.assertion();
                 ItemKind::Assert(a)
             }
+            T::Policy => self.policy_item(),
+            T::Ident => {
+                // `default tags`: the words are names elsewhere, so not keywords.
+                self.bump();
+                self.bump();
+                match self.expect(T::Eq, "`=`") {
+                    Some(_) => ItemKind::DefaultTags(self.expr()),
+                    None => ItemKind::Error,
+                }
+            }
             _ => unreachable!("item() is only called at an item keyword"),
         };
         if matches!(kind, ItemKind::Error) {
@@ -418,6 +430,69 @@ impl<'a> Parser<'a> {
             kind,
             span: Span::new(start, self.prev_end().max(start)),
         }
+    }
+
+    /// At `default tags` (two names: neither is a keyword).
+    fn at_default_tags(&self) -> bool {
+        let word = |i: usize, w: &str| {
+            self.toks
+                .get(self.pos + i)
+                .is_some_and(|t| t.kind == T::Ident && self.text(t.span) == w)
+        };
+        word(0, "default") && word(1, "tags")
+    }
+
+    /// `policy "NAME" [LEVEL]: for x in xs [if …] => cond [, message]`.
+    fn policy_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some((name, name_span)) = self.plain_string("the policy's name, as a string") else {
+            return ItemKind::Error;
+        };
+        let (level, level_span) = if self.at(T::Ident) {
+            let t = self.bump();
+            let word = self.text(t.span).to_string();
+            match PolicyLevel::ALL.iter().find(|(w, _)| *w == word) {
+                Some((_, l)) => (*l, Some(t.span)),
+                None => {
+                    let levels = PolicyLevel::ALL.iter().map(|(w, _)| *w);
+                    let d = Diagnostic::new(
+                        "parse::policy-level",
+                        format!("`{word}` is not a policy level"),
+                    )
+                    .label(self.file, t.span, "a policy level, or `:`")
+                    .help(crate::did_you_mean(&word, levels).unwrap_or_else(|| {
+                        "a policy is `mandatory` (the default: it fails the check) or `advisory` (it warns)".into()
+                    }));
+                    self.push_error(d);
+                    (PolicyLevel::Mandatory, Some(t.span))
+                }
+            }
+        } else {
+            (PolicyLevel::Mandatory, None)
+        };
+        if self.expect(T::Colon, "`:`").is_none() {
+            return ItemKind::Error;
+        }
+        if !self.at(T::For) {
+            self.error_expected("`for` and the nodes the policy ranges over");
+            return ItemKind::Error;
+        }
+        let clauses = self.clauses();
+        let cond = self.expr();
+        let message = if self.eat(T::Comma).is_some() {
+            Some(self.expr())
+        } else {
+            None
+        };
+        ItemKind::Policy(Rc::new(Policy {
+            name: name.into(),
+            name_span,
+            level,
+            level_span,
+            clauses,
+            cond,
+            message,
+        }))
     }
 
     fn import(&mut self) -> ItemKind {
@@ -1322,6 +1397,7 @@ fn is_keyword(k: T) -> bool {
             | Param
             | Output
             | Assert
+            | Policy
             | True
             | False
             | And

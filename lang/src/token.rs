@@ -30,6 +30,7 @@ pub enum TokenKind {
     Param,
     Output,
     Assert,
+    Policy,
     True,
     False,
     And,
@@ -83,6 +84,7 @@ impl TokenKind {
             "param" => Param,
             "output" => Output,
             "assert" => Assert,
+            "policy" => Policy,
             "true" => True,
             "false" => False,
             "and" => And,
@@ -115,6 +117,7 @@ impl TokenKind {
             Param => "`param`",
             Output => "`output`",
             Assert => "`assert`",
+            Policy => "`policy`",
             True => "`true`",
             False => "`false`",
             And => "`and`",
@@ -154,7 +157,10 @@ impl TokenKind {
     /// Keywords that begin a top-level item: where the parser resynchronises after an error.
     pub fn starts_item(self) -> bool {
         use TokenKind::*;
-        matches!(self, Let | Fn | Import | Type | Param | Output | Assert)
+        matches!(
+            self,
+            Let | Fn | Import | Type | Param | Output | Assert | Policy
+        )
     }
 }
 

@@ -209,6 +209,17 @@ fn item_sexp(i: &Item) -> String {
                 .as_ref()
                 .map_or(String::new(), |m| format!(" {}", sexp(m)))
         ),
+        ItemKind::Policy(p) => format!(
+            "(policy {:?} {} {} {}{})",
+            p.name,
+            p.level.name(),
+            clauses_sexp(&p.clauses),
+            sexp(&p.cond),
+            p.message
+                .as_ref()
+                .map_or(String::new(), |m| format!(" {}", sexp(m)))
+        ),
+        ItemKind::DefaultTags(value) => format!("(default-tags {})", sexp(value)),
         ItemKind::Error => "ERR".into(),
     }
 }
@@ -385,4 +396,26 @@ fn nesting_is_bounded() {
             p.errors.iter().map(|e| e.code).collect::<Vec<_>>()
         );
     }
+}
+
+/// `policy` is an item; `default tags` is one too, though both words stay names.
+#[test]
+fn policies_and_default_tags() {
+    check(
+        "policy \"vm-owner\": for n in nodes(\"vm\") => n.memory <= 4GiB",
+        "(policy \"vm-owner\" mandatory for n in (call nodes (str \"vm\")) (<= (. n memory) 4294967296B))",
+    );
+    check(
+        "policy \"small\" advisory: for n in nodes(\"vm\") if n.cpus > 1 => n.memory <= 2GiB, \"${n.name} is big\"",
+        "(policy \"small\" advisory for n in (call nodes (str \"vm\")) if (> (. n cpus) 1) (<= (. n memory) 2147483648B) (str ${(. n name)} \" is big\"))",
+    );
+    check(
+        "policy \"p\" advisroy: for n in nodes() => true",
+        "(policy \"p\" mandatory for n in (call nodes ) true)\n! parse::policy-level",
+    );
+    check("policy \"p\": n.x", "ERR\n! parse::unexpected-token");
+    check(
+        "default tags = { owner = \"platform\" }\nlet default = 1\nlet tags = default",
+        "(default-tags {owner=(str \"platform\")})\n(let default 1)\n(let tags default)",
+    );
 }

@@ -365,5 +365,6 @@ fn symbol_kind(k: envc_ide::SymbolKind) -> SymbolKind {
         S::Param => SymbolKind::CONSTANT,
         S::Type => SymbolKind::STRUCT,
         S::Output => SymbolKind::PROPERTY,
+        S::Policy => SymbolKind::EVENT,
     }
 }
