@@ -73,8 +73,9 @@ impl miette::Diagnostic for Report {
 }
 
 impl<'a> Renderer<'a> {
-    pub fn display_name(&self, name: &str) -> String {
-        if name.starts_with("std/") || name.starts_with("--set ") {
+    pub fn display_name(&self, src: &envc_compiler::source::SourceFile) -> String {
+        let name = &src.name;
+        if src.verbatim || name.starts_with("std/") || name.starts_with("--set ") {
             name.to_string()
         } else {
             format!("{}{name}", self.prefix)
@@ -119,7 +120,7 @@ impl<'a> Renderer<'a> {
                 help,
                 labels,
                 source: Some(NamedSource::new(
-                    self.display_name(&src.name),
+                    self.display_name(src),
                     src.text.to_string(),
                 )),
                 also: Vec::new(),
@@ -140,7 +141,7 @@ impl<'a> Renderer<'a> {
             Some(p) => {
                 let mut r = make(p, d.title.clone(), d.code, help);
                 for f in files.into_iter().skip(1) {
-                    let name = self.display_name(&self.sources.get(f).name);
+                    let name = self.display_name(self.sources.get(f));
                     let mut also = make(f, format!("and in {name}"), "", None);
                     also.severity = miette::Severity::Advice;
                     r.also.push(also);
@@ -216,7 +217,7 @@ impl<'a> Renderer<'a> {
         let l = d.labels.first()?;
         let src = self.sources.get(l.file);
         let (line, col) = self.sources.line_col(l.file, l.span.start as usize);
-        Some(format!("{}:{line}:{col}", self.display_name(&src.name)))
+        Some(format!("{}:{line}:{col}", self.display_name(src)))
     }
 }
 

@@ -598,3 +598,84 @@ fn a_closed_stdout_or_stderr_is_not_a_panic() {
         assert_eq!(o.status.code(), Some(1), "{args:?}");
     }
 }
+
+/// The company's policy pack (`examples/policies`) judges every example, and each keeps it:
+/// each machine names an owner, no VM is over the size limit, every object has an owner
+/// label (from its environment's tags).
+#[test]
+fn every_example_keeps_the_company_policy_pack() {
+    for ex in EXAMPLES.iter().chain(&["examples/postgres/prod.env"]) {
+        let o = envc(&["check", "--policy", "examples/policies", ex], &repo());
+        assert!(o.status.success(), "{ex}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(", 3 policies kept"),
+            "{ex}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("warning"), "{ex}: {}", stderr(&o));
+    }
+}
+
+/// A pack named in envc.toml holds every command that compiles: a broken mandatory policy
+/// stops `check` and `build` (exit 1, nothing built, every offender listed at its place); an
+/// advisory one warns and stops nothing.
+#[test]
+fn a_policy_pack_in_envc_toml_stops_a_build_that_breaks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack");
+    std::fs::create_dir_all(pack.join("lib")).unwrap();
+    std::fs::write(
+        pack.join("vms.env"),
+        "import \"./lib/max.env\"\npolicy \"vm-size\": for v in nodes(\"vm\") => v.memory <= max.memory, \"${v.name} has ${v.memory}\"\npolicy \"owner\" advisory: for n in nodes() => contains(n.tags, \"owner\")\n",
+    )
+    .unwrap();
+    std::fs::write(pack.join("lib/max.env"), "let memory = 2GiB\n").unwrap();
+    let env = dir.path().join("env");
+    std::fs::create_dir_all(&env).unwrap();
+    std::fs::write(env.join("envc.toml"), "[policy]\npacks = [\"../pack\"]\n").unwrap();
+    let src = "let i = image(name = \"i\")\nlet a = vm(name = \"a\", image = i, memory = 8GiB)\nlet b = vm(name = \"b\", image = i, memory = 1GiB, tags = { owner = \"ops\" })\nlet c = vm(name = \"c\", image = i, memory = 3GiB, tags = { owner = \"ops\" })\n";
+    std::fs::write(env.join("prod.env"), src).unwrap();
+
+    let o = envc(&["check", "prod.env"], &env);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("2 nodes break policy \"vm-size\""), "{err}");
+    assert!(
+        err.contains("prod.env:2:9") || err.contains("[prod.env:2:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("vm `a`: a has 8GiB") && err.contains("vm `c`: c has 3GiB"),
+        "{err}"
+    );
+    // The pack's files are named as the project's envc.toml names them.
+    assert!(err.contains("../pack/vms.env"), "{err}");
+    // The advisory one warns about the nodes without an owner, among them the image.
+    assert!(
+        err.contains("warning:") && err.contains("break policy \"owner\""),
+        "{err}"
+    );
+
+    let o = envc(&["build", "prod.env"], &env);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!env.join(".envc").exists(), "nothing was built or recorded");
+
+    // Within the limit: the check passes, with the warning.
+    std::fs::write(
+        env.join("prod.env"),
+        src.replace("8GiB", "2GiB").replace("3GiB", "1GiB"),
+    )
+    .unwrap();
+    let o = envc(&["check", "prod.env"], &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 policies kept"), "{}", stderr(&o));
+
+    // A pack that is not a directory of policies is an input error naming it.
+    let o = envc(&["check", "--policy", "nowhere", "prod.env"], &env);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("policy pack `nowhere`"),
+        "{}",
+        stderr(&o)
+    );
+}

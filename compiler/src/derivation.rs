@@ -250,12 +250,20 @@ pub fn node_json(n: &Node) -> serde_json::Value {
         "inputs": n.inputs.iter().map(|i| i.id.hex()).collect::<Vec<_>>(),
         "pins": n.pins.iter().map(|(k, v)| (k.to_string(), serde_json::json!(&**v))).collect::<serde_json::Map<_, _>>(),
     });
-    // Checks are shown beside the derivation, not in it: they are not part of its id.
+    // Checks and tags are shown beside the derivation, not in it: they are not part of
+    // its id.
     for (name, checks) in [("expect", &n.expect), ("require", &n.require)] {
         if let (false, Some(o)) = (checks.is_empty(), j.as_object_mut()) {
             let list = checks.iter().map(|c| check_json(c)).collect();
             o.insert(name.into(), serde_json::Value::Array(list));
         }
+    }
+    if let (false, Some(o)) = (n.tags.is_empty(), j.as_object_mut()) {
+        let tags = n
+            .tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(&**v)));
+        o.insert("tags".into(), serde_json::Value::Object(tags.collect()));
     }
     j
 }

@@ -1052,7 +1052,7 @@ impl<'p> Evaluator<'p> {
                         return Ok(Value::Node(t.clone()));
                     }
                 }
-                if &*field.name == "tags" && n.kind != NodeKind::Stack {
+                if &*field.name == "tags" {
                     let tags = n.tags.iter();
                     let tags = tags.map(|(k, v)| (k.clone(), Value::Str(v.clone())));
                     return Ok(Value::Record(Rc::new(tags.collect())));

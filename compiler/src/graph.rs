@@ -22,6 +22,8 @@ pub struct Graph {
     /// The images only `envc verify`'s lab boots (hosts' `base`) that the graph does not
     /// build itself: locked with the environment, never built by it. Sorted by id.
     pub lab_images: Vec<Rc<Node>>,
+    /// How many policies judged it (every one kept, or there would be no graph).
+    pub policies: usize,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -95,6 +97,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         order,
         outputs: ev.outputs.clone(),
         lab_images,
+        policies: 0,
     })
 }
 

@@ -36,7 +36,7 @@ pub use derivation::DerivationId;
 pub use eval::Limits;
 pub use graph::Graph;
 pub use program::Program;
-pub use source::{LoadError, MemoryLoader, SourceLoader, SourceMap};
+pub use source::{LoadError, MemoryLoader, PolicyPack, SourceLoader, SourceMap};
 
 #[derive(Default)]
 pub struct CompileOptions {
@@ -49,6 +49,8 @@ pub struct CompileOptions {
     /// Hosts replaced by stand-ins (`envc verify`'s lab), by host name: the host node and
     /// everything that reads its address see the stand-in, as if the source named it.
     pub stand_ins: BTreeMap<String, StandIn>,
+    /// Policy packs whose policies judge the graph too (`--policy DIR`).
+    pub policy_packs: Vec<PolicyPack>,
 }
 
 /// A clean machine standing in for a host of the environment.
@@ -105,7 +107,7 @@ pub fn analyze(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
 }
 
 fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed: bool) -> Analysis {
-    let mut program = program::load(root, loader);
+    let mut program = program::load_with_packs(root, loader, &options.policy_packs);
     stack::resolve(&mut program, loader);
     let mut diagnostics = std::mem::take(&mut program.errors);
     let (checked, type_errors) = if indexed {
@@ -148,8 +150,14 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
     };
     // Policies judge the graph as a whole: a broken mandatory one leaves no graph.
     let mut warnings = graph.as_ref().map(network::warnings).unwrap_or_default();
-    if let Some(g) = &graph {
+    if let Some(g) = &mut graph {
         warnings.extend(evaluator.policies(g));
+        g.policies = program
+            .modules
+            .iter()
+            .flat_map(|m| &m.ast.items)
+            .filter(|it| matches!(it.kind, ItemKind::Policy(_)))
+            .count();
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use envc_lang::ast::{self, ItemKind};
 use envc_lang::{Diagnostic, FileId, Span};
 
-use crate::source::{join_relative, LoadError, SourceLoader, SourceMap};
+use crate::source::{join_relative, LoadError, PolicyPack, SourceLoader, SourceMap};
 use crate::stdlib;
 use crate::types::ModuleId;
 
@@ -42,8 +42,13 @@ pub struct Program {
     pub stacks: crate::stack::StackRefs,
 }
 
+/// How a policy pack's files are named inside the program: `PACK_PREFIX` + the pack's
+/// index + `/` + the path in the pack. No project file can be named so (see `resolve`).
+const PACK_PREFIX: &str = "policy pack ";
+
 struct Loader<'l> {
     loader: &'l dyn SourceLoader,
+    packs: &'l [PolicyPack],
     program: Program,
     by_path: BTreeMap<(bool, String), ModuleId>,
     /// The chain of imports being loaded: (path, file, span of the import) for cycles.
@@ -52,8 +57,14 @@ struct Loader<'l> {
 
 /// Loads `root` (project-relative) and its imports. Parse errors of every file are collected.
 pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
+    load_with_packs(root, loader, &[])
+}
+
+/// [`load`], plus the top-level files of each policy pack (and what they import).
+pub fn load_with_packs(root: &str, loader: &dyn SourceLoader, packs: &[PolicyPack]) -> Program {
     let mut l = Loader {
         loader,
+        packs,
         program: Program {
             sources: SourceMap::default(),
             modules: Vec::new(),
@@ -80,10 +91,53 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
             );
         }
     }
+    for (i, pack) in packs.iter().enumerate() {
+        for rel in pack.files.keys().filter(|r| !r.contains('/')) {
+            let path = format!("{PACK_PREFIX}{i}/{rel}");
+            if l.by_path.contains_key(&(false, path.clone())) {
+                continue; // imported by an earlier file of the pack
+            }
+            if let Some(text) = l.read_pack_file(&path, None) {
+                l.add_module(path, text, false);
+            }
+        }
+    }
     l.program
 }
 
 impl<'l> Loader<'l> {
+    /// A pack's file by its name in the program: the pack and the path in it.
+    fn pack_file(&self, path: &str) -> Option<(&'l PolicyPack, &'l str)> {
+        let (i, rel) = path.strip_prefix(PACK_PREFIX)?.split_once('/')?;
+        let pack = self.packs.get(i.parse::<usize>().ok()?)?;
+        let (rel, _) = pack.files.get_key_value(rel)?;
+        Some((pack, rel))
+    }
+
+    /// The text of pack file `path` (see [`PACK_PREFIX`]); `None` (reported) if the pack
+    /// has no such file.
+    fn read_pack_file(&mut self, path: &str, at: Option<(FileId, Span)>) -> Option<Rc<str>> {
+        match self.pack_file(path) {
+            Some((pack, rel)) => {
+                let shown = format!("{}/{rel}", pack.dir);
+                Some(self.decode(&shown, pack.files[rel].clone(), at))
+            }
+            None => {
+                let (file, span) = at?;
+                let rel = path.split_once('/').map_or(path, |(_, r)| r);
+                self.program.errors.push(
+                    Diagnostic::new(
+                        "load::unreadable",
+                        format!("cannot import `{rel}`: no such file in the policy pack"),
+                    )
+                    .label(file, span, "imported here")
+                    .help("a policy pack imports its own `.env` files and `std/…`"),
+                );
+                None
+            }
+        }
+    }
+
     /// The text of a file about to be added by `add_module` (which will give it the next
     /// file id: diagnostics here point into it).
     fn decode(&mut self, path: &str, bytes: Vec<u8>, at: Option<(FileId, Span)>) -> Rc<str> {
@@ -123,7 +177,13 @@ impl<'l> Loader<'l> {
     }
 
     fn add_module(&mut self, path: String, text: Rc<str>, is_std: bool) -> ModuleId {
-        let file = self.program.sources.add(path.clone(), text.clone());
+        let file = match self.pack_file(&path) {
+            Some((pack, rel)) => {
+                let shown = format!("{}/{rel}", pack.dir);
+                self.program.sources.add_verbatim(shown, text.clone())
+            }
+            None => self.program.sources.add(path.clone(), text.clone()),
+        };
         let parsed = envc_lang::parse(&text, file);
         self.program.errors.extend(parsed.errors);
         let id = self.program.modules.len();
@@ -234,7 +294,28 @@ impl<'l> Loader<'l> {
         if from_std {
             return None; // the standard library imports only itself
         }
+        // A pack's file imports only from its pack; a project's never names a pack's.
+        let pack = from
+            .strip_prefix(PACK_PREFIX)
+            .and_then(|r| r.split_once('/'))
+            .map(|(i, _)| format!("{PACK_PREFIX}{i}/"));
         match join_relative(from, spec) {
+            Some(p) if pack.as_ref().is_some_and(|pk| !p.starts_with(pk.as_str())) => {
+                self.program.errors.push(
+                    Diagnostic::new("load::outside-project", format!("`{spec}` is outside the policy pack"))
+                        .label(file, span, "leaves the policy pack's directory")
+                        .help("a policy pack imports its own files and `std/…`; move what it needs into the pack"),
+                );
+                None
+            }
+            Some(p) if pack.is_none() && p.starts_with(PACK_PREFIX) => {
+                self.program.errors.push(
+                    Diagnostic::new("load::bad-import-path", format!("cannot import `{spec}`"))
+                        .label(file, span, "names a policy pack's file")
+                        .help("policy packs are given with `--policy DIR`, not imported"),
+                );
+                None
+            }
             Some(p) => Some((p, false)),
             None => {
                 self.program.errors.push(
@@ -293,6 +374,8 @@ impl<'l> Loader<'l> {
             stdlib::get(target)
                 .expect("resolve() checked the std module exists")
                 .into()
+        } else if target.starts_with(PACK_PREFIX) {
+            self.read_pack_file(target, Some((file, span)))?
         } else {
             match self.loader.read_at_most(target, MAX_SOURCE_BYTES as u64) {
                 Ok(bytes) => self.decode(target, bytes, Some((file, span))),

@@ -67,6 +67,21 @@ pub struct SourceFile {
     /// Project-relative path, or `std/<name>` for the embedded library.
     pub name: String,
     pub text: Rc<str>,
+    /// Named as the user gave it, not relative to the project (a policy pack's files): a
+    /// renderer shows the name as it is.
+    pub verbatim: bool,
+}
+
+/// A directory of policies kept apart from the environments it judges (`envc check
+/// --policy DIR`), read by the caller: its top-level `.env` files are loaded as modules
+/// of the program, so their policies apply to the graph; files below are for them to
+/// import.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyPack {
+    /// As the user named it: its files are shown as `DIR/FILE`.
+    pub dir: String,
+    /// Its `.env` files by `/`-separated path relative to `dir`.
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -76,8 +91,19 @@ pub struct SourceMap {
 
 impl SourceMap {
     pub fn add(&mut self, name: String, text: Rc<str>) -> FileId {
-        self.files.push(SourceFile { name, text });
+        self.files.push(SourceFile {
+            name,
+            text,
+            verbatim: false,
+        });
         (self.files.len() - 1) as FileId
+    }
+
+    /// [`SourceMap::add`] for a file not named relative to the project.
+    pub fn add_verbatim(&mut self, name: String, text: Rc<str>) -> FileId {
+        let id = self.add(name, text);
+        self.files[id as usize].verbatim = true;
+        id
     }
 
     pub fn get(&self, id: FileId) -> &SourceFile {

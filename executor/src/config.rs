@@ -47,6 +47,16 @@ struct ProjectFile {
     cache: Option<CacheSection>,
     state: Option<StateSection>,
     secrets: Option<SecretsSection>,
+    policy: Option<PolicySection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicySection {
+    /// Policy packs (directories) every build of the project is checked against, relative
+    /// to the project file.
+    #[serde(default)]
+    packs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,28 +172,42 @@ fn place(path: &Path, text: &str, offset: usize) -> String {
     format!("{}:{line}:{col}", path.display())
 }
 
+/// The policy packs `envc.toml` in `project` names (`[policy] packs`), as paths from
+/// where envc runs.
+pub fn policy_packs(project: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let (_, file) = read_project_file(project)?;
+    let packs = file.policy.unwrap_or_default().packs;
+    Ok(packs.into_iter().map(|p| project.join(p)).collect())
+}
+
+/// `envc.toml` in `project`, parsed (empty when there is none), and its path.
+fn read_project_file(project: &Path) -> Result<(PathBuf, ProjectFile), ConfigError> {
+    let path = project.join(FILE_NAME);
+    let file = match envc_lockfiles::file::read_bounded(&path, 1 << 20) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| ConfigError::File {
+                at: path.display().to_string(),
+                message: "is not UTF-8".into(),
+                hint: "envc.toml is a TOML file".into(),
+            })?;
+            parse(&path, &text)?
+        }
+        Err(envc_lockfiles::file::ReadError::NotFound) => ProjectFile::default(),
+        Err(e) => {
+            return Err(ConfigError::File {
+                at: path.display().to_string(),
+                message: e.to_string(),
+                hint: "envc.toml must be a readable regular file".into(),
+            })
+        }
+    };
+    Ok((path, file))
+}
+
 impl Shared {
     /// Reads `envc.toml` in `project` (if there is one) under `overrides`.
     pub fn load(project: &Path, overrides: &Overrides) -> Result<Shared, ConfigError> {
-        let path = project.join(FILE_NAME);
-        let file = match envc_lockfiles::file::read_bounded(&path, 1 << 20) {
-            Ok(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| ConfigError::File {
-                    at: path.display().to_string(),
-                    message: "is not UTF-8".into(),
-                    hint: "envc.toml is a TOML file".into(),
-                })?;
-                parse(&path, &text)?
-            }
-            Err(envc_lockfiles::file::ReadError::NotFound) => ProjectFile::default(),
-            Err(e) => {
-                return Err(ConfigError::File {
-                    at: path.display().to_string(),
-                    message: e.to_string(),
-                    hint: "envc.toml must be a readable regular file".into(),
-                })
-            }
-        };
+        let (path, file) = read_project_file(project)?;
         let cache_section = file.cache.unwrap_or_default();
         let cache_url = if overrides.no_cache {
             None
@@ -273,7 +297,7 @@ fn parse(path: &Path, text: &str) -> Result<ProjectFile, ConfigError> {
         ConfigError::File {
             at,
             message: e.message().trim().to_string(),
-            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table (url, lease-seconds) and a [secrets] table (file, recipients, identity, from); see docs/ci.md and docs/language.md".into(),
+            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table (url, lease-seconds) and a [secrets] table (file, recipients, identity, from) and a [policy] table (packs); see docs/ci.md and docs/language.md".into(),
         }
     })?;
     if let Some(0) = file.state.as_ref().and_then(|s| s.lease_seconds) {

@@ -198,6 +198,10 @@ pub struct NodeOutcome {
     /// What its command printed (`exec` nodes that ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<CommandLog>,
+    /// Its tags when it ran (a removed node has none): what a run's cost or change is
+    /// attributed to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

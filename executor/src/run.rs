@@ -860,6 +860,7 @@ impl<'s> Scheduler<'s> {
                 output_hash: oh,
                 checks,
                 log: None,
+                tags: node.tags.clone(),
             },
         );
     }
@@ -1955,6 +1956,7 @@ impl<'s> Scheduler<'s> {
             output_hash: None,
             checks: Vec::new(),
             log,
+            tags: BTreeMap::new(),
         });
     }
 }

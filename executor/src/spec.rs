@@ -80,6 +80,8 @@ pub struct NodeSpec {
     pub base: Option<String>,
     /// A VM the lab boots in place of a host: it ranks after the environment's own VMs.
     pub stands_in: bool,
+    /// Its tags (not part of its id): recorded with what the run did to it.
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A check as declared: arguments may still hold deferred values (`Val::Output`).
@@ -288,6 +290,11 @@ fn node_spec(n: &Node, index: &HashMap<DerivationId, usize>) -> NodeSpec {
         checks: Vec::new(),
         base: None,
         stands_in: n.stands_in,
+        tags: n
+            .tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     }
 }
 

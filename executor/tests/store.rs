@@ -183,6 +183,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             output_hash: None,
             checks: Vec::new(),
             log: None,
+            tags: [("owner".to_string(), "platform".to_string())].into(),
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),

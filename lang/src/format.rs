@@ -236,8 +236,22 @@ impl<'a> Fmt<'a> {
         );
         let mut s = self.expr_after(&head, &p.cond, ind);
         if let Some(m) = &p.message {
-            s.push_str(", ");
-            s.push_str(&self.expr(m, ind));
+            // The message on a line of its own when it does not fit after the condition.
+            let last = s.rsplit('\n').next().map_or(0, |l| l.chars().count());
+            let flat = self
+                .flat(m)
+                .filter(|f| last + 2 + f.chars().count() <= WIDTH);
+            match flat {
+                Some(f) => {
+                    s.push_str(", ");
+                    s.push_str(&f);
+                }
+                None => {
+                    s.push_str(",\n");
+                    s.push_str(&indent(ind + 1));
+                    s.push_str(&self.expr(m, ind + 1));
+                }
+            }
         }
         s
     }
@@ -933,6 +947,24 @@ mod tests {
         check(
             "let s = \"\"\"\n  a\n  b\n\"\"\"",
             "let s = \"\"\"\n  a\n  b\n\"\"\"\n",
+        );
+    }
+
+    #[test]
+    fn policies_and_default_tags() {
+        check(
+            "default   tags={owner=\"ops\"}\npolicy \"p\"  advisory :for n in nodes( \"vm\" ) if n.cpus>1=>n.memory<=2GiB,\"big\"",
+            "default tags = { owner = \"ops\" }\npolicy \"p\" advisory: for n in nodes(\"vm\") if n.cpus > 1 => n.memory <= 2GiB, \"big\"\n",
+        );
+        // A message that does not fit goes on a line of its own.
+        let long = format!("\"{}\"", "x".repeat(60));
+        check(
+            &format!(
+                "policy \"p\": for n in nodes(\"vm\") => n.memory <= limits.vm_memory, {long}"
+            ),
+            &format!(
+                "policy \"p\": for n in nodes(\"vm\") => n.memory <= limits.vm_memory,\n  {long}\n"
+            ),
         );
     }
 

@@ -57,6 +57,70 @@ pub struct Params {
     /// Set a `param` of the environment: `--set replicas=5`.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, String)>,
+    /// Judge the environment by the policies in DIR too (a policy pack: its `.env` files),
+    /// besides those its envc.toml names (`[policy] packs`). Repeatable.
+    #[arg(long = "policy", value_name = "DIR")]
+    pub policy: Vec<PathBuf>,
+}
+
+/// The `.env` files a policy pack may hold, at most, and how deep.
+const MAX_PACK_FILES: usize = 1000;
+const MAX_PACK_DEPTH: usize = 8;
+
+/// The policy packs FILE is judged by: those its project's envc.toml names, then those
+/// given with `--policy`, each read whole.
+fn policy_packs(file: &Path, params: &Params) -> Result<Vec<envc_compiler::PolicyPack>, Failure> {
+    let configured =
+        envc_executor::config::policy_packs(&envc_executor::project::project_dir(file))
+            .map_err(|e| Failure::Input(e.to_string()))?;
+    configured
+        .iter()
+        .chain(&params.policy)
+        .map(|dir| read_policy_pack(dir))
+        .collect()
+}
+
+fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
+    let shown = dir.display().to_string();
+    let fail = |why: String| {
+        Failure::Input(format!(
+            "policy pack `{shown}`: {why}\n  hint: a policy pack is a directory of `.env` files holding `policy` items (see docs/language.md, \"Policies\")"
+        ))
+    };
+    let mut files = BTreeMap::new();
+    let mut dirs = vec![(dir.to_path_buf(), String::new(), 0)];
+    while let Some((at, rel, depth)) = dirs.pop() {
+        let entries = std::fs::read_dir(&at)
+            .map_err(|e| fail(format!("cannot read `{}`: {e}", at.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| fail(e.to_string()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let rel_name = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let kind = entry.file_type().map_err(|e| fail(e.to_string()))?;
+            if kind.is_dir() && !name.starts_with('.') && depth < MAX_PACK_DEPTH {
+                dirs.push((path, rel_name, depth + 1));
+            } else if name.ends_with(".env") && !kind.is_dir() {
+                let bytes = envc_lockfiles::file::read_bounded(
+                    &path,
+                    envc_compiler::program::MAX_SOURCE_BYTES as u64,
+                )
+                .map_err(|e| fail(format!("cannot read `{rel_name}`: {e}")))?;
+                files.insert(rel_name, bytes);
+                if files.len() > MAX_PACK_FILES {
+                    return Err(fail(format!("more than {MAX_PACK_FILES} `.env` files")));
+                }
+            }
+        }
+    }
+    if !files.keys().any(|k| !k.contains('/')) {
+        return Err(fail("no `.env` file at its top level".into()));
+    }
+    Ok(envc_compiler::PolicyPack { dir: shown, files })
 }
 
 fn parse_set(s: &str) -> Result<(String, String), String> {
@@ -232,6 +296,7 @@ pub fn compile_with(
         params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
         pins,
         stand_ins,
+        policy_packs: policy_packs(file, params)?,
         ..Default::default()
     };
     let compiled = compile(&name, &files, &options);
