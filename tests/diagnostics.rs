@@ -130,6 +130,12 @@ fn cases() -> Vec<Case> {
         // types
         case("type-argument-twice", "fn f(a: int) -> int { a }\nlet x = f(1, a = 2)\n"),
         case("type-bad-operands", "let x = 1 + \"a\"\n"),
+        // A rule over the whole graph: a VM made directly cannot bypass it.
+        case("policy-violation", "import \"./web.env\"\nlet small = web.server(\"web-0\")\nlet rogue = vm(name = \"rogue\", image = image(name = \"i\"), memory = 16GiB)\npolicy \"vm-owner\": for n in nodes(\"vm\") => contains(n.tags, \"owner\") and n.memory <= 4GiB,\n  \"${n.name} needs an owner and at most 4GiB\"\n")
+            .file("web.env", "default tags = { owner = \"web\" }\nfn server(name: str) => vm(name = name, image = image(name = \"i\"), memory = 8GiB)\n"),
+        case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),
+        case("type-nodes-placement", "let vms = nodes(\"vm\")\npolicy \"few\": for v in vms => true\n"),
+        case("type-unknown-kind", "policy \"owner\": for v in nodes(\"vms\") => contains(v.tags, \"owner\")\n"),
         case("graph-cross-network", "let db = vm(name = \"db-0\", image = image(name = \"i\"))\nlet web = host(name = \"web-0\", address = \"192.0.2.10\")\nlet conf = file(path = \"/etc/app.conf\", content = \"db = ${db.address}:5432\\n\", target = web)\n"),
         case("type-stack-placement", "fn db_of(file: str) -> str => stack(file).address\n"),
         case("type-bad-range", "type Name = str(1..=2)\n"),
@@ -237,6 +243,7 @@ fn hint_cases() -> Vec<Case> {
         case("hint-assert-every-instance", "fn replica(i: int) -> int {\n  assert i < 2, \"at most two replicas\"\n  i\n}\nlet rs = [for i in [0, 1, 2, 3] => replica(i)]\n"),
         // A mistake that fails inside `std/` is shown at the user's call too.
         case("hint-std-user-call", "import \"std/debian\"\nlet db = debian.machine(\"DB_0\")\n"),
+        case("hint-policy-advisory", "default tags = { owner = \"ops\" }\nlet a = vm(name = \"a\", image = image(name = \"i\"))\nlet b = vm(name = \"b\", image = image(name = \"i\"), cpus = 2)\npolicy \"two-cpus\" advisory: for v in nodes(\"vm\") => v.cpus >= 2\n"),
         case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }
@@ -381,7 +388,7 @@ fn every_code_has_a_snapshot() {
                     let code = &text[s..e];
                     let (area, rest) = code.split_once("::").unwrap();
                     let areas = [
-                        "lex", "parse", "load", "name", "type", "eval", "graph", "param",
+                        "lex", "parse", "load", "name", "type", "eval", "graph", "param", "policy",
                     ];
                     if areas.contains(&area)
                         && !rest.is_empty()

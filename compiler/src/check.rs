@@ -331,14 +331,7 @@ impl<'p> Checker<'p> {
     /// A policy's clauses bind nodes of the graph (`nodes(…)` is valid only here); its
     /// condition is a bool known at check time, its message a string.
     fn policy(&mut self, p: &Policy) {
-        let file = self.file();
-        if !p.clauses.iter().any(|c| matches!(c, Clause::For { .. })) {
-            self.error(
-                Diagnostic::new("type::policy-shape", "a policy ranges over nodes")
-                    .label(file, p.name_span, "this policy has no `for`")
-                    .help("write `policy \"NAME\": for n in nodes(\"vm\") => …`"),
-            );
-        }
+        // The parser made sure it starts with a `for`.
         let depth = self.locals.len();
         let saved = std::mem::replace(&mut self.in_policy, true);
         self.clauses(&p.clauses);

@@ -2297,17 +2297,10 @@ impl<'p> Evaluator<'p> {
         })))
     }
 
-    /// The user's call that reached the standard library, when evaluation is inside it:
-    /// where a node made there was asked for.
+    /// The outermost call being evaluated: where a node made inside a function (a
+    /// component's, the standard library's) was asked for.
     fn user_call(&self) -> Option<(FileId, Span)> {
-        if !self.program.modules[self.module].is_std {
-            return None;
-        }
-        self.frames
-            .iter()
-            .rev()
-            .find(|f| !self.is_std_file(f.file))
-            .map(|f| (f.file, f.span))
+        self.frames.first().map(|f| (f.file, f.span))
     }
 
     /// A node's tags: the environment's `default tags`, then those of the module the node

@@ -141,8 +141,8 @@ pub struct Node {
     /// Its tags, `default tags` merged in: for people and policies. Not part of its id (a
     /// manifest's are, as its labels): changing a tag re-runs only where it is materialized.
     pub tags: BTreeMap<Rc<str>, Rc<str>>,
-    /// Made inside the standard library: the user's call that made it (what a policy
-    /// points at).
+    /// Made inside a function: the outermost call that made it, where the environment
+    /// asked for it (what a policy points at; a component's `vm(…)` is one line for many).
     pub called_from: Option<(FileId, Span)>,
     pub file: FileId,
     pub span: Span,
