@@ -188,3 +188,102 @@ fn an_environment_reads_another_ones_outputs_from_its_state() {
     ok(dir, &[&["build", "app.env"], &shared[..]].concat());
     assert_eq!(conf(), "greeting=shared port=5432\n");
 }
+
+/// Two environments that read each other's outputs: the first built reads the other's
+/// `defaults` (it was never built), and a round of builds each way converges, after which
+/// nothing runs. An output without a default of an environment never built is refused,
+/// naming it.
+#[test]
+fn two_environments_read_each_other_through_their_states() {
+    let tmp = tempfile::Builder::new()
+        .prefix("envc-stacks-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let core = format!(
+        r#"let app = stack("app.env", defaults = {{ source = "*" }})
+let here = host(name = "here", address = "@local")
+let relay = file(path = "{d}/relay.conf", content = "accept ${{app.source}}\n", target = here)
+output port = 5514
+"#,
+        d = out.display()
+    );
+    let app = format!(
+        r#"let core = stack("core.env")
+let here = host(name = "here", address = "@local")
+let conf = file(path = "{d}/app.conf", content = "port ${{core.port}}\n", target = here)
+output source = "app-web"
+"#,
+        d = out.display()
+    );
+    std::fs::write(dir.join("core.env"), &core).unwrap();
+    std::fs::write(dir.join("app.env"), &app).unwrap();
+    ok(dir, &["check", "core.env"]);
+    ok(dir, &["check", "app.env"]);
+    // A default must name an output of the other environment, of its type.
+    std::fs::write(
+        dir.join("core.env"),
+        core.replace("source = \"*\"", "sorce = 1"),
+    )
+    .unwrap();
+    let o = envc(dir, &["check", "core.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("no output `sorce`") && text(&o).contains("did you mean `source`"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(dir.join("core.env"), &core).unwrap();
+
+    // app has no defaults: it cannot be built first.
+    let o = envc(dir, &["build", "app.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("`core.env` was never built"),
+        "{}",
+        text(&o)
+    );
+
+    let relay = || std::fs::read_to_string(out.join("relay.conf")).unwrap();
+    ok(dir, &["build", "core.env"]);
+    assert_eq!(relay(), "accept *\n");
+    // It read no run of app.
+    assert_eq!(runs(dir, "core.env", &[])[0]["stacks"].get("app.env"), None);
+    ok(dir, &["build", "app.env"]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("app.conf")).unwrap(),
+        "port 5514\n"
+    );
+    // core now reads what app published, not its default.
+    let o = ok(dir, &["build", "core.env"]);
+    assert_eq!(relay(), "accept app-web\n");
+    assert_eq!(summary(&o), (2, 1, 0), "{}", text(&o));
+    let app_run = runs(dir, "app.env", &[])[0]["run"].clone();
+    assert_eq!(runs(dir, "core.env", &[])[0]["stacks"]["app.env"], app_run);
+    // Converged: nothing runs either way.
+    assert_eq!(summary(&ok(dir, &["build", "app.env"])), (0, 3, 0));
+    assert_eq!(summary(&ok(dir, &["build", "core.env"])), (0, 3, 0));
+
+    // A default for one output does not stand in for another that is read.
+    let fresh = dir.join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    std::fs::write(
+        fresh.join("core.env"),
+        core.replace("accept ${app.source}", "accept ${app.source} ${app.level}"),
+    )
+    .unwrap();
+    std::fs::write(
+        fresh.join("app.env"),
+        app.clone() + "output level = \"info\"\n",
+    )
+    .unwrap();
+    let o = envc(&fresh, &["build", "core.env"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        text(&o).contains("has no `level` to read") && text(&o).contains("default"),
+        "{}",
+        text(&o)
+    );
+}

@@ -544,7 +544,12 @@ pub const SCHEMAS: &[NodeSchema] = &[
         kind: NodeKind::Stack,
         name_attr: "file",
         target: TargetSlot::None,
-        attrs: &[attr("file", t_str, true, None)],
+        attrs: &[
+            attr("file", t_str, true, None),
+            // What to read until the other environment publishes an output: how two
+            // environments that read each other are built the first time.
+            attr("defaults", t_vars, false, None),
+        ],
         // Its outputs are the referenced environment's: `stack.rs` types them.
         outputs: &[],
         doc: "another environment's outputs, read from its state: `let core = stack(\"core.env\")`, then `core.db_address`",

@@ -348,6 +348,48 @@ impl<'p> Checker<'p> {
         self.close_scope(depth, Span::new(p.name_span.start as usize, end));
     }
 
+    /// `stack("…", defaults = { … })`: each default names an output of the other
+    /// environment, with a known value of its type.
+    fn stack_defaults(&mut self, stack: &crate::stack::StackRef, value: &Expr, ty: &Ty) {
+        let file = self.file();
+        self.expect_known(ty, value.span, "a stack reference's defaults");
+        let (Some(outputs), Ty::Record(r)) = (&stack.outputs, ty.base()) else {
+            return; // untyped (a reference back along a cycle), or reported
+        };
+        let keys = self
+            .record_keys
+            .get(&(file, value.span))
+            .cloned()
+            .unwrap_or_default();
+        let at = |k: &str| {
+            keys.iter()
+                .find(|(n, _)| &**n == k)
+                .map_or(value.span, |(_, s)| *s)
+        };
+        for (k, f) in &r.fields {
+            match outputs.get(k) {
+                Some(out) => {
+                    let base = match out.ty() {
+                        Ty::Deferred(inner) => (*inner).clone(),
+                        t => t,
+                    };
+                    self.expect_ty(&f.ty, &base, at(k));
+                }
+                None => {
+                    let mut d = Diagnostic::new(
+                        "type::unknown-field",
+                        format!("`{}` has no output `{k}` to default", stack.path),
+                    )
+                    .label(file, at(k), "not one of its outputs");
+                    if let Some(s) = did_you_mean(k, outputs.keys().map(|k| &**k)) {
+                        d = d.help(s);
+                    }
+                    self.error(d);
+                }
+            }
+        }
+    }
+
     /// `nodes("vm")`: a list of the graph's nodes of that kind (`nodes()`: all of them).
     fn nodes_call(&mut self, call: &Expr, args: &[Arg]) -> Ty {
         let file = self.file();
@@ -1357,7 +1399,16 @@ impl<'p> Checker<'p> {
             Some(Builtin::Nodes) => self.nodes_call(call, args),
             Some(Builtin::Node(NodeKind::Stack)) => {
                 match self.program.stacks.get(&(file, call.span)) {
-                    Some(s) => crate::stack::record_ty(s),
+                    Some(s) => {
+                        let defaults = args
+                            .iter()
+                            .zip(&arg_tys)
+                            .find(|(a, _)| a.name.as_ref().is_some_and(|n| &*n.name == "defaults"));
+                        if let Some((a, t)) = defaults {
+                            self.stack_defaults(s, &a.value, t);
+                        }
+                        crate::stack::record_ty(s)
+                    }
                     None => {
                         self.error(
                         Diagnostic::new("type::stack-placement", "a stack reference must be a top-level `let` of a file name")

@@ -100,7 +100,10 @@ fn resolve_in(program: &mut Program, loader: &dyn SourceLoader, visiting: &mut V
             if !matches!(&callee.kind, ExprKind::Name(n) if &**n == "stack") {
                 continue;
             }
-            let [arg] = args.as_slice() else { continue };
+            // The file first, by position; `defaults` may follow.
+            let Some(arg) = args.first().filter(|a| a.name.is_none()) else {
+                continue;
+            };
             let ExprKind::Str(parts) = &arg.value.kind else {
                 continue;
             };

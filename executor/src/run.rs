@@ -1329,9 +1329,12 @@ impl<'s> Scheduler<'s> {
                         .push((i, m.file_name(), m.yaml()))
                 }
                 Payload::Stack(facts) => {
-                    let note = facts
-                        .get(crate::stack::RUN)
-                        .map(|run| format!("as run {run} of `{}` published them", node.name));
+                    let note = facts.get(crate::stack::RUN).map(|run| match run.as_str() {
+                        crate::stack::NEVER_BUILT => {
+                            format!("its defaults: `{}` was never built", node.name)
+                        }
+                        run => format!("as run {run} of `{}` published them", node.name),
+                    });
                     works.push(Work::Read {
                         node: i,
                         applied: Applied {

@@ -41,22 +41,60 @@ pub fn reads(node: &NodeSpec) -> Vec<(&str, OutputTy)> {
     }
 }
 
-/// The facts of `stack` node `node`, from what its environment (`env`, as the user names
-/// it) published (`None`: never built), or why it cannot be read, as a sentence that says
-/// what to do.
-pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Result<Facts, String> {
-    let Some(p) = published else {
-        return Err(format!(
-            "`{env}` was never built, so there are no outputs of it to read: build it first (`envc build {env}`)"
-        ));
+/// The values `node` reads until its environment publishes them (`defaults = { … }`), as
+/// text.
+fn defaults(node: &NodeSpec) -> BTreeMap<&str, String> {
+    let Some(Val::Record(r)) = node.attr("defaults") else {
+        return BTreeMap::new();
     };
-    let mut facts = Facts::from([(RUN.to_string(), p.run.clone())]);
-    for (name, ty) in reads(node) {
-        let Some(v) = p.outputs.get(name) else {
+    r.iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Val::Str(s) => s.clone(),
+                Val::Int(n) => n.to_string(),
+                Val::Bool(b) => b.to_string(),
+                _ => return None,
+            };
+            Some((k.as_str(), text))
+        })
+        .collect()
+}
+
+/// The [`RUN`] fact of a reference that read defaults only: its environment was never built.
+pub const NEVER_BUILT: &str = "none";
+
+/// The facts of `stack` node `node`, from what its environment (`env`, as the user names
+/// it) published (`None`: never built), its defaults where it published nothing, or why it
+/// cannot be read, as a sentence that says what to do.
+pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Result<Facts, String> {
+    let defaults = defaults(node);
+    let reads = reads(node);
+    let run = match published {
+        Some(p) => p.run.clone(),
+        // With defaults, a reference reads those (and what reads an output without one
+        // fails, naming it): how two environments that read each other start.
+        None if !defaults.is_empty() => NEVER_BUILT.to_string(),
+        None => {
             return Err(format!(
-                "`{env}` declares output `{name}`, but its last build (run {}) did not publish it: build `{env}` again",
-                p.run
+                "`{env}` was never built, so there are no outputs of it to read: build it first (`envc build {env}`), or, when it reads this environment too, give what is read here a default until it is built (`stack(\"…\", defaults = {{ NAME = … }})`)"
             ));
+        }
+    };
+    let mut facts = Facts::from([(RUN.to_string(), run.clone())]);
+    for (name, ty) in reads {
+        let Some(v) = published.and_then(|p| p.outputs.get(name)) else {
+            match defaults.get(name) {
+                Some(d) => {
+                    facts.insert(fact(name), d.clone());
+                }
+                None if published.is_none() => {}
+                None => {
+                    return Err(format!(
+                        "`{env}` declares output `{name}`, but its last build (run {run}) did not publish it: build `{env}` again"
+                    ))
+                }
+            }
+            continue;
         };
         let text = match (ty, v) {
             (OutputTy::Str, Json::String(s)) => s.clone(),
@@ -64,9 +102,8 @@ pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Resul
             (OutputTy::Bool, Json::Bool(b)) => b.to_string(),
             (_, other) => {
                 return Err(format!(
-                    "`{env}`'s output `{name}` is {} in its source, but its last build (run {}) published {other}: build `{env}` again",
+                    "`{env}`'s output `{name}` is {} in its source, but its last build (run {run}) published {other}: build `{env}` again",
                     ty.name(),
-                    p.run
                 ))
             }
         };

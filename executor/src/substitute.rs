@@ -221,8 +221,8 @@ impl Resolver<'_> {
                             ))
                         }),
                         _ => Err(Resolution::Failed(format!(
-                            "`{}` read no `{output}`",
-                            producer.key
+                            "`{}` has no `{output}` to read: `{}` was never built, and `{output}` has no default (`defaults = {{ {output} = … }}`); build `{}` first",
+                            producer.key, producer.name, producer.name
                         ))),
                     };
                 }
