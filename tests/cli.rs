@@ -670,6 +670,18 @@ fn a_policy_pack_in_envc_toml_stops_a_build_that_breaks_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("2 policies kept"), "{}", stderr(&o));
 
+    // One directory named twice (envc.toml, and the flag by another path) is one pack.
+    let o = envc(&["check", "--policy", "../pack/", "prod.env"], &env);
+    assert!(stderr(&o).contains("2 policies kept"), "{}", stderr(&o));
+    // The environment's own directory is not a pack.
+    let o = envc(&["check", "--policy", ".", "prod.env"], &env);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("the environment's own directory"),
+        "{}",
+        stderr(&o)
+    );
+
     // A pack that is not a directory of policies is an input error naming it.
     let o = envc(&["check", "--policy", "nowhere", "prod.env"], &env);
     assert_eq!(o.status.code(), Some(1));

@@ -136,6 +136,8 @@ fn cases() -> Vec<Case> {
         case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),
         case("type-nodes-placement", "let vms = nodes(\"vm\")\npolicy \"few\": for v in vms => true\n"),
         case("type-unknown-kind", "policy \"owner\": for v in nodes(\"vms\") => contains(v.tags, \"owner\")\n"),
+        case("graph-tag-conflict", "import \"./lib.env\"\ndefault tags = { owner = \"ops\" }\nlet h = host(name = \"h\", address = \"192.0.2.1\")\nlet a = package(name = \"curl\", target = h)\nlet b = lib.curl(h)\n")
+            .file("lib.env", "default tags = { owner = \"web\" }\nfn curl(h: host) => package(name = \"curl\", target = h)\n"),
         case("graph-cross-network", "let db = vm(name = \"db-0\", image = image(name = \"i\"))\nlet web = host(name = \"web-0\", address = \"192.0.2.10\")\nlet conf = file(path = \"/etc/app.conf\", content = \"db = ${db.address}:5432\\n\", target = web)\n"),
         case("type-stack-placement", "fn db_of(file: str) -> str => stack(file).address\n"),
         case("type-bad-range", "type Name = str(1..=2)\n"),

@@ -260,21 +260,17 @@ impl<'p> Evaluator<'p> {
 
     /// Checks every `policy` of the program against the lowered graph: the broken
     /// mandatory ones as errors (in `errors`, with any failure to evaluate one), the broken
-    /// advisory ones returned as warnings.
-    pub fn policies(&mut self, graph: &crate::Graph) -> Vec<Diagnostic> {
-        self.graph_nodes = Some(
-            graph
-                .order
-                .iter()
-                .map(|ix| graph.dag[*ix].clone())
-                .collect(),
-        );
+    /// advisory ones returned as warnings, with how many policies there are.
+    pub fn policies(&mut self, graph: &crate::Graph) -> (Vec<Diagnostic>, usize) {
+        self.graph_nodes = Some(graph.nodes().cloned().collect());
         let mut warnings = Vec::new();
+        let mut count = 0;
         for m in 0..self.program.modules.len() {
             for item in &self.program.modules[m].ast.items {
                 let ItemKind::Policy(p) = &item.kind else {
                     continue;
                 };
+                count += 1;
                 self.module = m;
                 match self.policy(p) {
                     Ok(None) => {}
@@ -284,7 +280,7 @@ impl<'p> Evaluator<'p> {
                 }
             }
         }
-        warnings
+        (warnings, count)
     }
 
     /// The diagnostic of a broken policy: every node that breaks it, where it is declared.
@@ -302,6 +298,8 @@ impl<'p> Evaluator<'p> {
             .collect();
         // (node, what its message says), in the graph's order, each once.
         let mut broken: Vec<(Rc<Node>, Option<Rc<str>>)> = Vec::new();
+        // Where no node is bound (`for m in [512MiB, 8GiB]`): what the variables held.
+        let mut unbound: Vec<(String, Option<Rc<str>>)> = Vec::new();
         self.comprehension(&p.clauses, &Env::default(), &mut |ev, env| {
             let holds = ev.eval(&p.cond, env)?;
             match ev.known(holds, p.cond.span, "a policy")? {
@@ -322,6 +320,14 @@ impl<'p> Evaluator<'p> {
                     nodes.push(n.clone());
                 }
             }
+            if nodes.is_empty() {
+                let held: Vec<String> = vars
+                    .iter()
+                    .filter_map(|name| Some(format!("{name} = {}", display(env.get(name)?))))
+                    .collect();
+                unbound.push((held.join(", "), message));
+                return Ok(());
+            }
             for n in nodes {
                 if !broken.iter().any(|(b, m)| b.id == n.id && *m == message) {
                     broken.push((n, message.clone()));
@@ -329,16 +335,17 @@ impl<'p> Evaluator<'p> {
             }
             Ok(())
         })?;
-        if broken.is_empty() {
+        if broken.is_empty() && unbound.is_empty() {
             return Ok(None);
         }
         let file = self.file();
         let count: std::collections::BTreeSet<_> = broken.iter().map(|(n, _)| n.id).collect();
         let who = match (count.len(), broken.first()) {
+            (0, _) => "a value".to_string(),
             (1, Some((n, _))) => format!("{} `{}`", n.kind.name(), n.given_name()),
             (k, _) => format!("{k} nodes"),
         };
-        let verb = if count.len() == 1 { "breaks" } else { "break" };
+        let verb = if count.len() > 1 { "break" } else { "breaks" };
         let level = match p.level {
             PolicyLevel::Mandatory => {
                 "A mandatory policy stops `check`, `plan` and `build` until every node keeps it."
@@ -361,6 +368,13 @@ impl<'p> Evaluator<'p> {
                 None => format!("{what} breaks it"),
             };
             d = d.label(nfile, nspan, text);
+        }
+        for (held, message) in &unbound {
+            let text = match message {
+                Some(m) => format!("false for {held}: {m}"),
+                None => format!("false for {held}"),
+            };
+            d = d.label(file, p.cond.span, text);
         }
         Ok(Some(d))
     }
@@ -385,6 +399,9 @@ impl<'p> Evaluator<'p> {
         self.slots.insert(key.clone(), Slot::InProgress);
         self.forcing.push(key.clone());
         let saved = std::mem::replace(&mut self.module, m);
+        // A top-level value is the same wherever it is first asked for: the calls that
+        // happen to force it are not where its nodes were made.
+        let saved_frames = std::mem::take(&mut self.frames);
         let items = &self.program.modules[m].ast.items;
         let r = match global {
             Global::Let(i) => {
@@ -413,6 +430,7 @@ impl<'p> Evaluator<'p> {
             Global::Type(_) | Global::Output(_) | Global::Broken => Err(Stop::Reported),
         };
         self.module = saved;
+        self.frames = saved_frames;
         self.forcing.pop();
         match r {
             Ok(v) => {
@@ -1748,7 +1766,19 @@ impl<'p> Evaluator<'p> {
         }
         if b == Builtin::Nodes {
             let kind = match got.into_iter().next().flatten() {
-                Some((Value::Str(k), _)) if !k.is_empty() => NodeKind::from_name(&k),
+                Some((Value::Str(k), s)) if !k.is_empty() => match NodeKind::from_name(&k) {
+                    Some(kind) => Some(kind),
+                    None => {
+                        let kinds = NodeKind::ALL.iter().map(|k| k.name());
+                        let mut d =
+                            Diagnostic::new("type::unknown-kind", format!("no node kind `{k}`"))
+                                .label(file, s, "not a kind of node");
+                        if let Some(h) = did_you_mean(&k, kinds) {
+                            d = d.help(h);
+                        }
+                        return self.fail(d);
+                    }
+                },
                 _ => None,
             };
             return self.graph_nodes(kind, span);
@@ -2038,7 +2068,8 @@ impl<'p> Evaluator<'p> {
         let tags = if kind == NodeKind::Stack {
             BTreeMap::new()
         } else {
-            self.node_tags(given_tags.as_deref())?
+            let at = spans.get("tags").copied().unwrap_or(span);
+            self.node_tags(given_tags.as_deref(), at)?
         };
         if kind == NodeKind::Manifest && !tags.is_empty() {
             // A manifest materializes its tags as labels: they are part of the object, and
@@ -2308,9 +2339,19 @@ impl<'p> Evaluator<'p> {
     fn node_tags(
         &mut self,
         given: Option<&BTreeMap<Rc<str>, Value>>,
+        span: Span,
     ) -> R<BTreeMap<Rc<str>, Rc<str>>> {
         let mut tags = BTreeMap::new();
-        let (root, here) = (self.program.root, self.module);
+        let root = self.program.root;
+        // A node the standard library makes belongs to the module that asked for it.
+        let here = if self.program.modules[self.module].is_std {
+            let caller = self.frames.iter().rev().find(|f| !self.is_std_file(f.file));
+            caller
+                .and_then(|f| self.program.modules.iter().position(|m| m.file == f.file))
+                .unwrap_or(root)
+        } else {
+            self.module
+        };
         let modules = if here == root {
             vec![root]
         } else {
@@ -2325,8 +2366,9 @@ impl<'p> Evaluator<'p> {
             }
         }
         for (k, v) in given.into_iter().flatten() {
-            if let Value::Str(s) = v {
-                tags.insert(k.clone(), s.clone());
+            // Known now: a tag is shown and judged before anything is deployed.
+            if let Value::Str(s) = self.known(v.clone(), span, "a tag")? {
+                tags.insert(k.clone(), s);
             }
         }
         Ok(tags)
@@ -2344,9 +2386,9 @@ impl<'p> Evaluator<'p> {
                     .default_tags_item(m)
                     .map_or(Span::at(0), |(span, _)| span);
                 return self.fail(
-                    Diagnostic::new("eval::cycle", "the default tags need a node of their own module")
+                    Diagnostic::new("eval::cycle", "the default tags need a node, which takes them")
                         .label(file, item, "these default tags")
-                        .message("Every node made in a module takes its default tags, so the tags cannot be computed from such a node.")
+                        .message("Every node made in a module takes its default tags (and every node of the environment the root file's), so the tags cannot be computed from such a node.")
                         .help("compute the tags from parameters and plain values, not from nodes"),
                 );
             }
@@ -2403,7 +2445,8 @@ impl<'p> Evaluator<'p> {
         };
         let list: Vec<Value> = nodes
             .iter()
-            .filter(|n| kind.is_none_or(|k| n.kind == k))
+            // A stack reference is read, not managed: only `nodes("stack")` lists them.
+            .filter(|n| kind.map_or(n.kind != NodeKind::Stack, |k| n.kind == k))
             .map(|n| Value::Node(n.clone()))
             .collect();
         Ok(Value::List(list.into()))

@@ -49,8 +49,17 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
     let mut errors = Vec::new();
     while let Some(n) = work.pop() {
         if let Some(&seen) = index.get(&n.id) {
-            if let Some(d) = check_conflict(&dag[seen], &n) {
-                errors.push(d);
+            errors.extend(check_conflict(&dag[seen], &n));
+            match merged_tags(&dag[seen], &n) {
+                Ok(Some(tags)) => {
+                    let merged = Node {
+                        tags,
+                        ..(*dag[seen]).clone()
+                    };
+                    dag[seen] = Rc::new(merged);
+                }
+                Ok(None) => {}
+                Err(d) => errors.push(d),
             }
             continue;
         }
@@ -129,6 +138,42 @@ fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
         .label(a.file, a.span, "and here")
         .message("Checks are not part of what a node is, so both declarations are one node, and the checks of one would be lost.")
         .help("declare the node once, with all its checks, and share the value"),
+    )
+}
+
+/// The tags of a derivation declared twice (from two modules' `default tags`, or its own),
+/// when they differ: both sets, so that none is lost whichever declaration came first; two
+/// values for one tag are an error.
+fn merged_tags(a: &Node, b: &Node) -> Result<Option<BTreeMap<Rc<str>, Rc<str>>>, Diagnostic> {
+    if a.tags == b.tags {
+        return Ok(None);
+    }
+    let clash = b
+        .tags
+        .iter()
+        .any(|(k, v)| a.tags.get(k).is_some_and(|w| w != v));
+    if !clash {
+        let mut tags = a.tags.clone();
+        tags.extend(b.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        return Ok(Some(tags));
+    }
+    let show = |n: &Node| {
+        let pairs: Vec<String> = n.tags.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+        format!("tags {{ {} }}", pairs.join(", "))
+    };
+    let (la, lb) = (
+        a.called_from.unwrap_or((a.file, a.span)),
+        b.called_from.unwrap_or((b.file, b.span)),
+    );
+    Err(
+        Diagnostic::new(
+            "graph::tag-conflict",
+            format!("`{}` node `{}` is declared twice with different tags", a.kind.name(), a.name),
+        )
+        .label(lb.0, lb.1, format!("declared here with {}", show(b)))
+        .label(la.0, la.1, format!("and here with {}", show(a)))
+        .message("Tags are not part of what a node is, so both declarations are one node, which cannot take both values of a tag.")
+        .help("declare the node once and share the value, or give the tag one value in both"),
     )
 }
 

@@ -151,13 +151,9 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
     // Policies judge the graph as a whole: a broken mandatory one leaves no graph.
     let mut warnings = graph.as_ref().map(network::warnings).unwrap_or_default();
     if let Some(g) = &mut graph {
-        warnings.extend(evaluator.policies(g));
-        g.policies = program
-            .modules
-            .iter()
-            .flat_map(|m| &m.ast.items)
-            .filter(|it| matches!(it.kind, ItemKind::Policy(_)))
-            .count();
+        let (broken_advisory, count) = evaluator.policies(g);
+        warnings.extend(broken_advisory);
+        g.policies = count;
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

@@ -106,22 +106,18 @@ pub fn load_with_packs(root: &str, loader: &dyn SourceLoader, packs: &[PolicyPac
 }
 
 impl<'l> Loader<'l> {
-    /// A pack's file by its name in the program: the pack and the path in it.
-    fn pack_file(&self, path: &str) -> Option<(&'l PolicyPack, &'l str)> {
-        let (i, rel) = path.strip_prefix(PACK_PREFIX)?.split_once('/')?;
-        let pack = self.packs.get(i.parse::<usize>().ok()?)?;
-        let (rel, _) = pack.files.get_key_value(rel)?;
-        Some((pack, rel))
+    /// A pack's file by its name in the program: its bytes and how it is shown (`DIR/REL`).
+    fn pack_file(&self, path: &str) -> Option<(&'l [u8], String)> {
+        let (i, rel) = split_pack_path(path)?;
+        let pack = self.packs.get(i)?;
+        Some((pack.files.get(rel)?, format!("{}/{rel}", pack.dir)))
     }
 
     /// The text of pack file `path` (see [`PACK_PREFIX`]); `None` (reported) if the pack
     /// has no such file.
     fn read_pack_file(&mut self, path: &str, at: Option<(FileId, Span)>) -> Option<Rc<str>> {
         match self.pack_file(path) {
-            Some((pack, rel)) => {
-                let shown = format!("{}/{rel}", pack.dir);
-                Some(self.decode(&shown, pack.files[rel].clone(), at))
-            }
+            Some((bytes, shown)) => Some(self.decode(&shown, bytes.to_vec(), at)),
             None => {
                 let (file, span) = at?;
                 let rel = path.split_once('/').map_or(path, |(_, r)| r);
@@ -178,10 +174,7 @@ impl<'l> Loader<'l> {
 
     fn add_module(&mut self, path: String, text: Rc<str>, is_std: bool) -> ModuleId {
         let file = match self.pack_file(&path) {
-            Some((pack, rel)) => {
-                let shown = format!("{}/{rel}", pack.dir);
-                self.program.sources.add_verbatim(shown, text.clone())
-            }
+            Some((_, shown)) => self.program.sources.add_verbatim(shown, text.clone()),
             None => self.program.sources.add(path.clone(), text.clone()),
         };
         let parsed = envc_lang::parse(&text, file);
@@ -295,10 +288,7 @@ impl<'l> Loader<'l> {
             return None; // the standard library imports only itself
         }
         // A pack's file imports only from its pack; a project's never names a pack's.
-        let pack = from
-            .strip_prefix(PACK_PREFIX)
-            .and_then(|r| r.split_once('/'))
-            .map(|(i, _)| format!("{PACK_PREFIX}{i}/"));
+        let pack = split_pack_path(from).map(|(i, _)| format!("{PACK_PREFIX}{i}/"));
         match join_relative(from, spec) {
             Some(p) if pack.as_ref().is_some_and(|pk| !p.starts_with(pk.as_str())) => {
                 self.program.errors.push(
@@ -400,6 +390,12 @@ impl<'l> Loader<'l> {
         };
         Some(self.add_module(target.to_string(), text, is_std))
     }
+}
+
+/// `policy pack N/REL` → (N, REL).
+fn split_pack_path(path: &str) -> Option<(usize, &str)> {
+    let (i, rel) = path.strip_prefix(PACK_PREFIX)?.split_once('/')?;
+    Some((i.parse().ok()?, rel))
 }
 
 /// `std/debian` → `debian`, `./lib/db-tools.env` → `db_tools`.

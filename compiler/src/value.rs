@@ -109,7 +109,7 @@ impl Env {
 }
 
 /// A node of the graph: a derivation plus where it was written (for diagnostics only).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Node {
     pub id: DerivationId,
     pub kind: NodeKind,

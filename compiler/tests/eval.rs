@@ -1018,8 +1018,6 @@ fn tags_merge_defaults_and_stay_out_of_the_id_unless_materialized() {
     );
 
     // A tag the manifest does materialize moves its id, and only its.
-    let moved = build("ops");
-    assert_eq!(ids(&moved), ia);
     let lib2 = lib.replace("team = \"db\"", "team = \"dba\"");
     let src = main("ops");
     let c = compile(
@@ -1140,6 +1138,77 @@ fn policies_judge_every_node_of_the_graph() {
         &CompileOptions::default(),
     );
     let d = &c.diagnostics[0];
+    assert_eq!(d.code, "policy::violation");
     let main_file = 0;
     assert_eq!(d.labels[1].file, main_file, "{d:#?}");
+
+    // A policy that binds no node is reported at its condition, with what it held.
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([(
+            "main.env",
+            "let v = vm(name = \"v\", image = image(name = \"i\"), memory = 8GiB)\npolicy \"p\": for m in [for n in nodes(\"vm\") => n.memory] => m <= 4GiB\n",
+        )]),
+        &CompileOptions::default(),
+    );
+    let labels: Vec<&str> = c.diagnostics[0]
+        .labels
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect();
+    assert_eq!(labels, ["mandatory policy", "false for m = 8GiB"]);
+    // A kind not written as a literal is checked when the policy runs; stack references
+    // are not among `nodes()`.
+    check_errors(
+        &[(
+            "main.env",
+            "let k = \"vms\"\npolicy \"p\": for n in nodes(k) => true\n",
+        )],
+        &[],
+        &["type::unknown-kind"],
+    );
+    check_errors(
+        &[
+            ("main.env", "let core = stack(\"core.env\")\npolicy \"owned\": for n in nodes() => contains(n.tags, \"owner\")\n"),
+            ("core.env", "output x = 1\n"),
+        ],
+        &[],
+        &[],
+    );
+}
+
+/// A node the standard library makes takes the tags of the module that asked for it; a
+/// tag is a known string; one node declared with two sets of tags is an error.
+#[test]
+fn tags_of_std_made_nodes_known_values_and_conflicts() {
+    let comp = "import \"std/debian\"\ndefault tags = { owner = \"web\" }\nfn server(name: str) => debian.machine(name)\n";
+    check_with(
+        "import \"./comp.env\"\nlet s = comp.server(\"web-0\")\noutput tags = s.tags\n",
+        &[("comp.env", comp)],
+        r#"{"tags": {"owner": "web"}}"#,
+    );
+    check_errors(
+        &[("main.env", "let v = vm(name = \"v\", image = image(name = \"i\"))\nlet h = host(name = \"h\", address = \"192.0.2.1\", tags = { at = v.address })\n")],
+        &[],
+        &["type::deferred"],
+    );
+    // Declared in two modules: the tags of both, whichever came first.
+    for order in [
+        "let a = image(name = \"i\")\nlet b = lib.img()\n",
+        "let b = lib.img()\nlet a = image(name = \"i\")\n",
+    ] {
+        check_with(
+            &format!("import \"./lib.env\"\ndefault tags = {{ env = \"prod\" }}\n{order}output t = [for n in [a, b] => n.tags]\npolicy \"p\": for n in nodes(\"image\") => n.tags[\"team\"] == \"web\"\n"),
+            &[("lib.env", "default tags = { team = \"web\" }\nfn img() => image(name = \"i\")\n")],
+            r#"{"t": [{"env": "prod"}, {"env": "prod", "team": "web"}]}"#,
+        );
+    }
+    check_errors(
+        &[
+            ("main.env", "import \"./lib.env\"\ndefault tags = { owner = \"ops\" }\nlet h = host(name = \"h\", address = \"192.0.2.1\")\nlet a = package(name = \"curl\", target = h)\nlet b = lib.curl(h)\n"),
+            ("lib.env", "default tags = { owner = \"web\" }\nfn curl(h: host) => package(name = \"curl\", target = h)\n"),
+        ],
+        &[],
+        &["graph::tag-conflict"],
+    );
 }

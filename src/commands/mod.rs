@@ -68,16 +68,27 @@ const MAX_PACK_FILES: usize = 1000;
 const MAX_PACK_DEPTH: usize = 8;
 
 /// The policy packs FILE is judged by: those its project's envc.toml names, then those
-/// given with `--policy`, each read whole.
+/// given with `--policy`, each read whole, each once (a directory named twice, by either,
+/// is one pack).
 fn policy_packs(file: &Path, params: &Params) -> Result<Vec<envc_compiler::PolicyPack>, Failure> {
+    let project = envc_executor::project::project_dir(file);
     let configured =
-        envc_executor::config::policy_packs(&envc_executor::project::project_dir(file))
-            .map_err(|e| Failure::Input(e.to_string()))?;
-    configured
-        .iter()
-        .chain(&params.policy)
-        .map(|dir| read_policy_pack(dir))
-        .collect()
+        envc_executor::config::policy_packs(&project).map_err(|e| Failure::Input(e.to_string()))?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut packs = Vec::new();
+    for dir in configured.iter().chain(&params.policy) {
+        let canonical = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if project.canonicalize().is_ok_and(|p| p == canonical) {
+            return Err(Failure::Input(format!(
+                "policy pack `{}` is the environment's own directory\n  hint: keep the policies in a directory of their own, or write them in the environment's files",
+                dir.display()
+            )));
+        }
+        if seen.insert(canonical) {
+            packs.push(read_policy_pack(dir)?);
+        }
+    }
+    Ok(packs)
 }
 
 fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
