@@ -80,12 +80,12 @@ pub fn pinned<'a>(
         .collect()
 }
 
-/// The bytes of a pinned `.deb`: the store's copy while it still has the pinned hash,
+/// Where the store keeps a pinned `.deb`, checked: the store's copy while it still has the pinned hash,
 /// otherwise the binary cache's (when the store has one) or the mirror's, checked against
 /// the pin (size, sha256) and kept, and pushed to the cache when fetched from the mirror
 /// and the build pushes. A copy that no longer verifies (a damaged disk) is fetched again.
-pub async fn bytes_of(store: &Store, deb: &DebSource) -> Result<Vec<u8>, StepError> {
-    checked_bytes(store, deb, &deb.pin.key()).await
+pub async fn checked_path(store: &Store, deb: &DebSource) -> Result<PathBuf, StepError> {
+    path_of(store, deb, &deb.pin.key()).await
 }
 
 /// Where the store keeps a pinned `.deb`, fetched and checked as [`bytes_of`] does; `owner`

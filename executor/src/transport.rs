@@ -327,6 +327,18 @@ impl Transport {
         stdin: &[u8],
         timeout: Option<Duration>,
     ) -> Result<CommandOutput, TransportError> {
+        self.run_streamed(argv, &[Input::Bytes(stdin)], timeout)
+            .await
+    }
+
+    /// [`Transport::run_within`], with standard input made of `input` in order: files are
+    /// streamed from disk, never held in memory whole (a package step's `.deb`s).
+    pub async fn run_streamed(
+        &self,
+        argv: &[&str],
+        stdin: &[Input<'_>],
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutput, TransportError> {
         let host = self.host();
         let Some(program) = argv.first() else {
             return Err(TransportError::Io {
@@ -462,7 +474,11 @@ fn local_host_key(host: &str) -> Result<HostKey, TransportError> {
 }
 
 impl LocalTransport {
-    async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+    async fn run(
+        &self,
+        argv: &[&str],
+        stdin: &[Input<'_>],
+    ) -> Result<CommandOutput, TransportError> {
         let io = |what: &str, e: std::io::Error| TransportError::Io {
             host: self.host.clone(),
             detail: format!("{what} `{}`: {e}", argv[0]),
@@ -504,18 +520,34 @@ impl LocalTransport {
     }
 }
 
-/// Writes `data` to a child's stdin and closes it. A child that exits without reading all of
-/// its input is not an error here (its exit status tells).
+/// A part of a command's standard input.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    Bytes(&'a [u8]),
+    /// A file's content, read as it is sent.
+    File(&'a std::path::Path),
+}
+
+/// Writes `parts` to a child's stdin and closes it. A child that exits without reading all
+/// of its input is not an error here (its exit status tells).
 async fn feed<W: tokio::io::AsyncWrite + Unpin>(
     input: Option<W>,
-    data: &[u8],
+    parts: &[Input<'_>],
 ) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt as _;
     let Some(mut input) = input else {
         return Ok(());
     };
     let result = async {
-        input.write_all(data).await?;
+        for part in parts {
+            match part {
+                Input::Bytes(data) => input.write_all(data).await?,
+                Input::File(path) => {
+                    let mut file = tokio::fs::File::open(path).await?;
+                    tokio::io::copy(&mut file, &mut input).await?;
+                }
+            }
+        }
         input.shutdown().await
     }
     .await;
@@ -749,7 +781,11 @@ impl SshTransport {
         Ok((t, key))
     }
 
-    async fn run(&self, argv: &[&str], stdin: &[u8]) -> Result<CommandOutput, TransportError> {
+    async fn run(
+        &self,
+        argv: &[&str],
+        stdin: &[Input<'_>],
+    ) -> Result<CommandOutput, TransportError> {
         use openssh::Stdio;
         let mut cmd = self.session.raw_command(shell_quote(argv[0]));
         for arg in &argv[1..] {

@@ -301,9 +301,10 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     // The laptop fetches it from the mirror, keeps it, and pushes it (no key needed: the
     // pin is what it is checked against).
     let laptop = using(&w.laptop, true);
-    let bytes = rt
-        .block_on(envc_executor::debs::bytes_of(&laptop, &deb))
+    let path = rt
+        .block_on(envc_executor::debs::checked_path(&laptop, &deb))
         .unwrap();
+    let bytes = std::fs::read(path).unwrap();
     assert_eq!(envc_lockfiles::fetch::sha256_hex(&bytes), deb.pin.sha256);
     let cached = w.remote_dir.join(format!("debs/{}.deb", deb.pin.sha256));
     assert_eq!(std::fs::read(&cached).unwrap(), bytes);
@@ -313,9 +314,9 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     std::fs::remove_file(mirror.root().join(&deb.pin.filename)).unwrap();
     let runner = using(&w.runner, false);
     let got = rt
-        .block_on(envc_executor::debs::bytes_of(&runner, &deb))
+        .block_on(envc_executor::debs::checked_path(&runner, &deb))
         .unwrap();
-    assert_eq!(got, bytes);
+    assert_eq!(std::fs::read(got).unwrap(), bytes);
     assert_eq!(
         std::fs::read(runner.deb_path(&deb.pin.sha256)).unwrap(),
         bytes
@@ -326,7 +327,10 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     std::fs::write(&cached, b"not the pinned bytes").unwrap();
     let fresh = Store::open(&w.remote_dir.parent().unwrap().join("fresh")).unwrap();
     let err = rt
-        .block_on(envc_executor::debs::bytes_of(&using(&fresh, false), &deb))
+        .block_on(envc_executor::debs::checked_path(
+            &using(&fresh, false),
+            &deb,
+        ))
         .unwrap_err()
         .to_string();
     assert!(
@@ -341,7 +345,7 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     let mut vendor = deb.clone();
     vendor.pin.archive = "acme".into();
     let err = rt
-        .block_on(envc_executor::debs::bytes_of(&fresh, &vendor))
+        .block_on(envc_executor::debs::checked_path(&fresh, &vendor))
         .unwrap_err()
         .to_string();
     assert!(

@@ -66,10 +66,26 @@ async fn run_script_within(
     stdin: &[u8],
     timeout: Option<std::time::Duration>,
 ) -> Result<CommandOutput, TransportError> {
+    t.run_within(&script_argv(script, args), stdin, timeout)
+        .await
+}
+
+/// [`run_script`], its standard input made of `input` (files streamed from disk).
+async fn run_script_streamed(
+    t: &Transport,
+    script: &str,
+    args: &[&str],
+    input: &[crate::transport::Input<'_>],
+) -> Result<CommandOutput, TransportError> {
+    t.run_streamed(&script_argv(script, args), input, None)
+        .await
+}
+
+fn script_argv<'a>(script: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     let mut argv = Vec::with_capacity(args.len() + 4);
     argv.extend_from_slice(&["sh", "-c", script, SCRIPT_NAME]);
     argv.extend_from_slice(args);
-    t.run_within(&argv, stdin, timeout).await
+    argv
 }
 
 /// Values for a script's stdin, which it reads with the shell's own `read` (byte by byte:

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{indexed, no_record, records, run_script, tail, Applied, Facts};
-use crate::debs::{bytes_of, DebSource};
+use super::{indexed, no_record, records, run_script, run_script_streamed, tail, Applied, Facts};
+use crate::debs::{checked_path, DebSource};
 use crate::error::StepError;
 use crate::store::Store;
-use crate::transport::{CommandOutput, Transport, TransportError};
+use crate::transport::{CommandOutput, Input, Transport, TransportError};
 
 const INSTALL: &str = concat!(
     include_str!("apt_common.sh"),
@@ -129,8 +129,14 @@ async fn install_pinned(
         })
         .map(|(d, _)| *d)
         .collect();
-    let bytes = futures::future::try_join_all(needed.iter().map(|d| bytes_of(store, d))).await?;
-    let tar = tar_of(&needed, &bytes)?;
+    // Checked one at a time (each is read whole to hash it), then streamed from the store:
+    // a step holds no more than one `.deb` in memory, however many it ships.
+    let mut paths = Vec::with_capacity(needed.len());
+    for d in &needed {
+        paths.push(checked_path(store, d).await?);
+    }
+    let tar = tar_of(&needed, &paths)?;
+    let input: Vec<Input<'_>> = tar.iter().map(Segment::input).collect();
     let mut args: Vec<&str> = roots.clone();
     args.push("--");
     args.extend(
@@ -139,7 +145,7 @@ async fn install_pinned(
             .map(String::as_str)
             .filter(|n| !roots.contains(n)),
     );
-    let out = run_script(t, INSTALL_DEBS, &args, &tar).await?;
+    let out = run_script_streamed(t, INSTALL_DEBS, &args, &input).await?;
     let damaged: Vec<String> = records(&out, "H").iter().map(|r| r.join(" ")).collect();
     if !damaged.is_empty() {
         return Err(StepError::with_hint(
@@ -168,27 +174,67 @@ fn needs_shipping(pinned: &str, installed: Option<&str>, named: bool) -> bool {
     }
 }
 
-/// A tar of the `.deb`s (named as in the pool) and `SHA256SUMS`, for `install_debs.sh`.
-fn tar_of(debs: &[&DebSource], bytes: &[Vec<u8>]) -> Result<Vec<u8>, StepError> {
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut sums = String::new();
-    let mut add = |name: &str, data: &[u8]| {
+/// A piece of the tar a package step sends: headers and padding made here, the `.deb`s
+/// read from the store as they are sent.
+#[derive(Debug)]
+enum Segment {
+    Bytes(Vec<u8>),
+    File(std::path::PathBuf),
+}
+
+impl Segment {
+    fn input(&self) -> Input<'_> {
+        match self {
+            Segment::Bytes(b) => Input::Bytes(b),
+            Segment::File(p) => Input::File(p),
+        }
+    }
+}
+
+const BLOCK: u64 = 512;
+
+/// A tar of the `.deb`s at `paths` (each of its pinned size: the store checked it; named as
+/// in the pool, or by its sha256 where that name does not fit a tar header) and
+/// `SHA256SUMS`, for `install_debs.sh`.
+fn tar_of(debs: &[&DebSource], paths: &[std::path::PathBuf]) -> Result<Vec<Segment>, StepError> {
+    let header = |name: &str, size: u64| -> std::io::Result<Vec<u8>> {
         let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
+        h.set_path(name)?;
+        h.set_size(size);
         h.set_mode(0o644);
         h.set_mtime(0);
         h.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut h, name, data)
+        h.set_cksum();
+        Ok(h.as_bytes().to_vec())
     };
-    for (d, data) in debs.iter().zip(bytes) {
-        let file = d.pin.filename.rsplit('/').next().unwrap_or(&d.pin.filename);
-        sums.push_str(&format!("{}  {file}\n", d.pin.sha256));
-        add(file, data).map_err(|e| StepError::new(format!("packing {file}: {e}")))?;
+    let padding = |size: u64| vec![0u8; ((BLOCK - size % BLOCK) % BLOCK) as usize];
+    let mut out = Vec::with_capacity(debs.len() * 3 + 3);
+    let mut sums = String::new();
+    for (d, path) in debs.iter().zip(paths) {
+        let pool = d.pin.filename.rsplit('/').next().unwrap_or(&d.pin.filename);
+        let (name, head) = match header(pool, d.pin.size) {
+            Ok(h) => (pool.to_string(), h),
+            Err(_) => {
+                let name = format!("{}.deb", d.pin.sha256);
+                let h = header(&name, d.pin.size)
+                    .map_err(|e| StepError::new(format!("packing {pool}: {e}")))?;
+                (name, h)
+            }
+        };
+        sums.push_str(&format!("{}  {name}\n", d.pin.sha256));
+        out.push(Segment::Bytes(head));
+        out.push(Segment::File(path.clone()));
+        out.push(Segment::Bytes(padding(d.pin.size)));
     }
-    add("SHA256SUMS", sums.as_bytes())
+    let sums = sums.into_bytes();
+    let head = header("SHA256SUMS", sums.len() as u64)
         .map_err(|e| StepError::new(format!("packing SHA256SUMS: {e}")))?;
-    tar.into_inner()
-        .map_err(|e| StepError::new(format!("packing the .debs: {e}")))
+    let pad = padding(sums.len() as u64);
+    out.push(Segment::Bytes(head));
+    out.push(Segment::Bytes(sums));
+    // The end of the archive: two zero blocks.
+    out.push(Segment::Bytes([pad, vec![0; 2 * BLOCK as usize]].concat()));
+    Ok(out)
 }
 
 /// What the install scripts report, per package: `B`/`A` records (status and version
@@ -417,6 +463,66 @@ mod tests {
         for bad in ["", "latest", "1 2", "1;2", "-1"] {
             assert!(check_version("x", bad).is_err(), "{bad}");
         }
+    }
+
+    /// The tar streamed to `install_debs.sh`, put together, is a tar of the `.deb`s (a pool
+    /// name too long for a header is replaced by the sha256) and `SHA256SUMS`.
+    #[test]
+    fn the_streamed_tar_holds_every_deb_and_its_sum() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("pool/main/x/x/{}_1.0_amd64.deb", "x".repeat(120));
+        let files = [
+            ("pool/main/j/jq/jq_1.6_amd64.deb", 700usize),
+            (long.as_str(), 512),
+        ];
+        let mut debs = Vec::new();
+        let mut paths = Vec::new();
+        for (i, (pool, size)) in files.iter().enumerate() {
+            let data = vec![b'a' + i as u8; *size];
+            let path = dir.path().join(format!("{i}.deb"));
+            std::fs::write(&path, &data).unwrap();
+            let pin = envc_lockfiles::model::PackagePin {
+                name: format!("p{i}"),
+                archive: "debian".into(),
+                version: "1.0".into(),
+                architecture: "amd64".into(),
+                filename: pool.to_string(),
+                size: *size as u64,
+                sha256: envc_lockfiles::fetch::sha256_hex(&data),
+                closure: None,
+            };
+            debs.push(DebSource {
+                pin,
+                mirror: "http://deb.debian.org/debian".into(),
+            });
+            paths.push(path);
+        }
+        let refs: Vec<&DebSource> = debs.iter().collect();
+        let mut bytes = Vec::new();
+        for s in tar_of(&refs, &paths).unwrap() {
+            match s {
+                Segment::Bytes(b) => bytes.extend(b),
+                Segment::File(p) => bytes.extend(std::fs::read(p).unwrap()),
+            }
+        }
+        let mut got = Vec::new();
+        for e in tar::Archive::new(bytes.as_slice()).entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().display().to_string();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).unwrap();
+            got.push((name, data));
+        }
+        let sha = |i: usize| debs[i].pin.sha256.clone();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], ("jq_1.6_amd64.deb".to_string(), vec![b'a'; 700]));
+        assert_eq!(got[1], (format!("{}.deb", sha(1)), vec![b'b'; 512]));
+        assert_eq!(got[2].0, "SHA256SUMS");
+        assert_eq!(
+            String::from_utf8(got[2].1.clone()).unwrap(),
+            format!("{}  jq_1.6_amd64.deb\n{}  {}.deb\n", sha(0), sha(1), sha(1))
+        );
     }
 
     #[test]
