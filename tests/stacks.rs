@@ -90,15 +90,21 @@ fn runs(dir: &Path, file: &str, args: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[test]
-fn an_environment_reads_another_ones_outputs_from_its_state() {
+/// A directory for two environments, and `out/` in it for the files they write.
+fn project() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::Builder::new()
         .prefix("envc-stacks-")
         .tempdir()
         .unwrap();
-    let dir = tmp.path();
-    let out = dir.join("out");
+    let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
+    (tmp, out)
+}
+
+#[test]
+fn an_environment_reads_another_ones_outputs_from_its_state() {
+    let (tmp, out) = project();
+    let dir = tmp.path();
     std::fs::write(dir.join("core.env"), core(&out, "")).unwrap();
     std::fs::write(dir.join("app.env"), app(&out, "")).unwrap();
     ok(dir, &["check", "app.env"]);
@@ -195,13 +201,8 @@ fn an_environment_reads_another_ones_outputs_from_its_state() {
 /// naming it.
 #[test]
 fn two_environments_read_each_other_through_their_states() {
-    let tmp = tempfile::Builder::new()
-        .prefix("envc-stacks-")
-        .tempdir()
-        .unwrap();
+    let (tmp, out) = project();
     let dir = tmp.path();
-    let out = dir.join("out");
-    std::fs::create_dir_all(&out).unwrap();
     let core = format!(
         r#"let app = stack("app.env", defaults = {{ source = "*" }})
 let here = host(name = "here", address = "@local")

@@ -34,6 +34,7 @@ pub enum Builtin {
     Min,
     Max,
     Read,
+    Get,
     Nodes,
 }
 
@@ -60,6 +61,7 @@ pub const FUNCTIONS: &[(&str, Builtin)] = &[
     ("min", Builtin::Min),
     ("max", Builtin::Max),
     ("read", Builtin::Read),
+    ("get", Builtin::Get),
     ("secret", Builtin::Secret),
     ("nodes", Builtin::Nodes),
 ];
@@ -97,6 +99,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("every", "all"),
     ("some", "any"),
     ("read_file", "read"),
+    ("lookup", "get"),
     ("file_content", "read"),
 ];
 
@@ -691,6 +694,7 @@ impl Builtin {
             Builtin::Min => "the least of a non-empty list of ints, strings or sizes",
             Builtin::Max => "the greatest of a non-empty list of ints, strings or sizes",
             Builtin::Read => "a project file's content as text (`read(path(\"motd.txt\"))`)",
+            Builtin::Get => "a record's field by key, or a default when it has none (`get(n.tags, \"owner\", \"\")`)",
             Builtin::Nodes => "in a policy: the graph's nodes of a kind (`nodes(\"vm\")`), or all of them",
         }
     }
@@ -757,6 +761,10 @@ impl Builtin {
             Builtin::All | Builtin::Any => (vec![p("items", Ty::list(Ty::Bool))], Ty::Bool),
             Builtin::Min | Builtin::Max => (vec![p("items", Ty::list(Ty::Unknown))], Ty::Unknown),
             Builtin::Read => (vec![p("file", Ty::Path)], s),
+            Builtin::Get => (
+                vec![p("record", any.clone()), p("key", s), p("default", any)],
+                Ty::Unknown,
+            ),
             Builtin::Nodes => (
                 vec![ParamTy {
                     required: false,

@@ -1421,6 +1421,11 @@ impl<'p> Checker<'p> {
                 }
             }
             Some(Builtin::Sort) => arg(0),
+            // The field's type, which the default shares.
+            Some(Builtin::Get) => match arg(0).base() {
+                Ty::Dict(t) => (**t).clone(),
+                _ => arg(2),
+            },
             Some(Builtin::Min | Builtin::Max) => match arg(0).base() {
                 Ty::List(t) => (**t).clone(),
                 _ => Ty::Unknown,

@@ -149,6 +149,18 @@ pub(crate) fn call(
                     .into(),
             )
         }
+        Builtin::Get => {
+            let (r, s) = arg(0);
+            no_deferred(ev, name, &r, s)?;
+            let key = str_arg(ev, 1)?;
+            match &r {
+                Value::Record(fields) => match fields.get(&key) {
+                    Some(v) => v.clone(),
+                    None => arg(2).0,
+                },
+                other => return Err(wrong(ev, name, "a record", other, s)),
+            }
+        }
         Builtin::Contains => {
             let (hay, s) = arg(0);
             let (needle, ns) = arg(1);

@@ -1177,6 +1177,20 @@ fn policies_judge_every_node_of_the_graph() {
     );
 }
 
+#[test]
+fn get_reads_a_field_or_its_default() {
+    check(
+        "let tags = { owner = \"ops\" }\noutput a = get(tags, \"owner\", \"\")\noutput b = get(tags, \"team\", \"none\")\noutput c = get({ n = 1 }, \"m\", 0) + 1\n",
+        r#"{"a": "ops", "b": "none", "c": 1}"#,
+    );
+    // The issue's own policy, written with `get`: a node without an owner breaks it.
+    check_errors(
+        &[("main.env", "let v = vm(name = \"v\", image = image(name = \"i\"))\npolicy \"vm-owner\": for n in nodes(\"vm\") => get(n.tags, \"owner\", \"\") != \"\" and n.memory <= 4GiB\n")],
+        &[],
+        &["policy::violation"],
+    );
+}
+
 /// A node the standard library makes takes the tags of the module that asked for it; a
 /// tag is a known string; one node declared with two sets of tags is an error.
 #[test]

@@ -76,7 +76,7 @@ syn match envcNodeCall '\%(\.\s*\)\@<!\<\%(vm\|host\|package\|file\|service\|man
       \ nextgroup=envcCallArgs skipwhite
 syn match envcCheckCall '\%(\.\s*\)\@<!\<\%(tcp\|http\|command\|installed\|os_release\|free_space\|empty_dir\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
-syn match envcBuiltinCall '\%(\.\s*\)\@<!\<\%(len\|keys\|values\|join\|split\|contains\|starts_with\|ends_with\|upper\|lower\|trim\|replace\|str\|sort\|merge\|path\|to_json\|secret\|all\|any\|min\|max\|read\|nodes\)\ze\s*('
+syn match envcBuiltinCall '\%(\.\s*\)\@<!\<\%(len\|keys\|values\|join\|split\|contains\|starts_with\|ends_with\|upper\|lower\|trim\|replace\|str\|sort\|merge\|path\|to_json\|secret\|all\|any\|min\|max\|read\|get\|nodes\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
 syn region envcCallArgs matchgroup=envcDelimiter start='(' end=')' contained
       \ contains=envcNamedArg,@envcCode
