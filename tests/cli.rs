@@ -669,6 +669,24 @@ fn a_policy_pack_in_envc_toml_stops_a_build_that_breaks_it() {
     let o = envc(&["check", "prod.env"], &env);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("2 policies kept"), "{}", stderr(&o));
+    // Tags show beside the derivation, and in the graph.
+    let o = envc(&["show", "prod.env", "vm:b"], &env);
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        shown["tags"],
+        serde_json::json!({"owner": "ops"}),
+        "{shown}"
+    );
+    assert!(
+        shown["attrs"].get("tags").is_none(),
+        "not part of the derivation"
+    );
+    let o = envc(&["graph", "prod.env", "--format", "json"], &env);
+    assert!(
+        stdout(&o).contains(r#""tags":{"owner":"ops"}"#),
+        "{}",
+        stdout(&o)
+    );
 
     // One directory named twice (envc.toml, and the flag by another path) is one pack.
     let o = envc(&["check", "--policy", "../pack/", "prod.env"], &env);

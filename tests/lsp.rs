@@ -165,6 +165,14 @@ fn a_scripted_editor_session() {
     let dir = dir.path().canonicalize().unwrap();
     std::fs::write(dir.join("lib.env"), LIB).unwrap();
     std::fs::write(dir.join("prod.env"), MAIN).unwrap();
+    // The project's policy pack, which MAIN keeps until an edit below breaks it.
+    std::fs::create_dir(dir.join("pack")).unwrap();
+    std::fs::write(
+        dir.join("pack/hosts.env"),
+        "policy \"documentation-addresses\": for h in nodes(\"host\") => starts_with(h.address, \"192.0.2.\")\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("envc.toml"), "[policy]\npacks = [\"pack\"]\n").unwrap();
     let main = uri(&dir.join("prod.env"));
     let lib = uri(&dir.join("lib.env"));
 
@@ -370,6 +378,29 @@ fn a_scripted_editor_session() {
     c.notify("textDocument/didChange", json!({ "textDocument": { "uri": main, "version": 5 }, "contentChanges": [{ "text": MAIN }] }));
     let none = c.request("textDocument/formatting", json!({ "textDocument": { "uri": main }, "options": { "tabSize": 2, "insertSpaces": true } })).unwrap();
     assert!(none.is_null(), "{none}");
+
+    // A policy of the project's pack (envc.toml), broken by an edit: shown at the node that
+    // breaks it, in the file being edited, with the policy as related information.
+    let moved = MAIN.replace("192.0.2.10", "198.51.100.10");
+    c.notify("textDocument/didChange", json!({ "textDocument": { "uri": main, "version": 6 }, "contentChanges": [{ "text": moved }] }));
+    let diags = c.diagnostics_when(&main, |d| !d.is_empty());
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0]["code"], "policy::violation");
+    let (l, _) = find(&moved, "host(");
+    assert_eq!(diags[0]["range"]["start"]["line"], l, "{}", diags[0]);
+    let related = &diags[0]["relatedInformation"][0];
+    assert!(
+        related["location"]["uri"]
+            .as_str()
+            .unwrap()
+            .ends_with("pack/hosts.env"),
+        "{related}"
+    );
+    c.notify("textDocument/didChange", json!({ "textDocument": { "uri": main, "version": 7 }, "contentChanges": [{ "text": MAIN }] }));
+    assert_eq!(
+        c.diagnostics_when(&main, |d| d.is_empty()),
+        Vec::<Value>::new()
+    );
 
     // A request about a file that is not open is an error, not a crash.
     let err = c

@@ -28,6 +28,7 @@ output port = 5432
 fn app(dir: &Path, extra: &str) -> String {
     format!(
         r#"let core = stack("core.env")
+default tags = {{ team = "app" }}
 let here = host(name = "here", address = "@local")
 let conf = file(path = "{d}/app.conf", content = "greeting=${{core.greeting}} port=${{core.port}}\n", target = here)
 let other = file(path = "{d}/other.conf", content = "static\n", target = here)
@@ -121,6 +122,14 @@ fn an_environment_reads_another_ones_outputs_from_its_state() {
     ok(dir, &["build", "core.env"]);
     let o = ok(dir, &["build", "app.env"]);
     assert_eq!(summary(&o), (4, 0, 0), "{}", text(&o));
+    // Each node of the run record carries its tags (app's `default tags`).
+    let ran = runs(dir, "app.env", &[])[0]["nodes"].clone();
+    let tagged: Vec<&serde_json::Value> =
+        ran.as_array().unwrap().iter().map(|n| &n["tags"]).collect();
+    assert!(
+        tagged.iter().filter(|t| t["team"] == "app").count() == 3,
+        "{ran}"
+    );
     let conf = || std::fs::read_to_string(out.join("app.conf")).unwrap();
     assert_eq!(conf(), "greeting=hello port=5432\n");
     let o = ok(dir, &["output", "app.env", "--json"]);

@@ -2340,7 +2340,7 @@ impl<'p> Evaluator<'p> {
         &mut self,
         given: Option<&BTreeMap<Rc<str>, Value>>,
         span: Span,
-    ) -> R<BTreeMap<Rc<str>, Rc<str>>> {
+    ) -> R<crate::value::Tags> {
         let mut tags = BTreeMap::new();
         let root = self.program.root;
         // A node the standard library makes belongs to the module that asked for it.

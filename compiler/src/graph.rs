@@ -11,7 +11,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use crate::derivation::{check_json, value_json, DerivationId};
 use crate::eval::{collect_nodes, Evaluated};
 use crate::types::NodeKind;
-use crate::value::{Node, Value};
+use crate::value::{Node, Tags, Value};
 
 pub struct Graph {
     /// Edges point from an input to the node that uses it.
@@ -144,7 +144,7 @@ fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
 /// The tags of a derivation declared twice (from two modules' `default tags`, or its own),
 /// when they differ: both sets, so that none is lost whichever declaration came first; two
 /// values for one tag are an error.
-fn merged_tags(a: &Node, b: &Node) -> Result<Option<BTreeMap<Rc<str>, Rc<str>>>, Diagnostic> {
+fn merged_tags(a: &Node, b: &Node) -> Result<Option<Tags>, Diagnostic> {
     if a.tags == b.tags {
         return Ok(None);
     }

@@ -108,6 +108,9 @@ impl Env {
     }
 }
 
+/// A node's tags: name → value.
+pub type Tags = BTreeMap<Rc<str>, Rc<str>>;
+
 /// A node of the graph: a derivation plus where it was written (for diagnostics only).
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -140,7 +143,7 @@ pub struct Node {
     pub stands_in: bool,
     /// Its tags, `default tags` merged in: for people and policies. Not part of its id (a
     /// manifest's are, as its labels): changing a tag re-runs only where it is materialized.
-    pub tags: BTreeMap<Rc<str>, Rc<str>>,
+    pub tags: Tags,
     /// Made inside a function: the outermost call that made it, where the environment
     /// asked for it (what a policy points at; a component's `vm(…)` is one line for many).
     pub called_from: Option<(FileId, Span)>,

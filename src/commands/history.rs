@@ -26,8 +26,15 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
         let cached = count(&|o| *o == StepOutcome::Cached);
         let failed = count(&|o| o.failure().is_some());
         if json_out {
+            // The steps that did something, each with the tags it ran with.
+            let steps: Vec<serde_json::Value> = run
+                .nodes
+                .iter()
+                .filter(|n| n.outcome != StepOutcome::Cached)
+                .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags}))
+                .collect();
             output::line(
-                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks}),
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "nodes": steps}),
             );
             continue;
         }

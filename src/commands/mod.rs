@@ -52,7 +52,7 @@ impl Ui {
     }
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Default)]
 pub struct Params {
     /// Set a `param` of the environment: `--set replicas=5`.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
@@ -70,7 +70,10 @@ const MAX_PACK_DEPTH: usize = 8;
 /// The policy packs FILE is judged by: those its project's envc.toml names, then those
 /// given with `--policy`, each read whole, each once (a directory named twice, by either,
 /// is one pack).
-fn policy_packs(file: &Path, params: &Params) -> Result<Vec<envc_compiler::PolicyPack>, Failure> {
+pub(crate) fn policy_packs(
+    file: &Path,
+    params: &Params,
+) -> Result<Vec<envc_compiler::PolicyPack>, Failure> {
     let project = envc_executor::project::project_dir(file);
     let configured =
         envc_executor::config::policy_packs(&project).map_err(|e| Failure::Input(e.to_string()))?;

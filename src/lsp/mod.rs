@@ -218,8 +218,13 @@ impl Server {
                 .flatten()
                 .map(|l| l.lock.pins())
                 .unwrap_or_default();
+            // The packs its envc.toml names, as `envc check` reads them; one that cannot be
+            // read is `check`'s to report.
+            let params = crate::commands::Params::default();
+            let policy_packs = crate::commands::policy_packs(path, &params).unwrap_or_default();
             let options = CompileOptions {
                 pins,
+                policy_packs,
                 ..Default::default()
             };
             let snapshot = Snapshot::analyze(&name, &loader, &options);
@@ -251,7 +256,9 @@ impl Server {
                 std_dir: self.std_dir.as_deref(),
             };
             let errors = s.diagnostics().iter().map(|d| (d, false));
-            for (d, warning) in errors.chain(s.warnings().iter().map(|d| (d, true))) {
+            let all = errors.chain(s.warnings().iter().map(|d| (d, true)));
+            for (d, warning) in all.flat_map(|(d, w)| at_each_offender(d).map(move |d| (d, w))) {
+                let d = &*d;
                 let Some(label) = d.labels.first() else {
                     continue;
                 };
@@ -344,6 +351,25 @@ impl Files<'_> {
 
     fn uri(&self, name: &str) -> Option<Uri> {
         convert::uri(&self.path(name)?)
+    }
+}
+
+/// A broken policy is shown at each node that breaks it (with the policy as related
+/// information): the policy may be in a pack the editor has not opened, and the node is what
+/// the user changes. Any other diagnostic is shown as it is.
+fn at_each_offender(
+    d: &envc_lang::Diagnostic,
+) -> Box<dyn Iterator<Item = std::borrow::Cow<'_, envc_lang::Diagnostic>> + '_> {
+    use std::borrow::Cow;
+    match d.labels.split_first() {
+        Some((policy, offenders)) if d.code == "policy::violation" && !offenders.is_empty() => {
+            Box::new(offenders.iter().map(move |l| {
+                let mut one = d.clone();
+                one.labels = vec![l.clone(), policy.clone()];
+                Cow::Owned(one)
+            }))
+        }
+        _ => Box::new(std::iter::once(Cow::Borrowed(d))),
     }
 }
 
