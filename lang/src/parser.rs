@@ -331,7 +331,7 @@ impl<'a> Parser<'a> {
                         format!("expected an item, found {}", t.kind.describe()),
                     )
                     .label(self.file, t.span, "not allowed at the top level")
-                    .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output` and `assert` items");
+                    .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output`, `assert`, `policy` and `default tags` items");
                     if t.kind == T::Ident && self.nth(1) == T::Eq {
                         d = d.help(format!(
                             "to bind a name, write `let {} = …`",
