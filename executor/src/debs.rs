@@ -80,26 +80,18 @@ pub fn pinned<'a>(
         .collect()
 }
 
-/// Where the store keeps a pinned `.deb`, checked: the store's copy while it still has the pinned hash,
-/// otherwise the binary cache's (when the store has one) or the mirror's, checked against
-/// the pin (size, sha256) and kept, and pushed to the cache when fetched from the mirror
-/// and the build pushes. A copy that no longer verifies (a damaged disk) is fetched again.
-pub async fn checked_path(store: &Store, deb: &DebSource) -> Result<PathBuf, StepError> {
-    path_of(store, deb, &deb.pin.key()).await
-}
-
-/// Where the store keeps a pinned `.deb`, fetched and checked as [`bytes_of`] does; `owner`
-/// is the pin that needs it (an image's, for the `.deb`s of its set), for the error.
+/// Where the store keeps a pinned `.deb`, with the pinned bytes: the store's copy while it
+/// still has the pinned hash, otherwise the binary cache's (when the store has one) or the
+/// mirror's, checked against the pin (size, sha256) and kept, and pushed to the cache when
+/// fetched from the mirror and the build pushes. A copy that no longer verifies (a damaged
+/// disk) is fetched again. `owner` is the pin that needs it (the package's own, or an
+/// image's for the `.deb`s of its set), for the error.
 pub async fn path_of(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<PathBuf, StepError> {
-    checked_bytes(store, deb, owner).await?;
+    keep_checked(store, deb, owner).await?;
     Ok(store.deb_path(&deb.pin.sha256))
 }
 
-async fn checked_bytes(
-    store: &Store,
-    deb: &DebSource,
-    owner: &PinKey,
-) -> Result<Vec<u8>, StepError> {
+async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<(), StepError> {
     // Steps of many targets need the same .deb at once: one of them fetches it, the others
     // wait and read it from the store.
     let path = store.deb_path(&deb.pin.sha256);
@@ -109,7 +101,7 @@ async fn checked_bytes(
         |bytes: &[u8]| bytes.len() as u64 == deb.pin.size && sha256_hex(bytes) == deb.pin.sha256;
     if let Ok(bytes) = tokio::fs::read(&path).await {
         if pinned(&bytes) {
-            return Ok(bytes);
+            return Ok(());
         }
     }
     // The binary cache, then the mirror. A cache that cannot be read, or that holds other
@@ -129,7 +121,7 @@ async fn checked_bytes(
         match cached {
             Ok(Some(bytes)) if pinned(&bytes) => {
                 store.put_deb(&deb.pin.sha256, &bytes)?;
-                return Ok(bytes.to_vec());
+                return Ok(());
             }
             Ok(_) => {}
             Err(_) => {
@@ -144,7 +136,7 @@ async fn checked_bytes(
     if let Some(c) = cache.filter(|c| c.push && !unreachable(c.cache.url(), false)) {
         // Best effort: a .deb the cache lacks is fetched from the mirror next time.
         let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
-        let payload = bytes::Bytes::from(bytes.clone());
+        let payload = bytes::Bytes::from(bytes);
         let pushed = c
             .cache
             .remote()
@@ -154,7 +146,7 @@ async fn checked_bytes(
             unreachable(c.cache.url(), true);
         }
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// Whether the binary cache at `url` failed in this process; `failed` records that it did.

@@ -302,7 +302,7 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     // pin is what it is checked against).
     let laptop = using(&w.laptop, true);
     let path = rt
-        .block_on(envc_executor::debs::checked_path(&laptop, &deb))
+        .block_on(envc_executor::debs::path_of(&laptop, &deb, &deb.pin.key()))
         .unwrap();
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(envc_lockfiles::fetch::sha256_hex(&bytes), deb.pin.sha256);
@@ -314,7 +314,7 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     std::fs::remove_file(mirror.root().join(&deb.pin.filename)).unwrap();
     let runner = using(&w.runner, false);
     let got = rt
-        .block_on(envc_executor::debs::checked_path(&runner, &deb))
+        .block_on(envc_executor::debs::path_of(&runner, &deb, &deb.pin.key()))
         .unwrap();
     assert_eq!(std::fs::read(got).unwrap(), bytes);
     assert_eq!(
@@ -327,9 +327,10 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     std::fs::write(&cached, b"not the pinned bytes").unwrap();
     let fresh = Store::open(&w.remote_dir.parent().unwrap().join("fresh")).unwrap();
     let err = rt
-        .block_on(envc_executor::debs::checked_path(
+        .block_on(envc_executor::debs::path_of(
             &using(&fresh, false),
             &deb,
+            &deb.pin.key(),
         ))
         .unwrap_err()
         .to_string();
@@ -345,7 +346,11 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     let mut vendor = deb.clone();
     vendor.pin.archive = "acme".into();
     let err = rt
-        .block_on(envc_executor::debs::checked_path(&fresh, &vendor))
+        .block_on(envc_executor::debs::path_of(
+            &fresh,
+            &vendor,
+            &vendor.pin.key(),
+        ))
         .unwrap_err()
         .to_string();
     assert!(

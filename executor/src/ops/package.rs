@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::{indexed, no_record, records, run_script, run_script_streamed, tail, Applied, Facts};
-use crate::debs::{checked_path, DebSource};
+use crate::debs::{path_of, DebSource};
 use crate::error::StepError;
 use crate::store::Store;
 use crate::transport::{CommandOutput, Input, Transport, TransportError};
@@ -133,7 +133,7 @@ async fn install_pinned(
     // a step holds no more than one `.deb` in memory, however many it ships.
     let mut paths = Vec::with_capacity(needed.len());
     for d in &needed {
-        paths.push(checked_path(store, d).await?);
+        paths.push(path_of(store, d, &d.pin.key()).await?);
     }
     let tar = tar_of(&needed, &paths)?;
     let input: Vec<Input<'_>> = tar.iter().map(Segment::input).collect();
