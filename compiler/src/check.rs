@@ -368,13 +368,7 @@ impl<'p> Checker<'p> {
         };
         for (k, f) in &r.fields {
             match outputs.get(k) {
-                Some(out) => {
-                    let base = match out.ty() {
-                        Ty::Deferred(inner) => (*inner).clone(),
-                        t => t,
-                    };
-                    self.expect_ty(&f.ty, &base, at(k));
-                }
+                Some(out) => self.expect_ty(&f.ty, &out.value_ty(), at(k)),
                 None => {
                     let mut d = Diagnostic::new(
                         "type::unknown-field",
@@ -394,12 +388,7 @@ impl<'p> Checker<'p> {
     fn nodes_call(&mut self, call: &Expr, args: &[Arg]) -> Ty {
         let file = self.file();
         if !self.in_policy {
-            self.error(
-                Diagnostic::new("type::nodes-placement", "`nodes(…)` is read only by a policy")
-                    .label(file, call.span, "outside a `policy`")
-                    .message("The graph is known once the whole environment is evaluated, so only a policy, checked after that, can range over its nodes.")
-                    .help("write the rule as `policy \"NAME\": for n in nodes(\"vm\") => …`"),
-            );
+            self.error(nodes_placement_diagnostic(file, call.span));
             return Ty::list(Ty::Node(NodeTy::Any));
         }
         let literal = args.first().and_then(|a| match &a.value.kind {
@@ -414,21 +403,7 @@ impl<'p> Checker<'p> {
             Some((kind, span)) if !kind.is_empty() => match NodeKind::from_name(&kind) {
                 Some(k) => Ty::list(Ty::Node(NodeTy::Kind(k))),
                 None => {
-                    let kinds = NodeKind::ALL.iter().map(|k| k.name());
-                    self.error(
-                        Diagnostic::new("type::unknown-kind", format!("no node kind `{kind}`"))
-                            .label(file, span, "not a kind of node")
-                            .help(did_you_mean(&kind, kinds).unwrap_or_else(|| {
-                                format!(
-                                    "the kinds are: {}",
-                                    NodeKind::ALL
-                                        .iter()
-                                        .map(|k| k.name())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                )
-                            })),
-                    );
+                    self.error(unknown_kind_diagnostic(file, span, &kind));
                     Ty::list(Ty::Node(NodeTy::Any))
                 }
             },
@@ -1523,6 +1498,25 @@ pub fn deferred_diagnostic(file: FileId, span: Span, what: &str, t: &Ty) -> Diag
         .label(file, span, format!("this is {t}: known only after deploy"))
         .message(DEFERRED_MESSAGE)
         .help("decide with something known now (a param, a literal); pass deferred values to node attributes or template vars")
+}
+
+/// `nodes(…)` where no graph is known yet: outside a policy.
+pub fn nodes_placement_diagnostic(file: FileId, span: Span) -> Diagnostic {
+    Diagnostic::new("type::nodes-placement", "`nodes(…)` is read only by a policy")
+        .label(file, span, "outside a `policy`")
+        .message("The graph is known once the whole environment is evaluated, so only a policy, checked after that, can range over its nodes.")
+        .help("write the rule as `policy \"NAME\": for n in nodes(\"vm\") => …`")
+}
+
+/// `nodes("vms")`: the checker's, for a literal kind, and the evaluator's, for a computed
+/// one.
+pub fn unknown_kind_diagnostic(file: FileId, span: Span, kind: &str) -> Diagnostic {
+    let kinds = || NodeKind::ALL.iter().map(|k| k.name());
+    Diagnostic::new("type::unknown-kind", format!("no node kind `{kind}`"))
+        .label(file, span, "not a kind of node")
+        .help(did_you_mean(kind, kinds()).unwrap_or_else(|| {
+            format!("the kinds are: {}", kinds().collect::<Vec<_>>().join(", "))
+        }))
 }
 
 pub fn binding_depth_diagnostic(file: FileId, span: Span) -> Diagnostic {

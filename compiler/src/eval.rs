@@ -111,7 +111,6 @@ struct Frame {
     file: FileId,
     span: Span,
     callee: Rc<str>,
-    callee_is_std: bool,
 }
 
 /// A failed assertion as it is reported once: its condition's place, its message and the
@@ -1433,7 +1432,6 @@ impl<'p> Evaluator<'p> {
             file: caller_file,
             span,
             callee: fname.as_str().into(),
-            callee_is_std,
         });
         let r = (|| {
             let mut env = c.env.clone();
@@ -1768,16 +1766,7 @@ impl<'p> Evaluator<'p> {
             let kind = match got.into_iter().next().flatten() {
                 Some((Value::Str(k), s)) if !k.is_empty() => match NodeKind::from_name(&k) {
                     Some(kind) => Some(kind),
-                    None => {
-                        let kinds = NodeKind::ALL.iter().map(|k| k.name());
-                        let mut d =
-                            Diagnostic::new("type::unknown-kind", format!("no node kind `{k}`"))
-                                .label(file, s, "not a kind of node");
-                        if let Some(h) = did_you_mean(&k, kinds) {
-                            d = d.help(h);
-                        }
-                        return self.fail(d);
-                    }
+                    None => return self.fail(crate::check::unknown_kind_diagnostic(file, s, &k)),
                 },
                 _ => None,
             };
@@ -2435,13 +2424,7 @@ impl<'p> Evaluator<'p> {
     fn graph_nodes(&mut self, kind: Option<NodeKind>, span: Span) -> R<Value> {
         let Some(nodes) = &self.graph_nodes else {
             let file = self.file();
-            return self.fail(
-                Diagnostic::new(
-                    "type::nodes-placement",
-                    "`nodes(…)` is read only by a policy",
-                )
-                .label(file, span, "evaluated before the graph is known"),
-            );
+            return self.fail(crate::check::nodes_placement_diagnostic(file, span));
         };
         let list: Vec<Value> = nodes
             .iter()

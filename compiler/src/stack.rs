@@ -40,11 +40,16 @@ impl OutputTy {
 
     /// How the referencing environment sees it: known only at deploy time.
     pub fn ty(self) -> Ty {
-        Ty::deferred(match self {
+        Ty::deferred(self.value_ty())
+    }
+
+    /// The type of its value (a default for it is known now).
+    pub fn value_ty(self) -> Ty {
+        match self {
             OutputTy::Str => Ty::Str,
             OutputTy::Int => Ty::Int,
             OutputTy::Bool => Ty::Bool,
-        })
+        }
     }
 
     /// The output type of a value of type `t` in the referenced environment, if it can

@@ -25,12 +25,15 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
         let ran = count(&StepOutcome::ran);
         let cached = count(&|o| *o == StepOutcome::Cached);
         let failed = count(&|o| o.failure().is_some());
-        if json_out {
-            // The steps that did something, each with the tags it ran with.
-            let steps: Vec<serde_json::Value> = run
-                .nodes
+        // The steps that did something.
+        let done = || {
+            run.nodes
                 .iter()
                 .filter(|n| n.outcome != StepOutcome::Cached)
+        };
+        if json_out {
+            // Each with the tags it ran with.
+            let steps: Vec<serde_json::Value> = done()
                 .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags}))
                 .collect();
             output::line(
@@ -51,11 +54,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                 "    read the outputs of `{env}` from its run {read}"
             ));
         }
-        for n in run
-            .nodes
-            .iter()
-            .filter(|n| n.outcome != StepOutcome::Cached)
-        {
+        for n in done() {
             output::line(format!(
                 "    {:<9} {}: {}",
                 n.action.name(),

@@ -77,11 +77,12 @@ pub(crate) fn policy_packs(
     let project = envc_executor::project::project_dir(file);
     let configured =
         envc_executor::config::policy_packs(&project).map_err(|e| Failure::Input(e.to_string()))?;
+    let own = project.canonicalize().ok();
     let mut seen = std::collections::BTreeSet::new();
     let mut packs = Vec::new();
     for dir in configured.iter().chain(&params.policy) {
         let canonical = dir.canonicalize().unwrap_or_else(|_| dir.clone());
-        if project.canonicalize().is_ok_and(|p| p == canonical) {
+        if own.as_ref() == Some(&canonical) {
             return Err(Failure::Input(format!(
                 "policy pack `{}` is the environment's own directory\n  hint: keep the policies in a directory of their own, or write them in the environment's files",
                 dir.display()
