@@ -358,6 +358,43 @@ fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
 }
 
 #[test]
+fn a_build_keeps_its_connections_for_the_next_and_zero_keeps_none() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let src = |v: &str| {
+        source(
+            &hosts,
+            &format!(
+                "let f = file(path = \"/etc/kept.conf\", content = \"{v}\\n\", target = h0)\n"
+            ),
+        )
+    };
+    p.write("peers.j2", TEMPLATE);
+    p.write("prod.env", &src("v1"));
+    let addr = hosts.addr(0);
+    let masters = || -> Vec<u32> { ssh_masters(&hosts, addr).into_iter().map(|m| m.0).collect() };
+    ok(&p.run(&hosts, &["build"]));
+    let kept = masters();
+    assert_eq!(kept.len(), 1, "one master, kept after the build: {kept:?}");
+    // The next build reaches the host through it: no new master, and the change is placed.
+    p.write("prod.env", &src("v2"));
+    let next = p.run(&hosts, &["build"]);
+    assert_eq!(summary(&next), (1, 3, 0), "{}", text(&next));
+    assert_eq!(masters(), kept);
+    assert_eq!(remote(&hosts, 0, "cat /etc/kept.conf"), "v2\n");
+    // With 0, a build neither uses a kept master nor leaves its own behind.
+    p.write("prod.env", &src("v3"));
+    let closed = p
+        .envc(&hosts, &["build"])
+        .env("ENVC_SSH_PERSIST", "0")
+        .output()
+        .unwrap();
+    assert_eq!(summary(&closed), (1, 3, 0), "{}", text(&closed));
+    assert_eq!(masters(), kept);
+    assert_eq!(remote(&hosts, 0, "cat /etc/kept.conf"), "v3\n");
+}
+
+#[test]
 fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
     let hosts = TestHosts::start(1);
     let p = Project::new(&hosts);
@@ -376,8 +413,10 @@ fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
          </dev/null >/dev/null 2>&1 & echo $!; \
          for i in $(seq 100); do [ -e /run/envc-held ] && break; sleep 0.1; done",
     );
+    // Connections not kept after the run (as for every run by default, 60 s after it ends).
     let mut child = p
         .envc(&hosts, &["build"])
+        .env("ENVC_SSH_PERSIST", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

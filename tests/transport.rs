@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use envc_executor::debs::DebSource;
+use envc_executor::kept::Persist;
 use envc_executor::ops::{self, FileSpec, PackageSpec, ServiceSpec};
 use envc_executor::transport::{
     HostKey, HostSpec, SshOptions, Transport, TransportError, LOCAL_ADDRESS,
@@ -74,6 +75,7 @@ fn env(hosts: &TestHosts, command_timeout: Duration) -> Env {
             connect_timeout: Duration::from_secs(2),
             command_timeout,
             work_dir: dir.path().to_path_buf(),
+            persist: None,
         },
         _dir: dir,
     }
@@ -166,6 +168,109 @@ fn connect_run_and_host_keys() {
             }
             Err(e) => panic!("expected HostKeyChanged, got {e}"),
             Ok(_) => panic!("connected with a wrong host key"),
+        }
+    });
+}
+
+/// What identifies the login a command ran in: `SSH_CONNECTION` (a new TCP connection has a
+/// new source port) and the pid of the sshd serving it.
+async fn login_of(t: &Transport) -> (String, String) {
+    let out = run_ok(t, &["sh", "-c", "echo \"$SSH_CONNECTION\"; echo $PPID"]).await;
+    let text = String::from_utf8(out).unwrap();
+    let mut lines = text.lines().map(str::to_string);
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+/// Whether a master still listens at `socket`.
+fn master_at(socket: &std::path::Path) -> bool {
+    std::process::Command::new("ssh")
+        .arg("-S")
+        .arg(socket)
+        .args(["-o", "BatchMode=yes", "-O", "check", "none"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn sockets(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn a_kept_master_is_reused_only_for_its_host_key_and_while_it_answers() {
+    let hosts = TestHosts::start(1);
+    let mut env = env(&hosts, Duration::from_secs(20));
+    let kept = tempfile::Builder::new().prefix("envc-k").tempdir().unwrap();
+    env.opts.persist = Some(Persist {
+        dir: kept.path().to_path_buf(),
+        idle: Duration::from_secs(30),
+    });
+    let host = spec(&hosts, 0);
+    in_controller(&hosts, || async {
+        // A first contact logs in, and its master outlives the connection, named after the key.
+        let (t, key) = connect(&host, None, &env.opts).await;
+        let first = login_of(&t).await;
+        t.close().await;
+        let left = sockets(kept.path());
+        assert_eq!(left.len(), 1, "{left:?}");
+        let name = left[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.starts_with("new-"), "{left:?}");
+        assert!(master_at(&left[0]));
+
+        // The next connection that expects that key runs in the same login.
+        let (t, again) = connect(&host, Some(&key), &env.opts).await;
+        assert_eq!(again, key);
+        assert_eq!(login_of(&t).await, first);
+        t.close().await;
+
+        // Expecting another key never reaches it: a new login, refused.
+        let other =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFN9BY+YLk9Eq+w7rDUcp0DsQh9w4mUIUtFE6x/RXHsg";
+        let other = HostKey {
+            key: other.into(),
+            fingerprint: envc_executor::transport::fingerprint(other).unwrap(),
+        };
+        match Transport::connect(&host, Some(&other), &env.opts).await {
+            Err(TransportError::HostKeyChanged { .. }) => {}
+            Err(e) => panic!("expected HostKeyChanged, got {e}"),
+            Ok(_) => panic!("a kept master was used for another host key"),
+        }
+
+        // Its host stops answering (its sshd frozen, the TCP connection still up): the kept
+        // master is stopped and replaced by a new login, instead of hanging the run.
+        hosts.ssh(0, &format!("kill -STOP {}", first.1));
+        let (t, _) = connect(&host, Some(&key), &env.opts).await;
+        let replaced = login_of(&t).await;
+        hosts.ssh(0, &format!("kill -CONT {}", first.1));
+        assert_ne!(replaced, first);
+        t.close().await;
+        assert_eq!(
+            sockets(kept.path()),
+            left,
+            "the new login is kept under the same name"
+        );
+
+        // Without a command for the idle time, a kept master ends by itself.
+        let brief = SshOptions {
+            persist: Some(Persist {
+                dir: kept.path().to_path_buf(),
+                idle: Duration::from_secs(1),
+            }),
+            ..env.opts.clone()
+        };
+        let (t, _) = connect(&host, None, &brief).await;
+        t.close().await;
+        let socket = sockets(kept.path()).pop().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while master_at(&socket) {
+            assert!(Instant::now() < deadline, "the idle master did not end");
+            std::thread::sleep(Duration::from_millis(200));
         }
     });
 }
@@ -789,6 +894,7 @@ fn local_transport_runs_commands_and_places_files() {
         connect_timeout: Duration::from_secs(2),
         command_timeout: Duration::from_secs(10),
         work_dir: dir.path().to_path_buf(),
+        persist: None,
     };
     let host = HostSpec {
         name: "this-machine".into(),

@@ -13,6 +13,7 @@ pub mod debs;
 pub mod envlock;
 pub mod error;
 pub mod image;
+pub mod kept;
 pub mod keys;
 pub mod kustomize;
 pub mod locking;

@@ -28,6 +28,7 @@ use crate::remote::RemoteError;
 
 /// Live records by node key.
 type Records = BTreeMap<String, RealizationRecord>;
+use crate::kept::Persist;
 use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::spec::Spec;
@@ -45,6 +46,9 @@ pub struct TargetOptions {
     /// Hosts whose changed host key is accepted (after a reinstall).
     pub trust_host_key: BTreeSet<String>,
     pub boot_timeout: Duration,
+    /// How long a connection stays open after the run for the next to reuse (zero: it ends
+    /// with the run).
+    pub ssh_persist: Duration,
 }
 
 /// Why a session command could not do its work (as opposed to a step that failed, which is
@@ -342,6 +346,7 @@ impl Session {
             connect_timeout: self.target.connect_timeout.max(second),
             command_timeout: self.target.command_timeout.max(second),
             work_dir: work.path().to_path_buf(),
+            persist: Persist::in_user_dir(self.target.ssh_persist),
         };
         let mut conns = Connections::new(ssh, self.target.trust_host_key.clone());
         conns.vm_identity = Some(machines.key.clone());

@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::kept::{Persist, Target};
+
 /// How to reach one `host` node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostSpec {
@@ -42,6 +44,9 @@ pub struct SshOptions {
     pub command_timeout: Duration,
     /// Private scratch directory (control sockets, known_hosts files); exists.
     pub work_dir: PathBuf,
+    /// Masters kept open after the run for the next one to reuse; `None` ends them with
+    /// envc.
+    pub persist: Option<Persist>,
 }
 
 /// A target's identity as presented when connecting.
@@ -168,7 +173,10 @@ pub struct SshTransport {
     // Field order is drop order: the session, then the master process, then its directory.
     session: openssh::Session,
     master: Master,
-    /// Holds the control socket, the generated ssh_config and the known_hosts file.
+    /// The master's control socket.
+    ctl: PathBuf,
+    /// Holds the generated ssh_config and the known_hosts file (and the control socket of a
+    /// master that is not kept).
     dir: tempfile::TempDir,
     /// `(user, address, port)` it logged in as, for programs that ssh through its master.
     login: (String, String, u16),
@@ -183,14 +191,50 @@ pub struct GitRemote {
     pub ssh_command: Option<String>,
 }
 
-/// The `ssh -M` process, a child of envc that dies with it (see [`spawn_tied`]).
-struct Master(std::process::Child);
+/// The `ssh -M` process.
+enum Master {
+    /// A child of envc that dies with it (see [`spawn_tied`]).
+    Tied(std::process::Child),
+    /// Detached from envc, ending after [`Persist::idle`] without a command.
+    Kept,
+}
 
 impl Drop for Master {
     fn drop(&mut self) {
-        // SIGKILL, so the wait is short; after `Session::close` it has exited already.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Master::Tied(child) = self {
+            // SIGKILL, so the wait is short; after `Session::close` it has exited already.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The process that starts a master: the master itself when tied, else ssh's foreground
+/// half, which exits once the detached master is logged in. Killed if still running when
+/// dropped (a login that did not complete in time).
+struct Starting(Option<std::process::Child>);
+
+impl Starting {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0
+            .as_mut()
+            .expect("a starting master is only taken once")
+    }
+
+    /// The tied master, which lives on as the connection's.
+    fn disarm(mut self) -> std::process::Child {
+        self.0.take().expect("a starting master is only taken once")
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 }
 
@@ -274,13 +318,12 @@ impl Transport {
             },
             Transport::Ssh(t) => {
                 let (user, addr, port) = &t.login;
-                let dir = t.dir.path();
                 let command = [
                     "ssh".to_string(),
                     "-F".into(),
-                    shell_quote(&dir.join("ssh_config").to_string_lossy()),
+                    shell_quote(&t.dir.path().join("ssh_config").to_string_lossy()),
                     "-S".into(),
-                    shell_quote(&dir.join("master").to_string_lossy()),
+                    shell_quote(&t.ctl.to_string_lossy()),
                     "-o".into(),
                     "ControlMaster=no".into(),
                     "-o".into(),
@@ -375,7 +418,8 @@ impl Transport {
         }
     }
 
-    /// Closes the connection (for SSH, stops the master); errors while closing are ignored.
+    /// Closes the connection: for SSH, stops the master unless it is kept for the next run.
+    /// Errors while closing are ignored.
     pub async fn close(self) {
         if let Transport::Ssh(t) = self {
             let SshTransport {
@@ -384,7 +428,10 @@ impl Transport {
                 dir,
                 ..
             } = t;
-            let _ = session.close().await;
+            // A resumed session does nothing when dropped: a kept master stays up.
+            if let Master::Tied(_) = master {
+                let _ = session.close().await;
+            }
             drop(master);
             drop(dir);
         }
@@ -638,7 +685,76 @@ impl SshTransport {
         std::fs::write(&config, text)
             .map_err(|e| io(format!("cannot write {}: {e}", config.display())))?;
 
-        let ctl = dir.path().join("master");
+        let config_files = match &opts.config_file {
+            Some(p) => vec![std::path::absolute(p).unwrap_or_else(|_| p.clone())],
+            None => {
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
+                vec![
+                    home.join(".ssh/config"),
+                    PathBuf::from("/etc/ssh/ssh_config"),
+                ]
+            }
+        };
+        let target = Target {
+            user: &host.user,
+            address: addr,
+            port: host.port,
+            identity: host.identity.as_deref(),
+            config_files: &config_files,
+        };
+        let persist = opts.persist.as_ref();
+        // Only a run that expects a host key reuses a master: the one that checked that key.
+        if let (Some(p), Some(k)) = (persist, known) {
+            if let Some(ctl) = p.socket(&target, &k.key) {
+                if ctl.exists() {
+                    let kept = SshTransport {
+                        host: name.clone(),
+                        command_timeout: opts.command_timeout,
+                        session: openssh::Session::resume(ctl.clone().into_boxed_path(), None),
+                        master: Master::Kept,
+                        ctl,
+                        dir,
+                        login: (host.user.clone(), addr.to_string(), host.port),
+                    };
+                    if kept.answers(opts.connect_timeout).await {
+                        return Ok((kept, k.clone()));
+                    }
+                    // Its peer went away or silent: stop it, forget it, log in anew.
+                    let _ = std::fs::remove_file(&kept.ctl);
+                    let SshTransport { session, dir, .. } = kept;
+                    let _ = tokio::time::timeout(opts.connect_timeout, session.close()).await;
+                    return Self::login(host, known, opts, dir, &target).await;
+                }
+            }
+        }
+        Self::login(host, known, opts, dir, &target).await
+    }
+
+    /// A new master: logs in to `host`, checking its key against `known` (accepting and
+    /// recording the presented one on a first contact). Kept after the run when `opts`
+    /// says so, under the name of the key it checked.
+    async fn login(
+        host: &HostSpec,
+        known: Option<&HostKey>,
+        opts: &SshOptions,
+        dir: tempfile::TempDir,
+        target: &Target<'_>,
+    ) -> Result<(SshTransport, HostKey), TransportError> {
+        let name = &host.name;
+        let addr = host.address.as_str();
+        let io = |detail: String| TransportError::Io {
+            host: name.clone(),
+            detail,
+        };
+        let known_hosts = dir.path().join("known_hosts");
+        let config = dir.path().join("ssh_config");
+        let persist = opts.persist.as_ref();
+        let ctl = match persist {
+            Some(p) => p.starting_socket(),
+            None => dir.path().join("master"),
+        };
         let log = dir.path().join("master.log");
         let mut cmd = std::process::Command::new("ssh");
         cmd.stdin(std::process::Stdio::null())
@@ -648,9 +764,17 @@ impl SshTransport {
             .arg(&log)
             .arg("-S")
             .arg(&ctl)
+            .args(["-M", "-N", "-o", "BatchMode=yes"]);
+        match persist {
+            // ssh logs in, detaches the master (no longer envc's child) and exits.
+            Some(p) => cmd
+                .arg("-f")
+                .arg("-o")
+                .arg(format!("ControlPersist={}", p.idle.as_secs().max(1))),
             // In the foreground (no -f, no ControlPersist, which would fork it away from envc).
-            .args(["-M", "-N", "-o", "ControlPersist=no", "-o", "BatchMode=yes"])
-            .arg("-o")
+            None => cmd.args(["-o", "ControlPersist=no"]),
+        };
+        cmd.arg("-o")
             .arg(if known.is_some() {
                 "StrictHostKeyChecking=yes"
             } else {
@@ -674,8 +798,8 @@ impl SshTransport {
             .arg(&config)
             .arg("--")
             .arg(addr);
-        let mut master = match spawn_tied(cmd) {
-            Ok(child) => Master(child),
+        let mut starting = match spawn_tied(cmd) {
+            Ok(child) => Starting(Some(child)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(io(format!(
                     "cannot run the ssh client: {e}\n  hint: install OpenSSH's client \
@@ -687,13 +811,15 @@ impl SshTransport {
         // The connect timeout bounds the TCP connection; this bounds the whole handshake too
         // (a host that accepts and then says nothing).
         let limit = opts.connect_timeout * 3 + Duration::from_secs(5);
-        // ssh creates the control socket (by renaming it into place) once it is logged in.
+        // ssh creates the control socket (by renaming it into place) once it is logged in;
+        // a detaching one has exited by then.
         let ready = async {
             loop {
-                if ctl.exists() {
+                if ctl.exists() && persist.is_none() {
                     return Ok(());
                 }
-                match master.0.try_wait() {
+                match starting.child().try_wait() {
+                    Ok(Some(status)) if status.success() && ctl.exists() => return Ok(()),
                     Ok(Some(status)) => {
                         let text = std::fs::read_to_string(&log).unwrap_or_default();
                         return Err(master_failure(&text, status));
@@ -739,7 +865,9 @@ impl SshTransport {
                 })
             }
         }
-        let session = openssh::Session::resume(ctl.into_boxed_path(), Some(log.into_boxed_path()));
+        let mut session =
+            openssh::Session::resume(ctl.clone().into_boxed_path(), Some(log.into_boxed_path()));
+        let mut ctl = ctl;
         let key = match known {
             Some(k) => k.clone(),
             None => {
@@ -770,17 +898,41 @@ impl SshTransport {
                 }
             }
         };
+        let master = match persist {
+            Some(p) => {
+                // Found by the next run only now, under the key it checked.
+                if let Some(kept) = p.socket(target, &key.key) {
+                    if std::fs::rename(&ctl, &kept).is_ok() {
+                        ctl = kept;
+                        session = openssh::Session::resume(ctl.clone().into_boxed_path(), None);
+                    }
+                }
+                drop(starting);
+                Master::Kept
+            }
+            None => Master::Tied(starting.disarm()),
+        };
         let t = SshTransport {
             host: name.clone(),
             command_timeout: opts.command_timeout,
             session,
             master,
+            ctl,
             dir,
             login: (host.user.clone(), addr.to_string(), host.port),
         };
         Ok((t, key))
     }
 
+    /// Whether a kept master still reaches its host: it runs a command within `limit`.
+    async fn answers(&self, limit: Duration) -> bool {
+        let alive = async {
+            self.session.check().await.ok()?;
+            let out = self.run(&["true"], &[]).await.ok()?;
+            out.success().then_some(())
+        };
+        matches!(tokio::time::timeout(limit, alive).await, Ok(Some(())))
+    }
     async fn run(
         &self,
         argv: &[&str],
@@ -1134,6 +1286,7 @@ mod tests {
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(1),
             work_dir: std::env::temp_dir(),
+            persist: None,
         };
         let host = HostSpec {
             name: "me".into(),

@@ -163,6 +163,15 @@ pub struct TargetArgs {
     /// Seconds a new or restarted VM may take to answer ssh.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub boot_timeout: u64,
+    /// Seconds each ssh connection stays open after the command, for the next command to the
+    /// same host to reuse (as Ansible's ControlPersist); 0 closes them with the command.
+    #[arg(
+        long,
+        env = "ENVC_SSH_PERSIST",
+        default_value_t = 60,
+        value_name = "SECONDS"
+    )]
+    pub ssh_persist: u64,
     #[command(flatten)]
     pub shared: SharedArgs,
 }
@@ -207,6 +216,7 @@ impl TargetArgs {
             command_timeout: Duration::from_secs(self.command_timeout),
             trust_host_key: self.trust_host_key.iter().cloned().collect(),
             boot_timeout: Duration::from_secs(self.boot_timeout),
+            ssh_persist: Duration::from_secs(self.ssh_persist),
         }
     }
 }

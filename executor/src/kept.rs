@@ -1,0 +1,174 @@
+//! SSH connections kept open between runs, as Ansible does with `ControlPersist=60s`: a run
+//! leaves each master behind for a while, and the next run to the same target reuses it
+//! instead of a new TCP connection, key exchange and login (most of a small run's time).
+//!
+//! A kept master is found by a name that hashes everything that decides what it is connected
+//! to: the network namespace it was started in, user, address, port, identity, the ssh
+//! configuration's text and the host key it checked. So a master is reused only by a run
+//! that expects exactly that host key (a first contact always connects anew), a changed ssh
+//! configuration never gets an old connection, and a host recreated at the same address with
+//! a new key gets a new one. Before reuse, a master must answer a command within the connect
+//! timeout; one whose peer went silent is stopped and replaced.
+//!
+//! Masters live in a private directory (mode 0700, owned by this user): a control socket
+//! lets whoever can open it run commands on the host.
+
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where kept masters live and how long an idle one waits for the next run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Persist {
+    /// Private directory of the control sockets.
+    pub dir: PathBuf,
+    /// How long a master with no command running stays open.
+    pub idle: Duration,
+}
+
+impl Persist {
+    /// Masters kept for `idle` in this user's directory for them: `$XDG_RUNTIME_DIR/envc-ssh`,
+    /// else `envc-ssh-UID` in the system's temporary directory. `None` when `idle` is zero,
+    /// or when that directory cannot be made private (then connections end with the run).
+    pub fn in_user_dir(idle: Duration) -> Option<Persist> {
+        if idle.is_zero() {
+            return None;
+        }
+        // SAFETY: geteuid cannot fail and has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(run) if Path::new(&run).is_absolute() => PathBuf::from(run).join("envc-ssh"),
+            _ => std::env::temp_dir().join(format!("envc-ssh-{uid}")),
+        };
+        private_dir(&dir, uid).then_some(Persist { dir, idle })
+    }
+
+    /// The control socket of the master to `target` that checked `host_key`, or `None` when
+    /// this thread's network namespace cannot be read.
+    pub fn socket(&self, target: &Target<'_>, host_key: &str) -> Option<PathBuf> {
+        let netns = std::fs::read_link("/proc/thread-self/ns/net").ok()?;
+        let mut h = blake3::Hasher::new();
+        let mut field = |bytes: &[u8]| {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field(netns.as_os_str().as_encoded_bytes());
+        field(target.user.as_bytes());
+        field(target.address.as_bytes());
+        field(&target.port.to_le_bytes());
+        field(
+            target
+                .identity
+                .map(|p| p.as_os_str().as_encoded_bytes())
+                .unwrap_or(b""),
+        );
+        for file in target.config_files {
+            field(file.as_os_str().as_encoded_bytes());
+            field(&std::fs::read(file).unwrap_or_default());
+        }
+        field(host_key.trim().as_bytes());
+        let name = h.finalize().to_hex();
+        Some(self.dir.join(&name.as_str()[..32]))
+    }
+
+    /// A fresh name for a master being started: it is renamed to [`Persist::socket`] once
+    /// logged in, so no run ever finds a master that has not checked its host key.
+    pub fn starting_socket(&self) -> PathBuf {
+        let mut bytes = [0u8; 8];
+        let _ = getrandom::fill(&mut bytes);
+        let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("new-{tag}"))
+    }
+}
+
+/// What a master is connected to, besides the host key.
+pub struct Target<'a> {
+    pub user: &'a str,
+    pub address: &'a str,
+    pub port: u16,
+    pub identity: Option<&'a Path>,
+    /// The ssh configuration files the connection reads (their text is part of the name).
+    pub config_files: &'a [PathBuf],
+}
+
+/// Makes `dir` if needed; true when it is a directory (not a symlink) of `uid` that no one
+/// else can enter.
+fn private_dir(dir: &Path, uid: u32) -> bool {
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target<'a>(address: &'a str, files: &'a [PathBuf]) -> Target<'a> {
+        Target {
+            user: "root",
+            address,
+            port: 22,
+            identity: None,
+            config_files: files,
+        }
+    }
+
+    #[test]
+    fn the_socket_name_changes_with_what_the_master_is_connected_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Persist {
+            dir: dir.path().to_path_buf(),
+            idle: Duration::from_secs(60),
+        };
+        let config = dir.path().join("ssh_config");
+        std::fs::write(&config, "User root\n").unwrap();
+        let files = [config.clone()];
+        let a = p
+            .socket(&target("10.0.0.1", &files), "ssh-ed25519 AAAA")
+            .unwrap();
+        assert_eq!(
+            a,
+            p.socket(&target("10.0.0.1", &files), "ssh-ed25519 AAAA")
+                .unwrap()
+        );
+        assert!(a.starts_with(dir.path()));
+        assert_ne!(
+            a,
+            p.socket(&target("10.0.0.2", &files), "ssh-ed25519 AAAA")
+                .unwrap()
+        );
+        assert_ne!(
+            a,
+            p.socket(&target("10.0.0.1", &files), "ssh-ed25519 BBBB")
+                .unwrap()
+        );
+        std::fs::write(&config, "User root\nProxyJump bastion\n").unwrap();
+        assert_ne!(
+            a,
+            p.socket(&target("10.0.0.1", &files), "ssh-ed25519 AAAA")
+                .unwrap()
+        );
+        assert_ne!(p.starting_socket(), p.starting_socket());
+    }
+
+    #[test]
+    fn a_directory_others_can_enter_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        // SAFETY: as above.
+        let uid = unsafe { libc::geteuid() };
+        let kept = dir.path().join("kept");
+        assert!(private_dir(&kept, uid));
+        assert_eq!(
+            std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!private_dir(&kept, uid));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        assert!(!private_dir(&link, uid));
+        assert!(Persist::in_user_dir(Duration::ZERO).is_none());
+    }
+}
