@@ -1,11 +1,31 @@
 # envc: what the package scripts share, prepended to them (ops/package.rs).
 set -u
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
-# STATUS and VERSION of a package, as dpkg knows it.
-state() {
-    dpkg-query -W -f '${db:Status-Status}\t${Version}' "$1" 2>/dev/null || printf 'not-installed\t'
+tab=$(printf '\t')
+# What dpkg knows of the packages named (NAME or NAME=VERSION), in $known: one line
+# `NAME<TAB>STATUS<TAB>VERSION` each. One dpkg-query for all of them: it reads dpkg's whole
+# database each time it runs.
+query() {
+    names=""
+    for spec; do names="$names ${spec%%=*}"; done
+    # shellcheck disable=SC2086
+    known=$(dpkg-query -W -f '${Package}\t${db:Status-Status}\t${Version}\n' $names 2>/dev/null)
 }
-# TAG INDEX STATUS VERSION for each package named (NAME or NAME=VERSION), in order.
+# STATUS<TAB>VERSION of package $1 in $known (`not-installed<TAB>` when dpkg does not know it).
+state() {
+    found="not-installed$tab"
+    while IFS=$tab read -r p st v; do
+        if [ "$p" = "$1" ]; then
+            found="$st$tab$v"
+            break
+        fi
+    done <<EOF
+$known
+EOF
+    printf '%s' "$found"
+}
+# TAG INDEX STATUS VERSION for each package named (NAME or NAME=VERSION), in order, as the
+# last `query` found them.
 report() {
     tag=$1
     shift

@@ -20,18 +20,25 @@ for arg; do
 done
 need_apt
 # shellcheck disable=SC2086
+query $named $closure
+# shellcheck disable=SC2086
 report B $named
 # Closure packages that are not installed yet: installed as dependencies (apt-mark auto), so
 # that `apt-get autoremove` removes them once nothing needs them, as apt's own would be.
 fresh=""
 for name in $closure; do
-    [ "$(state "$name" | cut -f1)" = installed ] || fresh="$fresh $name"
+    st=$(state "$name")
+    [ "${st%%"$tab"*}" = installed ] || fresh="$fresh $name"
 done
 dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 1' HUP INT TERM
 log=$dir/log
 mkdir -p "$dir/debs" "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/parts"
+# No Pre-Install-Pkgs hooks: debconf's (dpkg-preconfigure, a Perl run over every package,
+# about a third of apt's time here) only asks questions early, and envc asks none: the
+# packages' own scripts still configure them, non-interactively, with debconf's defaults.
+printf '#clear DPkg::Pre-Install-Pkgs;\n' >"$dir/apt.conf"
 # apt reads local files as its sandbox user.
 chmod 755 "$dir" "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
@@ -51,7 +58,7 @@ for f in *.deb; do
 done
 if [ $# -gt 0 ]; then
     if configure &&
-        apt-get -q -y -o DPkg::Lock::Timeout=600 \
+        apt-get -c "$dir/apt.conf" -q -y -o DPkg::Lock::Timeout=600 \
             -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$dir/parts" \
             -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" \
             -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
@@ -77,5 +84,7 @@ for name in $named; do
 done
 # shellcheck disable=SC2086
 [ -z "$auto" ] || apt-mark manual $auto >/dev/null 2>&1 || true
+# shellcheck disable=SC2086
+query $named
 # shellcheck disable=SC2086
 report A $named

@@ -2,6 +2,7 @@
 # Prints   B INDEX STATUS VERSION   per package before,   A INDEX STATUS VERSION   after, and on
 # failure   F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
 need_apt
+query "$@"
 report B "$@"
 log=$(mktemp) || exit 90
 trap 'rm -f "$log"' EXIT
@@ -27,4 +28,5 @@ else
     printf 'F\t%s\n' "$?"
     tail -n 20 "$log" | sed 's/^/L\t/'
 fi
+query "$@"
 report A "$@"

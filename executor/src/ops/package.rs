@@ -21,7 +21,10 @@ const INSTALL_DEBS: &str = concat!(
     include_str!("apt_common.sh"),
     include_str!("install_debs.sh")
 );
-const PROBE: &str = include_str!("probe_packages.sh");
+const PROBE: &str = concat!(
+    include_str!("apt_common.sh"),
+    include_str!("probe_packages.sh")
+);
 const PURGE: &str = concat!(
     include_str!("apt_common.sh"),
     include_str!("purge_packages.sh")
