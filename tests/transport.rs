@@ -569,6 +569,39 @@ fn files_apply_probe_drift_and_remove() {
         let r = ops::apply_files(&t, &many).await;
         eprintln!("apply_files of {}: {:?}", many.len(), t0.elapsed());
         assert!(r.iter().all(|r| r.as_ref().is_ok_and(|a| a.created)));
+
+        // Special bits, numeric ids, a dotfile, a file at `/`, directories made on the way,
+        // and the time of placing as the file's time.
+        let odd = [
+            file("/usr/local/bin/envc-suid", b"s", "root", "root", 0o4755),
+            file("/etc/envc-ids/by-number", b"n", "0", "0", 0o600),
+            file("/etc/envc-ids/.hidden", b"h", "root", "adm", 0o640),
+            file("/envc-top", b"t", "root", "root", 0o644),
+        ];
+        let r = ops::apply_files(&t, &odd).await;
+        let facts: Vec<_> = r.iter().map(|r| r.as_ref().unwrap().facts.clone()).collect();
+        assert_eq!(facts[0], ops::file_facts(b"s", "root", "root", 0o4755));
+        // A numeric owner is recorded as the name the host gives it.
+        assert_eq!(facts[1], ops::file_facts(b"n", "root", "root", 0o600));
+        assert_eq!(facts[2], ops::file_facts(b"h", "root", "adm", 0o640));
+        assert_eq!(facts[3], ops::file_facts(b"t", "root", "root", 0o644));
+        let listed = run_ok(
+            &t,
+            &[
+                "sh",
+                "-c",
+                "stat -c '%n %a %Y' /usr/local/bin/envc-suid /etc/envc-ids/.hidden /envc-top; \
+                 ls -A /etc/envc-ids /usr/local/bin /; stat -c %a /etc/envc-ids",
+            ],
+        )
+        .await;
+        let listed = String::from_utf8(listed).unwrap();
+        for line in listed.lines().take(3) {
+            let time: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            assert!(time > 1_700_000_000, "placed with an old time: {line}");
+        }
+        assert!(!listed.contains(".envc-new"), "{listed}");
+        assert!(listed.ends_with("\n755\n"), "{listed}");
         t.close().await;
     });
 }

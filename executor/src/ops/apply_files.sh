@@ -1,83 +1,227 @@
-# envc apply_files. stdin: a tar archive with one member per file, named 0, 1, … (its content).
-# Arguments, per file: PATH OWNER GROUP MODE WRITTEN (PATH absolute and normalized, MODE octal,
-# WRITTEN the sha256 of what envc last wrote there, or empty).
-# Each file is written to a temporary name in its destination's directory, given its owner,
-# group and mode, and renamed over PATH (atomic: readers see the old file or the new one).
+# envc apply_files. Arguments: TOKEN, then per file: PATH OWNER GROUP MODE WRITTEN (PATH
+# absolute and normalized, MODE octal, WRITTEN the sha256 of what envc last wrote there, or
+# empty). stdin: a tar archive whose member for PATH = DIR/NAME is DIR/.envc-new.TOKEN/NAME
+# (relative to /), holding the file's content, mode, owner and group.
+# One tar puts every file beside its destination, with its owner, group and mode; each is
+# checked there and renamed over PATH (atomic: readers see the old file or the new one), one
+# mv per directory. A batch costs a handful of processes, however many files it has.
 # Prints per file:  R INDEX ok CREATED SHA256 MODE OWNER GROUP CHANGED   or   R INDEX err MESSAGE
 # where CHANGED is `changed` when PATH held something other than WRITTEN before (`same` else).
 set -u
 umask 022
 export LC_ALL=C
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/envc.XXXXXXXX") || exit 90
-trap 'rm -rf "$tmp"' EXIT
+token=$1
+shift
+nl='
+'
+
+# $dir, $stage and $staged of PATH $1.
+place() {
+    dir=${1%/*}
+    stage=$dir/.envc-new.$token
+    staged=$stage/${1##*/}
+    [ -n "$dir" ] || dir=/
+}
+
+# Whatever is left staged (a failure, a killed run) goes.
+cleanup() {
+    while [ $# -ge 5 ]; do
+        place "$1"
+        [ ! -d "$stage" ] || rm -rf -- "$stage"
+        shift 5
+    done
+}
+trap 'cleanup "$@"' EXIT
 trap 'exit 1' HUP INT TERM
-if ! out=$(tar -x -f - -C "$tmp" --no-same-owner --no-same-permissions 2>&1); then
-    echo "tar could not unpack the files sent: $out" >&2
-    exit 91
-fi
 
 err() {
     printf 'R\t%s\terr\t%s\n' "$i" "$(printf '%s' "$1" | tr '\n\t' '  ')"
+    eval "bad_$i=1"
+}
+bad() { eval "[ -n \"\${bad_$i:-}\" ]"; }
+
+# The first line of $lines, taken off it.
+next_line() {
+    line=${lines%%"$nl"*}
+    case $lines in *"$nl"*) lines=${lines#*"$nl"} ;; *) lines= ;; esac
 }
 
-apply_one() {
-    if [ -d "$path" ] && [ ! -L "$path" ]; then
-        err "it is a directory"
-        return
-    fi
-    # Owners and groups are looked up once per batch (files mostly share them).
-    if [ "$owner" != "$known_owner" ]; then
-        if ! id -u -- "$owner" >/dev/null 2>&1; then
+# sha256sum of the files named, one line each in order, in $sums (empty, and status 1, when
+# one cannot be read: the caller then goes file by file).
+sums_of() {
+    sums=
+    [ $# -gt 0 ] || return 0
+    sums=$(sha256sum -- "$@" 2>/dev/null) || { sums=; return 1; }
+}
+# The hash of a sha256sum line (which starts with `\` when the name had to be escaped).
+hash_of() {
+    h=${1#\\}
+    h=${h%% *}
+}
+
+# 1. Checks, and what each path holds now: `created`, and `changed` from WRITTEN.
+before() {
+    n=$(($# / 5))
+    i=0
+    known_owner= known_group=
+    while [ "$i" -lt "$n" ]; do
+        path=$1 owner=$2 group=$3 written=$5
+        shift 5
+        place "$path"
+        if [ -d "$path" ] && [ ! -L "$path" ]; then
+            err "it is a directory"
+        elif [ -e "$dir" ] && [ ! -d "$dir" ]; then
+            err "cannot create its directory: \`$dir\` is not a directory"
+        elif [ "$owner" != "$known_owner" ] && ! id -u -- "$owner" >/dev/null 2>&1; then
             err "the owner \`$owner\` does not exist on the host"
-            return
-        fi
-        known_owner=$owner
-    fi
-    if [ "$group" != "$known_group" ]; then
-        if ! getent group -- "$group" >/dev/null 2>&1; then
+        elif [ "$group" != "$known_group" ] && ! getent group -- "$group" >/dev/null 2>&1; then
             err "the group \`$group\` does not exist on the host"
-            return
+        else
+            known_owner=$owner known_group=$group
+            created=false
+            [ -e "$path" ] || [ -L "$path" ] || created=true
+            changed=same
+            if [ -n "$written" ] && [ "$created" = false ]; then
+                if [ -L "$path" ] || [ ! -f "$path" ]; then
+                    changed=changed
+                else
+                    # Compared below, with one sha256sum for all of them.
+                    changed=hash
+                    set -- "$@" "$path"
+                fi
+            fi
+            eval "created_$i=\$created changed_$i=\$changed"
         fi
-        known_group=$group
-    fi
-    created=false
-    [ -e "$path" ] || [ -L "$path" ] || created=true
-    changed=same
-    if [ -n "$written" ] && [ "$created" = false ]; then
-        if [ -L "$path" ] || [ ! -f "$path" ] || ! old=$(sha256sum <"$path" 2>/dev/null) ||
-            [ "${old%% *}" != "$written" ]; then
-            changed=changed
-        fi
-    fi
-    dir=${path%/*}
-    [ -n "$dir" ] || dir=/
-    if [ ! -d "$dir" ] && ! out=$(mkdir -p -- "$dir" 2>&1); then
-        err "cannot create its directory: $out"
-        return
-    fi
-    if ! new=$(mktemp "$dir/.envc-new.XXXXXXXX" 2>&1); then
-        err "cannot create a temporary file beside it: $new"
-        return
-    fi
-    # install copies the content and sets owner, group and mode in one process.
-    if ! out=$(install -o "$owner" -g "$group" -m "$mode" -T -- "$tmp/$i" "$new" 2>&1) ||
-        ! out=$(mv -f -T -- "$new" "$path" 2>&1); then
-        rm -f -- "$new"
-        err "$out"
-        return
-    fi
-    if ! sha=$(sha256sum <"$path") || ! st=$(stat -c '%a	%U	%G' -- "$path"); then
-        err "written, but it cannot be read back"
-        return
-    fi
-    printf 'R\t%s\tok\t%s\t%s\t%s\t%s\n' "$i" "$created" "${sha%% *}" "$st" "$changed"
+        i=$((i + 1))
+    done
+    sums_of "$@" && lines=$sums || lines=
 }
 
-i=0
-known_owner= known_group=
-while [ $# -ge 5 ]; do
-    path=$1 owner=$2 group=$3 mode=$4 written=$5
-    shift 5
-    apply_one
-    i=$((i + 1))
-done
+# 2. What the hashes say of the files whose content envc wrote before.
+compare() {
+    n=$(($# / 5))
+    i=0
+    while [ "$i" -lt "$n" ]; do
+        path=$1 written=$5
+        shift 5
+        if ! bad && eval "[ \"\$changed_$i\" = hash ]"; then
+            if [ -n "$lines" ]; then
+                next_line
+                hash_of "$line"
+            elif ! h=$(sha256sum <"$path" 2>/dev/null); then
+                h=
+            fi
+            [ "${h%% *}" = "$written" ] && c=same || c=changed
+            eval "changed_$i=\$c"
+        fi
+        i=$((i + 1))
+    done
+}
+
+# 3. Each staged file is checked where it lies: it arrived, with the owner, group and mode
+# asked for (tar sets owners only as root). What fails is taken out before anything moves.
+staged() {
+    n=$(($# / 5))
+    i=0
+    while [ "$i" -lt "$n" ]; do
+        path=$1
+        shift 5
+        place "$path"
+        if bad; then
+            # Refused before it arrived: it must not move with the others.
+            if [ -e "$staged" ] || [ -L "$staged" ]; then rm -f -- "$staged"; fi
+        else
+            if [ -f "$staged" ] && [ ! -L "$staged" ]; then
+                set -- "$@" "$staged"
+            else
+                err "it could not be written: ${tar_out:-tar did not unpack it}"
+            fi
+        fi
+        i=$((i + 1))
+    done
+    stats=
+    if [ $# -gt 0 ]; then
+        stats=$(stat -c '%a	%u	%g	%U	%G' -- "$@" 2>/dev/null) || stats=
+        sums_of "$@" || sums=
+    fi
+}
+
+# The facts of the staged file of $path, from the batch or (when the batch failed) alone.
+facts() {
+    if [ -n "$stats" ] && [ -n "$sums" ]; then
+        lines=$stats; next_line; st=$line; stats=$lines
+        lines=$sums; next_line; hash_of "$line"; sums=$lines
+    else
+        st=$(stat -c '%a	%u	%g	%U	%G' -- "$staged" 2>/dev/null) || st=
+        h=$(sha256sum <"$staged" 2>/dev/null) || h=
+        h=${h%% *}
+    fi
+}
+
+check() {
+    n=$(($# / 5))
+    i=0
+    while [ "$i" -lt "$n" ]; do
+        path=$1 owner=$2 group=$3 mode=$4
+        shift 5
+        place "$path"
+        if ! bad; then
+            facts
+            IFS='	' read -r a uid gid uname gname <<EOF
+$st
+EOF
+            case $owner in *[!0-9]*) o=$uname ;; *) o=$uid ;; esac
+            case $group in *[!0-9]*) g=$gname ;; *) g=$gid ;; esac
+            if [ -z "$st" ] || [ -z "$h" ]; then
+                err "written, but it cannot be read back"
+            elif [ "$o" != "$owner" ] || [ "$g" != "$group" ] || [ $((0$a)) -ne $((0$mode)) ]; then
+                err "it could not be given owner $owner, group $group and mode $mode (it has $uname, $gname and $a: setting owners needs root)"
+            else
+                eval "fact_$i=\"\$h	\$a	\$uname	\$gname\""
+            fi
+            bad && rm -f -- "$staged"
+        fi
+        i=$((i + 1))
+    done
+}
+
+# 4. Into place: every file staged in a directory, in one mv; then the results.
+move() {
+    n=$(($# / 5))
+    i=0
+    while [ "$i" -lt "$n" ]; do
+        path=$1
+        shift 5
+        place "$path"
+        if ! bad && [ -d "$stage" ]; then
+            mv_out=$(move_stage "$dir" "$stage" 2>&1) || true
+            rmdir -- "$stage" 2>/dev/null || true
+        fi
+        if ! bad; then
+            if [ -e "$staged" ]; then
+                err "it could not be renamed into place: $mv_out"
+            else
+                eval "printf 'R\t%s\tok\t%s\t%s\t%s\n' \"\$i\" \"\$created_$i\" \"\$fact_$i\" \"\$changed_$i\""
+            fi
+        fi
+        i=$((i + 1))
+    done
+}
+
+move_stage() {
+    target=$1
+    set -- "$2"/* "$2"/.[!.]* "$2"/..?*
+    for f; do
+        shift
+        if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi
+    done
+    [ $# -eq 0 ] || mv -f -t "$target" -- "$@"
+}
+
+before "$@"
+compare "$@"
+# --touch: a file's time is when it was placed, as with any other copy.
+tar_out=$(tar -x -f - -C / --same-owner --same-permissions --touch 2>&1 | tail -n 3 | tr '\n' ' ')
+staged "$@"
+check "$@"
+move "$@"

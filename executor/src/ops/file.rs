@@ -1,6 +1,6 @@
-//! Files: placed atomically (temporary name in the destination's directory, owner, group and
-//! mode set, then renamed into place), probed, removed. A batch is one `run`: the contents go
-//! over stdin as one tar archive.
+//! Files: placed atomically (staged in the destination's directory with their owner, group
+//! and mode, then renamed into place), probed, removed. A batch is one `run`: the contents go
+//! over stdin as one tar archive, which stages them all at once.
 
 use super::{indexed, no_record, records, run_script, sha256_hex, Applied, Facts};
 use crate::error::StepError;
@@ -118,7 +118,8 @@ async fn apply_batch(
         }
     }
     if !batch.is_empty() {
-        let archive = tar_of(files, &batch).map_err(|e| TransportError::Io {
+        let token = staging_token();
+        let archive = tar_of(files, &batch, &token).map_err(|e| TransportError::Io {
             host: t.host().to_string(),
             detail: format!("cannot pack the files to send: {e}"),
         })?;
@@ -126,7 +127,8 @@ async fn apply_batch(
             .iter()
             .map(|&i| format!("{:04o}", files[i].mode))
             .collect();
-        let mut args = Vec::with_capacity(batch.len() * 5);
+        let mut args = Vec::with_capacity(1 + batch.len() * 5);
+        args.push(token.as_str());
         for (j, &i) in batch.iter().enumerate() {
             let f = &files[i];
             args.extend_from_slice(&[
@@ -329,19 +331,38 @@ fn check_file(f: &FileSpec) -> Result<(), StepError> {
     Ok(())
 }
 
-/// A tar archive whose member `j` is the content of `files[batch[j]]`.
-fn tar_of(files: &[FileSpec], batch: &[usize]) -> std::io::Result<Vec<u8>> {
+/// The tar archive `apply_files.sh` unpacks at `/`: for each file of `batch`, the member
+/// `DIR/.envc-new.TOKEN/NAME` of its path `DIR/NAME`, with its content, mode, owner and
+/// group (a name, or a numeric id as given).
+fn tar_of(files: &[FileSpec], batch: &[usize], token: &str) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
-    for (j, &i) in batch.iter().enumerate() {
-        let content = &files[i].content;
+    for &i in batch {
+        let f = &files[i];
+        let (dir, name) = f.path.rsplit_once('/').unwrap_or(("", &f.path));
+        let member = format!("{}/.envc-new.{token}/{name}", dir.trim_start_matches('/'));
         let mut header = tar::Header::new_gnu();
-        header.set_size(content.len() as u64);
-        header.set_mode(0o600);
+        header.set_size(f.content.len() as u64);
+        header.set_mode(f.mode);
         header.set_mtime(0);
         header.set_entry_type(tar::EntryType::Regular);
-        b.append_data(&mut header, j.to_string(), content.as_slice())?;
+        match f.owner.parse::<u64>() {
+            Ok(uid) => header.set_uid(uid),
+            Err(_) => header.set_username(&f.owner)?,
+        }
+        match f.group.parse::<u64>() {
+            Ok(gid) => header.set_gid(gid),
+            Err(_) => header.set_groupname(&f.group)?,
+        }
+        b.append_data(&mut header, member.trim_start_matches('/'), f.content.as_slice())?;
     }
     b.into_inner()
+}
+
+/// A name for one batch's staging directories that no other batch uses.
+fn staging_token() -> String {
+    let mut bytes = [0u8; 8];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
