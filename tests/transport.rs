@@ -579,7 +579,10 @@ fn files_apply_probe_drift_and_remove() {
             file("/envc-top", b"t", "root", "root", 0o644),
         ];
         let r = ops::apply_files(&t, &odd).await;
-        let facts: Vec<_> = r.iter().map(|r| r.as_ref().unwrap().facts.clone()).collect();
+        let facts: Vec<_> = r
+            .iter()
+            .map(|r| r.as_ref().unwrap().facts.clone())
+            .collect();
         assert_eq!(facts[0], ops::file_facts(b"s", "root", "root", 0o4755));
         // A numeric owner is recorded as the name the host gives it.
         assert_eq!(facts[1], ops::file_facts(b"n", "root", "root", 0o600));

@@ -933,6 +933,7 @@ impl SshTransport {
         };
         matches!(tokio::time::timeout(limit, alive).await, Ok(Some(())))
     }
+
     async fn run(
         &self,
         argv: &[&str],

@@ -353,7 +353,11 @@ fn tar_of(files: &[FileSpec], batch: &[usize], token: &str) -> std::io::Result<V
             Ok(gid) => header.set_gid(gid),
             Err(_) => header.set_groupname(&f.group)?,
         }
-        b.append_data(&mut header, member.trim_start_matches('/'), f.content.as_slice())?;
+        b.append_data(
+            &mut header,
+            member.trim_start_matches('/'),
+            f.content.as_slice(),
+        )?;
     }
     b.into_inner()
 }
