@@ -8,7 +8,7 @@
 //! that expects exactly that host key (a first contact always connects anew), a changed ssh
 //! configuration never gets an old connection, and a host recreated at the same address with
 //! a new key gets a new one. Before reuse, a master must answer a command within the connect
-//! timeout; one whose peer went silent is stopped and replaced.
+//! timeout (5 s at least); one whose peer went silent is stopped and replaced.
 //!
 //! Masters live in a private directory (mode 0700, owned by this user): a control socket
 //! lets whoever can open it run commands on the host.

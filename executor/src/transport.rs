@@ -77,6 +77,9 @@ const KNOWN_HOSTS_ALIAS: &str = "envc-target";
 /// Keepalive interval of the master connection; with `ServerAliveCountMax 2` a host that
 /// stopped answering is noticed after about 15 s (three unanswered intervals).
 const SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// The least time a kept master is given to answer before it is replaced: a live one answers
+/// in milliseconds, but a loaded machine must not make envc drop good connections.
+const REUSE_CHECK_MIN: Duration = Duration::from_secs(5);
 /// A unix socket path has at most 107 bytes; the control socket is `DIR/master`, and ssh
 /// binds it with a 17-character random suffix before renaming it.
 const MAX_WORK_DIR_LEN: usize = 107 - "/master".len() - 17;
@@ -718,13 +721,14 @@ impl SshTransport {
                         dir,
                         login: (host.user.clone(), addr.to_string(), host.port),
                     };
-                    if kept.answers(opts.connect_timeout).await {
+                    let limit = opts.connect_timeout.max(REUSE_CHECK_MIN);
+                    if kept.answers(limit).await {
                         return Ok((kept, k.clone()));
                     }
                     // Its peer went away or silent: stop it, forget it, log in anew.
                     let _ = std::fs::remove_file(&kept.ctl);
                     let SshTransport { session, dir, .. } = kept;
-                    let _ = tokio::time::timeout(opts.connect_timeout, session.close()).await;
+                    let _ = tokio::time::timeout(limit, session.close()).await;
                     return Self::login(host, known, opts, dir, &target).await;
                 }
             }

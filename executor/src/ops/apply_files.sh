@@ -59,87 +59,85 @@ hash_of() {
     h=${h%% *}
 }
 
-# 1. Checks, and what each path holds now: `created`, and `changed` from WRITTEN.
-before() {
+# Calls $1 once per file, with $path $owner $group $mode $written, its index $i, and its
+# $dir, $stage and $staged set; a call that sets $keep adds that word to a list, with which
+# $2 is called once all files are done (one process for all of them, not one per file).
+each_file() {
+    each=$1 then=$2
+    shift 2
     n=$(($# / 5))
     i=0
-    known_owner= known_group=
     while [ "$i" -lt "$n" ]; do
-        path=$1 owner=$2 group=$3 written=$5
+        path=$1 owner=$2 group=$3 mode=$4 written=$5
         shift 5
         place "$path"
-        if [ -d "$path" ] && [ ! -L "$path" ]; then
-            err "it is a directory"
-        elif [ -e "$dir" ] && [ ! -d "$dir" ]; then
-            err "cannot create its directory: \`$dir\` is not a directory"
-        elif [ "$owner" != "$known_owner" ] && ! id -u -- "$owner" >/dev/null 2>&1; then
-            err "the owner \`$owner\` does not exist on the host"
-        elif [ "$group" != "$known_group" ] && ! getent group -- "$group" >/dev/null 2>&1; then
-            err "the group \`$group\` does not exist on the host"
-        else
-            known_owner=$owner known_group=$group
-            created=false
-            [ -e "$path" ] || [ -L "$path" ] || created=true
-            changed=same
-            if [ -n "$written" ] && [ "$created" = false ]; then
-                if [ -L "$path" ] || [ ! -f "$path" ]; then
-                    changed=changed
-                else
-                    # Compared below, with one sha256sum for all of them.
-                    changed=hash
-                    set -- "$@" "$path"
-                fi
-            fi
-            eval "created_$i=\$created changed_$i=\$changed"
-        fi
+        keep=
+        "$each"
+        [ -z "$keep" ] || set -- "$@" "$keep"
         i=$((i + 1))
     done
-    sums_of "$@" && lines=$sums || lines=
+    "$then" "$@"
 }
 
-# 2. What the hashes say of the files whose content envc wrote before.
-compare() {
-    n=$(($# / 5))
-    i=0
-    while [ "$i" -lt "$n" ]; do
-        path=$1 written=$5
-        shift 5
-        if ! bad && eval "[ \"\$changed_$i\" = hash ]"; then
-            if [ -n "$lines" ]; then
-                next_line
-                hash_of "$line"
-            elif ! h=$(sha256sum <"$path" 2>/dev/null); then
-                h=
+# 1. Checks, and what each path holds now: `created`, and `changed` from WRITTEN (the
+# hashes of the regular files among them taken by one sha256sum, into $lines).
+look() {
+    if [ -d "$path" ] && [ ! -L "$path" ]; then
+        err "it is a directory"
+    elif [ -e "$dir" ] && [ ! -d "$dir" ]; then
+        err "cannot create its directory: \`$dir\` is not a directory"
+    elif [ "$owner" != "$known_owner" ] && ! id -u -- "$owner" >/dev/null 2>&1; then
+        err "the owner \`$owner\` does not exist on the host"
+    elif [ "$group" != "$known_group" ] && ! getent group -- "$group" >/dev/null 2>&1; then
+        err "the group \`$group\` does not exist on the host"
+    else
+        known_owner=$owner known_group=$group
+        created=false
+        [ -e "$path" ] || [ -L "$path" ] || created=true
+        changed=same
+        if [ -n "$written" ] && [ "$created" = false ]; then
+            if [ -L "$path" ] || [ ! -f "$path" ]; then
+                changed=changed
+            else
+                changed=hash
+                keep=$path
             fi
-            [ "${h%% *}" = "$written" ] && c=same || c=changed
-            eval "changed_$i=\$c"
         fi
-        i=$((i + 1))
-    done
+        eval "created_$i=\$created changed_$i=\$changed"
+    fi
+}
+hashes_before() { sums_of "$@" && lines=$sums || lines=; }
+
+# 2. What the hashes say of the files whose content envc wrote before (file by file when
+# one of them could not be read in the batch).
+compare() {
+    if ! bad && eval "[ \"\$changed_$i\" = hash ]"; then
+        if [ -n "$lines" ]; then
+            next_line
+            hash_of "$line"
+        elif ! h=$(sha256sum <"$path" 2>/dev/null); then
+            h=
+        fi
+        [ "${h%% *}" = "$written" ] && c=same || c=changed
+        eval "changed_$i=\$c"
+    fi
 }
 
 # 3. Each staged file is checked where it lies: it arrived, with the owner, group and mode
 # asked for (tar sets owners only as root). What fails is taken out before anything moves.
-staged() {
-    n=$(($# / 5))
-    i=0
-    while [ "$i" -lt "$n" ]; do
-        path=$1
-        shift 5
-        place "$path"
-        if bad; then
-            # Refused before it arrived: it must not move with the others.
-            if [ -e "$staged" ] || [ -L "$staged" ]; then rm -f -- "$staged"; fi
-        else
-            if [ -f "$staged" ] && [ ! -L "$staged" ]; then
-                set -- "$@" "$staged"
-            else
-                err "it could not be written: ${tar_out:-tar did not unpack it}"
-            fi
-        fi
-        i=$((i + 1))
-    done
+arrived() {
+    if bad; then
+        # Refused before it arrived: it must not move with the others.
+        if [ -e "$staged" ] || [ -L "$staged" ]; then rm -f -- "$staged"; fi
+    elif [ -f "$staged" ] && [ ! -L "$staged" ]; then
+        keep=$staged
+    else
+        err "it could not be written: ${tar_out:-tar did not unpack it}"
+    fi
+}
+read_staged() {
     stats=
+    sums=
     if [ $# -gt 0 ]; then
         stats=$(stat -c '%a	%u	%g	%U	%G' -- "$@" 2>/dev/null) || stats=
         sums_of "$@" || sums=
@@ -158,54 +156,36 @@ facts() {
     fi
 }
 
-check() {
-    n=$(($# / 5))
-    i=0
-    while [ "$i" -lt "$n" ]; do
-        path=$1 owner=$2 group=$3 mode=$4
-        shift 5
-        place "$path"
-        if ! bad; then
-            facts
-            IFS='	' read -r a uid gid uname gname <<EOF
+inspect() {
+    bad && return
+    facts
+    IFS='	' read -r a uid gid uname gname <<EOF
 $st
 EOF
-            case $owner in *[!0-9]*) o=$uname ;; *) o=$uid ;; esac
-            case $group in *[!0-9]*) g=$gname ;; *) g=$gid ;; esac
-            if [ -z "$st" ] || [ -z "$h" ]; then
-                err "written, but it cannot be read back"
-            elif [ "$o" != "$owner" ] || [ "$g" != "$group" ] || [ $((0$a)) -ne $((0$mode)) ]; then
-                err "it could not be given owner $owner, group $group and mode $mode (it has $uname, $gname and $a: setting owners needs root)"
-            else
-                eval "fact_$i=\"\$h	\$a	\$uname	\$gname\""
-            fi
-            bad && rm -f -- "$staged"
-        fi
-        i=$((i + 1))
-    done
+    case $owner in *[!0-9]*) o=$uname ;; *) o=$uid ;; esac
+    case $group in *[!0-9]*) g=$gname ;; *) g=$gid ;; esac
+    if [ -z "$st" ] || [ -z "$h" ]; then
+        err "written, but it cannot be read back"
+    elif [ "$o" != "$owner" ] || [ "$g" != "$group" ] || [ $((0$a)) -ne $((0$mode)) ]; then
+        err "it could not be given owner $owner, group $group and mode $mode (it has $uname, $gname and $a: setting owners needs root)"
+    else
+        eval "fact_$i=\"\$h	\$a	\$uname	\$gname\""
+    fi
+    bad && rm -f -- "$staged"
 }
 
 # 4. Into place: every file staged in a directory, in one mv; then the results.
-move() {
-    n=$(($# / 5))
-    i=0
-    while [ "$i" -lt "$n" ]; do
-        path=$1
-        shift 5
-        place "$path"
-        if ! bad && [ -d "$stage" ]; then
-            mv_out=$(move_stage "$dir" "$stage" 2>&1) || true
-            rmdir -- "$stage" 2>/dev/null || true
-        fi
-        if ! bad; then
-            if [ -e "$staged" ]; then
-                err "it could not be renamed into place: $mv_out"
-            else
-                eval "printf 'R\t%s\tok\t%s\t%s\t%s\n' \"\$i\" \"\$created_$i\" \"\$fact_$i\" \"\$changed_$i\""
-            fi
-        fi
-        i=$((i + 1))
-    done
+place_staged() {
+    bad && return
+    if [ -d "$stage" ]; then
+        mv_out=$(move_stage "$dir" "$stage" 2>&1) || true
+        rmdir -- "$stage" 2>/dev/null || true
+    fi
+    if [ -e "$staged" ]; then
+        err "it could not be renamed into place: $mv_out"
+    else
+        eval "printf 'R\t%s\tok\t%s\t%s\t%s\n' \"\$i\" \"\$created_$i\" \"\$fact_$i\" \"\$changed_$i\""
+    fi
 }
 
 move_stage() {
@@ -218,10 +198,11 @@ move_stage() {
     [ $# -eq 0 ] || mv -f -t "$target" -- "$@"
 }
 
-before "$@"
-compare "$@"
+known_owner= known_group= mv_out=
+each_file look hashes_before "$@"
+each_file compare : "$@"
 # --touch: a file's time is when it was placed, as with any other copy.
 tar_out=$(tar -x -f - -C / --same-owner --same-permissions --touch 2>&1 | tail -n 3 | tr '\n' ' ')
-staged "$@"
-check "$@"
-move "$@"
+each_file arrived read_staged "$@"
+each_file inspect : "$@"
+each_file place_staged : "$@"
