@@ -74,10 +74,7 @@ impl Persist {
     /// A fresh name for a master being started: it is renamed to [`Persist::socket`] once
     /// logged in, so no run ever finds a master that has not checked its host key.
     pub fn starting_socket(&self) -> PathBuf {
-        let mut bytes = [0u8; 8];
-        let _ = getrandom::fill(&mut bytes);
-        let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("new-{tag}"))
+        self.dir.join(format!("new-{}", crate::unique_tag()))
     }
 }
 

@@ -20,15 +20,12 @@ use crate::config::{ConfigError, Shared};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::image::CacheUse;
+use crate::kept::Persist;
 use crate::plan::{plan, Action, DriftFacts, Plan};
 use crate::probe::{local_drift, probe, Probed};
 use crate::qemu::Machines;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::remote::RemoteError;
-
-/// Live records by node key.
-type Records = BTreeMap<String, RealizationRecord>;
-use crate::kept::Persist;
 use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::spec::Spec;
@@ -36,6 +33,9 @@ use crate::store::{ObjectId, Store, StoreError};
 use crate::substitute::Resolution;
 use crate::tools::{missing_tools, MissingTool};
 use crate::transport::{HostSpec, SshOptions};
+
+/// Live records by node key.
+type Records = BTreeMap<String, RealizationRecord>;
 
 /// How targets are reached; the command line's `--ssh-config`, timeouts and trust.
 #[derive(Clone, Debug)]

@@ -118,7 +118,7 @@ async fn apply_batch(
         }
     }
     if !batch.is_empty() {
-        let token = staging_token();
+        let token = crate::unique_tag();
         let archive = tar_of(files, &batch, &token).map_err(|e| TransportError::Io {
             host: t.host().to_string(),
             detail: format!("cannot pack the files to send: {e}"),
@@ -360,13 +360,6 @@ fn tar_of(files: &[FileSpec], batch: &[usize], token: &str) -> std::io::Result<V
         )?;
     }
     b.into_inner()
-}
-
-/// A name for one batch's staging directories that no other batch uses.
-fn staging_token() -> String {
-    let mut bytes = [0u8; 8];
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
