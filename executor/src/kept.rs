@@ -28,19 +28,35 @@ pub struct Persist {
 
 impl Persist {
     /// Masters kept for `idle` in this user's directory for them: `$XDG_RUNTIME_DIR/envc-ssh`,
-    /// else `envc-ssh-UID` in the system's temporary directory. `None` when `idle` is zero,
-    /// or when that directory cannot be made private (then connections end with the run).
+    /// else (unset, or not this user's: a `sudo` that kept the variable) `envc-ssh-UID` in
+    /// the system's temporary directory. `None` when `idle` is zero, or when neither can be
+    /// made private (then connections end with the run).
     pub fn in_user_dir(idle: Duration) -> Option<Persist> {
+        // SAFETY: geteuid cannot fail and has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+        Persist::in_first_private(idle, uid, runtime, &std::env::temp_dir())
+    }
+
+    fn in_first_private(
+        idle: Duration,
+        uid: u32,
+        runtime: Option<PathBuf>,
+        temp: &Path,
+    ) -> Option<Persist> {
         if idle.is_zero() {
             return None;
         }
-        // SAFETY: geteuid cannot fail and has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-            Some(run) if Path::new(&run).is_absolute() => PathBuf::from(run).join("envc-ssh"),
-            _ => std::env::temp_dir().join(format!("envc-ssh-{uid}")),
-        };
-        private_dir(&dir, uid).then_some(Persist { dir, idle })
+        let runtime = runtime
+            // Only a runtime directory of this user's: never make one in someone else's.
+            .filter(|run| run.is_absolute() && std::fs::metadata(run).is_ok_and(|m| m.uid() == uid))
+            .map(|run| run.join("envc-ssh"));
+        let temp = temp.join(format!("envc-ssh-{uid}"));
+        let dir = runtime
+            .into_iter()
+            .chain([temp])
+            .find(|dir| private_dir(dir, uid))?;
+        Some(Persist { dir, idle })
     }
 
     /// The control socket of the master to `target` that checked `host_key`, or `None` when
@@ -167,5 +183,30 @@ mod tests {
         std::os::unix::fs::symlink(dir.path(), &link).unwrap();
         assert!(!private_dir(&link, uid));
         assert!(Persist::in_user_dir(Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn a_runtime_directory_of_another_user_is_passed_over() {
+        let root = tempfile::tempdir().unwrap();
+        // SAFETY: as above.
+        let uid = unsafe { libc::geteuid() };
+        let idle = Duration::from_secs(60);
+        let (run, temp) = (root.path().join("run"), root.path().join("tmp"));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::create_dir_all(&temp).unwrap();
+        let mine = Persist::in_first_private(idle, uid, Some(run.clone()), &temp).unwrap();
+        assert_eq!(mine.dir, run.join("envc-ssh"));
+        // Someone else's runtime directory (a `sudo` that kept the variable): nothing is made
+        // in it, the temporary directory serves. Only root can make such a directory here.
+        if uid == 0 {
+            let theirs = root.path().join("theirs");
+            std::fs::create_dir_all(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+            let p = Persist::in_first_private(idle, uid, Some(theirs.clone()), &temp).unwrap();
+            assert_eq!(p.dir, temp.join("envc-ssh-0"));
+            assert!(!theirs.join("envc-ssh").exists());
+        }
+        let unset = Persist::in_first_private(idle, uid, None, &temp).unwrap();
+        assert_eq!(unset.dir, temp.join(format!("envc-ssh-{uid}")));
     }
 }
