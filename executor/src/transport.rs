@@ -1,6 +1,7 @@
 //! Transports: how commands reach a target. `Local` runs them on the machine envc runs on;
 //! `Ssh` runs them over one multiplexed OpenSSH connection per host (the `openssh` crate,
-//! process-mux), with connect and command timeouts and host keys checked against the key
+//! native-mux: a command is a request on the master's control socket, not an ssh process
+//! of its own), with connect and command timeouts and host keys checked against the key
 //! recorded in the environment's state.
 //!
 //! Commands are argv vectors, never shell text built from values: each argument is quoted
@@ -715,7 +716,7 @@ impl SshTransport {
                     let kept = SshTransport {
                         host: name.clone(),
                         command_timeout: opts.command_timeout,
-                        session: openssh::Session::resume(ctl.clone().into_boxed_path(), None),
+                        session: openssh::Session::resume_mux(ctl.clone().into_boxed_path(), None),
                         master: Master::Kept,
                         ctl,
                         dir,
@@ -869,8 +870,10 @@ impl SshTransport {
                 })
             }
         }
-        let mut session =
-            openssh::Session::resume(ctl.clone().into_boxed_path(), Some(log.into_boxed_path()));
+        let mut session = openssh::Session::resume_mux(
+            ctl.clone().into_boxed_path(),
+            Some(log.into_boxed_path()),
+        );
         let mut ctl = ctl;
         let key = match known {
             Some(k) => k.clone(),
@@ -908,7 +911,7 @@ impl SshTransport {
                 if let Some(kept) = p.socket(target, &key.key) {
                     if std::fs::rename(&ctl, &kept).is_ok() {
                         ctl = kept;
-                        session = openssh::Session::resume(ctl.clone().into_boxed_path(), None);
+                        session = openssh::Session::resume_mux(ctl.clone().into_boxed_path(), None);
                     }
                 }
                 drop(starting);
@@ -953,10 +956,12 @@ impl SshTransport {
             .stderr(Stdio::piped());
         let mut child = match cmd.spawn().await {
             Ok(child) => child,
+            // The master is gone: its host stopped answering (keepalives) or closed it.
+            Err(e) if self.session.check().await.is_err() => return Err(self.lost(&e)),
             Err(e) => {
                 return Err(TransportError::Io {
                     host: self.host.clone(),
-                    detail: format!("cannot run the ssh client: {}", error_chain(&e)),
+                    detail: format!("cannot start the command: {}", error_chain(&e)),
                 })
             }
         };
@@ -967,10 +972,11 @@ impl SshTransport {
             tokio::join!(feed(input, stdin), read_all(out), read_all(err));
         let status = match child.wait().await {
             Ok(status) => status.code(),
-            // The process mux reports exit status 127 and 255 as errors.
+            // The mux reports exit status 127 as an error.
             Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
             Err(openssh::Error::RemoteProcessTerminated) => {
-                // Either the command exited with 255, or the connection is gone.
+                // No exit status: the command was killed by a signal (reported as 255, as
+                // the ssh client reports it), or the connection is gone.
                 if let Err(e) = self.session.check().await {
                     return Err(self.lost(&e));
                 }
