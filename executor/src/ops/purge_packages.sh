@@ -6,10 +6,11 @@
 # F EXIT_CODE  and  L LINE…
 need_apt
 # Keep, in "$@", only the packages dpkg knows as installed or half-removed.
+query "$@"
 for name; do
     shift
-    st=$(dpkg-query -W -f '${db:Status-Status}' "$name" 2>/dev/null) || continue
-    [ "$st" = not-installed ] || set -- "$@" "$name"
+    st=$(state "$name")
+    [ "${st%%"$tab"*}" = not-installed ] || set -- "$@" "$name"
 done
 [ $# -gt 0 ] || exit 0
 log=$(mktemp) || exit 90
