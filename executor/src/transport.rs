@@ -708,33 +708,47 @@ impl SshTransport {
             identity: host.identity.as_deref(),
             config_files: &config_files,
         };
-        let persist = opts.persist.as_ref();
-        // Only a run that expects a host key reuses a master: the one that checked that key.
-        if let (Some(p), Some(k)) = (persist, known) {
-            if let Some(ctl) = p.socket(&target, &k.key) {
-                if ctl.exists() {
-                    let kept = SshTransport {
-                        host: name.clone(),
-                        command_timeout: opts.command_timeout,
-                        session: openssh::Session::resume_mux(ctl.clone().into_boxed_path(), None),
-                        master: Master::Kept,
-                        ctl,
-                        dir,
-                        login: (host.user.clone(), addr.to_string(), host.port),
-                    };
-                    let limit = opts.connect_timeout.max(REUSE_CHECK_MIN);
-                    if kept.answers(limit).await {
-                        return Ok((kept, k.clone()));
-                    }
-                    // Its peer went away or silent: stop it, forget it, log in anew.
-                    let _ = std::fs::remove_file(&kept.ctl);
-                    let SshTransport { session, dir, .. } = kept;
-                    let _ = tokio::time::timeout(limit, session.close()).await;
-                    return Self::login(host, known, opts, dir, &target).await;
-                }
-            }
-        }
+        let dir = match Self::resume_kept(host, known, opts, dir, &target).await {
+            Ok(kept) => return Ok(kept),
+            Err(dir) => dir,
+        };
         Self::login(host, known, opts, dir, &target).await
+    }
+
+    /// The master a run before kept for this target and the host key `known`, when there is
+    /// one and it still answers; else `dir` back, for a new login. Only a run that expects a
+    /// host key reuses a master: the one that checked that key.
+    async fn resume_kept(
+        host: &HostSpec,
+        known: Option<&HostKey>,
+        opts: &SshOptions,
+        dir: tempfile::TempDir,
+        target: &Target<'_>,
+    ) -> Result<(SshTransport, HostKey), tempfile::TempDir> {
+        let (Some(p), Some(k)) = (opts.persist.as_ref(), known) else {
+            return Err(dir);
+        };
+        let Some(ctl) = p.socket(target, &k.key).filter(|ctl| ctl.exists()) else {
+            return Err(dir);
+        };
+        let kept = SshTransport {
+            host: host.name.clone(),
+            command_timeout: opts.command_timeout,
+            session: openssh::Session::resume_mux(ctl.clone().into_boxed_path(), None),
+            master: Master::Kept,
+            ctl,
+            dir,
+            login: (host.user.clone(), host.address.clone(), host.port),
+        };
+        let limit = opts.connect_timeout.max(REUSE_CHECK_MIN);
+        if kept.answers(limit).await {
+            return Ok((kept, k.clone()));
+        }
+        // Its peer went away or silent: stop it and forget it.
+        let _ = std::fs::remove_file(&kept.ctl);
+        let SshTransport { session, dir, .. } = kept;
+        let _ = tokio::time::timeout(limit, session.close()).await;
+        Err(dir)
     }
 
     /// A new master: logs in to `host`, checking its key against `known` (accepting and
