@@ -17,6 +17,12 @@ use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Hex digits of a kept master's socket name (a new one's, `new-` and 16, is shorter).
+const NAME_LEN: usize = 32;
+/// The longest directory a socket fits in: a unix socket path has at most 107 bytes, and ssh
+/// binds it with a 17-character random suffix before renaming it.
+const MAX_DIR_LEN: usize = 107 - 1 - NAME_LEN - 17;
+
 /// Where kept masters live and how long an idle one waits for the next run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Persist {
@@ -30,7 +36,8 @@ impl Persist {
     /// Masters kept for `idle` in this user's directory for them: `$XDG_RUNTIME_DIR/envc-ssh`,
     /// else (unset, or not this user's: a `sudo` that kept the variable) `envc-ssh-UID` in
     /// the system's temporary directory. `None` when `idle` is zero, or when neither can be
-    /// made private (then connections end with the run).
+    /// made private or is short enough for a socket path (then connections end with the
+    /// run, as they would with `--ssh-persist 0`).
     pub fn in_user_dir(idle: Duration) -> Option<Persist> {
         // SAFETY: geteuid cannot fail and has no preconditions.
         let uid = unsafe { libc::geteuid() };
@@ -55,7 +62,7 @@ impl Persist {
         let dir = runtime
             .into_iter()
             .chain([temp])
-            .find(|dir| private_dir(dir, uid))?;
+            .find(|dir| dir.as_os_str().len() <= MAX_DIR_LEN && private_dir(dir, uid))?;
         Some(Persist { dir, idle })
     }
 
@@ -84,7 +91,7 @@ impl Persist {
         }
         field(host_key.trim().as_bytes());
         let name = h.finalize().to_hex();
-        Some(self.dir.join(&name.as_str()[..32]))
+        Some(self.dir.join(&name.as_str()[..NAME_LEN]))
     }
 
     /// A fresh name for a master being started: it is renamed to [`Persist::socket`] once
@@ -208,5 +215,10 @@ mod tests {
         }
         let unset = Persist::in_first_private(idle, uid, None, &temp).unwrap();
         assert_eq!(unset.dir, temp.join(format!("envc-ssh-{uid}")));
+        // A temporary directory too long for a socket path keeps nothing, and makes nothing.
+        let long = root.path().join("t".repeat(MAX_DIR_LEN));
+        std::fs::create_dir_all(&long).unwrap();
+        assert_eq!(Persist::in_first_private(idle, uid, None, &long), None);
+        assert_eq!(std::fs::read_dir(&long).unwrap().count(), 0);
     }
 }
