@@ -759,9 +759,11 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
     let env = env(&hosts, Duration::from_secs(120));
     let host = spec(&hosts, 0);
     // The host's only apt source and its index go: nothing can be resolved or fetched there.
+    // apt-get goes too, until the purge: pinned .debs need only dpkg.
     let out = hosts.ssh(
         0,
-        "rm -f /etc/apt/sources.list.d/* && rm -rf /var/lib/apt/lists/*",
+        "rm -f /etc/apt/sources.list.d/* && rm -rf /var/lib/apt/lists/* && \
+         mv /usr/bin/apt-get /usr/bin/apt-get.hidden",
     );
     assert!(out.status.success(), "{out:?}");
     let pins = repo_pins(&hosts);
@@ -777,16 +779,21 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         let (t, _) = connect(&host, None, &env.opts).await;
         let jq = pinned(&pins, &["jq", "libjq1", "libonig5"]);
 
-        // Without its closure, apt refuses before unpacking anything, and says why.
+        // Without its closure, the .debs are refused before anything is shipped or unpacked,
+        // with what jq's own control paragraph asks and what the host has.
         let bare = pinned(&pins, &["jq"]);
         let e = ops::install_packages(&t, &store, std::slice::from_ref(&bare))
             .await
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("nmet dependencies") && e.contains("`base`"),
-            "{e}"
-        );
+        let v = &pins["jq"].pin.version;
+        for want in [
+            format!("`jq` {v} depends on `libjq1 (= {v})`, which the host does not have"),
+            "do not install onto host `host0` as it is; nothing was installed".to_string(),
+            "`base`".to_string(),
+        ] {
+            assert!(e.contains(&want), "{e}\nlacks {want}");
+        }
         let names: Vec<String> = ["jq", "libjq1", "libonig5"].map(String::from).to_vec();
         assert_eq!(
             ops::probe_packages(&t, &names).await.unwrap(),
@@ -822,6 +829,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         assert_eq!(String::from_utf8_lossy(&auto), "libonig5\n");
 
         // Purged, jq leaves the package the environment names and what that one needs.
+        run_ok(&t, &["mv", "/usr/bin/apt-get.hidden", "/usr/bin/apt-get"]).await;
         ops::purge_packages(&t, &["jq".to_string()]).await.unwrap();
         let left = ops::probe_packages(&t, &names).await.unwrap();
         let present: Vec<bool> = left.iter().map(Option::is_some).collect();

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use envc_lockfiles::fetch::{fetch_deb, sha256_hex, FetchError};
+use envc_lockfiles::installable::Package;
 use envc_lockfiles::{Lockfile, PackagePin};
 
 use crate::error::StepError;
@@ -89,6 +90,38 @@ pub fn pinned<'a>(
 pub async fn path_of(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<PathBuf, StepError> {
     keep_checked(store, deb, owner).await?;
     Ok(store.deb_path(&deb.pin.sha256))
+}
+
+/// The package a pinned `.deb` of the store holds ([`path_of`] put it there), with its
+/// relations, read once per process: the same `.deb` goes to many targets. A `.deb` whose
+/// control paragraph names another package or version than its pin is refused.
+pub async fn control_of(store: &Store, deb: &DebSource) -> Result<Arc<Package>, StepError> {
+    static READ: OnceLock<Mutex<BTreeMap<String, Arc<Package>>>> = OnceLock::new();
+    let read = || {
+        READ.get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some(p) = read().get(&deb.pin.sha256) {
+        return Ok(p.clone());
+    }
+    let p = &deb.pin;
+    let what = format!("package `{}` {} ({})", p.name, p.version, p.filename);
+    let path = store.deb_path(&p.sha256);
+    let bytes = tokio::fs::read(&path)
+        .await
+        .map_err(|e| StepError::new(format!("{what}: reading {}: {e}", path.display())))?;
+    let package = envc_lockfiles::deb::control(&bytes)
+        .map_err(|e| StepError::new(format!("{what}: {e}")))?;
+    if package.name != p.name || package.version != p.version {
+        return Err(StepError::new(format!(
+            "{what}: the .deb holds `{}` {}, not what its pin names; nothing was installed",
+            package.name, package.version
+        )));
+    }
+    let package = Arc::new(package);
+    read().insert(p.sha256.clone(), package.clone());
+    Ok(package)
 }
 
 async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<(), StepError> {

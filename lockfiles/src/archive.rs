@@ -234,6 +234,15 @@ pub struct Dep {
     pub constraint: Option<(Relation, String)>,
 }
 
+impl fmt::Display for Dep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.constraint {
+            Some((rel, v)) => write!(f, "{} ({} {v})", self.name, rel.as_str()),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
 /// `a | b (>= 1)`: satisfied by any one of them.
 pub type Alternatives = Vec<Dep>;
 
@@ -304,17 +313,8 @@ fn stanza(p: &Paragraph<'_>) -> Result<Stanza, ParseError> {
             .transpose()
             .map(Option::unwrap_or_default)
     };
-    let provides = relations("Provides")?
-        .into_iter()
-        .flatten()
-        .map(|d| Provide {
-            name: d.name,
-            version: d
-                .constraint
-                .filter(|(r, _)| *r == Relation::Equal)
-                .map(|(_, v)| v),
-        })
-        .collect();
+    let provides = parse_provides(p.get("Provides").unwrap_or(""))
+        .map_err(|m| err(format!("package {package}: Provides: {m}")))?;
     Ok(Stanza {
         package: package.to_string(),
         version: version.to_string(),
@@ -331,6 +331,21 @@ fn stanza(p: &Paragraph<'_>) -> Result<Stanza, ParseError> {
         priority: p.get("Priority").map(str::to_string),
         origin: None,
     })
+}
+
+/// Parses a `Provides` field: `a, b (= 1.0)`.
+pub fn parse_provides(value: &str) -> Result<Vec<Provide>, String> {
+    Ok(parse_relations(value)?
+        .into_iter()
+        .flatten()
+        .map(|d| Provide {
+            name: d.name,
+            version: d
+                .constraint
+                .filter(|(r, _)| *r == Relation::Equal)
+                .map(|(_, v)| v),
+        })
+        .collect())
 }
 
 /// Parses a relationship field: `a (>= 1) | b, c:any [amd64] <!nocheck>`. Architecture

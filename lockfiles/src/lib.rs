@@ -23,10 +23,12 @@
 
 pub mod archive;
 pub mod consistency;
+pub mod deb;
 pub mod diff;
 pub mod environment;
 pub mod fetch;
 pub mod file;
+pub mod installable;
 pub mod mirror;
 pub mod model;
 pub mod needs;

@@ -425,14 +425,14 @@ fn choices<'a>(archive: &'a Archive, group: &Alternatives) -> Vec<&'a Stanza> {
     }
 }
 
-fn version_ok(dep: &Dep, version: &str) -> bool {
+pub(crate) fn version_ok(dep: &Dep, version: &str) -> bool {
     dep.constraint
         .as_ref()
         .is_none_or(|(rel, v)| rel.holds(version, v))
 }
 
 /// A provided name satisfies a versioned dependency only when it is provided with a version.
-fn provided_ok(dep: &Dep, provided: Option<&str>) -> bool {
+pub(crate) fn provided_ok(dep: &Dep, provided: Option<&str>) -> bool {
     match (&dep.constraint, provided) {
         (None, _) => true,
         (Some((rel, v)), Some(p)) => rel.holds(p, v),

@@ -35,19 +35,28 @@ report() {
         i=$((i + 1))
     done
 }
-# No apt, no packages: `N`, and the script stops.
-need_apt() {
-    command -v apt-get >/dev/null 2>&1 && return 0
-    echo 'N'
+# Without the tool $1 (apt-get, dpkg) this script cannot work: `N TOOL`, and it stops.
+need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    printf 'N\t%s\n' "$1"
     exit 0
 }
-# An interrupted dpkg run (a killed apply) is finished first. dpkg has no lock timeout: retry
-# while another process holds its lock, as apt does with DPkg::Lock::Timeout. Logs to $log.
-configure() {
+# dpkg with the arguments given, appending its output to $log. dpkg has no lock timeout of
+# its own: while another process holds its lock (it says so before doing anything), it is
+# asked again every second, for 10 minutes at most, as apt waits with DPkg::Lock::Timeout.
+dpkg_waiting() {
     n=0
-    until dpkg --force-confdef --force-confold --configure -a >>"$log" 2>&1; do
+    while :; do
+        dpkg --force-confdef --force-confold "$@" >"$log.try" 2>&1
+        status=$?
+        cat "$log.try" >>"$log"
+        [ "$status" -ne 0 ] || return 0
+        grep -q 'locked by another process' "$log.try" && [ "$n" -lt 600 ] || return "$status"
         n=$((n + 1))
-        grep -q 'lock' "$log" && [ "$n" -lt 600 ] || return 1
         sleep 1
     done
+}
+# An interrupted dpkg run (a killed apply) is finished first.
+configure() {
+    dpkg_waiting --configure -a
 }

@@ -1,12 +1,13 @@
 # envc install_debs. Arguments: NAME… of the packages the nodes name, then `--`, then the NAME…
-# of the packages of their closures. Standard input: a tar of the .deb files to install and
-# SHA256SUMS listing each one's pinned sha256 (the controller checked them; this checks that
-# they arrived whole). One apt transaction over exactly those files, with no package index
-# and no source: nothing is downloaded, and a dependency the files and the installed system
-# do not satisfy stops apt before anything is unpacked.
+# of the packages of their closures. Standard input: a tar of the .deb files to install, in
+# directories BATCH/ (00, 01, …: a package pre-depending on another comes in a later batch),
+# and SHA256SUMS listing each one's pinned sha256 (the controller checked them, and checked
+# that they install onto what this host has; this checks that they arrived whole). dpkg
+# installs exactly those files, one `dpkg -i` per batch, with no apt, package index or
+# source: nothing is downloaded.
 # Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
 # H FILE   for a file whose hash does not match (then nothing is installed); and on failure
-# F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
+# F EXIT_CODE dpkg   followed by   L LINE   for the last lines of dpkg's output.
 # Package names are checked by envc (no spaces, no globs): kept as word lists.
 named=""
 closure=""
@@ -18,12 +19,12 @@ for arg; do
     *) closure="$closure $arg" ;;
     esac
 done
-need_apt
+need dpkg
 # shellcheck disable=SC2086
 query $named $closure
 # shellcheck disable=SC2086
 report B $named
-# Closure packages that are not installed yet: installed as dependencies (apt-mark auto), so
+# Closure packages that are not installed yet: marked as dependencies (apt-mark auto), so
 # that `apt-get autoremove` removes them once nothing needs them, as apt's own would be.
 fresh=""
 for name in $closure; do
@@ -34,13 +35,7 @@ dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 1' HUP INT TERM
 log=$dir/log
-mkdir -p "$dir/debs" "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/parts"
-# No Pre-Install-Pkgs hooks: debconf's (dpkg-preconfigure, a Perl run over every package,
-# about a third of apt's time here) only asks questions early, and envc asks none: the
-# packages' own scripts still configure them, non-interactively, with debconf's defaults.
-printf '#clear DPkg::Pre-Install-Pkgs;\n' >"$dir/apt.conf"
-# apt reads local files as its sandbox user.
-chmod 755 "$dir" "$dir/debs"
+mkdir "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
     tail -n 3 "$log" | sed 's/^/H\ttar: /'
     report A $named
@@ -53,22 +48,22 @@ if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
     exit 0
 fi
 set --
-for f in *.deb; do
-    [ -e "$f" ] && set -- "$@" "$dir/debs/$f"
+for batch in */; do
+    [ -d "$batch" ] && set -- "$@" "$dir/debs/$batch"
 done
 if [ $# -gt 0 ]; then
-    if configure &&
-        apt-get -c "$dir/apt.conf" -q -y -o DPkg::Lock::Timeout=600 \
-            -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$dir/parts" \
-            -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" \
-            -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
-            -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-            --no-install-recommends --no-remove --allow-downgrades \
-            install "$@" >>"$log" 2>&1; then
-        [ -z "$fresh" ] || apt-mark auto $fresh >>"$log" 2>&1 || true
-    else
-        printf 'F\t%s\n' "$?"
+    failed=""
+    configure || failed=$?
+    for batch; do
+        [ -z "$failed" ] || break
+        dpkg_waiting -i "$batch"*.deb || failed=$?
+    done
+    if [ -n "$failed" ]; then
+        printf 'F\t%s\tdpkg\n' "$failed"
         tail -n 20 "$log" | sed 's/^/L\t/'
+    elif [ -n "$fresh" ] && command -v apt-mark >/dev/null 2>&1; then
+        # shellcheck disable=SC2086
+        apt-mark auto $fresh >>"$log" 2>&1 || true
     fi
 fi
 cd / || exit 90

@@ -1,11 +1,11 @@
 # envc install_packages. Arguments: NAME or NAME=VERSION, one per package. One apt transaction.
 # Prints   B INDEX STATUS VERSION   per package before,   A INDEX STATUS VERSION   after, and on
 # failure   F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
-need_apt
+need apt-get
 query "$@"
 report B "$@"
 log=$(mktemp) || exit 90
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.try"' EXIT
 trap 'exit 1' HUP INT TERM
 # The package index is fetched when it is missing (a fresh image ships none) or does not
 # offer a requested package or version; otherwise the machine's index is used as it is.
@@ -25,7 +25,7 @@ if configure &&
         --no-install-recommends --allow-downgrades install "$@" >>"$log" 2>&1; then
     :
 else
-    printf 'F\t%s\n' "$?"
+    printf 'F\t%s\tapt-get\n' "$?"
     tail -n 20 "$log" | sed 's/^/L\t/'
 fi
 query "$@"

@@ -1,14 +1,20 @@
-//! Debian packages, one apt transaction per batch. A locked package installs exactly its
-//! pinned `.deb`s, shipped from the controller's store (`crate::debs`) with no index or
-//! mirror on the target; an unlocked one is installed from the target's own apt sources
-//! (`name=version` when the source asks for a version). `dpkg --configure -a` runs first so
-//! that a run killed in the middle of dpkg converges; apt waits for the dpkg lock (up to
-//! 10 minutes) instead of failing when another apt runs.
+//! Debian packages, one transaction per batch. A locked package installs exactly its pinned
+//! `.deb`s, shipped from the controller's store (`crate::debs`) and handed to dpkg, with no
+//! apt, index or mirror on the target: the controller first checks, as apt would, that they
+//! install onto what the target has (`envc_lockfiles::installable`), from the `.deb`s' own
+//! control paragraphs and dpkg's list of the target's packages, so that a dependency the
+//! target lacks stops the step before anything is unpacked. An unlocked package is installed
+//! by the target's apt from its own sources (`name=version` when the source asks for a
+//! version). `dpkg --configure -a` runs first so that a run killed in the middle of dpkg
+//! converges; both wait for dpkg's lock (up to 10 minutes) instead of failing when another
+//! apt or dpkg runs.
 
 use std::collections::BTreeMap;
 
+use envc_lockfiles::installable::{self, Installed, Package, Relations};
+
 use super::{indexed, no_record, records, run_script, run_script_streamed, tail, Applied, Facts};
-use crate::debs::{path_of, DebSource};
+use crate::debs::{control_of, path_of, DebSource};
 use crate::error::StepError;
 use crate::store::Store;
 use crate::transport::{CommandOutput, Input, Transport, TransportError};
@@ -25,6 +31,10 @@ const PROBE: &str = concat!(
     include_str!("apt_common.sh"),
     include_str!("probe_packages.sh")
 );
+const LIST: &str = concat!(
+    include_str!("apt_common.sh"),
+    include_str!("list_packages.sh")
+);
 const PURGE: &str = concat!(
     include_str!("apt_common.sh"),
     include_str!("purge_packages.sh")
@@ -40,8 +50,8 @@ pub struct PackageSpec {
     pub debs: Vec<DebSource>,
 }
 
-/// Installs `packages`: the locked ones from their pinned `.deb`s in one apt transaction,
-/// the others from the target's apt sources in another. On success, per package (in
+/// Installs `packages`: the locked ones from their pinned `.deb`s with dpkg, the others from
+/// the target's apt sources in one apt transaction. On success, per package (in
 /// order): the installed `version` as a fact, and whether it was not installed before. On
 /// failure, one message for the batch naming the packages, with the end of apt's output.
 pub async fn install_packages(
@@ -91,7 +101,8 @@ async fn install_from_sources(
 }
 
 /// Exactly the pinned `.deb`s: those the target does not have at their pinned version are
-/// fetched into the store (or taken from it), checked, and shipped in one tar.
+/// fetched into the store (or taken from it), checked against their pins and against what
+/// the target has, and shipped in one tar.
 async fn install_pinned(
     t: &Transport,
     store: &Store,
@@ -117,28 +128,46 @@ async fn install_pinned(
         }
     }
     let names: Vec<String> = debs.keys().map(|n| n.to_string()).collect();
-    let installed = probe_packages(t, &names).await?;
+    let installed = installed_packages(t).await?;
     let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let needed: Vec<&DebSource> = debs
         .values()
-        .zip(installed)
-        .filter(|(d, found)| {
-            let have = found.as_ref().and_then(|f| f.get("version"));
+        .filter(|d| {
+            let have = installed
+                .iter()
+                .find(|i| i.package.name == d.pin.name && i.status == "installed");
             needs_shipping(
                 &d.pin.version,
-                have.map(String::as_str),
+                have.map(|i| i.package.version.as_str()),
                 roots.contains(&&*d.pin.name),
             )
         })
-        .map(|(d, _)| *d)
+        .copied()
         .collect();
     // Checked one at a time (each is read whole to hash it), then streamed from the store:
     // a step holds no more than one `.deb` in memory, however many it ships.
     let mut paths = Vec::with_capacity(needed.len());
+    let mut controls = Vec::with_capacity(needed.len());
     for d in &needed {
         paths.push(path_of(store, d, &d.pin.key()).await?);
+        controls.push(control_of(store, d).await?);
     }
-    let tar = tar_of(&needed, &paths)?;
+    let shipping: Vec<Package> = controls.iter().map(|c| Package::clone(c)).collect();
+    let problems = installable::check(&installed, &shipping);
+    if !problems.is_empty() {
+        let problems: Vec<String> = problems.iter().map(|p| format!("\n  {p}")).collect();
+        return Err(StepError::with_hint(
+            format!(
+                "the pinned .debs for {} do not install onto host `{}` as it is; nothing was \
+                 installed:{}",
+                list(roots.iter().copied()),
+                t.host(),
+                problems.concat()
+            ),
+            UNMET_HINT,
+        ));
+    }
+    let tar = tar_of(&needed, &paths, &installable::unpack_batches(&shipping))?;
     let input: Vec<Input<'_>> = tar.iter().map(Segment::input).collect();
     let mut args: Vec<&str> = roots.clone();
     args.push("--");
@@ -197,9 +226,13 @@ impl Segment {
 const BLOCK: u64 = 512;
 
 /// A tar of the `.deb`s at `paths` (each of its pinned size: the store checked it; named as
-/// in the pool, or by its sha256 where that name does not fit a tar header) and
-/// `SHA256SUMS`, for `install_debs.sh`.
-fn tar_of(debs: &[&DebSource], paths: &[std::path::PathBuf]) -> Result<Vec<Segment>, StepError> {
+/// in the pool, or by its sha256 where that name does not fit a tar header, in the
+/// directory of its unpack batch) and `SHA256SUMS`, for `install_debs.sh`.
+fn tar_of(
+    debs: &[&DebSource],
+    paths: &[std::path::PathBuf],
+    batches: &[usize],
+) -> Result<Vec<Segment>, StepError> {
     let header = |name: &str, size: u64| -> std::io::Result<Vec<u8>> {
         let mut h = tar::Header::new_gnu();
         h.set_path(name)?;
@@ -213,12 +246,13 @@ fn tar_of(debs: &[&DebSource], paths: &[std::path::PathBuf]) -> Result<Vec<Segme
     let padding = |size: u64| vec![0u8; ((BLOCK - size % BLOCK) % BLOCK) as usize];
     let mut out = Vec::with_capacity(debs.len() * 3 + 3);
     let mut sums = String::new();
-    for (d, path) in debs.iter().zip(paths) {
+    for ((d, path), batch) in debs.iter().zip(paths).zip(batches) {
         let pool = d.pin.filename.rsplit('/').next().unwrap_or(&d.pin.filename);
-        let (name, head) = match header(pool, d.pin.size) {
-            Ok(h) => (pool.to_string(), h),
+        let pool = format!("{batch:02}/{pool}");
+        let (name, head) = match header(&pool, d.pin.size) {
+            Ok(h) => (pool, h),
             Err(_) => {
-                let name = format!("{}.deb", d.pin.sha256);
+                let name = format!("{batch:02}/{}.deb", d.pin.sha256);
                 let h = header(&name, d.pin.size)
                     .map_err(|e| StepError::new(format!("packing {pool}: {e}")))?;
                 (name, h)
@@ -248,10 +282,10 @@ fn outcome(
     out: &CommandOutput,
 ) -> Result<Vec<Applied>, StepError> {
     let names = list(packages.iter().map(|p| p.name.as_str()));
-    if let Some(e) = no_apt(t, out) {
+    if let Some(e) = missing_tool(t, out) {
         return Err(e.into());
     }
-    if let Some(e) = apt_failure(out) {
+    if let Some(e) = tool_failure(out) {
         return Err(StepError::new(format!(
             "installing {names} on host `{}` failed: {e}",
             t.host()
@@ -272,7 +306,7 @@ fn outcome(
             ["installed", version] => version.to_string(),
             [status, ..] => {
                 return Err(StepError::new(format!(
-                    "package `{}` on host `{}` is `{status}` after apt-get install, not \
+                    "package `{}` on host `{}` is `{status}` after the install, not \
                      installed",
                     p.name,
                     t.host()
@@ -283,7 +317,7 @@ fn outcome(
         if let Some(want) = &p.version {
             if *want != version {
                 return Err(StepError::new(format!(
-                    "package `{}` on host `{}` is at version {version} after apt-get install, \
+                    "package `{}` on host `{}` is at version {version} after the install, \
                      not the pinned {want}",
                     p.name,
                     t.host()
@@ -335,6 +369,56 @@ pub async fn probe_packages(
     Ok(results)
 }
 
+/// Every package dpkg knows on the target, with its status and relations: what the pinned
+/// `.deb`s are checked against before they are shipped.
+pub async fn installed_packages(t: &Transport) -> Result<Vec<Installed>, StepError> {
+    let out = run_script(t, LIST, &[], b"").await?;
+    if let Some(e) = missing_tool(t, &out) {
+        return Err(e.into());
+    }
+    let listed = records(&out, "P");
+    if !out.success() || (listed.is_empty() && !out.stdout.is_empty()) {
+        return Err(StepError::new(format!(
+            "listing the packages of host `{}`: {}",
+            t.host(),
+            no_record(&out)
+        )));
+    }
+    listed
+        .into_iter()
+        .map(|r| installed(&r).map_err(|e| StepError::new(format!("host `{}`: dpkg lists {e}", t.host()))))
+        .collect()
+}
+
+/// One `P` record of `list_packages.sh`.
+fn installed(record: &[&str]) -> Result<Installed, String> {
+    let [name, architecture, status, version, provides, pre_depends, depends, conflicts, breaks] =
+        record
+    else {
+        return Err(format!("a malformed record {:?}", record.join("\t")));
+    };
+    let relations = |field: &str, value: &str| {
+        envc_lockfiles::archive::parse_relations(value)
+            .map_err(|e| format!("package `{name}` with a {field} field envc cannot read: {e}"))
+    };
+    Ok(Installed {
+        package: Package {
+            name: name.to_string(),
+            version: version.to_string(),
+            architecture: architecture.to_string(),
+            relations: Relations {
+                pre_depends: relations("Pre-Depends", pre_depends)?,
+                depends: relations("Depends", depends)?,
+                conflicts: relations("Conflicts", conflicts)?,
+                breaks: relations("Breaks", breaks)?,
+                provides: envc_lockfiles::archive::parse_provides(provides)
+                    .map_err(|e| format!("package `{name}` with a Provides field envc cannot read: {e}"))?,
+            },
+        },
+        status: status.to_string(),
+    })
+}
+
 /// Purges (removes with their configuration) those of `names` that are installed, in one apt
 /// transaction. Packages that are not installed are fine.
 pub async fn purge_packages(t: &Transport, names: &[String]) -> Result<(), StepError> {
@@ -346,10 +430,10 @@ pub async fn purge_packages(t: &Transport, names: &[String]) -> Result<(), StepE
     }
     let args: Vec<&str> = names.iter().map(String::as_str).collect();
     let out = run_script(t, PURGE, &args, b"").await?;
-    if let Some(e) = no_apt(t, &out) {
+    if let Some(e) = missing_tool(t, &out) {
         return Err(e.into());
     }
-    if let Some(e) = apt_failure(&out) {
+    if let Some(e) = tool_failure(&out) {
         return Err(StepError::new(format!(
             "purging {} on host `{}` failed: {e}",
             list(args.iter().copied()),
@@ -373,32 +457,35 @@ fn list<'a>(names: impl Iterator<Item = &'a str>) -> String {
     format!("package{s} {}", names.join(", "))
 }
 
-fn no_apt(t: &Transport, out: &CommandOutput) -> Option<String> {
-    if records(out, "N").is_empty() {
-        return None;
-    }
+/// The tool a script needs and the host lacks (`N TOOL`): apt-get, dpkg, dpkg-query.
+fn missing_tool(t: &Transport, out: &CommandOutput) -> Option<String> {
+    let record = records(out, "N").into_iter().next()?;
+    let tool = record.first().copied().unwrap_or("apt-get");
     Some(format!(
-        "host `{}` has no apt-get: envc manages packages only on Debian-like systems",
+        "host `{}` has no {tool}: envc manages packages only on Debian-like systems",
         t.host()
     ))
 }
 
-/// apt's failure as reported by the scripts: its exit status and the end of its output, with a
-/// hint for the common causes.
-fn apt_failure(out: &CommandOutput) -> Option<String> {
-    let status = records(out, "F").first()?.first()?.to_string();
+const UNMET_HINT: &str = "the host lacks packages the pinned .debs depend on, or has them at \
+    versions that do not satisfy them. The lock resolved each package's closure onto what its \
+    hosts start from (a host's `base` image, else Debian's required packages): declare the \
+    host's `base`, or bring the host up to it, then run `envc lock FILE`";
+
+/// A failure as the scripts report it (`F EXIT_CODE TOOL`, then `L LINE`…): the tool's exit
+/// status and the end of its output, with a hint for the common causes.
+fn tool_failure(out: &CommandOutput) -> Option<String> {
+    let record = records(out, "F").into_iter().next()?;
+    let status = record.first()?.to_string();
+    let tool = record.get(1).copied().unwrap_or("apt-get");
     let log: Vec<String> = records(out, "L").iter().map(|r| r.join("\t")).collect();
     let log = tail(&log.join("\n"), 20);
-    let mut msg = format!("apt-get exited with status {status}:\n{log}");
+    let mut msg = format!("{tool} exited with status {status}:\n{log}");
     if log.contains("Unable to locate package") || log.contains("has no installation candidate") {
         msg += "\n  hint: check the package name, and that the host's apt sources offer it \
                 (run `apt-get update` there if its lists are old)";
-    } else if log.contains("nmet dependencies") {
-        msg += "\n  hint: the host lacks packages the pinned .debs depend on, or has them at \
-                versions that do not satisfy them. The lock resolved each package's closure \
-                onto what its hosts start from (a host's `base` image, else Debian's required \
-                packages): declare the host's `base`, or bring the host up to it, then run \
-                `envc lock FILE`";
+    } else if log.contains("nmet dependencies") || log.contains("dependency problems") {
+        msg += &format!("\n  hint: {UNMET_HINT}");
     } else if log.contains("was not found") && log.contains("Version") {
         msg += "\n  hint: the pinned version is not offered by the host's apt sources; \
                 `apt-cache policy NAME` on the host lists the versions it can install";
@@ -468,8 +555,9 @@ mod tests {
         }
     }
 
-    /// The tar streamed to `install_debs.sh`, put together, is a tar of the `.deb`s (a pool
-    /// name too long for a header is replaced by the sha256) and `SHA256SUMS`.
+    /// The tar streamed to `install_debs.sh`, put together, is a tar of the `.deb`s in their
+    /// batches' directories (a pool name too long for a header is replaced by the sha256)
+    /// and `SHA256SUMS`.
     #[test]
     fn the_streamed_tar_holds_every_deb_and_its_sum() {
         use std::io::Read as _;
@@ -503,7 +591,7 @@ mod tests {
         }
         let refs: Vec<&DebSource> = debs.iter().collect();
         let mut bytes = Vec::new();
-        for s in tar_of(&refs, &paths).unwrap() {
+        for s in tar_of(&refs, &paths, &[1, 0]).unwrap() {
             match s {
                 Segment::Bytes(b) => bytes.extend(b),
                 Segment::File(p) => bytes.extend(std::fs::read(p).unwrap()),
@@ -519,12 +607,12 @@ mod tests {
         }
         let sha = |i: usize| debs[i].pin.sha256.clone();
         assert_eq!(got.len(), 3);
-        assert_eq!(got[0], ("jq_1.6_amd64.deb".to_string(), vec![b'a'; 700]));
-        assert_eq!(got[1], (format!("{}.deb", sha(1)), vec![b'b'; 512]));
+        assert_eq!(got[0], ("01/jq_1.6_amd64.deb".to_string(), vec![b'a'; 700]));
+        assert_eq!(got[1], (format!("00/{}.deb", sha(1)), vec![b'b'; 512]));
         assert_eq!(got[2].0, "SHA256SUMS");
         assert_eq!(
             String::from_utf8(got[2].1.clone()).unwrap(),
-            format!("{}  jq_1.6_amd64.deb\n{}  {}.deb\n", sha(0), sha(1), sha(1))
+            format!("{}  01/jq_1.6_amd64.deb\n{}  00/{}.deb\n", sha(0), sha(1), sha(1))
         );
     }
 
@@ -542,15 +630,24 @@ mod tests {
     }
 
     #[test]
-    fn apt_failures_carry_the_log_and_a_hint() {
+    fn failures_carry_the_tool_its_log_and_a_hint() {
         let out = CommandOutput {
             status: Some(0),
             stdout: b"B\t0\tnot-installed\t\nF\t100\nL\tReading package lists...\nL\tE: Unable to locate package nosuch\nA\t0\tnot-installed\t\n".to_vec(),
             stderr: vec![],
         };
-        let msg = apt_failure(&out).unwrap();
-        assert!(msg.contains("status 100") && msg.contains("Unable to locate package nosuch"));
-        assert!(msg.contains("hint:"));
+        let msg = tool_failure(&out).unwrap();
+        assert!(msg.starts_with("apt-get exited with status 100"), "{msg}");
+        assert!(msg.contains("Unable to locate package nosuch") && msg.contains("hint:"));
+        let out = CommandOutput {
+            status: Some(0),
+            stdout: b"F\t1\tdpkg\nL\tdpkg: dependency problems prevent configuration of jq:\n"
+                .to_vec(),
+            stderr: vec![],
+        };
+        let msg = tool_failure(&out).unwrap();
+        assert!(msg.starts_with("dpkg exited with status 1"), "{msg}");
+        assert!(msg.contains("`base`"), "{msg}");
         assert_eq!(list(["a", "b"].into_iter()), "packages `a`, `b`");
     }
 }

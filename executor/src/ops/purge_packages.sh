@@ -4,7 +4,7 @@
 # apt marks automatically installed and would autoremove (never a package someone installed
 # by hand, never one another installed package still needs). On failure prints
 # F EXIT_CODE  and  L LINE…
-need_apt
+need apt-get
 # Keep, in "$@", only the packages dpkg knows as installed or half-removed.
 query "$@"
 for name; do
@@ -22,7 +22,7 @@ apt() {
     apt-get -q -y -o DPkg::Lock::Timeout=600 "$@" >>"$log" 2>&1
 }
 if ! apt purge "$@"; then
-    printf 'F\t%s\n' "$?"
+    printf 'F\t%s\tapt-get\n' "$?"
     tail -n 20 "$log" | sed 's/^/L\t/'
     exit 0
 fi

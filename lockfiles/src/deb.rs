@@ -1,0 +1,260 @@
+//! What a `.deb` says of itself (pure): the control paragraph inside its bytes. A `.deb` is an
+//! `ar` archive of `debian-binary`, `control.tar[.gz|.xz|.zst]` and the data; the control
+//! member's `./control` is one deb822 paragraph, the package's name, version and relations.
+//! The build reads it from the pinned bytes (their sha256 already checked), so that what it
+//! checks before installing is exactly what dpkg will read.
+
+use std::io::Read;
+
+use crate::archive::{paragraphs, parse_provides, parse_relations};
+use crate::installable::{Package, Relations};
+
+/// A control tarball larger than this is not a package's metadata: reading stops there.
+const MAX_CONTROL: u64 = 64 << 20;
+
+/// The package a `.deb` holds, with its relations.
+pub fn control(deb: &[u8]) -> Result<Package, String> {
+    let (name, compressed) = member(deb, "control.tar")?;
+    let tar = decompress(name, compressed)?;
+    let text = control_file(&tar)?;
+    parse_control(&text)
+}
+
+/// The first `ar` member whose name starts with `prefix`: its name and bytes.
+fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), String> {
+    let mut rest = deb
+        .strip_prefix(b"!<arch>\n")
+        .ok_or("not a .deb: no `ar` signature")?;
+    while !rest.is_empty() {
+        if rest.len() < 60 {
+            return Err("not a .deb: a truncated `ar` header".into());
+        }
+        let (header, body) = rest.split_at(60);
+        if &header[58..60] != b"`\n" {
+            return Err("not a .deb: a damaged `ar` header".into());
+        }
+        let field = |range: std::ops::Range<usize>| {
+            std::str::from_utf8(&header[range])
+                .map(str::trim_end)
+                .map_err(|_| "not a .deb: an `ar` header that is not text".to_string())
+        };
+        // GNU ar ends a short name with `/`; dpkg-deb writes none.
+        let name = field(0..16)?.trim_end_matches('/');
+        let size: usize = field(48..58)?
+            .parse()
+            .map_err(|_| "not a .deb: an `ar` member size that is not a number".to_string())?;
+        if body.len() < size {
+            return Err(format!("not a .deb: member `{name}` is cut short"));
+        }
+        if name.starts_with(prefix) {
+            return Ok((name, &body[..size]));
+        }
+        // Members start on even offsets.
+        rest = &body[(size + size % 2).min(body.len())..];
+    }
+    Err(format!("not a .deb: no `{prefix}*` member"))
+}
+
+fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let read = |r: &mut dyn Read, out: &mut Vec<u8>| {
+        r.take(MAX_CONTROL)
+            .read_to_end(out)
+            .map(drop)
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("tar") => out.extend_from_slice(bytes),
+        Some("gz") => read(&mut flate2::read::GzDecoder::new(bytes), &mut out)?,
+        Some("xz") => {
+            let mut limited = LimitedWriter(&mut out);
+            lzma_rs::xz_decompress(&mut { bytes }, &mut limited)
+                .map_err(|e| format!("{name}: {e}"))?
+        }
+        Some("zst") => {
+            let mut d = ruzstd::decoding::StreamingDecoder::new(bytes)
+                .map_err(|e| format!("{name}: {e}"))?;
+            read(&mut d, &mut out)?
+        }
+        _ => return Err(format!("{name}: a compression dpkg does not write")),
+    }
+    Ok(out)
+}
+
+/// A `Write` that refuses to grow past [`MAX_CONTROL`].
+struct LimitedWriter<'a>(&'a mut Vec<u8>);
+
+impl std::io::Write for LimitedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if (self.0.len() + buf.len()) as u64 > MAX_CONTROL {
+            return Err(std::io::Error::other("control archive too large"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn control_file(tar: &[u8]) -> Result<String, String> {
+    let mut archive = tar::Archive::new(tar);
+    let entries = archive.entries().map_err(|e| format!("control.tar: {e}"))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("control.tar: {e}"))?;
+        let path = entry.path().map_err(|e| format!("control.tar: {e}"))?;
+        // dpkg-deb names it `./control`.
+        let mut parts = path
+            .components()
+            .filter(|c| *c != std::path::Component::CurDir);
+        if parts.next() == Some(std::path::Component::Normal("control".as_ref()))
+            && parts.next().is_none()
+        {
+            let mut text = String::new();
+            entry
+                .read_to_string(&mut text)
+                .map_err(|e| format!("control.tar: ./control: {e}"))?;
+            return Ok(text);
+        }
+    }
+    Err("control.tar has no ./control".into())
+}
+
+/// A control paragraph: `Package`, `Version` and `Architecture` are required.
+pub fn parse_control(text: &str) -> Result<Package, String> {
+    let paragraphs = paragraphs(text).map_err(|e| format!("./control: {e}"))?;
+    let [p] = paragraphs.as_slice() else {
+        return Err(format!(
+            "./control: {} paragraphs, not one",
+            paragraphs.len()
+        ));
+    };
+    let need = |name: &str| {
+        p.get(name)
+            .map(str::to_string)
+            .ok_or_else(|| format!("./control: no {name} field"))
+    };
+    let name = need("Package")?;
+    let relations = |field: &str| {
+        p.get(field)
+            .map(parse_relations)
+            .transpose()
+            .map(Option::unwrap_or_default)
+            .map_err(|e| format!("./control of {name}: {field}: {e}"))
+    };
+    let relations = Relations {
+        pre_depends: relations("Pre-Depends")?,
+        depends: relations("Depends")?,
+        conflicts: relations("Conflicts")?,
+        breaks: relations("Breaks")?,
+        provides: parse_provides(p.get("Provides").unwrap_or(""))
+            .map_err(|e| format!("./control of {name}: Provides: {e}"))?,
+    };
+    Ok(Package {
+        version: need("Version")?,
+        architecture: need("Architecture")?,
+        name,
+        relations,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A `.deb` holding `control` as its control file, its control tarball compressed as
+    /// `ext` says (`""`, `gz`, `xz`, `zst`).
+    pub(crate) fn deb(control: &str, ext: &str) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        // As dpkg-deb writes it (the builder's own path setter would drop the `./`).
+        h.as_gnu_mut().unwrap().name[..9].copy_from_slice(b"./control");
+        h.set_size(control.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        tar.append(&h, control.as_bytes()).unwrap();
+        let tar = tar.into_inner().unwrap();
+        let compressed = match ext {
+            "" => tar,
+            "gz" => {
+                use std::io::Write;
+                let mut e =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(&tar).unwrap();
+                e.finish().unwrap()
+            }
+            "xz" => {
+                let mut out = Vec::new();
+                lzma_rs::xz_compress(&mut &tar[..], &mut out).unwrap();
+                out
+            }
+            "zst" => ruzstd::encoding::compress_to_vec(
+                &tar[..],
+                ruzstd::encoding::CompressionLevel::Fastest,
+            ),
+            _ => unreachable!(),
+        };
+        let name = if ext.is_empty() {
+            "control.tar".to_string()
+        } else {
+            format!("control.tar.{ext}")
+        };
+        let mut out = b"!<arch>\n".to_vec();
+        for (name, body) in [
+            ("debian-binary", &b"2.0\n"[..]),
+            (name.as_str(), &compressed),
+            ("data.tar.xz", b"x"),
+        ] {
+            out.extend(format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 100644, body.len()).as_bytes());
+            out.extend_from_slice(body);
+            if body.len() % 2 == 1 {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    const JQ: &str = "Package: jq\nVersion: 1.6-2.1+deb12u2\nArchitecture: amd64\n\
+                      Depends: libjq1 (= 1.6-2.1+deb12u2), libc6 (>= 2.34)\n\
+                      Breaks: jq-old (<< 1)\nProvides: json-tool (= 1)\n\
+                      Description: lightweight JSON processor\n multi-line\n";
+
+    #[test]
+    fn the_control_file_is_read_whatever_the_compression() {
+        for ext in ["", "gz", "xz", "zst"] {
+            let p = control(&deb(JQ, ext)).unwrap_or_else(|e| panic!("{ext}: {e}"));
+            assert_eq!(
+                (p.name.as_str(), p.version.as_str(), p.architecture.as_str()),
+                ("jq", "1.6-2.1+deb12u2", "amd64"),
+                "{ext}"
+            );
+            assert_eq!(p.relations.depends.len(), 2);
+            assert_eq!(p.relations.breaks[0][0].name, "jq-old");
+            assert_eq!(p.relations.provides[0].version.as_deref(), Some("1"));
+            assert!(p.relations.conflicts.is_empty() && p.relations.pre_depends.is_empty());
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_deb_is_an_error_that_says_what_is_wrong() {
+        let check = |bytes: &[u8], expected: &str| {
+            let e = control(bytes).unwrap_err();
+            assert!(e.contains(expected), "{e:?} lacks {expected:?}");
+        };
+        check(b"PK\x03\x04", "no `ar` signature");
+        check(b"!<arch>\nshort", "truncated `ar` header");
+        // Cut inside the control member (what follows it is not read).
+        check(&deb(JQ, "xz")[..8 + 60 + 4 + 60 + 10], "cut short");
+        check(&deb(JQ, "xz")[..8 + 60 + 4], "no `control.tar*` member");
+        let mut damaged = deb(JQ, "gz");
+        let at = 8 + 60 + 4 + 60 + 12;
+        damaged[at] ^= 0xff;
+        assert!(control(&damaged).is_err());
+        check(&deb("Version: 1\n", ""), "no Package field");
+        check(
+            &deb("Package: a\nVersion: 1\nArchitecture: all\nDepends: b (>> )\n", "gz"),
+            "Depends",
+        );
+        check(&deb("Package: a\n\nPackage: b\n", ""), "2 paragraphs");
+    }
+}
