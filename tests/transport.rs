@@ -643,9 +643,10 @@ fn packages_install_pin_fail_and_purge() {
 
         // Two packages (and jq's dependencies) in one transaction.
         let t0 = Instant::now();
-        let applied = ops::install_packages(&t, &store, &[pkg("hello", None), pkg("jq", None)])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let applied =
+            ops::install_packages(&t, &store, &[pkg("hello", None), pkg("jq", None)], None)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
         eprintln!("install hello jq: {:?}", t0.elapsed());
         assert!(applied.iter().all(|a| a.created));
         assert_eq!(run_ok(&t, &["hello"]).await, b"Hello, world!\n");
@@ -658,14 +659,14 @@ fn packages_install_pin_fail_and_purge() {
         assert_eq!(probed[2], None);
 
         // Installing an installed package again: not created.
-        let again = ops::install_packages(&t, &store, &[pkg("hello", None)])
+        let again = ops::install_packages(&t, &store, &[pkg("hello", None)], None)
             .await
             .unwrap();
         assert!(!again[0].created);
 
         // Pinned versions: install 1.0, upgrade to 2.0, downgrade to 1.0.
         for (version, created) in [("1.0", true), ("2.0", false), ("1.0", false)] {
-            let a = ops::install_packages(&t, &store, &[pkg("envc-demo", Some(version))])
+            let a = ops::install_packages(&t, &store, &[pkg("envc-demo", Some(version))], None)
                 .await
                 .unwrap_or_else(|e| panic!("envc-demo={version}: {e}"));
             assert_eq!(
@@ -677,7 +678,7 @@ fn packages_install_pin_fail_and_purge() {
         }
 
         // Failures name the packages and the host and carry apt's own words.
-        let e = ops::install_packages(&t, &store, &[pkg("envc-no-such-package", None)])
+        let e = ops::install_packages(&t, &store, &[pkg("envc-no-such-package", None)], None)
             .await
             .unwrap_err()
             .to_string();
@@ -689,12 +690,12 @@ fn packages_install_pin_fail_and_purge() {
             e.contains("Unable to locate package envc-no-such-package"),
             "{e}"
         );
-        let e = ops::install_packages(&t, &store, &[pkg("envc-demo", Some("9.9"))])
+        let e = ops::install_packages(&t, &store, &[pkg("envc-demo", Some("9.9"))], None)
             .await
             .unwrap_err()
             .to_string();
         assert!(e.contains("'9.9'") && e.contains("hint:"), "{e}");
-        let e = ops::install_packages(&t, &store, &[pkg("$(touch /tmp/envc-pwned)", None)])
+        let e = ops::install_packages(&t, &store, &[pkg("$(touch /tmp/envc-pwned)", None)], None)
             .await
             .unwrap_err()
             .to_string();
@@ -782,7 +783,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // Without its closure, the .debs are refused before anything is shipped or unpacked,
         // with what jq's own control paragraph asks and what the host has.
         let bare = pinned(&pins, &["jq"]);
-        let e = ops::install_packages(&t, &store, std::slice::from_ref(&bare))
+        let e = ops::install_packages(&t, &store, std::slice::from_ref(&bare), None)
             .await
             .unwrap_err()
             .to_string();
@@ -800,8 +801,16 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
             [None, None, None]
         );
 
+        // A listing the host has moved on from is not acted on: here it still shows
+        // libonig5, which is gone by the install, and would leave it unshipped.
+        let onig = format!("/srv/envc-repo/{}", pins["libonig5"].pin.filename);
+        run_ok(&t, &["dpkg", "-i", &onig]).await;
+        let stale = ops::list_packages(&t).await.unwrap();
+        assert!(stale.version_of("libonig5").is_some());
+        run_ok(&t, &["dpkg", "--purge", "libonig5"]).await;
+
         // With it: exactly the pinned versions, the closure marked as dependencies.
-        let applied = ops::install_packages(&t, &store, std::slice::from_ref(&jq))
+        let applied = ops::install_packages(&t, &store, std::slice::from_ref(&jq), Some(stale))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(applied[0].created);
@@ -814,14 +823,14 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         for name in ["jq", "libjq1", "libonig5"] {
             std::fs::remove_file(store.deb_path(&pins[name].pin.sha256)).unwrap();
         }
-        let again = ops::install_packages(&t, &store, std::slice::from_ref(&jq))
+        let again = ops::install_packages(&t, &store, std::slice::from_ref(&jq), None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!again[0].created);
 
         // A package the environment names is its own, even when another brought it first:
         // nothing to ship, and no longer marked as a dependency.
-        let libjq1 = ops::install_packages(&t, &store, &[pinned(&pins, &["libjq1"])])
+        let libjq1 = ops::install_packages(&t, &store, &[pinned(&pins, &["libjq1"])], None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!libjq1[0].created);
@@ -850,7 +859,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // installed.
         let hello = &pins["hello"].pin;
         store.put_deb(&hello.sha256, b"not hello").unwrap();
-        let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])])
+        let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])], None)
             .await
             .unwrap_err()
             .to_string();

@@ -111,8 +111,8 @@ pub async fn control_of(store: &Store, deb: &DebSource) -> Result<Arc<Package>, 
     let bytes = tokio::fs::read(&path)
         .await
         .map_err(|e| StepError::new(format!("{what}: reading {}: {e}", path.display())))?;
-    let package = envc_lockfiles::deb::control(&bytes)
-        .map_err(|e| StepError::new(format!("{what}: {e}")))?;
+    let package =
+        envc_lockfiles::deb::control(&bytes).map_err(|e| StepError::new(format!("{what}: {e}")))?;
     if package.name != p.name || package.version != p.version {
         return Err(StepError::new(format!(
             "{what}: the .deb holds `{}` {}, not what its pin names; nothing was installed",

@@ -28,7 +28,7 @@ use crate::image::{realize_image, CacheUse, ImageSpec};
 use crate::ops::exec::{apply_exec, undo_exec, CommandLog, ExecSpec};
 use crate::ops::file::{apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed};
 use crate::ops::gitops::{self, Delivery, GitopsSpec};
-use crate::ops::package::{install_packages, probe_packages, purge_packages, PackageSpec};
+use crate::ops::package::{install_packages, list_packages, purge_packages, Listing, PackageSpec};
 use crate::ops::service::{apply_service, remove_service, ServiceSpec};
 use crate::ops::Applied;
 use crate::plan::{assess, Action, DriftFacts};
@@ -314,7 +314,8 @@ enum Work {
 
 enum Step {
     Files(Vec<(usize, FileSpec)>),
-    Packages(Vec<(usize, PackageSpec)>),
+    /// Packages, with what the target's dpkg listed when the step's probe asked.
+    Packages(Vec<(usize, PackageSpec)>, Option<Listing>),
     Service(usize, ServiceSpec),
     Exec(usize, Box<ExecSpec>),
     /// Read a `gitops` node's repository: it is there, and the login may read it.
@@ -339,9 +340,10 @@ impl Step {
             Step::Files(xs) => {
                 Step::Files(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
             }
-            Step::Packages(xs) => {
-                Step::Packages(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
-            }
+            Step::Packages(xs, listing) => Step::Packages(
+                xs.into_iter().filter(|x| !gone.contains(&x.0)).collect(),
+                listing,
+            ),
         };
         (!step.nodes().is_empty()).then_some(step)
     }
@@ -353,7 +355,7 @@ impl Step {
             }
             Step::Deliver(xs, _) => xs.iter().map(|x| x.0).collect(),
             Step::Files(xs) => xs.iter().map(|x| x.0).collect(),
-            Step::Packages(xs) => xs.iter().map(|x| x.0).collect(),
+            Step::Packages(xs, _) => xs.iter().map(|x| x.0).collect(),
         }
     }
 }
@@ -440,24 +442,21 @@ async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -
             vec![(node, Ok(applied))]
         }
         Work::Probe(target, step, nodes) => {
-            return match probe_absent(target.as_ref(), &step, &nodes, &conns).await {
-                Ok(absent) => Done {
+            let all = step.nodes();
+            return match probe_absent(target.as_ref(), step, &nodes, &conns).await {
+                Ok((absent, step)) => Done {
                     results: Vec::new(),
                     checks: Vec::new(),
                     elapsed: started.elapsed(),
                     then: Some((absent, Work::OnTarget(target, step))),
                 },
                 Err(e) => Done {
-                    results: step
-                        .nodes()
-                        .into_iter()
-                        .map(|i| (i, Err(e.clone())))
-                        .collect(),
+                    results: all.into_iter().map(|i| (i, Err(e.clone()))).collect(),
                     checks: Vec::new(),
                     elapsed: started.elapsed(),
                     then: None,
                 },
-            }
+            };
         }
     };
     Done {
@@ -563,35 +562,44 @@ async fn checked(
     done
 }
 
-/// Which of `nodes` (files or packages of `step`) are absent from the target.
+/// Which of `nodes` (files or packages of `step`) are absent from the target, and the step
+/// to run then (a package step with what the probe listed, so that it does not ask again).
 async fn probe_absent(
     target: Option<&Target>,
-    step: &Step,
+    step: Step,
     nodes: &[usize],
     conns: &Connections,
-) -> Result<Vec<usize>, StepError> {
+) -> Result<(Vec<usize>, Step), StepError> {
     let t = target.ok_or("a node without a target cannot be realized here")?;
     let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
-    let found = match step {
+    if let Step::Packages(xs, _) = step {
+        let listing = list_packages(&transport).await?;
+        let absent = xs
+            .iter()
+            .filter(|x| nodes.contains(&x.0) && listing.version_of(&x.1.name).is_none())
+            .map(|x| x.0)
+            .collect();
+        return Ok((absent, Step::Packages(xs, Some(listing))));
+    }
+    let absent = match &step {
         Step::Files(xs) => {
-            let paths = xs.iter().filter(|x| nodes.contains(&x.0));
-            let paths: Vec<String> = paths.map(|x| x.1.path.clone()).collect();
-            probe_files(&transport, &paths).await
+            let probed: Vec<&(usize, FileSpec)> =
+                xs.iter().filter(|x| nodes.contains(&x.0)).collect();
+            let paths: Vec<String> = probed.iter().map(|x| x.1.path.clone()).collect();
+            let found = probe_files(&transport, &paths).await?;
+            probed
+                .iter()
+                .zip(found)
+                .filter_map(|(x, f)| f.is_none().then_some(x.0))
+                .collect()
         }
-        Step::Packages(xs) => {
-            let names = xs.iter().filter(|x| nodes.contains(&x.0));
-            let names: Vec<String> = names.map(|x| x.1.name.clone()).collect();
-            probe_packages(&transport, &names).await
-        }
-        Step::Service(..) | Step::Exec(..) | Step::Repository(..) | Step::Deliver(..) => {
-            return Ok(Vec::new())
-        }
-    }?;
-    let probed = step.nodes().into_iter().filter(|i| nodes.contains(i));
-    Ok(probed
-        .zip(found)
-        .filter_map(|(i, f)| f.is_none().then_some(i))
-        .collect())
+        Step::Packages(..)
+        | Step::Service(..)
+        | Step::Exec(..)
+        | Step::Repository(..)
+        | Step::Deliver(..) => Vec::new(),
+    };
+    Ok((absent, step))
 }
 
 async fn execute_step(
@@ -617,9 +625,9 @@ async fn execute_step(
             let rs = apply_files(&transport, &specs).await;
             nodes.iter().copied().zip(rs).collect()
         }
-        Step::Packages(xs) => {
+        Step::Packages(xs, listing) => {
             let specs: Vec<PackageSpec> = xs.into_iter().map(|x| x.1).collect();
-            match install_packages(&transport, store, &specs).await {
+            match install_packages(&transport, store, &specs, listing).await {
                 Ok(rs) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
                 Err(e) => all(e),
             }
@@ -1383,7 +1391,7 @@ impl<'s> Scheduler<'s> {
             }
         }
         let steps = (files.into_values().map(Step::Files))
-            .chain(packages.into_values().map(Step::Packages));
+            .chain(packages.into_values().map(|xs| Step::Packages(xs, None)));
         for step in steps {
             let target = self.target_for(step.nodes()[0], env);
             // What is not known to be envc's already is probed first: found absent, it

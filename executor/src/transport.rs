@@ -1300,7 +1300,7 @@ mod tests {
         send_sync(t);
         send(t.run(&[], b""));
         send(crate::ops::apply_files(t, &[]));
-        send(crate::ops::install_packages(t, store, &[]));
+        send(crate::ops::install_packages(t, store, &[], None));
         send(crate::ops::apply_service(t, service));
     }
 

@@ -205,7 +205,17 @@ pub(crate) mod tests {
             (name.as_str(), &compressed),
             ("data.tar.xz", b"x"),
         ] {
-            out.extend(format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 100644, body.len()).as_bytes());
+            out.extend(
+                format!(
+                    "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                    0,
+                    0,
+                    0,
+                    100644,
+                    body.len()
+                )
+                .as_bytes(),
+            );
             out.extend_from_slice(body);
             if body.len() % 2 == 1 {
                 out.push(b'\n');
@@ -252,7 +262,10 @@ pub(crate) mod tests {
         assert!(control(&damaged).is_err());
         check(&deb("Version: 1\n", ""), "no Package field");
         check(
-            &deb("Package: a\nVersion: 1\nArchitecture: all\nDepends: b (>> )\n", "gz"),
+            &deb(
+                "Package: a\nVersion: 1\nArchitecture: all\nDepends: b (>> )\n",
+                "gz",
+            ),
             "Depends",
         );
         check(&deb("Package: a\n\nPackage: b\n", ""), "2 paragraphs");

@@ -141,9 +141,7 @@ fn matches(dep: &Dep, p: &Package) -> bool {
 }
 
 fn satisfied(set: &[&Package], group: &Alternatives) -> bool {
-    group
-        .iter()
-        .any(|dep| set.iter().any(|p| matches(dep, p)))
+    group.iter().any(|dep| set.iter().any(|p| matches(dep, p)))
 }
 
 fn requirements(p: &Package) -> impl Iterator<Item = &Alternatives> {
@@ -397,11 +395,7 @@ mod tests {
              longer satisfy",
         );
         // A dependency already broken on the target is not this install's doing.
-        check_install(
-            "installed tool 2.0; Depends: libnone",
-            "libold 0.9",
-            "",
-        );
+        check_install("installed tool 2.0; Depends: libnone", "libold 0.9", "");
     }
 
     #[test]

@@ -56,6 +56,11 @@ dpkg_waiting() {
         sleep 1
     done
 }
+# A fingerprint of dpkg's database: it changes whenever the database does (the status file,
+# and the journal dpkg writes between rewrites of it).
+dpkg_fingerprint() {
+    cat /var/lib/dpkg/status /var/lib/dpkg/updates/* 2>/dev/null | cksum
+}
 # An interrupted dpkg run (a killed apply) is finished first.
 configure() {
     dpkg_waiting --configure -a

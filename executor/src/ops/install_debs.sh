@@ -1,14 +1,19 @@
-# envc install_debs. Arguments: NAME… of the packages the nodes name, then `--`, then the NAME…
-# of the packages of their closures. Standard input: a tar of the .deb files to install, in
+# envc install_debs. Arguments: the FINGERPRINT of dpkg's database the controller decided on
+# (list_packages.sh), the NAME… of the packages the nodes name, then `--`, then the NAME… of
+# the packages of their closures. Standard input: a tar of the .deb files to install, in
 # directories BATCH/ (00, 01, …: a package pre-depending on another comes in a later batch),
 # and SHA256SUMS listing each one's pinned sha256 (the controller checked them, and checked
 # that they install onto what this host has; this checks that they arrived whole). dpkg
 # installs exactly those files, one `dpkg -i` per batch, with no apt, package index or
 # source: nothing is downloaded.
 # Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
-# H FILE   for a file whose hash does not match (then nothing is installed); and on failure
+# C   alone when dpkg's database is no longer the one listed (then nothing is installed: the
+# controller lists it again); H FILE   for a file whose hash does not match (then nothing is
+# installed); and on failure
 # F EXIT_CODE dpkg   followed by   L LINE   for the last lines of dpkg's output.
 # Package names are checked by envc (no spaces, no globs): kept as word lists.
+listed=$1
+shift
 named=""
 closure=""
 list=named
@@ -20,6 +25,24 @@ for arg; do
     esac
 done
 need dpkg
+dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 1' HUP INT TERM
+log=$dir/log
+# Standard input is read to its end whatever happens, so that the controller's send ends.
+# Once dpkg's lock is free (another apt or dpkg done) and an interrupted run is finished,
+# the database must still be the one the controller decided on.
+configure || {
+    printf 'F\t%s\tdpkg\n' "$?"
+    tail -n 20 "$log" | sed 's/^/L\t/'
+    cat >/dev/null
+    exit 0
+}
+if [ "$(dpkg_fingerprint)" != "$listed" ]; then
+    echo C
+    cat >/dev/null
+    exit 0
+fi
 # shellcheck disable=SC2086
 query $named $closure
 # shellcheck disable=SC2086
@@ -31,10 +54,6 @@ for name in $closure; do
     st=$(state "$name")
     [ "${st%%"$tab"*}" = installed ] || fresh="$fresh $name"
 done
-dir=$(mktemp -d /tmp/envc-debs.XXXXXX) || exit 90
-trap 'rm -rf "$dir"' EXIT
-trap 'exit 1' HUP INT TERM
-log=$dir/log
 mkdir "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
     tail -n 3 "$log" | sed 's/^/H\ttar: /'
@@ -53,7 +72,6 @@ for batch in */; do
 done
 if [ $# -gt 0 ]; then
     failed=""
-    configure || failed=$?
     for batch; do
         [ -z "$failed" ] || break
         dpkg_waiting -i "$batch"*.deb || failed=$?

@@ -26,7 +26,9 @@ pub use exec::{apply_exec, undo_exec, CommandLine, CommandLog, ExecSpec};
 pub use file::{
     apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
 };
-pub use package::{install_packages, probe_packages, purge_packages, PackageSpec};
+pub use package::{
+    install_packages, list_packages, probe_packages, purge_packages, Listing, PackageSpec,
+};
 pub use service::{apply_service, probe_services, remove_service, ServiceSpec};
 
 /// What was observed on a target after an operation (or by a probe): fact name → value.

@@ -51,13 +51,15 @@ pub struct PackageSpec {
 }
 
 /// Installs `packages`: the locked ones from their pinned `.deb`s with dpkg, the others from
-/// the target's apt sources in one apt transaction. On success, per package (in
-/// order): the installed `version` as a fact, and whether it was not installed before. On
-/// failure, one message for the batch naming the packages, with the end of apt's output.
+/// the target's apt sources in one apt transaction. `listing` is what the target had when
+/// the step's probe asked (else it is asked now). On success, per package (in order): the
+/// installed `version` as a fact, and whether it was not installed before. On failure, one
+/// message for the batch naming the packages, with the end of apt's or dpkg's output.
 pub async fn install_packages(
     t: &Transport,
     store: &Store,
     packages: &[PackageSpec],
+    listing: Option<Listing>,
 ) -> Result<Vec<Applied>, StepError> {
     let (pinned, unpinned): (Vec<usize>, Vec<usize>) =
         (0..packages.len()).partition(|&i| !packages[i].debs.is_empty());
@@ -68,7 +70,7 @@ pub async fn install_packages(
         }
         let these: Vec<PackageSpec> = part.iter().map(|&i| packages[i].clone()).collect();
         let done = if locked {
-            install_pinned(t, store, &these).await?
+            install_pinned(t, store, &these, listing.clone()).await?
         } else {
             install_from_sources(t, &these).await?
         };
@@ -107,6 +109,7 @@ async fn install_pinned(
     t: &Transport,
     store: &Store,
     packages: &[PackageSpec],
+    mut listing: Option<Listing>,
 ) -> Result<Vec<Applied>, StepError> {
     let mut debs: BTreeMap<&str, &DebSource> = BTreeMap::new();
     for p in packages {
@@ -127,18 +130,45 @@ async fn install_pinned(
             }
         }
     }
-    let names: Vec<String> = debs.keys().map(|n| n.to_string()).collect();
-    let installed = installed_packages(t).await?;
+    // A listing older than the host's packages is taken again: what to ship, and whether
+    // it installs, are decided on what the host has.
+    for _ in 0..3 {
+        let listed = match listing.take() {
+            Some(l) => l,
+            None => list_packages(t).await?,
+        };
+        if let Some(applied) = ship_pinned(t, store, packages, &debs, &listed).await? {
+            return Ok(applied);
+        }
+    }
+    Err(StepError::with_hint(
+        format!(
+            "the packages of host `{}` changed each time envc was about to install {}; \
+             nothing was installed",
+            t.host(),
+            list(packages.iter().map(|p| p.name.as_str()))
+        ),
+        "another apt or dpkg is at work on the host: run the build again once it is done",
+    ))
+}
+
+/// [`install_pinned`] against `listing`: `None` when the host's packages are no longer
+/// what it lists (nothing was shipped or installed then).
+async fn ship_pinned(
+    t: &Transport,
+    store: &Store,
+    packages: &[PackageSpec],
+    debs: &BTreeMap<&str, &DebSource>,
+    listing: &Listing,
+) -> Result<Option<Vec<Applied>>, StepError> {
+    let names: Vec<&str> = debs.keys().copied().collect();
     let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let needed: Vec<&DebSource> = debs
         .values()
         .filter(|d| {
-            let have = installed
-                .iter()
-                .find(|i| i.package.name == d.pin.name && i.status == "installed");
             needs_shipping(
                 &d.pin.version,
-                have.map(|i| i.package.version.as_str()),
+                listing.version_of(&d.pin.name),
                 roots.contains(&&*d.pin.name),
             )
         })
@@ -153,7 +183,7 @@ async fn install_pinned(
         controls.push(control_of(store, d).await?);
     }
     let shipping: Vec<Package> = controls.iter().map(|c| Package::clone(c)).collect();
-    let problems = installable::check(&installed, &shipping);
+    let problems = installable::check(&listing.packages, &shipping);
     if !problems.is_empty() {
         let problems: Vec<String> = problems.iter().map(|p| format!("\n  {p}")).collect();
         return Err(StepError::with_hint(
@@ -169,15 +199,14 @@ async fn install_pinned(
     }
     let tar = tar_of(&needed, &paths, &installable::unpack_batches(&shipping))?;
     let input: Vec<Input<'_>> = tar.iter().map(Segment::input).collect();
-    let mut args: Vec<&str> = roots.clone();
+    let mut args: Vec<&str> = vec![&listing.fingerprint];
+    args.extend(&roots);
     args.push("--");
-    args.extend(
-        names
-            .iter()
-            .map(String::as_str)
-            .filter(|n| !roots.contains(n)),
-    );
+    args.extend(names.iter().filter(|n| !roots.contains(n)));
     let out = run_script_streamed(t, INSTALL_DEBS, &args, &input).await?;
+    if !records(&out, "C").is_empty() {
+        return Ok(None);
+    }
     let damaged: Vec<String> = records(&out, "H").iter().map(|r| r.join(" ")).collect();
     if !damaged.is_empty() {
         return Err(StepError::with_hint(
@@ -191,7 +220,7 @@ async fn install_pinned(
             "the connection or the host's disk damaged them: run the build again",
         ));
     }
-    outcome(t, packages, &out)
+    outcome(t, packages, &out).map(Some)
 }
 
 /// Whether a pinned `.deb` goes to a target that has `installed` of it: a package the
@@ -369,25 +398,60 @@ pub async fn probe_packages(
     Ok(results)
 }
 
-/// Every package dpkg knows on the target, with its status and relations: what the pinned
-/// `.deb`s are checked against before they are shipped.
-pub async fn installed_packages(t: &Transport) -> Result<Vec<Installed>, StepError> {
+/// Every package dpkg knows on a target, with its status and relations, and a fingerprint
+/// of dpkg's database as it was listed.
+#[derive(Clone, Debug)]
+pub struct Listing {
+    pub packages: Vec<Installed>,
+    /// Changes whenever dpkg's database does: an install refuses a listing that no longer
+    /// has the host's one.
+    pub fingerprint: String,
+}
+
+impl Listing {
+    /// The version of `name` (`name:arch` for one architecture) if it is installed.
+    pub fn version_of(&self, name: &str) -> Option<&str> {
+        let (name, arch) = match name.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (name, None),
+        };
+        self.packages
+            .iter()
+            .find(|i| {
+                i.status == "installed"
+                    && i.package.name == name
+                    && arch.is_none_or(|a| i.package.architecture == a)
+            })
+            .map(|i| i.package.version.as_str())
+    }
+}
+
+/// What the target's dpkg knows: what the pinned `.deb`s are checked against before they are
+/// shipped, and what a package step's probe finds.
+pub async fn list_packages(t: &Transport) -> Result<Listing, StepError> {
     let out = run_script(t, LIST, &[], b"").await?;
     if let Some(e) = missing_tool(t, &out) {
         return Err(e.into());
     }
-    let listed = records(&out, "P");
-    if !out.success() || (listed.is_empty() && !out.stdout.is_empty()) {
+    let fingerprint = records(&out, "S").first().map(|r| r.join(" "));
+    let (Some(fingerprint), true) = (fingerprint, out.success()) else {
         return Err(StepError::new(format!(
             "listing the packages of host `{}`: {}",
             t.host(),
             no_record(&out)
         )));
-    }
-    listed
+    };
+    let packages = records(&out, "P")
         .into_iter()
-        .map(|r| installed(&r).map_err(|e| StepError::new(format!("host `{}`: dpkg lists {e}", t.host()))))
-        .collect()
+        .map(|r| {
+            installed(&r)
+                .map_err(|e| StepError::new(format!("host `{}`: dpkg lists {e}", t.host())))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Listing {
+        packages,
+        fingerprint,
+    })
 }
 
 /// One `P` record of `list_packages.sh`.
@@ -411,8 +475,9 @@ fn installed(record: &[&str]) -> Result<Installed, String> {
                 depends: relations("Depends", depends)?,
                 conflicts: relations("Conflicts", conflicts)?,
                 breaks: relations("Breaks", breaks)?,
-                provides: envc_lockfiles::archive::parse_provides(provides)
-                    .map_err(|e| format!("package `{name}` with a Provides field envc cannot read: {e}"))?,
+                provides: envc_lockfiles::archive::parse_provides(provides).map_err(|e| {
+                    format!("package `{name}` with a Provides field envc cannot read: {e}")
+                })?,
             },
         },
         status: status.to_string(),
@@ -612,7 +677,12 @@ mod tests {
         assert_eq!(got[2].0, "SHA256SUMS");
         assert_eq!(
             String::from_utf8(got[2].1.clone()).unwrap(),
-            format!("{}  01/jq_1.6_amd64.deb\n{}  00/{}.deb\n", sha(0), sha(1), sha(1))
+            format!(
+                "{}  01/jq_1.6_amd64.deb\n{}  00/{}.deb\n",
+                sha(0),
+                sha(1),
+                sha(1)
+            )
         );
     }
 
