@@ -6,7 +6,9 @@
 //! Modules follow the pipeline of `envc lock`: [`fetch`] reads an archive's indices over
 //! HTTP and verifies them along the chain Release → Packages; [`archive`] parses them (pure);
 //! [`resolve`] picks versions and image package sets (pure, [`version`] orders versions the
-//! way dpkg does); [`probe`] asks the machine's tools for their versions; [`model`] is what is
+//! way dpkg does); [`deb`] reads a `.deb`'s control paragraph from its bytes and
+//! [`installable`] checks, as apt would, that `.deb`s install onto a target's packages (both
+//! pure, for the build); [`probe`] asks the machine's tools for their versions; [`model`] is what is
 //! pinned, [`text`] its TOML form and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
 //! change between two lockfiles. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.

@@ -1,27 +1,27 @@
 # envc install_debs. Arguments: the FINGERPRINT of dpkg's database the controller decided on
 # (list_packages.sh), the NAME… of the packages the nodes name, then `--`, then the NAME… of
-# the packages of their closures. Standard input: a tar of the .deb files to install, in
-# directories BATCH/ (00, 01, …: a package pre-depending on another comes in a later batch),
-# and SHA256SUMS listing each one's pinned sha256 (the controller checked them, and checked
-# that they install onto what this host has; this checks that they arrived whole). dpkg
-# installs exactly those files, one `dpkg -i` per batch, with no apt, package index or
-# source: nothing is downloaded.
-# Prints   B INDEX STATUS VERSION   per named package before,   A INDEX STATUS VERSION   after;
-# C   alone when dpkg's database is no longer the one listed (then nothing is installed: the
-# controller lists it again); H FILE   for a file whose hash does not match (then nothing is
-# installed); and on failure
-# F EXIT_CODE dpkg   followed by   L LINE   for the last lines of dpkg's output.
+# the packages of their closures the host does not have (marked as dependencies).
+# Standard input: a tar of the .deb files to install, in directories BATCH/ (00, 01, …: a
+# package pre-depending on another comes in a later batch), and SHA256SUMS listing each
+# one's pinned sha256 (the controller checked them, and checked that they install onto what
+# this host has; this checks that they arrived whole). dpkg installs exactly those files,
+# one `dpkg -i` per batch, with no apt, package index or source: nothing is downloaded.
+# Prints   A INDEX STATUS VERSION   per named package after (the controller's listing says
+# what was there before);   C   alone when dpkg's database is no longer the one listed (then
+# nothing is installed: the controller lists it again);   H FILE   for a file whose hash
+# does not match (then nothing is installed); and on failure   F EXIT_CODE dpkg   followed
+# by   L LINE   for the last lines of dpkg's output.
 # Package names are checked by envc (no spaces, no globs): kept as word lists.
 listed=$1
 shift
 named=""
-closure=""
+fresh=""
 list=named
 for arg; do
     case $list:$arg in
-    *:--) list=closure ;;
+    *:--) list=fresh ;;
     named:*) named="$named $arg" ;;
-    *) closure="$closure $arg" ;;
+    *) fresh="$fresh $arg" ;;
     esac
 done
 need dpkg
@@ -43,27 +43,14 @@ if [ "$(dpkg_fingerprint)" != "$listed" ]; then
     cat >/dev/null
     exit 0
 fi
-# shellcheck disable=SC2086
-query $named $closure
-# shellcheck disable=SC2086
-report B $named
-# Closure packages that are not installed yet: marked as dependencies (apt-mark auto), so
-# that `apt-get autoremove` removes them once nothing needs them, as apt's own would be.
-fresh=""
-for name in $closure; do
-    st=$(state "$name")
-    [ "${st%%"$tab"*}" = installed ] || fresh="$fresh $name"
-done
 mkdir "$dir/debs"
 if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
     tail -n 3 "$log" | sed 's/^/H\ttar: /'
-    report A $named
     exit 0
 fi
 cd "$dir/debs" || exit 90
 if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
     grep ': FAILED' "$log" | sed 's/^/H\t/'
-    report A $named
     exit 0
 fi
 set --
@@ -80,6 +67,8 @@ if [ $# -gt 0 ]; then
         printf 'F\t%s\tdpkg\n' "$failed"
         tail -n 20 "$log" | sed 's/^/L\t/'
     elif [ -n "$fresh" ] && command -v apt-mark >/dev/null 2>&1; then
+        # Marked as dependencies, so that `apt-get autoremove` removes them once nothing
+        # needs them, as apt's own would be.
         # shellcheck disable=SC2086
         apt-mark auto $fresh >>"$log" 2>&1 || true
     fi

@@ -99,7 +99,7 @@ async fn install_from_sources(
     }
     let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_script(t, INSTALL, &arg_refs, b"").await?;
-    outcome(t, packages, &out)
+    outcome(t, packages, &out, None)
 }
 
 /// Exactly the pinned `.deb`s: those the target does not have at their pinned version are
@@ -161,7 +161,6 @@ async fn ship_pinned(
     debs: &BTreeMap<&str, &DebSource>,
     listing: &Listing,
 ) -> Result<Option<Vec<Applied>>, StepError> {
-    let names: Vec<&str> = debs.keys().copied().collect();
     let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let needed: Vec<&DebSource> = debs
         .values()
@@ -199,10 +198,14 @@ async fn ship_pinned(
     }
     let tar = tar_of(&needed, &paths, &installable::unpack_batches(&shipping))?;
     let input: Vec<Input<'_>> = tar.iter().map(Segment::input).collect();
+    // The closure's packages the host does not have come as dependencies (apt-mark auto).
+    let fresh = debs
+        .keys()
+        .filter(|n| !roots.contains(n) && listing.version_of(n).is_none());
     let mut args: Vec<&str> = vec![&listing.fingerprint];
     args.extend(&roots);
     args.push("--");
-    args.extend(names.iter().filter(|n| !roots.contains(n)));
+    args.extend(fresh);
     let out = run_script_streamed(t, INSTALL_DEBS, &args, &input).await?;
     if !records(&out, "C").is_empty() {
         return Ok(None);
@@ -220,7 +223,7 @@ async fn ship_pinned(
             "the connection or the host's disk damaged them: run the build again",
         ));
     }
-    outcome(t, packages, &out).map(Some)
+    outcome(t, packages, &out, Some(listing)).map(Some)
 }
 
 /// Whether a pinned `.deb` goes to a target that has `installed` of it: a package the
@@ -304,11 +307,14 @@ fn tar_of(
 }
 
 /// What the install scripts report, per package: `B`/`A` records (status and version
-/// before and after), `N` (no apt), `F`/`L` (apt failed, and its last lines).
+/// before and after; what was there before is `listing`'s when the script checked that the
+/// host still has it), `N` (no apt or dpkg), `F`/`L` (apt or dpkg failed, and its last
+/// lines).
 fn outcome(
     t: &Transport,
     packages: &[PackageSpec],
     out: &CommandOutput,
+    listing: Option<&Listing>,
 ) -> Result<Vec<Applied>, StepError> {
     let names = list(packages.iter().map(|p| p.name.as_str()));
     if let Some(e) = missing_tool(t, out) {
@@ -324,7 +330,11 @@ fn outcome(
     let after = indexed(records(out, "A"), packages.len());
     let mut applied = Vec::with_capacity(packages.len());
     for (i, p) in packages.iter().enumerate() {
-        let (Some(before), Some(after)) = (&before[i], &after[i]) else {
+        let had = match listing {
+            Some(l) => Some(l.version_of(&p.name).is_some()),
+            None => before[i].as_ref().map(|b| b.first() == Some(&"installed")),
+        };
+        let (Some(had), Some(after)) = (had, &after[i]) else {
             return Err(StepError::new(format!(
                 "installing {names} on host `{}`: {}",
                 t.host(),
@@ -355,7 +365,7 @@ fn outcome(
         }
         applied.push(Applied {
             facts: Facts::from([("version".to_string(), version)]),
-            created: before.first() != Some(&"installed"),
+            created: !had,
             note: None,
             log: None,
         });
