@@ -13,8 +13,11 @@
 # verifying after every run that every host holds exactly the expected files (content, mode,
 # owner) and packages; then stop the hosts. On the change run it also counts what ran: envc's
 # summary ("N ran, M cached, F failed"), pyinfra's changed operations, Ansible's changed tasks.
-# Prints a Markdown table (median over the repetitions) with the machine's description and
-# writes it to $OUT/results.md; raw numbers go to $OUT/raw.tsv, each run's output to $OUT/logs/.
+# Repetitions run in rounds, each tool once per round, so that a machine whose speed drifts
+# during the invocation (a shared VM's does) moves every tool's numbers alike.
+# Prints a Markdown table (median over the repetitions) with the machine's description, and
+# envc's ratios to pyinfra of the medians and of each round, and writes it to
+# $OUT/results.md; raw numbers go to $OUT/raw.tsv, each run's output to $OUT/logs/.
 #
 # Environment:
 #   REPEAT=1        repetitions per tool (the table shows the median)
@@ -199,9 +202,9 @@ phase() {  # TOOL REP PHASE WORK
     [ "$rc" = 0 ] || { log "  $tool $ph failed (rc=$rc); last lines of $logf:"; tail -n 15 "$logf" | sed 's/^/bench:   /' >&2; }
 }
 
-for tool in "${TOOLS[@]}"; do
-    if [ "$tool" = envc ] && [ -z "$ENVC_OK" ]; then continue; fi
-    for rep in $(seq 1 "$REPEAT"); do
+for rep in $(seq 1 "$REPEAT"); do
+    for tool in "${TOOLS[@]}"; do
+        if [ "$tool" = envc ] && [ -z "$ENVC_OK" ]; then continue; fi
         w=$OUT/work/$tool
         rm -rf "$w"
         log "$tool rep $rep: starting $HOSTS fresh hosts"
@@ -267,6 +270,19 @@ if clean("envc") and clean("pyinfra") and med["envc", "noop"] and med["envc", "c
     text += (f"\nenvc vs pyinfra: no-op {n:.1f}x faster ({verdict(n, 50)}), "
              f"cold {c:.1f}x faster ({verdict(c, 3)}), "
              f"one change {ch:.1f}x faster ({verdict(ch, 10)}).\n")
+    def secs(tool, rep, phase):
+        return next(float(r["seconds"]) for r in rows
+                    if (r["tool"], r["rep"], r["phase"]) == (tool, rep, phase))
+    reps = list(dict.fromkeys(r["rep"] for r in rows))
+    if len(reps) > 1:
+        per = {ph: [secs("pyinfra", k, ph) / secs("envc", k, ph) for k in reps]
+               for ph in ("noop", "cold", "change")}
+        fmt = lambda xs: " / ".join(f"{x:.1f}x" for x in xs)
+        text += (f"Round by round (each tool once per round): no-op {fmt(per['noop'])}, "
+                 f"cold {fmt(per['cold'])}, one change {fmt(per['change'])}; medians: "
+                 f"no-op {statistics.median(per['noop']):.1f}x, "
+                 f"cold {statistics.median(per['cold']):.1f}x, "
+                 f"one change {statistics.median(per['change']):.1f}x.\n")
 text += "\n" + machine + "\n"
 open(out, "w").write(text)
 print(text, end="")
