@@ -817,7 +817,14 @@ impl SshTransport {
             .arg(&config)
             .arg("--")
             .arg(addr);
-        let mut starting = match spawn_tied(cmd) {
+        // A kept master outlives envc by design (its idle limit bounds it, a killed run
+        // included), so it needs no tie: spawned plainly, it is started without copying
+        // envc's address space (posix_spawn), which a `pre_exec` hook would force.
+        let spawned = match persist {
+            Some(_) => cmd.spawn(),
+            None => spawn_tied(cmd),
+        };
+        let mut starting = match spawned {
             Ok(child) => Starting(Some(child)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(io(format!(

@@ -14,6 +14,11 @@
 # Package names are checked by envc (no spaces, no globs): kept as word lists.
 listed=$1
 shift
+# apt-mark builds apt's cache to set a mark; dpkg's database has just changed, so the cache on
+# disk is stale: it is built in memory only, not rebuilt and written out for nothing.
+mark() {
+    apt-mark -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= "$@"
+}
 named=""
 fresh=""
 list=named
@@ -70,7 +75,7 @@ if [ $# -gt 0 ]; then
         # Marked as dependencies, so that `apt-get autoremove` removes them once nothing
         # needs them, as apt's own would be.
         # shellcheck disable=SC2086
-        apt-mark auto $fresh >>"$log" 2>&1 || true
+        mark auto $fresh >>"$log" 2>&1 || true
     fi
 fi
 cd / || exit 90
@@ -85,7 +90,7 @@ for name in $named; do
     fi
 done
 # shellcheck disable=SC2086
-[ -z "$auto" ] || apt-mark manual $auto >/dev/null 2>&1 || true
+[ -z "$auto" ] || mark manual $auto >/dev/null 2>&1 || true
 # shellcheck disable=SC2086
 query $named
 # shellcheck disable=SC2086
