@@ -13,7 +13,9 @@
 //! Masters live in a private directory (mode 0700, owned by this user): a control socket
 //! lets whoever can open it run commands on the host.
 
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -99,6 +101,30 @@ impl Persist {
     pub fn starting_socket(&self) -> PathBuf {
         self.dir.join(format!("new-{}", crate::unique_tag()))
     }
+
+    /// Removes the sockets of masters that have ended, and returns how many. A master that
+    /// ends unlinks the name ssh started it under, not the name envc renamed it to, so each
+    /// leaves its socket behind: without this the directory would grow by one for every
+    /// host key ever met. ssh makes a socket's name only once it listens, so a socket that
+    /// refuses a connection has no master; one whose master answers is left alone.
+    pub fn sweep(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let socket = entry.file_type().is_ok_and(|t| t.is_socket());
+            let dead = || {
+                std::os::unix::net::UnixStream::connect(&path)
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+            };
+            if socket && dead() && std::fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
 }
 
 /// What a master is connected to, besides the host key.
@@ -171,6 +197,24 @@ mod tests {
                 .unwrap()
         );
         assert_ne!(p.starting_socket(), p.starting_socket());
+    }
+
+    #[test]
+    fn sockets_of_ended_masters_are_swept_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Persist {
+            dir: dir.path().to_path_buf(),
+            idle: Duration::from_secs(60),
+        };
+        let live = dir.path().join("a".repeat(NAME_LEN));
+        let _listening = std::os::unix::net::UnixListener::bind(&live).unwrap();
+        let ended = dir.path().join("b".repeat(NAME_LEN));
+        drop(std::os::unix::net::UnixListener::bind(&ended).unwrap());
+        let other = dir.path().join("notes");
+        std::fs::write(&other, "not a socket").unwrap();
+        assert_eq!(p.sweep(), 1);
+        assert!(live.exists() && other.exists() && !ended.exists());
+        assert_eq!(p.sweep(), 0);
     }
 
     #[test]

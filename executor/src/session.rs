@@ -341,12 +341,16 @@ impl Session {
             .tempdir()
             .map_err(|e| SessionError::Io(format!("cannot create a temporary directory: {e}")))?;
         let second = Duration::from_secs(1);
+        let persist = Persist::in_user_dir(self.target.ssh_persist);
+        if let Some(p) = &persist {
+            p.sweep();
+        }
         let ssh = SshOptions {
             config_file: self.target.ssh_config.clone(),
             connect_timeout: self.target.connect_timeout.max(second),
             command_timeout: self.target.command_timeout.max(second),
             work_dir: work.path().to_path_buf(),
-            persist: Persist::in_user_dir(self.target.ssh_persist),
+            persist,
         };
         let mut conns = Connections::new(ssh, self.target.trust_host_key.clone());
         conns.vm_identity = Some(machines.key.clone());
