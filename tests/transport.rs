@@ -837,13 +837,21 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         let auto = run_ok(&t, &["apt-mark", "showauto", "jq", "libjq1", "libonig5"]).await;
         assert_eq!(String::from_utf8_lossy(&auto), "libonig5\n");
 
-        // Purged, jq leaves the package the environment names and what that one needs.
-        run_ok(&t, &["mv", "/usr/bin/apt-get.hidden", "/usr/bin/apt-get"]).await;
+        // Purged (by dpkg: there is no apt-get), jq leaves the package the environment names
+        // and what that one needs.
         ops::purge_packages(&t, &["jq".to_string()]).await.unwrap();
         let left = ops::probe_packages(&t, &names).await.unwrap();
         let present: Vec<bool> = left.iter().map(Option::is_some).collect();
         assert_eq!(present, [false, true, true]);
-        // Purged in turn, libjq1 takes libonig5 with it: apt brought it, nothing needs it.
+        // dpkg refuses to purge what an installed package needs, and says so.
+        let e = ops::purge_packages(&t, &["libonig5".to_string()])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dpkg exited") && e.contains("libjq1"), "{e}");
+        // Purged in turn with apt back, libjq1 takes libonig5 with it: it came as a
+        // dependency, and nothing needs it now.
+        run_ok(&t, &["mv", "/usr/bin/apt-get.hidden", "/usr/bin/apt-get"]).await;
         ops::purge_packages(&t, &["libjq1".to_string()])
             .await
             .unwrap();

@@ -2,9 +2,10 @@
 # files behind), in one apt transaction, and then the packages they brought in as
 # dependencies that nothing needs any more: the packages of their dependency closure that
 # apt marks automatically installed and would autoremove (never a package someone installed
-# by hand, never one another installed package still needs). On failure prints
-# F EXIT_CODE  and  L LINE…
-need apt-get
+# by hand, never one another installed package still needs). A host with dpkg and no apt (pinned
+# packages need no more) has them purged by dpkg, and nothing else: without apt, nothing
+# recorded what came as a dependency. On failure prints   F EXIT_CODE TOOL   and   L LINE…
+need dpkg
 # Keep, in "$@", only the packages dpkg knows as installed or half-removed.
 query "$@"
 for name; do
@@ -14,8 +15,15 @@ for name; do
 done
 [ $# -gt 0 ] || exit 0
 log=$(mktemp) || exit 90
-trap 'rm -f "$log" "$log.closure"' EXIT
+trap 'rm -f "$log" "$log.try" "$log.closure"' EXIT
 trap 'exit 1' HUP INT TERM
+if ! command -v apt-get >/dev/null 2>&1; then
+    dpkg_waiting --purge "$@" || {
+        printf 'F\t%s\tdpkg\n' "$?"
+        tail -n 20 "$log" | sed 's/^/L\t/'
+    }
+    exit 0
+fi
 closure=$(apt-cache depends --recurse --installed --no-recommends --no-suggests \
     --no-conflicts --no-breaks --no-replaces --no-enhances "$@" 2>/dev/null | grep -v '^ ' | sort -u)
 apt() {
