@@ -297,15 +297,17 @@ mod tests {
             .collect()
     }
 
+    /// Packages to ship, one per line: `NAME VERSION [; FIELD: VALUE]…`.
+    fn shipped(text: &str) -> Vec<Package> {
+        packages(text, false).into_iter().map(|(_, p)| p).collect()
+    }
+
     fn check_install(installed: &str, shipping: &str, expected: &str) {
         let installed: Vec<Installed> = packages(installed, true)
             .into_iter()
             .map(|(status, package)| Installed { package, status })
             .collect();
-        let shipping: Vec<Package> = packages(shipping, false)
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect();
+        let shipping = shipped(shipping);
         let got: Vec<String> = check(&installed, &shipping)
             .iter()
             .map(Problem::to_string)
@@ -400,22 +402,15 @@ mod tests {
 
     #[test]
     fn pre_dependencies_are_unpacked_in_earlier_batches() {
-        let shipping: Vec<Package> = packages(
+        let shipping = shipped(
             "app 1; Pre-Depends: helpers (>= 1); Depends: lib
              lib 1
              helpers 1; Pre-Depends: base-x
              base 1; Provides: base-x",
-            false,
-        )
-        .into_iter()
-        .map(|(_, p)| p)
-        .collect();
+        );
         assert_eq!(unpack_batches(&shipping), [2, 0, 1, 0]);
         // A cycle (not installable by dpkg either) ends.
-        let cycle: Vec<Package> = packages("a 1; Pre-Depends: b\nb 1; Pre-Depends: a", false)
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect();
+        let cycle = shipped("a 1; Pre-Depends: b\nb 1; Pre-Depends: a");
         assert_eq!(unpack_batches(&cycle).len(), 2);
     }
 }
