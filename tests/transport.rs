@@ -889,6 +889,104 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
     });
 }
 
+/// A `.deb` of `name` 1.0 (architecture all, one file, `/usr/share/NAME/version`) with
+/// `fields` added to its control paragraph, built by dpkg-deb in `dir` and put in `store`,
+/// and its pin (served from a mirror nobody listens on: only the store has it).
+fn tiny_deb(dir: &std::path::Path, store: &Store, name: &str, fields: &str) -> DebSource {
+    let root = dir.join(name);
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(root.join("usr/share").join(name)).unwrap();
+    std::fs::write(root.join("usr/share").join(name).join("version"), "1.0\n").unwrap();
+    let control = format!(
+        "Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: envc tests \
+         <tests@envc.invalid>\nDescription: envc test package\n{fields}"
+    );
+    std::fs::write(root.join("DEBIAN/control"), control).unwrap();
+    let deb = dir.join(format!("{name}_1.0_all.deb"));
+    let out = std::process::Command::new("dpkg-deb")
+        .args(["--root-owner-group", "--build"])
+        .arg(&root)
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let bytes = std::fs::read(&deb).unwrap();
+    let sha256 = envc_lockfiles::fetch::sha256_hex(&bytes);
+    store.put_deb(&sha256, &bytes).unwrap();
+    DebSource {
+        pin: PackagePin {
+            name: name.to_string(),
+            archive: "debian/bookworm".into(),
+            version: "1.0".into(),
+            architecture: "all".into(),
+            filename: format!("pool/main/e/{name}/{name}_1.0_all.deb"),
+            size: bytes.len() as u64,
+            sha256,
+            closure: None,
+        },
+        mirror: "http://127.0.0.1:9/debian".into(),
+    }
+}
+
+#[test]
+fn shipped_debs_install_in_pre_dependency_order_and_conflicts_ship_nothing() {
+    let hosts = TestHosts::start(1);
+    let env = env(&hosts, Duration::from_secs(120));
+    let host = spec(&hosts, 0);
+    let (store, _store_dir) = scratch_store();
+    let debs = TempDir::new().unwrap();
+    // By name, `envc-pre-app` comes first; dpkg unpacks it only once `envc-pre-base` is
+    // configured, so one `dpkg -i` of both would refuse it.
+    let app = tiny_deb(
+        debs.path(),
+        &store,
+        "envc-pre-app",
+        "Pre-Depends: envc-pre-base (>= 1.0)\n",
+    );
+    let base = tiny_deb(debs.path(), &store, "envc-pre-base", "");
+    let rival = tiny_deb(
+        debs.path(),
+        &store,
+        "envc-rival",
+        "Conflicts: envc-pre-base\n",
+    );
+    in_controller(&hosts, || async {
+        let (t, _) = connect(&host, None, &env.opts).await;
+        let spec = PackageSpec {
+            name: "envc-pre-app".into(),
+            version: Some("1.0".into()),
+            debs: vec![app, base],
+        };
+        let applied = ops::install_packages(&t, &store, &[spec], None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(applied[0].created);
+        let names = ["envc-pre-app".to_string(), "envc-pre-base".to_string()];
+        let probed = ops::probe_packages(&t, &names).await.unwrap();
+        assert!(probed.iter().all(Option::is_some), "{probed:?}");
+
+        // A package that conflicts with one the host has is refused before it is shipped.
+        let rival = PackageSpec {
+            name: "envc-rival".into(),
+            version: Some("1.0".into()),
+            debs: vec![rival],
+        };
+        let e = ops::install_packages(&t, &store, &[rival], None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`envc-rival` 1.0 conflicts with `envc-pre-base`: envc-pre-base 1.0"),
+            "{e}"
+        );
+        let probed = ops::probe_packages(&t, &["envc-rival".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(probed, [None]);
+        t.close().await;
+    });
+}
+
 #[test]
 fn services_need_systemd_and_a_dead_host_is_an_error_not_a_hang() {
     let hosts = TestHosts::start(1);

@@ -54,7 +54,7 @@ if ! tar -x -C "$dir/debs" -f - >"$log" 2>&1; then
     exit 0
 fi
 cd "$dir/debs" || exit 90
-if [ -s SHA256SUMS ] && ! sha256sum -c SHA256SUMS >"$log" 2>&1; then
+if [ -s SHA256SUMS ] && ! sha256sum --quiet -c SHA256SUMS >"$log" 2>&1; then
     grep ': FAILED' "$log" | sed 's/^/H\t/'
     exit 0
 fi
