@@ -41,6 +41,11 @@ need() {
     printf 'N\t%s\n' "$1"
     exit 0
 }
+# The failure of TOOL ($2) with exit code $1: `F CODE TOOL`, then the end of $log as `L LINE`.
+failed() {
+    printf 'F\t%s\t%s\n' "$1" "$2"
+    tail -n 20 "$log" | sed 's/^/L\t/'
+}
 # dpkg with the arguments given, appending its output to $log. dpkg has no lock timeout of
 # its own: while another process holds its lock (it says so before doing anything), it is
 # asked again every second, for 10 minutes at most, as apt waits with DPkg::Lock::Timeout.

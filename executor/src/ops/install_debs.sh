@@ -38,8 +38,7 @@ log=$dir/log
 # Once dpkg's lock is free (another apt or dpkg done) and an interrupted run is finished,
 # the database must still be the one the controller decided on.
 configure || {
-    printf 'F\t%s\tdpkg\n' "$?"
-    tail -n 20 "$log" | sed 's/^/L\t/'
+    failed "$?" dpkg
     cat >/dev/null
     exit 0
 }
@@ -63,14 +62,15 @@ for batch in */; do
     [ -d "$batch" ] && set -- "$@" "$dir/debs/$batch"
 done
 if [ $# -gt 0 ]; then
-    failed=""
+    code=0
     for batch; do
-        [ -z "$failed" ] || break
-        dpkg_waiting -i "$batch"*.deb || failed=$?
+        dpkg_waiting -i "$batch"*.deb || {
+            code=$?
+            break
+        }
     done
-    if [ -n "$failed" ]; then
-        printf 'F\t%s\tdpkg\n' "$failed"
-        tail -n 20 "$log" | sed 's/^/L\t/'
+    if [ "$code" -ne 0 ]; then
+        failed "$code" dpkg
     elif [ -n "$fresh" ] && command -v apt-mark >/dev/null 2>&1; then
         # Marked as dependencies, so that `apt-get autoremove` removes them once nothing
         # needs them, as apt's own would be.

@@ -25,8 +25,7 @@ if configure &&
         --no-install-recommends --allow-downgrades install "$@" >>"$log" 2>&1; then
     :
 else
-    printf 'F\t%s\tapt-get\n' "$?"
-    tail -n 20 "$log" | sed 's/^/L\t/'
+    failed "$?" apt-get
 fi
 query "$@"
 report A "$@"

@@ -18,10 +18,7 @@ log=$(mktemp) || exit 90
 trap 'rm -f "$log" "$log.try" "$log.closure"' EXIT
 trap 'exit 1' HUP INT TERM
 if ! command -v apt-get >/dev/null 2>&1; then
-    dpkg_waiting --purge "$@" || {
-        printf 'F\t%s\tdpkg\n' "$?"
-        tail -n 20 "$log" | sed 's/^/L\t/'
-    }
+    dpkg_waiting --purge "$@" || failed "$?" dpkg
     exit 0
 fi
 closure=$(apt-cache depends --recurse --installed --no-recommends --no-suggests \
@@ -30,8 +27,7 @@ apt() {
     apt-get -q -y -o DPkg::Lock::Timeout=600 "$@" >>"$log" 2>&1
 }
 if ! apt purge "$@"; then
-    printf 'F\t%s\tapt-get\n' "$?"
-    tail -n 20 "$log" | sed 's/^/L\t/'
+    failed "$?" apt-get
     exit 0
 fi
 printf '%s\n' "$closure" >"$log.closure"
