@@ -26,10 +26,10 @@ closure=$(apt-cache depends --recurse --installed --no-recommends --no-suggests 
 apt() {
     apt-get -q -y -o DPkg::Lock::Timeout=600 "$@" >>"$log" 2>&1
 }
-if ! apt purge "$@"; then
+apt purge "$@" || {
     failed "$?" apt-get
     exit 0
-fi
+}
 printf '%s\n' "$closure" >"$log.closure"
 # shellcheck disable=SC2046
 set -- $(apt-get -s autoremove 2>/dev/null | awk '$1 == "Remv" { print $2 }' |
