@@ -4,12 +4,12 @@
 //! The build reads it from the pinned bytes (their sha256 already checked), so that what it
 //! checks before installing is exactly what dpkg will read.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
-use crate::archive::{paragraphs, parse_provides, parse_relations};
+use crate::archive::paragraphs;
 use crate::installable::{Package, Relations};
 
-/// A control tarball larger than this is not a package's metadata: reading stops there.
+/// A control tarball larger than this is not a package's metadata: reading it is an error.
 const MAX_CONTROL: u64 = 64 << 20;
 
 /// The package a `.deb` holds, with its relations.
@@ -57,27 +57,19 @@ fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), String
 
 fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    let read = |r: &mut dyn Read, out: &mut Vec<u8>| {
-        r.take(MAX_CONTROL)
-            .read_to_end(out)
-            .map(drop)
-            .map_err(|e| format!("{name}: {e}"))
-    };
-    match name.rsplit_once('.').map(|(_, ext)| ext) {
-        Some("tar") => out.extend_from_slice(bytes),
-        Some("gz") => read(&mut flate2::read::GzDecoder::new(bytes), &mut out)?,
-        Some("xz") => {
-            let mut limited = LimitedWriter(&mut out);
-            lzma_rs::xz_decompress(&mut { bytes }, &mut limited)
-                .map_err(|e| format!("{name}: {e}"))?
-        }
-        Some("zst") => {
-            let mut d = ruzstd::decoding::StreamingDecoder::new(bytes)
-                .map_err(|e| format!("{name}: {e}"))?;
-            read(&mut d, &mut out)?
-        }
+    let mut sink = LimitedWriter(&mut out);
+    let copy = |r: &mut dyn Read, sink: &mut LimitedWriter<'_>| std::io::copy(r, sink).map(drop);
+    let done = match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("tar") => sink.write_all(bytes),
+        Some("gz") => copy(&mut flate2::read::GzDecoder::new(bytes), &mut sink),
+        Some("xz") => lzma_rs::xz_decompress(&mut { bytes }, &mut sink)
+            .map_err(|e| std::io::Error::other(e.to_string())),
+        Some("zst") => ruzstd::decoding::StreamingDecoder::new(bytes)
+            .map_err(std::io::Error::other)
+            .and_then(|mut d| copy(&mut d, &mut sink)),
         _ => return Err(format!("{name}: a compression dpkg does not write")),
-    }
+    };
+    done.map_err(|e| format!("{name}: {e}"))?;
     Ok(out)
 }
 
@@ -135,21 +127,8 @@ pub fn parse_control(text: &str) -> Result<Package, String> {
             .ok_or_else(|| format!("./control: no {name} field"))
     };
     let name = need("Package")?;
-    let relations = |field: &str| {
-        p.get(field)
-            .map(parse_relations)
-            .transpose()
-            .map(Option::unwrap_or_default)
-            .map_err(|e| format!("./control of {name}: {field}: {e}"))
-    };
-    let relations = Relations {
-        pre_depends: relations("Pre-Depends")?,
-        depends: relations("Depends")?,
-        conflicts: relations("Conflicts")?,
-        breaks: relations("Breaks")?,
-        provides: parse_provides(p.get("Provides").unwrap_or(""))
-            .map_err(|e| format!("./control of {name}: Provides: {e}"))?,
-    };
+    let relations = Relations::read(|field| p.get(field).unwrap_or(""))
+        .map_err(|e| format!("./control of {name}: {e}"))?;
     Ok(Package {
         version: need("Version")?,
         architecture: need("Architecture")?,
@@ -199,10 +178,15 @@ pub(crate) mod tests {
         } else {
             format!("control.tar.{ext}")
         };
+        ar(&name, &compressed)
+    }
+
+    /// A `.deb` (an `ar` archive) whose control member is `name`, holding `control`.
+    fn ar(name: &str, control: &[u8]) -> Vec<u8> {
         let mut out = b"!<arch>\n".to_vec();
         for (name, body) in [
             ("debian-binary", &b"2.0\n"[..]),
-            (name.as_str(), &compressed),
+            (name, control),
             ("data.tar.xz", b"x"),
         ] {
             out.extend(
@@ -269,5 +253,9 @@ pub(crate) mod tests {
             "Depends",
         );
         check(&deb("Package: a\n\nPackage: b\n", ""), "2 paragraphs");
+        // A control archive that inflates past the limit is refused, not read on.
+        let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut bomb, &vec![0; MAX_CONTROL as usize + 1]).unwrap();
+        check(&ar("control.tar.gz", &bomb.finish().unwrap()), "too large");
     }
 }

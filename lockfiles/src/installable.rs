@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use crate::archive::{Alternatives, Dep, Provide};
+use crate::archive::{parse_provides, parse_relations, Alternatives, Dep, Provide};
 use crate::resolve::{provided_ok, version_ok};
 
 /// The relations of a package that decide whether it installs.
@@ -28,6 +28,22 @@ pub struct Relations {
     pub conflicts: Vec<Alternatives>,
     pub breaks: Vec<Alternatives>,
     pub provides: Vec<Provide>,
+}
+
+impl Relations {
+    /// The relations in the fields `field` gives by name (empty when absent), as a `.deb`'s
+    /// control paragraph or dpkg's listing of a target hold them; an error names the field.
+    pub fn read<'a>(field: impl Fn(&str) -> &'a str) -> Result<Relations, String> {
+        let relations =
+            |name: &str| parse_relations(field(name)).map_err(|e| format!("{name}: {e}"));
+        Ok(Relations {
+            pre_depends: relations("Pre-Depends")?,
+            depends: relations("Depends")?,
+            conflicts: relations("Conflicts")?,
+            breaks: relations("Breaks")?,
+            provides: parse_provides(field("Provides")).map_err(|e| format!("Provides: {e}"))?,
+        })
+    }
 }
 
 /// A package: one a `.deb` holds, or one a target has.

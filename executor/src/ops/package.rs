@@ -59,7 +59,7 @@ pub async fn install_packages(
     t: &Transport,
     store: &Store,
     packages: &[PackageSpec],
-    listing: Option<Listing>,
+    mut listing: Option<Listing>,
 ) -> Result<Vec<Applied>, StepError> {
     let (pinned, unpinned): (Vec<usize>, Vec<usize>) =
         (0..packages.len()).partition(|&i| !packages[i].debs.is_empty());
@@ -70,7 +70,7 @@ pub async fn install_packages(
         }
         let these: Vec<PackageSpec> = part.iter().map(|&i| packages[i].clone()).collect();
         let done = if locked {
-            install_pinned(t, store, &these, listing.clone()).await?
+            install_pinned(t, store, &these, listing.take()).await?
         } else {
             install_from_sources(t, &these).await?
         };
@@ -471,24 +471,21 @@ fn installed(record: &[&str]) -> Result<Installed, String> {
     else {
         return Err(format!("a malformed record {:?}", record.join("\t")));
     };
-    let relations = |field: &str, value: &str| {
-        envc_lockfiles::archive::parse_relations(value)
-            .map_err(|e| format!("package `{name}` with a {field} field envc cannot read: {e}"))
-    };
+    let relations = Relations::read(|field| match field {
+        "Provides" => provides,
+        "Pre-Depends" => pre_depends,
+        "Depends" => depends,
+        "Conflicts" => conflicts,
+        "Breaks" => breaks,
+        _ => "",
+    })
+    .map_err(|e| format!("package `{name}` with a field envc cannot read: {e}"))?;
     Ok(Installed {
         package: Package {
             name: name.to_string(),
             version: version.to_string(),
             architecture: architecture.to_string(),
-            relations: Relations {
-                pre_depends: relations("Pre-Depends", pre_depends)?,
-                depends: relations("Depends", depends)?,
-                conflicts: relations("Conflicts", conflicts)?,
-                breaks: relations("Breaks", breaks)?,
-                provides: envc_lockfiles::archive::parse_provides(provides).map_err(|e| {
-                    format!("package `{name}` with a Provides field envc cannot read: {e}")
-                })?,
-            },
+            relations,
         },
         status: status.to_string(),
     })
