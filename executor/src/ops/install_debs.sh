@@ -14,10 +14,15 @@
 # Package names are checked by envc (no spaces, no globs): kept as word lists.
 listed=$1
 shift
-# apt-mark builds apt's cache to set a mark; dpkg's database has just changed, so the cache on
-# disk is stale: it is built in memory only, not rebuilt and written out for nothing.
+# apt-mark builds apt's cache to set a mark. dpkg's database has just changed, so the cache on
+# disk is stale: it is built in memory only, not rebuilt and written out for nothing. And it
+# is built from dpkg's database alone, with no sources: a mark is kept only for a package
+# dpkg knows, so the archives' indexes change nothing but the time (1.4 s of CPU with
+# bookworm's main index, against 0.04 s).
 mark() {
-    apt-mark -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= "$@"
+    mkdir -p "$dir/no-sources"
+    apt-mark -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+        -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$dir/no-sources" "$@"
 }
 named=""
 fresh=""
