@@ -152,6 +152,9 @@ pub struct Env<'a> {
     pub records: BTreeMap<String, RealizationRecord>,
     /// The intents of steps that may have created things and have no record yet.
     pub intents: BTreeMap<String, Intent>,
+    /// Records and intents the state names that are not in the store yet: written as one
+    /// group by the next commit, which is what makes them count.
+    unwritten: Vec<(ObjectId, Vec<u8>)>,
     last_commit: Instant,
 }
 
@@ -167,11 +170,14 @@ impl<'a> Env<'a> {
             state,
             records,
             intents,
+            unwritten: Vec::new(),
             last_commit: Instant::now(),
         })
     }
 
     pub fn commit(&mut self) -> Result<(), RunError> {
+        self.store.put_many(&self.unwritten)?;
+        self.unwritten.clear();
         match self.state.commit(self.store, self.lock, self.base)? {
             Ok(id) => {
                 self.base = Some(id);
@@ -189,20 +195,26 @@ impl<'a> Env<'a> {
         self.last_commit.elapsed() >= Duration::from_millis(300)
     }
 
-    fn put_record(&mut self, r: RealizationRecord) -> Result<(), RunError> {
-        let id = self.store.put_json(&r)?;
+    /// `value` as the object the state will name, written by the next commit.
+    fn write_later<T: serde::Serialize>(&mut self, value: &T) -> ObjectId {
+        let bytes = crate::store::json_bytes(value);
+        let id = ObjectId::of(&bytes);
+        self.unwritten.push((id, bytes));
+        id
+    }
+
+    fn put_record(&mut self, r: RealizationRecord) {
+        let id = self.write_later(&r);
         self.state.records.insert(r.node.clone(), id);
         self.state.intents.remove(&r.node);
         self.intents.remove(&r.node);
         self.records.insert(r.node.clone(), r);
-        Ok(())
     }
 
-    fn put_intent(&mut self, i: Intent) -> Result<(), RunError> {
-        let id = self.store.put_json(&i)?;
+    fn put_intent(&mut self, i: Intent) {
+        let id = self.write_later(&i);
         self.state.intents.insert(i.node.clone(), id);
         self.intents.insert(i.node.clone(), i);
-        Ok(())
     }
 
     /// Whether a step of this run or an earlier one found `key`'s thing absent on the
@@ -1184,7 +1196,7 @@ impl<'s> Scheduler<'s> {
                         }
                         let known = Known::of_record(&record);
                         let oh = known.output_hash.clone();
-                        env.put_record(record)?;
+                        env.put_record(record);
                         self.known[i] = Some(known);
                         self.status[i] = Status::Done;
                         self.report.ran += 1;
@@ -1503,7 +1515,7 @@ impl<'s> Scheduler<'s> {
                 facts: facts(i),
                 run: self.run_id.clone(),
                 at_unix: now_unix(),
-            })?;
+            });
         }
         if absent.is_empty() {
             Ok(())

@@ -43,6 +43,24 @@ fn objects_are_content_addressed_and_verified() {
 }
 
 #[test]
+fn a_group_of_objects_is_stored_whole_and_what_is_there_is_kept() {
+    let (_d, s) = store();
+    let kept = s.put(b"already here").unwrap();
+    let group: Vec<(ObjectId, Vec<u8>)> = [&b"one"[..], b"two", b"one", b"already here"]
+        .iter()
+        .map(|b| (ObjectId::of(b), b.to_vec()))
+        .collect();
+    s.put_many(&group).unwrap();
+    for (id, bytes) in &group {
+        assert_eq!(&s.get(id).unwrap(), bytes);
+    }
+    assert_eq!(s.get(&kept).unwrap(), b"already here");
+    assert!(s.verify(Duration::from_secs(3600)).unwrap().is_empty());
+    let tmp = std::fs::read_dir(s.root().join("tmp")).unwrap().count();
+    assert_eq!(tmp, 0, "nothing is left in tmp/");
+}
+
+#[test]
 fn pinned_debs_are_verified_by_their_sha256_and_a_scratch_store_shares_them() {
     let (d, s) = store();
     let bytes = b"!<arch>\na pinned .deb";
