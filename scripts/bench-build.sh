@@ -110,12 +110,14 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 H=$OUT/hosts           # scripts/bench/hosts state of the current repetition
 RAW=$OUT/raw.tsv
 rm -rf "$OUT/logs"; mkdir -p "$OUT/logs"
-# Nothing is deleted while tools are timed: ext4 makes a file created within 30 s of many
-# deletions nearby wait while it skips their inodes (`recently_deleted`), which slowed each
+# Nothing is deleted while tools are timed: ext4 makes a file created within a minute of
+# many deletions nearby wait while it skips their inodes (`recently_deleted`), which slowed each
 # envc repetition after the first by 10-20% when the last one's store (a thousand files)
 # was deleted just before, though no user deletes a store just before a cold run. Each
 # repetition has its own work directory, and an earlier invocation's is moved aside here
-# and deleted at the end.
+# and deleted at the end. So are the hosts' files (their overlays: dpkg's thousands of
+# files each): deleted between runs, they made the next cold run's dpkg, of either tool,
+# and envc's store spend a sixth of the machine's CPU in that scan.
 [ ! -e "$OUT/work" ] || mv "$OUT/work" "$OUT/old-work.$$"
 mkdir -p "$OUT/work"
 printf 'tool\trep\tphase\tseconds\trc\tverified\tchanged\n' >"$RAW"
@@ -223,7 +225,7 @@ for rep in $(seq 1 "$REPEAT"); do
         "$ROOT/scripts/bench/workload" "$w" --hosts-dir "$H" "${wl_flags[@]}" --change
         phase "$tool" "$rep" change "$w"
         stop_archive
-        "$HOSTCTL" down "$H"
+        "$HOSTCTL" down "$H" "$OUT/old-hosts.$tool-$rep.$$"
     done
 done
 # The last repetition's inputs stay, as work/TOOL; the rest goes now that nothing is timed.
@@ -231,7 +233,7 @@ for tool in "${TOOLS[@]}"; do
     [ ! -d "$OUT/work/$tool-$REPEAT" ] || mv "$OUT/work/$tool-$REPEAT" "$OUT/work/$tool"
 done
 find "$OUT/work" -mindepth 1 -maxdepth 1 -name '*-[0-9]*' -exec rm -rf {} +
-rm -rf "$OUT"/old-work.*
+rm -rf "$OUT"/old-work.* "$OUT"/old-hosts.*
 
 # --- report ---------------------------------------------------------------------------
 ver() { local v; v=$("$@" 2>/dev/null) || true; printf '%s' "$v" | head -n 1; }
