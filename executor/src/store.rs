@@ -363,8 +363,8 @@ impl Store {
     /// durably, as one group: every file written and its write-back started, then each
     /// synced and renamed into place, then each directory synced. A run records hundreds of
     /// small objects; one [`Store::put`] after another costs two journal commits each, where
-    /// a group's syncs find most of their work done by the first (920 small objects on an
-    /// idle ext4 here: 0.4 s, against 0.6–1.1 s one by one).
+    /// a group's syncs find most of their work done by the first (920 small objects in
+    /// groups of 20 on an idle ext4 here: 0.22–0.26 s, against 0.36–0.43 s one by one).
     pub fn put_many(&self, objects: &[(ObjectId, Vec<u8>)]) -> Result<(), StoreError> {
         let mut fresh: Vec<(PathBuf, &[u8])> = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
