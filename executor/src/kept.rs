@@ -151,6 +151,14 @@ fn private_dir(dir: &Path, uid: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// Masters kept in `dir` for a minute.
+    fn kept_in(dir: &Path) -> Persist {
+        Persist {
+            dir: dir.to_path_buf(),
+            idle: Duration::from_secs(60),
+        }
+    }
+
     fn target<'a>(address: &'a str, files: &'a [PathBuf]) -> Target<'a> {
         Target {
             user: "root",
@@ -164,10 +172,7 @@ mod tests {
     #[test]
     fn the_socket_name_changes_with_what_the_master_is_connected_to() {
         let dir = tempfile::tempdir().unwrap();
-        let p = Persist {
-            dir: dir.path().to_path_buf(),
-            idle: Duration::from_secs(60),
-        };
+        let p = kept_in(dir.path());
         let config = dir.path().join("ssh_config");
         std::fs::write(&config, "User root\n").unwrap();
         let files = [config.clone()];
@@ -202,10 +207,7 @@ mod tests {
     #[test]
     fn sockets_of_ended_masters_are_swept_and_live_ones_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let p = Persist {
-            dir: dir.path().to_path_buf(),
-            idle: Duration::from_secs(60),
-        };
+        let p = kept_in(dir.path());
         let live = dir.path().join("a".repeat(NAME_LEN));
         let _listening = std::os::unix::net::UnixListener::bind(&live).unwrap();
         let ended = dir.path().join("b".repeat(NAME_LEN));

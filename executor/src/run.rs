@@ -584,34 +584,30 @@ async fn probe_absent(
 ) -> Result<(Vec<usize>, Step), StepError> {
     let t = target.ok_or("a node without a target cannot be realized here")?;
     let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
-    if let Step::Packages(xs, _) = step {
-        let listing = list_packages(&transport).await?;
-        let absent = xs
-            .iter()
-            .filter(|x| nodes.contains(&x.0) && listing.version_of(&x.1.name).is_none())
-            .map(|x| x.0)
-            .collect();
-        return Ok((absent, Step::Packages(xs, Some(listing))));
-    }
-    let absent = match &step {
+    match step {
+        Step::Packages(xs, _) => {
+            let listing = list_packages(&transport).await?;
+            let absent = xs
+                .iter()
+                .filter(|x| nodes.contains(&x.0) && listing.version_of(&x.1.name).is_none())
+                .map(|x| x.0)
+                .collect();
+            Ok((absent, Step::Packages(xs, Some(listing))))
+        }
         Step::Files(xs) => {
             let probed: Vec<&(usize, FileSpec)> =
                 xs.iter().filter(|x| nodes.contains(&x.0)).collect();
             let paths: Vec<String> = probed.iter().map(|x| x.1.path.clone()).collect();
             let found = probe_files(&transport, &paths).await?;
-            probed
+            let absent = probed
                 .iter()
                 .zip(found)
                 .filter_map(|(x, f)| f.is_none().then_some(x.0))
-                .collect()
+                .collect();
+            Ok((absent, Step::Files(xs)))
         }
-        Step::Packages(..)
-        | Step::Service(..)
-        | Step::Exec(..)
-        | Step::Repository(..)
-        | Step::Deliver(..) => Vec::new(),
-    };
-    Ok((absent, step))
+        other => Ok((Vec::new(), other)),
+    }
 }
 
 async fn execute_step(

@@ -1,6 +1,6 @@
 # envc install_packages. Arguments: NAME or NAME=VERSION, one per package. One apt transaction.
 # Prints   B INDEX STATUS VERSION   per package before,   A INDEX STATUS VERSION   after, and on
-# failure   F EXIT_CODE   followed by   L LINE   for the last lines of apt's output.
+# failure   F EXIT_CODE apt-get   followed by   L LINE   for the last lines of apt's output.
 need apt-get
 query "$@"
 report B "$@"

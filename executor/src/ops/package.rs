@@ -176,12 +176,11 @@ async fn ship_pinned(
     // Checked one at a time (each is read whole to hash it), then streamed from the store:
     // a step holds no more than one `.deb` in memory, however many it ships.
     let mut paths = Vec::with_capacity(needed.len());
-    let mut controls = Vec::with_capacity(needed.len());
+    let mut shipping: Vec<Package> = Vec::with_capacity(needed.len());
     for d in &needed {
         paths.push(path_of(store, d, &d.pin.key()).await?);
-        controls.push(control_of(store, d).await?);
+        shipping.push(Package::clone(&*control_of(store, d).await?));
     }
-    let shipping: Vec<Package> = controls.iter().map(|c| Package::clone(c)).collect();
     let problems = installable::check(&listing.packages, &shipping);
     if !problems.is_empty() {
         let problems: Vec<String> = problems.iter().map(|p| format!("\n  {p}")).collect();
