@@ -130,14 +130,34 @@ fn objects_are_committed_pruned_and_land_on_top_of_others() {
     );
     assert_eq!(commits(&hosts), 1);
 
-    // One changed field: one file in one commit.
+    // One changed field: one object's file in one commit, and the kustomization's record
+    // of what envc wrote there (its hash line) with it.
     p.write(&source(&addr, "debug", true));
     let changed = p.run(&hosts, &["build", "--json"]);
     assert_eq!(changed.status.code(), Some(0), "{}", text(&changed));
     assert_eq!(commits(&hosts), 2);
     assert_eq!(
         git(&hosts, "diff --name-only main~1 main"),
-        "clusters/prod/shop/configmap-web.yaml\n"
+        "clusters/prod/kustomization.yaml\nclusters/prod/shop/configmap-web.yaml\n"
+    );
+    let kustomization_diff = git(
+        &hosts,
+        "diff -U0 main~1 main -- clusters/prod/kustomization.yaml",
+    );
+    let changed_lines: Vec<&str> = kustomization_diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert!(
+        changed_lines.len() == 2
+            && changed_lines.iter().all(
+                |l| l[1..].starts_with("# blake3: ") && l.ends_with(" shop/configmap-web.yaml")
+            ),
+        "{kustomization_diff}"
     );
 
     // An object that left the source: its file and its line in the kustomization go.
@@ -248,4 +268,65 @@ fn with_the_host_down_the_build_fails_and_nothing_is_lost() {
     );
     let history = p.run(&hosts, &["log"]);
     assert!(stdout(&history).contains("failed"), "{}", text(&history));
+}
+
+#[test]
+fn a_link_in_the_repository_never_leads_a_build_onto_the_controller() {
+    let (hosts, addr, p) = repository_host("envc-gitops-link-");
+    // A directory on the machine that runs envc, with a file someone cares about.
+    let victims = p.path("victims");
+    std::fs::create_dir_all(&victims).unwrap();
+    std::fs::write(victims.join("victim.yaml"), "precious\n").unwrap();
+    // Someone with push access commits `clusters/prod/shop` as a link to it, and a
+    // kustomization that carries envc's header and lists a file through the link.
+    let evil = format!(
+        "cd /tmp && rm -rf evil && git init -q -b main evil && cd evil && mkdir -p clusters/prod \
+         && ln -s {victims} clusters/prod/shop \
+         && cat > clusters/prod/kustomization.yaml <<'EOK'\n\
+         # Written by envc: objects listed here that leave the environment are removed.\n\
+         # environment: prod\nresources:\n- shop/victim.yaml\nEOK\n\
+         git add -A && git -c user.name=someone -c user.email=someone@example.com commit -q -m links \
+         && git push -q {REPO} main",
+        victims = victims.display()
+    );
+    let pushed = hosts.ssh(0, &evil);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let before = git(&hosts, "rev-parse main");
+
+    p.write(&source(&addr, "info", false));
+    let refused = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+    let outcome = &node_outcomes(&refused)["fleet/manifest:shop/ConfigMap/web"];
+    assert!(
+        outcome.contains("`clusters/prod/shop` is a symbolic link")
+            && outcome.contains("nothing was committed"),
+        "{}",
+        text(&refused)
+    );
+    // Nothing on the controller was removed or written, and nothing was pushed.
+    assert_eq!(
+        std::fs::read_to_string(victims.join("victim.yaml")).unwrap(),
+        "precious\n"
+    );
+    assert_eq!(std::fs::read_dir(&victims).unwrap().count(), 1);
+    assert_eq!(git(&hosts, "rev-parse main"), before);
+
+    // The link goes, but an ignore rule hides the namespace's directory from `git add`:
+    // what envc would report committed is not in the commit, so nothing is pushed.
+    let ignore = "cd /tmp/evil && git rm -q clusters/prod/shop && echo 'shop/' > clusters/prod/.gitignore \
+        && git add -A && git -c user.name=someone -c user.email=someone@example.com commit -q -m ignore \
+        && git push -q /srv/fleet.git main";
+    let pushed = hosts.ssh(0, ignore);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let before = git(&hosts, "rev-parse main");
+    let hidden = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(hidden.status.code(), Some(4), "{}", text(&hidden));
+    assert!(
+        node_outcomes(&hidden)["fleet/manifest:shop/ConfigMap/web"].contains(
+            "the commit does not hold what envc wrote (not committed as plain files: clusters/prod/shop/configmap-web.yaml)"
+        ),
+        "{}",
+        text(&hidden)
+    );
+    assert_eq!(git(&hosts, "rev-parse main"), before);
 }

@@ -95,12 +95,24 @@ fn render_writes_canonical_objects_and_prunes_what_left() {
         text(&first)
     );
     let read = |rel: &str| std::fs::read_to_string(out.join(rel)).unwrap();
+    // The kustomization records what envc wrote in each file, by hash.
+    let wrote = |rel: &str| {
+        format!(
+            "# blake3: {} {rel}\n",
+            blake3::hash(read(rel).as_bytes()).to_hex()
+        )
+    };
     assert_eq!(
         read("kustomization.yaml"),
-        "# Written by envc: objects listed here that leave the environment are removed.\n\
-         # environment: prod\n\
-         apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
-         - _cluster/namespace-shop.yaml\n- shop/configmap-web.yaml\n- shop/deployment-web.yaml\n"
+        format!(
+            "# Written by envc: objects listed here that leave the environment are removed.\n\
+             # environment: prod\n{}{}{}\
+             apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
+             - _cluster/namespace-shop.yaml\n- shop/configmap-web.yaml\n- shop/deployment-web.yaml\n",
+            wrote("_cluster/namespace-shop.yaml"),
+            wrote("shop/configmap-web.yaml"),
+            wrote("shop/deployment-web.yaml")
+        )
     );
     assert_eq!(
         read("_cluster/namespace-shop.yaml"),
@@ -168,4 +180,33 @@ fn render_writes_canonical_objects_and_prunes_what_left() {
         text(&refused)
     );
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 2);
+
+    // The attacks of issue 34 on `--out`: a namespace directory that is a link out of it,
+    // and a kustomization carrying envc's header that lists a file through a link. Nothing
+    // outside is written or removed; the render fails naming the link.
+    let outside = p.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("victim.yaml"), "precious\n").unwrap();
+    let forged = p.path("forged");
+    std::fs::create_dir(&forged).unwrap();
+    std::os::unix::fs::symlink(&outside, forged.join("link")).unwrap();
+    std::os::unix::fs::symlink(&outside, forged.join("shop")).unwrap();
+    std::fs::write(
+        forged.join("kustomization.yaml"),
+        "# Written by envc: objects listed here that leave the environment are removed.\n\
+         # environment: prod\nresources:\n- link/victim.yaml\n",
+    )
+    .unwrap();
+    let attacked = p.run(&hosts, &["render", "--out", &forged.display().to_string()]);
+    assert_eq!(attacked.status.code(), Some(1), "{}", text(&attacked));
+    assert!(
+        stderr(&attacked).contains("is a symbolic link"),
+        "{}",
+        text(&attacked)
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.yaml")).unwrap(),
+        "precious\n"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
 }

@@ -4,9 +4,17 @@
 //! lists whose object left the environment is removed, and nothing it does not list is
 //! touched. A kustomization envc did not write, or one another environment wrote, means
 //! the directory is someone else's, and nothing is changed.
+//!
+//! The tree is untrusted: anyone who may push to the repository, or write in `--out`, can
+//! put a link or a forged kustomization there. So every file is reached through
+//! [`Beneath`] (no link followed, nothing outside the tree), and the kustomization records
+//! the blake3 hash of each file envc wrote: a listed file whose content is no longer what
+//! envc wrote is someone else's edit, and is left in place and reported, never removed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use crate::beneath::{Beneath, BeneathError};
 
 /// The first line of every `kustomization.yaml` envc writes.
 pub const MARK: &str =
@@ -15,6 +23,9 @@ pub const MARK: &str =
 const OLD_MARK: &str =
     "# Written by `envc render`: objects listed here that leave the environment are removed.";
 const ENVIRONMENT: &str = "# environment: ";
+/// `# blake3: HASH FILE`: what envc wrote at FILE. Kustomizations written before these
+/// lines existed have none; their files are removed as listed, within the tree.
+const WROTE: &str = "# blake3: ";
 
 pub const KUSTOMIZATION: &str = "kustomization.yaml";
 
@@ -23,22 +34,26 @@ pub const KUSTOMIZATION: &str = "kustomization.yaml";
 pub struct DirChange {
     pub written: Vec<String>,
     pub removed: Vec<String>,
+    /// Files whose object left the environment but whose content someone else changed
+    /// since envc wrote it: left in place, and no longer listed.
+    pub left: Vec<String>,
 }
 
 impl DirChange {
     pub fn is_empty(&self) -> bool {
-        self.written.is_empty() && self.removed.is_empty()
+        self.written.is_empty() && self.removed.is_empty() && self.left.is_empty()
     }
 }
 
 /// Why a directory is not envc's to write.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum NotOurs {
     /// Its kustomization was not written by envc.
     Foreign,
     /// Another environment wrote it.
     Environment(String),
-    Io(String),
+    /// A path in it is a link, or cannot be read or written.
+    Path(BeneathError),
 }
 
 impl std::fmt::Display for NotOurs {
@@ -52,85 +67,120 @@ impl std::fmt::Display for NotOurs {
                 f,
                 "its {KUSTOMIZATION} was written by environment `{env}`; each environment needs a directory of its own, or they would remove each other's objects"
             ),
-            NotOurs::Io(e) => f.write_str(e),
+            NotOurs::Path(e) => e.fmt(f),
         }
     }
 }
 
-/// Writes the objects `write` (relative file name, YAML) under `dir`, removes the files an
-/// earlier kustomization listed that are not in `keep` (the file names of every object the
+impl From<BeneathError> for NotOurs {
+    fn from(e: BeneathError) -> NotOurs {
+        NotOurs::Path(e)
+    }
+}
+
+/// Writes the objects `write` (file name relative to `sub`, YAML) in the directory `sub`
+/// of the tree `root` (`sub` empty: the tree's top), removes the files an earlier
+/// kustomization listed that are not in `keep` (the file names of every object the
 /// environment has there now), and writes the kustomization: what it listed and is kept,
-/// and what was written. Files whose content is already right are not rewritten.
+/// and what was written. Files whose content is already right are not rewritten. Nothing
+/// outside `root` is read, written or removed, whatever links the tree holds.
 pub fn apply(
-    dir: &Path,
+    root: &Path,
+    sub: &str,
     environment: &str,
     write: &[(String, String)],
     keep: &BTreeSet<String>,
 ) -> Result<DirChange, NotOurs> {
-    let kustomization = dir.join(KUSTOMIZATION);
-    let previous = previous_resources(&kustomization, environment)?;
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, &e))?;
+    let tree = Beneath::open(root, true)?;
+    let at = |name: &str| {
+        if sub.is_empty() {
+            name.to_string()
+        } else {
+            format!("{sub}/{name}")
+        }
+    };
+    let kustomization = at(KUSTOMIZATION);
+    let previous = previous_resources(&tree, &kustomization, environment)?;
     let mut change = DirChange::default();
+    let mut listed: BTreeMap<&str, Option<String>> = BTreeMap::new();
     for (name, yaml) in write {
-        let path = dir.join(name);
-        if std::fs::read(&path).ok().as_deref() == Some(yaml.as_bytes()) {
+        let path = at(name);
+        if tree.read(&path)?.as_deref() != Some(yaml.as_bytes()) {
+            tree.write(&path, yaml.as_bytes())?;
+            change.written.push(name.clone());
+        }
+        listed.insert(name, Some(content_hash(yaml.as_bytes())));
+    }
+    for (old, wrote) in &previous {
+        if keep.contains(old) {
+            if !listed.contains_key(old.as_str()) {
+                // Kept as it was; a file from before hashes were recorded gets its own.
+                let hash = match wrote {
+                    Some(h) => Some(h.clone()),
+                    None => tree.read(&at(old))?.map(|b| content_hash(&b)),
+                };
+                listed.insert(old, hash);
+            }
             continue;
         }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io(parent, &e))?;
+        let path = at(old);
+        let Some(now) = tree.read(&path)? else {
+            continue;
+        };
+        if wrote.as_ref().is_some_and(|h| *h != content_hash(&now)) {
+            change.left.push(old.clone());
+            continue;
         }
-        write_atomic(&path, yaml.as_bytes())?;
-        change.written.push(name.clone());
-    }
-    for old in previous.iter().filter(|p| !keep.contains(*p)) {
-        let path = dir.join(old);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {
-                change.removed.push(old.clone());
-                // Its namespace's directory, once empty.
-                if let Some(parent) = path.parent().filter(|d| *d != dir) {
-                    let _ = std::fs::remove_dir(parent);
-                }
+        if tree.remove(&path)? {
+            change.removed.push(old.clone());
+            // Its namespace's directory, once empty.
+            if let Some((dir, _)) = path.rsplit_once('/').filter(|(d, _)| *d != sub) {
+                tree.remove_empty_dir(dir);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path, &e)),
         }
     }
-    let listed: BTreeSet<&str> = previous
-        .iter()
-        .filter(|p| keep.contains(*p))
-        .chain(write.iter().map(|(n, _)| n))
-        .map(String::as_str)
-        .collect();
     let text = kustomization_text(environment, &listed);
-    if std::fs::read(&kustomization).ok().as_deref() != Some(text.as_bytes()) {
-        write_atomic(&kustomization, text.as_bytes())?;
+    if tree.read(&kustomization)?.as_deref() != Some(text.as_bytes()) {
+        tree.write(&kustomization, text.as_bytes())?;
     }
     Ok(change)
 }
 
-fn kustomization_text(environment: &str, resources: &BTreeSet<&str>) -> String {
-    let mut k = format!(
-        "{MARK}\n{ENVIRONMENT}{environment}\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-    );
+/// The hash a kustomization records for a file's content.
+fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+fn kustomization_text(environment: &str, resources: &BTreeMap<&str, Option<String>>) -> String {
+    let mut k = format!("{MARK}\n{ENVIRONMENT}{environment}\n");
+    for (name, hash) in resources {
+        if let Some(hash) = hash {
+            k.push_str(&format!("{WROTE}{hash} {name}\n"));
+        }
+    }
+    k.push_str("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n");
     if resources.is_empty() {
         k.push_str("resources: []\n");
     } else {
         k.push_str("resources:\n");
-        for n in resources {
+        for n in resources.keys() {
             k.push_str(&format!("- {n}\n"));
         }
     }
     k
 }
 
-/// The resources the kustomization of an earlier run lists: none when there is none.
-fn previous_resources(path: &Path, environment: &str) -> Result<Vec<String>, NotOurs> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(path, &e)),
+/// The resources the kustomization of an earlier run lists, each with the hash of what
+/// envc wrote there when it recorded one: none when there is no kustomization.
+fn previous_resources(
+    tree: &Beneath,
+    path: &str,
+    environment: &str,
+) -> Result<Vec<(String, Option<String>)>, NotOurs> {
+    let Some(bytes) = tree.read(path)? else {
+        return Ok(Vec::new());
     };
+    let text = String::from_utf8_lossy(&bytes);
     if !text.starts_with(MARK) && !text.starts_with(OLD_MARK) {
         return Err(NotOurs::Foreign);
     }
@@ -141,6 +191,11 @@ fn previous_resources(path: &Path, environment: &str) -> Result<Vec<String>, Not
     {
         return Err(NotOurs::Environment(other.to_string()));
     }
+    let wrote: BTreeMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(WROTE)?.split_once(' '))
+        .map(|(hash, name)| (name, hash))
+        .collect();
     Ok(text
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
@@ -148,20 +203,8 @@ fn previous_resources(path: &Path, environment: &str) -> Result<Vec<String>, Not
         .filter(|p| {
             p.ends_with(".yaml") && !p.split('/').any(|s| s.is_empty() || s == "." || s == "..")
         })
-        .map(str::to_string)
+        .map(|p| (p.to_string(), wrote.get(p).map(|h| h.to_string())))
         .collect())
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), NotOurs> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, &e))?;
-    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| io(path, &e))?;
-    tmp.persist(path).map_err(|e| io(path, &e.error))?;
-    Ok(())
-}
-
-fn io(path: &Path, e: &std::io::Error) -> NotOurs {
-    NotOurs::Io(format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -184,6 +227,7 @@ mod tests {
         let all = names(&["a/x.yaml", "b/y.yaml"]);
         let first = apply(
             dir,
+            "",
             "prod",
             &[obj("a/x.yaml", "x: 1\n"), obj("b/y.yaml", "y: 1\n")],
             &all,
@@ -198,14 +242,14 @@ mod tests {
         assert!(k.ends_with("resources:\n- a/x.yaml\n- b/y.yaml\n"), "{k}");
 
         // The same objects: nothing changes.
-        let same = apply(dir, "prod", &[obj("a/x.yaml", "x: 1\n")], &all).unwrap();
+        let same = apply(dir, "", "prod", &[obj("a/x.yaml", "x: 1\n")], &all).unwrap();
         assert!(same.is_empty(), "{same:?}");
         // Only some objects written, the others kept as listed.
         assert_eq!(std::fs::read_to_string(dir.join(KUSTOMIZATION)).unwrap(), k);
 
         // One object leaves; a file envc never listed stays.
         std::fs::write(dir.join("b/notes.txt"), "mine").unwrap();
-        let pruned = apply(dir, "prod", &[], &names(&["a/x.yaml"])).unwrap();
+        let pruned = apply(dir, "", "prod", &[], &names(&["a/x.yaml"])).unwrap();
         assert_eq!(pruned.removed, ["b/y.yaml"]);
         assert!(dir.join("b/notes.txt").exists());
         assert!(std::fs::read_to_string(dir.join(KUSTOMIZATION))
@@ -217,23 +261,143 @@ mod tests {
     fn refuses_a_directory_that_is_not_its_own() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(KUSTOMIZATION), "resources:\n- app.yaml\n").unwrap();
-        assert_eq!(
-            apply(d.path(), "prod", &[], &BTreeSet::new()),
+        assert!(matches!(
+            apply(d.path(), "", "prod", &[], &BTreeSet::new()),
             Err(NotOurs::Foreign)
-        );
+        ));
 
         let d = tempfile::tempdir().unwrap();
         apply(
             d.path(),
+            "",
             "staging",
             &[obj("x.yaml", "x: 1\n")],
             &names(&["x.yaml"]),
         )
         .unwrap();
-        assert_eq!(
-            apply(d.path(), "prod", &[], &BTreeSet::new()),
-            Err(NotOurs::Environment("staging".into()))
-        );
+        assert!(matches!(
+            apply(d.path(), "", "prod", &[], &BTreeSet::new()),
+            Err(NotOurs::Environment(e)) if e == "staging"
+        ));
         assert!(d.path().join("x.yaml").exists());
+    }
+
+    /// A tree with a directory outside it that holds a file someone cares about.
+    fn tree_and_victim() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("tree");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("victim.yaml"), "precious\n").unwrap();
+        (d, tree, outside)
+    }
+
+    fn untouched(outside: &Path) {
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim.yaml")).unwrap(),
+            "precious\n"
+        );
+        assert_eq!(std::fs::read_dir(outside).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_forged_kustomization_through_a_link_removes_nothing_outside() {
+        // The attack of issue 34: a linked subdirectory, and a kustomization carrying
+        // envc's header that lists a file through it.
+        let (_d, tree, outside) = tree_and_victim();
+        std::os::unix::fs::symlink(&outside, tree.join("link")).unwrap();
+        std::fs::write(
+            tree.join(KUSTOMIZATION),
+            format!("{MARK}\n# environment: prod\nresources:\n- link/victim.yaml\n"),
+        )
+        .unwrap();
+        let refused = apply(&tree, "", "prod", &[], &BTreeSet::new());
+        assert!(
+            matches!(&refused, Err(NotOurs::Path(BeneathError::Link { path })) if path == "link"),
+            "{refused:?}"
+        );
+        assert!(refused.unwrap_err().to_string().contains("symbolic link"));
+        untouched(&outside);
+    }
+
+    #[test]
+    fn objects_are_never_written_through_a_linked_directory() {
+        let (_d, tree, outside) = tree_and_victim();
+        std::os::unix::fs::symlink(&outside, tree.join("shop")).unwrap();
+        let objects = [
+            obj("shop/victim.yaml", "evil: 1\n"),
+            obj("shop/new.yaml", "x\n"),
+        ];
+        let refused = apply(&tree, "", "prod", &objects, &names(&["shop/victim.yaml"]));
+        assert!(matches!(
+            refused,
+            Err(NotOurs::Path(BeneathError::Link { .. }))
+        ));
+        untouched(&outside);
+
+        // A GitOps path whose first directory is a link: refused the same way.
+        let (_d, tree, outside) = tree_and_victim();
+        std::os::unix::fs::symlink(&outside, tree.join("clusters")).unwrap();
+        let refused = apply(&tree, "clusters/prod", "prod", &objects, &BTreeSet::new());
+        assert!(
+            matches!(&refused, Err(NotOurs::Path(BeneathError::Link { path })) if path == "clusters"),
+            "{refused:?}"
+        );
+        untouched(&outside);
+    }
+
+    #[test]
+    fn a_file_someone_else_edited_is_left_not_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        apply(
+            dir,
+            "apps",
+            "prod",
+            &[obj("a/x.yaml", "x: 1\n"), obj("a/y.yaml", "y: 1\n")],
+            &names(&["a/x.yaml", "a/y.yaml"]),
+        )
+        .unwrap();
+        let k = std::fs::read_to_string(dir.join("apps").join(KUSTOMIZATION)).unwrap();
+        assert!(
+            k.contains(&format!("# blake3: {} a/x.yaml\n", content_hash(b"x: 1\n"))),
+            "{k}"
+        );
+        std::fs::write(dir.join("apps/a/y.yaml"), "y: edited by hand\n").unwrap();
+        let pruned = apply(dir, "apps", "prod", &[], &BTreeSet::new()).unwrap();
+        assert_eq!(pruned.removed, ["a/x.yaml"]);
+        assert_eq!(pruned.left, ["a/y.yaml"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("apps/a/y.yaml")).unwrap(),
+            "y: edited by hand\n"
+        );
+        assert!(
+            std::fs::read_to_string(dir.join("apps").join(KUSTOMIZATION))
+                .unwrap()
+                .ends_with("resources: []\n")
+        );
+    }
+
+    #[test]
+    fn a_kustomization_from_before_hashes_still_prunes_inside_the_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join("a/x.yaml"), "x: 1\n").unwrap();
+        std::fs::write(dir.join("a/y.yaml"), "y: 1\n").unwrap();
+        std::fs::write(
+            dir.join(KUSTOMIZATION),
+            format!("{OLD_MARK}\nresources:\n- a/x.yaml\n- a/y.yaml\n"),
+        )
+        .unwrap();
+        let pruned = apply(dir, "", "prod", &[], &names(&["a/x.yaml"])).unwrap();
+        assert_eq!(pruned.removed, ["a/y.yaml"]);
+        // The kept file now has its hash recorded.
+        let k = std::fs::read_to_string(dir.join(KUSTOMIZATION)).unwrap();
+        assert!(
+            k.contains(&format!("# blake3: {} a/x.yaml\n", content_hash(b"x: 1\n"))),
+            "{k}"
+        );
     }
 }

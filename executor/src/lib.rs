@@ -5,6 +5,7 @@
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
 
+pub mod beneath;
 pub mod cache;
 pub mod checks;
 pub mod config;

@@ -1816,33 +1816,43 @@ impl<'s> Scheduler<'s> {
         let Some((host, g, ix)) = self.repository(name, env) else {
             return;
         };
-        let results: Vec<Result<String, StepError>> =
-            match ix.and_then(|ix| self.delivered.get(&ix)) {
-                Some(commit) => {
-                    let said = format!("removed in commit {}", short(commit));
-                    recs.iter().map(|_| Ok(said.clone())).collect()
-                }
-                None => {
-                    let current = self.machine_named(&host).and_then(|h| self.reach(h));
-                    let keep = ix.map(|ix| self.files_of(ix)).unwrap_or_default();
-                    let delivery = self.delivery(env, Vec::new(), keep);
-                    let done = match self
-                        .conns
-                        .to_target(&host, current.as_ref(), &env.records)
-                        .await
-                    {
-                        Ok((t, _)) => {
-                            gitops::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    let res = done.map(|d| match (d.committed, d.commit) {
-                        (true, Some(c)) => format!("removed in commit {}", short(&c)),
-                        _ => "already absent".to_string(),
-                    });
-                    recs.iter().map(|_| res.clone()).collect()
-                }
-            };
+        let results: Vec<Result<String, StepError>> = match ix
+            .and_then(|ix| self.delivered.get(&ix))
+        {
+            Some(commit) => {
+                let said = format!("removed in commit {}", short(commit));
+                recs.iter().map(|_| Ok(said.clone())).collect()
+            }
+            None => {
+                let current = self.machine_named(&host).and_then(|h| self.reach(h));
+                let keep = ix.map(|ix| self.files_of(ix)).unwrap_or_default();
+                let delivery = self.delivery(env, Vec::new(), keep);
+                let done = match self
+                    .conns
+                    .to_target(&host, current.as_ref(), &env.records)
+                    .await
+                {
+                    Ok((t, _)) => {
+                        gitops::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
+                    }
+                    Err(e) => Err(e),
+                };
+                recs.iter()
+                        .map(|r| {
+                            let d = done.as_ref().map_err(Clone::clone)?;
+                            let left = r
+                                .facts
+                                .get("file")
+                                .is_some_and(|f| d.change.left.contains(f));
+                            Ok(match (left, d.committed, &d.commit) {
+                                (true, _, _) => "left in the repository: someone changed its file since envc wrote it".to_string(),
+                                (false, true, Some(c)) => format!("removed in commit {}", short(c)),
+                                _ => "already absent".to_string(),
+                            })
+                        })
+                        .collect()
+            }
+        };
         for (r, res) in recs.iter().zip(results) {
             self.report_deletion(env, &r.node, name, res, started.elapsed(), None);
         }

@@ -3,7 +3,8 @@
 //! ones), and a `kustomization.yaml` listing them, for `kubectl apply -k DIR` or a GitOps
 //! repository. Deferred values (a VM's address) come from the environment's records, as a
 //! build would substitute them. Files a previous render listed that are no longer objects
-//! of the environment are removed; nothing else in DIR is touched.
+//! of the environment are removed, unless someone changed them since; nothing else in DIR
+//! is touched, and nothing outside it, whatever links DIR holds (`kustomize::apply`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -53,13 +54,19 @@ pub fn render(file: &Path, out: &Path, params: &Params, shared: &SharedArgs, ui:
         )));
     }
     let names: BTreeSet<String> = objects.iter().map(|(n, _)| n.clone()).collect();
-    let change = kustomize::apply(out, &session.env, &objects, &names)
+    let change = kustomize::apply(out, "", &session.env, &objects, &names)
         .map_err(|e| Failure::Input(format!("cannot render into {}: {e}", out.display())))?;
     for f in &change.written {
         output::line(format!("wrote {}", out.join(f).display()));
     }
     for f in &change.removed {
         output::line(format!("removed {}", out.join(f).display()));
+    }
+    for f in &change.left {
+        crate::output::errln!(
+            "render: left {}: its object left the environment, but someone changed the file since envc wrote it; remove it yourself if it should go",
+            out.join(f).display()
+        );
     }
     crate::output::errln!(
         "render: {} objects in {}: {} written, {} removed",

@@ -158,26 +158,18 @@ pub async fn deliver(
                 None
             }
         };
-        let target = if spec.path.is_empty() {
-            dir.to_path_buf()
-        } else {
-            dir.join(&spec.path)
-        };
-        let change = kustomize::apply(&target, &d.environment, &d.write, &d.keep).map_err(|e| {
-            StepError::with_hint(
-                format!(
-                    "{}: cannot write `{}`: {e}",
-                    describe(t, spec),
-                    display_path(spec)
-                ),
-                "nothing was committed or pushed",
-            )
-        })?;
-        let scope = if spec.path.is_empty() {
-            "."
-        } else {
-            spec.path.as_str()
-        };
+        let change =
+            kustomize::apply(dir, &spec.path, &d.environment, &d.write, &d.keep).map_err(|e| {
+                StepError::with_hint(
+                    format!(
+                        "{}: cannot write `{}`: {e}",
+                        describe(t, spec),
+                        display_path(spec)
+                    ),
+                    "nothing was committed or pushed",
+                )
+            })?;
+        let scope = scope(spec);
         run_ok(t, spec, dir, &remote, &["add", "-A", "--", scope]).await?;
         let staged = git(dir, &remote, &["diff", "--cached", "--quiet"]).await?;
         if staged.status {
@@ -202,6 +194,7 @@ pub async fn deliver(
             .stdout
             .trim()
             .to_string();
+        check_committed(t, spec, dir, &remote, d).await?;
         let push = git(
             dir,
             &remote,
@@ -245,20 +238,139 @@ fn commit_message(d: &Delivery, spec: &GitopsSpec, change: &kustomize::DirChange
         "Source: {}\n",
         d.source.as_deref().unwrap_or("not a git work tree")
     );
-    let at = |f: &str| {
-        if spec.path.is_empty() {
-            f.to_string()
-        } else {
-            format!("{}/{f}", spec.path)
-        }
-    };
+    let at = |f: &str| in_repository(spec, f);
     for f in &change.written {
         m += &format!("Wrote: {}\n", at(f));
     }
     for f in &change.removed {
         m += &format!("Removed: {}\n", at(f));
     }
+    for f in &change.left {
+        m += &format!(
+            "Left (changed by someone else since envc wrote it): {}\n",
+            at(f)
+        );
+    }
     m
+}
+
+/// What `git add` and `ls-tree` look at: the delivery's directory.
+fn scope(spec: &GitopsSpec) -> &str {
+    if spec.path.is_empty() {
+        "."
+    } else {
+        &spec.path
+    }
+}
+
+/// The path of `name` (relative to the delivery's directory) in the repository.
+fn in_repository(spec: &GitopsSpec, name: &str) -> String {
+    if spec.path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{}/{name}", spec.path)
+    }
+}
+
+/// Before anything is pushed, proves from the commit itself that it holds what envc will
+/// report committed: the kustomization and every object the environment has there as
+/// regular files (never links), each object written with exactly the bytes written. A
+/// tree that led a write elsewhere fails here, not in the repository.
+async fn check_committed(
+    t: &Transport,
+    spec: &GitopsSpec,
+    dir: &Path,
+    remote: &GitRemote,
+    d: &Delivery,
+) -> Result<(), StepError> {
+    let scope = scope(spec);
+    let listing = git(
+        dir,
+        remote,
+        &["ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", scope],
+    )
+    .await?;
+    if !listing.status {
+        return Err(failed(
+            t,
+            spec,
+            "cannot list the new commit",
+            &listing.stderr,
+        ));
+    }
+    let regular: BTreeSet<&str> = listing
+        .stdout
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("100644 blob ").then_some(path)
+        })
+        .collect();
+    let expected = d
+        .keep
+        .iter()
+        .map(String::as_str)
+        .chain([kustomize::KUSTOMIZATION])
+        .map(|name| in_repository(spec, name));
+    let missing: Vec<String> = expected
+        .filter(|path| !regular.contains(path.as_str()))
+        .collect();
+    let batch: String = d
+        .write
+        .iter()
+        .map(|(name, _)| format!("HEAD:{}\n", in_repository(spec, name)))
+        .collect();
+    let contents =
+        git_with_input(dir, remote, &["cat-file", "--batch"], batch.into_bytes()).await?;
+    let mut rest = contents.as_slice();
+    let mut differ = Vec::new();
+    for (name, yaml) in &d.write {
+        match next_batch_object(&mut rest) {
+            Some(bytes) if bytes == yaml.as_bytes() => {}
+            // A file not committed at all is named once, above.
+            _ if missing.contains(&in_repository(spec, name)) => {}
+            _ => differ.push(in_repository(spec, name)),
+        }
+    }
+    if missing.is_empty() && differ.is_empty() {
+        return Ok(());
+    }
+    let mut what = Vec::new();
+    if !missing.is_empty() {
+        what.push(format!(
+            "not committed as plain files: {}",
+            missing.join(", ")
+        ));
+    }
+    if !differ.is_empty() {
+        what.push(format!(
+            "committed with other content than envc wrote: {}",
+            differ.join(", ")
+        ));
+    }
+    Err(StepError::with_hint(
+        format!(
+            "{}: the commit does not hold what envc wrote ({})",
+            describe(t, spec),
+            what.join("; ")
+        ),
+        "nothing was pushed; look for links or ignore rules in the repository that redirect or hide these paths",
+    ))
+}
+
+/// The next object of `git cat-file --batch`'s output (`OID TYPE SIZE\n`, the bytes, `\n`),
+/// `None` for a missing one (`NAME missing\n`) or the end.
+fn next_batch_object(rest: &mut &[u8]) -> Option<Vec<u8>> {
+    let end = rest.iter().position(|b| *b == b'\n')?;
+    let header = String::from_utf8_lossy(&rest[..end]).into_owned();
+    *rest = &rest[end + 1..];
+    let size: usize = header.rsplit(' ').next()?.parse().ok()?;
+    if header.ends_with(" missing") || rest.len() < size {
+        return None;
+    }
+    let bytes = rest[..size].to_vec();
+    *rest = rest.get(size + 1..).unwrap_or_default();
+    Some(bytes)
 }
 
 fn display_path(spec: &GitopsSpec) -> String {
@@ -317,6 +429,39 @@ async fn run_ok(
 /// system configuration (a signing or hook setting of the user's must not change what
 /// envc commits) and never a prompt.
 async fn git(dir: &Path, remote: &GitRemote, args: &[&str]) -> Result<GitOutput, StepError> {
+    let out = run_git(dir, remote, args, None).await?;
+    Ok(GitOutput {
+        status: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// `git ARGS` with `input` on its standard input; its standard output as bytes.
+async fn git_with_input(
+    dir: &Path,
+    remote: &GitRemote,
+    args: &[&str],
+    input: Vec<u8>,
+) -> Result<Vec<u8>, StepError> {
+    let out = run_git(dir, remote, args, Some(input)).await?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(StepError::new(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+async fn run_git(
+    dir: &Path,
+    remote: &GitRemote,
+    args: &[&str],
+    input: Option<Vec<u8>>,
+) -> Result<std::process::Output, StepError> {
     let mut cmd = tokio::process::Command::new("git");
     cmd.current_dir(dir)
         .args(args)
@@ -327,32 +472,44 @@ async fn git(dir: &Path, remote: &GitRemote, args: &[&str]) -> Result<GitOutput,
         .env("GIT_AUTHOR_EMAIL", "envc@localhost")
         .env("GIT_COMMITTER_NAME", "envc")
         .env("GIT_COMMITTER_EMAIL", "envc@localhost")
-        .stdin(std::process::Stdio::null())
+        .stdin(if input.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     match &remote.ssh_command {
         Some(ssh) => cmd.env("GIT_SSH_COMMAND", ssh),
         None => cmd.env_remove("GIT_SSH_COMMAND"),
     };
-    let out = match tokio::time::timeout(GIT_TIMEOUT, cmd.output()).await {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(StepError::with_hint(
-                format!("cannot run git: {e}"),
-                "install git on the machine envc runs on (`apt-get install git`)",
-            ))
+    let run = async {
+        let mut child = cmd.spawn()?;
+        let feed = child.stdin.take().zip(input).map(|(mut stdin, bytes)| {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // A git that stops reading has failed, and says so on its own.
+                let _ = stdin.write_all(&bytes).await;
+            })
+        });
+        let out = child.wait_with_output().await;
+        if let Some(feed) = feed {
+            let _ = feed.await;
         }
-        Ok(Err(e)) => return Err(StepError::new(format!("cannot run git: {e}"))),
-        Err(_) => {
-            return Err(StepError::new(format!(
-                "`git {}` did not finish within {} s and was stopped",
-                args[0],
-                GIT_TIMEOUT.as_secs()
-            )))
-        }
+        out
     };
-    Ok(GitOutput {
-        status: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
+    match tokio::time::timeout(GIT_TIMEOUT, run).await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(StepError::with_hint(
+            format!("cannot run git: {e}"),
+            "install git on the machine envc runs on (`apt-get install git`)",
+        )),
+        Ok(Err(e)) => Err(StepError::new(format!("cannot run git: {e}"))),
+        Err(_) => Err(StepError::new(format!(
+            "`git {}` did not finish within {} s and was stopped",
+            args[0],
+            GIT_TIMEOUT.as_secs()
+        ))),
+    }
 }
