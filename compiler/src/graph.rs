@@ -338,23 +338,25 @@ impl Graph {
     /// Finds nodes by id prefix, `kind:name`, `target/kind:name` or plain name.
     pub fn select(&self, selector: &str) -> Result<&Rc<Node>, Diagnostic> {
         let is_hex = selector.len() >= 4 && selector.chars().all(|c| c.is_ascii_hexdigit());
-        let matches: Vec<&Rc<Node>> = self
-            .nodes()
-            .filter(|n| {
-                let qualified = format!("{}:{}", n.kind.name(), n.name);
-                let on = n.target.as_ref().map(|t| format!("{}/{qualified}", t.name));
-                (is_hex && n.id.hex().starts_with(&selector.to_ascii_lowercase()))
-                    || selector == qualified
-                    || Some(selector) == on.as_deref()
-                    || selector == &*n.name
-            })
-            .collect();
+        let matches: Vec<&Rc<Node>> =
+            self.nodes()
+                .filter(|n| {
+                    let qualified = envc_ids::NodeKey::new(n.kind, &n.name, None).to_string();
+                    let on = n.target.as_ref().map(|t| {
+                        envc_ids::NodeKey::new(n.kind, &n.name, Some(&t.name)).to_string()
+                    });
+                    (is_hex && n.id.hex().starts_with(&selector.to_ascii_lowercase()))
+                        || selector == qualified
+                        || Some(selector) == on.as_deref()
+                        || selector == &*n.name
+                })
+                .collect();
         match matches.as_slice() {
             [one] => Ok(one),
             [] => {
                 let names: Vec<String> = self
                     .nodes()
-                    .map(|n| format!("{}:{}", n.kind.name(), n.name))
+                    .map(|n| envc_ids::NodeKey::new(n.kind, &n.name, None).to_string())
                     .collect();
                 let mut d = Diagnostic::new("graph::no-such-node", format!("no node matches `{selector}`"))
                     .help("name a node by id prefix, `kind:name`, or `target/kind:name`; `envc graph FILE` lists them");

@@ -16,14 +16,16 @@ pub mod graph;
 mod library;
 pub mod manifest;
 pub mod network;
-pub mod pin;
 pub mod program;
 pub mod source;
 pub mod stack;
 pub mod stdlib;
 
+/// The pin codec lives with the other identities, below the compiler (the lockfile crate
+/// uses it without the language).
+pub use envc_ids::pin;
 /// The Kubernetes API version `manifest`s are checked against (pinned as `tool:kubernetes`).
-pub use envc_k8s::KUBERNETES_VERSION;
+pub use envc_ids::KUBERNETES_VERSION;
 pub mod types;
 pub mod value;
 

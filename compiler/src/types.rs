@@ -12,59 +12,8 @@ use envc_lang::ast::Expr;
 
 pub type ModuleId = usize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NodeKind {
-    Vm,
-    Host,
-    Package,
-    File,
-    Service,
-    Manifest,
-    Image,
-    Exec,
-    Gitops,
-    /// Another environment's recorded outputs (`stack("core.env")`): read, never changed.
-    Stack,
-}
-
-impl NodeKind {
-    pub const ALL: [NodeKind; 10] = [
-        NodeKind::Vm,
-        NodeKind::Host,
-        NodeKind::Package,
-        NodeKind::File,
-        NodeKind::Service,
-        NodeKind::Manifest,
-        NodeKind::Image,
-        NodeKind::Exec,
-        NodeKind::Gitops,
-        NodeKind::Stack,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeKind::Vm => "vm",
-            NodeKind::Host => "host",
-            NodeKind::Package => "package",
-            NodeKind::File => "file",
-            NodeKind::Service => "service",
-            NodeKind::Manifest => "manifest",
-            NodeKind::Image => "image",
-            NodeKind::Exec => "exec",
-            NodeKind::Gitops => "gitops",
-            NodeKind::Stack => "stack",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<NodeKind> {
-        NodeKind::ALL.into_iter().find(|k| k.name() == s)
-    }
-
-    /// Machines that other nodes are deployed onto.
-    pub fn is_target(self) -> bool {
-        matches!(self, NodeKind::Vm | NodeKind::Host)
-    }
-}
+/// Node kinds are identities, shared with crates that know nothing of the language.
+pub use envc_ids::NodeKind;
 
 /// The kinds of check a node can take in `expect` (postconditions) and `require`
 /// (preconditions). Each is a probe run on the node's target; `builtins::CHECKS` holds

@@ -22,6 +22,7 @@
 //! enters the local store (by rename from the store's `tmp/`, so a partial download never
 //! does).
 
+use envc_ids::ResolvedHash;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
@@ -54,7 +55,7 @@ const FORMAT: u32 = 1;
 pub struct EntryBody {
     pub format: u32,
     /// The build derivation's resolved hash: what a build looks the entry up by.
-    pub resolved_hash: String,
+    pub resolved_hash: ResolvedHash,
     /// `kind:name` of the node that built it (for people; the hash is the key).
     pub node: String,
     /// The facts of the output, as a record of it holds them.
@@ -96,10 +97,10 @@ pub fn deb_key(sha256: &str) -> String {
 
 /// Where the entry of a resolved hash lives. Hashed again so that whatever a resolved hash
 /// is spelled with, the key is 64 hex digits.
-pub fn entry_key(resolved_hash: &str) -> String {
+pub fn entry_key(resolved_hash: &ResolvedHash) -> String {
     let mut h = blake3::Hasher::new();
     h.update(b"envc-cache-key\0");
-    h.update(resolved_hash.as_bytes());
+    h.update(resolved_hash.as_str().as_bytes());
     format!("entries/{}", h.finalize().to_hex())
 }
 
@@ -203,7 +204,7 @@ impl From<StoreError> for CacheError {
 #[derive(Clone, Debug)]
 pub struct Output {
     pub node: String,
-    pub resolved_hash: String,
+    pub resolved_hash: ResolvedHash,
     pub facts: Facts,
     pub objects: Vec<ObjectId>,
 }
@@ -293,7 +294,10 @@ impl BinaryCache {
 
     /// The entry of a resolved hash, if the cache has one; checked for trust and for
     /// matching the hash it is stored under (`parse_entry`).
-    pub async fn lookup(&self, resolved_hash: &str) -> Result<Option<CacheEntry>, CacheError> {
+    pub async fn lookup(
+        &self,
+        resolved_hash: &ResolvedHash,
+    ) -> Result<Option<CacheEntry>, CacheError> {
         let key = entry_key(resolved_hash);
         let Some(bytes) = self.get(&key).await? else {
             return Ok(None);
@@ -386,7 +390,7 @@ impl BinaryCache {
     pub async fn pull(
         &self,
         store: &Store,
-        resolved_hash: &str,
+        resolved_hash: &ResolvedHash,
         named: impl Fn(&Facts) -> Vec<ObjectId>,
         progress: &dyn Progress,
     ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
@@ -575,7 +579,7 @@ impl BinaryCache {
         }
         let body = EntryBody {
             format: FORMAT,
-            resolved_hash: resolved_hash.to_string(),
+            resolved_hash: resolved_hash.clone(),
             node: node.to_string(),
             facts: facts.clone(),
             chunk_size: CHUNK,

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use envc_compiler::types::NodeKind;
+use envc_ids::fact::machine as fact;
 use tokio::sync::OnceCell;
 
 use crate::error::StepError;
@@ -47,8 +49,8 @@ impl Connections {
     /// How to reach a target from its record: a host where its attributes say, a VM where
     /// its facts say.
     pub fn reach_from_record(&self, name: &str, r: &RealizationRecord) -> Option<HostSpec> {
-        match split_kind(&r.node) {
-            Some("vm") => vm_host(name, &r.facts, self.vm_identity.clone()?),
+        match crate::spec::targetless(&r.node).map(|k| k.kind) {
+            Some(NodeKind::Vm) => vm_host(name, &r.facts, self.vm_identity.clone()?),
             _ => host_from_record(name, r),
         }
     }
@@ -120,21 +122,12 @@ impl Connections {
 /// The state key of the target named `name`: its VM's if it has a VM record, else its
 /// host's.
 pub fn target_key(name: &str, records: &BTreeMap<String, RealizationRecord>) -> String {
-    use envc_compiler::types::NodeKind;
     let vm = crate::spec::node_key(NodeKind::Vm, name, None);
     if records.contains_key(&vm) {
         vm
     } else {
         crate::spec::node_key(NodeKind::Host, name, None)
     }
-}
-
-/// `vm` of a targetless key `vm:name`.
-fn split_kind(key: &str) -> Option<&str> {
-    if crate::spec::split_key(key).is_some() {
-        return None;
-    }
-    Some(key.split_once(':')?.0)
 }
 
 /// How to reach a VM, from its facts.
@@ -152,15 +145,15 @@ pub fn vm_host(name: &str, facts: &Facts, identity: PathBuf) -> Option<HostSpec>
 /// A host's key as its record holds it.
 pub fn recorded_key(facts: &Facts) -> Option<HostKey> {
     Some(HostKey {
-        key: facts.get("host_key")?.clone(),
-        fingerprint: facts.get("fingerprint")?.clone(),
+        key: facts.get(fact::HOST_KEY)?.clone(),
+        fingerprint: facts.get(fact::FINGERPRINT)?.clone(),
     })
 }
 
 pub fn host_facts(key: &HostKey) -> Facts {
     Facts::from([
-        ("fingerprint".to_string(), key.fingerprint.clone()),
-        ("host_key".to_string(), key.key.clone()),
+        (fact::FINGERPRINT.to_string(), key.fingerprint.clone()),
+        (fact::HOST_KEY.to_string(), key.key.clone()),
     ])
 }
 

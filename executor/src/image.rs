@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::pin::PinKey;
+use envc_ids::ResolvedHash;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -98,16 +99,7 @@ impl ImageSpec {
 }
 
 /// The image's outputs, as facts: store object ids, and what is worth showing.
-pub mod fact {
-    /// The bootable ext4 disk image (the `digest` output).
-    pub const DISK: &str = "digest";
-    /// The kernel (the `kernel` output).
-    pub const KERNEL: &str = "kernel";
-    pub const ROOTFS: &str = "rootfs";
-    /// `name=version` of every package in the image.
-    pub const PACKAGES: &str = "packages";
-    pub const KERNEL_VERSION: &str = "kernel_version";
-}
+pub use envc_ids::fact::image as fact;
 
 /// The store objects an image's facts name, that must be present for a record to stand.
 pub fn objects(facts: &Facts) -> Vec<ObjectId> {
@@ -458,7 +450,7 @@ pub async fn realize_image(
     store: &Store,
     cache: Option<&CacheUse>,
     node: &str,
-    resolved_hash: &str,
+    resolved_hash: &ResolvedHash,
     spec: &ImageSpec,
 ) -> Result<(Facts, Option<String>), StepError> {
     let cache = cache.filter(|_| spec.pinned.is_some());
@@ -470,7 +462,7 @@ pub async fn realize_image(
             (facts, Came::Store)
         }
         (None, Some(CacheUse { cache, .. })) => {
-            let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.to_string());
+            let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.clone());
             let pulled = cache
                 .remote()
                 .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })
@@ -525,10 +517,10 @@ enum Came {
 }
 
 /// An image's outputs as the binary cache takes them.
-pub fn output(node: &str, resolved_hash: &str, facts: &Facts) -> crate::cache::Output {
+pub fn output(node: &str, resolved_hash: &ResolvedHash, facts: &Facts) -> crate::cache::Output {
     crate::cache::Output {
         node: node.to_string(),
-        resolved_hash: resolved_hash.to_string(),
+        resolved_hash: resolved_hash.clone(),
         objects: objects(facts),
         facts: facts.clone(),
     }
@@ -538,7 +530,7 @@ pub fn output(node: &str, resolved_hash: &str, facts: &Facts) -> crate::cache::O
 /// cache was not used, which a failed build says too.
 async fn build(
     store: &Store,
-    resolved_hash: &str,
+    resolved_hash: &ResolvedHash,
     spec: &ImageSpec,
     refused: Option<&str>,
 ) -> Result<Facts, StepError> {

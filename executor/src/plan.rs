@@ -87,7 +87,7 @@ pub fn assess<'a>(
     };
     let mut reasons = Vec::new();
     match identity {
-        Some(id) if id != rec.target_identity => reasons.push(format!(
+        Some(id) if rec.target_identity != id => reasons.push(format!(
             "new target: `{}` is now {id}, was {}",
             target_name(spec, i),
             rec.target_identity
@@ -236,10 +236,14 @@ pub fn recorded_identity<'r>(
     records: &'r BTreeMap<String, RealizationRecord>,
 ) -> Option<&'r str> {
     let r = match spec.nodes[i].target {
-        Some(t) => records.get(&spec.nodes[t].key)?.facts.get("fingerprint")?,
-        None => &records.get(&spec.nodes[i].key)?.target_identity,
+        Some(t) => records
+            .get(&spec.nodes[t].key)?
+            .facts
+            .get(envc_ids::fact::machine::FINGERPRINT)?
+            .as_str(),
+        None => records.get(&spec.nodes[i].key)?.target_identity.as_str(),
     };
-    Some(r.as_str())
+    Some(r)
 }
 
 /// The whole plan, from the live records (and, with `--refresh`, what probes found).

@@ -11,9 +11,10 @@ use crate::ops::service::probe_services;
 use crate::plan::{drift_between, DriftFacts};
 use crate::qemu::Machines;
 use crate::record::{Facts, RealizationRecord};
-use crate::spec::split_key;
+use crate::spec::on_target;
 use crate::store::Store;
 use crate::transport::HostSpec;
+use envc_compiler::types::NodeKind;
 
 /// What envc can see without contacting anything: a VM whose QEMU no longer runs, an image
 /// whose files left the store. Cheap, so plans and builds always look.
@@ -55,16 +56,23 @@ pub async fn probe(
     conns: &Connections,
     secrets: Option<&crate::secrets::Secrets>,
 ) -> Probed {
-    let mut by_target: BTreeMap<&str, Vec<(&str, &str, &RealizationRecord)>> = BTreeMap::new();
+    let mut by_target: BTreeMap<String, Vec<(NodeKind, String, &RealizationRecord)>> =
+        BTreeMap::new();
     for (key, r) in records {
-        match split_key(key) {
+        match on_target(key) {
             // A command leaves nothing envc can read back: it has no drift. A repository and
             // the objects committed to it are not read back yet: what changed in git is
             // seen in its history, and the next delivery writes envc's objects again.
-            Some((_, "exec" | "gitops" | "manifest", _)) | None => {}
-            Some((target, kind, name)) => {
-                by_target.entry(target).or_default().push((kind, name, r))
-            }
+            Some(k)
+                if matches!(
+                    k.kind,
+                    NodeKind::Exec | NodeKind::Gitops | NodeKind::Manifest
+                ) => {}
+            None => {}
+            Some(k) => by_target
+                .entry(k.target.unwrap_or_default())
+                .or_default()
+                .push((k.kind, k.name, r)),
         }
     }
     let mut out = Probed {
@@ -72,49 +80,51 @@ pub async fn probe(
         unreachable: BTreeMap::new(),
     };
     let probes = by_target.into_iter().map(|(target, items)| async move {
-        let t = match conns.to_target(target, hosts.get(target), records).await {
+        let t = match conns.to_target(&target, hosts.get(&target), records).await {
             Ok((t, _)) => t,
             Err(e) => return (items, Err(e.to_string())),
         };
-        let names = |k: &str| -> Vec<String> {
+        let names = |k: NodeKind| -> Vec<String> {
             items
                 .iter()
                 .filter(|x| x.0 == k)
-                .map(|x| x.1.to_string())
+                .map(|x| x.1.clone())
                 .collect()
         };
         // Per item: what the probe saw, or why it could not look.
-        let mut found: BTreeMap<(String, String), Result<Option<Facts>, String>> = BTreeMap::new();
+        let mut found: BTreeMap<(NodeKind, String), Result<Option<Facts>, String>> =
+            BTreeMap::new();
         let mut collect =
-            |kind: &str, names: Vec<String>, facts: Result<Vec<Option<Facts>>, String>| match facts
-            {
-                Ok(facts) => {
-                    for (n, f) in names.into_iter().zip(facts) {
-                        found.insert((kind.to_string(), n), Ok(f));
+            |kind: NodeKind, names: Vec<String>, facts: Result<Vec<Option<Facts>>, String>| {
+                match facts {
+                    Ok(facts) => {
+                        for (n, f) in names.into_iter().zip(facts) {
+                            found.insert((kind, n), Ok(f));
+                        }
                     }
-                }
-                Err(e) => {
-                    for n in names {
-                        found.insert((kind.to_string(), n), Err(e.clone()));
+                    Err(e) => {
+                        for n in names {
+                            found.insert((kind, n), Err(e.clone()));
+                        }
                     }
                 }
             };
-        let files = names("file");
-        let packages = names("package");
-        let services = names("service");
+        let files = names(NodeKind::File);
+        let packages = names(NodeKind::Package);
+        let services = names(NodeKind::Service);
         let r = async {
             if !files.is_empty() {
                 let f = probe_files(&t, &files).await?;
-                collect("file", files, Ok(f));
+                collect(NodeKind::File, files, Ok(f));
             }
             if !packages.is_empty() {
                 let f = probe_packages(&t, &packages).await?;
-                collect("package", packages, Ok(f));
+                collect(NodeKind::Package, packages, Ok(f));
             }
             if !services.is_empty() {
                 // No systemd on the host is an answer about the services alone.
                 let f = probe_services(&t, &services).await;
-                collect("service", services, f.map_err(|e| e.to_string()));
+                collect(NodeKind::Service, services, f.map_err(|e| e.to_string()));
             }
             Ok::<_, crate::transport::TransportError>(())
         }
@@ -125,7 +135,7 @@ pub async fn probe(
         match result {
             Ok(found) => {
                 for (kind, name, r) in items {
-                    match found.get(&(kind.to_string(), name.to_string())) {
+                    match found.get(&(kind, name)) {
                         Some(Err(e)) => {
                             out.unreachable.insert(r.node.clone(), e.clone());
                         }

@@ -47,18 +47,7 @@ pub struct VmSpec {
 }
 
 /// The facts of a VM (and the names of its outputs).
-pub mod fact {
-    /// On the environment's private network.
-    pub const ADDRESS: &str = "address";
-    /// Where envc reaches its sshd: `SSH_ADDRESS:PORT`.
-    pub const SSH_ADDRESS: &str = "ssh_address";
-    pub const PORT: &str = "port";
-    pub const USER: &str = "user";
-    pub const HOST_KEY: &str = "host_key";
-    pub const FINGERPRINT: &str = "fingerprint";
-    /// The VM's directory: where its disk, pid file and console are.
-    pub const DIR: &str = "dir";
-}
+pub use envc_ids::fact::machine as fact;
 
 const CONSOLE: &str = "console.log";
 const PID: &str = "qemu.pid";

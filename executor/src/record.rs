@@ -2,6 +2,7 @@
 //! one target), run records (what one run did), and states (an environment's live records,
 //! chained to the previous state: the audit trail).
 
+use envc_ids::{ResolvedHash, TargetIdentity};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -22,9 +23,9 @@ pub type Facts = BTreeMap<String, String>;
 pub struct RealizationRecord {
     /// The derivation's id after deferred values and inputs were substituted: with the
     /// target identity, the key under which this record answers "already done?".
-    pub resolved_hash: String,
+    pub resolved_hash: ResolvedHash,
     /// The target's identity: its host key fingerprint (or a provider's machine id).
-    pub target_identity: String,
+    pub target_identity: TargetIdentity,
     /// `target/kind:name`: what this record manages, from one run to the next.
     pub node: String,
     /// The compile-time derivation id.
@@ -61,7 +62,7 @@ pub struct Intent {
     /// `target/kind:name`.
     pub node: String,
     /// The target's identity when the thing was found absent.
-    pub target_identity: String,
+    pub target_identity: TargetIdentity,
     /// What envc was about to make it (a file's `sha256`), so that removing it leaves
     /// alone what someone else wrote there since.
     pub facts: Facts,
@@ -73,7 +74,7 @@ impl Intent {
     /// What deleting a node that has only an intent works from: envc created its thing.
     pub fn as_record(&self) -> RealizationRecord {
         RealizationRecord {
-            resolved_hash: String::new(),
+            resolved_hash: ResolvedHash::default(),
             target_identity: self.target_identity.clone(),
             node: self.node.clone(),
             derivation: String::new(),

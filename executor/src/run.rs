@@ -37,10 +37,11 @@ use crate::record::{
     leaving, output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord,
     RunResult, State,
 };
-use crate::spec::{split_key, Spec};
+use crate::spec::{on_target, targetless, Spec};
 use crate::store::{ObjectId, RefConflict, Reserve, Store, StoreError};
 use crate::substitute::{Known, Payload, Resolution, Resolved};
 use crate::transport::{HostKey, HostSpec};
+use envc_ids::{fact, ResolvedHash, TargetIdentity};
 
 pub struct BuildOptions {
     pub jobs: usize,
@@ -219,10 +220,10 @@ impl<'a> Env<'a> {
 
     /// Whether a step of this run or an earlier one found `key`'s thing absent on the
     /// target `identity` and then may have created it.
-    fn intended(&self, key: &str, identity: &str) -> bool {
+    fn intended(&self, key: &str, identity: &TargetIdentity) -> bool {
         self.intents
             .get(key)
-            .is_some_and(|i| i.target_identity == identity)
+            .is_some_and(|i| i.target_identity == *identity)
     }
 
     fn forget(&mut self, key: &str) {
@@ -255,7 +256,7 @@ pub fn realization_record(
     i: usize,
     resolved: &Resolved,
     applied: &Applied,
-    identity: String,
+    identity: TargetIdentity,
     previous: Option<&RealizationRecord>,
     run: &str,
 ) -> RealizationRecord {
@@ -303,7 +304,7 @@ enum Work {
     Image {
         node: usize,
         key: String,
-        hash: String,
+        hash: ResolvedHash,
         spec: ImageSpec,
         cache: Option<CacheUse>,
     },
@@ -678,9 +679,12 @@ async fn execute_step(
                                 ),
                             };
                             let facts = Facts::from([
-                                ("commit".to_string(), commit.clone()),
-                                ("file".to_string(), file),
-                                ("sha256".to_string(), crate::ops::sha256_hex(yaml.as_bytes())),
+                                (fact::delivery::COMMIT.to_string(), commit.clone()),
+                                (fact::delivery::FILE.to_string(), file),
+                                (
+                                    fact::content::SHA256.to_string(),
+                                    crate::ops::sha256_hex(yaml.as_bytes()),
+                                ),
                             ]);
                             let applied = Applied {
                                 facts,
@@ -707,7 +711,7 @@ fn repository_facts(host_fingerprint: &str, g: &GitopsSpec) -> Facts {
         h.update(b"\0");
     }
     Facts::from([(
-        "fingerprint".to_string(),
+        fact::machine::FINGERPRINT.to_string(),
         format!("gitops:{}", &h.finalize().to_hex()[..32]),
     )])
 }
@@ -812,10 +816,11 @@ impl<'s> Scheduler<'s> {
         &self.spec.nodes[self.target_of(i)].name
     }
 
-    fn identity(&self, i: usize) -> Option<String> {
+    fn identity(&self, i: usize) -> Option<TargetIdentity> {
         self.known[self.target_of(i)]
             .as_ref()
-            .and_then(|k| k.facts.get("fingerprint").cloned())
+            .and_then(|k| k.facts.get(fact::machine::FINGERPRINT))
+            .map(|f| TargetIdentity::from(f.as_str()))
     }
 
     /// Text that may carry a secret (a command's output, an error quoting a file), as it
@@ -1056,7 +1061,7 @@ impl<'s> Scheduler<'s> {
                         i,
                         &lookup,
                         env.records.get(key),
-                        identity.as_deref(),
+                        identity.as_ref().map(TargetIdentity::as_str),
                         self.opts.drift.get(key),
                         self.files,
                     )
@@ -1167,7 +1172,10 @@ impl<'s> Scheduler<'s> {
                 match result {
                     Ok(mut applied) => {
                         let identity = if spec.nodes[i].kind.is_target() {
-                            applied.facts.get("fingerprint").cloned()
+                            applied
+                                .facts
+                                .get(fact::machine::FINGERPRINT)
+                                .map(|f| TargetIdentity::from(f.as_str()))
                         } else {
                             self.identity(i)
                         }
@@ -1185,7 +1193,7 @@ impl<'s> Scheduler<'s> {
                         );
                         if let Some(commit) = applied
                             .facts
-                            .get("commit")
+                            .get(fact::delivery::COMMIT)
                             .filter(|_| spec.nodes[i].kind == NodeKind::Manifest)
                         {
                             self.delivered.insert(self.target_of(i), commit.clone());
@@ -1320,12 +1328,12 @@ impl<'s> Scheduler<'s> {
                         .get(&node.key)
                         .filter(|r| Some(&r.target_identity) == identity.as_ref())
                         .filter(|r| !r.facts.contains_key("sealed"))
-                        .and_then(|r| r.facts.get("sha256").cloned());
+                        .and_then(|r| r.facts.get(fact::content::SHA256).cloned());
                     files.entry(t).or_default().push((i, f))
                 }
                 Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
                 Payload::Exec(mut e) => {
-                    e.inputs = r.hash.clone();
+                    e.inputs = r.hash.to_string();
                     // A guard that skips it keeps what it reported when it last ran here.
                     let identity = self.identity(i);
                     e.previous = env
@@ -1542,8 +1550,8 @@ impl<'s> Scheduler<'s> {
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {
             // Targets (no target of their own) are handled below, after what was on them.
-            if let Some((target, _, _)) = split_key(&r.node) {
-                by_target.entry(target.to_string()).or_default().push(r);
+            if let Some(target) = on_target(&r.node).and_then(|k| k.target) {
+                by_target.entry(target).or_default().push(r);
             }
         }
         // Objects delivered to a repository leave it first, while its own record (where it
@@ -1563,15 +1571,15 @@ impl<'s> Scheduler<'s> {
             // A repository is forgotten (it stays as it is) once no object is recorded in it.
             let repos: Vec<RealizationRecord> = recs
                 .extract_if(.., |r| {
-                    split_key(&r.node).is_some_and(|(_, k, _)| k == "gitops")
+                    on_target(&r.node).is_some_and(|k| k.kind == NodeKind::Gitops)
                 })
                 .collect();
             for r in repos {
-                let name = split_key(&r.node).map_or("", |(_, _, n)| n).to_string();
+                let name = on_target(&r.node).map_or(String::new(), |k| k.name);
                 if !env
                     .records
                     .keys()
-                    .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name))
+                    .any(|k| on_target(k).is_some_and(|k| k.target.as_ref() == Some(&name)))
                 {
                     self.report_deletion(
                         env,
@@ -1635,17 +1643,17 @@ impl<'s> Scheduler<'s> {
                     Err(e) => results.extend(mine.iter().map(|r| (r.node.clone(), Err(e.clone())))),
                     Ok((t, _)) => {
                         // (record, name) of each kind; keys were split when grouped.
-                        let of_kind = |kind: &str| -> (Vec<&RealizationRecord>, Vec<String>) {
+                        let of_kind = |kind: NodeKind| -> (Vec<&RealizationRecord>, Vec<String>) {
                             mine.iter()
                                 .filter_map(|r| {
-                                    let (_, k, name) = split_key(&r.node)?;
-                                    (k == kind).then(|| (r, name.to_string()))
+                                    let key = on_target(&r.node)?;
+                                    (key.kind == kind).then_some((r, key.name))
                                 })
                                 .unzip()
                         };
                         // Undos first, newest first: one may need the files and the
                         // services that are removed after it.
-                        let (mut execs, _) = of_kind("exec");
+                        let (mut execs, _) = of_kind(NodeKind::Exec);
                         execs.sort_by_key(|r| std::cmp::Reverse(r.at_unix));
                         for r in execs {
                             let Some(undo) = &r.undo else { continue };
@@ -1655,14 +1663,14 @@ impl<'s> Scheduler<'s> {
                             });
                             results.push((r.node.clone(), res));
                         }
-                        let (services, names) = of_kind("service");
+                        let (services, names) = of_kind(NodeKind::Service);
                         for (r, name) in services.into_iter().zip(names) {
                             let res = remove_service(&t, &name)
                                 .await
                                 .map(|()| "stopped and disabled".to_string());
                             results.push((r.node.clone(), res));
                         }
-                        let (mut files, mut paths) = of_kind("file");
+                        let (mut files, mut paths) = of_kind(NodeKind::File);
                         let sealed = match self.sealed_written(&t, &files, &paths).await {
                             Ok(s) => s,
                             // Not knowing what is there, nothing sealed is removed: the
@@ -1689,7 +1697,7 @@ impl<'s> Scheduler<'s> {
                                 .map(|((r, path), sealed)| FileRemoval {
                                     path,
                                     written_sha256: sealed
-                                        .or_else(|| r.facts.get("sha256").cloned()),
+                                        .or_else(|| r.facts.get(fact::content::SHA256).cloned()),
                                 })
                                 .collect();
                             let rs = remove_files(&t, &removals).await;
@@ -1704,7 +1712,7 @@ impl<'s> Scheduler<'s> {
                                 (r.node.clone(), said)
                             }));
                         }
-                        let (pkgs, names) = of_kind("package");
+                        let (pkgs, names) = of_kind(NodeKind::Package);
                         if !pkgs.is_empty() {
                             let res = purge_packages(&t, &names)
                                 .await
@@ -1723,36 +1731,35 @@ impl<'s> Scheduler<'s> {
         // Records without a target of their own (`kind:name`) whose node left the graph:
         // VMs are stopped and their disks deleted; images stay in the store as a cache;
         // hosts are forgotten once nothing envc put on them is left.
-        let targetless: Vec<(String, String, String)> = env
+        let without_target: Vec<(String, NodeKind, String)> = env
             .records
             .keys()
-            .filter(|k| !in_graph.contains(k.as_str()) && split_key(k).is_none())
+            .filter(|k| !in_graph.contains(k.as_str()))
             .filter_map(|k| {
-                let (kind, name) = k.split_once(':')?;
-                Some((k.clone(), kind.to_string(), name.to_string()))
+                let key = targetless(k)?;
+                Some((k.clone(), key.kind, key.name))
             })
             .collect();
-        for (key, kind, name) in targetless {
+        for (key, kind, name) in without_target {
             let started = Instant::now();
-            let res = match kind.as_str() {
-                "vm" => {
-                    let facts = env.records[&key].facts.clone();
-                    self.machines
-                        .destroy(&facts)
-                        .await
-                        .map(|()| "stopped, its disk deleted".to_string())
-                }
-                "image" => Ok("forgotten; its files stay in the store".into()),
-                _ if env
-                    .records
-                    .keys()
-                    .chain(env.intents.keys())
-                    .any(|k| split_key(k).is_some_and(|(t, _, _)| t == name)) =>
-                {
-                    continue
-                }
-                _ => Ok("forgotten".into()),
-            };
+            let res =
+                match kind {
+                    NodeKind::Vm => {
+                        let facts = env.records[&key].facts.clone();
+                        self.machines
+                            .destroy(&facts)
+                            .await
+                            .map(|()| "stopped, its disk deleted".to_string())
+                    }
+                    NodeKind::Image => Ok("forgotten; its files stay in the store".into()),
+                    _ if env.records.keys().chain(env.intents.keys()).any(|k| {
+                        on_target(k).is_some_and(|k| k.target.as_ref() == Some(&name))
+                    }) =>
+                    {
+                        continue
+                    }
+                    _ => Ok("forgotten".into()),
+                };
             self.report_deletion(env, &key, &name, res, started.elapsed(), None);
             self.checkpoint(env)?;
         }
@@ -1761,7 +1768,8 @@ impl<'s> Scheduler<'s> {
             let recorded: BTreeSet<String> = env
                 .records
                 .keys()
-                .filter_map(|k| k.strip_prefix("vm:").map(str::to_string))
+                .filter_map(|k| targetless(k).filter(|k| k.kind == NodeKind::Vm))
+                .map(|k| k.name)
                 .collect();
             self.machines
                 .sweep(&recorded)
@@ -1793,7 +1801,7 @@ impl<'s> Scheduler<'s> {
             }
         }
         let (key, record) = env.records.iter().find(|(k, _)| {
-            split_key(k).is_some_and(|(_, kind, n)| kind == "gitops" && n == name)
+            on_target(k).is_some_and(|k| k.kind == NodeKind::Gitops && k.name == name)
         })?;
         let text = |k: &str| -> Option<String> {
             serde_json::from_str::<serde_json::Value>(record.attrs.get(k)?)
@@ -1806,7 +1814,7 @@ impl<'s> Scheduler<'s> {
             branch: text("branch")?,
             path: text("path")?,
         };
-        Some((split_key(key)?.0.to_string(), spec, in_graph))
+        Some((on_target(key)?.target?, spec, in_graph))
     }
 
     /// Removes the files of objects that left the environment from repository `name`: in
@@ -1842,7 +1850,7 @@ impl<'s> Scheduler<'s> {
                             let d = done.as_ref().map_err(Clone::clone)?;
                             let left = r
                                 .facts
-                                .get("file")
+                                .get(fact::delivery::FILE)
                                 .is_some_and(|f| d.change.left.contains(f));
                             Ok(match (left, d.committed, &d.commit) {
                                 (true, _, _) => "left in the repository: someone changed its file since envc wrote it".to_string(),
@@ -1931,10 +1939,13 @@ impl<'s> Scheduler<'s> {
                 if !is_sealed(r) {
                     return None;
                 }
-                let now = seen.next().flatten().and_then(|f| f.get("sha256").cloned());
+                let now = seen
+                    .next()
+                    .flatten()
+                    .and_then(|f| f.get(fact::content::SHA256).cloned());
                 Some(match (now, &self.spec.secrets) {
                     (Some(sha), Some(s))
-                        if Some(&s.keyed(sha.as_bytes())) == r.facts.get("sha256") =>
+                        if Some(&s.keyed(sha.as_bytes())) == r.facts.get(fact::content::SHA256) =>
                     {
                         sha
                     }
@@ -1997,5 +2008,5 @@ fn short(commit: &str) -> &str {
 
 /// Whether a state key (`target/kind:name`) is an `exec` node's.
 fn is_exec(key: &str) -> bool {
-    split_key(key).is_some_and(|(_, kind, _)| kind == "exec")
+    on_target(key).is_some_and(|k| k.kind == NodeKind::Exec)
 }

@@ -1,6 +1,7 @@
 //! The team commands' side of the application layer: what `envc cache`, `envc unlock` and
 //! `envc state migrate` do with a session, apart from printing it.
 
+use envc_ids::ResolvedHash;
 use std::collections::BTreeSet;
 
 use envc_compiler::SourceLoader;
@@ -22,7 +23,7 @@ use envc_compiler::types::NodeKind;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuildOutput {
     pub node: String,
-    pub resolved_hash: String,
+    pub resolved_hash: ResolvedHash,
 }
 
 impl Session {

@@ -9,6 +9,7 @@ use envc_compiler::pin::PinKey;
 use envc_compiler::types::{CheckKind, NodeKind};
 use envc_compiler::value::{Check, Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph, SourceMap};
+use envc_ids::NodeKey;
 
 use crate::checks::Phase;
 use crate::debs::DebSource;
@@ -161,19 +162,20 @@ pub fn strings(v: Option<&Val>) -> Vec<String> {
     }
 }
 
-/// The state key of a node: `target/kind:name`.
+/// The state key of a node (`target/kind:name`), as [`NodeKey`] spells it.
 pub fn node_key(kind: NodeKind, name: &str, target: Option<&str>) -> String {
-    match target {
-        Some(t) => format!("{t}/{}:{name}", kind.name()),
-        None => format!("{}:{name}", kind.name()),
-    }
+    NodeKey::new(kind, name, target).to_string()
 }
 
-/// `target/kind:name` → (target, kind, name); `None` for targetless keys (`host:name`).
-pub fn split_key(key: &str) -> Option<(&str, &str, &str)> {
-    let (target, rest) = key.split_once('/')?;
-    let (kind, name) = rest.split_once(':')?;
-    Some((target, kind, name))
+/// The key of a node placed on a target (`target/kind:name`); `None` for targetless keys
+/// (`host:name`) and for what is no key.
+pub fn on_target(key: &str) -> Option<NodeKey> {
+    key.parse::<NodeKey>().ok().filter(|k| k.target.is_some())
+}
+
+/// The key of a node with no target of its own (`vm:name`, `image:name`); `None` otherwise.
+pub fn targetless(key: &str) -> Option<NodeKey> {
+    key.parse::<NodeKey>().ok().filter(|k| k.target.is_none())
 }
 
 impl Spec {

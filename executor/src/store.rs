@@ -6,6 +6,7 @@
 //! the old state or the new one, never a torn file. Objects are verified against their
 //! name when read, so corruption is reported rather than used.
 
+use envc_ids::ResolvedHash;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -512,7 +513,7 @@ impl Store {
         })
     }
 
-    fn substitute_path(&self, resolved_hash: &str) -> PathBuf {
+    fn substitute_path(&self, resolved_hash: &ResolvedHash) -> PathBuf {
         let key = crate::cache::entry_key(resolved_hash);
         let name = key.rsplit('/').next().unwrap_or(&key);
         self.root.join("substitutes").join(name)
@@ -524,7 +525,7 @@ impl Store {
     /// verified is ever written here.
     pub fn put_substitute(
         &self,
-        resolved_hash: &str,
+        resolved_hash: &ResolvedHash,
         facts: &crate::record::Facts,
     ) -> Result<(), StoreError> {
         let entry = serde_json::json!({ "resolved_hash": resolved_hash, "facts": facts });
@@ -535,17 +536,17 @@ impl Store {
     /// The facts of a build output this store has whole (`objects` of them all present).
     pub fn substitute(
         &self,
-        resolved_hash: &str,
+        resolved_hash: &ResolvedHash,
         objects: impl Fn(&crate::record::Facts) -> Vec<ObjectId>,
     ) -> Option<crate::record::Facts> {
         #[derive(serde::Deserialize)]
         struct Entry {
-            resolved_hash: String,
+            resolved_hash: ResolvedHash,
             facts: crate::record::Facts,
         }
         let bytes = fs::read(self.substitute_path(resolved_hash)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
-        (entry.resolved_hash == resolved_hash
+        (entry.resolved_hash == *resolved_hash
             && objects(&entry.facts).iter().all(|id| self.contains(id)))
         .then_some(entry.facts)
     }

@@ -6,6 +6,7 @@
 //! hash, not their derivation id, so an input that re-ran and produced the same output does
 //! not make its dependents run (early cutoff).
 
+use envc_ids::ResolvedHash;
 use std::collections::BTreeMap;
 
 use envc_compiler::derivation::ENCODING_VERSION;
@@ -100,7 +101,7 @@ impl ManifestSpec {
 
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    pub hash: String,
+    pub hash: ResolvedHash,
     /// The resolved attributes as people read them (see `RealizationRecord::attrs`).
     pub display: BTreeMap<String, String>,
     pub payload: Payload,
@@ -809,7 +810,7 @@ pub fn resolve<'a>(
     h.update(b"\0");
     h.update(canonical.to_string().as_bytes());
     Ok(Resolved {
-        hash: h.finalize().to_hex().to_string(),
+        hash: ResolvedHash(h.finalize().to_hex().to_string()),
         display: shown,
         payload,
         checks,

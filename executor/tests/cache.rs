@@ -74,7 +74,10 @@ fn what_one_store_pushes_another_fetches_bit_for_bit_and_sparse() {
     // The zero chunks are sent once: two distinct data chunks, one zero chunk, the kernel.
     assert_eq!(sent.bytes, 2 * CHUNK + 3 + 6);
 
-    let entry = remote.block(cache.lookup("h1")).unwrap().expect("an entry");
+    let entry = remote
+        .block(cache.lookup(&"h1".into()))
+        .unwrap()
+        .expect("an entry");
     assert_eq!(entry.body.facts, facts(&disk));
     let got = remote
         .block(cache.fetch(&entry, &w.runner, &Quiet))
@@ -109,8 +112,13 @@ fn what_one_store_pushes_another_fetches_bit_for_bit_and_sparse() {
             .objects,
         0
     );
-    assert!(remote.block(cache.lookup("other")).unwrap().is_none());
-    let verified = remote.block(cache.verify_entry(&entry_key("h1"))).unwrap();
+    assert!(remote
+        .block(cache.lookup(&"other".into()))
+        .unwrap()
+        .is_none());
+    let verified = remote
+        .block(cache.verify_entry(&entry_key(&"h1".into())))
+        .unwrap();
     assert_eq!(verified, entry);
 }
 
@@ -130,7 +138,7 @@ fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
         ))
         .unwrap();
     let runner = w.cache(&[&w.key], None);
-    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    let e = remote.block(runner.lookup(&"h1".into())).unwrap_err();
     assert!(
         matches!(&e, CacheError::Untrusted { signer: Some(k), .. } if k == "stranger"),
         "{e}"
@@ -141,13 +149,13 @@ fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
     );
 
     // Unsigned: the signature fields removed by hand.
-    let entry_path = w.remote_dir.join(entry_key("h1"));
+    let entry_path = w.remote_dir.join(entry_key(&"h1".into()));
     let mut json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
     json["signer"] = serde_json::Value::Null;
     json["signature"] = serde_json::Value::Null;
     std::fs::write(&entry_path, serde_json::to_vec(&json).unwrap()).unwrap();
-    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    let e = remote.block(runner.lookup(&"h1".into())).unwrap_err();
     assert!(
         matches!(e, CacheError::Untrusted { signer: None, .. }),
         "{e}"
@@ -167,7 +175,7 @@ fn untrusted_unsigned_and_altered_entries_are_refused_by_name() {
         serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
     json["facts"]["digest"] = serde_json::json!(ObjectId::of(b"evil").hex());
     std::fs::write(&entry_path, serde_json::to_vec(&json).unwrap()).unwrap();
-    let e = remote.block(runner.lookup("h1")).unwrap_err();
+    let e = remote.block(runner.lookup(&"h1".into())).unwrap_err();
     assert!(matches!(e, CacheError::BadSignature { .. }), "{e}");
 }
 
@@ -185,7 +193,7 @@ fn a_tampered_chunk_is_caught_and_nothing_enters_the_store() {
             &Quiet,
         ))
         .unwrap();
-    let entry = remote.block(cache.lookup("h1")).unwrap().unwrap();
+    let entry = remote.block(cache.lookup(&"h1".into())).unwrap().unwrap();
     let first = entry.body.objects[0].chunks[0];
     let chunk = w.remote_dir.join(format!("chunks/{}", first.hex()));
     let mut bytes = std::fs::read(&chunk).unwrap();
@@ -205,7 +213,7 @@ fn a_tampered_chunk_is_caught_and_nothing_enters_the_store() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let e = remote
-        .block(cache.verify_entry(&entry_key("h1")))
+        .block(cache.verify_entry(&entry_key(&"h1".into())))
         .unwrap_err();
     assert!(e.to_string().contains("does not hash to its name"), "{e}");
     // A plain push only sees that the chunk is there (same size); a repairing push (what
@@ -248,7 +256,7 @@ fn pushing_needs_a_signing_key() {
 fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[ObjectId]) -> Output {
     Output {
         node: node.to_string(),
-        resolved_hash: hash.to_string(),
+        resolved_hash: hash.into(),
         facts: facts.clone(),
         objects: objects.to_vec(),
     }

@@ -80,7 +80,7 @@ fn realize(
             i,
             &resolved,
             &applied,
-            fp,
+            fp.into(),
             records.get(&node.key),
             "test",
         );

@@ -220,7 +220,7 @@ fn a_server_that_dies_mid_upload_leaves_no_entry_and_no_partial_chunk() {
     assert!(e.to_string().contains("s3://cache/c"), "{e}");
     server.restart();
 
-    assert!(remote.block(cache.lookup("h")).unwrap().is_none());
+    assert!(remote.block(cache.lookup(&"h".into())).unwrap().is_none());
     let landed = chunks();
     assert!(landed.len() < 12, "{} chunks", landed.len());
     for meta in landed {
@@ -247,7 +247,7 @@ fn a_server_that_dies_mid_upload_leaves_no_entry_and_no_partial_chunk() {
         "chunks already there are not sent again"
     );
     let other = Store::open(&dir.path().join("other")).unwrap();
-    let entry = remote.block(cache.lookup("h")).unwrap().unwrap();
+    let entry = remote.block(cache.lookup(&"h".into())).unwrap().unwrap();
     remote.block(cache.fetch(&entry, &other, &Quiet)).unwrap();
     assert_eq!(
         std::fs::read(other.object_file(&big)).unwrap(),
@@ -274,10 +274,15 @@ fn a_webdav_server_holds_a_cache_but_not_a_state() {
     remote
         .block(cache.push(&store, &out("h", "image:x", &facts, &[disk]), false, &Quiet))
         .unwrap();
-    assert_eq!(remote.block(cache.entry_keys()).unwrap(), [entry_key("h")]);
-    remote.block(cache.verify_entry(&entry_key("h"))).unwrap();
+    assert_eq!(
+        remote.block(cache.entry_keys()).unwrap(),
+        [entry_key(&"h".into())]
+    );
+    remote
+        .block(cache.verify_entry(&entry_key(&"h".into())))
+        .unwrap();
     let other = Store::open(&dir.path().join("b")).unwrap();
-    let entry = remote.block(cache.lookup("h")).unwrap().unwrap();
+    let entry = remote.block(cache.lookup(&"h".into())).unwrap().unwrap();
     remote.block(cache.fetch(&entry, &other, &Quiet)).unwrap();
     assert!(other.contains(&disk));
 
@@ -310,7 +315,7 @@ fn a_webdav_server_holds_a_cache_but_not_a_state() {
 fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[ObjectId]) -> Output {
     Output {
         node: node.to_string(),
-        resolved_hash: hash.to_string(),
+        resolved_hash: hash.into(),
         facts: facts.clone(),
         objects: objects.to_vec(),
     }

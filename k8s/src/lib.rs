@@ -14,7 +14,7 @@ pub use validate::{validate, Problem, ProblemKind, Seg, DEFERRED};
 
 /// The Kubernetes version whose API objects are validated against (k8s-openapi's
 /// `v1_37`), as the lockfile pins it.
-pub const KUBERNETES_VERSION: &str = "1.37";
+pub use envc_ids::KUBERNETES_VERSION;
 
 use serde_json::{json, Map, Value as Json};
 

@@ -264,8 +264,8 @@ fn start_of(
                 .cloned()
                 .unwrap_or_else(|| Err("no required set was resolved".into()))?
         } else {
-            let image = start.strip_prefix("image:").unwrap_or(start);
-            match lock.image(image) {
+            let image = PinKey::image_of(start).unwrap_or_else(|| start.clone());
+            match lock.image(&image) {
                 Some(i) => i.versions(),
                 // The image did not resolve: its own error says why.
                 None => return Err(format!("its target's image `{image}` could not be pinned")),

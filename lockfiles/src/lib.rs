@@ -20,7 +20,7 @@
 //! ([`resolve_packages`], [`resolve_image`]) and probes the tools; [`update`] keeps the
 //! unnamed pins on `--update KEY`; [`Lockfile::write_to`] writes the path [`lock_path`]
 //! gives, only when everything resolved. Pin keys and values go through
-//! `envc_compiler::pin`, the one codec every crate shares. The format is described in
+//! `envc_ids::pin`, the one codec every crate shares. The format is described in
 //! `lockfiles/README.md`.
 
 pub mod archive;

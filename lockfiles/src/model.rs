@@ -12,8 +12,8 @@
 /// and pool path of every `.deb`), so that an image builds from the store, not the mirror.
 pub const FORMAT_VERSION: u32 = 3;
 
-pub use envc_compiler::pin::PinKey;
-use envc_compiler::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
+pub use envc_ids::pin::PinKey;
+use envc_ids::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lockfile {
@@ -352,8 +352,8 @@ pub fn update(
     for p in &fresh.packages {
         let onto = p.closure.iter().flat_map(|c| &c.starts_from);
         let images: Vec<PinKey> = onto
-            .filter_map(|s| s.strip_prefix("image:"))
-            .map(|i| PinKey::Image(i.to_string()))
+            .filter_map(|s| PinKey::image_of(s))
+            .map(PinKey::Image)
             .collect();
         if images.iter().any(|i| keys.contains(i)) {
             named.push(p.key());

@@ -353,10 +353,10 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
     for p in &lock.packages {
         let onto = p.closure.iter().flat_map(|c| &c.starts_from);
         for start in onto {
-            let Some(image) = start.strip_prefix("image:") else {
+            let Some(image) = PinKey::image_of(start) else {
                 continue;
             };
-            if lock.image(image).is_none() {
+            if lock.image(&image).is_none() {
                 push(
                     p.key(),
                     format!("its closure was resolved onto {start}, which is not pinned"),

@@ -52,7 +52,7 @@ pub fn probe_tool(name: &str) -> Result<ToolPin, ProbeError> {
     if name == KUBERNETES {
         return Ok(ToolPin {
             name: name.to_string(),
-            version: envc_compiler::KUBERNETES_VERSION.to_string(),
+            version: envc_ids::KUBERNETES_VERSION.to_string(),
         });
     }
     let Some((_, arg)) = TOOLS.iter().find(|(t, _)| *t == name) else {
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn the_kubernetes_schema_is_pinned_as_this_envc_carries_it() {
         let pin = probe_tool(KUBERNETES).unwrap();
-        assert_eq!(pin.version, envc_compiler::KUBERNETES_VERSION);
+        assert_eq!(pin.version, envc_ids::KUBERNETES_VERSION);
         let mut lock = sample();
         lock.tools = vec![ToolPin {
             name: KUBERNETES.into(),
@@ -285,7 +285,7 @@ mod tests {
                 "this envc checks objects against the Kubernetes {} API, the lock says 1.30: use \
                  an envc that carries 1.30, or run `envc lock FILE --update tool:kubernetes` and \
                  check the objects again",
-                envc_compiler::KUBERNETES_VERSION
+                envc_ids::KUBERNETES_VERSION
             )]
         );
     }

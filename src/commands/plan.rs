@@ -120,9 +120,8 @@ fn counts_line(p: &Plan) -> [usize; 5] {
 
 /// Why a record that left the graph is deleted, or left in place.
 fn deletion_note(key: &str, r: &RealizationRecord, in_table: bool) -> String {
-    let is_exec = key
-        .split_once('/')
-        .is_some_and(|(_, rest)| rest.starts_with("exec:"));
+    let is_exec = envc_executor::spec::on_target(key)
+        .is_some_and(|k| k.kind == envc_compiler::types::NodeKind::Exec);
     if is_exec {
         return match (&r.undo, r.created) {
             (_, false) => {

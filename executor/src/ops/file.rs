@@ -5,6 +5,7 @@
 use super::{indexed, no_record, records, run_script, sha256_hex, Applied, Facts};
 use crate::error::StepError;
 use crate::transport::{Transport, TransportError};
+use envc_ids::fact::content::SHA256;
 
 const APPLY: &str = include_str!("apply_files.sh");
 const PROBE: &str = include_str!("probe_files.sh");
@@ -58,7 +59,7 @@ impl FileSpec {
 
 /// Facts of a secret-bearing file: its sha256 replaced by `keyed`, and marked `sealed`.
 pub fn seal(mut facts: Facts, keyed: &str) -> Facts {
-    facts.insert("sha256".into(), keyed.to_string());
+    facts.insert(SHA256.into(), keyed.to_string());
     facts.insert("sealed".into(), "yes".into());
     facts
 }
@@ -90,7 +91,7 @@ pub const REPLACED_CHANGED: &str = "replaced content that changed since envc wro
 /// detect drift. Keys: `sha256` (hex of the content), `owner`, `group`, `mode` (`0644`).
 pub fn file_facts(content: &[u8], owner: &str, group: &str, mode: u32) -> Facts {
     Facts::from([
-        ("sha256".to_string(), sha256_hex(content)),
+        (SHA256.to_string(), sha256_hex(content)),
         ("owner".to_string(), owner.to_string()),
         ("group".to_string(), group.to_string()),
         ("mode".to_string(), format!("{mode:04o}")),
@@ -205,7 +206,7 @@ pub async fn probe_files(
                 Some(observed(&format!("({kind})"), mode, owner, group))
             }
             Some(["unreadable", msg]) => Some(Facts::from([(
-                "sha256".to_string(),
+                SHA256.to_string(),
                 format!("(unreadable: {msg})"),
             )])),
             _ => {
@@ -287,7 +288,7 @@ fn observed(sha: &str, mode: &str, owner: &str, group: &str) -> Facts {
         .map(|m| format!("{m:04o}"))
         .unwrap_or_else(|_| mode.to_string());
     Facts::from([
-        ("sha256".to_string(), sha.to_string()),
+        (SHA256.to_string(), sha.to_string()),
         ("owner".to_string(), owner.to_string()),
         ("group".to_string(), group.to_string()),
         ("mode".to_string(), mode),

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use envc_compiler::types::NodeKind;
 use serde::Serialize;
 
 use crate::checks::{CheckResult, Phase};
@@ -93,10 +94,11 @@ impl NodeComparison {
 
 /// Facts that say which machine this is or where envc reaches it: a lab machine has its
 /// own. By the kind of the node (`host`, `vm`).
-fn machine_facts(kind: &str) -> &'static [&'static str] {
+fn machine_facts(kind: Option<NodeKind>) -> &'static [&'static str] {
+    use envc_ids::fact::machine::{DIR, FINGERPRINT, HOST_KEY, PORT, SSH_ADDRESS};
     match kind {
-        "host" => &["host_key", "fingerprint"],
-        "vm" => &["ssh_address", "port", "host_key", "fingerprint", "dir"],
+        Some(NodeKind::Host) => &[HOST_KEY, FINGERPRINT],
+        Some(NodeKind::Vm) => &[SSH_ADDRESS, PORT, HOST_KEY, FINGERPRINT, DIR],
         _ => &[],
     }
 }
@@ -104,7 +106,7 @@ fn machine_facts(kind: &str) -> &'static [&'static str] {
 /// The attribute a fact is derived from, when it is not the fact's own name.
 fn source_attr(fact: &str) -> &str {
     match fact {
-        "sha256" | "size" => "content",
+        envc_ids::fact::content::SHA256 | "size" => "content",
         other => other,
     }
 }
@@ -115,9 +117,8 @@ fn command_output(fact: &str) -> bool {
 }
 
 /// The kind of a node key: `target/kind:name` or `kind:name`.
-fn kind_of(key: &str) -> &str {
-    let rest = key.split_once('/').map_or(key, |(_, r)| r);
-    rest.split_once(':').map_or(rest, |(k, _)| k)
+fn kind_of(key: &str) -> Option<NodeKind> {
+    key.parse::<envc_ids::NodeKey>().ok().map(|k| k.kind)
 }
 
 pub fn compare(sides: &Sides<'_>) -> Vec<NodeComparison> {
@@ -223,7 +224,10 @@ fn compare_node(sides: &Sides<'_>, key: &str) -> NodeComparison {
             Verdict::Expected("the lab's own machine: a fresh VM from the host's base".into())
         } else if machine_facts(kind_of(key)).contains(&name) {
             Verdict::Expected("the lab's own machine".into())
-        } else if kind_of(key) == "exec" && command_output(name) && !changed_attrs.is_empty() {
+        } else if kind_of(key) == Some(NodeKind::Exec)
+            && command_output(name)
+            && !changed_attrs.is_empty()
+        {
             // A command's run and output follow from all of what it runs with.
             Verdict::Expected(format!(
                 "the command ran with values of the lab's own machines (its {})",

@@ -61,7 +61,12 @@ impl Lab {
     /// Gives the lab production's build of an image (its objects linked, not copied), so
     /// that a lab without the rebuild level deploys the very bytes production runs.
     /// Production's objects that are gone leave the lab to build the image itself.
-    pub fn seed(&self, production: &Store, hash: &str, facts: &Facts) -> Result<(), SessionError> {
+    pub fn seed(
+        &self,
+        production: &Store,
+        hash: &envc_ids::ResolvedHash,
+        facts: &Facts,
+    ) -> Result<(), SessionError> {
         let objects = crate::image::objects(facts);
         if !objects.iter().all(|id| production.contains(id)) {
             return Ok(());

@@ -18,6 +18,7 @@ pub mod rebuild;
 pub mod stand_ins;
 pub mod tree;
 
+use envc_ids::ResolvedHash;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -160,7 +161,7 @@ impl Session {
                 (key, n.assessment.reasons.clone())
             })
             .collect();
-        let images: Vec<(String, String, crate::image::ImageSpec)> = p
+        let images: Vec<(String, ResolvedHash, crate::image::ImageSpec)> = p
             .nodes
             .iter()
             .filter_map(|n| {
@@ -297,9 +298,9 @@ impl Session {
         records: &Records,
         cache: Option<&'a crate::cache::BinaryCache>,
         key: &str,
-        hash: &str,
+        hash: &ResolvedHash,
     ) -> Option<(Reference, Facts, ReferenceBytes<'a>)> {
-        if let Some(rec) = records.get(key).filter(|r| r.resolved_hash == hash) {
+        if let Some(rec) = records.get(key).filter(|r| r.resolved_hash == *hash) {
             let reference = Reference::Record {
                 run: rec.run.clone(),
             };
@@ -310,7 +311,7 @@ impl Session {
             ));
         }
         let cache = cache?;
-        let (c, h) = (cache.clone(), hash.to_string());
+        let (c, h) = (cache.clone(), hash.clone());
         let entry = cache
             .remote()
             .run(async move { c.lookup(&h).await })

@@ -5,6 +5,7 @@
 //! artefact: the first differing paths of the image's file tree, with their hashes, or,
 //! when the trees agree, the first differing block of the disk.
 
+use envc_ids::ResolvedHash;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -105,7 +106,7 @@ pub async fn rebuild(
     lab: &Store,
     second: &Store,
     node: &str,
-    resolved_hash: &str,
+    resolved_hash: &ResolvedHash,
     spec: &ImageSpec,
     reference: Option<(Reference, Facts, ReferenceBytes<'_>)>,
 ) -> Rebuild {
@@ -180,7 +181,7 @@ pub async fn rebuild(
 /// What differs inside: the trees' differing paths, else the disks' first differing block.
 async fn inside(
     lab: &Store,
-    resolved_hash: &str,
+    resolved_hash: &ResolvedHash,
     expected: &Facts,
     found: &Facts,
     bytes: ReferenceBytes<'_>,
@@ -188,7 +189,7 @@ async fn inside(
     let store = match bytes {
         ReferenceBytes::Store(s) => s,
         ReferenceBytes::Cache(cache) => {
-            let (c, s, hash) = (cache.clone(), lab.clone(), resolved_hash.to_string());
+            let (c, s, hash) = (cache.clone(), lab.clone(), resolved_hash.clone());
             cache
                 .remote()
                 .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })

@@ -51,6 +51,15 @@ impl PinKey {
         })
     }
 
+    /// The image named by `image:NAME` (a closure's `starts_from` entry, say); `None` for
+    /// any other text.
+    pub fn image_of(text: &str) -> Option<String> {
+        match text.parse() {
+            Ok(PinKey::Image(name)) => Some(name),
+            _ => None,
+        }
+    }
+
     /// The name after the kind (`nginx` of `package:nginx`); empty for the scalar pins.
     pub fn name(&self) -> &str {
         match self {
