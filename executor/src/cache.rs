@@ -95,14 +95,7 @@ pub fn deb_key(sha256: &str) -> String {
     format!("debs/{sha256}.deb")
 }
 
-/// Where the entry of a resolved hash lives. Hashed again so that whatever a resolved hash
-/// is spelled with, the key is 64 hex digits.
-pub fn entry_key(resolved_hash: &ResolvedHash) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(b"envc-cache-key\0");
-    h.update(resolved_hash.as_str().as_bytes());
-    format!("entries/{}", h.finalize().to_hex())
-}
+pub use crate::store::entry_key;
 
 fn chunk_key(id: &ObjectId) -> String {
     format!("chunks/{}", id.hex())

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use envc_compiler::builtins::{check_schema, Default};
 use envc_compiler::types::CheckKind;
-use serde::{Deserialize, Serialize};
+
 use serde_json::{json, Value as Json};
 
 use crate::error::StepError;
@@ -32,30 +32,7 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// Output kept from an attempt, in bytes (the tail).
 const OUTPUT_LIMIT: usize = 4096;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// A precondition: must hold before the node changes anything.
-    Require,
-    /// A postcondition: must hold after the node ran.
-    Expect,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Require => "require",
-            Phase::Expect => "expect",
-        }
-    }
-
-    fn noun(self) -> &'static str {
-        match self {
-            Phase::Require => "precondition",
-            Phase::Expect => "postcondition",
-        }
-    }
-}
+pub use crate::record::{CheckResult, Phase};
 
 /// A check with its deferred values substituted: what runs on the target.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,22 +157,6 @@ pub fn checks_hash(checks: &[CheckSpec]) -> Option<String> {
     h.update(b"envc-checks\0");
     h.update(Json::Array(expect).to_string().as_bytes());
     Some(h.finalize().to_hex().to_string())
-}
-
-/// What one check found: kept in the run record, so that a record is evidence of what
-/// held, not only a list of actions.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckResult {
-    /// `http("http://10.89.0.2/")`.
-    pub check: String,
-    pub phase: Phase,
-    /// `FILE:LINE:COL`.
-    pub location: String,
-    pub ok: bool,
-    /// What the last attempt printed (its tail, at most 4 KiB).
-    pub output: String,
-    pub attempts: u32,
-    pub duration_ms: u64,
 }
 
 impl CheckResult {

@@ -6,38 +6,12 @@ use std::collections::BTreeMap;
 
 use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
-use serde::{Deserialize, Serialize};
 
 use crate::record::{leaving, Facts, Intent, RealizationRecord};
 use crate::spec::Spec;
 use crate::substitute::{resolve, Known, Resolution, Resolved};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Create,
-    Update,
-    /// A VM whose image or size changed: destroyed and created anew (a new target).
-    Replace,
-    Delete,
-    /// Nothing to redeploy, but its postconditions changed (or read a node that changes):
-    /// they run again, and the record is renewed when they hold.
-    Check,
-    Unchanged,
-}
-
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Replace => "replace",
-            Action::Delete => "delete",
-            Action::Check => "check",
-            Action::Unchanged => "unchanged",
-        }
-    }
-}
+pub use crate::record::Action;
 
 /// What is known of one node before it runs.
 #[derive(Clone, Debug)]

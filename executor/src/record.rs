@@ -8,11 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::CheckResult;
-use crate::envlock::EnvLock;
-use crate::ops::{CommandLine, CommandLog};
-use crate::plan::Action;
-use crate::store::{ObjectId, RefConflict, Store, StoreError};
+use crate::object_id::ObjectId;
 
 /// What was observed on a target: a file's sha256, owner, group and mode; a package's
 /// installed version; a host's key. Sorted, so equal facts hash equally.
@@ -241,60 +237,6 @@ pub struct State {
     pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
-impl State {
-    /// The environment's current state (empty if it never ran).
-    pub fn current(store: &Store, env: &str) -> Result<(Option<ObjectId>, State), StoreError> {
-        match store.read_ref(env)? {
-            Some(id) => Ok((Some(id), store.get_json(&id)?)),
-            None => Ok((None, State::default())),
-        }
-    }
-
-    /// Stores this state as the successor of `base` and moves the ref to it.
-    pub fn commit(
-        &self,
-        store: &Store,
-        lock: &EnvLock,
-        base: Option<ObjectId>,
-    ) -> Result<Result<ObjectId, RefConflict>, StoreError> {
-        let mut next = self.clone();
-        next.previous = base;
-        let id = store.put_json(&next)?;
-        Ok(store.update_ref(lock, base, id)?.map(|()| id))
-    }
-
-    /// Loads every live record.
-    pub fn load_records(
-        &self,
-        store: &Store,
-    ) -> Result<BTreeMap<String, RealizationRecord>, StoreError> {
-        self.records
-            .iter()
-            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
-            .collect()
-    }
-
-    /// Loads every intent.
-    pub fn load_intents(&self, store: &Store) -> Result<BTreeMap<String, Intent>, StoreError> {
-        self.intents
-            .iter()
-            .map(|(k, id)| Ok((k.clone(), store.get_json(id)?)))
-            .collect()
-    }
-
-    /// States from the newest back, following `previous`.
-    pub fn history(store: &Store, env: &str) -> Result<Vec<(ObjectId, State)>, StoreError> {
-        let mut out = Vec::new();
-        let mut next = store.read_ref(env)?;
-        while let Some(id) = next {
-            let s: State = store.get_json(&id)?;
-            next = s.previous;
-            out.push((id, s));
-        }
-        Ok(out)
-    }
-}
-
 /// What leaves a graph whose node keys are `in_graph`, as `build` deletes it: the live
 /// records of nodes that are gone (created where an intent on the same target shows envc
 /// made the thing), and what only an intent knows of (a step killed before its record).
@@ -354,4 +296,107 @@ mod tests {
         assert!(serde_json::from_str::<Outcome>("\"done\"").is_err());
         assert!(serde_json::from_str::<Action>("\"create\"").is_ok_and(|a| a == Action::Create));
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    /// A VM whose image or size changed: destroyed and created anew (a new target).
+    Replace,
+    Delete,
+    /// Nothing to redeploy, but its postconditions changed (or read a node that changes):
+    /// they run again, and the record is renewed when they hold.
+    Check,
+    Unchanged,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::Check => "check",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// A precondition: must hold before the node changes anything.
+    Require,
+    /// A postcondition: must hold after the node ran.
+    Expect,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Require => "require",
+            Phase::Expect => "expect",
+        }
+    }
+
+    pub fn noun(self) -> &'static str {
+        match self {
+            Phase::Require => "precondition",
+            Phase::Expect => "postcondition",
+        }
+    }
+}
+
+/// What one check found: kept in the run record, so that a record is evidence of what
+/// held, not only a list of actions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// `http("http://10.89.0.2/")`.
+    pub check: String,
+    pub phase: Phase,
+    /// `FILE:LINE:COL`.
+    pub location: String,
+    pub ok: bool,
+    /// What the last attempt printed (its tail, at most 4 KiB).
+    pub output: String,
+    pub attempts: u32,
+    pub duration_ms: u64,
+}
+
+/// One command line as it runs on the target.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandLine {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Whom it runs as (`runuser`); the connection's user when absent.
+    pub user: Option<String>,
+    pub cwd: String,
+    pub timeout_secs: u64,
+}
+
+// Environment values and input may be secrets: Debug shows names and sizes only.
+impl std::fmt::Debug for CommandLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandLine")
+            .field("argv", &self.argv)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("user", &self.user)
+            .field("cwd", &self.cwd)
+            .field("timeout_secs", &self.timeout_secs)
+            .finish()
+    }
+}
+
+/// What a command's run leaves in the run record: its exit status and the end of its
+/// output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandLog {
+    pub exit: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
 }

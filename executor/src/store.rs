@@ -20,50 +20,7 @@ use crate::envlock::EnvLock;
 use crate::remote::RemoteError;
 use crate::shared_state::SharedState;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectId(pub [u8; 32]);
-
-impl ObjectId {
-    pub fn of(bytes: &[u8]) -> ObjectId {
-        ObjectId(*blake3::hash(bytes).as_bytes())
-    }
-
-    pub fn hex(&self) -> String {
-        blake3::Hash::from_bytes(self.0).to_hex().to_string()
-    }
-
-    pub fn parse(hex: &str) -> Option<ObjectId> {
-        blake3::Hash::from_hex(hex.trim())
-            .ok()
-            .map(|h| ObjectId(*h.as_bytes()))
-    }
-}
-
-impl fmt::Debug for ObjectId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex()[..12])
-    }
-}
-
-impl fmt::Display for ObjectId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
-    }
-}
-
-impl Serialize for ObjectId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.hex())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ObjectId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ObjectId::parse(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("not an object id: {s:?}")))
-    }
-}
+pub use crate::object_id::ObjectId;
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -514,7 +471,7 @@ impl Store {
     }
 
     fn substitute_path(&self, resolved_hash: &ResolvedHash) -> PathBuf {
-        let key = crate::cache::entry_key(resolved_hash);
+        let key = entry_key(resolved_hash);
         let name = key.rsplit('/').next().unwrap_or(&key);
         self.root.join("substitutes").join(name)
     }
@@ -837,4 +794,14 @@ pub(crate) fn parse_key(text: &str) -> Option<[u8; 32]> {
         *k = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(key)
+}
+
+/// Where the entry of a resolved hash lives, in a binary cache and in the store's
+/// substitutes alike. Hashed again so that whatever a resolved hash
+/// is spelled with, the key is 64 hex digits.
+pub fn entry_key(resolved_hash: &ResolvedHash) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"envc-cache-key\0");
+    h.update(resolved_hash.as_str().as_bytes());
+    format!("entries/{}", h.finalize().to_hex())
 }

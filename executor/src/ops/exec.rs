@@ -6,10 +6,7 @@
 //! and stdin of one fixed script (`run_exec.sh`): nothing is spliced into script text, and a
 //! command given as `argv` runs with no shell at all. One round trip per run.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use super::{no_record, run_script_within, tail, Applied, Facts};
 use crate::error::StepError;
@@ -24,29 +21,7 @@ const LOG_TAIL: usize = 4 << 10;
 /// Seconds the transport waits beyond the command's own timeout (guards, the kill).
 const SLACK: Duration = Duration::from_secs(60);
 
-/// One command line as it runs on the target.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommandLine {
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    /// Whom it runs as (`runuser`); the connection's user when absent.
-    pub user: Option<String>,
-    pub cwd: String,
-    pub timeout_secs: u64,
-}
-
-// Environment values and input may be secrets: Debug shows names and sizes only.
-impl std::fmt::Debug for CommandLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommandLine")
-            .field("argv", &self.argv)
-            .field("env", &self.env.keys().collect::<Vec<_>>())
-            .field("user", &self.user)
-            .field("cwd", &self.cwd)
-            .field("timeout_secs", &self.timeout_secs)
-            .finish()
-    }
-}
+pub use crate::record::{CommandLine, CommandLog};
 
 impl std::fmt::Debug for ExecSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,17 +110,6 @@ enum Ran {
         stdout_size: u64,
         stderr: Vec<u8>,
     },
-}
-
-/// What a command's run leaves in the run record: its exit status and the end of its
-/// output.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommandLog {
-    pub exit: i32,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub stdout: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub stderr: String,
 }
 
 /// Runs the node's command unless a guard finds it unnecessary. Facts: `ran` (`yes` or
@@ -397,6 +361,7 @@ fn shown(log: &CommandLog) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn out(stdout: &[u8]) -> CommandOutput {
         CommandOutput {
