@@ -19,11 +19,10 @@ use crate::check::{body_span, deferred_diagnostic, mismatch_diagnostic, Checked,
 use crate::derivation::{derivation_id, encode, DerivationRef};
 use crate::pin::PinKey;
 use crate::program::Program;
+use crate::size::format_size;
 use crate::source::{join_relative, SourceLoader};
 use crate::types::*;
-use crate::value::{
-    expands_within, format_size, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
-};
+use crate::value::{expands_within, Check, Closure, Deferred, Env, Node, ProjectFile, Value};
 use crate::StandIn;
 
 pub struct Limits {

@@ -13,11 +13,13 @@ pub mod check;
 pub mod derivation;
 pub mod eval;
 pub mod graph;
+pub mod id;
 mod library;
 pub mod manifest;
 pub mod network;
 pub mod pin;
 pub mod program;
+pub mod size;
 pub mod source;
 pub mod stack;
 pub mod stdlib;
@@ -32,9 +34,9 @@ use std::collections::BTreeMap;
 use envc_lang::ast::{ExprKind, ItemKind, StrPart};
 use envc_lang::{Diagnostic, FileId, Span};
 
-pub use derivation::DerivationId;
 pub use eval::Limits;
 pub use graph::Graph;
+pub use id::DerivationId;
 pub use program::Program;
 pub use source::{LoadError, MemoryLoader, PolicyPack, SourceLoader, SourceMap};
 
