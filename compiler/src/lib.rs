@@ -22,6 +22,7 @@ pub mod program;
 pub mod size;
 pub mod source;
 pub mod stack;
+pub mod stack_load;
 pub mod stdlib;
 
 /// The Kubernetes API version `manifest`s are checked against (pinned as `tool:kubernetes`).
@@ -110,7 +111,7 @@ pub fn analyze(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
 
 fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed: bool) -> Analysis {
     let mut program = program::load_with_packs(root, loader, &options.policy_packs);
-    stack::resolve(&mut program, loader);
+    stack_load::resolve(&mut program, loader);
     let mut diagnostics = std::mem::take(&mut program.errors);
     let (checked, type_errors) = if indexed {
         check::check_indexed(&program)

@@ -418,7 +418,7 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
                 );
             }
         }
-        // Its name is the referenced file's path, which `stack.rs` resolved.
+        // Its name is the referenced file's path, which `stack_load.rs` resolved.
         NodeKind::Stack => {}
         NodeKind::Gitops => {
             // It names what its objects are delivered to (`NAME/manifest:…` in the state).
