@@ -16,6 +16,7 @@ pub mod graph;
 pub mod id;
 mod library;
 pub mod manifest;
+mod names;
 pub mod network;
 pub mod pin;
 pub mod program;
@@ -24,6 +25,7 @@ pub mod source;
 pub mod stack;
 pub mod stack_load;
 pub mod stdlib;
+mod stop;
 
 /// The Kubernetes API version `manifest`s are checked against (pinned as `tool:kubernetes`).
 pub use envc_k8s::KUBERNETES_VERSION;

@@ -190,6 +190,18 @@ impl Value {
     }
 }
 
+/// How a known value reads inside a string.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::Int(n) => n.to_string(),
+        Value::Str(s) => s.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Size(n) => format_size(*n),
+        Value::Mode(m) => format!("{m:04o}"),
+        other => format!("<{}>", other.type_name()),
+    }
+}
+
 /// Whether `v`, written out (JSON, a derivation's encoding), stays under `limit` bytes.
 /// Values share strings and lists (`Rc`), so a small value in memory can expand hugely:
 /// this counts the expansion, and stops counting as soon as it passes the limit.
