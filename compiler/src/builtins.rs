@@ -553,7 +553,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // environments that read each other are built the first time.
             attr("defaults", t_vars, false, None),
         ],
-        // Its outputs are the referenced environment's: `stack.rs` types them.
+        // Its outputs are the referenced environment's: `stack_load.rs` types them.
         outputs: &[],
         doc: "another environment's outputs, read from its state: `let core = stack(\"core.env\")`, then `core.db_address`",
     },

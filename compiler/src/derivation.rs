@@ -7,45 +7,16 @@
 //! nothing about spans, comments, formatting or evaluation order.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::rc::Rc;
 
 use crate::pin::PinKey;
 use crate::value::{Check, Deferred, Node, Value};
 
+/// Where it always was: `graph.rs` and other crates name it through this path.
+pub use crate::id::DerivationId;
+
 /// Bumped whenever the encoding changes: it is hashed, so every id changes with it.
 pub const ENCODING_VERSION: u32 = 1;
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DerivationId(pub [u8; 32]);
-
-impl DerivationId {
-    pub fn hex(&self) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(64);
-        for b in self.0 {
-            out.push(DIGITS[usize::from(b >> 4)] as char);
-            out.push(DIGITS[usize::from(b & 0xf)] as char);
-        }
-        out
-    }
-
-    pub fn short(&self) -> String {
-        self.hex()[..12].to_string()
-    }
-}
-
-impl fmt::Debug for DerivationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.short())
-    }
-}
-
-impl fmt::Display for DerivationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
-    }
-}
 
 /// What the encoder refuses (a function stored in a node, say); the evaluator reports it.
 #[derive(Debug)]
@@ -205,7 +176,7 @@ pub fn value_json(v: &Value) -> serde_json::Value {
         Value::Int(n) => json!(n),
         Value::Str(s) => json!(&**s),
         Value::Bool(b) => json!(b),
-        Value::Size(n) => json!({ "size": crate::value::format_size(*n) }),
+        Value::Size(n) => json!({ "size": crate::size::format_size(*n) }),
         Value::Mode(m) => json!({ "mode": format!("0o{m:o}") }),
         Value::Path(p) => json!({ "path": &*p.path, "blake3": p.hash.to_hex().as_str() }),
         Value::List(xs) => serde_json::Value::Array(xs.iter().map(value_json).collect()),

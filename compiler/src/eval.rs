@@ -19,10 +19,12 @@ use crate::check::{body_span, deferred_diagnostic, mismatch_diagnostic, Checked,
 use crate::derivation::{derivation_id, encode, DerivationRef};
 use crate::pin::PinKey;
 use crate::program::Program;
+use crate::size::format_size;
 use crate::source::{join_relative, SourceLoader};
+use crate::stop::Stop;
 use crate::types::*;
 use crate::value::{
-    expands_within, format_size, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
+    display, expands_within, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
 };
 use crate::StandIn;
 
@@ -41,18 +43,6 @@ impl std::default::Default for Limits {
             max_string_bytes: 64 << 20,
             max_list_len: 10_000_000,
         }
-    }
-}
-
-pub enum Stop {
-    Error(Box<Diagnostic>),
-    /// Already reported (a failed top-level binding used again).
-    Reported,
-}
-
-impl From<Diagnostic> for Stop {
-    fn from(d: Diagnostic) -> Stop {
-        Stop::Error(Box::new(d))
     }
 }
 
@@ -79,7 +69,7 @@ pub struct Evaluator<'p> {
     params: &'p BTreeMap<String, (FileId, Expr)>,
     pins: &'p BTreeMap<PinKey, String>,
     stand_ins: &'p BTreeMap<String, StandIn>,
-    pub(crate) limits: Limits,
+    limits: Limits,
     slots: HashMap<(ModuleId, Rc<str>), Slot>,
     forcing: Vec<(ModuleId, Rc<str>)>,
     module: ModuleId,
@@ -166,7 +156,7 @@ impl<'p> Evaluator<'p> {
         }
     }
 
-    pub(crate) fn file(&self) -> FileId {
+    fn file(&self) -> FileId {
         self.program.modules[self.module].file
     }
 
@@ -873,7 +863,7 @@ impl<'p> Evaluator<'p> {
     }
 
     /// `what`, written out, would pass the size limit.
-    pub(crate) fn too_large(&self, span: Span, what: &str) -> Diagnostic {
+    fn too_large(&self, span: Span, what: &str) -> Diagnostic {
         Diagnostic::new("eval::too-large", format!("{what} is too large"))
             .label(self.file(), span, format!("more than {} bytes once written out", self.limits.max_string_bytes))
             .message("Strings and lists are shared while evaluating, so a value can be small in memory and huge once written out.")
@@ -940,7 +930,7 @@ impl<'p> Evaluator<'p> {
     }
 
     /// Concatenates strings and deferred parts: known when every part is.
-    pub(crate) fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
+    fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
         let mut out: Vec<Value> = Vec::new();
         let mut text = String::new();
         for p in parts {
@@ -1299,7 +1289,7 @@ impl<'p> Evaluator<'p> {
         )
     }
 
-    pub(crate) fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
+    fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
         Ok(match (a, b) {
             (Value::Int(x), Value::Int(y)) => x == y,
             (Value::Str(x), Value::Str(y)) => x == y,
@@ -1851,13 +1841,13 @@ impl<'p> Evaluator<'p> {
             Some(Value::Str(s)) => Some(s.to_string()),
             _ => None,
         };
-        let problem = if let Some(why) = text("repo").and_then(|r| crate::library::bad_repo(&r)) {
+        let problem = if let Some(why) = text("repo").and_then(|r| crate::names::bad_repo(&r)) {
             Some(("repo", why))
-        } else if let Some(why) = text("branch").and_then(|b| crate::library::bad_branch(&b)) {
+        } else if let Some(why) = text("branch").and_then(|b| crate::names::bad_branch(&b)) {
             Some(("branch", why))
         } else {
             text("path")
-                .and_then(|p| crate::library::bad_repo_dir(&p))
+                .and_then(|p| crate::names::bad_repo_dir(&p))
                 .map(|why| ("path", why))
         };
         let Some((k, (label, help))) = problem else {
@@ -2029,7 +2019,7 @@ impl<'p> Evaluator<'p> {
         } else {
             name
         };
-        if let Err(why) = crate::library::validate_name(kind, &name) {
+        if let Err(why) = crate::names::validate_name(kind, &name) {
             return self.fail(
                 Diagnostic::new(
                     "eval::bad-node-name",
@@ -2457,7 +2447,7 @@ impl<'p> Evaluator<'p> {
 
     /// A project file's content as a string (`read(path(…))`): text of at most the string
     /// limit. Its bytes are what `path` hashed, so the string is an input like the file.
-    pub(crate) fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value> {
+    fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value> {
         let file = self.file();
         let bytes = match self.loader.read(&p.path) {
             Ok(b) if blake3::hash(&b) == p.hash => b,
@@ -2492,7 +2482,7 @@ impl<'p> Evaluator<'p> {
     }
 
     /// Reads a project file named relative to the current module, hashing its content.
-    pub(crate) fn project_file(&mut self, rel: &str, span: Span) -> R<Value> {
+    fn project_file(&mut self, rel: &str, span: Span) -> R<Value> {
         let file = self.file();
         let from = self.program.modules[self.module].path.clone();
         let spec = if rel.starts_with("./") || rel.starts_with("../") {
@@ -2548,6 +2538,38 @@ impl<'p> Evaluator<'p> {
     }
 }
 
+/// The library functions (`len`, `join`, `read`, …) reach the evaluator through this, so
+/// that `library.rs` stands below it.
+impl crate::library::Context for Evaluator<'_> {
+    fn file(&self) -> FileId {
+        Evaluator::file(self)
+    }
+
+    fn max_string_bytes(&self) -> usize {
+        self.limits.max_string_bytes
+    }
+
+    fn too_large(&self, span: Span, what: &str) -> Diagnostic {
+        Evaluator::too_large(self, span, what)
+    }
+
+    fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value> {
+        Evaluator::concat(self, parts, span)
+    }
+
+    fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool> {
+        Evaluator::equal(self, a, b, span)
+    }
+
+    fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value> {
+        Evaluator::read_project_file(self, p, span)
+    }
+
+    fn project_file(&mut self, rel: &str, span: Span) -> R<Value> {
+        Evaluator::project_file(self, rel, span)
+    }
+}
+
 fn default_value(d: Default) -> Value {
     match d {
         Default::Int(n) => Value::Int(n),
@@ -2573,18 +2595,6 @@ pub fn collect_nodes(v: &Value, out: &mut Vec<Rc<Node>>) {
             Deferred::Secret(_) => {}
         },
         _ => {}
-    }
-}
-
-/// How a known value reads inside a string.
-pub fn display(v: &Value) -> String {
-    match v {
-        Value::Int(n) => n.to_string(),
-        Value::Str(s) => s.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Size(n) => format_size(*n),
-        Value::Mode(m) => format!("{m:04o}"),
-        other => format!("<{}>", other.type_name()),
     }
 }
 

@@ -13,13 +13,18 @@ pub mod check;
 pub mod derivation;
 pub mod eval;
 pub mod graph;
+pub mod id;
 mod library;
 pub mod manifest;
+mod names;
 pub mod network;
 pub mod program;
+pub mod size;
 pub mod source;
 pub mod stack;
+pub mod stack_load;
 pub mod stdlib;
+mod stop;
 
 /// The pin codec lives with the other identities, below the compiler (the lockfile crate
 /// uses it without the language).
@@ -34,9 +39,9 @@ use std::collections::BTreeMap;
 use envc_lang::ast::{ExprKind, ItemKind, StrPart};
 use envc_lang::{Diagnostic, FileId, Span};
 
-pub use derivation::DerivationId;
 pub use eval::Limits;
 pub use graph::Graph;
+pub use id::DerivationId;
 pub use program::Program;
 pub use source::{LoadError, MemoryLoader, PolicyPack, SourceLoader, SourceMap};
 
@@ -110,7 +115,7 @@ pub fn analyze(root: &str, loader: &dyn SourceLoader, options: &CompileOptions) 
 
 fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed: bool) -> Analysis {
     let mut program = program::load_with_packs(root, loader, &options.policy_packs);
-    stack::resolve(&mut program, loader);
+    stack_load::resolve(&mut program, loader);
     let mut diagnostics = std::mem::take(&mut program.errors);
     let (checked, type_errors) = if indexed {
         check::check_indexed(&program)

@@ -1,19 +1,34 @@
-//! The pure library functions (`len`, `join`, `path`, …) and node-name validation.
+//! The pure library functions (`len`, `join`, `path`, …). They ask the evaluator only for
+//! what [`Context`] names, so the evaluator calls them and they never name it back.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use envc_lang::{Diagnostic, Span};
+use envc_lang::{Diagnostic, FileId, Span};
 
 use crate::builtins::Builtin;
 use crate::derivation::value_json;
-use crate::eval::{display, Evaluator, Stop};
-use crate::types::NodeKind;
-use crate::value::{Deferred, Value};
+use crate::stop::Stop;
+use crate::value::{display, Deferred, ProjectFile, Value};
 
 type R<T> = Result<T, Stop>;
 
-fn wrong(ev: &Evaluator, f: &str, expected: &str, v: &Value, span: Span) -> Stop {
+/// What a library function asks of the evaluator that calls it (`eval.rs` implements it):
+/// the file being evaluated, for messages; the string limit; and the evaluator's own
+/// concatenation, equality and project files, so that `join`, `contains`, `read` and
+/// `path` behave exactly as the language does elsewhere.
+pub(crate) trait Context {
+    fn file(&self) -> FileId;
+    fn max_string_bytes(&self) -> usize;
+    /// `what`, written out, would pass the size limit.
+    fn too_large(&self, span: Span, what: &str) -> Diagnostic;
+    fn concat(&mut self, parts: Vec<Value>, span: Span) -> R<Value>;
+    fn equal(&mut self, a: &Value, b: &Value, span: Span) -> R<bool>;
+    fn read_project_file(&mut self, p: &ProjectFile, span: Span) -> R<Value>;
+    fn project_file(&mut self, rel: &str, span: Span) -> R<Value>;
+}
+
+fn wrong(ev: &impl Context, f: &str, expected: &str, v: &Value, span: Span) -> Stop {
     Stop::from(
         Diagnostic::new(
             "type::mismatch",
@@ -23,7 +38,7 @@ fn wrong(ev: &Evaluator, f: &str, expected: &str, v: &Value, span: Span) -> Stop
     )
 }
 
-fn no_deferred(ev: &Evaluator, f: &str, v: &Value, span: Span) -> R<()> {
+fn no_deferred(ev: &impl Context, f: &str, v: &Value, span: Span) -> R<()> {
     if v.is_deferred() {
         return Err(Stop::from(crate::check::deferred_diagnostic(
             ev.file(),
@@ -36,7 +51,7 @@ fn no_deferred(ev: &Evaluator, f: &str, v: &Value, span: Span) -> R<()> {
 }
 
 /// The elements of a list of ints, strings or sizes (all alike), in ascending order.
-fn sorted(ev: &Evaluator, name: &str, (v, s): (Value, Span)) -> R<Vec<Value>> {
+fn sorted(ev: &impl Context, name: &str, (v, s): (Value, Span)) -> R<Vec<Value>> {
     no_deferred(ev, name, &v, s)?;
     let Value::List(xs) = &v else {
         return Err(wrong(ev, name, "a list", &v, s));
@@ -72,14 +87,14 @@ fn sorted(ev: &Evaluator, name: &str, (v, s): (Value, Span)) -> R<Vec<Value>> {
         .collect())
 }
 
-pub(crate) fn call(
-    ev: &mut Evaluator,
+pub(crate) fn call<E: Context>(
+    ev: &mut E,
     b: Builtin,
     arg: &dyn Fn(usize) -> (Value, Span),
     span: Span,
 ) -> R<Value> {
     let name = b.name();
-    let str_arg = |ev: &Evaluator, i: usize| -> R<Rc<str>> {
+    let str_arg = |ev: &E, i: usize| -> R<Rc<str>> {
         let (v, s) = arg(i);
         no_deferred(ev, name, &v, s)?;
         match v {
@@ -195,7 +210,7 @@ pub(crate) fn call(
                 Value::Str(text)
             } else {
                 let grown = text.matches(&*from).count().saturating_mul(to.len());
-                if grown > ev.limits.max_string_bytes {
+                if grown > ev.max_string_bytes() {
                     return Err(Stop::from(
                         Diagnostic::new("eval::too-large", "string too large").label(
                             ev.file(),
@@ -314,7 +329,7 @@ pub(crate) fn call(
         }
         Builtin::ToJson => {
             let (v, s) = arg(0);
-            if !crate::value::expands_within(&v, ev.limits.max_string_bytes) {
+            if !crate::value::expands_within(&v, ev.max_string_bytes()) {
                 return Err(Stop::Error(Box::new(ev.too_large(s, "this value as JSON"))));
             }
             if contains_deferred(&v) {
@@ -339,212 +354,5 @@ fn contains_deferred(v: &Value) -> bool {
         Value::List(xs) => xs.iter().any(contains_deferred),
         Value::Record(r) => r.values().any(contains_deferred),
         _ => false,
-    }
-}
-
-/// Names reach shell commands and file systems on targets later: refuse what no real
-/// system accepts now, with the rule in the message.
-pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)> {
-    let bad = |why: &str, help: &str| Err((why.to_string(), help.to_string()));
-    if name.is_empty() {
-        return bad("empty", "give it a name");
-    }
-    match kind {
-        NodeKind::Vm | NodeKind::Host => {
-            let ok = name.len() <= 63
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !name.starts_with('-')
-                && !name.ends_with('-');
-            if !ok {
-                return bad(
-                    "not a valid host name",
-                    "use lowercase letters, digits and inner `-`, at most 63 characters: `db-0`",
-                );
-            }
-        }
-        NodeKind::Package => {
-            let ok = name.len() >= 2
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
-                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-            if !ok {
-                return bad("not a Debian package name", "package names are lowercase letters, digits, `+`, `-` and `.`, starting with a letter or digit");
-            }
-        }
-        NodeKind::File => {
-            let ok = name.starts_with('/')
-                && !name.ends_with('/')
-                && !name.split('/').any(|seg| seg == ".." || seg == ".")
-                && !name.contains("//")
-                && !name.chars().any(|c| c.is_control());
-            if !ok {
-                return bad("not a normalised absolute path", "write an absolute path without `.`, `..`, `//`, a trailing `/` or control characters: `/etc/app.conf`");
-            }
-        }
-        NodeKind::Service => {
-            let ok = name.len() <= 255
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || ":-_.@\\".contains(c))
-                && !name.starts_with('-');
-            if !ok {
-                return bad(
-                    "not a systemd unit name",
-                    "unit names use letters, digits and `:-_.@`: `postgresql@15-main`",
-                );
-            }
-        }
-        NodeKind::Image => {
-            if !is_label(name) {
-                return bad(
-                    "not a valid image name",
-                    "use lowercase letters, digits, `-` and `.`, at most 63 characters: `debian-12`",
-                );
-            }
-        }
-        NodeKind::Exec => {
-            let ok = name.len() <= 128
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.@:".contains(c))
-                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-            if !ok {
-                return bad(
-                    "not a command name",
-                    "name it with letters, digits and `-_.@:`, at most 128 characters: `init-replica`",
-                );
-            }
-        }
-        // Its name is the referenced file's path, which `stack.rs` resolved.
-        NodeKind::Stack => {}
-        NodeKind::Gitops => {
-            // It names what its objects are delivered to (`NAME/manifest:…` in the state).
-            if !is_label(name) {
-                return bad(
-                    "not a valid repository name",
-                    "use lowercase letters, digits, `-` and `.`, at most 63 characters: `fleet-prod`",
-                );
-            }
-        }
-        NodeKind::Manifest => {
-            let ok = name.len() <= 253
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-                && name.starts_with(|c: char| c.is_ascii_alphanumeric());
-            if !ok {
-                return bad(
-                    "not a Kubernetes object name",
-                    "use lowercase letters, digits, `-` and `.`",
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Lowercase letters, digits, `-` and `.`, starting with a letter or digit, at most 63
-/// characters: an image's or a repository's name.
-fn is_label(name: &str) -> bool {
-    name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-/// Why `repo` cannot name a git repository on a host: (label, help).
-pub fn bad_repo(repo: &str) -> Option<(&'static str, &'static str)> {
-    if repo.is_empty() || repo.starts_with('-') || repo.chars().any(char::is_control) {
-        return Some((
-            "not a repository path",
-            "give the repository's path on its host, as `git clone HOST:PATH` takes it: `/srv/git/fleet.git`",
-        ));
-    }
-    None
-}
-
-/// Why `branch` is not a branch name git accepts (`git check-ref-format --branch`).
-pub fn bad_branch(branch: &str) -> Option<(&'static str, &'static str)> {
-    let bad_char = |c: char| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c);
-    let ok = !branch.is_empty()
-        && !branch.starts_with(['-', '/', '.'])
-        && !branch.ends_with(['/', '.'])
-        && !branch.ends_with(".lock")
-        && !branch.contains("..")
-        && !branch.contains("//")
-        && !branch.contains("@{")
-        && !branch.contains("/.")
-        && branch != "@"
-        && !branch.chars().any(bad_char);
-    (!ok).then_some((
-        "not a branch name git accepts",
-        "use letters, digits and `-_./`, not starting with `-` or `.`: `main`, `env/prod`",
-    ))
-}
-
-/// Why `path` is not a directory inside a repository.
-pub fn bad_repo_dir(path: &str) -> Option<(&'static str, &'static str)> {
-    let ok = path.is_empty()
-        || (!path.starts_with('/')
-            && !path.ends_with('/')
-            && !path
-                .split('/')
-                .any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg == ".git")
-            && !path.chars().any(|c| c.is_control() || c == '\\'));
-    (!ok).then_some((
-        "not a directory inside the repository",
-        "write it relative to the repository's top, without `.`, `..` or `.git`: `clusters/prod`; empty for the top",
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names() {
-        let check =
-            |k, n: &str, ok: bool| assert_eq!(validate_name(k, n).is_ok(), ok, "{k:?} {n:?}");
-        check(NodeKind::Vm, "db-0", true);
-        check(NodeKind::Vm, "DB_0", false);
-        check(NodeKind::Package, "libc6-dev", true);
-        check(NodeKind::Package, "x; rm -rf /", false);
-        check(NodeKind::File, "/etc/app.conf", true);
-        check(NodeKind::File, "/etc/../shadow", false);
-        check(NodeKind::File, "etc/x", false);
-        check(NodeKind::Service, "postgresql@15-main", true);
-        check(NodeKind::Service, "a b", false);
-        check(NodeKind::Exec, "init-replica@db-0", true);
-        check(NodeKind::Exec, "-x", false);
-        check(NodeKind::Exec, "a b", false);
-        check(NodeKind::Gitops, "fleet-prod", true);
-        check(NodeKind::Gitops, "fleet/prod", false);
-    }
-
-    #[test]
-    fn repositories() {
-        let check = |f: fn(&str) -> Option<(&str, &str)>, x: &str, ok: bool| {
-            assert_eq!(f(x).is_none(), ok, "{x:?}")
-        };
-        check(bad_repo, "/srv/git/fleet.git", true);
-        check(bad_repo, "org/fleet.git", true);
-        check(bad_repo, "--upload-pack=touch /tmp/x", false);
-        check(bad_repo, "", false);
-        check(bad_branch, "main", true);
-        check(bad_branch, "env/prod-1", true);
-        for bad in [
-            "", "-f", "a..b", "a b", "a:b", "a.lock", "a/", "/a", "a@{1}", ".a", "a/.b",
-        ] {
-            check(bad_branch, bad, false);
-        }
-        check(bad_repo_dir, "", true);
-        check(bad_repo_dir, "clusters/prod", true);
-        for bad in ["/abs", "a/../b", "a//b", "a/", "./a", ".git/hooks", "a\\b"] {
-            check(bad_repo_dir, bad, false);
-        }
     }
 }

@@ -10,8 +10,8 @@ use std::rc::Rc;
 
 use envc_lang::Diagnostic;
 
-use crate::derivation::DerivationId;
 use crate::graph::Graph;
+use crate::id::DerivationId;
 use crate::types::NodeKind;
 use crate::value::{Deferred, Node, Value};
 

@@ -38,7 +38,7 @@ pub struct Program {
     pub root: ModuleId,
     /// Load and parse errors of every file.
     pub errors: Vec<Diagnostic>,
-    /// Its `stack("…")` references, filled by [`crate::stack::resolve`].
+    /// Its `stack("…")` references, filled by [`crate::stack_load::resolve`].
     pub stacks: crate::stack::StackRefs,
 }
 

@@ -178,7 +178,7 @@ impl fmt::Display for Ty {
             Ty::Path => f.write_str("path"),
             Ty::Secret => f.write_str("secret"),
             Ty::Ranged(t, lo, hi) if matches!(**t, Ty::Size) => {
-                let size = |n: i128| crate::value::format_size(u64::try_from(n).unwrap_or(0));
+                let size = |n: i128| crate::size::format_size(u64::try_from(n).unwrap_or(0));
                 write!(f, "size({}..={})", size(*lo), size(*hi))
             }
             Ty::Ranged(t, lo, hi) => write!(f, "{t}({lo}..={hi})"),

@@ -9,8 +9,11 @@ use envc_lang::ast::FnDecl;
 use envc_lang::{FileId, Span};
 
 use crate::builtins::Builtin;
-use crate::derivation::DerivationId;
+use crate::id::DerivationId;
 use crate::types::{CheckKind, ModuleId, NodeKind};
+
+/// Still here for the executor, which prints a check's sizes through this path.
+pub use crate::size::format_size;
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -187,19 +190,16 @@ impl Value {
     }
 }
 
-/// Sizes print in the largest binary unit that divides them exactly.
-pub fn format_size(n: u64) -> String {
-    for (unit, factor) in [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ] {
-        if n >= factor && n.is_multiple_of(factor) {
-            return format!("{}{unit}", n / factor);
-        }
+/// How a known value reads inside a string.
+pub fn display(v: &Value) -> String {
+    match v {
+        Value::Int(n) => n.to_string(),
+        Value::Str(s) => s.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Size(n) => format_size(*n),
+        Value::Mode(m) => format!("{m:04o}"),
+        other => format!("<{}>", other.type_name()),
     }
-    format!("{n}B")
 }
 
 /// Whether `v`, written out (JSON, a derivation's encoding), stays under `limit` bytes.

@@ -4,8 +4,8 @@
 use std::io::{Read as _, Write};
 use std::path::{Path, PathBuf};
 
+use crate::error::LockError;
 use crate::model::Lockfile;
-use crate::text::LockError;
 
 /// The largest lockfile read. A lockfile pins a few hundred inputs in well under a megabyte;
 /// the bound keeps a wrong path (a device, a huge file) from being read whole.

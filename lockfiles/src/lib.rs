@@ -9,7 +9,7 @@
 //! way dpkg does); [`deb`] reads a `.deb`'s control paragraph from its bytes and
 //! [`installable`] checks, as apt would, that `.deb`s install onto a target's packages (both
 //! pure, for the build); [`probe`] asks the machine's tools for their versions; [`model`] is what is
-//! pinned, [`text`] its TOML form and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
+//! pinned, [`text`] its TOML form ([`error`] what reading it reports) and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
 //! change between two lockfiles. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
@@ -28,6 +28,7 @@ pub mod consistency;
 pub mod deb;
 pub mod diff;
 pub mod environment;
+pub mod error;
 pub mod fetch;
 pub mod file;
 pub mod installable;
@@ -45,10 +46,10 @@ mod testdata;
 pub use archive::Archive;
 pub use consistency::{inconsistencies, Inconsistency};
 pub use diff::{diff, LockDiff};
+pub use error::LockError;
 pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile};
 pub use model::*;
 pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};
-pub use text::LockError;

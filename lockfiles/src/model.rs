@@ -321,12 +321,12 @@ pub fn update(
     old: &Lockfile,
     fresh: &Lockfile,
     keys: &[PinKey],
-) -> Result<Lockfile, crate::text::LockError> {
+) -> Result<Lockfile, crate::error::LockError> {
     let known_old = old.keys();
     let known_fresh = fresh.keys();
     for key in keys {
         if !known_old.iter().chain(&known_fresh).any(|k| k == key) {
-            return Err(crate::text::LockError {
+            return Err(crate::error::LockError {
                 message: format!("no pin `{key}` in the lockfile or the environment"),
                 line: None,
                 pin: Some(key.clone()),

@@ -9,41 +9,16 @@
 //! merges them without a conflict.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::error::LockError;
 use crate::model::*;
 use crate::version;
 
 /// What the hints of a broken lockfile tell the user to do.
 const REGENERATE: &str = "run `envc lock FILE` to regenerate the lockfile";
-
-/// A lockfile that cannot be read: which line, which pin, what is wrong, and the fix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LockError {
-    pub message: String,
-    /// 1-based line in the lockfile.
-    pub line: Option<usize>,
-    /// The key of the pin the error is in (`package:hello`), when there is one.
-    pub pin: Option<PinKey>,
-    pub hint: String,
-}
-
-impl fmt::Display for LockError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(line) = self.line {
-            write!(f, "line {line}: ")?;
-        }
-        if let Some(pin) = &self.pin {
-            write!(f, "{pin}: ")?;
-        }
-        write!(f, "{}\n  hint: {}", self.message, self.hint)
-    }
-}
-
-impl std::error::Error for LockError {}
 
 // ------------------------------------------------------------------------------ writing --
 
