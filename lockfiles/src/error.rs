@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use envc_compiler::pin::PinKey;
+use envc_ids::pin::PinKey;
 
 /// A lockfile that cannot be read: which line, which pin, what is wrong, and the fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
