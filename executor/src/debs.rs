@@ -141,16 +141,9 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
     // bytes under the name, is passed over: the mirror is the authority, the pin the check.
     // A cache that failed once in this run is not asked again: with many .debs to fetch,
     // waiting out its timeout for each would stall the build.
-    let cache = store
-        .deb_cache()
-        .filter(|c| !unreachable(c.cache.url(), false));
+    let cache = store.deb_cache().filter(|c| !unreachable(&c.url(), false));
     if let Some(c) = cache {
-        let (cache, sha256, size) = (c.cache.clone(), deb.pin.sha256.clone(), deb.pin.size);
-        let cached = c
-            .cache
-            .remote()
-            .run(async move { cache.get_deb(&sha256, size).await })
-            .await;
+        let cached = c.get_deb(&deb.pin.sha256, deb.pin.size).await;
         match cached {
             Ok(Some(bytes)) if pinned(&bytes) => {
                 store.put_deb(&deb.pin.sha256, &bytes)?;
@@ -158,7 +151,7 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
             }
             Ok(_) => {}
             Err(_) => {
-                unreachable(c.cache.url(), true);
+                unreachable(&c.url(), true);
             }
         }
     }
@@ -166,17 +159,10 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
         .await
         .map_err(|e| fetch_error(deb, owner, e))?;
     store.put_deb(&deb.pin.sha256, &bytes)?;
-    if let Some(c) = cache.filter(|c| c.push && !unreachable(c.cache.url(), false)) {
+    if let Some(c) = cache.filter(|c| c.push() && !unreachable(&c.url(), false)) {
         // Best effort: a .deb the cache lacks is fetched from the mirror next time.
-        let (cache, sha256) = (c.cache.clone(), deb.pin.sha256.clone());
-        let payload = bytes::Bytes::from(bytes);
-        let pushed = c
-            .cache
-            .remote()
-            .run(async move { cache.put_deb(&sha256, payload).await })
-            .await;
-        if pushed.is_err() {
-            unreachable(c.cache.url(), true);
+        if c.put_deb(&deb.pin.sha256, bytes).await.is_err() {
+            unreachable(&c.url(), true);
         }
     }
     Ok(())

@@ -10,38 +10,12 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
+use crate::names::safe_name;
 use crate::remote::RemoteError;
 use crate::shared_state::LeaseGuard;
-use crate::store::{safe_name, Store};
+use crate::store::Store;
 
-/// Who holds a lock: shown to whoever finds it held.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    pub pid: u32,
-    pub host: String,
-    pub command: String,
-    pub since_unix: u64,
-}
-
-impl Holder {
-    /// This process.
-    pub fn current(command: &str) -> Holder {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default();
-        let since_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        Holder {
-            pid: std::process::id(),
-            host,
-            command: command.to_string(),
-            since_unix,
-        }
-    }
-}
+pub use crate::shared_state::Holder;
 
 #[derive(Debug)]
 pub enum EnvLockError {
@@ -97,6 +71,16 @@ pub struct EnvLock {
     env: String,
     _file: Option<File>,
     lease: Option<LeaseGuard>,
+}
+
+impl crate::store::HeldLock for EnvLock {
+    fn env(&self) -> &str {
+        EnvLock::env(self)
+    }
+
+    fn lost(&self) -> bool {
+        EnvLock::lost(self)
+    }
 }
 
 impl EnvLock {

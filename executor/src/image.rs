@@ -427,6 +427,48 @@ pub struct CacheUse {
     pub push: bool,
 }
 
+/// The binary cache is where the store finds pinned `.deb`s it lacks, before the mirror.
+impl crate::store::DebSubstituter for CacheUse {
+    fn url(&self) -> String {
+        self.cache.url().to_string()
+    }
+
+    fn push(&self) -> bool {
+        self.push
+    }
+
+    fn get_deb(
+        &self,
+        sha256: &str,
+        size: u64,
+    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, String>> {
+        let (cache, sha256) = (self.cache.clone(), sha256.to_string());
+        Box::pin(async move {
+            let remote = cache.remote().clone();
+            remote
+                .run(async move { cache.get_deb(&sha256, size).await })
+                .await
+                .map(|found| found.map(|b| b.to_vec()))
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn put_deb(
+        &self,
+        sha256: &str,
+        bytes: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let (cache, sha256) = (self.cache.clone(), sha256.to_string());
+        Box::pin(async move {
+            let remote = cache.remote().clone();
+            remote
+                .run(async move { cache.put_deb(&sha256, bytes::Bytes::from(bytes)).await })
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// An error as one line, hint included, for a step's note.
 fn one_line(e: &impl std::fmt::Display) -> String {
     e.to_string()

@@ -18,6 +18,7 @@ pub mod kept;
 pub mod keys;
 pub mod kustomize;
 pub mod locking;
+mod names;
 pub mod object_id;
 pub mod ops;
 pub mod plan;

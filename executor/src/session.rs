@@ -16,7 +16,7 @@ use std::time::Duration;
 use envc_compiler::SourceLoader;
 
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
-use crate::config::{ConfigError, Shared};
+use crate::config::{ConfigError, Shared, StateSettings};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::image::CacheUse;
@@ -25,9 +25,10 @@ use crate::plan::{plan, Action, DriftFacts, Plan};
 use crate::probe::{local_drift, probe, Probed};
 use crate::qemu::Machines;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
-use crate::remote::RemoteError;
+use crate::remote::{Remote, RemoteError};
 use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
+use crate::shared_state::SharedState;
 use crate::spec::Spec;
 use crate::store::{ObjectId, Store, StoreError};
 use crate::substitute::Resolution;
@@ -230,7 +231,7 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let root = store_root(env_file);
         let store = match &shared.state {
-            Some(state) => crate::sharing::state_store(&root, state)?,
+            Some(state) => state_store(&root, state)?,
             None => Store::open(&root).map_err(|error| SessionError::Store { root, error })?,
         };
         Ok(Session {
@@ -695,4 +696,28 @@ fn graph_hosts(p: &Plan) -> BTreeMap<String, HostSpec> {
         .filter_map(|n| n.assessment.resolved.as_ref().ok()?.host())
         .map(|h| (h.name.clone(), h.clone()))
         .collect()
+}
+
+/// The store a state names: a local store for `file://`, else the local store at
+/// `local_root` as the working copy of objects, with the state in the bucket.
+pub fn state_store(
+    local_root: &std::path::Path,
+    state: &StateSettings,
+) -> Result<Store, SessionError> {
+    // A URL that names no state envc can keep is a mistake in the input, not an outage.
+    let config = |e| SessionError::Config(crate::config::ConfigError::Remote(e));
+    if let Some(path) = url::Url::parse(&state.url)
+        .ok()
+        .filter(|u| u.scheme() == "file")
+        .and_then(|u| u.to_file_path().ok())
+    {
+        return Store::open(&path).map_err(|error| SessionError::Store { root: path, error });
+    }
+    let remote = Remote::open(&state.url).map_err(config)?;
+    let shared = SharedState::open(remote, state.lease).map_err(config)?;
+    let local = Store::open(local_root).map_err(|error| SessionError::Store {
+        root: local_root.to_path_buf(),
+        error,
+    })?;
+    Ok(local.with_shared_state(shared))
 }

@@ -25,9 +25,36 @@ use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
-use crate::envlock::Holder;
+use crate::names::{hex_key, parse_key, safe_name};
+use crate::object_id::ObjectId;
 use crate::remote::{Backend, Remote, RemoteError};
-use crate::store::{safe_name, ObjectId};
+
+/// Who holds a lock: shown to whoever finds it held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub host: String,
+    pub command: String,
+    pub since_unix: u64,
+}
+
+impl Holder {
+    /// This process.
+    pub fn current(command: &str) -> Holder {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        let since_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Holder {
+            pid: std::process::id(),
+            host,
+            command: command.to_string(),
+            since_unix,
+        }
+    }
+}
 
 /// What the lock object holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,12 +170,12 @@ impl SharedState {
         for _ in 0..2 {
             if let Some((bytes, _)) = self.get(KEY)? {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
-                return crate::store::parse_key(&text).map(Some).ok_or_else(bad);
+                return parse_key(&text).map(Some).ok_or_else(bad);
             }
             let Some(key) = fresh else {
                 return Ok(None);
             };
-            let text = format!("{}\n", crate::store::hex_key(&key)).into_bytes();
+            let text = format!("{}\n", hex_key(&key)).into_bytes();
             match self.put(KEY, text, PutMode::Create, None) {
                 Ok(_) => return Ok(Some(key)),
                 // Another run made it first: read theirs.

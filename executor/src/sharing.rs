@@ -11,11 +11,10 @@ use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
 use crate::image::output;
 use crate::record::State;
-use crate::remote::Remote;
 use crate::session::{Session, SessionError};
-use crate::shared_state::{Lease, SharedState};
+use crate::shared_state::Lease;
 use crate::spec::Spec;
-use crate::store::{ObjectId, Store};
+use crate::store::ObjectId;
 use envc_compiler::types::NodeKind;
 
 /// A build derivation of the graph: its node key and resolved hash (what the cache is
@@ -87,7 +86,7 @@ impl Session {
         let me = Holder::current("envc state migrate");
         let locked = |e| self.lock_error(e);
         let source_lock = EnvLock::acquire(&self.store, &self.env, false, &me).map_err(locked)?;
-        let dest = state_store(self.store.root(), to)?;
+        let dest = crate::session::state_store(self.store.root(), to)?;
         let dest_lock = EnvLock::acquire(&dest, &self.env, false, &me).map_err(locked)?;
         let store_error = |error| SessionError::Store {
             root: self.store.root().to_path_buf(),
@@ -169,28 +168,4 @@ pub struct Migrated {
     pub states: usize,
     pub objects: usize,
     pub head: ObjectId,
-}
-
-/// The store a state names: a local store for `file://`, else the local store at
-/// `local_root` as the working copy of objects, with the state in the bucket.
-pub fn state_store(
-    local_root: &std::path::Path,
-    state: &StateSettings,
-) -> Result<Store, SessionError> {
-    // A URL that names no state envc can keep is a mistake in the input, not an outage.
-    let config = |e| SessionError::Config(crate::config::ConfigError::Remote(e));
-    if let Some(path) = url::Url::parse(&state.url)
-        .ok()
-        .filter(|u| u.scheme() == "file")
-        .and_then(|u| u.to_file_path().ok())
-    {
-        return Store::open(&path).map_err(|error| SessionError::Store { root: path, error });
-    }
-    let remote = Remote::open(&state.url).map_err(config)?;
-    let shared = SharedState::open(remote, state.lease).map_err(config)?;
-    let local = Store::open(local_root).map_err(|error| SessionError::Store {
-        root: local_root.to_path_buf(),
-        error,
-    })?;
-    Ok(local.with_shared_state(shared))
 }

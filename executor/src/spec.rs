@@ -11,8 +11,8 @@ use envc_compiler::value::{Check, Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph, SourceMap};
 use envc_ids::NodeKey;
 
-use crate::checks::Phase;
 use crate::debs::DebSource;
+use crate::record::Phase;
 use envc_lockfiles::Lockfile;
 
 /// An attribute value. `Node` and `Output` point into `Spec::nodes`.
@@ -133,7 +133,7 @@ pub struct Spec {
     /// What each referenced environment (a `stack` node's name) published, as its state
     /// holds it now: read by the CLI before anything is resolved; absent if never built.
     /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
-    pub stacks: BTreeMap<String, crate::stack::Published>,
+    pub stacks: BTreeMap<String, Published>,
 }
 
 /// The names of the secrets a value holds.
@@ -146,6 +146,13 @@ fn secrets_in(v: &Val, out: &mut std::collections::BTreeSet<String>) {
         Val::Record(r) => r.values().for_each(|x| secrets_in(x, out)),
         _ => {}
     }
+}
+
+/// What an environment's last build published: its run and its outputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub run: String,
+    pub outputs: BTreeMap<String, serde_json::Value>,
 }
 
 /// The strings of a list value.

@@ -12,12 +12,7 @@ use serde_json::Value as Json;
 use crate::record::Facts;
 use crate::spec::{NodeSpec, Val};
 
-/// What an environment's last build published: its run and its outputs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Published {
-    pub run: String,
-    pub outputs: BTreeMap<String, Json>,
-}
+pub use crate::spec::Published;
 
 /// The fact holding the referenced run.
 pub const RUN: &str = "run";

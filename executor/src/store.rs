@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::envlock::EnvLock;
+use crate::names::{env_of_safe_name, hex_key, parse_key, safe_name};
 use crate::remote::RemoteError;
 use crate::shared_state::SharedState;
 
@@ -113,6 +113,45 @@ impl Drop for Reserve {
     }
 }
 
+/// Proof that the caller holds an environment's lock (the `EnvLock` above the store):
+/// moving or removing the environment's ref takes one.
+pub trait HeldLock {
+    fn env(&self) -> &str;
+    /// The lock was taken from its holder (a shared lease expired or was forced).
+    fn lost(&self) -> bool;
+}
+
+impl<T: HeldLock + ?Sized> HeldLock for &T {
+    fn env(&self) -> &str {
+        (**self).env()
+    }
+
+    fn lost(&self) -> bool {
+        (**self).lost()
+    }
+}
+
+/// Where pinned `.deb`s come from when the store lacks them, before their mirror: a
+/// binary cache, plugged in from above (`image::CacheUse`). Every answer is checked
+/// against its pin by the caller, so a substituter is trusted for nothing.
+pub trait DebSubstituter: fmt::Debug + Send + Sync {
+    /// Where it is, to say so and to stop asking one that failed in this run.
+    fn url(&self) -> String;
+    /// Whether `.deb`s fetched from their mirror are pushed to it.
+    fn push(&self) -> bool;
+    /// The `.deb` of that sha256 and size, if it has one.
+    fn get_deb(
+        &self,
+        sha256: &str,
+        size: u64,
+    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, String>>;
+    fn put_deb(
+        &self,
+        sha256: &str,
+        bytes: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>>;
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
@@ -125,7 +164,7 @@ pub struct Store {
     debs: PathBuf,
     /// The binary cache pinned `.deb`s are looked up in before their mirror (and pushed to
     /// when it says so), if the project has one.
-    deb_cache: Option<crate::image::CacheUse>,
+    deb_cache: Option<std::sync::Arc<dyn DebSubstituter>>,
 }
 
 impl From<RemoteError> for StoreError {
@@ -171,15 +210,15 @@ impl Store {
     }
 
     /// This store, looking pinned `.deb`s it lacks up in `cache` first.
-    pub fn with_deb_cache(self, cache: Option<crate::image::CacheUse>) -> Store {
+    pub fn with_deb_cache(self, cache: Option<impl DebSubstituter + 'static>) -> Store {
         Store {
-            deb_cache: cache,
+            deb_cache: cache.map(|c| std::sync::Arc::new(c) as std::sync::Arc<dyn DebSubstituter>),
             ..self
         }
     }
 
-    pub fn deb_cache(&self) -> Option<&crate::image::CacheUse> {
-        self.deb_cache.as_ref()
+    pub fn deb_cache(&self) -> Option<&dyn DebSubstituter> {
+        self.deb_cache.as_deref()
     }
 
     /// This store, with its environments' state kept in `shared` instead of `refs/`.
@@ -539,7 +578,7 @@ impl Store {
     /// atomic rename.
     pub fn update_ref(
         &self,
-        lock: &EnvLock,
+        lock: &(impl HeldLock + ?Sized),
         expected: Option<ObjectId>,
         new: ObjectId,
     ) -> Result<Result<(), RefConflict>, StoreError> {
@@ -692,7 +731,7 @@ impl Store {
     }
 
     /// Forgets `env`'s state (its ref), as if it had never been built.
-    pub fn remove_ref(&self, lock: &EnvLock) -> Result<(), StoreError> {
+    pub fn remove_ref(&self, lock: &(impl HeldLock + ?Sized)) -> Result<(), StoreError> {
         if lock.lost() {
             return Err(StoreError::LockLost {
                 env: lock.env().to_string(),
@@ -712,42 +751,6 @@ impl Store {
         File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(io_err(&dir))
-    }
-}
-
-/// The environment whose ref file is named `name`, if `name` is one [`safe_name`] makes.
-fn env_of_safe_name(name: &str) -> Option<String> {
-    let env = match name.strip_prefix("x-") {
-        Some(hex) if hex.len() % 2 == 0 => {
-            let bytes: Option<Vec<u8>> = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-                .collect();
-            String::from_utf8(bytes?).ok()?
-        }
-        Some(_) => return None,
-        None => name.to_string(),
-    };
-    (safe_name(&env) == name).then_some(env)
-}
-
-/// Environment names become file names: keep the readable ones, hex-encode the rest
-/// (with an `x-` prefix that readable names may not start with, so no two names meet).
-pub(crate) fn safe_name(env: &str) -> String {
-    let readable = !env.is_empty()
-        && env.len() <= 100
-        && !env.starts_with('.')
-        && !env.starts_with("x-")
-        && env
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if readable {
-        env.to_string()
-    } else {
-        format!(
-            "x-{}",
-            env.bytes().map(|b| format!("{b:02x}")).collect::<String>()
-        )
     }
 }
 
@@ -778,22 +781,6 @@ pub(crate) fn new_key() -> io::Result<[u8; 32]> {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key).map_err(|e| io::Error::other(e.to_string()))?;
     Ok(key)
-}
-
-pub(crate) fn hex_key(key: &[u8; 32]) -> String {
-    key.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn parse_key(text: &str) -> Option<[u8; 32]> {
-    let t = text.trim();
-    if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut key = [0u8; 32];
-    for (i, k) in key.iter_mut().enumerate() {
-        *k = u8::from_str_radix(&t[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(key)
 }
 
 /// Where the entry of a resolved hash lives, in a binary cache and in the store's

@@ -34,7 +34,7 @@ impl Lab {
             .map_or(0, |d| d.as_secs());
         let dir = production.store.root().join("labs").join(format!(
             "{}-{}-{now}",
-            crate::store::safe_name(&production.env),
+            crate::names::safe_name(&production.env),
             std::process::id()
         ));
         let store = Store::open(&dir)
