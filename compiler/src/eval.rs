@@ -249,9 +249,10 @@ impl<'p> Evaluator<'p> {
 
     /// Checks every `policy` of the program against the lowered graph: the broken
     /// mandatory ones as errors (in `errors`, with any failure to evaluate one), the broken
-    /// advisory ones returned as warnings, with how many policies there are.
-    pub fn policies(&mut self, graph: &crate::Graph) -> (Vec<Diagnostic>, usize) {
-        self.graph_nodes = Some(graph.nodes().cloned().collect());
+    /// advisory ones returned as warnings, with how many policies there are. `nodes`: the
+    /// lowered graph's nodes (the evaluator stands below the graph it is lowered to).
+    pub fn policies(&mut self, nodes: Vec<Rc<Node>>) -> (Vec<Diagnostic>, usize) {
+        self.graph_nodes = Some(nodes);
         let mut warnings = Vec::new();
         let mut count = 0;
         for m in 0..self.program.modules.len() {

@@ -1,0 +1,337 @@
+//! The shape of the house, kept by a test (as rust-analyzer's tidy tests keep theirs):
+//! crates depend only on crates of a lower layer (docs/architecture.md), and inside each
+//! crate no module imports, through any chain, a module that imports it back. A module's
+//! floor is then well defined, and no import runs from a lower floor to a higher one.
+//!
+//! Imports are read from the source (`use crate::…`, `crate::…::` paths, `super::…`),
+//! comments and `#[cfg(test)]` modules left out. A module may use its own folder's face
+//! (`mod.rs`) and the crate root's re-exports, which are followed to the module that
+//! defines the name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each workspace crate's folder and layer: a crate may depend only on crates of a
+/// strictly lower layer.
+const LAYERS: &[(&str, &str, u8)] = &[
+    ("envc-ids", "ids", 0),
+    ("envc-lang", "lang", 1),
+    ("envc-k8s", "k8s", 2),
+    ("envc-lockfiles", "lockfiles", 2),
+    ("envc-compiler", "compiler", 3),
+    ("envc-ide", "ide", 4),
+    ("envc-executor", "executor", 4),
+    ("envc", ".", 5),
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `envc-*` crates a manifest's `[dependencies]` names.
+fn internal_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some(name) = line.split(['=', '.', ' ']).next() {
+                if name.starts_with("envc") {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn crates_depend_only_on_lower_layers() {
+    let layer: BTreeMap<&str, u8> = LAYERS.iter().map(|(n, _, l)| (*n, *l)).collect();
+    let mut wrong = Vec::new();
+    for (name, dir, own) in LAYERS {
+        let manifest = std::fs::read_to_string(repo().join(dir).join("Cargo.toml")).unwrap();
+        for dep in internal_dependencies(&manifest) {
+            match layer.get(dep.as_str()) {
+                Some(l) if l < own => {}
+                Some(l) => wrong.push(format!("{name} (layer {own}) depends on {dep} (layer {l})")),
+                None => wrong.push(format!("{name} depends on {dep}, which has no layer here")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_manifest_reader_sees_dependencies() {
+    let deps = internal_dependencies(
+        "[package]\nname = \"x\"\n[dependencies]\nenvc-ids.workspace = true\nenvc-lang = { path = \"../lang\" }\nserde = \"1\"\n[dev-dependencies]\nenvc-compiler.workspace = true\n",
+    );
+    assert_eq!(deps, ["envc-ids", "envc-lang"]);
+}
+
+/// Module path (`ops::exec`) → file, for every module of the crate at `src`.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|l| l == "mod") {
+                parts.pop();
+            }
+            let name = parts.join("::");
+            if !matches!(name.as_str(), "lib" | "main") {
+                out.insert(name, path);
+            }
+        }
+    }
+    out
+}
+
+/// The source with comments and a trailing `#[cfg(test)] mod …` left out.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths (`a::b::c`) a module names under `crate::`, `super::` resolved.
+fn crate_paths(module: &str, code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let parent: Vec<&str> = {
+        let mut p: Vec<&str> = module.split("::").collect();
+        p.pop();
+        p
+    };
+    let ident = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(|p| {
+                p.chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
+            .take_while(|p| !p.is_empty())
+            .collect()
+    };
+    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent.clone())] {
+        let mut rest = code;
+        while let Some(i) = rest.find(prefix) {
+            let preceded = rest[..i]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            let after = &rest[i + prefix.len()..];
+            rest = after;
+            if preceded {
+                continue;
+            }
+            let mut base: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+            if let Some(group) = after.strip_prefix('{') {
+                // `use crate::{a::b, c}`: the first segment of each item.
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let p = ident(item.trim());
+                    if !p.is_empty() {
+                        paths.push(base.iter().cloned().chain(p).collect());
+                    }
+                }
+            } else {
+                base.extend(ident(after));
+                paths.push(base);
+            }
+        }
+    }
+    paths
+}
+
+/// `pub use MODULE::…::{Names}` in the crate root: which module a re-exported name is from.
+fn root_reexports(root: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in code_of(root).lines() {
+        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, names)) = rest.split_once("::") else {
+            continue;
+        };
+        let names = names.trim_end_matches(';');
+        let names = names.rsplit("::").next().unwrap_or(names);
+        for n in names.trim_matches(['{', '}']).split(',') {
+            let n = n.split(" as ").last().unwrap_or(n).trim();
+            if !n.is_empty() {
+                out.insert(n.to_string(), module.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Module → the modules of the same crate it imports.
+fn import_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules(src);
+    let root = ["lib.rs", "main.rs"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(src.join(f)).ok())
+        .unwrap_or_default();
+    let reexports = root_reexports(&root);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, file) in &modules {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let edges = graph.entry(module.clone()).or_default();
+        for path in crate_paths(module, &code) {
+            // The longest prefix of the path that is a module; a root re-export otherwise.
+            let target = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].join("::"))
+                .find(|p| modules.contains_key(p))
+                .or_else(|| path.first().and_then(|n| reexports.get(n)).cloned());
+            let Some(target) = target else { continue };
+            // A module may use its own folder's face and itself.
+            let own_folder = module == &target || module.starts_with(&format!("{target}::"));
+            if !own_folder {
+                edges.insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// The import circles of a graph: strongly connected sets of more than one module.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Kosaraju: finish order on the graph, then components on the reversed graph.
+    fn visit<'a>(
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        n: &'a str,
+        seen: &mut BTreeSet<&'a str>,
+        order: &mut Vec<&'a str>,
+    ) {
+        if !seen.insert(n) {
+            return;
+        }
+        for m in g.get(n).into_iter().flatten() {
+            visit(g, m, seen, order);
+        }
+        order.push(n);
+    }
+    let mut order = Vec::new();
+    let mut seen = BTreeSet::new();
+    for n in graph.keys() {
+        visit(graph, n, &mut seen, &mut order);
+    }
+    let mut reversed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, bs) in graph {
+        for b in bs {
+            reversed.entry(b.clone()).or_default().insert(a.clone());
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for n in order.into_iter().rev() {
+        let mut component = Vec::new();
+        visit(&reversed, n, &mut seen, &mut component);
+        if component.len() > 1 {
+            let mut c: Vec<String> = component.into_iter().map(str::to_string).collect();
+            c.sort();
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    let mut found = Vec::new();
+    for (name, dir, _) in LAYERS {
+        let graph = import_graph(&repo().join(dir).join("src"));
+        for c in circles(&graph) {
+            let ties: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    graph[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} -> {b}"))
+                })
+                .collect();
+            found.push(format!("{name}: {}", ties.join(", ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import circles (move what ties them to a lower module):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The reader and the circle finder themselves, on a crate made for the purpose: a test
+/// that could not see a circle would keep nothing.
+#[test]
+fn a_circle_in_a_crate_is_found() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path();
+    std::fs::create_dir_all(src.join("ops")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "pub mod store;\npub mod record;\npub use record::Facts;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("store.rs"),
+        "// crate::plan is only a comment\nuse crate::{record::State, ops};\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("record.rs"),
+        "pub struct Facts;\nfn f() { crate::plan::Action::Create; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("plan.rs"), "use crate::Facts;\n").unwrap();
+    std::fs::write(src.join("ops/mod.rs"), "mod exec;\n").unwrap();
+    std::fs::write(
+        src.join("ops/exec.rs"),
+        "use super::Applied;\n#[cfg(test)]\nmod tests { use crate::store::Store; }\n",
+    )
+    .unwrap();
+    let graph = import_graph(src);
+    let edges = |m: &str| graph[m].iter().cloned().collect::<Vec<_>>();
+    assert_eq!(edges("store"), ["ops", "record"]);
+    assert_eq!(edges("record"), ["plan"]);
+    assert_eq!(
+        edges("plan"),
+        ["record"],
+        "a root re-export leads to its module"
+    );
+    assert!(
+        edges("ops::exec").is_empty(),
+        "its folder's face, and tests, are not edges"
+    );
+    assert_eq!(
+        circles(&graph),
+        [vec!["plan".to_string(), "record".to_string()]]
+    );
+}
