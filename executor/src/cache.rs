@@ -125,6 +125,8 @@ pub enum CacheError {
         node: String,
         signer: String,
     },
+    /// An entry that was listed is gone when it is read (someone removed it meanwhile).
+    Vanished { url: String, key: String },
     /// Bytes that do not hash to their name.
     Corrupt {
         url: String,
@@ -159,6 +161,10 @@ impl fmt::Display for CacheError {
                 f,
                 "{url}: the signature of {node}'s entry by `{signer}` does not verify: the entry was changed after it was signed, so it is not used\n  \
                  hint: push it again from a trusted machine (`envc cache push FILE`)"
+            ),
+            CacheError::Vanished { url, key } => write!(
+                f,
+                "{url}: {key} vanished while it was checked\n  hint: the damaged entry is skipped; `envc cache push FILE` from a machine that built it uploads it again"
             ),
             CacheError::Corrupt { url, what } => write!(
                 f,
@@ -687,9 +693,9 @@ impl BinaryCache {
     /// hash, and every object against its id (streamed: nothing is kept).
     pub async fn verify_entry(&self, key: &str) -> Result<CacheEntry, CacheError> {
         let Some(bytes) = self.get(key).await? else {
-            return Err(CacheError::Corrupt {
+            return Err(CacheError::Vanished {
                 url: self.url().into(),
-                what: format!("{key} vanished while it was checked"),
+                key: key.to_string(),
             });
         };
         let entry = self.parse_entry(key, &bytes)?;

@@ -202,7 +202,7 @@ pub fn cache_verify(
                 entry.body.objects.len(),
                 entry.signer.unwrap_or_default()
             ),
-            Err(CacheError::Corrupt { what, .. }) if what.contains("vanished") => {
+            Err(CacheError::Vanished { .. }) => {
                 outln!("missing   {name}")
             }
             // Not a verdict on the entry: the check could not run.
