@@ -8,6 +8,8 @@
 //! (`mod.rs`) and the crate root's re-exports, which are followed to the module that
 //! defines the name.
 
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -25,13 +25,14 @@ pub fn local_drift(
 ) -> BTreeMap<String, DriftFacts> {
     let mut out = BTreeMap::new();
     for (key, r) in records {
-        if key.starts_with("vm:") && !machines.is_running(&r.facts) {
+        let kind = crate::spec::targetless(key).map(|k| k.kind);
+        if kind == Some(NodeKind::Vm) && !machines.is_running(&r.facts) {
             out.insert(
                 key.clone(),
                 vec![("running".into(), "yes".into(), "no".into())],
             );
         }
-        if key.starts_with("image:") && !objects(&r.facts).iter().all(|id| store.contains(id)) {
+        if kind == Some(NodeKind::Image) && !objects(&r.facts).iter().all(|id| store.contains(id)) {
             out.insert(
                 key.clone(),
                 vec![("files in the store".into(), "yes".into(), "no".into())],

@@ -53,7 +53,7 @@ impl Session {
         let (records, _) = self.live()?;
         Ok(records
             .into_values()
-            .filter(|r| r.node.starts_with("image:"))
+            .filter(|r| crate::spec::targetless(&r.node).is_some_and(|k| k.kind == NodeKind::Image))
             .map(|r| output(&r.node, &r.resolved_hash, &r.facts))
             .collect())
     }

@@ -152,7 +152,10 @@ impl Session {
             let boot = report
                 .outcomes
                 .iter()
-                .filter(|o| o.node.starts_with("vm:"))
+                .filter(|o| {
+                    crate::spec::targetless(&o.node)
+                        .is_some_and(|k| k.kind == envc_compiler::types::NodeKind::Vm)
+                })
                 .map(|o| o.duration_ms)
                 .max()
                 .unwrap_or(0) as f64
