@@ -392,6 +392,7 @@ def rust_vocabulary():
     token = read("lang/src/token.rs")
     lexer = read("lang/src/lexer.rs")
     types = read("compiler/src/types.rs")
+    node_kinds = read("ids/src/node.rs")
     builtins = read("compiler/src/builtins.rs")
 
     def block(src, start, end="\n}"):
@@ -405,7 +406,7 @@ def rust_vocabulary():
     vocab["escapes"] = [c.replace("\\\\", "\\") for c in re.findall(r"'(\\\\|[^'])'", escape_line)]
     punct = block(lexer, "fn punct(")
     vocab["punctuation"] = re.findall(r'tag\("([^"]+)"\)', punct) + re.findall(r"char\('(.)'\)", punct)
-    vocab["node kinds"] = re.findall(r'NodeKind::\w+ => "(\w+)"', types)
+    vocab["node kinds"] = re.findall(r'NodeKind::\w+ => "(\w+)"', node_kinds)
     vocab["check kinds"] = re.findall(r'CheckKind::\w+ => "(\w+)"', types)
     vocab["library functions"] = re.findall(r'\("(\w+)", Builtin::\w+\)', block(builtins, "pub const FUNCTIONS", "];"))
     vocab["type names"] = re.findall(r'"(\w+)"', block(types, "pub const BUILTIN_TYPE_NAMES", "];"))
