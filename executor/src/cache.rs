@@ -126,7 +126,10 @@ pub enum CacheError {
         signer: String,
     },
     /// An entry that was listed is gone when it is read (someone removed it meanwhile).
-    Vanished { url: String, key: String },
+    Vanished {
+        url: String,
+        key: String,
+    },
     /// Bytes that do not hash to their name.
     Corrupt {
         url: String,
