@@ -269,7 +269,7 @@ pub fn lock_environment(
             warnings.push(format!("{e}\nwarning: writing a new lockfile in its place"));
             None
         }
-        Err(e) => return Err(LockCommandError::Input(e)),
+        Err(e) => return Err(LockCommandError::Input(e.to_string())),
     };
     if let LockRequest::Check = request {
         let Some(old) = &old else {

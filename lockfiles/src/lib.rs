@@ -48,7 +48,7 @@ pub use consistency::{inconsistencies, Inconsistency};
 pub use diff::{diff, LockDiff};
 pub use error::LockError;
 pub use fetch::FetchError;
-pub use file::{lock_path, read_lock, read_lock_arg, LockedFile};
+pub use file::{lock_path, read_lock, read_lock_arg, LockedFile, ReadLockError};
 pub use model::*;
 pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
