@@ -79,7 +79,7 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                     Some(Val::Record(fields)) => match vendor_archive(fields) {
                         Ok((name, archive)) => {
                             if let Err(e) = needs.add_vendor(&name, archive) {
-                                conflicts.push(e);
+                                conflicts.push(e.to_string());
                             }
                             Some(name)
                         }
