@@ -87,7 +87,8 @@ pub fn resolve_environment(
                 let file = project.join(&v.key);
                 let bytes = std::fs::read(&file)
                     .map_err(|e| format!("cannot read its key file {}: {e}", file.display()))?;
-                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)?;
+                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)
+                    .map_err(|e| e.to_string())?;
                 Ok(a)
             });
         match fetched {
