@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::mirror::NoMirror;
 use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
 use crate::needs::Needs;
 use crate::resolve::{required_set, resolve_closure};
@@ -52,7 +53,7 @@ pub fn resolve_environment(
         let mirror = match mirror_for(suite, old) {
             Ok(m) => m,
             Err(e) => {
-                errors.push(e);
+                errors.push(e.to_string());
                 continue;
             }
         };
@@ -321,7 +322,7 @@ fn authenticate(archive: &Archive) -> Result<Option<String>, String> {
 
 /// The mirror to lock `suite` from: `$ENVC_DEBIAN_MIRROR`, else the one the lockfile
 /// already pins, else the one apt here uses.
-fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, String> {
+fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, NoMirror> {
     let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
     match old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
         Some(a) if !overridden => Ok(a.mirror.clone()),
