@@ -303,7 +303,7 @@ pub fn lock_environment(
     let new = match (&old, request) {
         (Some(old), LockRequest::Update(keys)) => {
             envc_lockfiles::environment::update_pins(old, &fresh, keys)
-                .map_err(LockCommandError::Input)?
+                .map_err(|e| LockCommandError::Input(e.to_string()))?
         }
         (None, LockRequest::Update(_)) => {
             return Err(LockCommandError::Input(format!(
