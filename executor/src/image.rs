@@ -125,7 +125,9 @@ pub fn cache_dir() -> PathBuf {
 pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepError> {
     let mirror = match &spec.mirror {
         Some(m) => m.clone(),
-        None => envc_lockfiles::mirror::local_mirror()?,
+        None => {
+            envc_lockfiles::mirror::local_mirror().map_err(|e| StepError::new(e.to_string()))?
+        }
     };
     let cache = cache_dir();
     std::fs::create_dir_all(&cache).map_err(|e| {

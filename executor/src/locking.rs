@@ -79,7 +79,7 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                     Some(Val::Record(fields)) => match vendor_archive(fields) {
                         Ok((name, archive)) => {
                             if let Err(e) = needs.add_vendor(&name, archive) {
-                                conflicts.push(e);
+                                conflicts.push(e.to_string());
                             }
                             Some(name)
                         }
@@ -269,7 +269,7 @@ pub fn lock_environment(
             warnings.push(format!("{e}\nwarning: writing a new lockfile in its place"));
             None
         }
-        Err(e) => return Err(LockCommandError::Input(e)),
+        Err(e) => return Err(LockCommandError::Input(e.to_string())),
     };
     if let LockRequest::Check = request {
         let Some(old) = &old else {
@@ -303,7 +303,7 @@ pub fn lock_environment(
     let new = match (&old, request) {
         (Some(old), LockRequest::Update(keys)) => {
             envc_lockfiles::environment::update_pins(old, &fresh, keys)
-                .map_err(LockCommandError::Input)?
+                .map_err(|e| LockCommandError::Input(e.to_string()))?
         }
         (None, LockRequest::Update(_)) => {
             return Err(LockCommandError::Input(format!(

@@ -30,6 +30,37 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// A relationship field (`Depends`, `Provides`, …) envc cannot read: what is wrong, and the
+/// relation it is wrong in (as written, `[arch]` and `<profile>` lists dropped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelationError {
+    /// No package name, or one with whitespace in it.
+    Malformed { relation: String },
+    /// A `(` with no `)` at the end.
+    Unclosed { relation: String },
+    /// An operator that is none of `<<`, `<=`, `=`, `>=`, `>>` (nor the obsolete `<`, `>`).
+    UnknownRelation { operator: String, relation: String },
+    /// An operator with no version after it.
+    NoVersion { relation: String },
+}
+
+impl fmt::Display for RelationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RelationError::Malformed { relation } => write!(f, "malformed relation {relation:?}"),
+            RelationError::Unclosed { relation } => write!(f, "unclosed `(` in {relation:?}"),
+            RelationError::UnknownRelation { operator, relation } => {
+                write!(f, "unknown relation {operator:?} in {relation:?}")
+            }
+            RelationError::NoVersion { relation } => {
+                write!(f, "relation without a version in {relation:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RelationError {}
+
 // ------------------------------------------------------------------------------ deb822 --
 
 /// One paragraph: its first line, and its fields as slices of the input. A field's value is
@@ -334,7 +365,7 @@ fn stanza(p: &Paragraph<'_>) -> Result<Stanza, ParseError> {
 }
 
 /// Parses a `Provides` field: `a, b (= 1.0)`.
-pub fn parse_provides(value: &str) -> Result<Vec<Provide>, String> {
+pub fn parse_provides(value: &str) -> Result<Vec<Provide>, RelationError> {
     Ok(parse_relations(value)?
         .into_iter()
         .flatten()
@@ -351,7 +382,7 @@ pub fn parse_provides(value: &str) -> Result<Vec<Provide>, String> {
 /// Parses a relationship field: `a (>= 1) | b, c:any [amd64] <!nocheck>`. Architecture
 /// qualifiers (`:any`), restriction lists and build profiles are dropped: binary indices of
 /// one architecture do not need them.
-pub fn parse_relations(value: &str) -> Result<Vec<Alternatives>, String> {
+pub fn parse_relations(value: &str) -> Result<Vec<Alternatives>, RelationError> {
     let mut out = Vec::new();
     for group in value.split(',') {
         let group = group.trim();
@@ -367,7 +398,7 @@ pub fn parse_relations(value: &str) -> Result<Vec<Alternatives>, String> {
     Ok(out)
 }
 
-fn parse_dep(s: &str) -> Result<Dep, String> {
+fn parse_dep(s: &str) -> Result<Dep, RelationError> {
     // Drop `[arch list]` and `<profiles>`; `<` inside the version's parentheses is a
     // relation.
     let mut clean = String::with_capacity(s.len());
@@ -398,23 +429,33 @@ fn parse_dep(s: &str) -> Result<Dep, String> {
     };
     let name = name.split(':').next().unwrap_or(name).trim();
     if name.is_empty() || name.contains(char::is_whitespace) {
-        return Err(format!("malformed relation {s:?}"));
+        return Err(RelationError::Malformed {
+            relation: s.to_string(),
+        });
     }
     let constraint = match rest {
         None => None,
         Some(rest) => {
             let inner = rest
                 .strip_suffix(')')
-                .ok_or_else(|| format!("unclosed `(` in {s:?}"))?
+                .ok_or_else(|| RelationError::Unclosed {
+                    relation: s.to_string(),
+                })?
                 .trim();
             let op_len = inner
                 .find(|c: char| !matches!(c, '<' | '>' | '='))
                 .unwrap_or(inner.len());
-            let op = Relation::parse(&inner[..op_len])
-                .ok_or_else(|| format!("unknown relation {:?} in {s:?}", &inner[..op_len]))?;
+            let op = Relation::parse(&inner[..op_len]).ok_or_else(|| {
+                RelationError::UnknownRelation {
+                    operator: inner[..op_len].to_string(),
+                    relation: s.to_string(),
+                }
+            })?;
             let v = inner[op_len..].trim();
             if v.is_empty() {
-                return Err(format!("relation without a version in {s:?}"));
+                return Err(RelationError::NoVersion {
+                    relation: s.to_string(),
+                });
             }
             Some((op, v.to_string()))
         }

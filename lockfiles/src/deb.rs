@@ -4,16 +4,88 @@
 //! The build reads it from the pinned bytes (their sha256 already checked), so that what it
 //! checks before installing is exactly what dpkg will read.
 
+use std::fmt;
 use std::io::{Read, Write};
 
-use crate::archive::paragraphs;
-use crate::installable::{Package, Relations};
+use crate::archive::{paragraphs, ParseError};
+use crate::installable::{FieldError, Package, Relations};
 
 /// A control tarball larger than this is not a package's metadata: reading it is an error.
 const MAX_CONTROL: u64 = 64 << 20;
 
+/// Why a `.deb`'s control paragraph cannot be read: the `ar` archive, its control member,
+/// the tarball in it, or the paragraph itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DebError {
+    /// The bytes do not start with `!<arch>\n`.
+    NoArSignature,
+    /// Fewer bytes left than an `ar` header holds.
+    TruncatedHeader,
+    /// An `ar` header without its closing magic.
+    DamagedHeader,
+    /// An `ar` header whose name or size is not UTF-8.
+    HeaderNotText,
+    /// An `ar` member size that is not a decimal number.
+    SizeNotNumber,
+    /// A member whose bytes end before its size says.
+    MemberCutShort { member: String },
+    /// No member whose name starts with `prefix` (`control.tar`).
+    NoMember { prefix: String },
+    /// A control member compressed in a way dpkg does not write (by its name's extension).
+    UnknownCompression { member: String },
+    /// The control member cannot be decompressed, or inflates past the limit.
+    Decompress { member: String, detail: String },
+    /// The control tarball cannot be read.
+    ControlTar { detail: String },
+    /// The tarball's `./control` cannot be read as text.
+    ReadControl { detail: String },
+    /// The tarball has no `./control`.
+    NoControlFile,
+    /// `./control` is not deb822.
+    ControlSyntax(ParseError),
+    /// `./control` holds this many paragraphs, not one.
+    Paragraphs(usize),
+    /// `./control` lacks a required field (`Package`, `Version`, `Architecture`).
+    MissingField(&'static str),
+    /// A relationship field of package `package` cannot be read.
+    Relations { package: String, error: FieldError },
+}
+
+impl fmt::Display for DebError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DebError::NoArSignature => write!(f, "not a .deb: no `ar` signature"),
+            DebError::TruncatedHeader => write!(f, "not a .deb: a truncated `ar` header"),
+            DebError::DamagedHeader => write!(f, "not a .deb: a damaged `ar` header"),
+            DebError::HeaderNotText => write!(f, "not a .deb: an `ar` header that is not text"),
+            DebError::SizeNotNumber => {
+                write!(f, "not a .deb: an `ar` member size that is not a number")
+            }
+            DebError::MemberCutShort { member } => {
+                write!(f, "not a .deb: member `{member}` is cut short")
+            }
+            DebError::NoMember { prefix } => write!(f, "not a .deb: no `{prefix}*` member"),
+            DebError::UnknownCompression { member } => {
+                write!(f, "{member}: a compression dpkg does not write")
+            }
+            DebError::Decompress { member, detail } => write!(f, "{member}: {detail}"),
+            DebError::ControlTar { detail } => write!(f, "control.tar: {detail}"),
+            DebError::ReadControl { detail } => write!(f, "control.tar: ./control: {detail}"),
+            DebError::NoControlFile => write!(f, "control.tar has no ./control"),
+            DebError::ControlSyntax(e) => write!(f, "./control: {e}"),
+            DebError::Paragraphs(n) => write!(f, "./control: {n} paragraphs, not one"),
+            DebError::MissingField(name) => write!(f, "./control: no {name} field"),
+            DebError::Relations { package, error } => {
+                write!(f, "./control of {package}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DebError {}
+
 /// The package a `.deb` holds, with its relations.
-pub fn control(deb: &[u8]) -> Result<Package, String> {
+pub fn control(deb: &[u8]) -> Result<Package, DebError> {
     let (name, compressed) = member(deb, "control.tar")?;
     let tar = decompress(name, compressed)?;
     let text = control_file(&tar)?;
@@ -21,30 +93,32 @@ pub fn control(deb: &[u8]) -> Result<Package, String> {
 }
 
 /// The first `ar` member whose name starts with `prefix`: its name and bytes.
-fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), String> {
+fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), DebError> {
     let mut rest = deb
         .strip_prefix(b"!<arch>\n")
-        .ok_or("not a .deb: no `ar` signature")?;
+        .ok_or(DebError::NoArSignature)?;
     while !rest.is_empty() {
         if rest.len() < 60 {
-            return Err("not a .deb: a truncated `ar` header".into());
+            return Err(DebError::TruncatedHeader);
         }
         let (header, body) = rest.split_at(60);
         if &header[58..60] != b"`\n" {
-            return Err("not a .deb: a damaged `ar` header".into());
+            return Err(DebError::DamagedHeader);
         }
         let field = |range: std::ops::Range<usize>| {
             std::str::from_utf8(&header[range])
                 .map(str::trim_end)
-                .map_err(|_| "not a .deb: an `ar` header that is not text".to_string())
+                .map_err(|_| DebError::HeaderNotText)
         };
         // GNU ar ends a short name with `/`; dpkg-deb writes none.
         let name = field(0..16)?.trim_end_matches('/');
         let size: usize = field(48..58)?
             .parse()
-            .map_err(|_| "not a .deb: an `ar` member size that is not a number".to_string())?;
+            .map_err(|_| DebError::SizeNotNumber)?;
         if body.len() < size {
-            return Err(format!("not a .deb: member `{name}` is cut short"));
+            return Err(DebError::MemberCutShort {
+                member: name.to_string(),
+            });
         }
         if name.starts_with(prefix) {
             return Ok((name, &body[..size]));
@@ -52,10 +126,12 @@ fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), String
         // Members start on even offsets.
         rest = &body[(size + size % 2).min(body.len())..];
     }
-    Err(format!("not a .deb: no `{prefix}*` member"))
+    Err(DebError::NoMember {
+        prefix: prefix.to_string(),
+    })
 }
 
-fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, DebError> {
     let mut out = Vec::new();
     let mut sink = LimitedWriter(&mut out);
     let copy = |r: &mut dyn Read, sink: &mut LimitedWriter<'_>| std::io::copy(r, sink).map(drop);
@@ -67,9 +143,16 @@ fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
         Some("zst") => ruzstd::decoding::StreamingDecoder::new(bytes)
             .map_err(std::io::Error::other)
             .and_then(|mut d| copy(&mut d, &mut sink)),
-        _ => return Err(format!("{name}: a compression dpkg does not write")),
+        _ => {
+            return Err(DebError::UnknownCompression {
+                member: name.to_string(),
+            })
+        }
     };
-    done.map_err(|e| format!("{name}: {e}"))?;
+    done.map_err(|e| DebError::Decompress {
+        member: name.to_string(),
+        detail: e.to_string(),
+    })?;
     Ok(out)
 }
 
@@ -89,12 +172,15 @@ impl std::io::Write for LimitedWriter<'_> {
     }
 }
 
-fn control_file(tar: &[u8]) -> Result<String, String> {
+fn control_file(tar: &[u8]) -> Result<String, DebError> {
+    let unreadable = |e: std::io::Error| DebError::ControlTar {
+        detail: e.to_string(),
+    };
     let mut archive = tar::Archive::new(tar);
-    let entries = archive.entries().map_err(|e| format!("control.tar: {e}"))?;
+    let entries = archive.entries().map_err(unreadable)?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| format!("control.tar: {e}"))?;
-        let path = entry.path().map_err(|e| format!("control.tar: {e}"))?;
+        let mut entry = entry.map_err(unreadable)?;
+        let path = entry.path().map_err(unreadable)?;
         // dpkg-deb names it `./control`.
         let mut parts = path
             .components()
@@ -105,30 +191,33 @@ fn control_file(tar: &[u8]) -> Result<String, String> {
             let mut text = String::new();
             entry
                 .read_to_string(&mut text)
-                .map_err(|e| format!("control.tar: ./control: {e}"))?;
+                .map_err(|e| DebError::ReadControl {
+                    detail: e.to_string(),
+                })?;
             return Ok(text);
         }
     }
-    Err("control.tar has no ./control".into())
+    Err(DebError::NoControlFile)
 }
 
 /// A control paragraph: `Package`, `Version` and `Architecture` are required.
-pub fn parse_control(text: &str) -> Result<Package, String> {
-    let paragraphs = paragraphs(text).map_err(|e| format!("./control: {e}"))?;
+pub fn parse_control(text: &str) -> Result<Package, DebError> {
+    let paragraphs = paragraphs(text).map_err(DebError::ControlSyntax)?;
     let [p] = paragraphs.as_slice() else {
-        return Err(format!(
-            "./control: {} paragraphs, not one",
-            paragraphs.len()
-        ));
+        return Err(DebError::Paragraphs(paragraphs.len()));
     };
-    let need = |name: &str| {
+    let need = |name: &'static str| {
         p.get(name)
             .map(str::to_string)
-            .ok_or_else(|| format!("./control: no {name} field"))
+            .ok_or(DebError::MissingField(name))
     };
     let name = need("Package")?;
-    let relations = Relations::read(|field| p.get(field).unwrap_or(""))
-        .map_err(|e| format!("./control of {name}: {e}"))?;
+    let relations = Relations::read(|field| p.get(field).unwrap_or("")).map_err(|error| {
+        DebError::Relations {
+            package: name.clone(),
+            error,
+        }
+    })?;
     Ok(Package {
         version: need("Version")?,
         architecture: need("Architecture")?,
@@ -232,7 +321,7 @@ pub(crate) mod tests {
     #[test]
     fn what_is_not_a_deb_is_an_error_that_says_what_is_wrong() {
         let check = |bytes: &[u8], expected: &str| {
-            let e = control(bytes).unwrap_err();
+            let e = control(bytes).unwrap_err().to_string();
             assert!(e.contains(expected), "{e:?} lacks {expected:?}");
         };
         check(b"PK\x03\x04", "no `ar` signature");

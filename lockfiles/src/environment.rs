@@ -5,9 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::error::LockError;
+use crate::mirror::NoMirror;
 use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
 use crate::needs::Needs;
-use crate::resolve::{required_set, resolve_closure};
+use crate::resolve::{required_set, resolve_closure, ResolveError};
 use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
 
 /// A new lockfile's clock for image builds. Kept across relocks: only `--update
@@ -52,7 +54,7 @@ pub fn resolve_environment(
         let mirror = match mirror_for(suite, old) {
             Ok(m) => m,
             Err(e) => {
-                errors.push(e);
+                errors.push(e.to_string());
                 continue;
             }
         };
@@ -62,7 +64,7 @@ pub fn resolve_environment(
                     warnings.extend(warning);
                     archives.insert(suite, a);
                 }
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.to_string()),
             },
             Err(e) => errors.push(format!("{}: {e}", PinKey::debian_archive(suite))),
         }
@@ -87,7 +89,8 @@ pub fn resolve_environment(
                 let file = project.join(&v.key);
                 let bytes = std::fs::read(&file)
                     .map_err(|e| format!("cannot read its key file {}: {e}", file.display()))?;
-                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)?;
+                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)
+                    .map_err(|e| e.to_string())?;
                 Ok(a)
             });
         match fetched {
@@ -131,7 +134,7 @@ pub fn resolve_environment(
     }
     let mut members: BTreeMap<String, PackagePin> = BTreeMap::new();
     // Each suite's required set, resolved once for all the packages of hosts without a base.
-    let mut required: BTreeMap<&str, Result<PackageSet, String>> = BTreeMap::new();
+    let mut required: BTreeMap<&str, Result<PackageSet, Vec<ResolveError>>> = BTreeMap::new();
     for (name, need) in &needs.packages {
         let debian = &archives[need.suite.as_str()];
         used.insert(need.suite.as_str());
@@ -147,12 +150,9 @@ pub fn resolve_environment(
             _ => (debian, debian),
         };
         if need.starts_from.contains(REQUIRED) {
-            required.entry(need.suite.as_str()).or_insert_with(|| {
-                required_set(debian).map_err(|es| {
-                    let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
-                    es.join("\n")
-                })
-            });
+            required
+                .entry(need.suite.as_str())
+                .or_insert_with(|| required_set(debian));
         }
         let start = match start_of(&lock, required.get(need.suite.as_str()), &need.starts_from) {
             Ok(s) => s,
@@ -254,21 +254,23 @@ type PackageSet = Vec<(String, String)>;
 /// have at the same version.
 fn start_of(
     lock: &Lockfile,
-    required: Option<&Result<PackageSet, String>>,
+    required: Option<&Result<PackageSet, Vec<ResolveError>>>,
     starts_from: &BTreeSet<String>,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, StartError> {
     let mut common: Option<BTreeMap<String, String>> = None;
     for start in starts_from {
         let set: PackageSet = if start == REQUIRED {
-            required
-                .cloned()
-                .unwrap_or_else(|| Err("no required set was resolved".into()))?
+            match required {
+                Some(Ok(set)) => set.clone(),
+                Some(Err(es)) => return Err(StartError::Required(es.clone())),
+                None => return Err(StartError::NoRequiredSet),
+            }
         } else {
             let image = PinKey::image_of(start).unwrap_or_else(|| start.clone());
             match lock.image(&image) {
                 Some(i) => i.versions(),
                 // The image did not resolve: its own error says why.
-                None => return Err(format!("its target's image `{image}` could not be pinned")),
+                None => return Err(StartError::ImageNotPinned { image }),
             }
         };
         common = Some(match common {
@@ -282,14 +284,67 @@ fn start_of(
     Ok(common.unwrap_or_default())
 }
 
+/// Why what a package's targets start from is not known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum StartError {
+    /// The suite's `required` set did not resolve: why, one error a line.
+    Required(Vec<ResolveError>),
+    /// The `required` set was not resolved for the suite (a bug: it is resolved first).
+    NoRequiredSet,
+    /// The target's image did not resolve (its own error says why).
+    ImageNotPinned { image: String },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Required(es) => {
+                let es: Vec<String> = es.iter().map(|e| e.to_string()).collect();
+                f.write_str(&es.join("\n"))
+            }
+            StartError::NoRequiredSet => f.write_str("no required set was resolved"),
+            StartError::ImageNotPinned { image } => {
+                write!(f, "its target's image `{image}` could not be pinned")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Why `envc lock --update KEY…` cannot update the pins it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateError {
+    /// A key in neither lockfile (see [`crate::model::update`]).
+    UnknownKey(LockError),
+    /// `source_date_epoch` was named, and no archive is pinned to take its date from.
+    NoArchivePinned,
+}
+
+impl std::fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdateError::UnknownKey(e) => write!(f, "{e}"),
+            UpdateError::NoArchivePinned => f.write_str(
+                "source_date_epoch moves to the pinned archive's Release date, and no archive \
+                 is pinned",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UpdateError {}
+
 /// `envc lock --update KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
 /// `source_date_epoch` moves the images' clock to the newest archive state pinned.
-pub fn update_pins(old: &Lockfile, fresh: &Lockfile, keys: &[PinKey]) -> Result<Lockfile, String> {
-    let mut new = crate::model::update(old, fresh, keys).map_err(|e| e.to_string())?;
+pub fn update_pins(
+    old: &Lockfile,
+    fresh: &Lockfile,
+    keys: &[PinKey],
+) -> Result<Lockfile, UpdateError> {
+    let mut new = crate::model::update(old, fresh, keys).map_err(UpdateError::UnknownKey)?;
     if keys.contains(&PinKey::SourceDateEpoch) {
-        new.source_date_epoch = archive_epoch(&new).ok_or(
-            "source_date_epoch moves to the pinned archive's Release date, and no archive is pinned",
-        )?;
+        new.source_date_epoch = archive_epoch(&new).ok_or(UpdateError::NoArchivePinned)?;
     }
     Ok(new)
 }
@@ -298,7 +353,7 @@ pub fn update_pins(old: &Lockfile, fresh: &Lockfile, keys: &[PinKey]) -> Result<
 /// lock records an archive state Debian signed, not whatever a mirror or proxy served.
 /// `ENVC_ARCHIVE_KEYRING` names another keyring; set empty, it skips the check (for an
 /// archive of one's own), and the warning that says so is returned.
-fn authenticate(archive: &Archive) -> Result<Option<String>, String> {
+fn authenticate(archive: &Archive) -> Result<Option<String>, Unauthenticated> {
     let keyring =
         std::env::var("ENVC_ARCHIVE_KEYRING").unwrap_or_else(|_| fetch::DEBIAN_KEYRING.to_string());
     if keyring.is_empty() {
@@ -309,18 +364,35 @@ fn authenticate(archive: &Archive) -> Result<Option<String>, String> {
     }
     fetch::verify_signature(archive, Path::new(&keyring))
         .map(|()| None)
-        .map_err(|e| {
-            format!(
-                "{}: {e}\n  hint: for an archive Debian does not sign, set \
-             ENVC_ARCHIVE_KEYRING to the keyring that does",
-                archive.pin.key()
-            )
+        .map_err(|error| Unauthenticated {
+            archive: archive.pin.key(),
+            error,
         })
 }
 
+/// An archive whose signature does not check out against the keyring it is checked with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Unauthenticated {
+    archive: PinKey,
+    error: fetch::FetchError,
+}
+
+impl std::fmt::Display for Unauthenticated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}\n  hint: for an archive Debian does not sign, set \
+             ENVC_ARCHIVE_KEYRING to the keyring that does",
+            self.archive, self.error
+        )
+    }
+}
+
+impl std::error::Error for Unauthenticated {}
+
 /// The mirror to lock `suite` from: `$ENVC_DEBIAN_MIRROR`, else the one the lockfile
 /// already pins, else the one apt here uses.
-fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, String> {
+fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, NoMirror> {
     let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
     match old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
         Some(a) if !overridden => Ok(a.mirror.clone()),

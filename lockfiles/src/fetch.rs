@@ -495,6 +495,101 @@ fn run_fed(cmd: &mut std::process::Command, input: &[u8]) -> std::io::Result<std
     out
 }
 
+/// Why `gpg` did not do what it was asked.
+#[derive(Debug)]
+pub enum GpgError {
+    /// `gpg` could not be run (not installed).
+    CannotRun(std::io::Error),
+    /// `gpg ARGS` failed; `stderr` is what it said, trimmed.
+    Failed { args: String, stderr: String },
+}
+
+impl fmt::Display for GpgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpgError::CannotRun(e) => write!(
+                f,
+                "cannot run gpg: {e}\n  hint: install gnupg (`./scripts/setup` does)"
+            ),
+            GpgError::Failed { args, stderr } => write!(f, "gpg {args}: {stderr}"),
+        }
+    }
+}
+
+impl std::error::Error for GpgError {}
+
+/// Why a vendor archive's InRelease is not accepted as signed by the key its source pins.
+#[derive(Debug)]
+pub enum VendorSignatureError {
+    /// No scratch GnuPG home could be made.
+    ScratchHome(std::io::Error),
+    /// `gpg --import` refused the key file.
+    NotAKey(GpgError),
+    /// Listing or exporting the imported key failed.
+    Gpg(GpgError),
+    /// The key file does not hold the pinned key: the primary keys it holds instead.
+    WrongKey {
+        found: Vec<String>,
+        fingerprint: String,
+    },
+    /// The pinned key could not be written out as a keyring.
+    Keyring {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The InRelease is not signed by the pinned key.
+    NotSignedByPin { fingerprint: String, detail: String },
+    /// The signature could not be checked (no InRelease, no gpgv).
+    CannotVerify { detail: String },
+    /// Any other failure of [`verify_signature`].
+    Fetch(FetchError),
+}
+
+impl fmt::Display for VendorSignatureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VendorSignatureError::ScratchHome(e) => {
+                write!(f, "cannot make a scratch GnuPG home: {e}")
+            }
+            VendorSignatureError::NotAKey(e) => {
+                write!(f, "its key file is not an OpenPGP key: {e}")
+            }
+            VendorSignatureError::Gpg(e) => write!(f, "{e}"),
+            VendorSignatureError::WrongKey { found, fingerprint } => write!(
+                f,
+                "its key file holds {}, not the key the source pins ({fingerprint})\n  hint: the \
+                 fingerprint is what trusts the key: take both from the vendor's documentation, \
+                 never the fingerprint from the key file itself",
+                if found.is_empty() {
+                    "no key".to_string()
+                } else {
+                    found.join(", ")
+                }
+            ),
+            VendorSignatureError::Keyring { path, error } => {
+                write!(f, "{}: {error}", path.display())
+            }
+            VendorSignatureError::NotSignedByPin {
+                fingerprint,
+                detail,
+            } => write!(
+                f,
+                "its InRelease is not signed by the pinned key {fingerprint}: {detail}\n  hint: do \
+                 not lock from this mirror, or, if the vendor changed its key, take the new key \
+                 and fingerprint from the vendor"
+            ),
+            VendorSignatureError::CannotVerify { detail } => write!(
+                f,
+                "cannot check its signature: {detail}\n  hint: a vendor's archive must serve \
+                 InRelease (its Release, clear-signed); a detached Release.gpg is not checked"
+            ),
+            VendorSignatureError::Fetch(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for VendorSignatureError {}
+
 /// Checks a vendor archive's InRelease against `key` (the key file the source names),
 /// trusting only the key whose fingerprint the source pins: a key file that does not hold
 /// that key, or an InRelease that another key signed, is refused. Needs `gpg` and `gpgv`.
@@ -502,30 +597,29 @@ pub fn verify_vendor_signature(
     archive: &Archive,
     key: &[u8],
     fingerprint: &str,
-) -> Result<(), String> {
-    let home = tempfile::tempdir().map_err(|e| format!("cannot make a scratch GnuPG home: {e}"))?;
-    let gpg = |args: &[&str], stdin: &[u8]| -> Result<Vec<u8>, String> {
+) -> Result<(), VendorSignatureError> {
+    let home = tempfile::tempdir().map_err(VendorSignatureError::ScratchHome)?;
+    let gpg = |args: &[&str], stdin: &[u8]| -> Result<Vec<u8>, GpgError> {
         let mut gpg = std::process::Command::new("gpg");
         gpg.arg("--homedir")
             .arg(home.path())
             .args(["--batch", "--quiet", "--no-options", "--no-autostart"])
             .args(args);
-        let out = run_fed(&mut gpg, stdin).map_err(|e| {
-            format!("cannot run gpg: {e}\n  hint: install gnupg (`./scripts/setup` does)")
-        })?;
+        let out = run_fed(&mut gpg, stdin).map_err(GpgError::CannotRun)?;
         if out.status.success() {
             Ok(out.stdout)
         } else {
-            Err(format!(
-                "gpg {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(GpgError::Failed {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     };
-    gpg(&["--import"], key).map_err(|e| format!("its key file is not an OpenPGP key: {e}"))?;
-    let listing =
-        String::from_utf8_lossy(&gpg(&["--with-colons", "--list-keys"], b"")?).into_owned();
+    gpg(&["--import"], key).map_err(VendorSignatureError::NotAKey)?;
+    let listing = String::from_utf8_lossy(
+        &gpg(&["--with-colons", "--list-keys"], b"").map_err(VendorSignatureError::Gpg)?,
+    )
+    .into_owned();
     // The fingerprint of each primary key: the `fpr` line after its `pub` line.
     let mut primaries = Vec::new();
     let mut after_pub = false;
@@ -541,31 +635,24 @@ pub fn verify_vendor_signature(
         }
     }
     if !primaries.iter().any(|f| f == fingerprint) {
-        return Err(format!(
-            "its key file holds {}, not the key the source pins ({fingerprint})\n  hint: the \
-             fingerprint is what trusts the key: take both from the vendor's documentation, \
-             never the fingerprint from the key file itself",
-            if primaries.is_empty() {
-                "no key".to_string()
-            } else {
-                primaries.join(", ")
-            }
-        ));
+        return Err(VendorSignatureError::WrongKey {
+            found: primaries,
+            fingerprint: fingerprint.to_string(),
+        });
     }
     let keyring = home.path().join("pinned.gpg");
-    std::fs::write(&keyring, gpg(&["--export", fingerprint], b"")?)
-        .map_err(|e| format!("{}: {e}", keyring.display()))?;
+    let exported = gpg(&["--export", fingerprint], b"").map_err(VendorSignatureError::Gpg)?;
+    std::fs::write(&keyring, exported).map_err(|error| VendorSignatureError::Keyring {
+        path: keyring.clone(),
+        error,
+    })?;
     verify_signature(archive, &keyring).map_err(|e| match e {
-        FetchError::BadSignature { detail, .. } => format!(
-            "its InRelease is not signed by the pinned key {fingerprint}: {detail}\n  hint: do \
-             not lock from this mirror, or, if the vendor changed its key, take the new key \
-             and fingerprint from the vendor"
-        ),
-        FetchError::CannotVerify { detail, .. } => format!(
-            "cannot check its signature: {detail}\n  hint: a vendor's archive must serve \
-             InRelease (its Release, clear-signed); a detached Release.gpg is not checked"
-        ),
-        other => other.to_string(),
+        FetchError::BadSignature { detail, .. } => VendorSignatureError::NotSignedByPin {
+            fingerprint: fingerprint.to_string(),
+            detail,
+        },
+        FetchError::CannotVerify { detail, .. } => VendorSignatureError::CannotVerify { detail },
+        other => VendorSignatureError::Fetch(other),
     })
 }
 

@@ -228,30 +228,96 @@ pub struct LockedFile {
 }
 
 /// `WHAT is not a valid lockfile:` and every problem, one per line.
-fn invalid(what: &str, errors: Vec<LockError>) -> String {
-    let mut s = format!("{what} is not a valid lockfile:");
+fn invalid(f: &mut std::fmt::Formatter<'_>, what: &str, errors: &[LockError]) -> std::fmt::Result {
+    write!(f, "{what} is not a valid lockfile:")?;
     for e in errors {
-        s.push_str(&format!("\n  {}", e.to_string().replace('\n', "\n  ")));
+        write!(f, "\n  {}", e.to_string().replace('\n', "\n  "))?;
     }
-    s
+    Ok(())
 }
+
+/// Why a lockfile was not read: by [`read_lock`] (the lockfile beside an environment file)
+/// or by [`read_lock_arg`] (one named on the command line, `PATH` or `REV:PATH`).
+#[derive(Debug)]
+pub enum ReadLockError {
+    /// The lockfile beside an environment file exists but cannot be read.
+    Unreadable { path: PathBuf, error: ReadError },
+    /// The lockfile beside `env_file` is read but broken: every problem in it.
+    Invalid {
+        path: PathBuf,
+        env_file: PathBuf,
+        errors: Vec<LockError>,
+    },
+    /// The file an argument names cannot be read.
+    ArgUnreadable { arg: String, error: ReadError },
+    /// The file an argument names is not UTF-8.
+    ArgNotUtf8 { arg: String },
+    /// `git` could not be started to read `REV:PATH`.
+    CannotRunGit { arg: String, error: std::io::Error },
+    /// `git show REV:PATH` failed; `stderr` is what it said, trimmed.
+    NotInGit { arg: String, stderr: String },
+    /// An argument that is neither a file nor `REV:PATH`.
+    NoSuchFile { arg: String },
+    /// The lockfile an argument names is read but broken: every problem in it.
+    ArgInvalid { arg: String, errors: Vec<LockError> },
+}
+
+impl std::fmt::Display for ReadLockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadLockError::Unreadable { path, error } => {
+                write!(f, "cannot read {}: {error}", path.display())
+            }
+            ReadLockError::Invalid {
+                path,
+                env_file,
+                errors,
+            } => {
+                invalid(f, &path.display().to_string(), errors)?;
+                write!(
+                    f,
+                    "\n  hint: regenerate it with `envc lock {}`",
+                    env_file.display()
+                )
+            }
+            ReadLockError::ArgUnreadable { arg, error } => write!(f, "{arg}: {error}"),
+            ReadLockError::ArgNotUtf8 { arg } => write!(f, "{arg}: it is not UTF-8 text"),
+            ReadLockError::CannotRunGit { arg, error } => {
+                write!(f, "cannot run git for {arg}: {error}")
+            }
+            ReadLockError::NotInGit { arg, stderr } => {
+                write!(f, "{arg}: neither a file nor a git `REV:PATH`: {stderr}")
+            }
+            ReadLockError::NoSuchFile { arg } => write!(
+                f,
+                "{arg}: no such file (a git revision is written `REV:PATH`)"
+            ),
+            ReadLockError::ArgInvalid { arg, errors } => invalid(f, arg, errors),
+        }
+    }
+}
+
+impl std::error::Error for ReadLockError {}
 
 /// The lockfile beside `env_file`, if there is one. A broken one is an error: builds must
 /// not quietly go unpinned.
-pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, String> {
+pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, ReadLockError> {
     let path = lock_path(env_file);
     let bytes = match read_bounded(&path, MAX_BYTES) {
         Ok(b) => b,
         Err(ReadError::NotFound) => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(error) => return Err(ReadLockError::Unreadable { path, error }),
     };
-    let lock = Lockfile::parse(&String::from_utf8_lossy(&bytes)).map_err(|errors| {
-        invalid(&path.display().to_string(), errors)
-            + &format!(
-                "\n  hint: regenerate it with `envc lock {}`",
-                env_file.display()
-            )
-    })?;
+    let lock = match Lockfile::parse(&String::from_utf8_lossy(&bytes)) {
+        Ok(lock) => lock,
+        Err(errors) => {
+            return Err(ReadLockError::Invalid {
+                path,
+                env_file: env_file.to_path_buf(),
+                errors,
+            })
+        }
+    };
     Ok(Some(LockedFile {
         lock,
         hash: blake3::hash(&bytes).to_hex().to_string(),
@@ -259,26 +325,39 @@ pub fn read_lock(env_file: &Path) -> Result<Option<LockedFile>, String> {
 }
 
 /// A lockfile named on the command line of `lock diff`: a path, or `REV:PATH` read from git.
-pub fn read_lock_arg(arg: &str) -> Result<Lockfile, String> {
+pub fn read_lock_arg(arg: &str) -> Result<Lockfile, ReadLockError> {
     let text = if Path::new(arg).exists() {
-        let bytes = read_bounded(Path::new(arg), MAX_BYTES).map_err(|e| format!("{arg}: {e}"))?;
-        String::from_utf8(bytes).map_err(|_| format!("{arg}: it is not UTF-8 text"))?
+        let bytes = read_bounded(Path::new(arg), MAX_BYTES).map_err(|error| {
+            ReadLockError::ArgUnreadable {
+                arg: arg.to_string(),
+                error,
+            }
+        })?;
+        String::from_utf8(bytes).map_err(|_| ReadLockError::ArgNotUtf8 {
+            arg: arg.to_string(),
+        })?
     } else if let Some((rev, path)) = arg.split_once(':') {
         let out = std::process::Command::new("git")
             .args(["show", &format!("{rev}:{path}")])
             .output()
-            .map_err(|e| format!("cannot run git for {arg}: {e}"))?;
+            .map_err(|error| ReadLockError::CannotRunGit {
+                arg: arg.to_string(),
+                error,
+            })?;
         if !out.status.success() {
-            return Err(format!(
-                "{arg}: neither a file nor a git `REV:PATH`: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(ReadLockError::NotInGit {
+                arg: arg.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         String::from_utf8_lossy(&out.stdout).into_owned()
     } else {
-        return Err(format!(
-            "{arg}: no such file (a git revision is written `REV:PATH`)"
-        ));
+        return Err(ReadLockError::NoSuchFile {
+            arg: arg.to_string(),
+        });
     };
-    Lockfile::parse(&text).map_err(|errors| invalid(arg, errors))
+    Lockfile::parse(&text).map_err(|errors| ReadLockError::ArgInvalid {
+        arg: arg.to_string(),
+        errors,
+    })
 }

@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use crate::archive::{parse_provides, parse_relations, Alternatives, Dep, Provide};
+use crate::archive::{parse_provides, parse_relations, Alternatives, Dep, Provide, RelationError};
 use crate::resolve::{provided_ok, version_ok};
 
 /// The relations of a package that decide whether it installs.
@@ -33,18 +33,34 @@ pub struct Relations {
 impl Relations {
     /// The relations in the fields `field` gives by name (empty when absent), as a `.deb`'s
     /// control paragraph or dpkg's listing of a target hold them; an error names the field.
-    pub fn read<'a>(field: impl Fn(&str) -> &'a str) -> Result<Relations, String> {
-        let relations =
-            |name: &str| parse_relations(field(name)).map_err(|e| format!("{name}: {e}"));
+    pub fn read<'a>(field: impl Fn(&str) -> &'a str) -> Result<Relations, FieldError> {
+        let in_field = |field: &'static str| move |error| FieldError { field, error };
+        let relations = |name: &'static str| parse_relations(field(name)).map_err(in_field(name));
         Ok(Relations {
             pre_depends: relations("Pre-Depends")?,
             depends: relations("Depends")?,
             conflicts: relations("Conflicts")?,
             breaks: relations("Breaks")?,
-            provides: parse_provides(field("Provides")).map_err(|e| format!("Provides: {e}"))?,
+            provides: parse_provides(field("Provides")).map_err(in_field("Provides"))?,
         })
     }
 }
+
+/// A relationship field of a package that cannot be read: which field, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// `Depends`, `Provides`, …
+    pub field: &'static str,
+    pub error: RelationError,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.error)
+    }
+}
+
+impl std::error::Error for FieldError {}
 
 /// A package: one a `.deb` holds, or one a target has.
 #[derive(Clone, Debug, PartialEq, Eq)]

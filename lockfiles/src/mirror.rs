@@ -3,9 +3,24 @@
 
 use std::path::PathBuf;
 
+/// No Debian mirror in apt's sources, and none in `$ENVC_DEBIAN_MIRROR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoMirror;
+
+impl std::fmt::Display for NoMirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d\n  \
+             hint: set ENVC_DEBIAN_MIRROR=http://deb.debian.org/debian",
+        )
+    }
+}
+
+impl std::error::Error for NoMirror {}
+
 /// The mirror apt on this machine is configured with (`$ENVC_DEBIAN_MIRROR` overrides): the
 /// first `deb` or `URIs:` line that names an http(s) Debian archive.
-pub fn local_mirror() -> Result<String, String> {
+pub fn local_mirror() -> Result<String, NoMirror> {
     if let Ok(m) = std::env::var("ENVC_DEBIAN_MIRROR") {
         if !m.is_empty() {
             return Ok(m.trim_end_matches('/').to_string());
@@ -25,11 +40,7 @@ pub fn local_mirror() -> Result<String, String> {
             return Ok(uri);
         }
     }
-    Err(
-        "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d\n  \
-         hint: set ENVC_DEBIAN_MIRROR=http://deb.debian.org/debian"
-            .into(),
-    )
+    Err(NoMirror)
 }
 
 fn first_debian_uri(text: &str) -> Option<String> {

@@ -97,6 +97,37 @@ impl fmt::Display for NeedsConflict {
     }
 }
 
+/// Two nodes declare one vendor archive name differently: a lockfile pins one archive of a
+/// name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VendorConflict {
+    pub name: String,
+    /// As declared first.
+    pub earlier: VendorArchive,
+    /// As declared again.
+    pub wants: VendorArchive,
+}
+
+impl fmt::Display for VendorConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (earlier, archive) = (&self.earlier, &self.wants);
+        write!(
+            f,
+            "{}: declared twice, differently ({} {} key {} and {} {} key {}); a lockfile \
+             pins one archive of a name\n  hint: declare it once and use that value",
+            PinKey::Archive(self.name.clone()),
+            earlier.url,
+            earlier.suite,
+            earlier.fingerprint,
+            archive.url,
+            archive.suite,
+            archive.fingerprint
+        )
+    }
+}
+
+impl std::error::Error for VendorConflict {}
+
 impl Needs {
     /// Adds a package `node` installs; a second node asking for it differently conflicts.
     /// `starts_from`: what the node's target starts from (see [`PackageNeed::starts_from`]).
@@ -137,19 +168,17 @@ impl Needs {
     }
 
     /// Adds a vendor archive a package node names; one name declared two ways is refused.
-    pub fn add_vendor(&mut self, name: &str, archive: VendorArchive) -> Result<(), String> {
+    pub fn add_vendor(
+        &mut self,
+        name: &str,
+        archive: VendorArchive,
+    ) -> Result<(), Box<VendorConflict>> {
         match self.vendors.get(name) {
-            Some(earlier) if *earlier != archive => Err(format!(
-                "{}: declared twice, differently ({} {} key {} and {} {} key {}); a lockfile \
-                 pins one archive of a name\n  hint: declare it once and use that value",
-                PinKey::Archive(name.to_string()),
-                earlier.url,
-                earlier.suite,
-                earlier.fingerprint,
-                archive.url,
-                archive.suite,
-                archive.fingerprint
-            )),
+            Some(earlier) if *earlier != archive => Err(Box::new(VendorConflict {
+                name: name.to_string(),
+                earlier: earlier.clone(),
+                wants: archive,
+            })),
             _ => {
                 self.vendors.insert(name.to_string(), archive);
                 Ok(())

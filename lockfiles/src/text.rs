@@ -9,6 +9,7 @@
 //! merges them without a conflict.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -107,13 +108,64 @@ fn image_entry(p: &PackagePin) -> String {
     )
 }
 
+/// Why an image's `packages` entry is not what [`image_entry`] writes: the entry, or the
+/// package it names and the word of it that is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ImageEntryError {
+    /// Not `NAME=VERSION ARCH SIZE SHA256 POOL-PATH`, or no valid name and version.
+    Shape {
+        entry: String,
+    },
+    Architecture {
+        name: String,
+        architecture: String,
+    },
+    Size {
+        name: String,
+        size: String,
+    },
+    Sha256 {
+        name: String,
+        sha256: String,
+    },
+    PoolPath {
+        name: String,
+        filename: String,
+    },
+}
+
+impl fmt::Display for ImageEntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageEntryError::Shape { entry } => write!(
+                f,
+                "{entry:?} is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, \
+                 its version, and its .deb)"
+            ),
+            ImageEntryError::Architecture { name, architecture } => {
+                write!(f, "`{name}`: {architecture:?} is not an architecture")
+            }
+            ImageEntryError::Size { name, size } => {
+                write!(f, "`{name}`: size {size:?} is not a number of bytes")
+            }
+            ImageEntryError::Sha256 { name, sha256 } => write!(
+                f,
+                "`{name}`: {sha256:?} is not a sha256 (64 lowercase hex digits)"
+            ),
+            ImageEntryError::PoolPath { name, filename } => write!(
+                f,
+                "`{name}`: {filename:?} is not a .deb path under the mirror (pool/…/NAME.deb)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ImageEntryError {}
+
 /// What [`image_entry`] wrote, or why `entry` is not that.
-fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, String> {
-    let shape = || {
-        format!(
-            "{entry:?} is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, \
-             its version, and its .deb)"
-        )
+fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, ImageEntryError> {
+    let shape = || ImageEntryError::Shape {
+        entry: entry.to_string(),
     };
     let words: Vec<&str> = entry.split(' ').collect();
     let [name_version, architecture, size, sha256, filename] = words[..] else {
@@ -128,20 +180,26 @@ fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-')
     {
-        return Err(format!("`{name}`: {architecture:?} is not an architecture"));
+        return Err(ImageEntryError::Architecture {
+            name: name.to_string(),
+            architecture: architecture.to_string(),
+        });
     }
-    let size: u64 = size
-        .parse()
-        .map_err(|_| format!("`{name}`: size {size:?} is not a number of bytes"))?;
+    let size: u64 = size.parse().map_err(|_| ImageEntryError::Size {
+        name: name.to_string(),
+        size: size.to_string(),
+    })?;
     if !is_sha256(sha256) {
-        return Err(format!(
-            "`{name}`: {sha256:?} is not a sha256 (64 lowercase hex digits)"
-        ));
+        return Err(ImageEntryError::Sha256 {
+            name: name.to_string(),
+            sha256: sha256.to_string(),
+        });
     }
     if !valid_pool_path(filename) {
-        return Err(format!(
-            "`{name}`: {filename:?} is not a .deb path under the mirror (pool/…/NAME.deb)"
-        ));
+        return Err(ImageEntryError::PoolPath {
+            name: name.to_string(),
+            filename: filename.to_string(),
+        });
     }
     Ok(PackagePin {
         name: name.to_string(),
@@ -676,8 +734,8 @@ impl Parser {
                             }
                             packages.push(p);
                         }
-                        Err(message) => {
-                            self.error(at, b.pin.as_ref(), message, REGENERATE);
+                        Err(e) => {
+                            self.error(at, b.pin.as_ref(), e.to_string(), REGENERATE);
                             ok = false;
                         }
                     }

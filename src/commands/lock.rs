@@ -79,8 +79,8 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
 /// change because of it.
 pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     let (a, b) = (
-        read_lock_arg(old).map_err(Failure::Input)?,
-        read_lock_arg(new).map_err(Failure::Input)?,
+        read_lock_arg(old).map_err(|e| Failure::Input(e.to_string()))?,
+        read_lock_arg(new).map_err(|e| Failure::Input(e.to_string()))?,
     );
     let d = envc_lockfiles::diff(&a, &b);
     if d.is_empty() {

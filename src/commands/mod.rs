@@ -310,7 +310,7 @@ pub fn compile_with(
     ui: Ui,
 ) -> Result<CompiledEnv, Failure> {
     let lock = if with_lock {
-        envc_lockfiles::read_lock(file).map_err(Failure::Input)?
+        envc_lockfiles::read_lock(file).map_err(|e| Failure::Input(e.to_string()))?
     } else {
         None
     };
