@@ -245,19 +245,19 @@ fn create_temporary(dir: &OwnedFd, name: &str) -> Result<(String, OwnedFd), Errn
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::os::unix::fs::symlink;
 
-    /// A tree and, beside it, a directory outside that holds `victim.yaml`.
-    fn tree_and_outside() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    /// A tree and, beside it, a directory outside that holds `victim.yaml` (`precious`).
+    pub(crate) fn tree_and_outside() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let tree = d.path().join("tree");
         let outside = d.path().join("outside");
         std::fs::create_dir_all(&tree).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("victim.yaml"), "mine\n").unwrap();
+        std::fs::write(outside.join("victim.yaml"), "precious\n").unwrap();
         (d, tree, outside)
     }
 
@@ -298,7 +298,7 @@ mod tests {
         b.remove_empty_dir("shop/x");
         assert_eq!(
             std::fs::read(outside.join("victim.yaml")).unwrap(),
-            b"mine\n"
+            b"precious\n"
         );
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
     }
@@ -314,7 +314,7 @@ mod tests {
         assert!(!tree.join("x.yaml").is_symlink());
         assert_eq!(
             std::fs::read(outside.join("victim.yaml")).unwrap(),
-            b"mine\n"
+            b"precious\n"
         );
         // Removing a link removes the link alone.
         symlink(outside.join("victim.yaml"), tree.join("y.yaml")).unwrap();

@@ -282,17 +282,6 @@ mod tests {
         assert!(d.path().join("x.yaml").exists());
     }
 
-    /// A tree with a directory outside it that holds a file someone cares about.
-    fn tree_and_victim() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
-        let d = tempfile::tempdir().unwrap();
-        let tree = d.path().join("tree");
-        let outside = d.path().join("outside");
-        std::fs::create_dir_all(&tree).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("victim.yaml"), "precious\n").unwrap();
-        (d, tree, outside)
-    }
-
     fn untouched(outside: &Path) {
         assert_eq!(
             std::fs::read_to_string(outside.join("victim.yaml")).unwrap(),
@@ -305,7 +294,7 @@ mod tests {
     fn a_forged_kustomization_through_a_link_removes_nothing_outside() {
         // The attack of issue 34: a linked subdirectory, and a kustomization carrying
         // envc's header that lists a file through it.
-        let (_d, tree, outside) = tree_and_victim();
+        let (_d, tree, outside) = crate::beneath::tests::tree_and_outside();
         std::os::unix::fs::symlink(&outside, tree.join("link")).unwrap();
         std::fs::write(
             tree.join(KUSTOMIZATION),
@@ -323,7 +312,7 @@ mod tests {
 
     #[test]
     fn objects_are_never_written_through_a_linked_directory() {
-        let (_d, tree, outside) = tree_and_victim();
+        let (_d, tree, outside) = crate::beneath::tests::tree_and_outside();
         std::os::unix::fs::symlink(&outside, tree.join("shop")).unwrap();
         let objects = [
             obj("shop/victim.yaml", "evil: 1\n"),
@@ -337,7 +326,7 @@ mod tests {
         untouched(&outside);
 
         // A GitOps path whose first directory is a link: refused the same way.
-        let (_d, tree, outside) = tree_and_victim();
+        let (_d, tree, outside) = crate::beneath::tests::tree_and_outside();
         std::os::unix::fs::symlink(&outside, tree.join("clusters")).unwrap();
         let refused = apply(&tree, "clusters/prod", "prod", &objects, &BTreeSet::new());
         assert!(
