@@ -178,6 +178,8 @@ let flaky = exec(name = "flaky", target = h, shell = "echo try >> /var/tmp/tries
 let after = file(path = "/etc/after-flaky", content = "x\n", after = [flaky], target = h)
 let hang = exec(name = "hang", target = h, argv = ["sleep", "300"], timeout = 2)
 let unknown = exec(name = "unknown", target = h, argv = ["hostname"], capture = true, creates = "/etc/hostname")
+let slow_guard = exec(name = "slow-guard", target = h, argv = ["touch", "/var/tmp/slow-guard-ran"], unless = ["sleep", "30"], timeout = 1)
+let killed_guard = exec(name = "killed-guard", target = h, argv = ["touch", "/var/tmp/killed-guard-ran"], only_if = ["sh", "-c", "kill -9 $$"])
 "#,
             code = if fail { 3 } else { 0 }
         )
@@ -201,6 +203,23 @@ let unknown = exec(name = "unknown", target = h, argv = ["hostname"], capture = 
             "creates: /etc/hostname exists, so it did not run, and it never ran here before"
         ),
         "{err}"
+    );
+    // A guard that cannot answer (it timed out, or was killed) decides nothing: the node
+    // fails, and its command does not run.
+    assert!(
+        err.contains("the unless command did not finish within 1 s and was stopped (status 124)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the only_if command was killed by signal 9 (status 137)"),
+        "{err}"
+    );
+    assert_eq!(
+        remote(
+            &hosts,
+            "ls /var/tmp/slow-guard-ran /var/tmp/killed-guard-ran 2>/dev/null | wc -l"
+        ),
+        "0\n"
     );
     // The timeout stopped the command on the target, not only envc's wait for it.
     assert_eq!(remote(&hosts, "pgrep -x sleep || echo none"), "none\n");

@@ -58,24 +58,30 @@ if [ -n "$creates" ] && { [ -e "$creates" ] || [ -L "$creates" ]; }; then
     printf 'K\tcreates: %s exists\n' "$creates"
     exit 0
 fi
+# A guard answers with its exit status: 0 yes, 1 to 123 no. Any other status is no
+# answer (timed out, could not run, killed by a signal), and the node fails, as it does
+# for a missing guard: a guard that cannot answer must not decide.
+unanswered() { # GUARD STATUS
+    case $2 in
+    124) fail "the $1 command did not finish within $limit s and was stopped (status 124): a guard that cannot answer decides nothing" ;;
+    125|126|127) fail "the $1 command could not be run (status $2: not found or not executable)" ;;
+    *) [ "$2" -gt 128 ] && fail "the $1 command was killed by signal $(($2 - 128)) (status $2): a guard that cannot answer decides nothing" ;;
+    esac
+    return 0
+}
 # Guards are evaluated here, not in a function: the refs name the script's own
 # positional parameters.
 if [ -n "$unless_refs" ]; then
     eval "$as $run $unless_refs" </dev/null >/dev/null 2>&1
     s=$?
-    case $s in
-    0) printf 'K\tunless: its command succeeded\n'; exit 0 ;;
-    126|127) fail "the unless command could not be run (status $s: not found or not executable)" ;;
-    esac
+    unanswered unless "$s"
+    [ "$s" -eq 0 ] && { printf 'K\tunless: its command succeeded\n'; exit 0; }
 fi
 if [ -n "$only_refs" ]; then
     eval "$as $run $only_refs" </dev/null >/dev/null 2>&1
     s=$?
-    case $s in
-    0) ;;
-    126|127) fail "the only_if command could not be run (status $s: not found or not executable)" ;;
-    *) printf 'K\tonly_if: its command exited with status %s\n' "$s"; exit 0 ;;
-    esac
+    unanswered only_if "$s"
+    [ "$s" -ne 0 ] && { printf 'K\tonly_if: its command exited with status %s\n' "$s"; exit 0; }
 fi
 
 out=$(mktemp) && err=$(mktemp) || fail "cannot make temporary files (mktemp failed)"
