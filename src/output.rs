@@ -2,13 +2,42 @@
 //! stderr whose reader went away) is not an error: printing stops quietly and the command
 //! finishes its work and exits as it would have. Nothing in the CLI uses `println!` or
 //! `eprintln!`, which panic on a closed stream.
+//!
+//! Text envc prints carries what targets said (a failing command's output, a captured
+//! `stdout`, a file's content in a plan): a target must not be able to drive the user's
+//! terminal (retitle it, clear it, rewrite lines, OSC 52 the clipboard). So everything
+//! printed here has its terminal control characters escaped ([`terminal_safe`]); only the
+//! diagnostics miette draws go out raw, through [`eprint_rendered`], and they hold none
+//! of a target's text.
 
+use std::borrow::Cow;
 use std::io::Write;
 
-/// Writes `text` to stdout; a failed write (a closed pipe) is ignored.
+/// `text` with every control character but newline and tab written as an escape
+/// (`\x1b`, `\u{9b}`): C0, DEL and C1, which is what starts a terminal's escape sequences.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !control(c) => out.push(c),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Writes `text` to stdout, terminal controls escaped; a failed write (a closed pipe) is
+/// ignored.
 pub fn print(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    let _ = out
+        .write_all(terminal_safe(text).as_bytes())
+        .and_then(|_| out.flush());
 }
 
 /// `print` with a newline.
@@ -24,8 +53,14 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
-/// Writes `text` to stderr; a failed write (a closed pipe) is ignored.
+/// Writes `text` to stderr, terminal controls escaped; a failed write (a closed pipe) is
+/// ignored.
 pub fn eprint(text: &str) {
+    eprint_rendered(&terminal_safe(text));
+}
+
+/// Writes a diagnostic as miette rendered it (its colours are envc's own) to stderr.
+pub fn eprint_rendered(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(text.as_bytes()).and_then(|_| err.flush());
 }
@@ -37,3 +72,23 @@ macro_rules! errln {
     };
 }
 pub(crate) use errln;
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    fn check(input: &str, expected: &str) {
+        assert_eq!(terminal_safe(input), expected, "{input:?}");
+    }
+
+    #[test]
+    fn terminal_controls_are_escaped() {
+        check("plain text\n\twith tab", "plain text\n\twith tab");
+        // OSC (retitle), CSI (clear screen, colour), BEL, a bare CR, C1's CSI, DEL.
+        check("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07");
+        check("\x1b[2J\x1b[31mred", "\\x1b[2J\\x1b[31mred");
+        check("over\rwrite", "over\\x0dwrite");
+        check("c1 \u{9b}31m and \x7f", "c1 \\u{9b}31m and \\x7f");
+        check("ünïcödé ✓", "ünïcödé ✓");
+    }
+}

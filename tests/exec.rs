@@ -180,6 +180,7 @@ let hang = exec(name = "hang", target = h, argv = ["sleep", "300"], timeout = 2)
 let unknown = exec(name = "unknown", target = h, argv = ["hostname"], capture = true, creates = "/etc/hostname")
 let slow_guard = exec(name = "slow-guard", target = h, argv = ["touch", "/var/tmp/slow-guard-ran"], unless = ["sleep", "30"], timeout = 1)
 let killed_guard = exec(name = "killed-guard", target = h, argv = ["touch", "/var/tmp/killed-guard-ran"], only_if = ["sh", "-c", "kill -9 $$"])
+let loud = exec(name = "loud", target = h, shell = "printf '\\033]0;pwned\\007\\033[2Jgone' >&2; exit 5")
 "#,
             code = if fail { 3 } else { 0 }
         )
@@ -203,6 +204,18 @@ let killed_guard = exec(name = "killed-guard", target = h, argv = ["touch", "/va
             "creates: /etc/hostname exists, so it did not run, and it never ran here before"
         ),
         "{err}"
+    );
+    // A target's output cannot drive the user's terminal: its escapes are shown, not sent.
+    assert!(
+        !err.contains('\x1b') && !err.contains('\x07'),
+        "raw terminal controls reached stderr: {err:?}"
+    );
+    assert!(err.contains("\\x1b]0;pwned\\x07\\x1b[2Jgone"), "{err}");
+    let history = p.run(&hosts, &["log"]);
+    assert!(
+        !output::stdout(&history).contains('\x1b'),
+        "{:?}",
+        output::stdout(&history)
     );
     // A guard that cannot answer (it timed out, or was killed) decides nothing: the node
     // fails, and its command does not run.

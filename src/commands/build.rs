@@ -274,7 +274,7 @@ impl Reporter for Progress {
                     Some(b) => {
                         b.inc(1);
                         if *outcome != StepOutcome::Cached {
-                            b.set_message(line);
+                            b.set_message(output::terminal_safe(&line).into_owned());
                         }
                     }
                     None if *outcome == StepOutcome::Cached => {}

@@ -45,7 +45,7 @@ pub fn fmt(files: &[PathBuf], check: bool, ui: Ui) -> Outcome {
             Err(diagnostics) => {
                 let mut sources = envc_compiler::SourceMap::default();
                 sources.add(f.display().to_string(), text.as_str().into());
-                crate::output::eprint(&ui.renderer(&sources, "").render_all(&diagnostics));
+                crate::output::eprint_rendered(&ui.renderer(&sources, "").render_all(&diagnostics));
                 crate::output::errln!("error: {} has syntax errors; not formatted", f.display());
                 failed = true;
             }

@@ -38,7 +38,9 @@ pub fn show(file: &Path, node: &str, params: &Params, ui: Ui) -> Outcome {
             Ok(Exit::Ok)
         }
         Err(d) => {
-            crate::output::eprint(&ui.renderer(&env.compiled.sources, &prefix(file)).render(&d));
+            crate::output::eprint_rendered(
+                &ui.renderer(&env.compiled.sources, &prefix(file)).render(&d),
+            );
             Err(Failure::Reported(Exit::Input))
         }
     }

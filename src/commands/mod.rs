@@ -376,7 +376,9 @@ pub fn select(env: &CompiledEnv, node: &str, ui: Ui, file: &Path) -> Result<usiz
     let id = match graph(env)?.select(node) {
         Ok(n) => n.id.hex(),
         Err(d) => {
-            crate::output::eprint(&ui.renderer(&env.compiled.sources, &prefix(file)).render(&d));
+            crate::output::eprint_rendered(
+                &ui.renderer(&env.compiled.sources, &prefix(file)).render(&d),
+            );
             return Err(Failure::Reported(Exit::Input));
         }
     };
