@@ -172,6 +172,27 @@ fn bad_usage_exits_2() {
 }
 
 #[test]
+fn a_parameter_set_twice_is_refused() {
+    let o = envc(
+        &[
+            "check",
+            "examples/quickstart.env",
+            "--set",
+            "vms=1",
+            "--set",
+            "vms=2",
+        ],
+        &repo(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--set vms is given twice (`1`, then `2`)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn parameters_from_the_command_line() {
     let ex = "examples/replset/prod.env";
     let count = |set: &[&str]| {

@@ -63,6 +63,22 @@ pub struct Params {
     pub policy: Vec<PathBuf>,
 }
 
+impl Params {
+    /// `--set` as name → value. A name given twice is refused, not settled by order: a
+    /// script that sets it in two places has a mistake in one of them.
+    pub(crate) fn values(&self) -> Result<BTreeMap<String, String>, Failure> {
+        let mut values = BTreeMap::new();
+        for (name, value) in &self.set {
+            if let Some(first) = values.insert(name.clone(), value.clone()) {
+                return Err(Failure::Input(format!(
+                    "--set {name} is given twice (`{first}`, then `{value}`)\n  hint: give each parameter once"
+                )));
+            }
+        }
+        Ok(values)
+    }
+}
+
 /// The `.env` files a policy pack may hold, at most, and how deep.
 const MAX_PACK_FILES: usize = 1000;
 const MAX_PACK_DEPTH: usize = 8;
@@ -318,7 +334,7 @@ pub fn compile_with(
     let (dir, name) = split_root(file);
     let files = FsLoader::new(&dir);
     let options = CompileOptions {
-        params: params.set.iter().cloned().collect::<BTreeMap<_, _>>(),
+        params: params.values()?,
         pins,
         stand_ins,
         policy_packs: policy_packs(file, params)?,
