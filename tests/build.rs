@@ -445,6 +445,15 @@ fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
         },
     );
     assert!(left.is_empty(), "{left:?}");
+    // The killed run's reserve of space is left in the store's tmp/ ...
+    let reserves = || -> Vec<String> {
+        std::fs::read_dir(p.dir.path().join("env/.envc/tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("reserve."))
+            .collect()
+    };
+    assert_eq!(reserves().len(), 1, "{:?}", reserves());
 
     // The lock is let go while the next build runs (the killed run's apt script may still be
     // waiting too): that build waits for it and finishes.
@@ -461,6 +470,8 @@ fn a_sigkilled_build_leaves_no_ssh_master_and_the_next_waits_for_dpkg() {
     let o = output_within(next, Duration::from_secs(300));
     ok(&o);
     assert_eq!(remote(&hosts, 0, "command -v jq"), "/usr/bin/jq\n");
+    // ... and the next run frees it (issue 34: each kill left 1 MiB forever).
+    assert_eq!(reserves(), Vec::<String>::new());
 }
 
 /// The output of `child`, which is killed if it does not finish within `limit` (so that a

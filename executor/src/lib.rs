@@ -13,6 +13,7 @@ pub mod connect;
 pub mod debs;
 pub mod envlock;
 pub mod error;
+pub mod held;
 pub mod image;
 pub mod kept;
 pub mod keys;

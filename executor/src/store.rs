@@ -95,10 +95,12 @@ pub struct RefConflict {
     pub found: Option<ObjectId>,
 }
 
-/// Space set aside in the store's `tmp/` (see [`Store::reserve`]); freed when dropped.
+/// Space set aside in the store's `tmp/` (see [`Store::reserve`]); freed when dropped,
+/// and by the next reserve of any run once its holder died without freeing it.
 #[derive(Debug)]
 pub struct Reserve {
     path: PathBuf,
+    held: crate::held::Held,
 }
 
 impl Reserve {
@@ -325,9 +327,22 @@ impl Store {
     /// Sets `bytes` of space aside in `tmp/` (a file of zeros) until the [`Reserve`] is
     /// released: what lets a run record how it ended on a store that filled up meanwhile.
     pub fn reserve(&self, name: &str, bytes: usize) -> Result<Reserve, StoreError> {
-        let path = self.root.join("tmp").join(format!("reserve.{name}"));
-        let reserve = Reserve { path };
-        let mut f = File::create(&reserve.path).map_err(io_err(&reserve.path))?;
+        let tmp = self.root.join("tmp");
+        // The reserves of runs that were killed: nobody holds them any more.
+        for entry in fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let p = entry.path();
+            let is_reserve = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("reserve."));
+            if is_reserve && crate::held::abandoned(&p) {
+                let _ = fs::remove_file(&p);
+            }
+        }
+        let path = tmp.join(format!("reserve.{name}"));
+        let held = crate::held::Held::take(&path).map_err(io_err(&path))?;
+        let reserve = Reserve { path, held };
+        let mut f: &File = reserve.held.file();
         f.write_all(&vec![0; bytes])
             .and_then(|()| f.sync_all())
             .map_err(io_err(&reserve.path))?;
@@ -791,4 +806,31 @@ pub fn entry_key(resolved_hash: &ResolvedHash) -> String {
     h.update(b"envc-cache-key\0");
     h.update(resolved_hash.as_str().as_bytes());
     format!("entries/{}", h.finalize().to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_reserve_a_killed_run_left_is_freed_by_the_next() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let tmp = d.path().join("tmp");
+        // A reserve whose run was killed: the file stayed, nobody holds it.
+        std::fs::write(tmp.join("reserve.killed"), vec![0u8; 1024]).unwrap();
+        let first = store.reserve("first", 4096).unwrap();
+        assert!(!tmp.join("reserve.killed").exists());
+        assert_eq!(
+            std::fs::metadata(tmp.join("reserve.first")).unwrap().len(),
+            4096
+        );
+        // A reserve a live run holds stays while the next run reserves its own.
+        let second = store.reserve("second", 4096).unwrap();
+        assert!(tmp.join("reserve.first").exists());
+        drop(first);
+        drop(second);
+        assert!(!tmp.join("reserve.first").exists() && !tmp.join("reserve.second").exists());
+    }
 }
