@@ -21,12 +21,12 @@ use crate::pin::PinKey;
 use crate::program::Program;
 use crate::size::format_size;
 use crate::source::{join_relative, SourceLoader};
+use crate::stand_in::StandIn;
 use crate::stop::Stop;
 use crate::types::*;
 use crate::value::{
     display, expands_within, Check, Closure, Deferred, Env, Node, ProjectFile, Value,
 };
-use crate::StandIn;
 
 pub struct Limits {
     pub max_steps: u64,

@@ -23,6 +23,7 @@ pub mod size;
 pub mod source;
 pub mod stack;
 pub mod stack_load;
+mod stand_in;
 pub mod stdlib;
 mod stop;
 
@@ -60,20 +61,7 @@ pub struct CompileOptions {
     pub policy_packs: Vec<PolicyPack>,
 }
 
-/// A clean machine standing in for a host of the environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StandIn {
-    /// A machine someone provisioned (`--lab-hosts`).
-    Machine {
-        address: String,
-        /// `None`: the host's own.
-        port: Option<u16>,
-        user: Option<String>,
-    },
-    /// A fresh VM booted from the host's declared `base` image: the host compiles as
-    /// `vm(name, image = base)` with a VM's defaults, and `h.address` reads the VM's.
-    Vm,
-}
+pub use stand_in::StandIn;
 
 pub struct Compiled {
     /// Every source read, for rendering diagnostics.

@@ -100,12 +100,14 @@ pub struct RefConflict {
 #[derive(Debug)]
 pub struct Reserve {
     path: PathBuf,
-    held: crate::held::Held,
+    /// Open while reserved: the space of a removed file is free only once it is closed.
+    held: std::sync::Mutex<Option<crate::held::Held>>,
 }
 
 impl Reserve {
     pub fn release(&self) {
         let _ = fs::remove_file(&self.path);
+        drop(self.held.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 }
 
@@ -341,12 +343,15 @@ impl Store {
         }
         let path = tmp.join(format!("reserve.{name}"));
         let held = crate::held::Held::take(&path).map_err(io_err(&path))?;
-        let reserve = Reserve { path, held };
-        let mut f: &File = reserve.held.file();
-        f.write_all(&vec![0; bytes])
-            .and_then(|()| f.sync_all())
-            .map_err(io_err(&reserve.path))?;
-        Ok(reserve)
+        let mut f: &File = held.file();
+        if let Err(e) = f.write_all(&vec![0; bytes]).and_then(|()| f.sync_all()) {
+            let _ = fs::remove_file(&path);
+            return Err(io_err(&path)(e));
+        }
+        Ok(Reserve {
+            path,
+            held: std::sync::Mutex::new(Some(held)),
+        })
     }
 
     /// Stores `bytes` and returns their id. Storing what is already there is a no-op.
