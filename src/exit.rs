@@ -58,6 +58,12 @@ pub enum Failure {
     Reported(Exit),
     /// Bad input, said in one message.
     Input(String),
+    /// Errors, each said on its own (`error: …`), and the exit code they mean: a stale or
+    /// missing lockfile is drift (3), a lock that could not resolve is bad input (1).
+    Errors {
+        errors: Vec<String>,
+        exit: Exit,
+    },
     Session(SessionError),
 }
 
@@ -75,6 +81,12 @@ impl Failure {
             Failure::Input(message) => {
                 crate::output::errln!("error: {message}");
                 Exit::Input
+            }
+            Failure::Errors { errors, exit } => {
+                for e in errors {
+                    crate::output::errln!("error: {e}");
+                }
+                exit
             }
             Failure::Session(e) => {
                 crate::output::errln!("error: {e}");

@@ -26,21 +26,21 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             output::line(format!("{}: up to date", path.display()));
             Ok(Exit::Ok)
         }
-        Ok(LockOutcome::Missing { path }) => {
-            crate::output::errln!(
-                "error: {} does not exist\n  hint: run `envc lock {}` and commit it",
+        Ok(LockOutcome::Missing { path }) => Err(Failure::Errors {
+            errors: vec![format!(
+                "{} does not exist\n  hint: run `envc lock {}` and commit it",
                 path.display(),
                 file.display()
-            );
-            Ok(Exit::Drift)
-        }
-        Ok(LockOutcome::Stale { path, problems }) => {
-            crate::output::errln!("error: {} is stale:", path.display());
-            for p in &problems {
-                crate::output::errln!("  {p}");
-            }
-            Ok(Exit::Drift)
-        }
+            )],
+            exit: Exit::Drift,
+        }),
+        Ok(LockOutcome::Stale { path, problems }) => Err(Failure::Errors {
+            errors: vec![std::iter::once(format!("{} is stale:", path.display()))
+                .chain(problems.iter().map(|p| format!("  {p}")))
+                .collect::<Vec<_>>()
+                .join("\n")],
+            exit: Exit::Drift,
+        }),
         Ok(LockOutcome::Written {
             path,
             diff,
@@ -66,11 +66,15 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
             for w in &warnings {
                 crate::output::errln!("warning: {w}");
             }
-            for e in &errors {
-                crate::output::errln!("error: {e}");
-            }
-            crate::output::errln!("error: nothing written: {} is unchanged", path.display());
-            Ok(Exit::Input)
+            let errors = errors
+                .iter()
+                .map(ToString::to_string)
+                .chain([format!("nothing written: {} is unchanged", path.display())])
+                .collect();
+            Err(Failure::Errors {
+                errors,
+                exit: Exit::Input,
+            })
         }
     }
 }
@@ -91,8 +95,9 @@ pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     let Some(env) = env else {
         return Ok(Exit::Ok);
     };
+    // Their diagnostics are on stderr already.
     let (Some(before), Some(after)) = (node_ids(env, &a, ui), node_ids(env, &b, ui)) else {
-        return Ok(Exit::Input);
+        return Err(Failure::Reported(Exit::Input));
     };
     let changed: Vec<&String> = after
         .iter()
