@@ -92,13 +92,7 @@ pub fn apply(
     keep: &BTreeSet<String>,
 ) -> Result<DirChange, NotOurs> {
     let tree = Beneath::open(root, true)?;
-    let at = |name: &str| {
-        if sub.is_empty() {
-            name.to_string()
-        } else {
-            format!("{sub}/{name}")
-        }
-    };
+    let at = |name: &str| path_in(sub, name);
     let kustomization = at(KUSTOMIZATION);
     let previous = previous_resources(&tree, &kustomization, environment)?;
     let mut change = DirChange::default();
@@ -144,6 +138,15 @@ pub fn apply(
         tree.write(&kustomization, text.as_bytes())?;
     }
     Ok(change)
+}
+
+/// The path of `name` in the directory `dir` of a tree (`dir` empty: the tree's top).
+pub fn path_in(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
 }
 
 /// The hash a kustomization records for a file's content.

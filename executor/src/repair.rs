@@ -238,7 +238,7 @@ pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError
     }
     for (damage, chain, lock) in &envs {
         if damage.head.is_some() {
-            store.remove_ref(lock)?;
+            store.remove_ref(*lock)?;
         } else {
             rewrite(store, lock, chain, damage)?;
         }

@@ -125,16 +125,6 @@ pub trait HeldLock {
     fn lost(&self) -> bool;
 }
 
-impl<T: HeldLock + ?Sized> HeldLock for &T {
-    fn env(&self) -> &str {
-        (**self).env()
-    }
-
-    fn lost(&self) -> bool {
-        (**self).lost()
-    }
-}
-
 /// Where pinned `.deb`s come from when the store lacks them, before their mirror: a
 /// binary cache, plugged in from above (`image::CacheUse`). Every answer is checked
 /// against its pin by the caller, so a substituter is trusted for nothing.
@@ -598,7 +588,7 @@ impl Store {
     /// atomic rename.
     pub fn update_ref(
         &self,
-        lock: &(impl HeldLock + ?Sized),
+        lock: &impl HeldLock,
         expected: Option<ObjectId>,
         new: ObjectId,
     ) -> Result<Result<(), RefConflict>, StoreError> {
@@ -751,7 +741,7 @@ impl Store {
     }
 
     /// Forgets `env`'s state (its ref), as if it had never been built.
-    pub fn remove_ref(&self, lock: &(impl HeldLock + ?Sized)) -> Result<(), StoreError> {
+    pub fn remove_ref(&self, lock: &impl HeldLock) -> Result<(), StoreError> {
         if lock.lost() {
             return Err(StoreError::LockLost {
                 env: lock.env().to_string(),

@@ -265,11 +265,7 @@ fn scope(spec: &GitopsSpec) -> &str {
 
 /// The path of `name` (relative to the delivery's directory) in the repository.
 fn in_repository(spec: &GitopsSpec, name: &str) -> String {
-    if spec.path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{}/{name}", spec.path)
-    }
+    kustomize::path_in(&spec.path, name)
 }
 
 /// Before anything is pushed, proves from the commit itself that it holds what envc will
@@ -320,16 +316,26 @@ async fn check_committed(
         .iter()
         .map(|(name, _)| format!("HEAD:{}\n", in_repository(spec, name)))
         .collect();
-    let contents =
-        git_with_input(dir, remote, &["cat-file", "--batch"], batch.into_bytes()).await?;
-    let mut rest = contents.as_slice();
+    let contents = run_git(
+        dir,
+        remote,
+        &["cat-file", "--batch"],
+        Some(batch.into_bytes()),
+    )
+    .await?;
+    if !contents.status.success() {
+        let stderr = String::from_utf8_lossy(&contents.stderr);
+        return Err(failed(t, spec, "cannot read the new commit", &stderr));
+    }
+    let mut rest = contents.stdout.as_slice();
     let mut differ = Vec::new();
     for (name, yaml) in &d.write {
+        let path = in_repository(spec, name);
         match next_batch_object(&mut rest) {
             Some(bytes) if bytes == yaml.as_bytes() => {}
             // A file not committed at all is named once, above.
-            _ if missing.contains(&in_repository(spec, name)) => {}
-            _ => differ.push(in_repository(spec, name)),
+            _ if missing.contains(&path) => {}
+            _ => differ.push(path),
         }
     }
     if missing.is_empty() && differ.is_empty() {
@@ -435,25 +441,6 @@ async fn git(dir: &Path, remote: &GitRemote, args: &[&str]) -> Result<GitOutput,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
-}
-
-/// `git ARGS` with `input` on its standard input; its standard output as bytes.
-async fn git_with_input(
-    dir: &Path,
-    remote: &GitRemote,
-    args: &[&str],
-    input: Vec<u8>,
-) -> Result<Vec<u8>, StepError> {
-    let out = run_git(dir, remote, args, Some(input)).await?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(StepError::new(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
 }
 
 async fn run_git(
