@@ -245,7 +245,7 @@ fn plan_as_markdown_for_a_pull_request() {
 #[test]
 fn an_image_pin_is_stale_when_its_source_packages_change() {
     // What resolving an image needs: apt, the base every image has, and what this one adds.
-    let mut packages: Vec<Pkg> = envc_executor::image::BASE_PACKAGES
+    let mut packages: Vec<Pkg> = envc_executor::kinds::image::build::BASE_PACKAGES
         .iter()
         .map(|name| pkg(name, "1.0", ""))
         .collect();

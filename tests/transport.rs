@@ -11,7 +11,12 @@ use std::time::{Duration, Instant};
 
 use envc_executor::debs::DebSource;
 use envc_executor::kept::Persist;
-use envc_executor::ops::{self, FileSpec, PackageSpec, ServiceSpec};
+use envc_executor::kinds::file::remote as files;
+use envc_executor::kinds::file::remote::FileSpec;
+use envc_executor::kinds::package::remote as packages;
+use envc_executor::kinds::package::remote::PackageSpec;
+use envc_executor::kinds::service::remote as services;
+use envc_executor::kinds::service::remote::ServiceSpec;
 use envc_executor::transport::{
     HostKey, HostSpec, SshOptions, Transport, TransportError, LOCAL_ADDRESS,
 };
@@ -355,13 +360,13 @@ fn hostile_values_are_data_never_code() {
         for name in &names {
             assert_eq!(run_ok(&t, &["printf", "%s", name]).await, name.as_bytes());
         }
-        let results = ops::apply_files(&t, &files).await;
+        let results = files::apply_files(&t, &files).await;
         for (f, r) in files.iter().zip(&results) {
             let applied = r.as_ref().unwrap_or_else(|e| panic!("{:?}: {e}", f.path));
             assert!(applied.created);
             assert_eq!(
                 applied.facts,
-                ops::file_facts(&f.content, "root", "root", 0o640)
+                files::file_facts(&f.content, "root", "root", 0o640)
             );
             assert_eq!(run_ok(&t, &["cat", "--", &f.path]).await, f.content);
         }
@@ -375,7 +380,7 @@ fn hostile_values_are_data_never_code() {
                 ]
             })
             .collect();
-        let results = ops::apply_files(&t, &bad).await;
+        let results = files::apply_files(&t, &bad).await;
         for (f, r) in bad.iter().zip(&results) {
             let e = r.as_ref().unwrap_err().to_string();
             assert!(
@@ -384,7 +389,7 @@ fn hostile_values_are_data_never_code() {
             );
             assert!(e.contains(&format!("`{}`", f.path)), "{e}");
         }
-        let probed = ops::probe_files(&t, &[format!("{base}/owner")])
+        let probed = files::probe_files(&t, &[format!("{base}/owner")])
             .await
             .unwrap();
         assert_eq!(probed, vec![None], "a refused file was created");
@@ -436,14 +441,14 @@ fn files_apply_probe_drift_and_remove() {
         ];
         let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let t0 = Instant::now();
-        let first = ops::apply_files(&t, &files).await;
+        let first = files::apply_files(&t, &files).await;
         eprintln!("apply_files of {}: {:?}", files.len(), t0.elapsed());
         for (f, r) in files.iter().zip(&first).take(3) {
             let a = r.as_ref().unwrap();
             assert!(a.created, "{}", f.path);
             assert_eq!(
                 a.facts,
-                ops::file_facts(&f.content, &f.owner, &f.group, f.mode)
+                files::file_facts(&f.content, &f.owner, &f.group, f.mode)
             );
         }
         let e = first[3].as_ref().unwrap_err().to_string();
@@ -456,7 +461,7 @@ fn files_apply_probe_drift_and_remove() {
         assert_eq!(run_ok(&t, &["/usr/local/bin/envc-tool"]).await, b"tool\n");
 
         // Again: nothing is new, the facts are the same.
-        let second = ops::apply_files(&t, &files[..3]).await;
+        let second = files::apply_files(&t, &files[..3]).await;
         for (a, b) in first.iter().zip(&second) {
             let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
             assert!(!b.created);
@@ -464,7 +469,7 @@ fn files_apply_probe_drift_and_remove() {
         }
 
         // Probing sees what apply saw; a change on the host is drift.
-        let probed = ops::probe_files(&t, &paths).await.unwrap();
+        let probed = files::probe_files(&t, &paths).await.unwrap();
         for (p, r) in probed.iter().zip(&second) {
             assert_eq!(p.as_ref(), Some(&r.as_ref().unwrap().facts));
         }
@@ -478,7 +483,7 @@ fn files_apply_probe_drift_and_remove() {
             ],
         )
         .await;
-        let drifted = ops::probe_files(&t, &paths[..2]).await.unwrap();
+        let drifted = files::probe_files(&t, &paths[..2]).await.unwrap();
         let (conf, secret) = (drifted[0].as_ref().unwrap(), drifted[1].as_ref().unwrap());
         assert_ne!(conf["sha256"], second[0].as_ref().unwrap().facts["sha256"]);
         assert_eq!(conf["mode"], "0644");
@@ -488,11 +493,11 @@ fn files_apply_probe_drift_and_remove() {
             second[1].as_ref().unwrap().facts["sha256"]
         );
         // A directory in the way is reported, not replaced.
-        let dir = ops::probe_files(&t, &["/etc/envc".to_string()])
+        let dir = files::probe_files(&t, &["/etc/envc".to_string()])
             .await
             .unwrap();
         assert_eq!(dir[0].as_ref().unwrap()["sha256"], "(directory)");
-        let r = ops::apply_files(&t, &[file("/etc/envc", b"x", "root", "root", 0o644)]).await;
+        let r = files::apply_files(&t, &[file("/etc/envc", b"x", "root", "root", 0o644)]).await;
         assert!(r[0]
             .as_ref()
             .unwrap_err()
@@ -500,13 +505,13 @@ fn files_apply_probe_drift_and_remove() {
             .contains("is a directory"));
 
         // Removal of what still holds what envc wrote: the edited file stays.
-        use ops::Removed::{Absent, Changed, Deleted};
+        use files::Removed::{Absent, Changed, Deleted};
         let written = |i: usize| Some(second[i].as_ref().unwrap().facts["sha256"].clone());
-        let removal = |path: &str, written_sha256| ops::FileRemoval {
+        let removal = |path: &str, written_sha256| files::FileRemoval {
             path: path.to_string(),
             written_sha256,
         };
-        let removed = ops::remove_files(
+        let removed = files::remove_files(
             &t,
             &[
                 removal(&paths[0], written(0)),
@@ -517,7 +522,7 @@ fn files_apply_probe_drift_and_remove() {
         .await;
         assert_eq!(removed, [Ok(Changed), Ok(Deleted), Ok(Deleted)]);
         // Applying over it replaces it, and says so.
-        let over = ops::apply_files(
+        let over = files::apply_files(
             &t,
             &[FileSpec {
                 written_sha256: written(0),
@@ -527,11 +532,11 @@ fn files_apply_probe_drift_and_remove() {
         .await;
         assert_eq!(
             over[0].as_ref().unwrap().note.as_deref(),
-            Some(ops::file::REPLACED_CHANGED)
+            Some(files::REPLACED_CHANGED)
         );
         // Without a recorded content: removed whatever it holds; absent is fine, a directory
         // is refused.
-        let again = ops::remove_files(
+        let again = files::remove_files(
             &t,
             &[
                 removal(&paths[0], None),
@@ -547,7 +552,7 @@ fn files_apply_probe_drift_and_remove() {
             .to_string()
             .contains("is a directory"));
         assert_eq!(
-            ops::probe_files(&t, &paths[..3]).await.unwrap(),
+            files::probe_files(&t, &paths[..3]).await.unwrap(),
             [None, None, None]
         );
         // No temporary files are left beside the destinations.
@@ -566,7 +571,7 @@ fn files_apply_probe_drift_and_remove() {
             })
             .collect();
         let t0 = Instant::now();
-        let r = ops::apply_files(&t, &many).await;
+        let r = files::apply_files(&t, &many).await;
         eprintln!("apply_files of {}: {:?}", many.len(), t0.elapsed());
         assert!(r.iter().all(|r| r.as_ref().is_ok_and(|a| a.created)));
 
@@ -578,16 +583,16 @@ fn files_apply_probe_drift_and_remove() {
             file("/etc/envc-ids/.hidden", b"h", "root", "adm", 0o640),
             file("/envc-top", b"t", "root", "root", 0o644),
         ];
-        let r = ops::apply_files(&t, &odd).await;
+        let r = files::apply_files(&t, &odd).await;
         let facts: Vec<_> = r
             .iter()
             .map(|r| r.as_ref().unwrap().facts.clone())
             .collect();
-        assert_eq!(facts[0], ops::file_facts(b"s", "root", "root", 0o4755));
+        assert_eq!(facts[0], files::file_facts(b"s", "root", "root", 0o4755));
         // A numeric owner is recorded as the name the host gives it.
-        assert_eq!(facts[1], ops::file_facts(b"n", "root", "root", 0o600));
-        assert_eq!(facts[2], ops::file_facts(b"h", "root", "adm", 0o640));
-        assert_eq!(facts[3], ops::file_facts(b"t", "root", "root", 0o644));
+        assert_eq!(facts[1], files::file_facts(b"n", "root", "root", 0o600));
+        assert_eq!(facts[2], files::file_facts(b"h", "root", "adm", 0o640));
+        assert_eq!(facts[3], files::file_facts(b"t", "root", "root", 0o644));
         let listed = run_ok(
             &t,
             &[
@@ -637,20 +642,20 @@ fn packages_install_pin_fail_and_purge() {
             "envc-demo".to_string(),
         ];
         assert_eq!(
-            ops::probe_packages(&t, &names).await.unwrap(),
+            packages::probe_packages(&t, &names).await.unwrap(),
             [None, None, None]
         );
 
         // Two packages (and jq's dependencies) in one transaction.
         let t0 = Instant::now();
         let applied =
-            ops::install_packages(&t, &store, &[pkg("hello", None), pkg("jq", None)], None)
+            packages::install_packages(&t, &store, &[pkg("hello", None), pkg("jq", None)], None)
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         eprintln!("install hello jq: {:?}", t0.elapsed());
         assert!(applied.iter().all(|a| a.created));
         assert_eq!(run_ok(&t, &["hello"]).await, b"Hello, world!\n");
-        let probed = ops::probe_packages(&t, &names).await.unwrap();
+        let probed = packages::probe_packages(&t, &names).await.unwrap();
         for (a, p) in applied.iter().zip(&probed) {
             assert_eq!(Some(&a.facts), p.as_ref());
         }
@@ -659,16 +664,17 @@ fn packages_install_pin_fail_and_purge() {
         assert_eq!(probed[2], None);
 
         // Installing an installed package again: not created.
-        let again = ops::install_packages(&t, &store, &[pkg("hello", None)], None)
+        let again = packages::install_packages(&t, &store, &[pkg("hello", None)], None)
             .await
             .unwrap();
         assert!(!again[0].created);
 
         // Pinned versions: install 1.0, upgrade to 2.0, downgrade to 1.0.
         for (version, created) in [("1.0", true), ("2.0", false), ("1.0", false)] {
-            let a = ops::install_packages(&t, &store, &[pkg("envc-demo", Some(version))], None)
-                .await
-                .unwrap_or_else(|e| panic!("envc-demo={version}: {e}"));
+            let a =
+                packages::install_packages(&t, &store, &[pkg("envc-demo", Some(version))], None)
+                    .await
+                    .unwrap_or_else(|e| panic!("envc-demo={version}: {e}"));
             assert_eq!(
                 (a[0].facts["version"].as_str(), a[0].created),
                 (version, created)
@@ -678,7 +684,7 @@ fn packages_install_pin_fail_and_purge() {
         }
 
         // Failures name the packages and the host and carry apt's own words.
-        let e = ops::install_packages(&t, &store, &[pkg("envc-no-such-package", None)], None)
+        let e = packages::install_packages(&t, &store, &[pkg("envc-no-such-package", None)], None)
             .await
             .unwrap_err()
             .to_string();
@@ -690,15 +696,16 @@ fn packages_install_pin_fail_and_purge() {
             e.contains("Unable to locate package envc-no-such-package"),
             "{e}"
         );
-        let e = ops::install_packages(&t, &store, &[pkg("envc-demo", Some("9.9"))], None)
+        let e = packages::install_packages(&t, &store, &[pkg("envc-demo", Some("9.9"))], None)
             .await
             .unwrap_err()
             .to_string();
         assert!(e.contains("'9.9'") && e.contains("hint:"), "{e}");
-        let e = ops::install_packages(&t, &store, &[pkg("$(touch /tmp/envc-pwned)", None)], None)
-            .await
-            .unwrap_err()
-            .to_string();
+        let e =
+            packages::install_packages(&t, &store, &[pkg("$(touch /tmp/envc-pwned)", None)], None)
+                .await
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("not a Debian package name"), "{e}");
 
         // Purge: installed ones go, absent ones are fine.
@@ -708,10 +715,10 @@ fn packages_install_pin_fail_and_purge() {
             "envc-demo".to_string(),
             "tree".to_string(),
         ];
-        ops::purge_packages(&t, &all).await.unwrap();
-        let probed = ops::probe_packages(&t, &all).await.unwrap();
+        packages::purge_packages(&t, &all).await.unwrap();
+        let probed = packages::probe_packages(&t, &all).await.unwrap();
         assert_eq!(probed, [None, None, None, None]);
-        ops::purge_packages(&t, &all).await.unwrap();
+        packages::purge_packages(&t, &all).await.unwrap();
         t.close().await;
     });
 }
@@ -783,7 +790,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // Without its closure, the .debs are refused before anything is shipped or unpacked,
         // with what jq's own control paragraph asks and what the host has.
         let bare = pinned(&pins, &["jq"]);
-        let e = ops::install_packages(&t, &store, std::slice::from_ref(&bare), None)
+        let e = packages::install_packages(&t, &store, std::slice::from_ref(&bare), None)
             .await
             .unwrap_err()
             .to_string();
@@ -797,7 +804,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         }
         let names: Vec<String> = ["jq", "libjq1", "libonig5"].map(String::from).to_vec();
         assert_eq!(
-            ops::probe_packages(&t, &names).await.unwrap(),
+            packages::probe_packages(&t, &names).await.unwrap(),
             [None, None, None]
         );
 
@@ -805,14 +812,15 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // libonig5, which is gone by the install, and would leave it unshipped.
         let onig = format!("/srv/envc-repo/{}", pins["libonig5"].pin.filename);
         run_ok(&t, &["dpkg", "-i", &onig]).await;
-        let stale = ops::list_packages(&t).await.unwrap();
+        let stale = packages::list_packages(&t).await.unwrap();
         assert!(stale.version_of("libonig5").is_some());
         run_ok(&t, &["dpkg", "--purge", "libonig5"]).await;
 
         // With it: exactly the pinned versions, the closure marked as dependencies.
-        let applied = ops::install_packages(&t, &store, std::slice::from_ref(&jq), Some(stale))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let applied =
+            packages::install_packages(&t, &store, std::slice::from_ref(&jq), Some(stale))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
         assert!(applied[0].created);
         assert_eq!(applied[0].facts["version"], pins["jq"].pin.version);
         assert_eq!(run_ok(&t, &["jq", "-n", "1+1"]).await, b"2\n");
@@ -823,14 +831,14 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         for name in ["jq", "libjq1", "libonig5"] {
             std::fs::remove_file(store.deb_path(&pins[name].pin.sha256)).unwrap();
         }
-        let again = ops::install_packages(&t, &store, std::slice::from_ref(&jq), None)
+        let again = packages::install_packages(&t, &store, std::slice::from_ref(&jq), None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!again[0].created);
 
         // A package the environment names is its own, even when another brought it first:
         // nothing to ship, and no longer marked as a dependency.
-        let libjq1 = ops::install_packages(&t, &store, &[pinned(&pins, &["libjq1"])], None)
+        let libjq1 = packages::install_packages(&t, &store, &[pinned(&pins, &["libjq1"])], None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!libjq1[0].created);
@@ -839,12 +847,14 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
 
         // Purged (by dpkg: there is no apt-get), jq leaves the package the environment names
         // and what that one needs.
-        ops::purge_packages(&t, &["jq".to_string()]).await.unwrap();
-        let left = ops::probe_packages(&t, &names).await.unwrap();
+        packages::purge_packages(&t, &["jq".to_string()])
+            .await
+            .unwrap();
+        let left = packages::probe_packages(&t, &names).await.unwrap();
         let present: Vec<bool> = left.iter().map(Option::is_some).collect();
         assert_eq!(present, [false, true, true]);
         // dpkg refuses to purge what an installed package needs, and says so.
-        let e = ops::purge_packages(&t, &["libonig5".to_string()])
+        let e = packages::purge_packages(&t, &["libonig5".to_string()])
             .await
             .unwrap_err()
             .to_string();
@@ -852,11 +862,11 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // Purged in turn with apt back, libjq1 takes libonig5 with it: it came as a
         // dependency, and nothing needs it now.
         run_ok(&t, &["mv", "/usr/bin/apt-get.hidden", "/usr/bin/apt-get"]).await;
-        ops::purge_packages(&t, &["libjq1".to_string()])
+        packages::purge_packages(&t, &["libjq1".to_string()])
             .await
             .unwrap();
         assert_eq!(
-            ops::probe_packages(&t, &names).await.unwrap(),
+            packages::probe_packages(&t, &names).await.unwrap(),
             [None, None, None]
         );
         let still = run_ok(&t, &["dpkg-query", "-W", "-f", "${Status}", "libc6"]).await;
@@ -867,7 +877,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         // installed.
         let hello = &pins["hello"].pin;
         store.put_deb(&hello.sha256, b"not hello").unwrap();
-        let e = ops::install_packages(&t, &store, &[pinned(&pins, &["hello"])], None)
+        let e = packages::install_packages(&t, &store, &[pinned(&pins, &["hello"])], None)
             .await
             .unwrap_err()
             .to_string();
@@ -880,7 +890,7 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
             "{e}"
         );
         assert_eq!(
-            ops::probe_packages(&t, &["hello".to_string()])
+            packages::probe_packages(&t, &["hello".to_string()])
                 .await
                 .unwrap(),
             [None]
@@ -957,12 +967,12 @@ fn shipped_debs_install_in_pre_dependency_order_and_conflicts_ship_nothing() {
             version: Some("1.0".into()),
             debs: vec![app, base],
         };
-        let applied = ops::install_packages(&t, &store, &[spec], None)
+        let applied = packages::install_packages(&t, &store, &[spec], None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(applied[0].created);
         let names = ["envc-pre-app".to_string(), "envc-pre-base".to_string()];
-        let probed = ops::probe_packages(&t, &names).await.unwrap();
+        let probed = packages::probe_packages(&t, &names).await.unwrap();
         assert!(probed.iter().all(Option::is_some), "{probed:?}");
 
         // A package that conflicts with one the host has is refused before it is shipped.
@@ -971,7 +981,7 @@ fn shipped_debs_install_in_pre_dependency_order_and_conflicts_ship_nothing() {
             version: Some("1.0".into()),
             debs: vec![rival],
         };
-        let e = ops::install_packages(&t, &store, &[rival], None)
+        let e = packages::install_packages(&t, &store, &[rival], None)
             .await
             .unwrap_err()
             .to_string();
@@ -979,7 +989,7 @@ fn shipped_debs_install_in_pre_dependency_order_and_conflicts_ship_nothing() {
             e.contains("`envc-rival` 1.0 conflicts with `envc-pre-base`: envc-pre-base 1.0"),
             "{e}"
         );
-        let probed = ops::probe_packages(&t, &["envc-rival".to_string()])
+        let probed = packages::probe_packages(&t, &["envc-rival".to_string()])
             .await
             .unwrap();
         assert_eq!(probed, [None]);
@@ -1003,19 +1013,22 @@ fn services_need_systemd_and_a_dead_host_is_an_error_not_a_hang() {
             restart: false,
         };
         assert_eq!(
-            ops::apply_service(&t, &svc).await.unwrap_err().to_string(),
+            services::apply_service(&t, &svc)
+                .await
+                .unwrap_err()
+                .to_string(),
             want
         );
         let names = ["nginx".to_string()];
         assert_eq!(
-            ops::probe_services(&t, &names)
+            services::probe_services(&t, &names)
                 .await
                 .unwrap_err()
                 .to_string(),
             want
         );
         assert_eq!(
-            ops::remove_service(&t, "nginx")
+            services::remove_service(&t, "nginx")
                 .await
                 .unwrap_err()
                 .to_string(),
@@ -1086,22 +1099,22 @@ fn local_transport_runs_commands_and_places_files() {
         let path = dir.path().join("sub dir/it's $(x).conf");
         let path = path.to_str().unwrap().to_string();
         let f = file(&path, b"local\n", user, group, 0o600);
-        let r = ops::apply_files(&t, std::slice::from_ref(&f)).await;
+        let r = files::apply_files(&t, std::slice::from_ref(&f)).await;
         let a = r[0].as_ref().unwrap();
         assert!(a.created);
-        assert_eq!(a.facts, ops::file_facts(b"local\n", user, group, 0o600));
+        assert_eq!(a.facts, files::file_facts(b"local\n", user, group, 0o600));
         assert_eq!(std::fs::read(&path).unwrap(), b"local\n");
-        let probed = ops::probe_files(&t, std::slice::from_ref(&path))
+        let probed = files::probe_files(&t, std::slice::from_ref(&path))
             .await
             .unwrap();
         assert_eq!(probed[0].as_ref(), Some(&a.facts));
-        let removal = ops::FileRemoval {
+        let removal = files::FileRemoval {
             path: path.clone(),
             written_sha256: Some(a.facts["sha256"].clone()),
         };
         assert_eq!(
-            ops::remove_files(&t, &[removal]).await,
-            [Ok(ops::Removed::Deleted)]
+            files::remove_files(&t, &[removal]).await,
+            [Ok(files::Removed::Deleted)]
         );
         assert!(!std::path::Path::new(&path).exists());
         t.close().await;

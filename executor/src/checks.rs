@@ -227,7 +227,7 @@ async fn attempt(t: &Transport, args: &[String], limit: Duration) -> (bool, Stri
     let secs = limit.as_secs().max(1).to_string();
     let argv: Vec<&str> = vec!["timeout", "-k", "2", &secs, "sh", "-c", SCRIPT, "envc"];
     // The arguments go on stdin: a `command` check's script may hold a secret.
-    let input = crate::ops::stdin_block(args.iter().map(|a| (None, a.as_str())));
+    let input = crate::script::stdin_block(args.iter().map(|a| (None, a.as_str())));
     match t.run(&argv, &input).await {
         Err(e) => (false, e.to_string(), true),
         Ok(out) => {

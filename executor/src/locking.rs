@@ -14,7 +14,7 @@ use envc_lockfiles::{
     ToolPin, REQUIRED,
 };
 
-use crate::image::lock_includes;
+use crate::kinds::image::build::lock_includes;
 use crate::spec::{NodeSpec, Spec, Val};
 
 /// The hash of this envc's standard library, as lockfiles pin it.

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 
 use crate::connect::Connections;
-use crate::image::objects;
-use crate::ops::file::probe_files;
-use crate::ops::package::probe_packages;
-use crate::ops::service::probe_services;
+use crate::kinds::file::remote::probe_files;
+use crate::kinds::image::build::objects;
+use crate::kinds::package::remote::probe_packages;
+use crate::kinds::service::remote::probe_services;
+use crate::kinds::vm::qemu::Machines;
 use crate::plan::{drift_between, DriftFacts};
-use crate::qemu::Machines;
 use crate::record::{Facts, RealizationRecord};
 use crate::spec::on_target;
 use crate::store::Store;

@@ -268,6 +268,19 @@ pub fn leaving(
     gone
 }
 
+/// The result of applying one item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// What was observed afterwards.
+    pub facts: Facts,
+    /// The item did not exist before (the file was absent, the package not installed).
+    pub created: bool,
+    /// Something worth telling about an apply that succeeded (shown as `ok: NOTE`).
+    pub note: Option<String>,
+    /// What a command printed, for the run record (`exec` nodes).
+    pub log: Option<CommandLog>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,15 +24,19 @@ use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::connect::{host_facts, recorded_key, vm_host, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
-use crate::image::{realize_image, CacheUse, ImageSpec};
-use crate::ops::exec::{apply_exec, undo_exec, CommandLog, ExecSpec};
-use crate::ops::file::{apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed};
-use crate::ops::gitops::{self, Delivery, GitopsSpec};
-use crate::ops::package::{install_packages, list_packages, purge_packages, Listing, PackageSpec};
-use crate::ops::service::{apply_service, remove_service, ServiceSpec};
-use crate::ops::Applied;
+use crate::kinds::exec::remote::{apply_exec, undo_exec, CommandLog, ExecSpec};
+use crate::kinds::file::remote::{
+    apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed,
+};
+use crate::kinds::gitops::remote::{self as gitops, Delivery, GitopsSpec};
+use crate::kinds::image::build::{realize_image, CacheUse, ImageSpec};
+use crate::kinds::package::remote::{
+    install_packages, list_packages, purge_packages, Listing, PackageSpec,
+};
+use crate::kinds::service::remote::{apply_service, remove_service, ServiceSpec};
+use crate::kinds::vm::qemu::{Machines, VmSpec};
 use crate::plan::{assess, Action, DriftFacts};
-use crate::qemu::{Machines, VmSpec};
+use crate::record::Applied;
 use crate::record::{
     leaving, output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord,
     RunResult, State,
@@ -683,7 +687,7 @@ async fn execute_step(
                                 (fact::delivery::FILE.to_string(), file),
                                 (
                                     fact::content::SHA256.to_string(),
-                                    crate::ops::sha256_hex(yaml.as_bytes()),
+                                    crate::script::sha256_hex(yaml.as_bytes()),
                                 ),
                             ]);
                             let applied = Applied {

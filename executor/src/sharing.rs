@@ -9,7 +9,7 @@ use envc_compiler::SourceLoader;
 use crate::cache::Output;
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
-use crate::image::output;
+use crate::kinds::image::build::output;
 use crate::record::State;
 use crate::session::{Session, SessionError};
 use crate::shared_state::Lease;

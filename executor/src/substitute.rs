@@ -18,12 +18,12 @@ use serde_json::{json, Value as Json};
 use crate::checks::Phase;
 use crate::checks::{checks_hash, CheckSpec};
 use crate::debs::DebSource;
-use crate::image::ImageSpec;
-use crate::ops::exec::{CommandLine, ExecSpec};
-use crate::ops::file::FileSpec;
-pub use crate::ops::gitops::GitopsSpec;
-use crate::ops::package::PackageSpec;
-use crate::qemu::VmSpec;
+use crate::kinds::exec::remote::{CommandLine, ExecSpec};
+use crate::kinds::file::remote::FileSpec;
+pub use crate::kinds::gitops::remote::GitopsSpec;
+use crate::kinds::image::build::ImageSpec;
+use crate::kinds::package::remote::PackageSpec;
+use crate::kinds::vm::qemu::VmSpec;
 use crate::record::Facts;
 use crate::spec::{CheckDecl, NodeSpec, Sealed, Spec, Val};
 use crate::store::ObjectId;
@@ -499,7 +499,7 @@ pub fn resolve<'a>(
             let sealed = ["content", "vars"]
                 .iter()
                 .any(|k| attrs.get(*k).is_some_and(holds_sealed))
-                .then(|| secrets.map(|x| x.keyed(crate::ops::sha256_hex(&content).as_bytes())))
+                .then(|| secrets.map(|x| x.keyed(crate::script::sha256_hex(&content).as_bytes())))
                 .map(|k| k.ok_or_else(|| Resolution::Failed("a secret was used before the secrets were read (this is a bug in envc)".into())))
                 .transpose()?;
             let f = FileSpec {
@@ -609,8 +609,8 @@ pub fn resolve<'a>(
                 memory_mib: int("memory") >> 20,
                 disk_bytes: int("disk"),
                 user: s("user"),
-                disk_image: object(crate::image::fact::DISK)?,
-                kernel: object(crate::image::fact::KERNEL)?,
+                disk_image: object(crate::kinds::image::build::fact::DISK)?,
+                kernel: object(crate::kinds::image::build::fact::KERNEL)?,
                 lan_rank: {
                     // The lab's stand-ins for hosts after the environment's own VMs: those
                     // keep production's addresses.
@@ -682,7 +682,7 @@ pub fn resolve<'a>(
                 .pins
                 .get(&PinKey::SourceDateEpoch)
                 .and_then(|v| u64::decode(v))
-                .unwrap_or(crate::image::SOURCE_DATE_EPOCH);
+                .unwrap_or(crate::kinds::image::build::SOURCE_DATE_EPOCH);
             let mirror = node
                 .pins
                 .get(&PinKey::debian_archive(&s("suite")))
@@ -705,7 +705,7 @@ pub fn resolve<'a>(
                 &mut hashed,
                 &mut shown,
                 "builder",
-                json!(crate::image::builder_hash()),
+                json!(crate::kinds::image::build::builder_hash()),
             );
             put(
                 &mut hashed,

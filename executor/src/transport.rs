@@ -1300,15 +1300,20 @@ mod tests {
     fn transports_and_operations_are_send(
         t: &Transport,
         store: &crate::store::Store,
-        service: &crate::ops::ServiceSpec,
+        service: &crate::kinds::service::remote::ServiceSpec,
     ) {
         fn send_sync<T: Send + Sync>(_: &T) {}
         fn send<T: Send>(_: T) {}
         send_sync(t);
         send(t.run(&[], b""));
-        send(crate::ops::apply_files(t, &[]));
-        send(crate::ops::install_packages(t, store, &[], None));
-        send(crate::ops::apply_service(t, service));
+        send(crate::kinds::file::remote::apply_files(t, &[]));
+        send(crate::kinds::package::remote::install_packages(
+            t,
+            store,
+            &[],
+            None,
+        ));
+        send(crate::kinds::service::remote::apply_service(t, service));
     }
 
     #[tokio::test]

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
-use envc_executor::ops::Applied;
 use envc_executor::plan::{plan, Action, DriftFacts, Plan};
+use envc_executor::record::Applied;
 use envc_executor::record::{Facts, RealizationRecord};
 use envc_executor::run::realization_record;
 use envc_executor::spec::Spec;

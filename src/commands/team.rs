@@ -137,7 +137,7 @@ pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> 
         let pulled = cache.remote().block(cache.pull(
             &session.store,
             &out.resolved_hash,
-            envc_executor::image::objects,
+            envc_executor::kinds::image::build::objects,
             &bar,
         ));
         bar.0.finish_and_clear();

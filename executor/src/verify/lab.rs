@@ -67,7 +67,7 @@ impl Lab {
         hash: &envc_ids::ResolvedHash,
         facts: &Facts,
     ) -> Result<(), SessionError> {
-        let objects = crate::image::objects(facts);
+        let objects = crate::kinds::image::build::objects(facts);
         if !objects.iter().all(|id| production.contains(id)) {
             return Ok(());
         }

@@ -161,7 +161,7 @@ impl Session {
                 (key, n.assessment.reasons.clone())
             })
             .collect();
-        let images: Vec<(String, ResolvedHash, crate::image::ImageSpec)> = p
+        let images: Vec<(String, ResolvedHash, crate::kinds::image::build::ImageSpec)> = p
             .nodes
             .iter()
             .filter_map(|n| {
@@ -195,7 +195,7 @@ impl Session {
             let debs = self.store.clone().with_deb_cache(
                 cache
                     .clone()
-                    .map(|cache| crate::image::CacheUse { cache, push: false }),
+                    .map(|cache| crate::kinds::image::build::CacheUse { cache, push: false }),
             );
             let builds = lab.store().clone().with_debs_of(&debs);
             let second = Store::open(&lab.dir().join("second-build"))

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::cache::BinaryCache;
-use crate::image::{build_image, fact, objects, ImageSpec};
+use crate::kinds::image::build::{build_image, fact, objects, ImageSpec};
 use crate::record::Facts;
 use crate::store::{ObjectId, Store};
 

@@ -2,8 +2,9 @@
 //! and mode, then renamed into place), probed, removed. A batch is one `run`: the contents go
 //! over stdin as one tar archive, which stages them all at once.
 
-use super::{indexed, no_record, records, run_script, sha256_hex, Applied, Facts};
 use crate::error::StepError;
+use crate::record::{Applied, Facts};
+use crate::script::{indexed, no_record, records, run_script, sha256_hex};
 use crate::transport::{Transport, TransportError};
 use envc_ids::fact::content::SHA256;
 

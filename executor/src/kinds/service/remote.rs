@@ -4,8 +4,9 @@
 //! systemd-less target gives; enabling, starting, restarting and probing units can only be
 //! exercised against VMs (the qemu provider's targets boot systemd).
 
-use super::{indexed, no_record, records, run_script, Facts};
 use crate::error::StepError;
+use crate::record::Facts;
+use crate::script::{indexed, no_record, records, run_script};
 use crate::transport::{CommandOutput, Transport};
 
 const APPLY: &str = include_str!("apply_service.sh");

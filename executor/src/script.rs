@@ -1,6 +1,7 @@
-//! Remote operations: what the node executors do on a target, one module per node kind.
+//! How remote operations run: each node kind's operations on a target (`kinds/*/remote.rs`)
+//! are fixed POSIX `sh` scripts.
 //!
-//! Each operation is one fixed POSIX `sh` script (the `*.sh` files beside this module, embedded
+//! Each operation is one fixed POSIX `sh` script (the `*.sh` files beside its module, embedded
 //! at build time) run through [`Transport::run`] as `sh -c SCRIPT envc ARG…`. Values — paths,
 //! owners, package and unit names — reach the script only as arguments, which the transport
 //! quotes, or on stdin (file contents, as a tar archive); no value is ever spliced into script
@@ -11,47 +12,14 @@
 //! in the returned vector, naming the item and the cause; a failure to reach the target is the
 //! outer [`TransportError`].
 
-use std::collections::BTreeMap;
-
 use crate::transport::{CommandOutput, Transport, TransportError};
 pub use envc_lockfiles::fetch::sha256_hex;
-
-pub mod exec;
-pub mod file;
-pub mod gitops;
-pub mod package;
-pub mod service;
-
-pub use exec::{apply_exec, undo_exec, CommandLine, CommandLog, ExecSpec};
-pub use file::{
-    apply_files, file_facts, probe_files, remove_files, FileRemoval, FileSpec, Removed,
-};
-pub use package::{
-    install_packages, list_packages, probe_packages, purge_packages, Listing, PackageSpec,
-};
-pub use service::{apply_service, probe_services, remove_service, ServiceSpec};
-
-/// What was observed on a target after an operation (or by a probe): fact name → value.
-pub type Facts = BTreeMap<String, String>;
-
-/// The result of applying one item.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Applied {
-    /// What was observed afterwards.
-    pub facts: Facts,
-    /// The item did not exist before (the file was absent, the package not installed).
-    pub created: bool,
-    /// Something worth telling about an apply that succeeded (shown as `ok: NOTE`).
-    pub note: Option<String>,
-    /// What a command printed, for the run record (`exec` nodes).
-    pub log: Option<CommandLog>,
-}
 
 /// `$0` of the scripts, as it appears in their own error messages.
 const SCRIPT_NAME: &str = "envc";
 
 /// Runs `script` with `args` as its positional parameters and `stdin` as its input.
-async fn run_script(
+pub(crate) async fn run_script(
     t: &Transport,
     script: &str,
     args: &[&str],
@@ -61,7 +29,7 @@ async fn run_script(
 }
 
 /// [`run_script`], waiting `timeout` for it instead of the transport's command timeout.
-async fn run_script_within(
+pub(crate) async fn run_script_within(
     t: &Transport,
     script: &str,
     args: &[&str],
@@ -73,7 +41,7 @@ async fn run_script_within(
 }
 
 /// [`run_script`], its standard input made of `input` (files streamed from disk).
-async fn run_script_streamed(
+pub(crate) async fn run_script_streamed(
     t: &Transport,
     script: &str,
     args: &[&str],
@@ -83,7 +51,7 @@ async fn run_script_streamed(
         .await
 }
 
-fn script_argv<'a>(script: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn script_argv<'a>(script: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     let mut argv = Vec::with_capacity(args.len() + 4);
     argv.extend_from_slice(&["sh", "-c", script, SCRIPT_NAME]);
     argv.extend_from_slice(args);
@@ -117,7 +85,7 @@ pub(crate) fn stdin_block<'a>(
 
 /// The records a script printed: the lines of stdout starting with `tag` and a tab, split on
 /// tabs (without the tag).
-fn records<'a>(out: &'a CommandOutput, tag: &str) -> Vec<Vec<&'a str>> {
+pub(crate) fn records<'a>(out: &'a CommandOutput, tag: &str) -> Vec<Vec<&'a str>> {
     let text = std::str::from_utf8(&out.stdout).unwrap_or("");
     text.lines()
         .filter_map(|line| {
@@ -128,7 +96,7 @@ fn records<'a>(out: &'a CommandOutput, tag: &str) -> Vec<Vec<&'a str>> {
 }
 
 /// Records indexed by their first field (an item index below `n`); later ones win.
-fn indexed(recs: Vec<Vec<&str>>, n: usize) -> Vec<Option<Vec<&str>>> {
+pub(crate) fn indexed(recs: Vec<Vec<&str>>, n: usize) -> Vec<Option<Vec<&str>>> {
     let mut by_index = vec![None; n];
     for mut rec in recs {
         if rec.is_empty() {
@@ -144,17 +112,17 @@ fn indexed(recs: Vec<Vec<&str>>, n: usize) -> Vec<Option<Vec<&str>>> {
 }
 
 /// The last lines of a command's stderr, for messages about a script that failed as a whole.
-fn stderr_tail(out: &CommandOutput) -> String {
+pub(crate) fn stderr_tail(out: &CommandOutput) -> String {
     tail(&String::from_utf8_lossy(&out.stderr), 10)
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Why a script printed no record for an item.
-fn no_record(out: &CommandOutput) -> String {
+pub(crate) fn no_record(out: &CommandOutput) -> String {
     let status = out
         .status
         .map_or("was killed by a signal".to_string(), |s| {

@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 
 use envc_lockfiles::installable::{self, Installed, Package, Relations};
 
-use super::{indexed, no_record, records, run_script, run_script_streamed, tail, Applied, Facts};
 use crate::debs::{control_of, path_of, DebSource};
 use crate::error::StepError;
+use crate::record::{Applied, Facts};
+use crate::script::{indexed, no_record, records, run_script, run_script_streamed, tail};
 use crate::store::Store;
 use crate::transport::{CommandOutput, Input, Transport, TransportError};
 

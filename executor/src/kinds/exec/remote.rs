@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
-use super::{no_record, run_script_within, tail, Applied, Facts};
 use crate::error::StepError;
+use crate::record::{Applied, Facts};
+use crate::script::{no_record, run_script_within, tail};
 use crate::transport::{CommandOutput, Transport};
 
 const RUN: &str = include_str!("run_exec.sh");
@@ -260,7 +261,8 @@ async fn run(
     args.extend(only_if.unwrap_or_default().iter().map(String::as_str));
     args.extend(c.argv.iter().map(String::as_str));
     // The environment goes ahead of the command's input, never on a command line.
-    let mut input = super::stdin_block(c.env.iter().map(|(k, v)| (Some(k.as_str()), v.as_str())));
+    let mut input =
+        crate::script::stdin_block(c.env.iter().map(|(k, v)| (Some(k.as_str()), v.as_str())));
     input.extend_from_slice(stdin);
     // Each guard and the command may take the whole limit, and 10 s more to be killed.
     let phases = 1 + u32::from(unless.is_some()) + u32::from(only_if.is_some());
