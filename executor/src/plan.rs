@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 
-use crate::record::{leaving, Facts, Intent, RealizationRecord};
+use crate::kinds;
+use crate::record::{leaving, DriftFacts, Intent, RealizationRecord};
+use crate::resolve::{resolve, Resolved};
 use crate::spec::Spec;
-use crate::substitute::{resolve, Known, Resolution, Resolved};
+use crate::substitute::{Known, Resolution};
 
 pub use crate::record::Action;
 
@@ -22,23 +23,6 @@ pub struct Assessment {
     pub resolved: Result<Resolved, Resolution>,
 }
 
-/// The facts a probe found that differ from a record: (fact, recorded, observed).
-pub type DriftFacts = Vec<(String, String, String)>;
-
-/// Compares recorded facts with probed ones (`None`: the thing is gone).
-pub fn drift_between(recorded: &Facts, observed: Option<&Facts>) -> DriftFacts {
-    let Some(observed) = observed else {
-        return vec![("exists".into(), "yes".into(), "no".into())];
-    };
-    recorded
-        .iter()
-        .filter_map(|(k, v)| {
-            let o = observed.get(k).map_or("(none)", String::as_str);
-            (o != v).then(|| (k.clone(), v.clone(), o.to_string()))
-        })
-        .collect()
-}
-
 /// Decides node `i`. `identity` is its target's identity (its own, for a host) when known;
 /// `drift` holds what a probe found different from the record (`--refresh`).
 pub fn assess<'a>(
@@ -48,7 +32,7 @@ pub fn assess<'a>(
     record: Option<&RealizationRecord>,
     identity: Option<&str>,
     drift: Option<&DriftFacts>,
-    files: &dyn SourceLoader,
+    files: &'a dyn SourceLoader,
 ) -> Assessment {
     let resolved = resolve(spec, i, known, files);
     let node = &spec.nodes[i];
@@ -106,7 +90,7 @@ pub fn assess<'a>(
             reasons.push("changed".into());
         }
         let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash);
-        if node.kind == NodeKind::Vm && !same {
+        if kinds::of(node.kind).replaced_on_change() && !same {
             Action::Replace
         } else {
             Action::Update
@@ -256,7 +240,7 @@ pub fn plan(
             }
             // A host that moved is expected to be the same machine (a different key is
             // an error unless trusted anew), so what it reported stands.
-            (Action::Update, Some(r), _) if spec.nodes[i].kind == NodeKind::Host => {
+            (Action::Update, Some(r), _) if kinds::of(spec.nodes[i].kind).update_keeps_facts() => {
                 Some(Known::of_record(r))
             }
             (_, _, Ok(r)) => r.predicted_facts().map(Known::new),

@@ -4,12 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::connect::Connections;
-use crate::kinds::file::remote::probe_files;
-use crate::kinds::image::build::objects;
-use crate::kinds::package::remote::probe_packages;
-use crate::kinds::service::remote::probe_services;
-use crate::kinds::vm::qemu::Machines;
-use crate::plan::{drift_between, DriftFacts};
+use crate::kinds;
+use crate::kinds::node_type::{Local, ProbeError};
+use crate::kinds::vm::machines::Machines;
+use crate::record::{drift_between, DriftFacts};
 use crate::record::{Facts, RealizationRecord};
 use crate::spec::on_target;
 use crate::store::Store;
@@ -23,23 +21,14 @@ pub fn local_drift(
     store: &Store,
     machines: &Machines,
 ) -> BTreeMap<String, DriftFacts> {
-    let mut out = BTreeMap::new();
-    for (key, r) in records {
-        let kind = crate::spec::targetless(key).map(|k| k.kind);
-        if kind == Some(NodeKind::Vm) && !machines.is_running(&r.facts) {
-            out.insert(
-                key.clone(),
-                vec![("running".into(), "yes".into(), "no".into())],
-            );
-        }
-        if kind == Some(NodeKind::Image) && !objects(&r.facts).iter().all(|id| store.contains(id)) {
-            out.insert(
-                key.clone(),
-                vec![("files in the store".into(), "yes".into(), "no".into())],
-            );
-        }
-    }
-    out
+    let cx = Local { store, machines };
+    records
+        .iter()
+        .filter_map(|(key, r)| {
+            let kind = crate::spec::targetless(key)?.kind;
+            Some((key.clone(), kinds::of(kind).local_drift(r, &cx)?))
+        })
+        .collect()
 }
 
 /// What a probe found, by node key: differences from the record, or why it could not look.
@@ -60,20 +49,13 @@ pub async fn probe(
     let mut by_target: BTreeMap<String, Vec<(NodeKind, String, &RealizationRecord)>> =
         BTreeMap::new();
     for (key, r) in records {
-        match on_target(key) {
-            // A command leaves nothing envc can read back: it has no drift. A repository and
-            // the objects committed to it are not read back yet: what changed in git is
-            // seen in its history, and the next delivery writes envc's objects again.
-            Some(k)
-                if matches!(
-                    k.kind,
-                    NodeKind::Exec | NodeKind::Gitops | NodeKind::Manifest
-                ) => {}
-            None => {}
-            Some(k) => by_target
+        // A kind that reads nothing back (a command; a repository and the objects committed
+        // to it, whose changes are git's history) has no drift.
+        if let Some(k) = on_target(key).filter(|k| kinds::of(k.kind).reads_back()) {
+            by_target
                 .entry(k.target.unwrap_or_default())
                 .or_default()
-                .push((k.kind, k.name, r)),
+                .push((k.kind, k.name, r));
         }
     }
     let mut out = Probed {
@@ -85,52 +67,33 @@ pub async fn probe(
             Ok((t, _)) => t,
             Err(e) => return (items, Err(e.to_string())),
         };
-        let names = |k: NodeKind| -> Vec<String> {
-            items
-                .iter()
-                .filter(|x| x.0 == k)
-                .map(|x| x.1.clone())
-                .collect()
-        };
         // Per item: what the probe saw, or why it could not look.
         let mut found: BTreeMap<(NodeKind, String), Result<Option<Facts>, String>> =
             BTreeMap::new();
-        let mut collect =
-            |kind: NodeKind, names: Vec<String>, facts: Result<Vec<Option<Facts>>, String>| {
-                match facts {
-                    Ok(facts) => {
-                        for (n, f) in names.into_iter().zip(facts) {
-                            found.insert((kind, n), Ok(f));
-                        }
-                    }
-                    Err(e) => {
-                        for n in names {
-                            found.insert((kind, n), Err(e.clone()));
-                        }
+        for kind in NodeKind::ALL {
+            let names: Vec<String> = (items.iter())
+                .filter(|x| x.0 == kind)
+                .map(|x| x.1.clone())
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            match kinds::of(kind).probe(&t, &names).await {
+                Ok(facts) => {
+                    for (n, f) in names.into_iter().zip(facts) {
+                        found.insert((kind, n), Ok(f));
                     }
                 }
-            };
-        let files = names(NodeKind::File);
-        let packages = names(NodeKind::Package);
-        let services = names(NodeKind::Service);
-        let r = async {
-            if !files.is_empty() {
-                let f = probe_files(&t, &files).await?;
-                collect(NodeKind::File, files, Ok(f));
+                Err(ProbeError::Kind(e)) => {
+                    for n in names {
+                        found.insert((kind, n), Err(e.clone()));
+                    }
+                }
+                // Nothing more is asked of this target.
+                Err(ProbeError::Target(e)) => return (items, Err(e.to_string())),
             }
-            if !packages.is_empty() {
-                let f = probe_packages(&t, &packages).await?;
-                collect(NodeKind::Package, packages, Ok(f));
-            }
-            if !services.is_empty() {
-                // No systemd on the host is an answer about the services alone.
-                let f = probe_services(&t, &services).await;
-                collect(NodeKind::Service, services, f.map_err(|e| e.to_string()));
-            }
-            Ok::<_, crate::transport::TransportError>(())
         }
-        .await;
-        (items, r.map(|()| found).map_err(|e| e.to_string()))
+        (items, Ok(found))
     });
     for (items, result) in futures_join_all(probes).await {
         match result {

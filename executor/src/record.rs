@@ -268,6 +268,23 @@ pub fn leaving(
     gone
 }
 
+/// The facts a probe found that differ from a record: (fact, recorded, observed).
+pub type DriftFacts = Vec<(String, String, String)>;
+
+/// Compares recorded facts with probed ones (`None`: the thing is gone).
+pub fn drift_between(recorded: &Facts, observed: Option<&Facts>) -> DriftFacts {
+    let Some(observed) = observed else {
+        return vec![("exists".into(), "yes".into(), "no".into())];
+    };
+    recorded
+        .iter()
+        .filter_map(|(k, v)| {
+            let o = observed.get(k).map_or("(none)", String::as_str);
+            (o != v).then(|| (k.clone(), v.clone(), o.to_string()))
+        })
+        .collect()
+}
+
 /// The result of applying one item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {

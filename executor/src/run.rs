@@ -21,31 +21,30 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
-use crate::connect::{host_facts, recorded_key, vm_host, Connections};
+use crate::connect::{recorded_key, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
-use crate::kinds::exec::remote::{apply_exec, undo_exec, CommandLog, ExecSpec};
-use crate::kinds::file::remote::{
-    apply_files, probe_files, remove_files, FileRemoval, FileSpec, Removed,
+use crate::kinds;
+use crate::kinds::gitops::remote::{self, Delivery, GitopsSpec};
+use crate::kinds::gitops::{short, Deliver};
+use crate::kinds::image::build::CacheUse;
+use crate::kinds::node_type::{
+    payload_of, Absent, Launch, Launching, Removal, Removing, Step, StepCx, Unit, UnitCx,
 };
-use crate::kinds::gitops::remote::{self as gitops, Delivery, GitopsSpec};
-use crate::kinds::image::build::{realize_image, CacheUse, ImageSpec};
-use crate::kinds::package::remote::{
-    install_packages, list_packages, purge_packages, Listing, PackageSpec,
-};
-use crate::kinds::service::remote::{apply_service, remove_service, ServiceSpec};
-use crate::kinds::vm::qemu::{Machines, VmSpec};
-use crate::plan::{assess, Action, DriftFacts};
-use crate::record::Applied;
+use crate::kinds::vm::machines::Machines;
+use crate::plan::{assess, Action};
+use crate::record::DriftFacts;
 use crate::record::{
-    leaving, output_hash, Facts, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord,
-    RunResult, State,
+    leaving, output_hash, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult,
+    State,
 };
+use crate::record::{Applied, CommandLog};
+use crate::resolve::Resolved;
 use crate::spec::{on_target, targetless, Spec};
 use crate::store::{ObjectId, RefConflict, Reserve, Store, StoreError};
-use crate::substitute::{Known, Payload, Resolution, Resolved};
+use crate::substitute::{Known, Resolution};
 use crate::transport::{HostKey, HostSpec};
-use envc_ids::{fact, ResolvedHash, TargetIdentity};
+use envc_ids::{fact, TargetIdentity};
 
 pub struct BuildOptions {
     pub jobs: usize,
@@ -277,49 +276,22 @@ pub fn realization_record(
         run: run.to_string(),
         at_unix: now_unix(),
         checks_hash: resolved.checks_hash(),
-        undo: match &resolved.payload {
-            Payload::Exec(e) => e.undo_command(),
-            _ => None,
-        },
+        undo: resolved.payload.undo(),
     }
 }
 
 /// Space set aside in the store at a run's start, to record how it ended on a full store.
 const RESERVE: usize = 1 << 20;
 
-/// One unit of remote work and the nodes it realizes.
+/// One unit of work and the nodes it realizes.
 enum Work {
-    /// Connect to a host and learn its key.
-    Host {
-        node: usize,
-        host: HostSpec,
-        recorded: Option<HostKey>,
-    },
-    /// Make a VM run: create it, start it again from its disk (`previous` and `restart`),
-    /// or replace it (`previous`, not `restart`); then connect to it.
-    Vm {
-        node: usize,
-        key: String,
-        spec: VmSpec,
-        previous: Option<Facts>,
-        restart: bool,
-    },
-    /// Make an image's outputs present in the store: from the store, the cache, or a build.
-    Image {
-        node: usize,
-        key: String,
-        hash: ResolvedHash,
-        spec: ImageSpec,
-        cache: Option<CacheUse>,
-    },
+    /// A node that runs by itself, on no target: a machine, an image, a read.
+    Alone(usize, Box<dyn Unit>),
     /// A step on a target (`None` if its host could not be resolved).
-    OnTarget(Option<Target>, Step),
+    OnTarget(Option<Target>, Box<dyn Step>),
     /// First find which of these nodes' things are absent (their intents are written
     /// before the step runs), then the step.
-    Probe(Option<Target>, Step, Vec<usize>),
-    /// What is known already, recorded as it is: a `stack` node's outputs, read from the
-    /// other environment's state before the run.
-    Read { node: usize, applied: Applied },
+    Probe(Option<Target>, Box<dyn Step>, Vec<usize>),
     /// Only run a node's postconditions (they changed; the node did not): it stands as
     /// `applied` (its record's facts) when they hold.
     Verify {
@@ -329,50 +301,13 @@ enum Work {
     },
 }
 
-enum Step {
-    Files(Vec<(usize, FileSpec)>),
-    /// Packages, with what the target's dpkg listed when the step's probe asked.
-    Packages(Vec<(usize, PackageSpec)>, Option<Listing>),
-    Service(usize, ServiceSpec),
-    Exec(usize, Box<ExecSpec>),
-    /// Read a `gitops` node's repository: it is there, and the login may read it.
-    Repository(usize, GitopsSpec),
-    /// Commit objects (node, file, YAML) to a repository and push them.
-    Deliver(Vec<(usize, String, String)>, Box<(GitopsSpec, Delivery)>),
-}
-
-impl Step {
-    /// The step without the nodes in `gone` (`None` when none is left).
-    fn without(self, gone: &BTreeSet<usize>) -> Option<Step> {
-        let step = match self {
-            Step::Service(i, _) | Step::Exec(i, _) | Step::Repository(i, _)
-                if gone.contains(&i) =>
-            {
-                return None
-            }
-            Step::Service(..) | Step::Exec(..) | Step::Repository(..) => self,
-            Step::Deliver(xs, d) => {
-                Step::Deliver(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect(), d)
-            }
-            Step::Files(xs) => {
-                Step::Files(xs.into_iter().filter(|x| !gone.contains(&x.0)).collect())
-            }
-            Step::Packages(xs, listing) => Step::Packages(
-                xs.into_iter().filter(|x| !gone.contains(&x.0)).collect(),
-                listing,
-            ),
-        };
-        (!step.nodes().is_empty()).then_some(step)
-    }
-
-    fn nodes(&self) -> Vec<usize> {
+impl Work {
+    /// The nodes whose checks run with it.
+    fn checked_nodes(&self) -> Vec<usize> {
         match self {
-            Step::Service(node, _) | Step::Exec(node, _) | Step::Repository(node, _) => {
-                vec![*node]
-            }
-            Step::Deliver(xs, _) => xs.iter().map(|x| x.0).collect(),
-            Step::Files(xs) => xs.iter().map(|x| x.0).collect(),
-            Step::Packages(xs, _) => xs.iter().map(|x| x.0).collect(),
+            Work::OnTarget(_, step) | Work::Probe(_, step, _) => step.nodes(),
+            Work::Verify { node, .. } => vec![*node],
+            Work::Alone(..) => Vec::new(),
         }
     }
 }
@@ -395,69 +330,22 @@ struct Target {
     recorded: Option<HostKey>,
 }
 
+const NO_TARGET: &str = "a node without a target cannot be realized here";
+
 async fn execute(work: Work, conns: Arc<Connections>, machines: Arc<Machines>) -> Done {
     let started = Instant::now();
     let results = match work {
-        Work::Vm {
-            node,
-            key,
-            spec,
-            previous,
-            restart,
-        } => {
-            let result = machines
-                .realize(&spec, previous.as_ref(), restart, &conns.ssh)
-                .await
-                .map(|(facts, transport, host_key)| {
-                    conns.adopt(&key, transport, host_key);
-                    Applied {
-                        facts,
-                        created: true,
-                        note: None,
-                        log: None,
-                    }
-                });
-            vec![(node, result)]
-        }
-        Work::Image {
-            node,
-            key,
-            hash,
-            spec,
-            cache,
-        } => {
-            let result = realize_image(machines.store(), cache.as_ref(), &key, &hash, &spec)
-                .await
-                .map(|(facts, note)| Applied {
-                    facts,
-                    created: true,
-                    note,
-                    log: None,
-                });
-            vec![(node, result)]
-        }
-        Work::Host {
-            node,
-            host,
-            recorded,
-        } => {
-            let key = crate::spec::node_key(NodeKind::Host, &host.name, None);
-            let result = conns
-                .get(&key, &host, recorded)
-                .await
-                .map(|(_, k)| Applied {
-                    facts: host_facts(&k),
-                    created: false,
-                    note: None,
-                    log: None,
-                });
-            vec![(node, result)]
+        Work::Alone(node, unit) => {
+            let cx = UnitCx {
+                conns: &conns,
+                machines: &machines,
+                store: machines.store(),
+            };
+            vec![(node, unit.run(cx).await)]
         }
         Work::OnTarget(target, step) => execute_step(target, step, &conns, machines.store()).await,
         // Checks only: `checked` runs them.
-        Work::Verify { node, applied, .. } | Work::Read { node, applied } => {
-            vec![(node, Ok(applied))]
-        }
+        Work::Verify { node, applied, .. } => vec![(node, Ok(applied))],
         Work::Probe(target, step, nodes) => {
             let all = step.nodes();
             return match probe_absent(target.as_ref(), step, &nodes, &conns).await {
@@ -503,7 +391,7 @@ async fn checked(
     let started = Instant::now();
     let target = match &work {
         Work::OnTarget(t, _) | Work::Probe(t, _, _) | Work::Verify { target: t, .. } => t.clone(),
-        _ => None,
+        Work::Alone(..) => None,
     };
     let transport = match &target {
         Some(t) => conns
@@ -579,145 +467,40 @@ async fn checked(
     done
 }
 
-/// Which of `nodes` (files or packages of `step`) are absent from the target, and the step
-/// to run then (a package step with what the probe listed, so that it does not ask again).
+/// Which of `nodes` (of `step`) are absent from the target, and the step to run then.
 async fn probe_absent(
     target: Option<&Target>,
-    step: Step,
+    step: Box<dyn Step>,
     nodes: &[usize],
     conns: &Connections,
-) -> Result<(Vec<usize>, Step), StepError> {
-    let t = target.ok_or("a node without a target cannot be realized here")?;
+) -> Result<Absent, StepError> {
+    let t = target.ok_or(NO_TARGET)?;
     let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
-    match step {
-        Step::Packages(xs, _) => {
-            let listing = list_packages(&transport).await?;
-            let absent = xs
-                .iter()
-                .filter(|x| nodes.contains(&x.0) && listing.version_of(&x.1.name).is_none())
-                .map(|x| x.0)
-                .collect();
-            Ok((absent, Step::Packages(xs, Some(listing))))
-        }
-        Step::Files(xs) => {
-            let probed: Vec<&(usize, FileSpec)> =
-                xs.iter().filter(|x| nodes.contains(&x.0)).collect();
-            let paths: Vec<String> = probed.iter().map(|x| x.1.path.clone()).collect();
-            let found = probe_files(&transport, &paths).await?;
-            let absent = probed
-                .iter()
-                .zip(found)
-                .filter_map(|(x, f)| f.is_none().then_some(x.0))
-                .collect();
-            Ok((absent, Step::Files(xs)))
-        }
-        other => Ok((Vec::new(), other)),
-    }
+    step.absent(&transport, nodes).await
 }
 
 async fn execute_step(
     target: Option<Target>,
-    step: Step,
+    step: Box<dyn Step>,
     conns: &Connections,
     store: &Store,
 ) -> Vec<(usize, Result<Applied, StepError>)> {
     let nodes = step.nodes();
     let all = |e: StepError| nodes.iter().map(|i| (*i, Err(e.clone()))).collect();
     let Some(t) = target else {
-        return all(StepError::new(
-            "a node without a target cannot be realized here",
-        ));
+        return all(StepError::new(NO_TARGET));
     };
     let (transport, host_key) = match conns.get(&t.key, &t.host, t.recorded).await {
         Ok(c) => c,
         Err(e) => return all(e),
     };
-    match step {
-        Step::Files(xs) => {
-            let specs: Vec<FileSpec> = xs.into_iter().map(|x| x.1).collect();
-            let rs = apply_files(&transport, &specs).await;
-            nodes.iter().copied().zip(rs).collect()
-        }
-        Step::Packages(xs, listing) => {
-            let specs: Vec<PackageSpec> = xs.into_iter().map(|x| x.1).collect();
-            match install_packages(&transport, store, &specs, listing).await {
-                Ok(rs) => nodes.iter().copied().zip(rs.into_iter().map(Ok)).collect(),
-                Err(e) => all(e),
-            }
-        }
-        Step::Service(i, s) => {
-            let result = apply_service(&transport, &s).await.map(|facts| Applied {
-                facts,
-                created: true,
-                note: None,
-                log: None,
-            });
-            vec![(i, result)]
-        }
-        Step::Exec(i, e) => vec![(i, apply_exec(&transport, &e).await)],
-        Step::Repository(i, g) => {
-            let result = gitops::branch_head(&transport, &g, &conns.ssh.work_dir)
-                .await
-                .map(|_| Applied {
-                    facts: repository_facts(&host_key.fingerprint, &g),
-                    created: false,
-                    note: None,
-                    log: None,
-                });
-            vec![(i, result)]
-        }
-        Step::Deliver(xs, d) => {
-            let (g, delivery) = *d;
-            match gitops::deliver(&transport, &g, &delivery, &conns.ssh.work_dir).await {
-                Err(e) => all(e),
-                Ok(done) => {
-                    let commit = done.commit.unwrap_or_default();
-                    let short = short(&commit).to_string();
-                    xs.into_iter()
-                        .map(|(i, file, yaml)| {
-                            let note = match (done.committed, done.retries) {
-                                (false, _) => format!("already in commit {short}"),
-                                (true, 0) => format!("committed {short}"),
-                                (true, n) => format!(
-                                    "committed {short} (the branch moved {n}× while envc pushed; it landed on top)"
-                                ),
-                            };
-                            let facts = Facts::from([
-                                (fact::delivery::COMMIT.to_string(), commit.clone()),
-                                (fact::delivery::FILE.to_string(), file),
-                                (
-                                    fact::content::SHA256.to_string(),
-                                    crate::script::sha256_hex(yaml.as_bytes()),
-                                ),
-                            ]);
-                            let applied = Applied {
-                                facts,
-                                created: true,
-                                note: Some(note),
-                                log: None,
-                            };
-                            (i, Ok(applied))
-                        })
-                        .collect()
-                }
-            }
-        }
-    }
-}
-
-/// A `gitops` node's facts: as `fingerprint`, the identity its objects
-/// are recorded against: the host's key and the place in the repository, so that objects
-/// delivered to another repository, branch or path are delivered anew.
-fn repository_facts(host_fingerprint: &str, g: &GitopsSpec) -> Facts {
-    let mut h = blake3::Hasher::new();
-    for part in [host_fingerprint, &g.repo, &g.branch, &g.path] {
-        h.update(part.as_bytes());
-        h.update(b"\0");
-    }
-    Facts::from([(
-        fact::machine::FINGERPRINT.to_string(),
-        format!("gitops:{}", &h.finalize().to_hex()[..32]),
-    )])
+    let cx = StepCx {
+        transport: &transport,
+        host_key: &host_key,
+        store,
+        work_dir: &conns.ssh.work_dir,
+    };
+    step.run(cx).await
 }
 
 /// Node `i` is done: its dependents wait for one input less.
@@ -1108,24 +891,17 @@ impl<'s> Scheduler<'s> {
                         );
                         newly_done.push(i);
                     }
-                    Ok(r)
-                        if matches!(r.payload, Payload::Manifest(_))
-                            && spec.nodes[i].target.is_none() =>
-                    {
-                        self.decided[i] = Some((a.action, r));
-                        self.stop(
-                            i,
-                            Status::Skipped,
-                            "not delivered: it has no `target` (a `gitops` repository); `envc render FILE --out DIR` writes it".into(),
-                            Duration::ZERO,
-                            &dependents,
-                        )
-                    }
-                    Ok(r) => {
-                        self.decided[i] = Some((a.action, r.clone()));
-                        self.status[i] = Status::Queued;
-                        to_run.push((i, a.action, r));
-                    }
+                    Ok(r) => match r.payload.not_run(&spec.nodes[i]) {
+                        Some(why) => {
+                            self.decided[i] = Some((a.action, r));
+                            self.stop(i, Status::Skipped, why, Duration::ZERO, &dependents)
+                        }
+                        None => {
+                            self.decided[i] = Some((a.action, r.clone()));
+                            self.status[i] = Status::Queued;
+                            to_run.push((i, a.action, r));
+                        }
+                    },
                 }
             }
             for i in newly_done {
@@ -1232,15 +1008,9 @@ impl<'s> Scheduler<'s> {
 
     /// How to reach target `t` (a host or VM node) as this run decided it.
     fn reach(&self, t: usize) -> Option<HostSpec> {
-        match &self.decided[t].as_ref()?.1.payload {
-            Payload::Host(h) => Some(h.clone()),
-            Payload::Vm(_) => vm_host(
-                &self.spec.nodes[t].name,
-                &self.known[t].as_ref()?.facts,
-                self.conns.vm_identity.clone()?,
-            ),
-            _ => None,
-        }
+        let payload = &self.decided[t].as_ref()?.1.payload;
+        let facts = self.known[t].as_ref().map(|k| &k.facts);
+        payload.reach(&self.spec.nodes[t].name, facts, &self.conns)
     }
 
     fn target_for(&self, i: usize, env: &Env) -> Option<Target> {
@@ -1265,8 +1035,8 @@ impl<'s> Scheduler<'s> {
         semaphore: &Arc<Semaphore>,
         tasks: &mut JoinSet<Done>,
     ) {
-        let mut files: BTreeMap<usize, Vec<(usize, FileSpec)>> = BTreeMap::new();
-        let mut packages: BTreeMap<usize, Vec<(usize, PackageSpec)>> = BTreeMap::new();
+        // Steps by target, each one batch of its kind there (files, packages) or one node.
+        let mut steps: BTreeMap<usize, Vec<Box<dyn Step>>> = BTreeMap::new();
         let mut works: Vec<Work> = Vec::new();
         for (i, action, r) in to_run {
             let node = &self.spec.nodes[i];
@@ -1276,159 +1046,70 @@ impl<'s> Scheduler<'s> {
                 action,
             });
             let t = self.target_of(i);
+            let record = env.records.get(&node.key);
             if action == Action::Check {
                 // Only its postconditions run; it stands as recorded when they hold.
-                let recorded = env.records.get(&node.key);
                 works.push(Work::Verify {
                     node: i,
                     target: self.target_for(i, env),
                     applied: Applied {
-                        facts: recorded.map(|r| r.facts.clone()).unwrap_or_default(),
-                        created: recorded.is_some_and(|r| r.created),
+                        facts: record.map(|r| r.facts.clone()).unwrap_or_default(),
+                        created: record.is_some_and(|r| r.created),
                         note: Some("postconditions hold".into()),
                         log: None,
                     },
                 });
                 continue;
             }
-            match r.payload {
-                Payload::Host(host) => {
-                    let recorded = env
-                        .records
-                        .get(&node.key)
-                        .and_then(|r| recorded_key(&r.facts));
-                    works.push(Work::Host {
-                        node: i,
-                        host,
-                        recorded,
-                    });
+            let identity = self.identity(i);
+            let outcomes = &self.outcomes;
+            let ran_now = |j: usize| outcomes.get(&j).is_some_and(|o| o.outcome.ran());
+            let cx = Launching {
+                node: i,
+                spec: node,
+                hash: &r.hash,
+                display: &r.display,
+                record,
+                record_here: record.filter(|r| Some(&r.target_identity) == identity.as_ref()),
+                ran_now: &ran_now,
+                cache: self.opts.cache.as_ref(),
+            };
+            match r.payload.launch(&cx) {
+                Launch::Alone(unit) => works.push(Work::Alone(i, unit)),
+                Launch::OnTarget(step) => {
+                    let here = steps.entry(t).or_default();
+                    let mut left = Some(step);
+                    for s in here.iter_mut() {
+                        left = match left {
+                            Some(step) => s.absorb(step),
+                            None => break,
+                        };
+                    }
+                    here.extend(left);
                 }
-                Payload::Vm(spec) => {
-                    let previous = env.records.get(&node.key);
-                    works.push(Work::Vm {
-                        node: i,
-                        key: node.key.clone(),
-                        spec,
-                        // The same VM found stopped starts again from its disk; a changed
-                        // one is replaced.
-                        restart: previous.is_some_and(|p| p.resolved_hash == r.hash),
-                        previous: previous.map(|p| p.facts.clone()),
-                    });
-                }
-                Payload::Image(spec) => works.push(Work::Image {
-                    node: i,
-                    key: node.key.clone(),
-                    hash: r.hash.clone(),
-                    spec,
-                    cache: self.opts.cache.clone(),
-                }),
-                Payload::File(mut f) => {
-                    // What envc wrote on this same target, to tell when a build replaces
-                    // content someone else put there since.
-                    let identity = self.identity(i);
-                    // (A sealed record holds a keyed hash, which the target cannot compare.)
-                    f.written_sha256 = env
-                        .records
-                        .get(&node.key)
-                        .filter(|r| Some(&r.target_identity) == identity.as_ref())
-                        .filter(|r| !r.facts.contains_key("sealed"))
-                        .and_then(|r| r.facts.get(fact::content::SHA256).cloned());
-                    files.entry(t).or_default().push((i, f))
-                }
-                Payload::Package(p) => packages.entry(t).or_default().push((i, p)),
-                Payload::Exec(mut e) => {
-                    e.inputs = r.hash.to_string();
-                    // A guard that skips it keeps what it reported when it last ran here.
-                    let identity = self.identity(i);
-                    e.previous = env
-                        .records
-                        .get(&node.key)
-                        .filter(|r| Some(&r.target_identity) == identity.as_ref())
-                        .map(|r| r.facts.clone());
-                    works.push(Work::OnTarget(
-                        self.target_for(i, env),
-                        Step::Exec(i, Box::new(e)),
-                    ));
-                }
-                Payload::Manifest(m) => {
-                    self.deliveries
-                        .entry(t)
-                        .or_default()
-                        .push((i, m.file_name(), m.yaml()))
-                }
-                Payload::Stack(facts) => {
-                    let note = facts.get(crate::stack::RUN).map(|run| match run.as_str() {
-                        crate::stack::NEVER_BUILT => {
-                            format!("its defaults: `{}` was never built", node.name)
-                        }
-                        run => format!("as run {run} of `{}` published them", node.name),
-                    });
-                    works.push(Work::Read {
-                        node: i,
-                        applied: Applied {
-                            facts,
-                            created: false,
-                            note,
-                            log: None,
-                        },
-                    })
-                }
-                Payload::Gitops(g) => works.push(Work::OnTarget(
-                    self.target_for(i, env),
-                    Step::Repository(i, g),
-                )),
-                Payload::Service {
-                    name,
-                    enabled,
-                    running,
-                    restart_on,
-                } => {
-                    // Restarted when what it reads changed since its record, or was just
-                    // written by this run: a unit its package already started must read
-                    // the configuration written after it.
-                    let previous = env.records.get(&node.key);
-                    let ran_now = restart_on
-                        .iter()
-                        .any(|j| self.outcomes.get(j).is_some_and(|o| o.outcome.ran()));
-                    let restart = running
-                        && (ran_now
-                            || previous.is_some_and(|p| {
-                                p.attrs.get("restart_on") != r.display.get("restart_on")
-                            }));
-                    works.push(Work::OnTarget(
-                        self.target_for(i, env),
-                        Step::Service(
-                            i,
-                            ServiceSpec {
-                                name,
-                                enabled,
-                                running,
-                                restart,
-                            },
-                        ),
-                    ));
+                Launch::Deliver { file, yaml } => {
+                    self.deliveries.entry(t).or_default().push((i, file, yaml))
                 }
             }
         }
-        let steps = (files.into_values().map(Step::Files))
-            .chain(packages.into_values().map(|xs| Step::Packages(xs, None)));
-        for step in steps {
+        for step in steps.into_values().flatten() {
             let target = self.target_for(step.nodes()[0], env);
             // What is not known to be envc's already is probed first: found absent, it
             // gets an intent before the step may create it.
-            let unknown: Vec<usize> = step
-                .nodes()
-                .into_iter()
-                .filter(|&i| {
-                    let key = &self.spec.nodes[i].key;
-                    let identity = self.identity(i).unwrap_or_default();
-                    let created = env
-                        .records
-                        .get(key)
-                        .is_some_and(|r| r.created && r.target_identity == identity);
-                    !created && !env.intended(key, &identity)
-                })
-                .collect();
+            let unknown: Vec<usize> = match step.probes() {
+                false => Vec::new(),
+                true => (step.nodes().into_iter())
+                    .filter(|&i| {
+                        let key = &self.spec.nodes[i].key;
+                        let identity = self.identity(i).unwrap_or_default();
+                        let created = env
+                            .records
+                            .get(key)
+                            .is_some_and(|r| r.created && r.target_identity == identity);
+                        !created && !env.intended(key, &identity)
+                    })
+                    .collect(),
+            };
             works.push(if unknown.is_empty() {
                 Work::OnTarget(target, step)
             } else {
@@ -1460,34 +1141,30 @@ impl<'s> Scheduler<'s> {
             let Some(objects) = self.deliveries.remove(&t) else {
                 continue;
             };
-            let Some((
-                _,
-                Resolved {
-                    payload: Payload::Gitops(g),
-                    ..
-                },
-            )) = &self.decided[t]
-            else {
+            let Some(g) = self.repository_spec(t) else {
                 continue;
             };
             let write = objects.iter().map(|(_, f, y)| (f.clone(), y.clone()));
             let delivery = self.delivery(env, write.collect(), self.files_of(t));
-            works.push(Work::OnTarget(
-                self.target_for(t, env),
-                Step::Deliver(objects, Box::new((g.clone(), delivery))),
-            ));
+            let step = Deliver {
+                objects,
+                spec: g.clone(),
+                delivery,
+            };
+            works.push(Work::OnTarget(self.target_for(t, env), Box::new(step)));
         }
         works
     }
 
+    /// Where repository node `t` is, as this run decided it.
+    fn repository_spec(&self, t: usize) -> Option<&GitopsSpec> {
+        payload_of::<GitopsSpec>(&self.decided[t].as_ref()?.1.payload)
+    }
+
     /// Starts `work`, with its nodes' checks (preconditions only when `pre`).
     fn spawn(&self, work: Work, pre: bool, semaphore: &Arc<Semaphore>, tasks: &mut JoinSet<Done>) {
-        let nodes = match &work {
-            Work::OnTarget(_, step) | Work::Probe(_, step, _) => step.nodes(),
-            Work::Verify { node, .. } => vec![*node],
-            _ => Vec::new(),
-        };
-        let checks: WorkChecks = nodes
+        let checks: WorkChecks = work
+            .checked_nodes()
             .into_iter()
             .filter_map(|i| {
                 let specs = self.decided[i].as_ref()?.1.check_specs().to_vec();
@@ -1508,19 +1185,11 @@ impl<'s> Scheduler<'s> {
         let Work::OnTarget(_, step) = work else {
             return Ok(());
         };
-        let facts = |i: usize| match step {
-            Step::Files(xs) => xs
-                .iter()
-                .find(|x| x.0 == i)
-                .map(|(_, f)| f.facts())
-                .unwrap_or_default(),
-            _ => Facts::new(),
-        };
         for &i in absent {
             env.put_intent(Intent {
                 node: self.spec.nodes[i].key.clone(),
                 target_identity: self.identity(i).unwrap_or_default(),
-                facts: facts(i),
+                facts: step.intent_facts(i),
                 run: self.run_id.clone(),
                 at_unix: now_unix(),
             });
@@ -1570,7 +1239,12 @@ impl<'s> Scheduler<'s> {
             self.undeliver(env, &name, recs).await;
             self.checkpoint(env)?;
         }
-        let vm_key = |name: &str| crate::spec::node_key(NodeKind::Vm, name, None);
+        // Machines that leave and take what is on them along (a VM and its disk), by kind.
+        let taken_along: BTreeMap<String, &str> = (env.records.keys())
+            .filter(|k| !in_graph.contains(k.as_str()))
+            .filter_map(|k| targetless(k))
+            .filter_map(|k| Some((k.name, kinds::of(k.kind).takes_along()?)))
+            .collect();
         for (target, mut recs) in by_target {
             // A repository is forgotten (it stays as it is) once no object is recorded in it.
             let repos: Vec<RealizationRecord> = recs
@@ -1599,18 +1273,15 @@ impl<'s> Scheduler<'s> {
                 continue;
             }
             let started = Instant::now();
-            let mut results: Vec<(String, Result<String, StepError>)> = Vec::new();
-            let mut logs: BTreeMap<String, CommandLog> = BTreeMap::new();
-            if env.records.contains_key(&vm_key(&target))
-                && !in_graph.contains(vm_key(&target).as_str())
-            {
-                // Its VM goes too, and everything on it with its disk.
+            let mut results: Vec<Removal> = Vec::new();
+            if let Some(said) = taken_along.get(&target) {
+                // Its machine goes too, and everything on it.
                 for r in recs {
                     self.report_deletion(
                         env,
                         &r.node,
                         &target,
-                        Ok("removed with its VM".into()),
+                        Ok(said.to_string()),
                         Duration::ZERO,
                         None,
                     );
@@ -1623,20 +1294,23 @@ impl<'s> Scheduler<'s> {
             }
             let current = host_ix.and_then(|h| self.reach(h));
             let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
-            for r in foreign {
-                let said = if is_exec(&r.node) {
-                    "forgotten: it never ran here (a guard found it unnecessary)"
-                } else {
-                    "left in place: envc did not create it"
-                };
-                results.push((r.node.clone(), Ok(said.into())));
+            let type_of =
+                |r: &RealizationRecord| on_target(&r.node).map(|k| (kinds::of(k.kind), k.name));
+            for r in &foreign {
+                let said = type_of(r).map_or("left in place: envc did not create it", |t| {
+                    t.0.left_in_place()
+                });
+                results.push(Removal::said(r, said));
             }
-            // A command without an undo is only forgotten: no need to reach its target.
+            // What is only forgotten needs no visit to its target.
             let (mine, forgotten): (Vec<_>, Vec<_>) = mine
                 .into_iter()
-                .partition(|r| !is_exec(&r.node) || r.undo.is_some());
-            for r in forgotten {
-                results.push((r.node.clone(), Ok("forgotten: it has no undo".into())));
+                .partition(|r| type_of(r).is_none_or(|t| t.0.forgotten(r).is_none()));
+            for r in &forgotten {
+                let said = type_of(r)
+                    .and_then(|t| t.0.forgotten(r))
+                    .unwrap_or("forgotten");
+                results.push(Removal::said(r, said));
             }
             if !mine.is_empty() {
                 match self
@@ -1644,91 +1318,31 @@ impl<'s> Scheduler<'s> {
                     .to_target(&target, current.as_ref(), &env.records)
                     .await
                 {
-                    Err(e) => results.extend(mine.iter().map(|r| (r.node.clone(), Err(e.clone())))),
+                    Err(e) => results.extend(mine.iter().map(|r| Removal::of(r, Err(e.clone())))),
                     Ok((t, _)) => {
-                        // (record, name) of each kind; keys were split when grouped.
-                        let of_kind = |kind: NodeKind| -> (Vec<&RealizationRecord>, Vec<String>) {
-                            mine.iter()
+                        let cx = Removing {
+                            transport: &t,
+                            secrets: self.spec.secrets.as_deref(),
+                        };
+                        // Kind by kind, in their removal order: a command's undo may need
+                        // the files and services removed after it.
+                        for kind in kinds::by_removal_rank() {
+                            let of_kind: Vec<(&RealizationRecord, String)> = mine
+                                .iter()
                                 .filter_map(|r| {
                                     let key = on_target(&r.node)?;
-                                    (key.kind == kind).then_some((r, key.name))
-                                })
-                                .unzip()
-                        };
-                        // Undos first, newest first: one may need the files and the
-                        // services that are removed after it.
-                        let (mut execs, _) = of_kind(NodeKind::Exec);
-                        execs.sort_by_key(|r| std::cmp::Reverse(r.at_unix));
-                        for r in execs {
-                            let Some(undo) = &r.undo else { continue };
-                            let res = undo_exec(&t, undo).await.map(|log| {
-                                logs.insert(r.node.clone(), log);
-                                "undone: exit 0".to_string()
-                            });
-                            results.push((r.node.clone(), res));
-                        }
-                        let (services, names) = of_kind(NodeKind::Service);
-                        for (r, name) in services.into_iter().zip(names) {
-                            let res = remove_service(&t, &name)
-                                .await
-                                .map(|()| "stopped and disabled".to_string());
-                            results.push((r.node.clone(), res));
-                        }
-                        let (mut files, mut paths) = of_kind(NodeKind::File);
-                        let sealed = match self.sealed_written(&t, &files, &paths).await {
-                            Ok(s) => s,
-                            // Not knowing what is there, nothing sealed is removed: the
-                            // records stay, and the next build tries again.
-                            Err(e) => {
-                                let (kept, rest): (Vec<_>, Vec<_>) = files
-                                    .into_iter()
-                                    .zip(paths)
-                                    .partition(|(r, _)| r.facts.contains_key("sealed"));
-                                results.extend(
-                                    kept.iter().map(|(r, _)| (r.node.clone(), Err(e.clone()))),
-                                );
-                                (files, paths) = rest.into_iter().unzip();
-                                vec![None; files.len()]
-                            }
-                        };
-                        if !files.is_empty() {
-                            // Only while it holds what envc wrote: another environment (or
-                            // a person) may have written it since, and it is theirs now.
-                            let removals: Vec<FileRemoval> = files
-                                .iter()
-                                .zip(paths)
-                                .zip(sealed)
-                                .map(|((r, path), sealed)| FileRemoval {
-                                    path,
-                                    written_sha256: sealed
-                                        .or_else(|| r.facts.get(fact::content::SHA256).cloned()),
+                                    (key.kind == kind.kind()).then_some((r, key.name))
                                 })
                                 .collect();
-                            let rs = remove_files(&t, &removals).await;
-                            results.extend(files.iter().zip(rs).map(|(r, x)| {
-                                let said = x.map(|done| match done {
-                                    Removed::Deleted => "deleted".to_string(),
-                                    Removed::Absent => "already absent".to_string(),
-                                    Removed::Changed => "left in place: its content changed \
-                                        since envc wrote it (now held by something else)"
-                                        .to_string(),
-                                });
-                                (r.node.clone(), said)
-                            }));
-                        }
-                        let (pkgs, names) = of_kind(NodeKind::Package);
-                        if !pkgs.is_empty() {
-                            let res = purge_packages(&t, &names)
-                                .await
-                                .map(|()| "purged".to_string());
-                            results.extend(pkgs.iter().map(|r| (r.node.clone(), res.clone())));
+                            if !of_kind.is_empty() {
+                                results.extend(kind.remove(&cx, of_kind).await);
+                            }
                         }
                     }
                 }
             }
-            for (key, res) in results {
-                let log = logs.remove(&key);
-                self.report_deletion(env, &key, &target, res, started.elapsed(), log);
+            for r in results {
+                self.report_deletion(env, &r.node, &target, r.result, started.elapsed(), r.log);
             }
             self.checkpoint(env)?;
         }
@@ -1746,23 +1360,18 @@ impl<'s> Scheduler<'s> {
             .collect();
         for (key, kind, name) in without_target {
             let started = Instant::now();
+            let record = env.records[&key].clone();
+            let machines = self.machines.clone();
             let res =
-                match kind {
-                    NodeKind::Vm => {
-                        let facts = env.records[&key].facts.clone();
-                        self.machines
-                            .destroy(&facts)
-                            .await
-                            .map(|()| "stopped, its disk deleted".to_string())
-                    }
-                    NodeKind::Image => Ok("forgotten; its files stay in the store".into()),
-                    _ if env.records.keys().chain(env.intents.keys()).any(|k| {
+                match kinds::of(kind).retire(&machines, &record) {
+                    Some(done) => done.await,
+                    None if env.records.keys().chain(env.intents.keys()).any(|k| {
                         on_target(k).is_some_and(|k| k.target.as_ref() == Some(&name))
                     }) =>
                     {
                         continue
                     }
-                    _ => Ok("forgotten".into()),
+                    None => Ok("forgotten".into()),
                 };
             self.report_deletion(env, &key, &name, res, started.elapsed(), None);
             self.checkpoint(env)?;
@@ -1792,32 +1401,14 @@ impl<'s> Scheduler<'s> {
             .iter()
             .position(|n| n.kind == NodeKind::Gitops && n.name == name);
         if let Some(ix) = in_graph {
-            let host = self.target_name(ix).to_string();
-            if let Some((
-                _,
-                Resolved {
-                    payload: Payload::Gitops(g),
-                    ..
-                },
-            )) = &self.decided[ix]
-            {
-                return Some((host, g.clone(), Some(ix)));
+            if let Some(g) = self.repository_spec(ix) {
+                return Some((self.target_name(ix).to_string(), g.clone(), Some(ix)));
             }
         }
         let (key, record) = env.records.iter().find(|(k, _)| {
             on_target(k).is_some_and(|k| k.kind == NodeKind::Gitops && k.name == name)
         })?;
-        let text = |k: &str| -> Option<String> {
-            serde_json::from_str::<serde_json::Value>(record.attrs.get(k)?)
-                .ok()?
-                .as_str()
-                .map(str::to_string)
-        };
-        let spec = GitopsSpec {
-            repo: text("repo")?,
-            branch: text("branch")?,
-            path: text("path")?,
-        };
+        let spec = GitopsSpec::of_record(record)?;
         Some((on_target(key)?.target?, spec, in_graph))
     }
 
@@ -1845,7 +1436,7 @@ impl<'s> Scheduler<'s> {
                     .await
                 {
                     Ok((t, _)) => {
-                        gitops::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
+                        remote::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
                     }
                     Err(e) => Err(e),
                 };
@@ -1894,15 +1485,9 @@ impl<'s> Scheduler<'s> {
             .collect()
     }
 
-    /// The host or VM node named `name`.
+    /// The machine node (a host, a VM) named `name`.
     fn machine_named(&self, name: &str) -> Option<usize> {
-        (self
-            .spec
-            .find(&crate::spec::node_key(NodeKind::Host, name, None)))
-        .or_else(|| {
-            self.spec
-                .find(&crate::spec::node_key(NodeKind::Vm, name, None))
-        })
+        (self.spec.nodes.iter()).position(|n| n.kind.is_target() && n.name == name)
     }
 
     /// The `manifest` nodes delivered to repository node `ix`.
@@ -1910,53 +1495,6 @@ impl<'s> Scheduler<'s> {
         let nodes = &self.spec.nodes;
         (0..nodes.len())
             .filter(move |&j| nodes[j].kind == NodeKind::Manifest && nodes[j].target == Some(ix))
-    }
-
-    /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
-    /// sha256 the target has now when it is what envc wrote, else a value no file has, so
-    /// that `remove_files` leaves it in place. `None` for other records.
-    /// For each file record that holds a secret (its sha256 kept as a keyed hash): the
-    /// sha256 the target has now when it is what envc wrote, else a value no file has, so
-    /// that `remove_files` leaves it in place. `None` for other records. An error when the
-    /// target could not be looked at.
-    async fn sealed_written(
-        &self,
-        t: &crate::transport::Transport,
-        records: &[&RealizationRecord],
-        paths: &[String],
-    ) -> Result<Vec<Option<String>>, StepError> {
-        let is_sealed = |r: &RealizationRecord| r.facts.contains_key("sealed");
-        let probe: Vec<String> = records
-            .iter()
-            .zip(paths)
-            .filter(|(r, _)| is_sealed(r))
-            .map(|(_, p)| p.clone())
-            .collect();
-        let mut seen = match probe.is_empty() {
-            true => Vec::new(),
-            false => probe_files(t, &probe).await?,
-        }
-        .into_iter();
-        Ok(records
-            .iter()
-            .map(|r| {
-                if !is_sealed(r) {
-                    return None;
-                }
-                let now = seen
-                    .next()
-                    .flatten()
-                    .and_then(|f| f.get(fact::content::SHA256).cloned());
-                Some(match (now, &self.spec.secrets) {
-                    (Some(sha), Some(s))
-                        if Some(&s.keyed(sha.as_bytes())) == r.facts.get(fact::content::SHA256) =>
-                    {
-                        sha
-                    }
-                    _ => "(not what envc wrote)".to_string(),
-                })
-            })
-            .collect())
     }
 
     fn report_deletion(
@@ -2003,14 +1541,4 @@ impl<'s> Scheduler<'s> {
             tags: BTreeMap::new(),
         });
     }
-}
-
-/// A commit as people read it.
-fn short(commit: &str) -> &str {
-    commit.get(..12).unwrap_or(commit)
-}
-
-/// Whether a state key (`target/kind:name`) is an `exec` node's.
-fn is_exec(key: &str) -> bool {
-    on_target(key).is_some_and(|k| k.kind == NodeKind::Exec)
 }

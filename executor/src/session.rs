@@ -21,9 +21,10 @@ use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::kept::Persist;
 use crate::kinds::image::build::CacheUse;
-use crate::kinds::vm::qemu::Machines;
-use crate::plan::{plan, Action, DriftFacts, Plan};
+use crate::kinds::vm::machines::Machines;
+use crate::plan::{plan, Action, Plan};
 use crate::probe::{local_drift, probe, Probed};
+use crate::record::DriftFacts;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::remote::{Remote, RemoteError};
 use crate::repair::{readable_history, Damage, History};
@@ -348,7 +349,7 @@ impl Session {
             persist,
         };
         let mut conns = Connections::new(ssh, self.target.trust_host_key.clone());
-        conns.vm_identity = Some(machines.key.clone());
+        conns.vm_identity = Some(machines.login_key().to_path_buf());
         Ok((conns, work))
     }
 
@@ -576,7 +577,8 @@ impl Session {
                 .nodes
                 .iter()
                 .filter(|n| n.assessment.action != Action::Unchanged)
-                .map(|n| spec.nodes[n.index].kind),
+                .map(|n| spec.nodes[n.index].kind)
+                .map(|k| (k, crate::kinds::of(k).tools())),
         );
         if !missing.is_empty() {
             return Err(SessionError::MissingTools(missing));

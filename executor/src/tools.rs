@@ -2,7 +2,7 @@
 //! `qemu-img` is one clear error naming the tool and its package before anything changes,
 //! not a failed VM halfway through a build.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::process::{Command, Stdio};
 
@@ -18,7 +18,7 @@ pub struct Tool {
     pub package: &'static str,
 }
 
-const fn tool(
+pub const fn tool(
     name: &'static str,
     version_arg: Option<&'static str>,
     package: &'static str,
@@ -27,29 +27,6 @@ const fn tool(
         name,
         version_arg,
         package,
-    }
-}
-
-/// What the controller runs to realize a node of `kind` (targets reached over SSH need
-/// only the `ssh` client, which every run already depends on and reports clearly).
-pub fn tools_for(kind: NodeKind) -> &'static [Tool] {
-    const IMAGE: &[Tool] = &[
-        tool("mmdebstrap", Some("--version"), "mmdebstrap"),
-        tool("mke2fs", Some("-V"), "e2fsprogs"),
-        tool("debugfs", Some("-V"), "e2fsprogs"),
-        tool("e2fsck", Some("-V"), "e2fsprogs"),
-    ];
-    const VM: &[Tool] = &[
-        tool("qemu-system-x86_64", Some("--version"), "qemu-system-x86"),
-        tool("qemu-img", Some("--version"), "qemu-utils"),
-        tool("ssh-keygen", None, "openssh-client"),
-    ];
-    const GIT: &[Tool] = &[tool("git", Some("--version"), "git")];
-    match kind {
-        NodeKind::Image => IMAGE,
-        NodeKind::Vm => VM,
-        NodeKind::Gitops | NodeKind::Manifest => GIT,
-        _ => &[],
     }
 }
 
@@ -75,12 +52,15 @@ impl fmt::Display for MissingTool {
     }
 }
 
-/// Runs each tool that nodes of `kinds` need once; the ones that do not run.
-pub fn missing_tools(kinds: impl IntoIterator<Item = NodeKind>) -> Vec<MissingTool> {
-    let kinds: BTreeSet<NodeKind> = kinds.into_iter().collect();
+/// Runs once each tool that nodes of these kinds need (each kind with its tools, as
+/// `kinds::of(kind).tools()` gives them); the ones that do not run.
+pub fn missing_tools(
+    needs: impl IntoIterator<Item = (NodeKind, &'static [Tool])>,
+) -> Vec<MissingTool> {
+    let needs: BTreeMap<NodeKind, &'static [Tool]> = needs.into_iter().collect();
     let mut needed: Vec<(Tool, Vec<NodeKind>)> = Vec::new();
-    for kind in &kinds {
-        for t in tools_for(*kind) {
+    for (kind, tools) in &needs {
+        for t in *tools {
             match needed.iter_mut().find(|(n, _)| n == t) {
                 Some((_, ks)) => ks.push(*kind),
                 None => needed.push((*t, vec![*kind])),

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
-use envc_executor::plan::{plan, Action, DriftFacts, Plan};
+use envc_executor::plan::{plan, Action, Plan};
 use envc_executor::record::Applied;
+use envc_executor::record::DriftFacts;
 use envc_executor::record::{Facts, RealizationRecord};
 use envc_executor::run::realization_record;
 use envc_executor::spec::Spec;
@@ -48,8 +49,7 @@ fn realize(
         }
         // Re-resolve with what this simulated run knows (as the scheduler does).
         let lookup = |j: usize| known[j].as_ref();
-        let resolved =
-            envc_executor::substitute::resolve(spec, i, &lookup, loader).expect("resolves");
+        let resolved = envc_executor::resolve::resolve(spec, i, &lookup, loader).expect("resolves");
         let host = node
             .target
             .map_or(node.name.as_str(), |t| spec.nodes[t].name.as_str());

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use envc_executor::locking::locked_problems;
-use envc_executor::plan::DriftFacts;
 use envc_executor::project::{project_dir, FsLoader};
+use envc_executor::record::DriftFacts;
 use envc_executor::record::Outcome as StepOutcome;
 use envc_executor::run::{BuildReport, Event, Reporter};
 use envc_executor::session::{BuildRequest, Interrupts};

@@ -9,8 +9,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use envc_executor::kinds::manifest::ManifestSpec;
+use envc_executor::kinds::node_type::payload_of;
 use envc_executor::kustomize;
-use envc_executor::substitute::{Payload, Resolution};
+use envc_executor::substitute::Resolution;
 
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
@@ -27,7 +29,7 @@ pub fn render(file: &Path, out: &Path, params: &Params, shared: &SharedArgs, ui:
         let node = &env.spec.nodes[n.index];
         match &n.assessment.resolved {
             Ok(r) => {
-                if let Payload::Manifest(m) = &r.payload {
+                if let Some(m) = payload_of::<ManifestSpec>(&r.payload) {
                     objects.push((m.file_name(), m.yaml()));
                 }
             }

@@ -17,7 +17,7 @@ use envc_compiler::types::NodeKind;
 use serde::Serialize;
 
 use crate::checks::{CheckResult, Phase};
-use crate::plan::DriftFacts;
+use crate::record::DriftFacts;
 use crate::record::RealizationRecord;
 
 /// One side's records, by node key.

@@ -27,6 +27,8 @@ use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 use serde::Serialize;
 
+use crate::kinds::image::build::ImageSpec;
+use crate::kinds::node_type::payload_of;
 use crate::plan::{plan, Action};
 use crate::probe::local_drift;
 use crate::record::{Facts, RunRecord, State};
@@ -35,7 +37,6 @@ use crate::run::Reporter;
 use crate::session::{Interrupts, Session, SessionError};
 use crate::spec::Spec;
 use crate::store::Store;
-use crate::substitute::Payload;
 use crate::tools::missing_tools;
 
 use compare::{NodeComparison, NodeStatus, Records};
@@ -161,21 +162,18 @@ impl Session {
                 (key, n.assessment.reasons.clone())
             })
             .collect();
-        let images: Vec<(String, ResolvedHash, crate::kinds::image::build::ImageSpec)> = p
+        let images: Vec<(String, ResolvedHash, ImageSpec)> = p
             .nodes
             .iter()
             .filter_map(|n| {
                 let r = n.assessment.resolved.as_ref().ok()?;
-                match &r.payload {
-                    Payload::Image(img) => {
-                        Some((spec.nodes[n.index].key.clone(), r.hash.clone(), img.clone()))
-                    }
-                    _ => None,
-                }
+                let img = payload_of::<ImageSpec>(&r.payload)?;
+                Some((spec.nodes[n.index].key.clone(), r.hash.clone(), img.clone()))
             })
             .collect();
         if request.rebuild && !images.is_empty() {
-            let missing = missing_tools([NodeKind::Image]);
+            let missing =
+                missing_tools([(NodeKind::Image, crate::kinds::of(NodeKind::Image).tools())]);
             if !missing.is_empty() {
                 return Err(SessionError::MissingTools(missing));
             }

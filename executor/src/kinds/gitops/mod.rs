@@ -1,1 +1,189 @@
+//! `gitops` nodes: a branch and directory of a git repository on a host, which `manifest`
+//! nodes are delivered to: all of an environment's objects there in one commit, pushed, and
+//! checked in the commit (`remote.rs`).
+
 pub mod remote;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use envc_ids::fact;
+use envc_ids::NodeKind;
+use serde_json::json;
+
+use crate::error::StepError;
+use crate::kinds::manifest::GIT;
+use crate::kinds::node_type::{
+    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Step, StepCx,
+};
+use crate::record::{Applied, Facts, RealizationRecord};
+use crate::substitute::{Resolution, Resolving};
+use crate::tools::Tool;
+use remote::{Delivery, GitopsSpec};
+
+pub struct Gitops;
+
+impl NodeType for Gitops {
+    fn kind(&self) -> NodeKind {
+        NodeKind::Gitops
+    }
+
+    fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
+        let g = GitopsSpec {
+            repo: r.text("repo"),
+            branch: r.text("branch"),
+            path: r.text("path"),
+        };
+        r.put("repo", json!(g.repo));
+        r.put("branch", json!(g.branch));
+        r.put("path", json!(g.path));
+        Ok(Arc::new(g))
+    }
+
+    fn tools(&self) -> &'static [Tool] {
+        GIT
+    }
+}
+
+impl GitopsSpec {
+    /// Where a repository that left the graph was, from its record.
+    pub fn of_record(record: &RealizationRecord) -> Option<GitopsSpec> {
+        let text = |k: &str| -> Option<String> {
+            serde_json::from_str::<serde_json::Value>(record.attrs.get(k)?)
+                .ok()?
+                .as_str()
+                .map(str::to_string)
+        };
+        Some(GitopsSpec {
+            repo: text("repo")?,
+            branch: text("branch")?,
+            path: text("path")?,
+        })
+    }
+}
+
+impl Realize for GitopsSpec {
+    fn launch(&self, cx: &Launching<'_>) -> Launch {
+        Launch::OnTarget(Box::new(Read(cx.node, self.clone())))
+    }
+}
+
+/// A `gitops` node's facts: as `fingerprint`, the identity its objects are recorded
+/// against: the host's key and the place in the repository, so that objects delivered to
+/// another repository, branch or path are delivered anew.
+fn repository_facts(host_fingerprint: &str, g: &GitopsSpec) -> Facts {
+    let mut h = blake3::Hasher::new();
+    for part in [host_fingerprint, &g.repo, &g.branch, &g.path] {
+        h.update(part.as_bytes());
+        h.update(b"\0");
+    }
+    Facts::from([(
+        fact::machine::FINGERPRINT.to_string(),
+        format!("gitops:{}", &h.finalize().to_hex()[..32]),
+    )])
+}
+
+/// Read a repository: it is there, and the login may read it.
+struct Read(usize, GitopsSpec);
+
+impl Step for Read {
+    fn nodes(&self) -> Vec<usize> {
+        vec![self.0]
+    }
+
+    fn run<'a>(
+        self: Box<Self>,
+        cx: StepCx<'a>,
+    ) -> BoxFuture<'a, Vec<(usize, Result<Applied, StepError>)>> {
+        Box::pin(async move {
+            let result = remote::branch_head(cx.transport, &self.1, cx.work_dir)
+                .await
+                .map(|_| Applied {
+                    facts: repository_facts(&cx.host_key.fingerprint, &self.1),
+                    created: false,
+                    note: None,
+                    log: None,
+                });
+            vec![(self.0, result)]
+        })
+    }
+}
+
+/// Commit objects (node, file, YAML) to a repository and push them.
+pub struct Deliver {
+    pub objects: Vec<(usize, String, String)>,
+    pub spec: GitopsSpec,
+    pub delivery: Delivery,
+}
+
+impl Step for Deliver {
+    fn nodes(&self) -> Vec<usize> {
+        self.objects.iter().map(|x| x.0).collect()
+    }
+
+    fn without(self: Box<Self>, gone: &BTreeSet<usize>) -> Option<Box<dyn Step>> {
+        let Deliver {
+            objects,
+            spec,
+            delivery,
+        } = *self;
+        let objects: Vec<_> = objects
+            .into_iter()
+            .filter(|x| !gone.contains(&x.0))
+            .collect();
+        (!objects.is_empty()).then(|| {
+            Box::new(Deliver {
+                objects,
+                spec,
+                delivery,
+            }) as Box<dyn Step>
+        })
+    }
+
+    fn run<'a>(
+        self: Box<Self>,
+        cx: StepCx<'a>,
+    ) -> BoxFuture<'a, Vec<(usize, Result<Applied, StepError>)>> {
+        Box::pin(async move {
+            let done = remote::deliver(cx.transport, &self.spec, &self.delivery, cx.work_dir).await;
+            let done = match done {
+                Ok(done) => done,
+                Err(e) => return self.objects.iter().map(|x| (x.0, Err(e.clone()))).collect(),
+            };
+            let commit = done.commit.unwrap_or_default();
+            let short = short(&commit).to_string();
+            self.objects
+                .into_iter()
+                .map(|(i, file, yaml)| {
+                    let note = match (done.committed, done.retries) {
+                        (false, _) => format!("already in commit {short}"),
+                        (true, 0) => format!("committed {short}"),
+                        (true, n) => format!(
+                            "committed {short} (the branch moved {n}× while envc pushed; it landed on top)"
+                        ),
+                    };
+                    let facts = Facts::from([
+                        (fact::delivery::COMMIT.to_string(), commit.clone()),
+                        (fact::delivery::FILE.to_string(), file),
+                        (
+                            fact::content::SHA256.to_string(),
+                            crate::script::sha256_hex(yaml.as_bytes()),
+                        ),
+                    ]);
+                    let applied = Applied {
+                        facts,
+                        created: true,
+                        note: Some(note),
+                        log: None,
+                    };
+                    (i, Ok(applied))
+                })
+                .collect()
+        })
+    }
+}
+
+/// A commit as people read it.
+pub fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}

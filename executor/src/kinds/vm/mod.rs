@@ -1,1 +1,174 @@
+//! `vm` nodes: a machine made by a provider (`provider.rs`; QEMU's in `qemu.rs`) from an
+//! image node's disk and kernel, which other nodes are deployed onto.
+
+pub mod machines;
+pub mod provider;
 pub mod qemu;
+
+use std::sync::Arc;
+
+use envc_ids::fact::image as image_fact;
+use envc_ids::NodeKind;
+use serde_json::json;
+
+use crate::connect::{vm_host, Connections};
+use crate::error::StepError;
+use crate::kinds::node_type::{
+    BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit, UnitCx,
+};
+use crate::kinds::vm::machines::Machines;
+use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
+use crate::spec::Val;
+use crate::store::ObjectId;
+use crate::substitute::{Resolution, Resolving};
+use crate::tools::Tool;
+use crate::transport::HostSpec;
+use provider::VmSpec;
+
+pub struct Vm;
+
+impl NodeType for Vm {
+    fn kind(&self) -> NodeKind {
+        NodeKind::Vm
+    }
+
+    fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
+        let node = r.node;
+        let Some(Val::Node(image)) = r.attrs.get("image") else {
+            return Err(r.fail("`image` is not an image node"));
+        };
+        let image_facts = &r.known(*image)?.facts;
+        let object = |fact: &str| {
+            image_facts
+                .get(fact)
+                .and_then(|h| ObjectId::parse(h))
+                .ok_or_else(|| r.fail(&format!("its image reported no `{fact}`")))
+        };
+        let int = |k: &str| match r.attrs.get(k) {
+            Some(Val::Int(n)) => u64::try_from(*n).unwrap_or(1),
+            Some(Val::Size(n)) => *n,
+            _ => 0,
+        };
+        if r.text("user") != "root" {
+            return Err(r.fail(
+                "the qemu provider logs in as root only (its key is given to root at boot); drop `user` or set it to \"root\"",
+            ));
+        }
+        let vm = VmSpec {
+            name: node.name.clone(),
+            cpus: u32::try_from(int("cpus")).unwrap_or(1),
+            memory_mib: int("memory") >> 20,
+            disk_bytes: int("disk"),
+            user: r.text("user"),
+            disk_image: object(image_fact::DISK)?,
+            kernel: object(image_fact::KERNEL)?,
+            lan_rank: {
+                // The lab's stand-ins for hosts after the environment's own VMs: those
+                // keep production's addresses.
+                let mut names: Vec<(bool, &str)> = (r.spec.nodes.iter())
+                    .filter(|n| n.kind == NodeKind::Vm)
+                    .map(|n| (n.stands_in, n.name.as_str()))
+                    .collect();
+                names.sort_unstable();
+                let rank = names.iter().position(|(_, n)| *n == node.name).unwrap_or(0);
+                u8::try_from(rank).unwrap_or(u8::MAX)
+            },
+        };
+        let memory = int("memory");
+        r.put_given("image");
+        r.put("cpus", json!(vm.cpus));
+        r.put("memory", json!({ "size": memory }));
+        r.put("disk", json!({ "size": vm.disk_bytes }));
+        r.put("user", json!(vm.user));
+        Ok(Arc::new(vm))
+    }
+
+    fn tools(&self) -> &'static [Tool] {
+        qemu::TOOLS
+    }
+
+    fn replaced_on_change(&self) -> bool {
+        true
+    }
+
+    fn takes_along(&self) -> Option<&'static str> {
+        Some("removed with its VM")
+    }
+
+    fn local_drift(&self, record: &RealizationRecord, cx: &Local<'_>) -> Option<DriftFacts> {
+        let running = cx.machines.of(&record.facts)?.is_running(&record.facts);
+        (!running).then(|| vec![("running".into(), "yes".into(), "no".into())])
+    }
+
+    fn retire<'a>(
+        &'a self,
+        machines: &'a Machines,
+        record: &'a RealizationRecord,
+    ) -> Option<BoxFuture<'a, Result<String, StepError>>> {
+        Some(Box::pin(async move {
+            let provider = machines.of(&record.facts).ok_or_else(|| {
+                StepError::new(format!(
+                    "`{}` was made by provider `{}`, which this envc does not know",
+                    record.node,
+                    record
+                        .facts
+                        .get(provider::PROVIDER)
+                        .map_or("", String::as_str)
+                ))
+            })?;
+            provider
+                .destroy(&record.facts)
+                .await
+                .map(|()| "stopped, its disk deleted".to_string())
+        }))
+    }
+}
+
+impl Realize for VmSpec {
+    fn reach(&self, name: &str, facts: Option<&Facts>, cx: &Connections) -> Option<HostSpec> {
+        vm_host(name, facts?, cx.vm_identity.clone()?)
+    }
+
+    fn launch(&self, cx: &Launching<'_>) -> Launch {
+        Launch::Alone(Box::new(Make {
+            key: cx.spec.key.clone(),
+            spec: self.clone(),
+            // The same VM found stopped starts again from its disk; a changed one is
+            // replaced.
+            restart: cx.record.is_some_and(|p| &p.resolved_hash == cx.hash),
+            previous: cx.record.map(|p| p.facts.clone()),
+        }))
+    }
+}
+
+/// Make a VM run: create it, start it again from its disk (`previous` and `restart`), or
+/// replace it (`previous`, not `restart`); then connect to it.
+struct Make {
+    key: String,
+    spec: VmSpec,
+    previous: Option<Facts>,
+    restart: bool,
+}
+
+impl Unit for Make {
+    fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
+        Box::pin(async move {
+            let provider = cx.machines.for_node();
+            let (facts, transport, host_key) = provider
+                .realize(
+                    &self.spec,
+                    self.previous.as_ref(),
+                    self.restart,
+                    &cx.conns.ssh,
+                )
+                .await?;
+            cx.conns.adopt(&self.key, transport, host_key);
+            Ok(Applied {
+                facts,
+                created: true,
+                note: None,
+                log: None,
+            })
+        })
+    }
+}

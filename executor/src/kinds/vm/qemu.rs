@@ -23,28 +23,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
-use crate::error::StepError;
-use crate::record::Facts;
-use crate::store::{ObjectId, Store};
-use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, TransportError};
+use std::collections::BTreeSet;
 
-/// What a VM is made from. Its size and image enter its resolved hash, and a change of
-/// them replaces the VM; `lan_rank` only picks its address.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VmSpec {
-    pub name: String,
-    pub cpus: u32,
-    pub memory_mib: u64,
-    pub disk_bytes: u64,
-    pub user: String,
-    /// The image's disk and kernel: objects of the store.
-    pub disk_image: ObjectId,
-    pub kernel: ObjectId,
-    /// The VM's place among the environment's VMs (by name): it gets the private address
-    /// `10.89.0.(10 + lan_rank)` when that is free, so that the same environment gets the
-    /// same addresses, and so the same files, however its VMs race to boot.
-    pub lan_rank: u8,
-}
+use crate::error::StepError;
+use crate::future::BoxFuture;
+use crate::kinds::vm::provider::{Realized, VmProvider, VmSpec};
+use crate::record::Facts;
+use crate::store::Store;
+use crate::tools::{tool, Tool};
+use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, TransportError};
 
 /// The facts of a VM (and the names of its outputs).
 pub use envc_ids::fact::machine as fact;
@@ -68,8 +55,8 @@ struct Launch {
 const LAN_PREFIX: &str = "10.89.0";
 const LAN_HOSTS: std::ops::RangeInclusive<u8> = 10..=250;
 
-/// The VMs of one environment.
-pub struct Machines {
+/// The QEMU provider: the VMs of one environment, on this machine.
+pub struct Qemu {
     store: Store,
     dir: PathBuf,
     /// The private key envc logs in with; its `.pub` goes to every VM.
@@ -82,10 +69,10 @@ pub struct Machines {
     login: OnceCell<Result<String, StepError>>,
 }
 
-impl Machines {
-    pub fn new(store: &Store, env: &str, boot_timeout: Duration) -> Machines {
+impl Qemu {
+    pub fn new(store: &Store, env: &str, boot_timeout: Duration) -> Qemu {
         let root = store.root().join("machines");
-        Machines {
+        Qemu {
             store: store.clone(),
             dir: root.join(env),
             key: root.join("id_ed25519"),
@@ -95,14 +82,10 @@ impl Machines {
         }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
     /// Makes the VM run. `previous` are the facts of the VM this node had: with `restart`
     /// (its spec is unchanged) it starts again from its disk, unless the disk is gone;
     /// otherwise it is destroyed and a new VM is created.
-    pub async fn realize(
+    async fn realize_vm(
         &self,
         spec: &VmSpec,
         previous: Option<&Facts>,
@@ -116,7 +99,7 @@ impl Machines {
             if restart && disk_kept {
                 return self.restart(p, ssh).await;
             }
-            self.destroy(p).await?;
+            self.destroy_vm(p).await?;
         }
         self.create(spec, ssh).await
     }
@@ -184,7 +167,7 @@ impl Machines {
 
     /// Whether the VM these facts describe runs: its pid file names a live QEMU that uses
     /// its disk.
-    pub fn is_running(&self, facts: &Facts) -> bool {
+    fn running(&self, facts: &Facts) -> bool {
         facts
             .get(fact::DIR)
             .is_some_and(|d| running_pid(Path::new(d)).is_some())
@@ -465,7 +448,7 @@ impl Machines {
     }
 
     /// Stops the VM these facts describe and deletes its directory (its disk with it).
-    pub async fn destroy(&self, facts: &Facts) -> Result<(), StepError> {
+    async fn destroy_vm(&self, facts: &Facts) -> Result<(), StepError> {
         match facts.get(fact::DIR) {
             Some(d) => self.destroy_dir(Path::new(d)).await,
             None => Ok(()),
@@ -474,7 +457,7 @@ impl Machines {
 
     /// Destroys every VM of the environment not named in `keep`, recorded or not (what a
     /// failed creation left): `destroy` leaves nothing behind.
-    pub async fn sweep(&self, keep: &std::collections::BTreeSet<String>) -> Result<(), StepError> {
+    async fn sweep_vms(&self, keep: &BTreeSet<String>) -> Result<(), StepError> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Ok(());
         };
@@ -815,6 +798,45 @@ async fn probe_kvm() -> Accel {
     match tokio::time::timeout(Duration::from_secs(3), talk).await {
         Ok(Some(status)) if status.success() => Accel::Kvm,
         _ => Accel::Tcg,
+    }
+}
+
+/// What QEMU VMs need on this machine.
+pub const TOOLS: &[Tool] = &[
+    tool("qemu-system-x86_64", Some("--version"), "qemu-system-x86"),
+    tool("qemu-img", Some("--version"), "qemu-utils"),
+    tool("ssh-keygen", None, "openssh-client"),
+];
+
+impl VmProvider for Qemu {
+    fn name(&self) -> &'static str {
+        "qemu"
+    }
+
+    fn tools(&self) -> &'static [Tool] {
+        TOOLS
+    }
+
+    fn realize<'a>(
+        &'a self,
+        spec: &'a VmSpec,
+        previous: Option<&'a Facts>,
+        restart: bool,
+        ssh: &'a SshOptions,
+    ) -> BoxFuture<'a, Result<Realized, StepError>> {
+        Box::pin(self.realize_vm(spec, previous, restart, ssh))
+    }
+
+    fn is_running(&self, facts: &Facts) -> bool {
+        self.running(facts)
+    }
+
+    fn destroy<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<(), StepError>> {
+        Box::pin(self.destroy_vm(facts))
+    }
+
+    fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
+        Box::pin(self.sweep_vms(keep))
     }
 }
 

@@ -1,0 +1,368 @@
+//! The contract every node kind meets. A kind is one module (`kinds/KIND/`) that implements
+//! [`NodeType`] for the kind and [`Realize`] for its resolved payload, and one line in
+//! `kinds::node_type` that registers it. The engine (resolution, the scheduler, deletion,
+//! drift, the controller's tools) asks the registry and never matches on a kind itself.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use envc_ids::{NodeKind, ResolvedHash};
+
+use crate::connect::Connections;
+use crate::error::StepError;
+pub use crate::future::BoxFuture;
+use crate::kinds::image::build::CacheUse;
+use crate::kinds::vm::machines::Machines;
+use crate::record::{Applied, CommandLine, CommandLog, DriftFacts, Facts, RealizationRecord};
+use crate::secrets::Secrets;
+use crate::spec::NodeSpec;
+use crate::store::Store;
+use crate::substitute::{Resolution, Resolving};
+use crate::tools::Tool;
+use crate::transport::{HostKey, HostSpec, Transport, TransportError};
+
+/// A resolved node's typed payload: what executing it needs (a file's bytes and mode, a
+/// package's pinned `.deb`s, a VM's size and image).
+pub type Payload = Arc<dyn Realize>;
+
+/// What the executor does for the nodes of one kind, apart from running a resolved one
+/// (that is [`Realize`], on its payload).
+pub trait NodeType: Sync {
+    fn kind(&self) -> NodeKind;
+
+    /// The node's payload from its substituted attributes, putting each attribute that
+    /// determines it into `r`'s hashed (and shown) attributes.
+    fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution>;
+
+    /// The programs this machine runs to realize a node of this kind (targets reached over
+    /// SSH need only the `ssh` client, which every run already depends on).
+    fn tools(&self) -> &'static [Tool] {
+        &[]
+    }
+
+    /// Whether a change of the node replaces it (a new machine, so a new target identity
+    /// and everything on it anew), rather than updating it in place.
+    fn replaced_on_change(&self) -> bool {
+        false
+    }
+
+    /// Whether what it reported stands when it is updated (a host that moved is the same
+    /// machine: a different key is an error unless trusted anew).
+    fn update_keeps_facts(&self) -> bool {
+        false
+    }
+
+    /// When what is on it goes with it as it leaves (a VM's disk holds it all): what is
+    /// said of each such thing.
+    fn takes_along(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// What envc sees of a record without contacting anything: a VM whose QEMU no longer
+    /// runs, an image whose files left the store. Cheap, so plans and builds always look.
+    fn local_drift(&self, _record: &RealizationRecord, _cx: &Local<'_>) -> Option<DriftFacts> {
+        None
+    }
+
+    /// Whether records of this kind are read back from their target to find drift (a
+    /// command leaves nothing to read; a repository's changes are git's history).
+    fn reads_back(&self) -> bool {
+        false
+    }
+
+    /// Reads back from their target the facts of records of this kind (by node name, in
+    /// order; `None` for an item that is gone). Asked only when it `reads_back`.
+    fn probe<'a>(
+        &'a self,
+        _t: &'a Transport,
+        _names: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
+        let kind = self.kind();
+        Box::pin(async move {
+            Err(ProbeError::Kind(format!(
+                "`{kind}` records are not read back"
+            )))
+        })
+    }
+
+    /// Its place when what left the graph is removed from a target (lower first: a
+    /// command's undo may need the files and services removed after it), or `None` when
+    /// it is not removed from a target by itself.
+    fn removal_rank(&self) -> Option<u8> {
+        None
+    }
+
+    /// What is said of a record of a node envc found in place and so did not create.
+    fn left_in_place(&self) -> &'static str {
+        "left in place: envc did not create it"
+    }
+
+    /// Why a record it created is forgotten without reaching its target (a command without
+    /// an undo), or `None` when it is removed there.
+    fn forgotten(&self, _record: &RealizationRecord) -> Option<&'static str> {
+        None
+    }
+
+    /// Removes from the target `cx` reaches the things of `records` (each with its node's
+    /// name), in one batch where the kind can: per record, what was done or why not.
+    fn remove<'a>(
+        &'a self,
+        _cx: &'a Removing<'a>,
+        records: Vec<(&'a RealizationRecord, String)>,
+    ) -> BoxFuture<'a, Vec<Removal>> {
+        let all = records
+            .into_iter()
+            .map(|(r, _)| Removal::said(r, "forgotten"))
+            .collect();
+        Box::pin(async move { all })
+    }
+
+    /// For a record without a target (a machine, an image) whose node left the graph: what
+    /// is done about it, or `None` to forget it once nothing envc put on it is left.
+    fn retire<'a>(
+        &'a self,
+        _machines: &'a Machines,
+        _record: &'a RealizationRecord,
+    ) -> Option<BoxFuture<'a, Result<String, StepError>>> {
+        None
+    }
+}
+
+/// A resolved node of some kind, as the scheduler runs it.
+pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
+    /// The facts a successful realization will observe, when they can be known beforehand
+    /// (a file's content hash, a pinned package version). Plans use them to resolve
+    /// dependents before anything runs.
+    fn predicted_facts(&self) -> Option<Facts> {
+        None
+    }
+
+    /// For a machine nodes are deployed onto: how to reach it, given what it reported.
+    fn reach(&self, _name: &str, _facts: Option<&Facts>, _cx: &Connections) -> Option<HostSpec> {
+        None
+    }
+
+    /// Why it cannot run in a build at all (a Kubernetes object without a repository).
+    fn not_run(&self, _node: &NodeSpec) -> Option<String> {
+        None
+    }
+
+    /// How the scheduler runs it.
+    fn launch(&self, cx: &Launching<'_>) -> Launch;
+
+    /// What undoes it when it leaves the graph, kept in its record (a command's `undo`).
+    fn undo(&self) -> Option<CommandLine> {
+        None
+    }
+}
+
+/// What every payload is as a value (given to each by the blanket implementation).
+pub trait PayloadValue {
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Realize + 'static> PayloadValue for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The payload of a node of the kind whose payload is a `T`.
+pub fn payload_of<T: 'static>(p: &Payload) -> Option<&T> {
+    p.as_any().downcast_ref::<T>()
+}
+
+/// What a kind knows when its node is launched.
+pub struct Launching<'a> {
+    pub node: usize,
+    pub spec: &'a NodeSpec,
+    pub hash: &'a ResolvedHash,
+    /// Its resolved attributes as people read them.
+    pub display: &'a BTreeMap<String, String>,
+    /// Its record, wherever it was made.
+    pub record: Option<&'a RealizationRecord>,
+    /// Its record when it was made on the target it is on now.
+    pub record_here: Option<&'a RealizationRecord>,
+    /// Whether node `j` ran (changed something) in this run.
+    pub ran_now: &'a dyn Fn(usize) -> bool,
+    pub cache: Option<&'a CacheUse>,
+}
+
+/// How a launched node runs.
+pub enum Launch {
+    /// By itself, on no target: a machine, an image, a read.
+    Alone(Box<dyn Unit>),
+    /// On its target, in one step with others there when its kind batches.
+    OnTarget(Box<dyn Step>),
+    /// Committed to its repository with the other objects delivered there.
+    Deliver { file: String, yaml: String },
+}
+
+/// What a node that runs alone may use.
+pub struct UnitCx<'a> {
+    pub conns: &'a Connections,
+    pub machines: &'a Machines,
+    pub store: &'a Store,
+}
+
+/// A node that runs alone.
+pub trait Unit: Send {
+    fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>>;
+}
+
+/// What a step on a target may use.
+pub struct StepCx<'a> {
+    pub transport: &'a Transport,
+    pub host_key: &'a HostKey,
+    pub store: &'a Store,
+    /// Where envc keeps its own working files on this machine (clones of repositories).
+    pub work_dir: &'a Path,
+}
+
+/// What every step is as a value (given to each by the blanket implementation).
+pub trait StepValue {
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+    fn into_step(self: Box<Self>) -> Box<dyn Step>;
+}
+
+impl<T: Step + 'static> StepValue for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+
+    fn into_step(self: Box<Self>) -> Box<dyn Step> {
+        self
+    }
+}
+
+/// One remote operation on a target, for one node or a batch of them.
+pub trait Step: StepValue + Send + 'static {
+    /// The nodes it realizes.
+    fn nodes(&self) -> Vec<usize>;
+
+    /// The step without the nodes in `gone` (`None` when none is left); a step of one node
+    /// needs no more than this.
+    fn without(self: Box<Self>, gone: &BTreeSet<usize>) -> Option<Box<dyn Step>> {
+        let left = !self.nodes().iter().any(|i| gone.contains(i));
+        left.then(|| self.into_step())
+    }
+
+    /// Takes `other` into this step (one remote operation for both), or hands it back.
+    fn absorb(&mut self, other: Box<dyn Step>) -> Option<Box<dyn Step>> {
+        Some(other)
+    }
+
+    /// Whether its nodes are first looked for on the target when envc does not know them
+    /// as its own: one found absent gets an intent before the step may create it.
+    fn probes(&self) -> bool {
+        false
+    }
+
+    /// Which of `nodes` are absent from the target, and the step to run then (one that
+    /// keeps what it learnt, so that it does not ask again).
+    fn absent<'a>(
+        self: Box<Self>,
+        _t: &'a Transport,
+        _nodes: &'a [usize],
+    ) -> BoxFuture<'a, Result<Absent, StepError>> {
+        Box::pin(async move { Ok((Vec::new(), self.into_step())) })
+    }
+
+    /// What the intent of node `i`, found absent, records of it.
+    fn intent_facts(&self, _i: usize) -> Facts {
+        Facts::new()
+    }
+
+    fn run<'a>(
+        self: Box<Self>,
+        cx: StepCx<'a>,
+    ) -> BoxFuture<'a, Vec<(usize, Result<Applied, StepError>)>>;
+}
+
+/// The nodes of a step found absent, and the step to run then.
+pub type Absent = (Vec<usize>, Box<dyn Step>);
+
+/// `Step::absorb` for a kind whose steps of one type merge by `merge`.
+pub fn absorb_same<T: Step + 'static>(
+    this: &mut T,
+    other: Box<dyn Step>,
+    merge: impl FnOnce(&mut T, T),
+) -> Option<Box<dyn Step>> {
+    if !other.as_any().is::<T>() {
+        return Some(other);
+    }
+    match other.into_any().downcast::<T>() {
+        Ok(o) => {
+            merge(this, *o);
+            None
+        }
+        // `is` said it is a `T`.
+        Err(_) => None,
+    }
+}
+
+/// Why a probe of some records could not look.
+#[derive(Clone, Debug)]
+pub enum ProbeError {
+    /// The target: nothing more is asked of it.
+    Target(TransportError),
+    /// Only the records of this kind (no systemd on the host, for services).
+    Kind(String),
+}
+
+impl From<TransportError> for ProbeError {
+    fn from(e: TransportError) -> ProbeError {
+        ProbeError::Target(e)
+    }
+}
+
+impl From<StepError> for ProbeError {
+    fn from(e: StepError) -> ProbeError {
+        ProbeError::Kind(e.to_string())
+    }
+}
+
+/// What local drift may look at.
+pub struct Local<'a> {
+    pub store: &'a Store,
+    pub machines: &'a Machines,
+}
+
+/// What removing from a target may use.
+pub struct Removing<'a> {
+    pub transport: &'a Transport,
+    pub secrets: Option<&'a Secrets>,
+}
+
+/// What removing one record did, or why it did not.
+pub struct Removal {
+    pub node: String,
+    pub result: Result<String, StepError>,
+    pub log: Option<CommandLog>,
+}
+
+impl Removal {
+    pub fn said(r: &RealizationRecord, said: &str) -> Removal {
+        Removal {
+            node: r.node.clone(),
+            result: Ok(said.to_string()),
+            log: None,
+        }
+    }
+
+    pub fn of(r: &RealizationRecord, result: Result<String, StepError>) -> Removal {
+        Removal {
+            node: r.node.clone(),
+            result,
+            log: None,
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! `stack` nodes: another environment's outputs as its last run published them
+//! (`crate::stack`), read before the run and recorded as they are; never changed.
+
+use std::sync::Arc;
+
+use envc_ids::NodeKind;
+use serde_json::json;
+
+use crate::error::StepError;
+use crate::kinds::node_type::{
+    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx,
+};
+use crate::record::{Applied, Facts};
+use crate::substitute::{Resolution, Resolving};
+
+pub struct Stack;
+
+/// The outputs read, as facts.
+#[derive(Clone, Debug)]
+pub struct Outputs(pub Facts);
+
+impl NodeType for Stack {
+    fn kind(&self) -> NodeKind {
+        NodeKind::Stack
+    }
+
+    fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
+        let node = r.node;
+        let facts = crate::stack::facts(node, &node.name, r.spec.stacks.get(&node.name))
+            .map_err(Resolution::Failed)?;
+        // The values read, not the run: a rebuild of it that published the same outputs
+        // changes nothing here.
+        for (name, _) in crate::stack::reads(node) {
+            let v = facts
+                .get(&crate::stack::fact(name))
+                .cloned()
+                .unwrap_or_default();
+            r.put(&format!("output {name}"), json!(v));
+        }
+        Ok(Arc::new(Outputs(facts)))
+    }
+}
+
+impl Realize for Outputs {
+    fn predicted_facts(&self) -> Option<Facts> {
+        Some(self.0.clone())
+    }
+
+    fn launch(&self, cx: &Launching<'_>) -> Launch {
+        let name = &cx.spec.name;
+        let note = self.0.get(crate::stack::RUN).map(|run| match run.as_str() {
+            crate::stack::NEVER_BUILT => format!("its defaults: `{name}` was never built"),
+            run => format!("as run {run} of `{name}` published them"),
+        });
+        Launch::Alone(Box::new(Read(Applied {
+            facts: self.0.clone(),
+            created: false,
+            note,
+            log: None,
+        })))
+    }
+}
+
+/// What is known already, recorded as it is.
+struct Read(Applied);
+
+impl Unit for Read {
+    fn run<'a>(self: Box<Self>, _cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
+        Box::pin(async move { Ok(self.0) })
+    }
+}
