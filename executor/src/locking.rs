@@ -32,12 +32,12 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
     // (mmdebstrap, QEMU) are the lab's, not production's: a build of plain hosts must not
     // need them, so they are not pinned for it.
     for n in &spec.lab_images {
-        image_needs(n, &mut needs);
+        image_needs(n, &mut needs, &mut conflicts);
     }
     for n in &spec.nodes {
         match n.kind {
             NodeKind::Image => {
-                image_needs(n, &mut needs);
+                image_needs(n, &mut needs, &mut conflicts);
                 needs.tools.insert("mmdebstrap".into());
             }
             NodeKind::Vm => {
@@ -66,6 +66,13 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                         .unwrap_or(DEFAULT_SUITE)
                         .to_string(),
                 };
+                // Whether the suite comes with its updates: its image says (recorded with
+                // the image), else its host.
+                if let (None, Some(t)) = (image, target) {
+                    if let Err(c) = needs.add_suite(&suite, takes_updates(t), &t.key) {
+                        conflicts.push(c.to_string());
+                    }
+                }
                 // The image's name is its pin's: what the VM boots, what the host was
                 // provisioned from. A host without a base is any Debian system.
                 let starts_from = image.map_or(REQUIRED.to_string(), |i| {
@@ -116,7 +123,17 @@ fn suite_of(image: &NodeSpec) -> String {
     image.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string()
 }
 
-fn image_needs(n: &NodeSpec, needs: &mut Needs) {
+/// Whether a node (an image, a host) takes its Debian suite with the suites apt reads
+/// beside it (`-updates`, `-security`): unless it says `updates = false`.
+fn takes_updates(n: &NodeSpec) -> bool {
+    !matches!(n.attr("updates"), Some(Val::Bool(false)))
+}
+
+fn image_needs(n: &NodeSpec, needs: &mut Needs, conflicts: &mut Vec<String>) {
+    let key = PinKey::Image(n.name.clone()).to_string();
+    if let Err(c) = needs.add_suite(&suite_of(n), takes_updates(n), &key) {
+        conflicts.push(c.to_string());
+    }
     needs.images.insert(
         n.name.clone(),
         ImageNeed {
@@ -215,6 +232,8 @@ pub enum LockRequest<'a> {
     All,
     /// `--update KEY…`: move only these.
     Update(&'a [PinKey]),
+    /// `--update security`: move only what the security suites changed.
+    Security,
 }
 
 /// What `envc lock` found or did.
@@ -305,7 +324,8 @@ pub fn lock_environment(
             envc_lockfiles::environment::update_pins(old, &fresh, keys)
                 .map_err(|e| LockCommandError::Input(e.to_string()))?
         }
-        (None, LockRequest::Update(_)) => {
+        (Some(old), LockRequest::Security) => envc_lockfiles::updates::update_security(old, &fresh),
+        (None, LockRequest::Update(_) | LockRequest::Security) => {
             return Err(LockCommandError::Input(format!(
                 "--update needs an existing lockfile; {} does not exist (run `envc lock {}`)",
                 path.display(),

@@ -49,7 +49,11 @@ pub fn resolve_environment(
         })?;
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    // Each Debian suite with the suites apt reads beside it (unless the source opted out),
+    // each Release fetched and checked like the suite's own; resolution sees them merged,
+    // the newest version winning, as apt's candidate does at equal priority.
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
+    let mut companions: Vec<ArchivePin> = Vec::new();
     for suite in needs.suites() {
         let mirror = match mirror_for(suite, old) {
             Ok(m) => m,
@@ -58,16 +62,44 @@ pub fn resolve_environment(
                 continue;
             }
         };
-        match rt.block_on(Archive::fetch(&mirror, suite, ARCHITECTURE, &["main"])) {
-            Ok(a) => match authenticate(&a) {
-                Ok(warning) => {
-                    warnings.extend(warning);
-                    archives.insert(suite, a);
+        let mut fetch = |suite: &str, mirror: &str| -> Result<Archive, String> {
+            let a = rt
+                .block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"]))
+                .map_err(|e| format!("{}: {e}", PinKey::debian_archive(suite)))?;
+            warnings.extend(authenticate(&a).map_err(|e| e.to_string())?);
+            Ok(a)
+        };
+        let mut main = match fetch(suite, &mirror) {
+            Ok(a) => a,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let mut beside = Vec::new();
+        if needs.takes_updates(suite) {
+            for companion in ArchivePin::companion_suites(suite) {
+                let m = companion_mirror(&companion, &mirror, old);
+                match fetch(&companion, &m) {
+                    Ok(a) => beside.push(a),
+                    Err(e) => errors.push(format!(
+                        "{e}\n  note: {suite} is locked with its -updates and -security suites \
+                         by default, as apt reads them: serve {companion} (or set \
+                         ENVC_DEBIAN_SECURITY_MIRROR), or take {suite} alone with `updates = \
+                         false` on its images and hosts"
+                    )),
                 }
-                Err(e) => errors.push(e.to_string()),
-            },
-            Err(e) => errors.push(format!("{}: {e}", PinKey::debian_archive(suite))),
+            }
         }
+        main.pin.with = beside.iter().map(|a| a.pin.name.clone()).collect();
+        let group = if beside.is_empty() {
+            main
+        } else {
+            let others: Vec<&Archive> = beside.iter().collect();
+            main.merged(&others)
+        };
+        companions.extend(beside.into_iter().map(|a| a.pin));
+        archives.insert(suite, group);
     }
     // Vendors' archives: their InRelease checked with the key the source pins, whatever
     // ENVC_ARCHIVE_KEYRING says (that is for Debian's).
@@ -179,7 +211,12 @@ pub fn resolve_environment(
         // The last link of Release → Packages → .deb: the file itself matches. (The
         // closure's files are checked where they are fetched, by the build.)
         for pin in &root {
-            if let Err(e) = rt.block_on(fetch::fetch_deb(&archive.pin.mirror, pin)) {
+            // Its own archive's mirror: the security suite's is not the suite's.
+            let mirror = companions
+                .iter()
+                .find(|c| c.name == pin.archive)
+                .map_or(&archive.pin.mirror, |c| &c.mirror);
+            if let Err(e) = rt.block_on(fetch::fetch_deb(mirror, pin)) {
                 errors.push(format!("{}: {e}", pin.key()));
             }
         }
@@ -230,6 +267,9 @@ pub fn resolve_environment(
         }
     }
     lock.archives = used.into_iter().map(|s| archives[s].pin.clone()).collect();
+    let with: Vec<&String> = lock.archives.iter().flat_map(|a| &a.with).collect();
+    companions.retain(|c| with.contains(&&c.name));
+    lock.archives.extend(companions);
     lock.archives
         .extend(used_vendors.into_iter().map(|v| vendors[v].pin.clone()));
     for t in &needs.tools {
@@ -397,6 +437,32 @@ fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, NoMirror> {
     match old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
         Some(a) if !overridden => Ok(a.mirror.clone()),
         _ => crate::mirror::local_mirror(),
+    }
+}
+
+/// The mirror of a suite beside a Debian suite (`bookworm-updates`, `bookworm-security`),
+/// locked from `main_mirror`: for the security suite `$ENVC_DEBIAN_SECURITY_MIRROR`; else
+/// the one the lockfile already pins (unless `$ENVC_DEBIAN_MIRROR` moves the main one);
+/// else the main mirror, but for the security suite of a mirror `…/debian`, which Debian
+/// serves beside it as `…/debian-security` (`http://deb.debian.org/debian-security`).
+fn companion_mirror(suite: &str, main_mirror: &str, old: Option<&Lockfile>) -> String {
+    let security = suite.ends_with("-security");
+    if security {
+        if let Ok(m) = std::env::var("ENVC_DEBIAN_SECURITY_MIRROR") {
+            if !m.is_empty() {
+                return m.trim_end_matches('/').to_string();
+            }
+        }
+    }
+    let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
+    if let Some(a) = old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
+        if !overridden {
+            return a.mirror.clone();
+        }
+    }
+    match main_mirror.strip_suffix("/debian") {
+        Some(root) if security => format!("{root}/debian-security"),
+        _ => main_mirror.to_string(),
     }
 }
 

@@ -38,6 +38,7 @@ pub mod needs;
 pub mod probe;
 pub mod resolve;
 pub mod text;
+pub mod updates;
 pub mod version;
 
 #[cfg(test)]
@@ -50,6 +51,6 @@ pub use error::LockError;
 pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile, ReadLockError};
 pub use model::*;
-pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale, VendorConflict};
+pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict, VendorConflict};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

@@ -14,12 +14,55 @@ use super::{compile_env, report, Params, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
 
-pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui) -> Outcome {
+/// What `--update` names: a pin, or the security suites' changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    Key(PinKey),
+    Security,
+}
+
+/// `--update`'s value: `security`, or a pin key.
+pub fn parse_update(s: &str) -> Result<Update, String> {
+    if s == "security" {
+        return Ok(Update::Security);
+    }
+    s.parse()
+        .map(Update::Key)
+        .map_err(|e: envc_compiler::pin::BadPinKey| {
+            format!("{e} (or `security`: what the security suites changed)")
+        })
+}
+
+pub fn lock(
+    file: &Path,
+    check: bool,
+    update: Option<&[Update]>,
+    params: &Params,
+    ui: Ui,
+) -> Outcome {
+    let keys: Vec<PinKey> = update
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|u| match u {
+            Update::Key(k) => Some(k.clone()),
+            Update::Security => None,
+        })
+        .collect();
+    let security = update.is_some_and(|u| u.contains(&Update::Security));
+    if security && !keys.is_empty() {
+        return Err(Failure::Input(
+            "--update security moves what the security suites changed; name pins in another \
+             run (`--update KEY`)"
+                .into(),
+        ));
+    }
     let env = compile_env(file, params, false, ui)?;
-    let request = match (check, update.is_empty()) {
-        (true, _) => LockRequest::Check,
-        (false, true) => LockRequest::All,
-        (false, false) => LockRequest::Update(update),
+    let request = match (check, security, keys.is_empty()) {
+        (true, _, _) => LockRequest::Check,
+        (false, true, _) => LockRequest::Security,
+        // `--update` alone: every pin, like a plain `envc lock`.
+        (false, false, true) => LockRequest::All,
+        (false, false, false) => LockRequest::Update(&keys),
     };
     match lock_environment(file, &env.spec, request) {
         Ok(LockOutcome::UpToDate { path }) => {

@@ -3,13 +3,18 @@
 //!
 //! Layout, as a mirror has it: `debian/dists/SUITE/{Release,InRelease}`,
 //! `debian/dists/SUITE/main/binary-amd64/Packages{,.gz}`, `debian/pool/main/…/*.deb` (the
-//! "debs" are a few bytes of text: only their hashes matter here).
+//! "debs" are a few bytes of text unless a test gives their bytes: only their hashes matter
+//! to locking). The suites beside a release ([`TinyArchive::beside`]) are served by the same
+//! server, as Debian serves them: `debian/dists/bookworm-updates`,
+//! `debian-security/dists/bookworm-security` with its pool under `pool/updates/main`.
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use envc_lockfiles::fetch::sha256_hex;
 use flate2::write::GzEncoder;
@@ -20,6 +25,8 @@ pub struct Pkg {
     pub name: &'static str,
     pub version: &'static str,
     pub fields: &'static str,
+    /// The `.deb`'s bytes, when they matter (a real `.deb`); a line of text otherwise.
+    pub deb: Option<fn(&Pkg) -> Vec<u8>>,
 }
 
 pub const fn pkg(name: &'static str, version: &'static str, fields: &'static str) -> Pkg {
@@ -27,26 +34,80 @@ pub const fn pkg(name: &'static str, version: &'static str, fields: &'static str
         name,
         version,
         fields,
+        deb: None,
     }
 }
 
 pub struct TinyArchive {
-    pub dir: tempfile::TempDir,
+    pub dir: Rc<tempfile::TempDir>,
     pub suite: &'static str,
     /// `http://127.0.0.1:PORT/debian`
     pub mirror: String,
+    /// The mirror's directory under the server's root: `debian`, `debian-security`.
+    path: &'static str,
+    /// Where its `.deb`s go under the mirror: `pool/main`; `pool/updates/main` for a
+    /// security suite, as Debian's security archive has it.
+    pool: &'static str,
+    /// The pool files the last [`TinyArchive::write`] wrote (a mirror keeps only the
+    /// current versions' files; other suites of the same mirror keep theirs).
+    written: RefCell<Vec<PathBuf>>,
 }
 
 impl TinyArchive {
     /// An empty archive directory, served.
     pub fn new(suite: &'static str) -> TinyArchive {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mirror = format!("{}/debian", serve(dir.path().to_path_buf()));
-        TinyArchive { dir, suite, mirror }
+        let server = serve(dir.path().to_path_buf());
+        TinyArchive {
+            dir: Rc::new(dir),
+            suite,
+            mirror: format!("{server}/debian"),
+            path: "debian",
+            pool: "pool/main",
+            written: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Another suite served by the same server, as Debian serves the suites beside a
+    /// release: `bookworm-updates` on the same mirror, `bookworm-security` on
+    /// `…/debian-security` with its pool under `pool/updates/`.
+    pub fn beside(&self, suite: &'static str) -> TinyArchive {
+        let security = suite.ends_with("-security");
+        let (path, pool) = if security {
+            ("debian-security", "pool/updates/main")
+        } else {
+            (self.path, self.pool)
+        };
+        let server = self
+            .mirror
+            .strip_suffix(&format!("/{}", self.path))
+            .unwrap();
+        TinyArchive {
+            dir: self.dir.clone(),
+            suite,
+            mirror: format!("{server}/{path}"),
+            path,
+            pool,
+            written: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The `-updates` and `-security` suites beside this one, written empty (what an
+    /// environment that takes them by default needs of a test archive that has no updates).
+    pub fn companions(&self, date: &str) -> [TinyArchive; 2] {
+        let updates = self.beside(Box::leak(
+            format!("{}-updates", self.suite).into_boxed_str(),
+        ));
+        let security = self.beside(Box::leak(
+            format!("{}-security", self.suite).into_boxed_str(),
+        ));
+        updates.write(&[], date, true);
+        security.write(&[], date, true);
+        [updates, security]
     }
 
     pub fn root(&self) -> PathBuf {
-        self.dir.path().join("debian")
+        self.dir.path().join(self.path)
     }
 
     pub fn dists(&self) -> PathBuf {
@@ -58,26 +119,34 @@ impl TinyArchive {
     /// around it when `signed`; the signature is not a real one).
     pub fn write(&self, packages: &[Pkg], date: &str, signed: bool) {
         // A mirror keeps only the current versions' files.
-        let _ = std::fs::remove_dir_all(self.root().join("pool"));
+        for f in self.written.borrow_mut().drain(..) {
+            let _ = std::fs::remove_file(f);
+        }
         let mut index = String::new();
         for p in packages {
             let filename = format!(
-                "pool/main/{}/{}/{}_{}_amd64.deb",
+                "{}/{}/{}/{}_{}_amd64.deb",
+                self.pool,
                 &p.name[..1],
                 p.name,
                 p.name,
                 // Pool file names leave the epoch out, as Debian's do.
                 p.version.split_once(':').map_or(p.version, |(_, v)| v)
             );
-            let content = format!("not really a deb: {} {}\n", p.name, p.version);
-            write(&self.root().join(&filename), content.as_bytes());
+            let content = match p.deb {
+                Some(deb) => deb(p),
+                None => format!("not really a deb: {} {}\n", p.name, p.version).into_bytes(),
+            };
+            let content = content.as_slice();
+            write(&self.root().join(&filename), content);
+            self.written.borrow_mut().push(self.root().join(&filename));
             index.push_str(&format!(
                 "Package: {}\nVersion: {}\nArchitecture: amd64\nMaintainer: Test <t@example.org>\n\
                  Filename: {filename}\nSize: {}\nSHA256: {}\nDescription: {}\n",
                 p.name,
                 p.version,
                 content.len(),
-                sha256_hex(content.as_bytes()),
+                sha256_hex(content),
                 p.name
             ));
             for f in p.fields.split(';').map(str::trim).filter(|f| !f.is_empty()) {
