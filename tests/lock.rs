@@ -699,3 +699,90 @@ fn a_mirror_without_the_security_suite_is_an_error_that_says_how_to_opt_out() {
     expect(&p.envc(&["lock", "prod.env"]), 0);
     assert!(!p.lockfile().contains("with = "), "{}", p.lockfile());
 }
+
+#[test]
+fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &image_base(&[
+            pkg("libc6", "2.36-9+deb12u10", ""),
+            pkg("tzdata", "2025a-0+deb12u1", ""),
+            pkg("hello", "2.10-3", "Depends: libc6"),
+        ]),
+        DATE,
+        true,
+    );
+    let updates = main.beside("bookworm-updates");
+    updates.write(&[], DATE, true);
+    let security = main.beside("bookworm-security");
+    security.write(
+        &[pkg("hello", "2.10-3+deb12u1", "Depends: libc6")],
+        DATE,
+        true,
+    );
+    let p = Project::new(&main.mirror);
+    std::fs::write(p.path("prod.env"), SUITES_ENV).unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let before = p.lockfile();
+
+    // A week later: the security suite patched hello and libc6, the point release tzdata.
+    let later = "Sat, 17 Jan 2026 10:14:31 UTC";
+    updates.write(&[pkg("tzdata", "2025b-0+deb12u1", "")], later, true);
+    security.write(
+        &[
+            pkg("hello", "2.10-3+deb12u2", "Depends: libc6"),
+            pkg("libc6", "2.36-9+deb12u11", ""),
+        ],
+        later,
+        true,
+    );
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains("`package:hello`: 2.10-3+deb12u1 → 2.10-3+deb12u2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("`libc6` 2.36-9+deb12u10 → 2.36-9+deb12u11 (debian/bookworm-security)"),
+        "{out}"
+    );
+    assert!(out.contains("`archive:debian/bookworm-security`"), "{out}");
+    // The point release is not the security update's: tzdata and its suite stay.
+    assert!(
+        !out.contains("tzdata") && !out.contains("bookworm-updates"),
+        "{out}"
+    );
+    assert!(
+        p.lockfile().contains("\"tzdata=2025a-0+deb12u1 "),
+        "{}",
+        p.lockfile()
+    );
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+    // Nothing more to move.
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    assert!(stdout(&o).contains("unchanged"), "{}", text(&o));
+
+    // `--update` alone moves everything, the point release too.
+    let o = p.envc(&["lock", "prod.env", "--update"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains("`tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1"),
+        "{}",
+        text(&o)
+    );
+    assert_ne!(p.lockfile(), before);
+
+    // `security` with a key is refused: two different requests.
+    let o = p.envc(&[
+        "lock",
+        "prod.env",
+        "--update",
+        "security",
+        "--update",
+        "package:hello",
+    ]);
+    expect(&o, 1);
+    assert!(stderr(&o).contains("--update security"), "{}", text(&o));
+}
