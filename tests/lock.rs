@@ -786,3 +786,58 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
     expect(&o, 1);
     assert!(stderr(&o).contains("--update security"), "{}", text(&o));
 }
+
+#[test]
+fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &[
+            archive::with_changelog(pkg("hello", "2.10-3", "")),
+            pkg("jq", "1.6-2.1", ""),
+        ],
+        DATE,
+        true,
+    );
+    let [_updates, security] = main.companions(DATE);
+    let p = Project::new(&main.mirror);
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    std::fs::copy(p.path("prod.lock"), p.path("old.lock")).unwrap();
+
+    // The security suite publishes two updates of hello at once.
+    security.write(
+        &[archive::with_changelog(pkg("hello", "2.10-3+deb12u2", ""))],
+        DATE,
+        true,
+    );
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    let fixed = "- `hello` 2.10-3 → 2.10-3+deb12u2: 3 CVEs (CVE-2026-0001, CVE-2026-0002, \
+                 CVE-2026-0003); 2 bugs (#1100001, #1100002)";
+    assert!(stdout(&o).contains(fixed), "{}", text(&o));
+
+    // The review of the change reads the .deb `envc lock` kept in the store: no network.
+    drop(security);
+    let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);
+    expect(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains("`package:hello`: 2.10-3 → 2.10-3+deb12u2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("What the moved packages fix (their changelog.Debian.gz):\n")
+            && out.contains(fixed),
+        "{out}"
+    );
+    // Without the store's copy, it says so rather than guess.
+    std::fs::remove_dir_all(p.path(".envc/debs")).unwrap();
+    let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains(
+            "- `hello` 2.10-3 → 2.10-3+deb12u2: changelog not read: its .deb is not in the store"
+        ),
+        "{}",
+        text(&o)
+    );
+}

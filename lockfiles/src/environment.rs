@@ -22,6 +22,9 @@ const ARCHITECTURE: &str = "amd64";
 pub struct Resolved {
     pub lock: Lockfile,
     pub warnings: Vec<String>,
+    /// The `.deb`s fetched to pin the packages the environment names, checked, by sha256:
+    /// the caller keeps them (the store), so that their changelogs can say what a move fixes.
+    pub debs: BTreeMap<String, Vec<u8>>,
 }
 
 /// Why nothing was resolved: one message per pin that failed, and the warnings so far.
@@ -165,6 +168,7 @@ pub fn resolve_environment(
         used.insert(need.suite.as_str());
     }
     let mut members: BTreeMap<String, PackagePin> = BTreeMap::new();
+    let mut debs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     // Each suite's required set, resolved once for all the packages of hosts without a base.
     let mut required: BTreeMap<&str, Result<PackageSet, Vec<ResolveError>>> = BTreeMap::new();
     for (name, need) in &needs.packages {
@@ -216,8 +220,11 @@ pub fn resolve_environment(
                 .iter()
                 .find(|c| c.name == pin.archive)
                 .map_or(&archive.pin.mirror, |c| &c.mirror);
-            if let Err(e) = rt.block_on(fetch::fetch_deb(mirror, pin)) {
-                errors.push(format!("{}: {e}", pin.key()));
+            match rt.block_on(fetch::fetch_deb(mirror, pin)) {
+                Ok(bytes) => {
+                    debs.insert(pin.sha256.clone(), bytes);
+                }
+                Err(e) => errors.push(format!("{}: {e}", pin.key())),
             }
         }
         for pin in &mut root {
@@ -280,10 +287,44 @@ pub fn resolve_environment(
     }
     if errors.is_empty() {
         lock.normalize();
-        Ok(Resolved { lock, warnings })
+        Ok(Resolved {
+            lock,
+            warnings,
+            debs,
+        })
     } else {
         Err(Unresolved { errors, warnings })
     }
+}
+
+/// Fetches pinned `.deb`s from their archives' mirrors, each checked against its pin: what
+/// `envc lock` keeps of the packages a change moved, so that their changelogs can be read.
+/// A `.deb` that cannot be fetched is left out, with why.
+pub fn fetch_pinned(
+    lock: &Lockfile,
+    pins: &[PackagePin],
+) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
+    let mut debs = BTreeMap::new();
+    let mut errors = Vec::new();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return (debs, vec![e.to_string()]),
+    };
+    for pin in pins {
+        let Some(archive) = lock.archive(&pin.archive) else {
+            continue;
+        };
+        match rt.block_on(fetch::fetch_deb(&archive.mirror, pin)) {
+            Ok(bytes) => {
+                debs.insert(pin.sha256.clone(), bytes);
+            }
+            Err(e) => errors.push(format!("{}: {e}", pin.key())),
+        }
+    }
+    (debs, errors)
 }
 
 /// A package set as an image pin holds it: `(name, version)`, sorted by name.

@@ -24,6 +24,7 @@
 //! `lockfiles/README.md`.
 
 pub mod archive;
+pub mod changelog;
 pub mod consistency;
 pub mod deb;
 pub mod diff;

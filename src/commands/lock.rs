@@ -8,6 +8,7 @@ use envc_compiler::{compile, CompileOptions};
 use envc_executor::locking::{lock_environment, LockCommandError, LockOutcome, LockRequest};
 use envc_executor::project::{split_root, FsLoader};
 use envc_executor::spec::Spec;
+use envc_lockfiles::changelog::Fix;
 use envc_lockfiles::{read_lock_arg, Lockfile};
 
 use super::{compile_env, report, Params, Ui};
@@ -64,7 +65,8 @@ pub fn lock(
         (false, false, true) => LockRequest::All,
         (false, false, false) => LockRequest::Update(&keys),
     };
-    match lock_environment(file, &env.spec, request) {
+    let store = envc_executor::session::store_root(file);
+    match lock_environment(file, &env.spec, request, &store) {
         Ok(LockOutcome::UpToDate { path }) => {
             output::line(format!("{}: up to date", path.display()));
             Ok(Exit::Ok)
@@ -87,6 +89,7 @@ pub fn lock(
         Ok(LockOutcome::Written {
             path,
             diff,
+            fixes,
             pins,
             warnings,
         }) => {
@@ -98,6 +101,7 @@ pub fn lock(
                 Some(d) => output::print(&d.to_string()),
                 None => output::line(format!("{}: {pins} pins written", path.display())),
             }
+            print_fixes(&fixes);
             Ok(Exit::Ok)
         }
         Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
@@ -122,8 +126,21 @@ pub fn lock(
     }
 }
 
-/// `envc lock diff OLD NEW [--env FILE]`: what moved, and with `--env` the nodes whose ids
-/// change because of it.
+/// What each moved package's changelog says the move fixes, after the diff.
+fn print_fixes(fixes: &[Fix]) {
+    if fixes.is_empty() {
+        return;
+    }
+    output::line("");
+    output::line("What the moved packages fix (their changelog.Debian.gz):");
+    for f in fixes {
+        output::line(format!("- {f}"));
+    }
+}
+
+/// `envc lock diff OLD NEW [--env FILE]`: what moved, what each moved package's changelog
+/// says it fixes, and with `--env` the nodes whose ids change because of it. The `.deb`s
+/// are the store's (beside `--env`, else beside NEW, or `$ENVC_STORE`): nothing is fetched.
 pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     let (a, b) = (
         read_lock_arg(old).map_err(|e| Failure::Input(e.to_string()))?,
@@ -135,6 +152,15 @@ pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     } else {
         output::print(&d.to_string());
     }
+    // `REV:PATH` names its file after the colon.
+    let beside = env.map_or_else(
+        || Path::new(new.rsplit_once(':').map_or(new, |(_, p)| p)).to_path_buf(),
+        Path::to_path_buf,
+    );
+    let debs = envc_executor::session::store_root(&beside).join("debs");
+    print_fixes(&envc_lockfiles::changelog::fixes(&a, &b, |p| {
+        std::fs::read(debs.join(format!("{}.deb", p.sha256))).ok()
+    }));
     let Some(env) = env else {
         return Ok(Exit::Ok);
     };

@@ -264,3 +264,103 @@ pub fn closed_port_url() -> String {
     drop(listener);
     format!("http://{addr}/debian")
 }
+
+/// What the test packages' changelogs say, newest first: (package, version, entry text).
+const HISTORY: &[(&str, &str, &str)] = &[
+    (
+        "hello",
+        "2.10-3+deb12u2",
+        "  * Fix CVE-2026-0002 and CVE-2026-0003 (greeting overflow).\n  * Closes: #1100002",
+    ),
+    (
+        "hello",
+        "2.10-3+deb12u1",
+        "  * d/p/CVE-2026-0001.patch: a long name (closes: #1100001)",
+    ),
+    (
+        "hello",
+        "2.10-3",
+        "  * Upload to bookworm. Closes: #1000000",
+    ),
+];
+
+/// `p` as a real `.deb` (control and data tarballs, gzip), its data holding
+/// `usr/share/doc/NAME/changelog.Debian.gz`: the [`HISTORY`] entries up to its version.
+pub fn with_changelog(p: Pkg) -> Pkg {
+    Pkg {
+        deb: Some(real_deb),
+        ..p
+    }
+}
+
+fn real_deb(p: &Pkg) -> Vec<u8> {
+    use envc_lockfiles::version::compare;
+    let mut changelog = String::new();
+    for (name, version, text) in HISTORY {
+        if *name == p.name && compare(version, p.version).is_le() {
+            changelog.push_str(&format!(
+                "{name} ({version}) bookworm-security; urgency=medium\n\n{text}\n\n \
+                 -- Test <t@example.org>  Sat, 10 Jan 2026 10:14:31 +0000\n\n"
+            ));
+        }
+    }
+    let control = format!(
+        "Package: {}\nVersion: {}\nArchitecture: amd64\nMaintainer: Test <t@example.org>\n\
+         Description: {}\n",
+        p.name, p.version, p.name
+    );
+    let gz = |bytes: &[u8]| {
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let tar = |path: &str, bytes: &[u8]| -> Vec<u8> {
+        // One regular file in a ustar archive, written by hand (512-byte header and blocks).
+        let mut h = [0u8; 512];
+        h[..path.len()].copy_from_slice(path.as_bytes());
+        let octal = |h: &mut [u8; 512], at: usize, width: usize, n: u64| {
+            let text = format!("{n:0w$o}\0", w = width - 1);
+            h[at..at + width].copy_from_slice(text.as_bytes());
+        };
+        octal(&mut h, 100, 8, 0o644);
+        octal(&mut h, 108, 8, 0);
+        octal(&mut h, 116, 8, 0);
+        octal(&mut h, 124, 12, bytes.len() as u64);
+        octal(&mut h, 136, 12, 0);
+        h[156] = b'0';
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        let mut out = h.to_vec();
+        out.extend(bytes);
+        out.resize(out.len().div_ceil(512) * 512 + 1024, 0);
+        out
+    };
+    let doc = format!("usr/share/doc/{}/changelog.Debian.gz", p.name);
+    let members = [
+        ("debian-binary", b"2.0\n".to_vec()),
+        ("control.tar.gz", gz(&tar("control", control.as_bytes()))),
+        ("data.tar.gz", gz(&tar(&doc, &gz(changelog.as_bytes())))),
+    ];
+    let mut out = b"!<arch>\n".to_vec();
+    for (name, body) in members {
+        out.extend(
+            format!(
+                "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                0,
+                0,
+                0,
+                100644,
+                body.len()
+            )
+            .as_bytes(),
+        );
+        out.extend(&body);
+        if body.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    }
+    out
+}
