@@ -10,7 +10,8 @@
 //! [`installable`] checks, as apt would, that `.deb`s install onto a target's packages (both
 //! pure, for the build); [`probe`] asks the machine's tools for their versions; [`model`] is what is
 //! pinned, [`text`] its TOML form ([`error`] what reading it reports) and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
-//! change between two lockfiles. Every error is a value whose message names the pin and
+//! change between two lockfiles, [`changelog`] what each moved package's changelog says it
+//! fixes; [`updates`] is `--update security`. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
 //! What `envc lock FILE` does with it, in order: the executor reads the environment's
