@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use envc_compiler::pin::PinKey;
 
 use crate::commands::graph::GraphFormat;
 use crate::commands::plan::PlanFormat;
@@ -246,9 +245,12 @@ enum Command {
         /// Change nothing: exit 3 when the lockfile does not cover the environment.
         #[arg(long)]
         check: bool,
-        /// Move only these pins (`package:hello`, `image:debian-12`, `source_date_epoch`).
-        #[arg(long, value_name = "KEY", value_parser = parse_pin_key)]
-        update: Vec<PinKey>,
+        /// Move pins: alone, every pin to the archives' current Releases; `security`, only
+        /// what the security suites changed; a KEY (`package:hello`, `image:debian-12`,
+        /// `source_date_epoch`), only that pin (repeat it for more).
+        #[arg(long, value_name = "KEY|security", num_args = 0..=1,
+              value_parser = commands::lock::parse_update)]
+        update: Option<Vec<commands::lock::Update>>,
         #[command(flatten)]
         params: Params,
     },
@@ -393,11 +395,6 @@ enum Command {
     },
 }
 
-fn parse_pin_key(s: &str) -> Result<PinKey, String> {
-    s.parse()
-        .map_err(|e: envc_compiler::pin::BadPinKey| e.to_string())
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // Deeply nested input is bounded by the parser and the evaluator's limits; the large
@@ -483,7 +480,7 @@ fn run(cli: Cli) -> Exit {
             update,
             params,
         } => match file {
-            Some(file) => commands::lock::lock(&file, check, &update, &params, ui),
+            Some(file) => commands::lock::lock(&file, check, update.as_deref(), &params, ui),
             None => Err(Failure::Input(
                 "give the environment file: `envc lock prod.env`".into(),
             )),

@@ -81,6 +81,7 @@ fn expect(o: &Output, code: i32) {
 fn lock_pins_packages_checks_moves_and_explains_the_move() {
     let archive = TinyArchive::new("bookworm");
     archive.write(V1, DATE, true);
+    let _beside = archive.companions(DATE);
     let p = Project::new(&archive.mirror);
 
     // A lockfile, written twice: the same bytes.
@@ -217,6 +218,7 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
 fn a_hand_broken_lockfile_stops_every_command_with_its_line() {
     let archive = TinyArchive::new("bookworm");
     archive.write(V1, DATE, true);
+    let _beside = archive.companions(DATE);
     let p = Project::new(&archive.mirror);
     expect(&p.envc(&["lock", "prod.env"]), 0);
     let broken = p.lockfile().replacen("sha256 = \"", "sha256 = \"zz", 1);
@@ -257,6 +259,7 @@ fn an_image_pin_is_stale_when_its_source_packages_change() {
     ]);
     let archive = TinyArchive::new("bookworm");
     archive.write(&packages, DATE, true);
+    let _beside = archive.companions(DATE);
     let p = Project::new(&archive.mirror);
     let image =
         |packages: &str| format!("let img = image(name = \"tiny\", packages = [{packages}])\n");
@@ -295,6 +298,7 @@ fn an_image_pin_is_stale_when_its_source_packages_change() {
 fn a_deb_that_does_not_match_its_index_is_not_pinned() {
     let archive = TinyArchive::new("bookworm");
     archive.write(V1, DATE, true);
+    let _beside = archive.companions(DATE);
     archive.overwrite(
         "pool/main/h/hello/hello_2.10-3_amd64.deb",
         b"not these bytes\n",
@@ -334,9 +338,15 @@ fn a_pin_edited_by_hand_is_stale() {
 
     // The version moved by hand; the filename and hash still name the old .deb.
     let lock = std::fs::read_to_string(p.path("quickstart.lock")).unwrap();
-    let pinned = "version = \"1.22.1-9+deb12u9\"";
-    assert!(lock.contains(pinned), "{lock}");
-    let tampered = lock.replacen(pinned, "version = \"1.22.1-9+deb12u9+tampered\"", 1);
+    // The quickstart's nginx is the security suite's.
+    let pinned = "version = \"1.22.1-9+deb12u11\"";
+    assert!(
+        lock.contains(&format!(
+            "name = \"nginx\"\narchive = \"debian/bookworm-security\"\n{pinned}"
+        )),
+        "{lock}"
+    );
+    let tampered = lock.replacen(pinned, "version = \"1.22.1-9+deb12u11+tampered\"", 1);
     std::fs::write(p.path("quickstart.lock"), tampered).unwrap();
     let o = p.envc(&["lock", "--check", "quickstart.env"]);
     expect(&o, 3);
@@ -370,6 +380,7 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
         DATE,
         true,
     );
+    let _beside = debian.companions(DATE);
     let vendor = TinyArchive::new("bookworm-acme");
     vendor.write(
         &[
@@ -499,4 +510,334 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
         text(&o)
     );
     assert_eq!(p.lockfile(), lock);
+}
+
+/// What an image needs of an archive to resolve: apt, the base every image has.
+fn image_base(extra: &[Pkg]) -> Vec<Pkg> {
+    let mut packages: Vec<Pkg> = envc_executor::image::BASE_PACKAGES
+        .iter()
+        .map(|name| pkg(name, "1.0", ""))
+        .collect();
+    packages.extend([pkg("apt", "2.6.1", ""), pkg("usr-is-merged", "37", "")]);
+    packages.extend(extra.iter().cloned());
+    packages
+}
+
+const SUITES_ENV: &str = r#"
+let img = image(name = "tiny", packages = ["libc6", "tzdata"])
+let h = host(name = "h", address = "192.0.2.1", base = img)
+let hello = package(name = "hello", target = h)
+"#;
+
+#[test]
+fn a_suite_is_locked_with_its_updates_and_security_suites_each_verified() {
+    // Debian's layout: bookworm and bookworm-updates on …/debian, bookworm-security on
+    // …/debian-security with its pool under pool/updates/; every Release signed.
+    let key = TestKey::new("Test Archive <archive@debian.test>");
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &image_base(&[
+            pkg("libc6", "2.36-9+deb12u10", ""),
+            pkg("tzdata", "2025a-0+deb12u1", ""),
+            pkg("hello", "2.10-3", "Depends: libc6"),
+        ]),
+        DATE,
+        false,
+    );
+    let updates = main.beside("bookworm-updates");
+    updates.write(&[pkg("tzdata", "2025b-0+deb12u1", "")], DATE, false);
+    let security = main.beside("bookworm-security");
+    // A package in both suites: the security version is newer and wins; libc6 is older in
+    // the security suite than the point release, which wins then, as apt's candidate.
+    security.write(
+        &[
+            pkg("hello", "2.10-3+deb12u1", "Depends: libc6"),
+            pkg("libc6", "2.36-9+deb12u9", ""),
+        ],
+        DATE,
+        false,
+    );
+    for suite in [&main, &updates, &security] {
+        key.sign(&suite.dists());
+    }
+    let p = Project::new(&main.mirror);
+    std::fs::write(p.path("prod.env"), SUITES_ENV).unwrap();
+    std::fs::write(p.path("archive.gpg"), key.keyring()).unwrap();
+    let keyring = p.path("archive.gpg");
+    let keyring = keyring.to_str().unwrap();
+    let signed = [("ENVC_ARCHIVE_KEYRING", keyring)];
+    let o = p.envc_with(&["lock", "prod.env"], &signed);
+    expect(&o, 0);
+    let lock = p.lockfile();
+    assert!(
+        lock.starts_with("# Generated") && lock.contains("\nversion = 4\n"),
+        "{lock}"
+    );
+    // Three archives, each Release pinned, each mirror recorded; the suite holds the others.
+    assert!(
+        lock.contains("\nwith = [\"debian/bookworm-updates\", \"debian/bookworm-security\"]\n"),
+        "{lock}"
+    );
+    let security_mirror = security.mirror.clone();
+    assert!(security_mirror.ends_with("/debian-security"));
+    assert!(
+        lock.contains(&format!(
+            "[[archive]]\nname = \"debian/bookworm-security\"\nmirror = \"{security_mirror}\"\n\
+             suite = \"bookworm-security\"\n"
+        )),
+        "{lock}"
+    );
+    assert!(
+        lock.contains(&format!(
+            "[[archive]]\nname = \"debian/bookworm-updates\"\nmirror = \"{}\"\n",
+            main.mirror
+        )),
+        "{lock}"
+    );
+    // The package, from the security suite, its .deb under the security pool.
+    assert!(
+        lock.contains(
+            "name = \"hello\"\narchive = \"debian/bookworm-security\"\nversion = \"2.10-3+deb12u1\"\n\
+             architecture = \"amd64\"\nfilename = \"pool/updates/main/h/hello/hello_2.10-3+deb12u1_amd64.deb\""
+        ),
+        "{lock}"
+    );
+    // The image's set takes the newest of each package across the three suites, and names
+    // a package's archive when it is not the image's.
+    assert!(lock.contains("\"libc6=2.36-9+deb12u10 amd64 "), "{lock}");
+    assert!(
+        lock.contains(
+            " pool/main/t/tzdata/tzdata_2025b-0+deb12u1_amd64.deb debian/bookworm-updates\",\n"
+        ),
+        "{lock}"
+    );
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+    // Locking again gives the same bytes.
+    expect(&p.envc_with(&["lock", "prod.env"], &signed), 0);
+    assert_eq!(p.lockfile(), lock);
+
+    // The security suite signed by another key: refused, naming it; nothing written.
+    let other = TestKey::new("Somebody Else <x@other.test>");
+    other.sign(&security.dists());
+    let o = p.envc_with(&["lock", "prod.env"], &signed);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("archive:debian/bookworm-security")
+            && stderr(&o).contains("does not verify"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(p.lockfile(), lock);
+    key.sign(&security.dists());
+
+    // A source that takes bookworm alone: the lock is stale until locked again, then pins
+    // from bookworm alone.
+    let alone = SUITES_ENV.replace("\"tzdata\"])", "\"tzdata\"], updates = false)");
+    std::fs::write(p.path("prod.env"), &alone).unwrap();
+    let o = p.envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains(
+            "archive:debian/bookworm: the lockfile pins bookworm with debian/bookworm-updates, \
+             debian/bookworm-security, the source takes bookworm alone"
+        ),
+        "{}",
+        text(&o)
+    );
+    expect(&p.envc_with(&["lock", "prod.env"], &signed), 0);
+    let lock = p.lockfile();
+    assert!(
+        !lock.contains("with = ") && !lock.contains("bookworm-security"),
+        "{lock}"
+    );
+    assert!(lock.contains("version = \"2.10-3\"\n"), "{lock}");
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+
+    // Its image takes the suite alone, its host with the updates: refused, naming both.
+    std::fs::write(
+        p.path("prod.env"),
+        alone.replace(
+            "address = \"192.0.2.1\", base = img)",
+            "address = \"192.0.2.1\", base = img)\nlet other = host(name = \"o\", address = \"192.0.2.2\")\nlet tz = package(name = \"tzdata\", target = other)",
+        ),
+    )
+    .unwrap();
+    let o = p.envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o)
+            .contains("takes bookworm with its -updates and -security suites, `image:tiny` alone")
+            && stderr(&o).contains("host:o"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_mirror_without_the_security_suite_is_an_error_that_says_how_to_opt_out() {
+    let archive = TinyArchive::new("bookworm");
+    archive.write(V1, DATE, true);
+    let p = Project::new(&archive.mirror);
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("archive:debian/bookworm-updates: suite `bookworm-updates` not found"),
+        "{err}"
+    );
+    assert!(err.contains("`updates = false`"), "{err}");
+    assert!(!p.path("prod.lock").exists());
+    // Opting out locks the suite alone.
+    std::fs::write(
+        p.path("prod.env"),
+        ENV.replace(
+            "address = \"192.0.2.1\")",
+            "address = \"192.0.2.1\", updates = false)",
+        ),
+    )
+    .unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    assert!(!p.lockfile().contains("with = "), "{}", p.lockfile());
+}
+
+#[test]
+fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &image_base(&[
+            pkg("libc6", "2.36-9+deb12u10", ""),
+            pkg("tzdata", "2025a-0+deb12u1", ""),
+            pkg("hello", "2.10-3", "Depends: libc6"),
+        ]),
+        DATE,
+        true,
+    );
+    let updates = main.beside("bookworm-updates");
+    updates.write(&[], DATE, true);
+    let security = main.beside("bookworm-security");
+    security.write(
+        &[pkg("hello", "2.10-3+deb12u1", "Depends: libc6")],
+        DATE,
+        true,
+    );
+    let p = Project::new(&main.mirror);
+    std::fs::write(p.path("prod.env"), SUITES_ENV).unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let before = p.lockfile();
+
+    // A week later: the security suite patched hello and libc6, the point release tzdata.
+    let later = "Sat, 17 Jan 2026 10:14:31 UTC";
+    updates.write(&[pkg("tzdata", "2025b-0+deb12u1", "")], later, true);
+    security.write(
+        &[
+            pkg("hello", "2.10-3+deb12u2", "Depends: libc6"),
+            pkg("libc6", "2.36-9+deb12u11", ""),
+        ],
+        later,
+        true,
+    );
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains("`package:hello`: 2.10-3+deb12u1 → 2.10-3+deb12u2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("`libc6` 2.36-9+deb12u10 → 2.36-9+deb12u11 (debian/bookworm-security)"),
+        "{out}"
+    );
+    assert!(out.contains("`archive:debian/bookworm-security`"), "{out}");
+    // The point release is not the security update's: tzdata and its suite stay.
+    assert!(
+        !out.contains("tzdata") && !out.contains("bookworm-updates"),
+        "{out}"
+    );
+    assert!(
+        p.lockfile().contains("\"tzdata=2025a-0+deb12u1 "),
+        "{}",
+        p.lockfile()
+    );
+    expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
+    // Nothing more to move.
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    assert!(stdout(&o).contains("unchanged"), "{}", text(&o));
+
+    // `--update` alone moves everything, the point release too.
+    let o = p.envc(&["lock", "prod.env", "--update"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains("`tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1"),
+        "{}",
+        text(&o)
+    );
+    assert_ne!(p.lockfile(), before);
+
+    // `security` with a key is refused: two different requests.
+    let o = p.envc(&[
+        "lock",
+        "prod.env",
+        "--update",
+        "security",
+        "--update",
+        "package:hello",
+    ]);
+    expect(&o, 1);
+    assert!(stderr(&o).contains("--update security"), "{}", text(&o));
+}
+
+#[test]
+fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &[
+            archive::with_changelog(pkg("hello", "2.10-3", "")),
+            pkg("jq", "1.6-2.1", ""),
+        ],
+        DATE,
+        true,
+    );
+    let [_updates, security] = main.companions(DATE);
+    let p = Project::new(&main.mirror);
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    std::fs::copy(p.path("prod.lock"), p.path("old.lock")).unwrap();
+
+    // The security suite publishes two updates of hello at once.
+    security.write(
+        &[archive::with_changelog(pkg("hello", "2.10-3+deb12u2", ""))],
+        DATE,
+        true,
+    );
+    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    expect(&o, 0);
+    let fixed = "- `hello` 2.10-3 → 2.10-3+deb12u2: 3 CVEs (CVE-2026-0001, CVE-2026-0002, \
+                 CVE-2026-0003); 2 bugs (#1100001, #1100002)";
+    assert!(stdout(&o).contains(fixed), "{}", text(&o));
+
+    // The review of the change reads the .deb `envc lock` kept in the store: no network.
+    drop(security);
+    let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);
+    expect(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains("`package:hello`: 2.10-3 → 2.10-3+deb12u2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("What the moved packages fix (their changelog.Debian.gz):\n")
+            && out.contains(fixed),
+        "{out}"
+    );
+    // Without the store's copy, it says so rather than guess.
+    std::fs::remove_dir_all(p.path(".envc/debs")).unwrap();
+    let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).contains(
+            "- `hello` 2.10-3 → 2.10-3+deb12u2: changelog not read: its .deb is not in the store"
+        ),
+        "{}",
+        text(&o)
+    );
 }

@@ -428,6 +428,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
             // The Debian suite it runs, which its packages are locked from: its base's
             // when it has one, else bookworm.
             attr("suite", t_str, false, None),
+            // Its suite's `-updates` and `-security` suites are locked with it unless false.
+            attr("updates", t_bool, false, None),
             AFTER,
             TAGS,
         ],
@@ -535,6 +537,8 @@ pub const SCHEMAS: &[NodeSchema] = &[
         attrs: &[
             attr("name", t_str, true, None),
             attr("suite", t_str, false, Some(Default::Str("bookworm"))),
+            // Its suite's `-updates` and `-security` suites are locked with it unless false.
+            attr("updates", t_bool, false, None),
             attr("packages", t_strs, false, Some(Default::EmptyList)),
             attr("files", t_files, false, Some(Default::EmptyRecord)),
             AFTER,

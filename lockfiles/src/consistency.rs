@@ -8,12 +8,14 @@
 //!
 //! - a package's `filename` is `pool/COMPONENT/…/NAME_VERSION_ARCH.deb`, as Debian's pool
 //!   names it: its name, its version without the epoch (`1:2.3-1` → `2.3-1`), its
-//!   architecture, under one of its archive's components;
+//!   architecture, under one of its archive's components (`pool/updates/COMPONENT/` in a
+//!   security suite, as Debian's security archive keeps it);
 //! - a package's architecture is its archive's, or `all`;
 //! - a package's `size` is not 0;
 //! - a Debian archive pin's name is the one its suite gives it ([`ArchivePin::default_name`]);
-//! - every package of a closure is pinned, and from the archive of the package it comes with
-//!   (or, for a vendor archive's package, from a Debian archive);
+//! - every package of a closure is pinned, and from the Debian suite of the package it comes
+//!   with (its archive or one pinned beside it: `-updates`, `-security`), or, for a vendor
+//!   archive's package, from a Debian archive;
 //! - every package of an image's set passes the package checks above.
 //!
 //! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
@@ -150,10 +152,9 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
         );
     }
     for i in &lock.images {
-        let archive = lock.archive(&i.archive);
         for p in &i.packages {
             out.extend(
-                package(p, archive)
+                package(p, lock.archive(&p.archive))
                     .into_iter()
                     .map(|problem| Inconsistency {
                         key: i.key(),
@@ -177,10 +178,13 @@ fn closure(p: &PackagePin, lock: &Lockfile) -> Vec<Problem> {
         .filter_map(|m| match lock.package(m) {
             None => Some(Problem::ClosureNotPinned { member: m.clone() }),
             Some(pin) if vendor && from_debian(&pin.archive) => None,
-            Some(pin) if pin.archive != p.archive => Some(Problem::ClosureArchive {
-                member: m.clone(),
-                archive: pin.archive.clone(),
-            }),
+            // Debian's suite and its updates are one archive to apt.
+            Some(pin) if !lock.same_suite(&pin.archive, &p.archive) => {
+                Some(Problem::ClosureArchive {
+                    member: m.clone(),
+                    archive: pin.archive.clone(),
+                })
+            }
             Some(_) => None,
         })
         .collect()
@@ -197,7 +201,13 @@ fn package(p: &PackagePin, archive: Option<&ArchivePin>) -> Vec<Problem> {
         });
     }
     if let Some(a) = archive {
-        let in_pool = p.filename.strip_prefix("pool/").is_some_and(|rest| {
+        // Debian's security archive keeps its pool under `pool/updates/`.
+        let pool = if a.is_security() && p.filename.starts_with("pool/updates/") {
+            "pool/updates/"
+        } else {
+            "pool/"
+        };
+        let in_pool = p.filename.strip_prefix(pool).is_some_and(|rest| {
             a.components
                 .iter()
                 .any(|c| rest.starts_with(&format!("{c}/")))

@@ -131,9 +131,44 @@ fn member<'a>(deb: &'a [u8], prefix: &str) -> Result<(&'a str, &'a [u8]), DebErr
     })
 }
 
+/// The bytes of one file of a `.deb`'s data tarball (`usr/share/doc/hello/changelog.Debian.gz`,
+/// without `./`), `None` when it has no such regular file. The tarball may inflate to
+/// [`MAX_DATA`] at most.
+pub fn data_file(deb: &[u8], path: &str) -> Result<Option<Vec<u8>>, DebError> {
+    let (name, compressed) = member(deb, "data.tar")?;
+    let tar = decompress_limited(name, compressed, MAX_DATA)?;
+    let unreadable = |e: std::io::Error| DebError::ControlTar {
+        detail: e.to_string(),
+    };
+    let mut archive = tar::Archive::new(tar.as_slice());
+    for entry in archive.entries().map_err(unreadable)? {
+        let mut entry = entry.map_err(unreadable)?;
+        let here = entry.path().map_err(unreadable)?;
+        let here = here.strip_prefix(".").unwrap_or(&here);
+        if here == std::path::Path::new(path) && entry.header().entry_type().is_file() {
+            let mut out = Vec::new();
+            entry
+                .read_to_end(&mut out)
+                .map_err(|e| DebError::ReadControl {
+                    detail: e.to_string(),
+                })?;
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
+
+/// How far a `.deb`'s data tarball may inflate when a file is read from it (a kernel's is
+/// some hundreds of MB).
+pub const MAX_DATA: u64 = 2 << 30;
+
 fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, DebError> {
+    decompress_limited(name, bytes, MAX_CONTROL)
+}
+
+fn decompress_limited(name: &str, bytes: &[u8], limit: u64) -> Result<Vec<u8>, DebError> {
     let mut out = Vec::new();
-    let mut sink = LimitedWriter(&mut out);
+    let mut sink = LimitedWriter(&mut out, limit);
     let copy = |r: &mut dyn Read, sink: &mut LimitedWriter<'_>| std::io::copy(r, sink).map(drop);
     let done = match name.rsplit_once('.').map(|(_, ext)| ext) {
         Some("tar") => sink.write_all(bytes),
@@ -156,13 +191,13 @@ fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>, DebError> {
     Ok(out)
 }
 
-/// A `Write` that refuses to grow past [`MAX_CONTROL`].
-struct LimitedWriter<'a>(&'a mut Vec<u8>);
+/// A `Write` that refuses to grow past its limit ([`MAX_CONTROL`] for a control tarball).
+struct LimitedWriter<'a>(&'a mut Vec<u8>, u64);
 
 impl std::io::Write for LimitedWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if (self.0.len() + buf.len()) as u64 > MAX_CONTROL {
-            return Err(std::io::Error::other("control archive too large"));
+        if (self.0.len() + buf.len()) as u64 > self.1 {
+            return Err(std::io::Error::other("archive member too large"));
         }
         self.0.extend_from_slice(buf);
         Ok(buf.len())

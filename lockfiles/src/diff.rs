@@ -155,6 +155,15 @@ fn fields(changes: &[(&str, String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The suites a Debian suite's pin holds beside it, for a diff line.
+fn suites(with: &[String]) -> String {
+    if with.is_empty() {
+        "none".into()
+    } else {
+        with.join(" ")
+    }
+}
+
 fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
     let (summary, details) = match (old, new) {
         (Pin::Package(o), Pin::Package(n)) => {
@@ -222,6 +231,7 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
                     short(&n.release_sha256).to_string(),
                 ),
                 ("dated", o.date.clone(), n.date.clone()),
+                ("with", suites(&o.with), suites(&n.with)),
                 (
                     "signed by key",
                     o.signed_by
@@ -266,7 +276,14 @@ fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
             }
             (Some((a, _)), Some((b, _))) if a != b => {
                 moved += 1;
-                details.push(format!("`{name}` {a} → {b}"));
+                // From another archive than before (the security suite): say which.
+                let from = n.packages.iter().find(|p| &p.name == name);
+                let was = o.packages.iter().find(|p| &p.name == name);
+                let archive = match (was, from) {
+                    (Some(w), Some(f)) if w.archive != f.archive => format!(" ({})", f.archive),
+                    _ => String::new(),
+                };
+                details.push(format!("`{name}` {a} → {b}{archive}"));
             }
             // The archive rebuilt the same version: worth a reviewer's look.
             (Some((a, x)), Some((_, y))) if x != y => {

@@ -22,6 +22,9 @@ const ARCHITECTURE: &str = "amd64";
 pub struct Resolved {
     pub lock: Lockfile,
     pub warnings: Vec<String>,
+    /// The `.deb`s fetched to pin the packages the environment names, checked, by sha256:
+    /// the caller keeps them (the store), so that their changelogs can say what a move fixes.
+    pub debs: BTreeMap<String, Vec<u8>>,
 }
 
 /// Why nothing was resolved: one message per pin that failed, and the warnings so far.
@@ -49,7 +52,11 @@ pub fn resolve_environment(
         })?;
     let mut errors: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    // Each Debian suite with the suites apt reads beside it (unless the source opted out),
+    // each Release fetched and checked like the suite's own; resolution sees them merged,
+    // the newest version winning, as apt's candidate does at equal priority.
     let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
+    let mut companions: Vec<ArchivePin> = Vec::new();
     for suite in needs.suites() {
         let mirror = match mirror_for(suite, old) {
             Ok(m) => m,
@@ -58,16 +65,44 @@ pub fn resolve_environment(
                 continue;
             }
         };
-        match rt.block_on(Archive::fetch(&mirror, suite, ARCHITECTURE, &["main"])) {
-            Ok(a) => match authenticate(&a) {
-                Ok(warning) => {
-                    warnings.extend(warning);
-                    archives.insert(suite, a);
+        let mut fetch = |suite: &str, mirror: &str| -> Result<Archive, String> {
+            let a = rt
+                .block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"]))
+                .map_err(|e| format!("{}: {e}", PinKey::debian_archive(suite)))?;
+            warnings.extend(authenticate(&a).map_err(|e| e.to_string())?);
+            Ok(a)
+        };
+        let mut main = match fetch(suite, &mirror) {
+            Ok(a) => a,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let mut beside = Vec::new();
+        if needs.takes_updates(suite) {
+            for companion in ArchivePin::companion_suites(suite) {
+                let m = companion_mirror(&companion, &mirror, old);
+                match fetch(&companion, &m) {
+                    Ok(a) => beside.push(a),
+                    Err(e) => errors.push(format!(
+                        "{e}\n  note: {suite} is locked with its -updates and -security suites \
+                         by default, as apt reads them: serve {companion} (or set \
+                         ENVC_DEBIAN_SECURITY_MIRROR), or take {suite} alone with `updates = \
+                         false` on its images and hosts"
+                    )),
                 }
-                Err(e) => errors.push(e.to_string()),
-            },
-            Err(e) => errors.push(format!("{}: {e}", PinKey::debian_archive(suite))),
+            }
         }
+        main.pin.with = beside.iter().map(|a| a.pin.name.clone()).collect();
+        let group = if beside.is_empty() {
+            main
+        } else {
+            let others: Vec<&Archive> = beside.iter().collect();
+            main.merged(&others)
+        };
+        companions.extend(beside.into_iter().map(|a| a.pin));
+        archives.insert(suite, group);
     }
     // Vendors' archives: their InRelease checked with the key the source pins, whatever
     // ENVC_ARCHIVE_KEYRING says (that is for Debian's).
@@ -133,6 +168,7 @@ pub fn resolve_environment(
         used.insert(need.suite.as_str());
     }
     let mut members: BTreeMap<String, PackagePin> = BTreeMap::new();
+    let mut debs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     // Each suite's required set, resolved once for all the packages of hosts without a base.
     let mut required: BTreeMap<&str, Result<PackageSet, Vec<ResolveError>>> = BTreeMap::new();
     for (name, need) in &needs.packages {
@@ -179,8 +215,16 @@ pub fn resolve_environment(
         // The last link of Release → Packages → .deb: the file itself matches. (The
         // closure's files are checked where they are fetched, by the build.)
         for pin in &root {
-            if let Err(e) = rt.block_on(fetch::fetch_deb(&archive.pin.mirror, pin)) {
-                errors.push(format!("{}: {e}", pin.key()));
+            // Its own archive's mirror: the security suite's is not the suite's.
+            let mirror = companions
+                .iter()
+                .find(|c| c.name == pin.archive)
+                .map_or(&archive.pin.mirror, |c| &c.mirror);
+            match rt.block_on(fetch::fetch_deb(mirror, pin)) {
+                Ok(bytes) => {
+                    debs.insert(pin.sha256.clone(), bytes);
+                }
+                Err(e) => errors.push(format!("{}: {e}", pin.key())),
             }
         }
         for pin in &mut root {
@@ -230,6 +274,9 @@ pub fn resolve_environment(
         }
     }
     lock.archives = used.into_iter().map(|s| archives[s].pin.clone()).collect();
+    let with: Vec<&String> = lock.archives.iter().flat_map(|a| &a.with).collect();
+    companions.retain(|c| with.contains(&&c.name));
+    lock.archives.extend(companions);
     lock.archives
         .extend(used_vendors.into_iter().map(|v| vendors[v].pin.clone()));
     for t in &needs.tools {
@@ -240,10 +287,44 @@ pub fn resolve_environment(
     }
     if errors.is_empty() {
         lock.normalize();
-        Ok(Resolved { lock, warnings })
+        Ok(Resolved {
+            lock,
+            warnings,
+            debs,
+        })
     } else {
         Err(Unresolved { errors, warnings })
     }
+}
+
+/// Fetches pinned `.deb`s from their archives' mirrors, each checked against its pin: what
+/// `envc lock` keeps of the packages a change moved, so that their changelogs can be read.
+/// A `.deb` that cannot be fetched is left out, with why.
+pub fn fetch_pinned(
+    lock: &Lockfile,
+    pins: &[PackagePin],
+) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
+    let mut debs = BTreeMap::new();
+    let mut errors = Vec::new();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return (debs, vec![e.to_string()]),
+    };
+    for pin in pins {
+        let Some(archive) = lock.archive(&pin.archive) else {
+            continue;
+        };
+        match rt.block_on(fetch::fetch_deb(&archive.mirror, pin)) {
+            Ok(bytes) => {
+                debs.insert(pin.sha256.clone(), bytes);
+            }
+            Err(e) => errors.push(format!("{}: {e}", pin.key())),
+        }
+    }
+    (debs, errors)
 }
 
 /// A package set as an image pin holds it: `(name, version)`, sorted by name.
@@ -397,6 +478,32 @@ fn mirror_for(suite: &str, old: Option<&Lockfile>) -> Result<String, NoMirror> {
     match old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
         Some(a) if !overridden => Ok(a.mirror.clone()),
         _ => crate::mirror::local_mirror(),
+    }
+}
+
+/// The mirror of a suite beside a Debian suite (`bookworm-updates`, `bookworm-security`),
+/// locked from `main_mirror`: for the security suite `$ENVC_DEBIAN_SECURITY_MIRROR`; else
+/// the one the lockfile already pins (unless `$ENVC_DEBIAN_MIRROR` moves the main one);
+/// else the main mirror, but for the security suite of a mirror `…/debian`, which Debian
+/// serves beside it as `…/debian-security` (`http://deb.debian.org/debian-security`).
+fn companion_mirror(suite: &str, main_mirror: &str, old: Option<&Lockfile>) -> String {
+    let security = suite.ends_with("-security");
+    if security {
+        if let Ok(m) = std::env::var("ENVC_DEBIAN_SECURITY_MIRROR") {
+            if !m.is_empty() {
+                return m.trim_end_matches('/').to_string();
+            }
+        }
+    }
+    let overridden = std::env::var("ENVC_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty());
+    if let Some(a) = old.and_then(|o| o.archive(&ArchivePin::default_name(suite))) {
+        if !overridden {
+            return a.mirror.clone();
+        }
+    }
+    match main_mirror.strip_suffix("/debian") {
+        Some(root) if security => format!("{root}/debian-security"),
+        _ => main_mirror.to_string(),
     }
 }
 

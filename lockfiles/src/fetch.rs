@@ -295,6 +295,7 @@ impl Archive {
             release_sha256,
             date: release.date.clone(),
             signed_by: None,
+            with: Vec::new(),
         };
         Ok(Archive::new(pin, release, raw, stanzas))
     }
@@ -310,8 +311,9 @@ async fn fetch_index(
     architecture: &str,
 ) -> Result<Vec<archive::Stanza>, FetchError> {
     let dir = format!("{component}/binary-{architecture}");
-    // gzip where listed (smaller, and flate2 is pure Rust); the plain file otherwise.
-    let Some((path, (hash, size))) = ["Packages.gz", "Packages"]
+    // gzip where listed (smaller, and flate2 is pure Rust); xz where only it is (Debian's
+    // -updates and -security suites); the plain file otherwise.
+    let Some((path, (hash, size))) = ["Packages.gz", "Packages.xz", "Packages"]
         .iter()
         .map(|f| format!("{dir}/{f}"))
         .find_map(|p| release.sha256.get(&p).map(|v| (p, v.clone())))
@@ -373,6 +375,18 @@ async fn fetch_index(
                 detail: format!("cannot decompress: {e}"),
             })?;
         out
+    } else if path.ends_with(".xz") {
+        let mut out = Vec::new();
+        lzma_rs::xz_decompress(&mut body.as_slice(), &mut out).map_err(|e| {
+            FetchError::Corrupt {
+                url: url.clone(),
+                detail: format!("cannot decompress: {e}"),
+            }
+        })?;
+        String::from_utf8(out).map_err(|_| FetchError::Corrupt {
+            url: url.clone(),
+            detail: "the Packages file is not UTF-8".into(),
+        })?
     } else {
         String::from_utf8(body).map_err(|_| FetchError::Corrupt {
             url: url.clone(),

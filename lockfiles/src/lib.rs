@@ -10,7 +10,8 @@
 //! [`installable`] checks, as apt would, that `.deb`s install onto a target's packages (both
 //! pure, for the build); [`probe`] asks the machine's tools for their versions; [`model`] is what is
 //! pinned, [`text`] its TOML form ([`error`] what reading it reports) and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
-//! change between two lockfiles. Every error is a value whose message names the pin and
+//! change between two lockfiles, [`changelog`] what each moved package's changelog says it
+//! fixes; [`updates`] is `--update security`. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
 //! What `envc lock FILE` does with it, in order: the executor reads the environment's
@@ -24,6 +25,7 @@
 //! `lockfiles/README.md`.
 
 pub mod archive;
+pub mod changelog;
 pub mod consistency;
 pub mod deb;
 pub mod diff;
@@ -38,6 +40,7 @@ pub mod needs;
 pub mod probe;
 pub mod resolve;
 pub mod text;
+pub mod updates;
 pub mod version;
 
 #[cfg(test)]
@@ -50,6 +53,6 @@ pub use error::LockError;
 pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile, ReadLockError};
 pub use model::*;
-pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale, VendorConflict};
+pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict, VendorConflict};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

@@ -10,7 +10,19 @@
 /// `closure`), each package of it pinned down to its bytes.
 /// Version 3: an image's package set is pinned down to its bytes too (arch, size, sha256
 /// and pool path of every `.deb`), so that an image builds from the store, not the mirror.
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 4: a Debian suite's pin holds its `-updates` and `-security` suites (`with`, each
+/// pinned as an archive of its own), and an image's package names its archive when it is not
+/// the image's (a package of the set from `bookworm-security`). Version 3 reads as version 4
+/// with no suite beside any other ([`crate::text`] migrates it in memory).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The earliest lockfile format this envc still reads (migrated in memory).
+pub const OLDEST_FORMAT_VERSION: u32 = 3;
+
+/// The suites apt reads beside a Debian release's own, in the order `with` lists them: the
+/// point-release updates and the security updates (`bookworm-updates`,
+/// `bookworm-security`).
+pub const COMPANION_SUFFIXES: [&str; 2] = ["-updates", "-security"];
 
 pub use envc_ids::pin::PinKey;
 use envc_ids::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
@@ -46,6 +58,11 @@ pub struct ArchivePin {
     /// A vendor's archive: the fingerprint of the key its InRelease was checked with (the
     /// key the source declares, pinned). `None` for Debian's, checked with Debian's keyring.
     pub signed_by: Option<String>,
+    /// A Debian suite's pin: the names of the archives pinned beside it, which its packages
+    /// and image sets are resolved across as apt does (`debian/bookworm-updates`,
+    /// `debian/bookworm-security`). Empty for a suite alone (the source opted out), for a
+    /// companion itself and for a vendor's archive.
+    pub with: Vec<String>,
 }
 
 /// One package down to the bytes of its `.deb`: one an environment names (with its
@@ -126,6 +143,20 @@ impl ArchivePin {
     /// The conventional name of a Debian suite's pin: `debian/SUITE`.
     pub fn default_name(suite: &str) -> String {
         format!("debian/{suite}")
+    }
+
+    /// The suites apt reads beside a Debian suite: `bookworm` → `bookworm-updates`,
+    /// `bookworm-security`.
+    pub fn companion_suites(suite: &str) -> Vec<String> {
+        COMPANION_SUFFIXES
+            .iter()
+            .map(|s| format!("{suite}{s}"))
+            .collect()
+    }
+
+    /// Whether this pin is a Debian suite's security suite (`bookworm-security`).
+    pub fn is_security(&self) -> bool {
+        !self.is_vendor() && self.suite.ends_with("-security")
     }
 }
 
@@ -212,6 +243,30 @@ impl Lockfile {
 
     pub fn archive(&self, name: &str) -> Option<&ArchivePin> {
         self.archives.iter().find(|a| a.name == name)
+    }
+
+    /// The archives a package of the Debian suite pinned as `main` may come from: `main`
+    /// and the archives pinned beside it (its `with`).
+    pub fn group(&self, main: &str) -> Vec<String> {
+        let with = self
+            .archive(main)
+            .map(|a| a.with.clone())
+            .unwrap_or_default();
+        std::iter::once(main.to_string()).chain(with).collect()
+    }
+
+    /// The archive `name` is pinned beside (`debian/bookworm` for
+    /// `debian/bookworm-security`), or `name` itself when it is a main suite's.
+    pub fn main_of<'a>(&'a self, name: &'a str) -> &'a str {
+        self.archives
+            .iter()
+            .find(|a| a.with.iter().any(|w| w == name))
+            .map_or(name, |a| a.name.as_str())
+    }
+
+    /// Whether two archives are one Debian suite's (the same, or pinned beside each other).
+    pub fn same_suite(&self, a: &str, b: &str) -> bool {
+        self.main_of(a) == self.main_of(b)
     }
 
     pub fn package(&self, name: &str) -> Option<&PackagePin> {
@@ -375,8 +430,27 @@ pub fn update(
     for i in &fresh.images {
         if named.contains(&i.key()) {
             named.push(PinKey::Archive(i.archive.clone()));
+            named.extend(
+                i.packages
+                    .iter()
+                    .map(|p| PinKey::Archive(p.archive.clone())),
+            );
         }
     }
+    // A Debian suite's pin and the suites pinned beside it move together: the suite's
+    // `with` names them.
+    let groups: Vec<PinKey> = fresh
+        .archives
+        .iter()
+        .chain(&old.archives)
+        .filter(|a| named.contains(&a.key()))
+        .flat_map(|a| {
+            let main = fresh.main_of(&a.name).to_string();
+            fresh.group(&main).into_iter().chain(old.group(&main))
+        })
+        .map(PinKey::Archive)
+        .collect();
+    named.extend(groups);
     let keep = |key: &PinKey| !named.contains(key);
     let mut out = fresh.clone();
     if keep(&PinKey::SourceDateEpoch) {

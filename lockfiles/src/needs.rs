@@ -53,13 +53,60 @@ pub struct PackageNeed {
     pub starts_from: BTreeSet<String>,
 }
 
+/// How the source takes a Debian suite: with the suites apt reads beside it (`-updates`,
+/// `-security`; the default) or alone (`updates = false` on its images and hosts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuiteNeed {
+    pub updates: bool,
+    /// The first node that said so (`image:debian-12`, `h/host:h`), for a conflict's message.
+    pub declared_by: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
     pub images: BTreeMap<String, ImageNeed>,
     pub packages: BTreeMap<String, PackageNeed>,
     pub vendors: BTreeMap<String, VendorArchive>,
     pub tools: BTreeSet<String>,
+    /// Debian suite → whether it is taken with its updates. A suite no node declared is.
+    pub suite_updates: BTreeMap<String, SuiteNeed>,
 }
+
+/// Two nodes of one Debian suite disagree on taking its updates: a lockfile pins one view of
+/// a suite.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuiteConflict {
+    pub suite: String,
+    pub node: String,
+    pub updates: bool,
+    pub earlier: String,
+}
+
+impl fmt::Display for SuiteConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = |updates: bool| {
+            if updates {
+                "with its -updates and -security suites"
+            } else {
+                "alone (`updates = false`)"
+            }
+        };
+        write!(
+            f,
+            "{}: `{}` takes {} {}, `{}` {}; a lockfile pins one view of a suite\n  hint: give \
+             every image and host of {} the same `updates`",
+            PinKey::debian_archive(&self.suite),
+            self.node,
+            self.suite,
+            how(self.updates),
+            self.earlier,
+            how(!self.updates),
+            self.suite
+        )
+    }
+}
+
+impl std::error::Error for SuiteConflict {}
 
 impl PackageNeed {
     /// The name of the archive it is pinned from.
@@ -186,6 +233,50 @@ impl Needs {
         }
     }
 
+    /// Records how `node` takes its Debian suite (see [`SuiteNeed`]); a node of the same
+    /// suite that takes it the other way conflicts.
+    pub fn add_suite(
+        &mut self,
+        suite: &str,
+        updates: bool,
+        node: &str,
+    ) -> Result<(), Box<SuiteConflict>> {
+        let entry = self
+            .suite_updates
+            .entry(suite.to_string())
+            .or_insert_with(|| SuiteNeed {
+                updates,
+                declared_by: node.to_string(),
+            });
+        if entry.updates != updates {
+            return Err(Box::new(SuiteConflict {
+                suite: suite.to_string(),
+                node: node.to_string(),
+                updates,
+                earlier: entry.declared_by.clone(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Whether `suite` is taken with its `-updates` and `-security` suites: unless a node
+    /// opted out.
+    pub fn takes_updates(&self, suite: &str) -> bool {
+        self.suite_updates.get(suite).is_none_or(|s| s.updates)
+    }
+
+    /// The names of the archives a Debian suite's pin should hold beside it.
+    pub fn companions(&self, suite: &str) -> Vec<String> {
+        if self.takes_updates(suite) {
+            ArchivePin::companion_suites(suite)
+                .iter()
+                .map(|s| ArchivePin::default_name(s))
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Every suite an image or a package comes from.
     pub fn suites(&self) -> BTreeSet<&str> {
         self.images
@@ -254,7 +345,12 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                         );
                     }
                 }
-                if p.archive != need.archive() {
+                // A Debian package may come from its suite or one pinned beside it.
+                let from = match &need.vendor {
+                    Some(_) => vec![need.archive()],
+                    None => lock.group(&need.archive()),
+                };
+                if !from.contains(&p.archive) {
                     push(
                         key.clone(),
                         format!(
@@ -265,10 +361,11 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                     );
                 }
                 // A vendor package's Debian dependencies come from its targets' suite.
-                let debian = ArchivePin::default_name(&need.suite);
+                let debian = lock.group(&ArchivePin::default_name(&need.suite));
                 let members = p.closure.iter().flat_map(|c| &c.packages);
                 let moved = members.filter_map(|m| lock.package(m)).find(|m| {
-                    lock.archive(&m.archive).is_some_and(|a| !a.is_vendor()) && m.archive != debian
+                    lock.archive(&m.archive).is_some_and(|a| !a.is_vendor())
+                        && !debian.contains(&m.archive)
                 });
                 if let Some(m) = moved {
                     push(
@@ -344,6 +441,31 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                 );
             }
             Some(_) => {}
+        }
+    }
+    // Each Debian suite's pin holds the suites the source takes beside it.
+    for suite in needs.suites() {
+        let key = PinKey::debian_archive(suite);
+        let Some(a) = lock.archive(&ArchivePin::default_name(suite)) else {
+            continue;
+        };
+        let wanted = needs.companions(suite);
+        if a.with != wanted {
+            let view = |with: &[String]| {
+                if with.is_empty() {
+                    format!("{suite} alone")
+                } else {
+                    format!("{suite} with {}", with.join(", "))
+                }
+            };
+            push(
+                key,
+                format!(
+                    "the lockfile pins {}, the source takes {}",
+                    view(&a.with),
+                    view(&wanted)
+                ),
+            );
         }
     }
     for (name, v) in &needs.vendors {

@@ -585,6 +585,7 @@ mod tests {
             release_sha256: "0".repeat(64),
             date: String::new(),
             signed_by: None,
+            with: Vec::new(),
         };
         let release = Release {
             origin: String::new(),

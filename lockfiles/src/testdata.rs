@@ -21,6 +21,7 @@ pub fn sample() -> Lockfile {
             release_sha256: hex('a'),
             date: "Sat, 10 Jan 2026 10:14:31 UTC".into(),
             signed_by: None,
+            with: Vec::new(),
         }],
         packages: vec![
             PackagePin {

@@ -57,6 +57,9 @@ impl Lockfile {
             if let Some(f) = &a.signed_by {
                 field(&mut out, "signed_by", f);
             }
+            if !a.with.is_empty() {
+                list(&mut out, "with", &a.with, false);
+            }
         }
         for p in &lock.packages {
             if p.closure.is_none() {
@@ -87,7 +90,11 @@ impl Lockfile {
             field(&mut out, "name", &i.name);
             field(&mut out, "archive", &i.archive);
             list(&mut out, "includes", &i.includes, false);
-            let packages: Vec<String> = i.packages.iter().map(image_entry).collect();
+            let packages: Vec<String> = i
+                .packages
+                .iter()
+                .map(|p| image_entry(p, &i.archive))
+                .collect();
             list(&mut out, "packages", &packages, true);
         }
         for t in &lock.tools {
@@ -100,12 +107,18 @@ impl Lockfile {
 }
 
 /// An image's package as its `packages` list holds it: `NAME=VERSION ARCH SIZE SHA256
-/// POOL-PATH`, name and version first, so that review reads it like `apt`'s `name=version`.
-fn image_entry(p: &PackagePin) -> String {
-    format!(
+/// POOL-PATH [ARCHIVE]`, name and version first, so that review reads it like `apt`'s
+/// `name=version`; the archive only when it is not the image's (`debian/bookworm-security`).
+fn image_entry(p: &PackagePin, image_archive: &str) -> String {
+    let mut entry = format!(
         "{}={} {} {} {} {}",
         p.name, p.version, p.architecture, p.size, p.sha256, p.filename
-    )
+    );
+    if p.archive != image_archive {
+        entry.push(' ');
+        entry.push_str(&p.archive);
+    }
+    entry
 }
 
 /// Why an image's `packages` entry is not what [`image_entry`] writes: the entry, or the
@@ -139,8 +152,8 @@ impl fmt::Display for ImageEntryError {
         match self {
             ImageEntryError::Shape { entry } => write!(
                 f,
-                "{entry:?} is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, \
-                 its version, and its .deb)"
+                "{entry:?} is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH [ARCHIVE]\" (a Debian \
+                 package, its version, its .deb, and its archive when not the image's)"
             ),
             ImageEntryError::Architecture { name, architecture } => {
                 write!(f, "`{name}`: {architecture:?} is not an architecture")
@@ -168,8 +181,10 @@ fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, ImageEntr
         entry: entry.to_string(),
     };
     let words: Vec<&str> = entry.split(' ').collect();
-    let [name_version, architecture, size, sha256, filename] = words[..] else {
-        return Err(shape());
+    let (name_version, architecture, size, sha256, filename, archive) = match words[..] {
+        [nv, arch, size, sha, file] => (nv, arch, size, sha, file, archive),
+        [nv, arch, size, sha, file, from] if !from.is_empty() => (nv, arch, size, sha, file, from),
+        _ => return Err(shape()),
     };
     let (name, version) = name_version.split_once('=').ok_or_else(shape)?;
     if !valid_package_name(name) || !version::is_valid(version) {
@@ -374,7 +389,7 @@ impl Parser {
             }
             Some(v) => self.uint(v, None, "version")?,
         };
-        if version != u64::from(FORMAT_VERSION) {
+        if !(u64::from(OLDEST_FORMAT_VERSION)..=u64::from(FORMAT_VERSION)).contains(&version) {
             let hint = if version > u64::from(FORMAT_VERSION) {
                 "it was written by a newer envc: upgrade envc".to_string()
             } else {
@@ -384,7 +399,8 @@ impl Parser {
                 doc.get("version").map_or(0, |v| v.span().start),
                 None,
                 format!(
-                    "lockfile format version {version}; this envc reads version {FORMAT_VERSION}"
+                    "lockfile format version {version}; this envc reads versions \
+                     {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}"
                 ),
                 hint,
             );
@@ -530,7 +546,20 @@ impl Parser {
             .packages
             .iter()
             .map(|p| ("package", &p.name, &p.archive))
-            .chain(lock.images.iter().map(|i| ("image", &i.name, &i.archive)));
+            .chain(lock.images.iter().map(|i| ("image", &i.name, &i.archive)))
+            // A package of an image's set from another archive than the image's.
+            .chain(lock.images.iter().flat_map(|i| {
+                i.packages
+                    .iter()
+                    .filter(|p| p.archive != i.archive)
+                    .map(move |p| ("image", &i.name, &p.archive))
+            }))
+            // The archives a Debian suite's pin holds beside it.
+            .chain(
+                lock.archives
+                    .iter()
+                    .flat_map(|a| a.with.iter().map(move |w| ("archive", &a.name, w))),
+            );
         for (kind, name, archive) in refs {
             if archives.contains(&archive.as_str()) {
                 continue;
@@ -633,9 +662,14 @@ impl Parser {
                 Some(f)
             }),
         };
+        let with = match b.table.contains_key("with") {
+            false => Some(Vec::new()),
+            true => self.strings(&mut b, "with"),
+        };
         self.finish(&b);
         Some(ArchivePin {
             name,
+            with: with?,
             mirror: mirror?,
             suite: suite?,
             architecture: architecture?,
@@ -1020,6 +1054,7 @@ mod tests {
             mirror: "https://apt.acme.test/debian".into(),
             suite: "bookworm-acme".into(),
             signed_by: Some(fingerprint.into()),
+            with: Vec::new(),
             ..lock.archives[0].clone()
         });
         lock.normalize();
@@ -1040,6 +1075,92 @@ mod tests {
             "{}",
             errors[0]
         );
+    }
+
+    /// The sample with bookworm's security suite beside it: libc6 patched from it, for the
+    /// host and in the image.
+    fn with_security() -> Lockfile {
+        let mut lock = sample();
+        lock.archives[0].with = vec!["debian/bookworm-security".into()];
+        lock.archives.push(ArchivePin {
+            name: "debian/bookworm-security".into(),
+            mirror: "http://deb.debian.org/debian-security".into(),
+            suite: "bookworm-security".into(),
+            with: Vec::new(),
+            ..lock.archives[0].clone()
+        });
+        let libc6 = "pool/updates/main/g/glibc/libc6_2.36-9+deb12u14_amd64.deb";
+        for p in lock.packages.iter_mut().filter(|p| p.name == "libc6") {
+            p.archive = "debian/bookworm-security".into();
+            p.version = "2.36-9+deb12u14".into();
+            p.filename = libc6.into();
+        }
+        for p in lock.images[0]
+            .packages
+            .iter_mut()
+            .filter(|p| p.name == "libc6")
+        {
+            p.archive = "debian/bookworm-security".into();
+            p.version = "2.36-9+deb12u14".into();
+            p.filename = libc6.into();
+        }
+        lock.normalize();
+        lock
+    }
+
+    #[test]
+    fn a_suite_holds_the_suites_beside_it_and_an_image_names_a_package_s_other_archive() {
+        let lock = with_security();
+        let text = lock.to_toml("envc lock prod.env");
+        assert!(
+            !text.contains("signed_by")
+                && text.contains("date = \"Sat, 10 Jan 2026 10:14:31 UTC\"\nwith = [\"debian/bookworm-security\"]\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                " pool/updates/main/g/glibc/libc6_2.36-9+deb12u14_amd64.deb debian/bookworm-security\",\n"
+            ),
+            "{text}"
+        );
+        // The image's own archive is not repeated.
+        assert!(
+            text.contains(" pool/main/a/apt/apt_2.6.1_amd64.deb\",\n"),
+            "{text}"
+        );
+        assert_eq!(Lockfile::parse(&text), Ok(lock.clone()));
+        assert_eq!(crate::consistency::inconsistencies(&lock), []);
+        assert_eq!(
+            lock.group("debian/bookworm"),
+            ["debian/bookworm", "debian/bookworm-security"]
+        );
+        assert!(lock.same_suite("debian/bookworm-security", "debian/bookworm"));
+
+        // A package of the set from an archive that is not pinned.
+        let errors =
+            Lockfile::parse(&text.replace(" debian/bookworm-security\",", " debian/trixie\","))
+                .unwrap_err();
+        assert!(
+            errors[0].to_string().contains(
+                "image:debian-12: refers to archive `debian/trixie`, which is not pinned"
+            ),
+            "{errors:?}"
+        );
+        // A suite beside one that is not pinned.
+        let errors = Lockfile::parse(&text.replace(
+            "with = [\"debian/bookworm-security\"]",
+            "with = [\"debian/bookworm-updates\"]",
+        ))
+        .unwrap_err();
+        assert!(
+            errors[0].to_string().contains("archive:debian/bookworm: refers to archive `debian/bookworm-updates`, which is not pinned"),
+            "{errors:?}"
+        );
+        // Version 3 (no suite beside another) reads as the current format.
+        let v3 = sample()
+            .to_toml("envc lock prod.env")
+            .replace("version = 4\n", "version = 3\n");
+        assert_eq!(Lockfile::parse(&v3), Ok(sample()));
     }
 
     /// Parses `edit(sample text)` and renders the errors, one per line.
@@ -1124,7 +1245,7 @@ mod tests {
         );
         check(
             replace("    \"libc6=", "    \"libc6=2.36-9+deb12u13\",\n    \"libc6="),
-            "line 59: image:debian-12: \"libc6=2.36-9+deb12u13\" is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH\" (a Debian package, its version, and its .deb)\n  \
+            "line 59: image:debian-12: \"libc6=2.36-9+deb12u13\" is not \"NAME=VERSION ARCH SIZE SHA256 POOL-PATH [ARCHIVE]\" (a Debian package, its version, its .deb, and its archive when not the image's)\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
@@ -1148,19 +1269,17 @@ mod tests {
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 3\n", "version = 4\n"),
-            "line 5: lockfile format version 4; this envc reads version 3\n  \
+            replace("version = 4\n", "version = 5\n"),
+            "line 5: lockfile format version 5; this envc reads versions 3 to 4\n  \
              hint: it was written by a newer envc: upgrade envc",
         );
-        // A lockfile of the last format: its images' sets have no bytes; locking again
-        // writes them.
         check(
-            replace("version = 3\n", "version = 2\n"),
-            "line 5: lockfile format version 2; this envc reads version 3\n  \
+            replace("version = 4\n", "version = 2\n"),
+            "line 5: lockfile format version 2; this envc reads versions 3 to 4\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 3\n", ""),
+            replace("version = 4\n", ""),
             "line 1: missing `version` (the lockfile format's version)\n  \
              hint: this does not look like an envc lockfile; run `envc lock FILE` to regenerate the lockfile",
         );

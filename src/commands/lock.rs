@@ -8,20 +8,65 @@ use envc_compiler::{compile, CompileOptions};
 use envc_executor::locking::{lock_environment, LockCommandError, LockOutcome, LockRequest};
 use envc_executor::project::{split_root, FsLoader};
 use envc_executor::spec::Spec;
+use envc_lockfiles::changelog::Fix;
 use envc_lockfiles::{read_lock_arg, Lockfile};
 
 use super::{compile_env, report, Params, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
 
-pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui) -> Outcome {
+/// What `--update` names: a pin, or the security suites' changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    Key(PinKey),
+    Security,
+}
+
+/// `--update`'s value: `security`, or a pin key.
+pub fn parse_update(s: &str) -> Result<Update, String> {
+    if s == "security" {
+        return Ok(Update::Security);
+    }
+    s.parse()
+        .map(Update::Key)
+        .map_err(|e: envc_compiler::pin::BadPinKey| {
+            format!("{e} (or `security`: what the security suites changed)")
+        })
+}
+
+pub fn lock(
+    file: &Path,
+    check: bool,
+    update: Option<&[Update]>,
+    params: &Params,
+    ui: Ui,
+) -> Outcome {
+    let keys: Vec<PinKey> = update
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|u| match u {
+            Update::Key(k) => Some(k.clone()),
+            Update::Security => None,
+        })
+        .collect();
+    let security = update.is_some_and(|u| u.contains(&Update::Security));
+    if security && !keys.is_empty() {
+        return Err(Failure::Input(
+            "--update security moves what the security suites changed; name pins in another \
+             run (`--update KEY`)"
+                .into(),
+        ));
+    }
     let env = compile_env(file, params, false, ui)?;
-    let request = match (check, update.is_empty()) {
-        (true, _) => LockRequest::Check,
-        (false, true) => LockRequest::All,
-        (false, false) => LockRequest::Update(update),
+    let request = match (check, security, keys.is_empty()) {
+        (true, _, _) => LockRequest::Check,
+        (false, true, _) => LockRequest::Security,
+        // `--update` alone: every pin, like a plain `envc lock`.
+        (false, false, true) => LockRequest::All,
+        (false, false, false) => LockRequest::Update(&keys),
     };
-    match lock_environment(file, &env.spec, request) {
+    let store = envc_executor::session::store_root(file);
+    match lock_environment(file, &env.spec, request, &store) {
         Ok(LockOutcome::UpToDate { path }) => {
             output::line(format!("{}: up to date", path.display()));
             Ok(Exit::Ok)
@@ -44,6 +89,7 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
         Ok(LockOutcome::Written {
             path,
             diff,
+            fixes,
             pins,
             warnings,
         }) => {
@@ -55,6 +101,7 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
                 Some(d) => output::print(&d.to_string()),
                 None => output::line(format!("{}: {pins} pins written", path.display())),
             }
+            print_fixes(&fixes);
             Ok(Exit::Ok)
         }
         Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
@@ -79,8 +126,21 @@ pub fn lock(file: &Path, check: bool, update: &[PinKey], params: &Params, ui: Ui
     }
 }
 
-/// `envc lock diff OLD NEW [--env FILE]`: what moved, and with `--env` the nodes whose ids
-/// change because of it.
+/// What each moved package's changelog says the move fixes, after the diff.
+fn print_fixes(fixes: &[Fix]) {
+    if fixes.is_empty() {
+        return;
+    }
+    output::line("");
+    output::line("What the moved packages fix (their changelog.Debian.gz):");
+    for f in fixes {
+        output::line(format!("- {f}"));
+    }
+}
+
+/// `envc lock diff OLD NEW [--env FILE]`: what moved, what each moved package's changelog
+/// says it fixes, and with `--env` the nodes whose ids change because of it. The `.deb`s
+/// are the store's (beside `--env`, else beside NEW, or `$ENVC_STORE`): nothing is fetched.
 pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     let (a, b) = (
         read_lock_arg(old).map_err(|e| Failure::Input(e.to_string()))?,
@@ -92,6 +152,15 @@ pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
     } else {
         output::print(&d.to_string());
     }
+    // `REV:PATH` names its file after the colon.
+    let beside = env.map_or_else(
+        || Path::new(new.rsplit_once(':').map_or(new, |(_, p)| p)).to_path_buf(),
+        Path::to_path_buf,
+    );
+    let debs = envc_executor::session::store_root(&beside).join("debs");
+    print_fixes(&envc_lockfiles::changelog::fixes(&a, &b, |p| {
+        std::fs::read(debs.join(format!("{}.deb", p.sha256))).ok()
+    }));
     let Some(env) = env else {
         return Ok(Exit::Ok);
     };

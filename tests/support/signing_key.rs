@@ -58,6 +58,11 @@ impl TestKey {
         self.gpg(&["--armor", "--export", &self.fingerprint])
     }
 
+    /// The public key as a binary keyring, what gpgv takes (`ENVC_ARCHIVE_KEYRING`).
+    pub fn keyring(&self) -> Vec<u8> {
+        self.gpg(&["--export", &self.fingerprint])
+    }
+
     /// Writes `DISTS/InRelease`: `DISTS/Release`, clear-signed with this key.
     pub fn sign(&self, dists: &Path) {
         let out = dists.join("InRelease");
