@@ -514,7 +514,7 @@ fn a_vendor_archive_locks_with_the_key_the_source_pins_and_refuses_any_other() {
 
 /// What an image needs of an archive to resolve: apt, the base every image has.
 fn image_base(extra: &[Pkg]) -> Vec<Pkg> {
-    let mut packages: Vec<Pkg> = envc_executor::image::BASE_PACKAGES
+    let mut packages: Vec<Pkg> = envc_executor::kinds::image::build::BASE_PACKAGES
         .iter()
         .map(|name| pkg(name, "1.0", ""))
         .collect();
