@@ -1,7 +1,10 @@
 //! Rendering diagnostics with miette: `FILE:LINE:COL`, the source lines with labels, the
 //! explanation and the hint. Line and column are computed here and nowhere else.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use envc_compiler::SourceMap;
 use envc_lang::Diagnostic;
@@ -13,6 +16,21 @@ pub struct Renderer<'a> {
     pub prefix: String,
     pub color: bool,
     pub width: usize,
+    /// Each file's text and line index as miette reads them, made once however many
+    /// diagnostics it has.
+    windows: RefCell<BTreeMap<u32, Window>>,
+}
+
+impl<'a> Renderer<'a> {
+    pub fn new(sources: &'a SourceMap, prefix: &str, color: bool, width: usize) -> Renderer<'a> {
+        Renderer {
+            sources,
+            prefix: prefix.to_string(),
+            color,
+            width,
+            windows: RefCell::default(),
+        }
+    }
 }
 
 struct Report {
@@ -20,7 +38,7 @@ struct Report {
     code: &'static str,
     help: Option<String>,
     labels: Vec<LabeledSpan>,
-    source: Option<NamedSource<String>>,
+    source: Option<NamedSource<Window>>,
     /// Labels in other files than the primary one, rendered after it.
     also: Vec<Report>,
     severity: miette::Severity,
@@ -119,10 +137,7 @@ impl<'a> Renderer<'a> {
                 code,
                 help,
                 labels,
-                source: Some(NamedSource::new(
-                    self.display_name(src),
-                    src.text.to_string(),
-                )),
+                source: Some(NamedSource::new(self.display_name(src), self.window(file))),
                 also: Vec::new(),
                 severity,
             }
@@ -149,6 +164,15 @@ impl<'a> Renderer<'a> {
                 r
             }
         }
+    }
+
+    /// File `file` as miette reads it (shared: its text is copied once).
+    fn window(&self, file: u32) -> Window {
+        self.windows
+            .borrow_mut()
+            .entry(file)
+            .or_insert_with(|| Window::new(&self.sources.get(file).text))
+            .clone()
     }
 
     pub fn render(&self, d: &Diagnostic) -> String {
@@ -202,12 +226,20 @@ impl<'a> Renderer<'a> {
         let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
         sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
         let mut out = String::new();
-        for d in sorted {
+        for d in sorted.iter().take(envc_lang::diag::SHOWN) {
             if let Some(loc) = self.location(d) {
                 out.push_str(&format!("{word}: {loc}: {}\n", d.title));
             }
             out.push_str(&self.render_as(d, severity));
             out.push('\n');
+        }
+        let more = sorted.len().saturating_sub(envc_lang::diag::SHOWN);
+        if more > 0 {
+            let s = if more == 1 { "" } else { "s" };
+            out.push_str(&format!(
+                "{word}: {more} more {word}{s} not shown (the first {} are above, in reading order: fix those and check again)\n",
+                envc_lang::diag::SHOWN
+            ));
         }
         out
     }
@@ -218,6 +250,78 @@ impl<'a> Renderer<'a> {
         let src = self.sources.get(l.file);
         let (line, col) = self.sources.line_col(l.file, l.span.start as usize);
         Some(format!("{}:{line}:{col}", self.display_name(src)))
+    }
+}
+
+/// A file as miette reads it, without the cost: miette finds a span's lines by scanning
+/// the source from its top, so rendering each diagnostic of a long file took time in its
+/// length, and every diagnostic copied the whole text. Here the text is shared, each span is
+/// found in the file's line index, and miette reads only the lines around it (the context
+/// it asks for, and two more after, so that its scan ends where it would in the whole
+/// file); offsets and line numbers are the file's.
+#[derive(Clone)]
+pub struct Window {
+    text: Arc<str>,
+    /// Where each line starts, as miette counts lines (`\n`, `\r\n`, and a lone `\r`).
+    lines: Arc<[usize]>,
+}
+
+impl Window {
+    fn new(text: &str) -> Window {
+        let bytes = text.as_bytes();
+        let mut lines = vec![0];
+        for (i, b) in bytes.iter().enumerate() {
+            let ends_line = match b {
+                b'\n' => true,
+                b'\r' => bytes.get(i + 1) != Some(&b'\n'),
+                _ => false,
+            };
+            if ends_line {
+                lines.push(i + 1);
+            }
+        }
+        Window {
+            text: text.into(),
+            lines: lines.into(),
+        }
+    }
+
+    /// The line that holds byte `offset` (0-based).
+    fn line_of(&self, offset: usize) -> usize {
+        self.lines
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
+    }
+}
+
+impl miette::SourceCode for Window {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let first = self
+            .line_of(span.offset())
+            .saturating_sub(context_lines_before);
+        let last = self.line_of(span.offset() + span.len()) + context_lines_after + 2;
+        let start = self.lines[first];
+        let end = self.lines.get(last).copied().unwrap_or(self.text.len());
+        let local = miette::SourceSpan::new((span.offset() - start).into(), span.len());
+        let inner = self.text.as_bytes()[start..end].read_span(
+            &local,
+            context_lines_before,
+            context_lines_after,
+        )?;
+        let at =
+            miette::SourceSpan::new((inner.span().offset() + start).into(), inner.span().len());
+        Ok(Box::new(miette::MietteSpanContents::new(
+            inner.data(),
+            at,
+            inner.line() + first,
+            inner.column(),
+            inner.line_count() + first,
+        )))
     }
 }
 

@@ -147,6 +147,68 @@ fn a_user_error_exits_1_with_file_line_col() {
     );
 }
 
+/// A file with thousands of mistakes: the first hundred are shown in reading order, with
+/// their place, source and suggestion; the rest are counted; lines far down are placed right
+/// (each is found in the file's line index, not by a scan from the top).
+#[test]
+fn many_errors_show_the_first_hundred_and_count_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("let hosts = 1\n");
+    for i in 0..3000 {
+        text.push_str(&format!("let y{i} = nope{i}\n"));
+    }
+    text.push_str("let last = hots\n");
+    std::fs::write(dir.path().join("many.env"), &text).unwrap();
+    let o = envc(&["check", "--color", "never", "many.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let shown = err
+        .lines()
+        .filter(|l| l.starts_with("error: many.env:"))
+        .count();
+    assert_eq!(shown, 100, "{}", &err[..err.len().min(3000)]);
+    assert!(
+        err.contains("error: many.env:2:10: unknown name `nope0`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error: many.env:101:11: unknown name `nope99`"),
+        "{err}"
+    );
+    assert!(!err.contains("unknown name `nope100`"), "{err}");
+    assert!(
+        err.contains("error: 2901 more errors not shown (the first 100 are above, in reading order: fix those and check again)"),
+        "{err}"
+    );
+    // The source around a place is the file's own, with its line numbers.
+    assert!(err.contains(" 101 │ let y99 = nope99"), "{err}");
+
+    // Near the end of a long file: the right line, and a suggestion.
+    let mut text = "let hosts = 1\n".to_string();
+    for i in 0..50_000 {
+        text.push_str(&format!("let z{i} = 1\n"));
+    }
+    text.push_str("let last = hots\n");
+    std::fs::write(dir.path().join("long.env"), &text).unwrap();
+    let o = envc(&["check", "--color", "never", "long.env"], dir.path());
+    let err = stderr(&o);
+    assert!(
+        err.contains("error: long.env:50002:12: unknown name `hots`"),
+        "{}",
+        &err[err.len().saturating_sub(3000)..]
+    );
+    assert!(
+        err.contains("50002 │ let last = hots"),
+        "{}",
+        &err[err.len().saturating_sub(3000)..]
+    );
+    assert!(
+        err.contains("did you mean `hosts`?"),
+        "{}",
+        &err[err.len().saturating_sub(3000)..]
+    );
+}
+
 #[test]
 fn bad_usage_exits_2() {
     let o = envc(&["frobnicate"], &repo());

@@ -293,12 +293,7 @@ fn run(c: &Case) -> (String, BTreeSet<String>) {
             diagnostics.push(d);
         }
     }
-    let renderer = Renderer {
-        sources: &compiled.sources,
-        prefix: String::new(),
-        color: false,
-        width: 100,
-    };
+    let renderer = Renderer::new(&compiled.sources, "", false, 100);
     // Warnings after errors, as the CLI prints them.
     (
         renderer.render_all(&diagnostics) + &renderer.render_warnings(&compiled.warnings),

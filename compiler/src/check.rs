@@ -95,6 +95,11 @@ pub struct LocalDef {
     pub ty: Ty,
 }
 
+/// How many name comparisons the suggestions of one check may make: a hundred unknown names
+/// in a module of twenty thousand, far more than hand-written programs reach; past it,
+/// errors come without "did you mean", so checking stays linear in the program's size.
+const SUGGESTION_BUDGET: usize = 2_000_000;
+
 pub fn check(program: &Program) -> (Checked, Vec<Diagnostic>) {
     run(program, false)
 }
@@ -119,6 +124,7 @@ fn run(program: &Program, indexed: bool) -> (Checked, Vec<Diagnostic>) {
         record_keys: HashMap::new(),
         outputs: BTreeMap::new(),
         in_policy: false,
+        compared: 0,
     };
     for m in 0..program.modules.len() {
         let g = c.collect_globals(m);
@@ -161,6 +167,9 @@ struct Checker<'p> {
     outputs: BTreeMap<Rc<str>, Ty>,
     /// Inside a `policy`: where `nodes(…)` may be called.
     in_policy: bool,
+    /// Names compared with unknown ones for a "did you mean" so far (see
+    /// [`SUGGESTION_BUDGET`]).
+    compared: usize,
 }
 
 /// A record literal's keys and where each is written.
@@ -878,26 +887,35 @@ impl<'p> Checker<'p> {
             return Ty::Fn(Rc::new(b.signature()));
         }
         let file = self.file();
-        let mut candidates: Vec<String> =
-            self.locals.iter().map(|(n, _, _)| n.to_string()).collect();
-        candidates.extend(
-            self.globals[self.module]
-                .keys()
-                .filter(|k| !k.contains(' '))
-                .map(|k| k.to_string()),
-        );
-        candidates.extend(builtins::names().map(str::to_string));
+        let builtin_names: Vec<&str> = builtins::names().collect();
+        let candidates = (self.locals.iter().map(|(n, _, _)| &**n))
+            .chain(
+                self.globals[self.module]
+                    .keys()
+                    .filter(|k| !k.contains(' '))
+                    .map(|k| &**k),
+            )
+            .chain(builtin_names.iter().copied());
         let mut d = Diagnostic::new("name::unknown", format!("unknown name `{name}`")).label(
             file,
             span,
             "not defined",
         );
-        if crate::stdlib::get(&format!("std/{name}")).is_some() {
+        let names = self.locals.len() + self.globals[self.module].len() + builtin_names.len();
+        if self.errors.len() >= envc_lang::diag::SHOWN || self.compared + names > SUGGESTION_BUDGET
+        {
+            // Past what is shown, a suggestion (a pass over every name) is not worth its
+            // cost: the error is counted, not read. And a generated module of a million
+            // names with a hundred unknown ones would make even those cost seconds.
+        } else if crate::stdlib::get(&format!("std/{name}")).is_some() {
             // `files.template(…)` without the import: the module, not `file`, was meant.
             d = d.help(format!(
                 "`{name}` is a module of the standard library: add `import \"std/{name}\"`"
             ));
-        } else if let Some(s) = did_you_mean(name, candidates.iter().map(String::as_str)) {
+        } else if let Some(s) = {
+            self.compared += names;
+            did_you_mean(name, candidates)
+        } {
             d = d.help(s);
         } else if let Some(b) = builtins::alias_of(name) {
             d = d.help(format!("did you mean `{b}`?"));

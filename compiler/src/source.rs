@@ -70,6 +70,9 @@ pub struct SourceFile {
     /// Named as the user gave it, not relative to the project (a policy pack's files): a
     /// renderer shows the name as it is.
     pub verbatim: bool,
+    /// The byte offset where each line starts: a place's line and column without a scan
+    /// from the top of the file (thousands of diagnostics in a long file cost linear time).
+    line_starts: Rc<[usize]>,
 }
 
 /// A directory of policies kept apart from the environments it judges (`envc check
@@ -91,10 +94,14 @@ pub struct SourceMap {
 
 impl SourceMap {
     pub fn add(&mut self, name: String, text: Rc<str>) -> FileId {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
         self.files.push(SourceFile {
             name,
             text,
             verbatim: false,
+            line_starts,
         });
         (self.files.len() - 1) as FileId
     }
@@ -113,14 +120,16 @@ impl SourceMap {
     /// Line and column (1-based, columns in characters) of byte `offset` in `file`: the one
     /// computation behind every `FILE:LINE:COL`, in diagnostics and in check results.
     pub fn line_col(&self, file: FileId, offset: usize) -> (usize, usize) {
-        let text = &self.get(file).text;
+        let f = self.get(file);
+        let text = &f.text;
         let mut offset = offset.min(text.len());
         while offset > 0 && !text.is_char_boundary(offset) {
             offset -= 1;
         }
-        let before = &text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+        // Lines that start at or before it: its line, 1-based (the first starts at 0).
+        let line = f.line_starts.partition_point(|&s| s <= offset);
+        let start = f.line_starts[line - 1];
+        let col = text[start..offset].chars().count() + 1;
         (line, col)
     }
 

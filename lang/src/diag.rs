@@ -59,6 +59,10 @@ impl Diagnostic {
     }
 }
 
+/// How many errors are shown (the first, by place); the rest are counted. A file with
+/// thousands of mistakes is fixed from the top, and rendering each costs time and memory.
+pub const SHOWN: usize = 100;
+
 /// "did you mean `x`?" for the closest candidate, if any is close enough to be a likely typo.
 /// On a tie the earliest candidate wins: callers list the nearest scopes first.
 pub fn did_you_mean<'a>(
@@ -71,13 +75,22 @@ pub fn did_you_mean<'a>(
 /// The candidate other than `name` itself that is close enough to be a likely typo of it,
 /// the closest first ([`did_you_mean`]'s choice).
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let n = name.chars().count();
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         if c == name {
             continue;
         }
+        let m = c.chars().count();
+        let limit = (n.max(m) / 3).max(1);
+        // The distance is at least the difference of the lengths: a candidate that cannot
+        // be close enough, or closer than the best so far, is not measured (a file with
+        // thousands of names and unknown names would otherwise take time in the square).
+        let at_least = n.abs_diff(m);
+        if at_least > limit || best.is_some_and(|(bd, _)| at_least >= bd) {
+            continue;
+        }
         let d = edit_distance(name, c);
-        let limit = (name.chars().count().max(c.chars().count()) / 3).max(1);
         if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }

@@ -43,12 +43,7 @@ impl Ui {
         sources: &'a envc_compiler::SourceMap,
         prefix: &str,
     ) -> Renderer<'a> {
-        Renderer {
-            sources,
-            prefix: prefix.to_string(),
-            color: self.color,
-            width: 100,
-        }
+        Renderer::new(sources, prefix, self.color, 100)
     }
 }
 
