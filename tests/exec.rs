@@ -253,3 +253,38 @@ let loud = exec(name = "loud", target = h, shell = "printf '\\033]0;pwned\\007\\
         "2\nx\n"
     );
 }
+
+/// Large values reach the command whole (on the script's stdin, not on a command line that
+/// ssh's connection sharing refuses past 256 KiB), and a value no program can take is named
+/// before anything is sent.
+#[test]
+fn large_values_reach_the_command_and_too_large_ones_are_named() {
+    let hosts = TestHosts::start(1);
+    let addr = hosts.addr(0).to_string();
+    let p = Project::new(&hosts, "envc-exec-");
+    let chunk = "a".repeat(100 << 10);
+    let args: Vec<String> = (0..10).map(|_| format!("\"{chunk}\"")).collect();
+    p.write(&format!(
+        r#"let h = host(name = "h", address = "{addr}")
+let big = exec(name = "big", target = h, argv = ["sh", "-c", "echo $# \${{#BIG}} \${{#1}} $(wc -c)", "sh", {args}], env = {{ BIG = "{chunk}" }}, stdin = "{stdin}", capture = true)
+let seen = file(path = "/etc/big-seen", content = big.stdout, target = h)
+let huge = exec(name = "huge", target = h, argv = ["echo", "{huge}"])
+"#,
+        args = args.join(", "),
+        stdin = "x".repeat(1 << 20),
+        huge = "b".repeat(3 << 20),
+    ));
+    let o = p.run(&hosts, &["build", "--keep-going"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = output::stderr(&o);
+    assert!(
+        err.contains(
+            "`argv[1]` is 3.0 MiB; a program on Linux takes at most 128 KiB in one argument"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        remote(&hosts, "cat /etc/big-seen"),
+        "10 102400 102400 1048576"
+    );
+}

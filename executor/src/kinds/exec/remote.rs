@@ -76,6 +76,39 @@ impl ExecSpec {
             ("only_if", self.only_if.as_ref()),
             ("undo", self.undo.as_ref()),
         ];
+        // What Linux's execve takes: each argument and each `NAME=VALUE` at most
+        // MAX_ARG_STRLEN, and all of them together (with a pointer each) at most ARG_MAX
+        // (2 MiB with the usual 8 MiB stack). Said here, by name, rather than as the
+        // target's "Argument list too long" or nothing at all.
+        const ONE: usize = 128 << 10;
+        const ALL: usize = 2 << 20;
+        let too_large = |what: String, len: usize| {
+            format!(
+                "{what} is {}; a program on Linux takes at most 128 KiB in one argument or environment variable, and 2 MiB in all: pass large values on `stdin`, or write them to a file with a `file` node and pass its path",
+                size(len)
+            )
+        };
+        for (what, argv) in lists {
+            let argv = argv.map_or(&[][..], Vec::as_slice);
+            if let Some((i, a)) = argv.iter().enumerate().find(|(_, a)| a.len() >= ONE) {
+                return Err(too_large(format!("`{what}[{i}]`"), a.len()));
+            }
+        }
+        if let Some((k, v)) = (self.command.env.iter()).find(|(k, v)| k.len() + v.len() + 1 >= ONE)
+        {
+            return Err(too_large(format!("`env.{k}`"), k.len() + v.len() + 1));
+        }
+        // Each string with its NUL and its pointer.
+        let env: usize = (self.command.env.iter())
+            .map(|(k, v)| k.len() + v.len() + 2 + 8)
+            .sum();
+        for (what, argv) in lists {
+            let argv = argv.map_or(&[][..], Vec::as_slice);
+            let total = env + argv.iter().map(|a| a.len() + 1 + 8).sum::<usize>();
+            if total > ALL {
+                return Err(too_large(format!("`{what}` with `env`"), total));
+            }
+        }
         for (what, argv) in lists {
             let Some(program) = argv.and_then(|a| a.first()) else {
                 continue;
@@ -95,6 +128,15 @@ impl ExecSpec {
             return Err(format!("`creates` holds a control character: {c:?}"));
         }
         Ok(())
+    }
+}
+
+/// A size as people read it.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / f64::from(1 << 10)),
+        b => format!("{b} bytes"),
     }
 }
 
@@ -245,7 +287,7 @@ async fn run(
     only_if: Option<&[String]>,
 ) -> Result<Ran, StepError> {
     let limit = c.timeout_secs.to_string();
-    let mut args: Vec<&str> = vec![
+    let args: Vec<&str> = vec![
         c.user.as_deref().unwrap_or(""),
         &c.cwd,
         &limit,
@@ -255,14 +297,18 @@ async fn run(
         unless.map_or(0, <[_]>::len).to_string(),
         only_if.map_or(0, <[_]>::len).to_string(),
     ];
-    args.push(&counts[0]);
-    args.extend(unless.unwrap_or_default().iter().map(String::as_str));
-    args.push(&counts[1]);
-    args.extend(only_if.unwrap_or_default().iter().map(String::as_str));
-    args.extend(c.argv.iter().map(String::as_str));
-    // The environment goes ahead of the command's input, never on a command line.
+    let mut listed: Vec<&str> = vec![&counts[0]];
+    listed.extend(unless.unwrap_or_default().iter().map(String::as_str));
+    listed.push(&counts[1]);
+    listed.extend(only_if.unwrap_or_default().iter().map(String::as_str));
+    listed.extend(c.argv.iter().map(String::as_str));
+    // The environment and the arguments go ahead of the command's input, never on a
+    // command line.
     let mut input =
         crate::script::stdin_block(c.env.iter().map(|(k, v)| (Some(k.as_str()), v.as_str())));
+    input.extend(crate::script::stdin_block(
+        listed.into_iter().map(|a| (None, a)),
+    ));
     input.extend_from_slice(stdin);
     // Each guard and the command may take the whole limit, and 10 s more to be killed.
     let phases = 1 + u32::from(unless.is_some()) + u32::from(only_if.is_some());
@@ -444,5 +490,47 @@ mod tests {
         assert!(spec(&["true"]).validate().is_ok());
         assert!(spec(&["A=b"]).validate().is_err());
         assert!(spec(&[""]).validate().is_err());
+    }
+
+    /// What execve would refuse is refused before anything is sent, naming what is too
+    /// large; what it takes (big, within the limits) is sent, on stdin.
+    #[test]
+    fn values_too_large_for_a_program_are_named() {
+        let spec = |argv: Vec<String>, env: &[(&str, usize)]| ExecSpec {
+            name: "x".into(),
+            command: CommandLine {
+                argv,
+                env: env
+                    .iter()
+                    .map(|(k, n)| (k.to_string(), "v".repeat(*n)))
+                    .collect(),
+                user: None,
+                cwd: "/".into(),
+                timeout_secs: 1,
+            },
+            stdin: vec![],
+            creates: None,
+            unless: None,
+            only_if: None,
+            capture: false,
+            undo: None,
+            inputs: String::new(),
+            previous: None,
+        };
+        let echo = |n: usize| vec!["echo".to_string(), "a".repeat(n)];
+        assert_eq!(
+            spec(echo(100 << 10), &[("BIG", 100 << 10)]).validate(),
+            Ok(())
+        );
+        let e = spec(echo(3 << 20), &[]).validate().unwrap_err();
+        assert!(
+            e.starts_with("`argv[1]` is 3.0 MiB; a program on Linux takes at most 128 KiB"),
+            "{e}"
+        );
+        let e = spec(echo(1), &[("BIG", 3 << 20)]).validate().unwrap_err();
+        assert!(e.starts_with("`env.BIG` is 3.0 MiB"), "{e}");
+        let many: Vec<String> = (0..30).map(|_| "a".repeat(100 << 10)).collect();
+        let e = spec(many, &[]).validate().unwrap_err();
+        assert!(e.starts_with("`argv` with `env` is 2.9 MiB"), "{e}");
     }
 }

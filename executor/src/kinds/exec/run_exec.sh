@@ -1,11 +1,14 @@
 # envc run_exec: one command of an `exec` node (or its undo), run on the target as
-#   sh -c SCRIPT envc USER CWD LIMIT CREATES NUNLESS UNLESS... NONLY ONLY_IF... ARGV...
+#   sh -c SCRIPT envc USER CWD LIMIT CREATES
 # USER and CREATES are empty when not given. Standard input starts with the environment,
-# one `NAME BASE64-VALUE` line per variable and a line `.`, read here with the shell's own
-# `read` (byte by byte: nothing after the `.` line is consumed) and exported with the
-# `export` builtin, so no value is ever on a command line (where `ps` would show it); the
-# rest of standard input is the command's. Guards run first, with no input and their
-# output discarded.
+# one `NAME BASE64-VALUE` line per variable and a line `.`, then the arguments
+#   NUNLESS UNLESS... NONLY ONLY_IF... ARGV...
+# one `BASE64-VALUE` line each and a line `.`, read here with the shell's own `read` (byte
+# by byte: nothing after the `.` line is consumed); variables are exported with the
+# `export` builtin. So no value is ever on a command line (where `ps` would show it, and
+# where ssh's connection sharing refuses a request of more than 256 KiB); the rest of
+# standard input is the command's. Guards run first, with no input and their output
+# discarded.
 # Prints one line, then for X the command's output:
 #   K<TAB>REASON      a guard found the command unnecessary: it did not run
 #   E<TAB>MESSAGE     it could not be started
@@ -35,6 +38,12 @@ while IFS=' ' read -r name value; do
     # The x keeps trailing newlines that $(...) would strip.
     decoded=$(printf '%s' "$value" | base64 -d && echo x) || fail "cannot decode the environment variable $name"
     export "$name=${decoded%x}"
+done
+set --
+while IFS= read -r value; do
+    [ "$value" = . ] && break
+    decoded=$(printf '%s' "$value" | base64 -d && echo x) || fail "cannot decode an argument"
+    set -- "$@" "${decoded%x}"
 done
 pos=1
 eval "n=\${$pos}"
