@@ -310,6 +310,104 @@ fn secrets_reach_the_target_and_nothing_else() {
     let back = p.run(&hosts, &["build", "prod.env"]);
     assert_eq!(back.status.code(), Some(0), "{}", text(&back));
 
+    // Told to stop while the editor runs (SIGTERM, SIGHUP): the editor is stopped, the
+    // plaintext is gone, nothing changed, exit 130. A SIGINT is the editor's to take (envc
+    // waits on); an empty $VISUAL is no choice of editor.
+    let editing = p.path("editing");
+    let editor = p.path("slow-editor");
+    std::fs::write(
+        &editor,
+        format!(
+            "#!/bin/sh\necho \"$$ $1\" > {}\nexec sleep 60\n",
+            editing.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    let start_editing = || {
+        let _ = std::fs::remove_file(&editing);
+        let child = p
+            .envc(&hosts, &["secret", "edit", "prod.env"])
+            .env("VISUAL", "")
+            .env("EDITOR", &editor)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let seen = loop {
+            if let Some(line) = std::fs::read_to_string(&editing)
+                .ok()
+                .filter(|l| l.ends_with('\n'))
+            {
+                break line;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the editor never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let (editor_pid, file) = seen.trim().split_once(' ').unwrap();
+        let file = PathBuf::from(file);
+        assert!(
+            file.exists() && file.starts_with("/dev/shm"),
+            "{}",
+            file.display()
+        );
+        (child, editor_pid.to_string(), file)
+    };
+    let kill = |signal: &str, pid: &str| {
+        Command::new("kill").args([signal, pid]).status().unwrap();
+    };
+    let before = std::fs::read(p.path("secrets.age")).unwrap();
+    for signal in ["TERM", "HUP"] {
+        let (mut child, _, file) = start_editing();
+        let pid = child.id().to_string();
+        kill("-INT", &pid);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "a SIGINT ended envc");
+        kill(&format!("-{signal}"), &pid);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+        assert!(
+            stderr(&o).contains(&format!("stopped by SIG{signal}")),
+            "{}",
+            text(&o)
+        );
+        assert!(
+            !file.exists() && !file.parent().unwrap().exists(),
+            "{}",
+            file.display()
+        );
+    }
+    // Killed outright, envc cannot clean up: the next `secret edit` removes what it left.
+    let (child, editor_pid, file) = start_editing();
+    kill("-KILL", &child.id().to_string());
+    let _ = child.wait_with_output();
+    kill("-KILL", &editor_pid);
+    assert!(
+        file.exists(),
+        "a SIGKILL leaves the file (and this test checks it goes)"
+    );
+    let next = p
+        .envc(&hosts, &["secret", "edit", "prod.env"])
+        .env("EDITOR", "true")
+        .env_remove("VISUAL")
+        .output()
+        .unwrap();
+    assert_eq!(next.status.code(), Some(0), "{}", text(&next));
+    assert!(
+        !file.exists() && !file.parent().unwrap().exists(),
+        "{}",
+        file.display()
+    );
+    assert_eq!(std::fs::read(p.path("secrets.age")).unwrap(), before);
+
     // A secret that cannot be read stops the build before anything runs.
     let missing = p
         .envc(&hosts, &["build", "prod.env"])

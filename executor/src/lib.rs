@@ -31,6 +31,7 @@ pub mod repair;
 pub mod resolve;
 pub mod run;
 pub mod script;
+pub mod secret_edit;
 pub mod secrets;
 pub mod session;
 pub mod shared_state;

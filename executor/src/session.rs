@@ -19,6 +19,7 @@ use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::config::{ConfigError, Shared, StateSettings};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::held::HeldDir;
 use crate::kept::Persist;
 use crate::kinds::image::build::CacheUse;
 use crate::kinds::vm::machines::Machines;
@@ -333,9 +334,13 @@ impl Session {
         )
     }
 
-    fn connections(&self, machines: &Machines) -> Result<(Connections, ScratchDir), SessionError> {
+    fn connections(&self, machines: &Machines) -> Result<(Connections, HeldDir), SessionError> {
         // Control sockets need short paths (108 bytes): keep them under the system temp dir.
-        let work = ScratchDir::new(&std::env::temp_dir())?;
+        // The run's scratch directory for ssh control sockets and git clones, held while
+        // the run lives, so that the next run removes those of runs that were killed. Kept
+        // masters' own directory (`envc-ssh-UID`, `kept.rs`) has no `.held` and stays.
+        let work = HeldDir::new(&std::env::temp_dir(), "envc-ssh-")
+            .map_err(|e| SessionError::Io(format!("cannot create a temporary directory: {e}")))?;
         let second = Duration::from_secs(1);
         let persist = Persist::in_user_dir(self.target.ssh_persist);
         if let Some(p) = &persist {
@@ -694,57 +699,6 @@ fn graph_hosts(p: &Plan) -> BTreeMap<String, HostSpec> {
         .collect()
 }
 
-/// A run's scratch directory for ssh control sockets and git clones (`envc-ssh-XXXXXX` in
-/// the system's temporary directory), held while the run lives (`.held`), so that the
-/// next run removes those of runs that were killed. Kept masters' own directory
-/// (`envc-ssh-UID`, `kept.rs`) has no `.held` and is never touched here.
-pub(crate) struct ScratchDir {
-    dir: tempfile::TempDir,
-    _held: crate::held::Held,
-}
-
-const SCRATCH_PREFIX: &str = "envc-ssh-";
-const SCRATCH_HELD: &str = ".held";
-
-impl ScratchDir {
-    fn new(temp: &Path) -> Result<ScratchDir, SessionError> {
-        sweep_scratch(temp);
-        let fail = |e: std::io::Error| {
-            SessionError::Io(format!("cannot create a temporary directory: {e}"))
-        };
-        let dir = tempfile::Builder::new()
-            .prefix(SCRATCH_PREFIX)
-            .tempdir_in(temp)
-            .map_err(fail)?;
-        let held = crate::held::Held::take(&dir.path().join(SCRATCH_HELD)).map_err(fail)?;
-        Ok(ScratchDir { dir, _held: held })
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-/// Removes the scratch directories of runs that ended without removing theirs: only this
-/// user's, only real directories (a link named like one is not followed), only those
-/// with a `.held` nobody holds.
-fn sweep_scratch(temp: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid cannot fail and has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    for entry in std::fs::read_dir(temp).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let ours = entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(SCRATCH_PREFIX)
-            && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
-        if ours && crate::held::abandoned(&path.join(SCRATCH_HELD)) {
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
 /// The store a state names: a local store for `file://`, else the local store at
 /// `local_root` as the working copy of objects, with the state in the bucket.
 pub fn state_store(
@@ -767,38 +721,4 @@ pub fn state_store(
         error,
     })?;
     Ok(local.with_shared_state(shared))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn a_killed_runs_scratch_goes_and_nothing_else_does() {
-        let temp = tempfile::tempdir().unwrap();
-        let root = temp.path();
-        // What a SIGKILLed run left: its directory, its `.held` that nobody holds now.
-        let dead = root.join("envc-ssh-dead01");
-        std::fs::create_dir(&dead).unwrap();
-        std::fs::write(dead.join(SCRATCH_HELD), "").unwrap();
-        std::fs::write(dead.join("socket-leftover"), "").unwrap();
-        // Kept masters' directory (no `.held`), a link named like a scratch, another file.
-        std::fs::create_dir(root.join("envc-ssh-0")).unwrap();
-        let elsewhere = tempfile::tempdir().unwrap();
-        std::fs::write(elsewhere.path().join(SCRATCH_HELD), "").unwrap();
-        std::os::unix::fs::symlink(elsewhere.path(), root.join("envc-ssh-link")).unwrap();
-
-        let live = ScratchDir::new(root).unwrap();
-        assert!(!dead.exists());
-        assert!(live.path().exists());
-        assert!(root.join("envc-ssh-0").exists());
-        assert!(elsewhere.path().join(SCRATCH_HELD).exists());
-        // A second run leaves the first one's, which is held.
-        let second = ScratchDir::new(root).unwrap();
-        assert!(live.path().exists() && second.path().exists());
-        let gone = live.path().to_path_buf();
-        drop(live);
-        assert!(!gone.exists(), "a run that ends removes its own");
-    }
 }

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use envc_executor::secret_edit;
 use envc_executor::secrets::{self, SecretSettings};
 
 use super::{compile_env, Params, SharedArgs, Ui};
@@ -62,36 +63,14 @@ pub fn set(file: &Path, name: &str, shared: &SharedArgs) -> Outcome {
 pub fn edit(file: &Path, shared: &SharedArgs) -> Outcome {
     let s = settings(file, shared)?;
     let all = secrets::read_file(&s).map_err(|e| Failure::Input(e.to_string()))?;
-    let shm = Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
+    let text = match secret_edit::edit(&secrets::to_text(&all)) {
+        Ok(text) => text,
+        Err(e @ secret_edit::EditError::Stopped { .. }) => {
+            errln!("error: {e}");
+            return Ok(Exit::Interrupted);
+        }
+        Err(e) => return Err(Failure::Input(e.to_string())),
     };
-    let io = |e: std::io::Error| Failure::Input(format!("cannot prepare the file to edit: {e}"));
-    // NamedTempFile is 0600 and removed on drop, whatever happens below.
-    let mut tmp = tempfile::Builder::new()
-        .prefix("envc-secrets-")
-        .suffix(".toml")
-        .tempfile_in(&dir)
-        .map_err(io)?;
-    tmp.write_all(secrets::to_text(&all).as_bytes())
-        .map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    let editor = std::env::var("VISUAL")
-        .or_else(|_| std::env::var("EDITOR"))
-        .unwrap_or_else(|_| "vi".into());
-    let status = std::process::Command::new("sh")
-        .args(["-c", "$0 \"$1\"", &editor])
-        .arg(tmp.path())
-        .status()
-        .map_err(|e| Failure::Input(format!("cannot start the editor `{editor}`: {e}")))?;
-    if !status.success() {
-        return Err(Failure::Input(format!(
-            "the editor `{editor}` exited with {status}; the secrets file was not changed"
-        )));
-    }
-    let text = std::fs::read_to_string(tmp.path()).map_err(io)?;
     let edited = secrets::from_text(&text).ok_or_else(|| {
         Failure::Input(
             "the edited file does not hold NAME = \"VALUE\" lines; the secrets file was not changed".into(),
