@@ -108,6 +108,12 @@ impl Secrets {
             .filter(|(n, e)| self.values.get(*n) != Some(e))
             .collect();
         needles.extend(escaped.iter().map(|(n, e)| (*n, e.as_str())));
+        // And as a command may print it encoded: base64 (in a stream at any alignment),
+        // hex, URL-encoded.
+        let encoded: Vec<(&str, String)> = (self.values.iter())
+            .flat_map(|(n, v)| encodings(v).into_iter().map(move |e| (n.as_str(), e)))
+            .collect();
+        needles.extend(encoded.iter().map(|(n, e)| (*n, e.as_str())));
         for (name, value) in &self.values {
             needles.push((name, value));
             if value.contains('\n') {
@@ -137,6 +143,53 @@ impl Secrets {
             .find(|(_, v)| text.contains(v.as_str()))
             .map(|(n, _)| n.as_str())
     }
+}
+
+/// The forms of `value` that a command printing it encoded would show: its base64 (standard
+/// and URL-safe alphabets) as it reads at each of the three alignments in a longer
+/// encoded stream (`echo "user:$PW" | base64`: only the characters that depend on the value
+/// alone), its hex in both cases, and its URL-encoding in both cases. Reversed, spaced or
+/// compressed output is not caught: the docs say so.
+fn encodings(value: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    let mut out = Vec::new();
+    for engine in [
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for k in 0..3usize {
+            let mut shifted = vec![0u8; k];
+            shifted.extend_from_slice(bytes);
+            let text = engine.encode(&shifted);
+            // Characters wholly made of the value's bits: from the first after the `k`
+            // bytes before it, to the last before the bytes after it.
+            let from = (4 * k).div_ceil(3);
+            let to = (4 * (k + bytes.len()) / 3).min(text.len());
+            if from < to {
+                out.push(text[from..to].to_string());
+            }
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    out.push(hex.to_uppercase());
+    out.push(hex);
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+    if bytes.iter().any(|b| !unreserved(*b)) {
+        for upper in [true, false] {
+            out.push(
+                (bytes.iter())
+                    .map(|&b| match (unreserved(b), upper) {
+                        (true, _) => char::from(b).to_string(),
+                        (false, true) => format!("%{b:02X}"),
+                        (false, false) => format!("%{b:02x}"),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out.retain(|e| e != value);
+    out
 }
 
 /// Why `value` cannot be a secret, if it cannot: the one rule for what loads and what
@@ -405,6 +458,38 @@ mod tests {
         assert_eq!(
             format!("{s:?}"),
             "Secrets { names: [\"inner\", \"pem\", \"pw\"] }"
+        );
+    }
+
+    /// A command that prints a secret encoded (base64 in a longer stream, hex, URL-encoded)
+    /// does not get it past redaction.
+    #[test]
+    fn redaction_catches_common_encodings() {
+        use base64::Engine as _;
+        let pw = "S3cret-db/pw+1";
+        let s = Secrets::new(
+            BTreeMap::from([("pw".to_string(), pw.to_string())]),
+            [7; 32],
+        );
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        for printed in [
+            b64(pw),
+            b64(&format!("user:{pw}")),
+            b64(&format!("ab{pw}xyz")),
+            b64(&format!("a{pw}")),
+            base64::engine::general_purpose::URL_SAFE.encode(format!("u={pw}")),
+            pw.bytes().map(|b| format!("{b:02x}")).collect(),
+            pw.bytes().map(|b| format!("{b:02X}")).collect(),
+            "S3cret-db%2Fpw%2B1".to_string(),
+            "S3cret-db%2fpw%2b1".to_string(),
+        ] {
+            let shown = s.redact(&format!("out: {printed} end"));
+            assert!(shown.contains("<secret pw>"), "{printed} -> {shown}");
+        }
+        // What is not the secret stays as it is.
+        assert_eq!(
+            s.redact(&b64("something else entirely")),
+            b64("something else entirely")
         );
     }
 
