@@ -319,3 +319,68 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     code(&moved, 0);
     assert_eq!(before.stdout, moved.stdout);
 }
+
+/// A build whose lock is forced open under it (`envc unlock --force` from another machine)
+/// exits 5 like any loser of a race, and cannot record its end: also when it ends before its
+/// lease's next renewal (a 60 s lease is renewed every 20 s; this build takes a few), because
+/// the lock is asked for once more before the run's last commit. (Until a renewal notices,
+/// its checkpoints still move the head; the head's compare-and-swap is what keeps a
+/// competitor's runs, as `two_runners_on_one_shared_state_never_lose_a_record` shows.)
+#[test]
+fn a_build_whose_lock_is_forced_open_exits_5_and_cannot_record_its_end() {
+    let server = S3Server::start();
+    server.create_bucket("envc");
+    let keys = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["key", "generate", "ci", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    code(&o, 0);
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let building = Machine::new(&server, &public).with_fake_mmdebstrap("sleep 4");
+    let toml = building.dir.path().join("envc.toml");
+    let text_of = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text_of.replace("lease-seconds = 10", "lease-seconds = 60"),
+    )
+    .unwrap();
+    let other = Machine::new(&server, &public);
+    std::fs::copy(&toml, other.dir.path().join("envc.toml")).unwrap();
+
+    let child = building
+        .command(&["build", "FILE", "--no-cache"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !building.mmdebstrap_ran() {
+        assert!(
+            Instant::now() < deadline,
+            "the build never started its image"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = other.envc(&["unlock", "--force", "FILE"]);
+    code(&o, 0);
+    let o = child.wait_with_output().unwrap();
+    code(&o, 5);
+    assert!(
+        text(&o).contains("could not be recorded") && text(&o).contains("lock"),
+        "{}",
+        text(&o)
+    );
+    // Its end was refused: the history holds the run as unfinished.
+    let after = other.envc(&["log", "FILE", "--json"]);
+    code(&after, 0);
+    let last: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&after.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["result"], "unfinished", "{}", text(&after));
+}

@@ -162,6 +162,12 @@ impl EnvLock {
         self.lease.as_ref().is_some_and(LeaseGuard::lost)
     }
 
+    /// Whether it is still held, asking the shared state now rather than at the next
+    /// renewal (a file lock cannot be taken while its process lives).
+    pub fn confirm(&self) -> bool {
+        self.lease.as_ref().is_none_or(LeaseGuard::confirm)
+    }
+
     pub fn env(&self) -> &str {
         &self.env
     }

@@ -108,6 +108,9 @@ pub struct BuildReport {
     pub interrupted: bool,
     /// What stopped the run early (a store write that failed): the counts are what was done.
     pub error: Option<String>,
+    /// The run lost the environment's lock (forced open, or its lease ran out) or found its
+    /// state moved by another: it started nothing after it knew, and committed nothing.
+    pub lock_lost: bool,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -279,6 +282,11 @@ pub fn realization_record(
         undo: resolved.payload.undo(),
     }
 }
+
+/// What a build says of a thing it found already there and took over (the same or other
+/// content, an installed package): not envc's to remove later.
+const TAKEN_OVER: &str =
+    "taken over: it was there before envc, so envc will leave it in place when it leaves the source";
 
 /// Space set aside in the store at a run's start, to record how it ended on a full store.
 const RESERVE: usize = 1 << 20;
@@ -724,6 +732,14 @@ impl<'s> Scheduler<'s> {
         self.record_run(env, RunResult::Unfinished)?;
         let ended = self.realize(env).await;
         env.state.outputs = self.resolve_outputs();
+        // A lock forced open since the last renewal is known before the last commit, which
+        // it then refuses.
+        env.lock.confirm();
+        self.report.lock_lost |= env.lock.lost()
+            || matches!(
+                ended,
+                Err(RunError::StateMoved { .. } | RunError::Store(StoreError::LockLost { .. }))
+            );
         let result = if ended.is_err() {
             RunResult::Failed
         } else if self.report.interrupted {
@@ -787,9 +803,10 @@ impl<'s> Scheduler<'s> {
         env.commit()
     }
 
-    /// Commits the state when it is time, with the run's record as it stands.
+    /// Commits the state when it is time, with the run's record as it stands (not once the
+    /// lock is lost: the commit would be refused, and the steps still running may finish).
     fn checkpoint(&mut self, env: &mut Env) -> Result<(), RunError> {
-        if env.commit_due() {
+        if env.commit_due() && !env.lock.lost() {
             self.record_run(env, RunResult::Unfinished)
         } else {
             Ok(())
@@ -831,6 +848,15 @@ impl<'s> Scheduler<'s> {
                         Duration::ZERO,
                         &dependents,
                     );
+                    continue;
+                }
+                if env.lock.lost() {
+                    self.report.lock_lost = true;
+                    let why = format!(
+                        "the lock of `{}` was taken from this run (forced open, or its lease ran out): nothing more starts",
+                        env.lock.env()
+                    );
+                    self.stop(i, Status::Skipped, why, Duration::ZERO, &dependents);
                     continue;
                 }
                 if self.failed_targets.contains(&self.target_of(i)) {
@@ -962,6 +988,8 @@ impl<'s> Scheduler<'s> {
                         .unwrap_or_default();
                         // Found absent before a step that may not have been recorded.
                         applied.created |= env.intended(&key, &identity);
+                        let first_here =
+                            (env.records.get(&key)).is_none_or(|p| p.target_identity != identity);
                         let record = realization_record(
                             spec,
                             i,
@@ -977,6 +1005,15 @@ impl<'s> Scheduler<'s> {
                             .filter(|_| spec.nodes[i].kind == NodeKind::Manifest)
                         {
                             self.delivered.insert(self.target_of(i), commit.clone());
+                        }
+                        // Found in place and taken over, not made: said, since a later
+                        // removal leaves it there (it is not envc's to remove).
+                        if first_here
+                            && !record.created
+                            && applied.note.is_none()
+                            && kinds::of(spec.nodes[i].kind).removal_rank().is_some()
+                        {
+                            applied.note = Some(TAKEN_OVER.to_string());
                         }
                         let known = Known::of_record(&record);
                         let oh = known.output_hash.clone();
@@ -1000,7 +1037,7 @@ impl<'s> Scheduler<'s> {
         }
 
         self.report.interrupted |= self.cancel.load(Ordering::SeqCst);
-        if !self.report.interrupted {
+        if !self.report.interrupted && !env.lock.lost() {
             self.delete_removed(env).await?;
         }
         Ok(())

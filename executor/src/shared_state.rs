@@ -427,6 +427,10 @@ pub struct LeaseGuard {
     etag: Arc<Mutex<Option<String>>>,
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     lost: Arc<AtomicBool>,
+    /// Held for a whole renewal (read the ETag, write, keep the new one): a renewal the
+    /// run asks for itself ([`LeaseGuard::confirm`]) and the background one must not both
+    /// write with the same ETag, or the second would find the lock "taken".
+    renewing: Arc<Mutex<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
     me: Holder,
 }
@@ -442,6 +446,7 @@ impl LeaseGuard {
         let etag = Arc::new(Mutex::new(etag));
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         let lost = Arc::new(AtomicBool::new(false));
+        let renewing = Arc::new(Mutex::new(()));
         let every = (shared.lease / 3).max(Duration::from_millis(200));
         // Past this without a renewal, another runner may be about to take the lock over:
         // this one counts it lost rather than go on as if it held it. A slow renewal (a
@@ -449,12 +454,13 @@ impl LeaseGuard {
         let give_up = shared.lease.saturating_sub(shared.lease / 6);
         let holder = me.clone();
         let renewer = {
-            let (shared, env, etag, stop, lost) = (
+            let (shared, env, etag, stop, lost, renewing) = (
                 shared.clone(),
                 env.to_string(),
                 etag.clone(),
                 stop.clone(),
                 lost.clone(),
+                renewing.clone(),
             );
             let mut renewed = std::time::Instant::now();
             std::thread::Builder::new()
@@ -469,18 +475,13 @@ impl LeaseGuard {
                         return;
                     }
                     drop(guard);
-                    let current = locked(&etag).clone();
-                    let mode = PutMode::Update(UpdateVersion {
-                        e_tag: current,
-                        version: None,
-                    });
-                    let key = SharedState::lock_key(&env);
+                    if lost.load(Ordering::SeqCst) {
+                        return;
+                    }
                     let within = give_up.saturating_sub(renewed.elapsed());
-                    match shared.put(&key, shared.lease_for(&me), mode, Some(within)) {
-                        Ok(new) => {
-                            *locked(&etag) = new;
-                            renewed = std::time::Instant::now();
-                        }
+                    let _renewal = locked(&renewing);
+                    match renew(&shared, &env, &etag, &me, within) {
+                        Ok(()) => renewed = std::time::Instant::now(),
                         Err(e) if e.conflict || e.not_found => {
                             lost.store(true, Ordering::SeqCst);
                             return;
@@ -501,6 +502,7 @@ impl LeaseGuard {
             etag,
             stop,
             lost,
+            renewing,
             renewer,
             me: holder,
         }
@@ -510,6 +512,52 @@ impl LeaseGuard {
     pub fn lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }
+
+    /// Renews the lease now, so that a lock forced open since the last renewal is known
+    /// before a run's last commit (a run shorter than the renewal period would otherwise
+    /// end as if it held it). Whether it is still held; a store that does not answer
+    /// leaves the answer to the next renewal.
+    pub fn confirm(&self) -> bool {
+        if self.lost() {
+            return false;
+        }
+        let _renewal = locked(&self.renewing);
+        match renew(
+            &self.shared,
+            &self.env,
+            &self.etag,
+            &self.me,
+            self.shared.lease / 3,
+        ) {
+            Err(e) if e.conflict || e.not_found => {
+                self.lost.store(true, Ordering::SeqCst);
+                false
+            }
+            Ok(()) | Err(_) => true,
+        }
+    }
+}
+
+/// One renewal of `env`'s lock: a conditional write on the ETag this holder last wrote.
+fn renew(
+    shared: &SharedState,
+    env: &str,
+    etag: &Mutex<Option<String>>,
+    me: &Holder,
+    within: Duration,
+) -> Result<(), RemoteError> {
+    let mode = PutMode::Update(UpdateVersion {
+        e_tag: locked(etag).clone(),
+        version: None,
+    });
+    let new = shared.put(
+        &SharedState::lock_key(env),
+        shared.lease_for(me),
+        mode,
+        Some(within),
+    )?;
+    *locked(etag) = new;
+    Ok(())
 }
 
 impl Drop for LeaseGuard {

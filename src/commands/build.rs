@@ -141,6 +141,9 @@ fn realize(
     }
     Ok(if report.interrupted {
         Exit::Interrupted
+    } else if report.lock_lost {
+        // Another runner holds the environment now: the loser of a race exits 5.
+        Exit::Locked
     } else if report.error.is_some() {
         Exit::Failed
     } else if report.failed > 0 {
