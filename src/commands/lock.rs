@@ -22,16 +22,28 @@ pub enum Update {
     Security,
 }
 
+/// An `--update` value that is neither a pin key nor `security`.
+#[derive(Debug)]
+pub struct BadUpdate(envc_compiler::pin::BadPinKey);
+
+impl std::fmt::Display for BadUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (or `security`: what the security suites changed)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadUpdate {}
+
 /// `--update`'s value: `security`, or a pin key.
-pub fn parse_update(s: &str) -> Result<Update, String> {
+pub fn parse_update(s: &str) -> Result<Update, BadUpdate> {
     if s == "security" {
         return Ok(Update::Security);
     }
-    s.parse()
-        .map(Update::Key)
-        .map_err(|e: envc_compiler::pin::BadPinKey| {
-            format!("{e} (or `security`: what the security suites changed)")
-        })
+    s.parse().map(Update::Key).map_err(BadUpdate)
 }
 
 pub fn lock(

@@ -154,10 +154,22 @@ fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
     Ok(envc_compiler::PolicyPack { dir: shown, files })
 }
 
-fn parse_set(s: &str) -> Result<(String, String), String> {
+/// A `--set` value without a name before its `=`.
+#[derive(Debug)]
+pub struct BadSetting(String);
+
+impl std::fmt::Display for BadSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "expected NAME=VALUE, found `{}`", self.0)
+    }
+}
+
+impl std::error::Error for BadSetting {}
+
+fn parse_set(s: &str) -> Result<(String, String), BadSetting> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("expected NAME=VALUE, found `{s}`")),
+        _ => Err(BadSetting(s.to_string())),
     }
 }
 

@@ -50,10 +50,10 @@ pub fn verify(
         (false, _) => Default::default(),
         (true, named) => {
             let named = match named {
-                Some(path) => stand_ins::read(path).map_err(Failure::Input)?,
+                Some(path) => stand_ins::read(path).map_err(|e| Failure::Input(e.to_string()))?,
                 None => Default::default(),
             };
-            stand_ins::complete(&env.spec, named).map_err(Failure::Input)?
+            stand_ins::complete(&env.spec, named).map_err(|e| Failure::Input(e.to_string()))?
         }
     };
     let mut lab_env = match stand_ins.is_empty() {

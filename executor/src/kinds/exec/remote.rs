@@ -69,7 +69,7 @@ impl ExecSpec {
     }
 
     /// Why the target could not run it as written, before anything is sent.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Unrunnable> {
         let lists = [
             ("argv", Some(&self.command.argv)),
             ("unless", self.unless.as_ref()),
@@ -82,9 +82,10 @@ impl ExecSpec {
             };
             // `env NAME=VALUE… PROGRAM` would take such a program for one more variable.
             if program.is_empty() || program.contains('=') {
-                return Err(format!(
-                    "the program of `{what}` is {program:?}: a program name is not empty and has no `=`"
-                ));
+                return Err(Unrunnable::BadProgram {
+                    list: what,
+                    program: program.clone(),
+                });
             }
         }
         if let Some(c) = self
@@ -92,9 +93,57 @@ impl ExecSpec {
             .as_ref()
             .filter(|c| c.chars().any(char::is_control))
         {
-            return Err(format!("`creates` holds a control character: {c:?}"));
+            return Err(Unrunnable::ControlInCreates(c.clone()));
         }
         Ok(())
+    }
+}
+
+/// Why an `exec` cannot be sent as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unrunnable {
+    /// `env NAME=VALUE… PROGRAM` would take such a program for one more variable.
+    BadProgram {
+        list: &'static str,
+        program: String,
+    },
+    ControlInCreates(String),
+}
+
+impl std::fmt::Display for Unrunnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrunnable::BadProgram { list, program } => write!(
+                f,
+                "the program of `{list}` is {program:?}: a program name is not empty and has no `=`"
+            ),
+            Unrunnable::ControlInCreates(c) => {
+                write!(f, "`creates` holds a control character: {c:?}")
+            }
+        }
+    }
+}
+
+/// Why a command's standard output cannot be its `stdout` output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Uncapturable {
+    /// Its whole size, more than [`MAX_CAPTURE`].
+    TooLarge(u64),
+    NotUtf8,
+}
+
+impl std::fmt::Display for Uncapturable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uncapturable::TooLarge(size) => write!(
+                f,
+                "its standard output is {size} bytes; a captured output is at most {} KiB (write a large result to a file instead)",
+                MAX_CAPTURE >> 10
+            ),
+            Uncapturable::NotUtf8 => {
+                f.write_str("its standard output is not UTF-8 text, which `capture` needs")
+            }
+        }
     }
 }
 
@@ -121,7 +170,7 @@ enum Ran {
 pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepError> {
     let subject = format!("exec `{}` on host `{}`", spec.name, t.host());
     spec.validate()
-        .map_err(|e| StepError::new(e).of(&subject))?;
+        .map_err(|e| StepError::new(e.to_string()).of(&subject))?;
     let ran = run(
         t,
         &spec.command,
@@ -189,7 +238,8 @@ pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepE
             if spec.capture {
                 facts.insert(
                     "stdout".into(),
-                    captured(stdout, stdout_size).map_err(|e| StepError::new(e).of(&subject))?,
+                    captured(stdout, stdout_size)
+                        .map_err(|e| StepError::new(e.to_string()).of(&subject))?,
                 );
             }
             Ok(Applied {
@@ -311,15 +361,11 @@ fn parse(out: &CommandOutput) -> Result<Ran, StepError> {
 
 /// The captured output as the `stdout` output: UTF-8, bounded, one trailing newline off
 /// (as `$(…)` does in a shell), so that a token reads as the token.
-fn captured(stdout: Vec<u8>, size: u64) -> Result<String, String> {
+fn captured(stdout: Vec<u8>, size: u64) -> Result<String, Uncapturable> {
     if size > MAX_CAPTURE as u64 {
-        return Err(format!(
-            "its standard output is {size} bytes; a captured output is at most {} KiB (write a large result to a file instead)",
-            MAX_CAPTURE >> 10
-        ));
+        return Err(Uncapturable::TooLarge(size));
     }
-    let mut s = String::from_utf8(stdout)
-        .map_err(|_| "its standard output is not UTF-8 text, which `capture` needs".to_string())?;
+    let mut s = String::from_utf8(stdout).map_err(|_| Uncapturable::NotUtf8)?;
     if s.ends_with('\n') {
         s.pop();
         if s.ends_with('\r') {
