@@ -337,3 +337,383 @@ fn a_circle_in_a_crate_is_found() {
         [vec!["plan".to_string(), "record".to_string()]]
     );
 }
+
+/// Rust source with comments and the text of string and char literals blanked (their
+/// quotes kept), line breaks kept, so positions and line numbers stay those of the file.
+fn without_comments_and_literals(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"' | '#'))
+            && !b[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string: r"…", r#"…"#.
+            let mut j = i + 1;
+            while b.get(j) == Some(&'#') {
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let hashes = j - i - 1;
+            out.push('"');
+            i = j + 1;
+            while i < b.len() {
+                if b[i] == '"' && (0..hashes).all(|k| b.get(i + 1 + k) == Some(&'#')) {
+                    i += 1 + hashes;
+                    break;
+                }
+                out.push(blank(b[i]));
+                i += 1;
+            }
+            out.push('"');
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&x) = b.get(i) {
+                    out.push(blank(x));
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' && (b.get(i + 2) == Some(&'\'') || next == Some('\\')) {
+            // A char literal ('x', '\n', '\u{..}'), not a lifetime.
+            out.push_str("' '");
+            i += 1;
+            while i < b.len() && b[i] != '\'' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The index just past the item starting at `from`: its `;`, or the `}` closing its body.
+fn item_end(code: &[char], from: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = from;
+    while i < code.len() {
+        match code[i] {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => return i + 1,
+            '{' => {
+                let mut braces = 0usize;
+                while i < code.len() {
+                    match code[i] {
+                        '{' => braces += 1,
+                        '}' => {
+                            braces -= 1;
+                            if braces == 0 {
+                                return i + 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                return i;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The code of a file without its `#[cfg(test)]` items (blanked, lines kept), and the
+/// names of the modules it declares test-only (`#[cfg(test)] mod tests;`).
+fn without_test_items(code: &str) -> (String, Vec<String>) {
+    let mut chars: Vec<char> = code.chars().collect();
+    let mut test_modules = Vec::new();
+    let marker: Vec<char> = "#[cfg(test)]".chars().collect();
+    let mut i = 0;
+    while i + marker.len() <= chars.len() {
+        if chars[i..i + marker.len()] != marker[..] {
+            i += 1;
+            continue;
+        }
+        let end = item_end(&chars, i + marker.len());
+        let item: String = chars[i + marker.len()..end].iter().collect();
+        let words: Vec<&str> = item
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if item.trim_end().ends_with(';') {
+            if let Some(k) = words.iter().position(|w| *w == "mod") {
+                if let Some(name) = words.get(k + 1) {
+                    test_modules.push(name.to_string());
+                }
+            }
+        }
+        for c in &mut chars[i..end] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+        i = end;
+    }
+    (chars.into_iter().collect(), test_modules)
+}
+
+/// The generic arguments of each `Result<…>` in a type, split at their top-level commas.
+fn result_arguments(ty: &str) -> Vec<Vec<String>> {
+    let chars: Vec<char> = ty.chars().collect();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = ty[from..].find("Result<") {
+        let start = from + k;
+        from = start + "Result<".len();
+        let preceded = ty[..start]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if preceded {
+            continue;
+        }
+        let mut depth = 1usize;
+        let mut args = vec![String::new()];
+        let open = ty[..from].chars().count();
+        for (n, &c) in chars[open..].iter().enumerate() {
+            let prev = if open + n > 0 {
+                chars[open + n - 1]
+            } else {
+                ' '
+            };
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' if prev == '-' => {}
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 1 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            if depth == 0 {
+                break;
+            }
+            if let Some(a) = args.last_mut() {
+                a.push(c);
+            }
+        }
+        out.push(args.into_iter().map(|a| a.trim().to_string()).collect());
+    }
+    out
+}
+
+/// `(line, fn name)` of each function in `code` whose return type holds a
+/// `Result<_, String>`, and of each `type Error = String` (a `TryFrom`'s error).
+fn string_errors(code: &str) -> Vec<(usize, String)> {
+    let text = code;
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let line_of = |byte: usize| text[..byte].matches('\n').count() + 1;
+    let is_string = |t: &str| matches!(t, "String" | "std::string::String" | "string::String");
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = text[from..].find("fn ") {
+        let at = from + k;
+        from = at + 3;
+        if text[..at].chars().last().is_some_and(is_ident) {
+            continue;
+        }
+        let name: String = text[from..]
+            .trim_start()
+            .chars()
+            .take_while(|c| is_ident(*c))
+            .collect();
+        // The signature: up to the body or the `;` outside any brackets.
+        let mut depth = 0usize;
+        let mut end = from;
+        let mut arrow = None;
+        let rest: Vec<char> = text[from..].chars().collect();
+        let mut byte = from;
+        for (n, &c) in rest.iter().enumerate() {
+            let next = rest.get(n + 1).copied();
+            match c {
+                '(' | '[' | '<' => depth += 1,
+                '-' if next == Some('>') && depth == 0 && arrow.is_none() => {
+                    arrow = Some(byte + 2);
+                }
+                '>' if n > 0 && rest[n - 1] == '-' => {}
+                ')' | ']' | '>' => depth = depth.saturating_sub(1),
+                '{' | ';' if depth == 0 => {
+                    end = byte;
+                    break;
+                }
+                _ => {}
+            }
+            byte += c.len_utf8();
+            end = byte;
+        }
+        let Some(arrow) = arrow.filter(|a| *a <= end) else {
+            continue;
+        };
+        let ret = &text[arrow..end];
+        let ret = match ret.find(" where ").or_else(|| ret.find("\nwhere")) {
+            Some(w) => &ret[..w],
+            None => ret,
+        };
+        if result_arguments(ret)
+            .iter()
+            .any(|args| args.len() == 2 && is_string(&args[1]))
+        {
+            out.push((line_of(at), name));
+        }
+    }
+    let mut from = 0;
+    while let Some(k) = text[from..].find("type Error") {
+        let at = from + k;
+        from = at + 1;
+        let rest = text[at + "type Error".len()..].trim_start();
+        if let Some(ty) = rest.strip_prefix('=') {
+            let ty = ty.split(';').next().unwrap_or("").trim();
+            if is_string(ty) {
+                out.push((line_of(at), "type Error".to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every `.rs` file of a crate's `src` that is not a test module: `(path, code without
+/// comments, literals and test items)`.
+fn non_test_sources(src: &Path) -> Vec<(PathBuf, String)> {
+    let mut files: Vec<PathBuf> = modules(src).into_values().collect();
+    for root in ["lib.rs", "main.rs"] {
+        if src.join(root).is_file() {
+            files.push(src.join(root));
+        }
+    }
+    files.sort();
+    let mut test_files = BTreeSet::new();
+    let mut out = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let (code, tests) = without_test_items(&without_comments_and_literals(&text));
+        // `foo.rs`'s modules live in `foo/`; `mod.rs`', `lib.rs`' and `main.rs`' beside it.
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = file.parent().unwrap();
+        let children = match stem.as_str() {
+            "mod" | "lib" | "main" => dir.to_path_buf(),
+            _ => dir.join(&stem),
+        };
+        for t in tests {
+            test_files.insert(children.join(format!("{t}.rs")));
+            test_files.insert(children.join(&t).join("mod.rs"));
+        }
+        out.push((file.clone(), code));
+    }
+    out.retain(|(f, _)| {
+        !test_files.iter().any(|t| {
+            f == t
+                || t.parent()
+                    .is_some_and(|d| t.ends_with("mod.rs") && f.starts_with(d))
+        })
+    });
+    out
+}
+
+/// Errors are types: a caller decides from a kind, not by reading a message, and the
+/// message is the type's `Display` (docs/architecture.md, "Errors").
+#[test]
+fn no_function_returns_a_string_error() {
+    let mut found = Vec::new();
+    for (name, dir, _) in LAYERS {
+        let src = repo().join(dir).join("src");
+        for (file, code) in non_test_sources(&src) {
+            for (line, f) in string_errors(&code) {
+                let rel = file
+                    .strip_prefix(repo())
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                found.push(format!("{name}: {rel}:{line}: {f}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`Result<_, String>` outside tests (give each an error type whose Display is the message):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The reader sees string errors where they are, and nothing else: not a map of strings,
+/// not a comment, a literal or a test.
+#[test]
+fn string_errors_are_found() {
+    let code = r##"
+fn a() -> Result<(), String> { todo!() }
+// fn comment() -> Result<(), String>
+fn b(x: &str) -> Result<BTreeMap<String, String>, Error> { let s = "fn c() -> Result<u8, String>"; }
+pub async fn d<T: Into<u8>>(x: Vec<(u8, u8)>) -> BoxFuture<'static, Result<Option<Vec<u8>>, String>>
+where
+    T: Copy;
+fn e() -> Result<Box<dyn Fn() -> u8>, std::string::String> { let c = '{'; }
+fn f() -> io::Result<String> {}
+impl TryFrom<String> for X {
+    type Error = String;
+}
+#[cfg(test)]
+mod tests {
+    fn g() -> Result<(), String> {}
+}
+#[cfg(test)]
+mod more;
+fn h() -> Result<(), Box<dyn std::error::Error>> { r#"fn i() -> Result<(), String>"# }
+"##;
+    let clean = without_comments_and_literals(code);
+    let (code, tests) = without_test_items(&clean);
+    let found: Vec<String> = string_errors(&code)
+        .into_iter()
+        .map(|(line, name)| format!("{line} {name}"))
+        .collect();
+    assert_eq!(found, ["2 a", "5 d", "8 e", "11 type Error"]);
+    assert_eq!(tests, ["more"]);
+}
