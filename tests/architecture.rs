@@ -171,23 +171,74 @@ fn crate_paths(module: &str, code: &str) -> Vec<Vec<String>> {
     paths
 }
 
-/// `pub use MODULE::…::{Names}` in the crate root: which module a re-exported name is from.
+/// The leaves of a use tree (`a::{b, c::{D as E}, self}`): each as the path it names and
+/// the name it is known by here.
+fn use_leaves(tree: &str) -> Vec<(Vec<String>, String)> {
+    fn walk(prefix: &[String], tree: &str, out: &mut Vec<(Vec<String>, String)>) {
+        let tree = tree.trim();
+        if let Some(open) = tree.find('{') {
+            let mut path = prefix.to_vec();
+            path.extend(
+                tree[..open]
+                    .split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+            let close = tree.rfind('}').unwrap_or(tree.len());
+            let inner = &tree[open + 1..close];
+            let (mut depth, mut from) = (0usize, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        walk(&path, &inner[from..i], out);
+                        from = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            walk(&path, &inner[from..], out);
+            return;
+        }
+        if tree.is_empty() {
+            return;
+        }
+        let (path, alias) = match tree.split_once(" as ") {
+            Some((p, a)) => (p, Some(a.trim())),
+            None => (tree, None),
+        };
+        let mut full = prefix.to_vec();
+        full.extend(path.split("::").map(str::trim).map(str::to_string));
+        if full.last().is_some_and(|l| l == "self") {
+            full.pop();
+        }
+        let name = alias.map(str::to_string).or_else(|| full.last().cloned());
+        if let Some(name) = name {
+            out.push((full, name));
+        }
+    }
+    let mut out = Vec::new();
+    walk(&[], tree, &mut out);
+    out
+}
+
+/// `pub use MODULE::…::Name` in the crate root: which module each re-exported name (by the
+/// name it is exported as) comes from.
 fn root_reexports(root: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for line in code_of(root).lines() {
-        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+    for statement in code_of(root).split(';') {
+        let Some(tree) = statement.trim().strip_prefix("pub use ") else {
             continue;
         };
-        let Some((module, names)) = rest.split_once("::") else {
-            continue;
-        };
-        let names = names.trim_end_matches(';');
-        let names = names.rsplit("::").next().unwrap_or(names);
-        for n in names.trim_matches(['{', '}']).split(',') {
-            let n = n.split(" as ").last().unwrap_or(n).trim();
-            if !n.is_empty() {
-                out.insert(n.to_string(), module.to_string());
-            }
+        for (path, name) in use_leaves(tree) {
+            let module = match path.len() {
+                0 => continue,
+                1 => path[0].clone(),
+                n => path[..n - 1].join("::"),
+            };
+            out.insert(name, module);
         }
     }
     out
@@ -660,7 +711,7 @@ fn non_test_sources(src: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Errors are types: a caller decides from a kind, not by reading a message, and the
-/// message is the type's `Display` (docs/architecture.md, "Errors").
+/// message is the type's `Display` (docs/architecture.md, "Errors are types").
 #[test]
 fn no_function_returns_a_string_error() {
     let mut found = Vec::new();
@@ -716,4 +767,177 @@ fn h() -> Result<(), Box<dyn std::error::Error>> { r#"fn i() -> Result<(), Strin
         .collect();
     assert_eq!(found, ["2 a", "5 d", "8 e", "11 type Error"]);
     assert_eq!(tests, ["more"]);
+}
+
+/// Modules of `envc_executor` the CLI may name besides the crate root's re-exports, and
+/// why each is better named whole than re-exported piece by piece.
+const CLI_EXECUTOR_MODULES: &[(&str, &str)] = &[
+    (
+        "secrets",
+        "`envc secret` edits the project's secret file: the file's codec (read, write, text, \
+         keys, sources) is the module, and nothing else uses it",
+    ),
+    (
+        "kustomize",
+        "`envc render` writes a directory of objects as GitOps delivery does: one function \
+         and the change it reports",
+    ),
+];
+
+/// Each `envc_executor::…` path in `code` (use groups taken apart): `(line, path)`.
+fn executor_paths(code: &str) -> Vec<(usize, Vec<String>)> {
+    const CRATE: &str = "envc_executor::";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find(CRATE) {
+        let at = from + k;
+        from = at + CRATE.len();
+        let preceded = code[..at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+        if preceded {
+            continue;
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[from..];
+        let tree = if rest.starts_with('{') {
+            let mut depth = 0usize;
+            let mut end = rest.len();
+            for (i, c) in rest.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            &rest[..end]
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches(':')
+        };
+        for (path, _) in use_leaves(tree) {
+            out.push((line, path));
+        }
+    }
+    out
+}
+
+/// The executor's `pub mod`s, from its crate root.
+fn executor_public_modules() -> Vec<String> {
+    let root = std::fs::read_to_string(repo().join("executor/src/lib.rs")).unwrap();
+    code_of(&root)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';').trim().to_string())
+        .collect()
+}
+
+/// The CLI (`src/`) uses the executor through its curated API: the crate root's
+/// re-exports (session, verify, reports, plain data), and the few modules named in
+/// [`CLI_EXECUTOR_MODULES`]; not the scheduler, the transports or the node kinds.
+#[test]
+fn the_cli_uses_only_the_executors_curated_api() {
+    let root = std::fs::read_to_string(repo().join("executor/src/lib.rs")).unwrap();
+    let reexports = root_reexports(&root);
+    let public = executor_public_modules();
+    let mut wrong = Vec::new();
+    for (module, why) in CLI_EXECUTOR_MODULES {
+        assert!(!why.is_empty());
+        if !public.contains(&module.to_string()) {
+            wrong.push(format!(
+                "CLI_EXECUTOR_MODULES names `{module}`, which executor/src/lib.rs does not make `pub`"
+            ));
+        }
+    }
+    for (file, code) in non_test_sources(&repo().join("src")) {
+        for (line, path) in executor_paths(&code) {
+            let Some(first) = path.first() else { continue };
+            let allowed = reexports.contains_key(first)
+                || CLI_EXECUTOR_MODULES.iter().any(|(m, _)| m == first);
+            if !allowed {
+                let rel = file
+                    .strip_prefix(repo())
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                wrong.push(format!("{rel}:{line}: envc_executor::{}", path.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the CLI reaches past the executor's API (re-export what it needs from executor/src/lib.rs, \
+         or move the work into the session):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Every `pub mod` of the executor is there for someone outside it: an integration test
+/// (`tests/`, `executor/tests/`) that exercises it against real parts, or the CLI's short
+/// list. Any other module is `pub(crate)`: `pub` is the boundary, not a default.
+#[test]
+fn the_executors_public_modules_have_users() {
+    let mut used = BTreeSet::new();
+    let mut stack = vec![repo().join("tests"), repo().join("executor/tests")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let code = without_comments_and_literals(&std::fs::read_to_string(&path).unwrap());
+                for (_, p) in executor_paths(&code) {
+                    used.extend(p.first().cloned());
+                }
+            }
+        }
+    }
+    used.extend(CLI_EXECUTOR_MODULES.iter().map(|(m, _)| m.to_string()));
+    let unused: Vec<String> = executor_public_modules()
+        .into_iter()
+        .filter(|m| !used.contains(m))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "`pub mod` with no user outside the executor (make it `pub(crate)`): {}",
+        unused.join(", ")
+    );
+}
+
+/// The path reader sees use groups, aliases and paths in expressions.
+#[test]
+fn executor_paths_are_read() {
+    let code = "use envc_executor::{kustomize, verify::{compare::Verdict, self}, Spec as S};\n\
+                let x = envc_executor::split_root(p);\nlet y = my_envc_executor::z;\n";
+    let got: Vec<(usize, String)> = executor_paths(code)
+        .into_iter()
+        .map(|(l, p)| (l, p.join("::")))
+        .collect();
+    let want = [
+        (1, "kustomize"),
+        (1, "verify::compare::Verdict"),
+        (1, "verify"),
+        (1, "Spec"),
+        (2, "split_root"),
+    ];
+    assert_eq!(
+        got,
+        want.map(|(l, p)| (l, p.to_string())).to_vec(),
+        "{code}"
+    );
+    let exports = root_reexports(
+        "pub use verify::stand_ins::{\n    complete as complete_stand_ins, read,\n};\npub use kinds::manifest::rendered as rendered_manifest;\n",
+    );
+    assert_eq!(exports["complete_stand_ins"], "verify::stand_ins");
+    assert_eq!(exports["read"], "verify::stand_ins");
+    assert_eq!(exports["rendered_manifest"], "kinds::manifest");
 }

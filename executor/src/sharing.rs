@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use envc_compiler::SourceLoader;
 
-use crate::cache::Output;
+use crate::cache::{BinaryCache, CacheEntry, CacheError, Output, Progress, Transfer};
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
 use crate::kinds::image::build::output;
@@ -46,6 +46,22 @@ impl Session {
                 })
             })
             .collect())
+    }
+
+    /// Fetches build output `out` from `cache` into this store, if the cache has it: the
+    /// entry and what moved. The objects an image's facts name must all come.
+    pub fn pull_output(
+        &self,
+        cache: &BinaryCache,
+        out: &BuildOutput,
+        progress: &dyn Progress,
+    ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
+        cache.remote().block(cache.pull(
+            &self.store,
+            &out.resolved_hash,
+            crate::kinds::image::build::objects,
+            progress,
+        ))
     }
 
     /// The built outputs the environment's state records (what `cache push` sends).

@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use envc_executor::repair::{self, RepairError, StoreReport};
-use envc_executor::Holder;
+use envc_executor::{repair_store, verify_store, Holder, RepairError, StoreReport};
 
 use super::{session, TargetArgs};
 use crate::exit::{Exit, Failure, Outcome};
@@ -14,7 +13,7 @@ use crate::output::outln;
 pub fn verify(file: &Path, repair: bool) -> Outcome {
     let store = session(file, &TargetArgs::default())?.store;
     let report = if repair {
-        match repair::repair(&store, &Holder::current("envc store verify --repair")) {
+        match repair_store(&store, &Holder::current("envc store verify --repair")) {
             Ok(r) => r,
             Err(e @ RepairError::Locked(_)) => {
                 crate::output::errln!("error: {e}");
@@ -23,7 +22,7 @@ pub fn verify(file: &Path, repair: bool) -> Outcome {
             Err(e) => return Err(Failure::Input(e.to_string())),
         }
     } else {
-        repair::verify(&store).map_err(|e| Failure::Input(e.to_string()))?
+        verify_store(&store).map_err(|e| Failure::Input(e.to_string()))?
     };
     print(&report, repair, file);
     Ok(if report.is_sound() || repair {

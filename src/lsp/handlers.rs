@@ -237,7 +237,7 @@ fn with_root<T: serde::Serialize>(
     let Some(s) = server.snapshots.get(path) else {
         return Value::Null;
     };
-    let (_, name) = envc_executor::project::split_root(path);
+    let (_, name) = envc_executor::split_root(path);
     let Some(file) = s.file(&name) else {
         return Value::Null;
     };

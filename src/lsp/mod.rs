@@ -24,7 +24,7 @@ use lsp_types::{PublishDiagnosticsParams, Uri};
 use serde_json::{json, Value};
 
 use envc_compiler::{CompileOptions, LoadError, SourceLoader};
-use envc_executor::project::{split_root, FsLoader};
+use envc_executor::{split_root, FsLoader};
 use envc_ide::Snapshot;
 
 /// How long after the last keystroke diagnostics are computed and sent.
@@ -428,7 +428,7 @@ struct Overlay<'d> {
 
 impl SourceLoader for Overlay<'_> {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
-        self.read_at_most(path, envc_executor::project::MAX_PROJECT_FILE_BYTES)
+        self.read_at_most(path, envc_executor::MAX_PROJECT_FILE_BYTES)
     }
 
     fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
