@@ -80,7 +80,7 @@ pub use record::{DriftFacts, Outcome as StepOutcome, RealizationRecord, RunRecor
 pub use cache::{CacheError, Progress};
 pub use envlock::{EnvLock, EnvLockError, Holder};
 pub use keys::SecretKey;
-pub use repair::{repair as repair_store, verify as verify_store, RepairError, StoreReport};
+pub use repair::{RepairError, StoreReport};
 pub use store::{entry_key, ObjectId, RefConflict, Store, StoreError};
 
 // `envc lock`, and what a locked build checks first.

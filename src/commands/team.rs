@@ -81,11 +81,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
     }
     let mut failed = 0;
     for out in outputs {
-        let missing: Vec<_> = out
-            .objects
-            .iter()
-            .filter(|id| !session.store.contains(id))
-            .collect();
+        let missing = session.missing_objects(&out);
         if !missing.is_empty() {
             errln!(
                 "error: {}: {} of its objects are not in this store ({:?}…); build it here first",
@@ -100,9 +96,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
         let started = Instant::now();
         // Chunks the cache has are read back and replaced if damaged: `cache push` is
         // what mends a cache (a build's push only checks that they are there).
-        let pushed = cache
-            .remote()
-            .block(cache.push(&session.store, &out, true, &bar));
+        let pushed = session.push_output(&cache, &out, true, &bar);
         bar.0.finish_and_clear();
         match pushed {
             Ok(moved) => outln!(
