@@ -4,6 +4,10 @@
 //! (`session`), and the lockfile as the graph needs it (`locking`). It consumes `envc_compiler::Graph` (nodes in canonical
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
+//!
+//! Its API is what this file re-exports, grouped below: the session and what its
+//! commands report, verify, the store's plain data. The modules are its own rooms; the
+//! few that are `pub` are for integration tests that exercise them against real parts.
 
 // The crate's own rooms. Public only where an integration test (`tests/`,
 // `executor/tests/`) exercises internals against real parts; the CLI goes through the
