@@ -7,9 +7,7 @@
 
 use std::process::ExitCode;
 
-use envc_executor::run::RunError;
-use envc_executor::session::SessionError;
-use envc_executor::store::StoreError;
+use envc_executor::{RunError, SessionError, StoreError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {

@@ -171,23 +171,74 @@ fn crate_paths(module: &str, code: &str) -> Vec<Vec<String>> {
     paths
 }
 
-/// `pub use MODULE::…::{Names}` in the crate root: which module a re-exported name is from.
+/// The leaves of a use tree (`a::{b, c::{D as E}, self}`): each as the path it names and
+/// the name it is known by here.
+fn use_leaves(tree: &str) -> Vec<(Vec<String>, String)> {
+    fn walk(prefix: &[String], tree: &str, out: &mut Vec<(Vec<String>, String)>) {
+        let tree = tree.trim();
+        if let Some(open) = tree.find('{') {
+            let mut path = prefix.to_vec();
+            path.extend(
+                tree[..open]
+                    .split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+            let close = tree.rfind('}').unwrap_or(tree.len());
+            let inner = &tree[open + 1..close];
+            let (mut depth, mut from) = (0usize, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        walk(&path, &inner[from..i], out);
+                        from = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            walk(&path, &inner[from..], out);
+            return;
+        }
+        if tree.is_empty() {
+            return;
+        }
+        let (path, alias) = match tree.split_once(" as ") {
+            Some((p, a)) => (p, Some(a.trim())),
+            None => (tree, None),
+        };
+        let mut full = prefix.to_vec();
+        full.extend(path.split("::").map(str::trim).map(str::to_string));
+        if full.last().is_some_and(|l| l == "self") {
+            full.pop();
+        }
+        let name = alias.map(str::to_string).or_else(|| full.last().cloned());
+        if let Some(name) = name {
+            out.push((full, name));
+        }
+    }
+    let mut out = Vec::new();
+    walk(&[], tree, &mut out);
+    out
+}
+
+/// `pub use MODULE::…::Name` in the crate root: which module each re-exported name (by the
+/// name it is exported as) comes from.
 fn root_reexports(root: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for line in code_of(root).lines() {
-        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+    for statement in code_of(root).split(';') {
+        let Some(tree) = statement.trim().strip_prefix("pub use ") else {
             continue;
         };
-        let Some((module, names)) = rest.split_once("::") else {
-            continue;
-        };
-        let names = names.trim_end_matches(';');
-        let names = names.rsplit("::").next().unwrap_or(names);
-        for n in names.trim_matches(['{', '}']).split(',') {
-            let n = n.split(" as ").last().unwrap_or(n).trim();
-            if !n.is_empty() {
-                out.insert(n.to_string(), module.to_string());
-            }
+        for (path, name) in use_leaves(tree) {
+            let module = match path.len() {
+                0 => continue,
+                1 => path[0].clone(),
+                n => path[..n - 1].join("::"),
+            };
+            out.insert(name, module);
         }
     }
     out
@@ -336,4 +387,557 @@ fn a_circle_in_a_crate_is_found() {
         circles(&graph),
         [vec!["plan".to_string(), "record".to_string()]]
     );
+}
+
+/// Rust source with comments and the text of string and char literals blanked (their
+/// quotes kept), line breaks kept, so positions and line numbers stay those of the file.
+fn without_comments_and_literals(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && matches!(next, Some('"' | '#'))
+            && !b[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string: r"…", r#"…"#.
+            let mut j = i + 1;
+            while b.get(j) == Some(&'#') {
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let hashes = j - i - 1;
+            out.push('"');
+            i = j + 1;
+            while i < b.len() {
+                if b[i] == '"' && (0..hashes).all(|k| b.get(i + 1 + k) == Some(&'#')) {
+                    i += 1 + hashes;
+                    break;
+                }
+                out.push(blank(b[i]));
+                i += 1;
+            }
+            out.push('"');
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&x) = b.get(i) {
+                    out.push(blank(x));
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' && (b.get(i + 2) == Some(&'\'') || next == Some('\\')) {
+            // A char literal ('x', '\n', '\u{..}'), not a lifetime.
+            out.push_str("' '");
+            i += 1;
+            while i < b.len() && b[i] != '\'' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The index just past the item starting at `from`: its `;`, or the `}` closing its body.
+fn item_end(code: &[char], from: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = from;
+    while i < code.len() {
+        match code[i] {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => return i + 1,
+            '{' => {
+                let mut braces = 0usize;
+                while i < code.len() {
+                    match code[i] {
+                        '{' => braces += 1,
+                        '}' => {
+                            braces -= 1;
+                            if braces == 0 {
+                                return i + 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                return i;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The code of a file without its `#[cfg(test)]` items (blanked, lines kept), and the
+/// names of the modules it declares test-only (`#[cfg(test)] mod tests;`).
+fn without_test_items(code: &str) -> (String, Vec<String>) {
+    let mut chars: Vec<char> = code.chars().collect();
+    let mut test_modules = Vec::new();
+    let marker: Vec<char> = "#[cfg(test)]".chars().collect();
+    let mut i = 0;
+    while i + marker.len() <= chars.len() {
+        if chars[i..i + marker.len()] != marker[..] {
+            i += 1;
+            continue;
+        }
+        let end = item_end(&chars, i + marker.len());
+        let item: String = chars[i + marker.len()..end].iter().collect();
+        let words: Vec<&str> = item
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if item.trim_end().ends_with(';') {
+            if let Some(k) = words.iter().position(|w| *w == "mod") {
+                if let Some(name) = words.get(k + 1) {
+                    test_modules.push(name.to_string());
+                }
+            }
+        }
+        for c in &mut chars[i..end] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+        i = end;
+    }
+    (chars.into_iter().collect(), test_modules)
+}
+
+/// The generic arguments of each `Result<…>` in a type, split at their top-level commas.
+fn result_arguments(ty: &str) -> Vec<Vec<String>> {
+    let chars: Vec<char> = ty.chars().collect();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = ty[from..].find("Result<") {
+        let start = from + k;
+        from = start + "Result<".len();
+        let preceded = ty[..start]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if preceded {
+            continue;
+        }
+        let mut depth = 1usize;
+        let mut args = vec![String::new()];
+        let open = ty[..from].chars().count();
+        for (n, &c) in chars[open..].iter().enumerate() {
+            let prev = if open + n > 0 {
+                chars[open + n - 1]
+            } else {
+                ' '
+            };
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' if prev == '-' => {}
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 1 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            if depth == 0 {
+                break;
+            }
+            if let Some(a) = args.last_mut() {
+                a.push(c);
+            }
+        }
+        out.push(args.into_iter().map(|a| a.trim().to_string()).collect());
+    }
+    out
+}
+
+/// `(line, fn name)` of each function in `code` whose return type holds a
+/// `Result<_, String>`, and of each `type Error = String` (a `TryFrom`'s error).
+fn string_errors(code: &str) -> Vec<(usize, String)> {
+    let text = code;
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let line_of = |byte: usize| text[..byte].matches('\n').count() + 1;
+    let is_string = |t: &str| matches!(t, "String" | "std::string::String" | "string::String");
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = text[from..].find("fn ") {
+        let at = from + k;
+        from = at + 3;
+        if text[..at].chars().last().is_some_and(is_ident) {
+            continue;
+        }
+        let name: String = text[from..]
+            .trim_start()
+            .chars()
+            .take_while(|c| is_ident(*c))
+            .collect();
+        // The signature: up to the body or the `;` outside any brackets.
+        let mut depth = 0usize;
+        let mut end = from;
+        let mut arrow = None;
+        let rest: Vec<char> = text[from..].chars().collect();
+        let mut byte = from;
+        for (n, &c) in rest.iter().enumerate() {
+            let next = rest.get(n + 1).copied();
+            match c {
+                '(' | '[' | '<' => depth += 1,
+                '-' if next == Some('>') && depth == 0 && arrow.is_none() => {
+                    arrow = Some(byte + 2);
+                }
+                '>' if n > 0 && rest[n - 1] == '-' => {}
+                ')' | ']' | '>' => depth = depth.saturating_sub(1),
+                '{' | ';' if depth == 0 => {
+                    end = byte;
+                    break;
+                }
+                _ => {}
+            }
+            byte += c.len_utf8();
+            end = byte;
+        }
+        let Some(arrow) = arrow.filter(|a| *a <= end) else {
+            continue;
+        };
+        let ret = &text[arrow..end];
+        let ret = match ret.find(" where ").or_else(|| ret.find("\nwhere")) {
+            Some(w) => &ret[..w],
+            None => ret,
+        };
+        if result_arguments(ret)
+            .iter()
+            .any(|args| args.len() == 2 && is_string(&args[1]))
+        {
+            out.push((line_of(at), name));
+        }
+    }
+    let mut from = 0;
+    while let Some(k) = text[from..].find("type Error") {
+        let at = from + k;
+        from = at + 1;
+        let rest = text[at + "type Error".len()..].trim_start();
+        if let Some(ty) = rest.strip_prefix('=') {
+            let ty = ty.split(';').next().unwrap_or("").trim();
+            if is_string(ty) {
+                out.push((line_of(at), "type Error".to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Every `.rs` file of a crate's `src` that is not a test module: `(path, code without
+/// comments, literals and test items)`.
+fn non_test_sources(src: &Path) -> Vec<(PathBuf, String)> {
+    let mut files: Vec<PathBuf> = modules(src).into_values().collect();
+    for root in ["lib.rs", "main.rs"] {
+        if src.join(root).is_file() {
+            files.push(src.join(root));
+        }
+    }
+    files.sort();
+    let mut test_files = BTreeSet::new();
+    let mut out = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let (code, tests) = without_test_items(&without_comments_and_literals(&text));
+        // `foo.rs`'s modules live in `foo/`; `mod.rs`', `lib.rs`' and `main.rs`' beside it.
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = file.parent().unwrap();
+        let children = match stem.as_str() {
+            "mod" | "lib" | "main" => dir.to_path_buf(),
+            _ => dir.join(&stem),
+        };
+        for t in tests {
+            test_files.insert(children.join(format!("{t}.rs")));
+            test_files.insert(children.join(&t).join("mod.rs"));
+        }
+        out.push((file.clone(), code));
+    }
+    out.retain(|(f, _)| {
+        !test_files.iter().any(|t| {
+            f == t
+                || t.parent()
+                    .is_some_and(|d| t.ends_with("mod.rs") && f.starts_with(d))
+        })
+    });
+    out
+}
+
+/// Errors are types: a caller decides from a kind, not by reading a message, and the
+/// message is the type's `Display` (docs/architecture.md, "Errors are types").
+#[test]
+fn no_function_returns_a_string_error() {
+    let mut found = Vec::new();
+    for (name, dir, _) in LAYERS {
+        let src = repo().join(dir).join("src");
+        for (file, code) in non_test_sources(&src) {
+            for (line, f) in string_errors(&code) {
+                let rel = file
+                    .strip_prefix(repo())
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                found.push(format!("{name}: {rel}:{line}: {f}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`Result<_, String>` outside tests (give each an error type whose Display is the message):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The reader sees string errors where they are, and nothing else: not a map of strings,
+/// not a comment, a literal or a test.
+#[test]
+fn string_errors_are_found() {
+    let code = r##"
+fn a() -> Result<(), String> { todo!() }
+// fn comment() -> Result<(), String>
+fn b(x: &str) -> Result<BTreeMap<String, String>, Error> { let s = "fn c() -> Result<u8, String>"; }
+pub async fn d<T: Into<u8>>(x: Vec<(u8, u8)>) -> BoxFuture<'static, Result<Option<Vec<u8>>, String>>
+where
+    T: Copy;
+fn e() -> Result<Box<dyn Fn() -> u8>, std::string::String> { let c = '{'; }
+fn f() -> io::Result<String> {}
+impl TryFrom<String> for X {
+    type Error = String;
+}
+#[cfg(test)]
+mod tests {
+    fn g() -> Result<(), String> {}
+}
+#[cfg(test)]
+mod more;
+fn h() -> Result<(), Box<dyn std::error::Error>> { r#"fn i() -> Result<(), String>"# }
+"##;
+    let clean = without_comments_and_literals(code);
+    let (code, tests) = without_test_items(&clean);
+    let found: Vec<String> = string_errors(&code)
+        .into_iter()
+        .map(|(line, name)| format!("{line} {name}"))
+        .collect();
+    assert_eq!(found, ["2 a", "5 d", "8 e", "11 type Error"]);
+    assert_eq!(tests, ["more"]);
+}
+
+/// Modules of `envc_executor` the CLI may name besides the crate root's re-exports, and
+/// why each is better named whole than re-exported piece by piece.
+const CLI_EXECUTOR_MODULES: &[(&str, &str)] = &[
+    (
+        "secrets",
+        "`envc secret` edits the project's secret file: the file's codec (read, write, text, \
+         keys, sources) is the module, and nothing else uses it",
+    ),
+    (
+        "kustomize",
+        "`envc render` writes a directory of objects as GitOps delivery does: one function \
+         and the change it reports",
+    ),
+];
+
+/// Each `envc_executor::…` path in `code` (use groups taken apart): `(line, path)`.
+fn executor_paths(code: &str) -> Vec<(usize, Vec<String>)> {
+    const CRATE: &str = "envc_executor::";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find(CRATE) {
+        let at = from + k;
+        from = at + CRATE.len();
+        let preceded = code[..at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+        if preceded {
+            continue;
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[from..];
+        let tree = if rest.starts_with('{') {
+            let mut depth = 0usize;
+            let mut end = rest.len();
+            for (i, c) in rest.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            &rest[..end]
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches(':')
+        };
+        for (path, _) in use_leaves(tree) {
+            out.push((line, path));
+        }
+    }
+    out
+}
+
+/// The executor's `pub mod`s, from its crate root.
+fn executor_public_modules() -> Vec<String> {
+    let root = std::fs::read_to_string(repo().join("executor/src/lib.rs")).unwrap();
+    code_of(&root)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';').trim().to_string())
+        .collect()
+}
+
+/// The CLI (`src/`) uses the executor through its curated API: the crate root's
+/// re-exports (session, verify, reports, plain data), and the few modules named in
+/// [`CLI_EXECUTOR_MODULES`]; not the scheduler, the transports or the node kinds.
+#[test]
+fn the_cli_uses_only_the_executors_curated_api() {
+    let root = std::fs::read_to_string(repo().join("executor/src/lib.rs")).unwrap();
+    let reexports = root_reexports(&root);
+    let public = executor_public_modules();
+    let mut wrong = Vec::new();
+    for (module, why) in CLI_EXECUTOR_MODULES {
+        assert!(!why.is_empty());
+        if !public.contains(&module.to_string()) {
+            wrong.push(format!(
+                "CLI_EXECUTOR_MODULES names `{module}`, which executor/src/lib.rs does not make `pub`"
+            ));
+        }
+    }
+    for (file, code) in non_test_sources(&repo().join("src")) {
+        for (line, path) in executor_paths(&code) {
+            let Some(first) = path.first() else { continue };
+            let allowed = reexports.contains_key(first)
+                || CLI_EXECUTOR_MODULES.iter().any(|(m, _)| m == first);
+            if !allowed {
+                let rel = file
+                    .strip_prefix(repo())
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                wrong.push(format!("{rel}:{line}: envc_executor::{}", path.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the CLI reaches past the executor's API (re-export what it needs from executor/src/lib.rs, \
+         or move the work into the session):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Every `pub mod` of the executor is there for someone outside it: an integration test
+/// (`tests/`, `executor/tests/`) that exercises it against real parts, or the CLI's short
+/// list. Any other module is `pub(crate)`: `pub` is the boundary, not a default.
+#[test]
+fn the_executors_public_modules_have_users() {
+    let mut used = BTreeSet::new();
+    let mut stack = vec![repo().join("tests"), repo().join("executor/tests")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let code = without_comments_and_literals(&std::fs::read_to_string(&path).unwrap());
+                for (_, p) in executor_paths(&code) {
+                    used.extend(p.first().cloned());
+                }
+            }
+        }
+    }
+    used.extend(CLI_EXECUTOR_MODULES.iter().map(|(m, _)| m.to_string()));
+    let unused: Vec<String> = executor_public_modules()
+        .into_iter()
+        .filter(|m| !used.contains(m))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "`pub mod` with no user outside the executor (make it `pub(crate)`): {}",
+        unused.join(", ")
+    );
+}
+
+/// The path reader sees use groups, aliases and paths in expressions.
+#[test]
+fn executor_paths_are_read() {
+    let code = "use envc_executor::{kustomize, verify::{compare::Verdict, self}, Spec as S};\n\
+                let x = envc_executor::split_root(p);\nlet y = my_envc_executor::z;\n";
+    let got: Vec<(usize, String)> = executor_paths(code)
+        .into_iter()
+        .map(|(l, p)| (l, p.join("::")))
+        .collect();
+    let want = [
+        (1, "kustomize"),
+        (1, "verify::compare::Verdict"),
+        (1, "verify"),
+        (1, "Spec"),
+        (2, "split_root"),
+    ];
+    assert_eq!(
+        got,
+        want.map(|(l, p)| (l, p.to_string())).to_vec(),
+        "{code}"
+    );
+    let exports = root_reexports(
+        "pub use verify::stand_ins::{\n    complete as complete_stand_ins, read,\n};\npub use kinds::manifest::rendered as rendered_manifest;\n",
+    );
+    assert_eq!(exports["complete_stand_ins"], "verify::stand_ins");
+    assert_eq!(exports["read"], "verify::stand_ins");
+    assert_eq!(exports["rendered_manifest"], "kinds::manifest");
 }

@@ -56,27 +56,55 @@ pub fn sources(lock: &Lockfile) -> BTreeMap<String, DebSource> {
         .collect()
 }
 
+/// A `.deb` a node was compiled with that the lockfile does not pin (the lockfile is
+/// stale: `envc lock FILE` fixes it); `what` names who needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnpinnedDeb {
+    /// The node's pin names a package of its closure the lockfile has no `[[package]]` for.
+    NotInLock { what: String, name: String },
+    /// The lockfile pins the package, but not at the version and hash compiled in.
+    OtherPin { what: String, deb: ClosureDeb },
+}
+
+impl std::fmt::Display for UnpinnedDeb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnpinnedDeb::NotInLock { what, name } => write!(
+                f,
+                "{what}: no [[package]] of the lockfile pins `{name}`, which comes with it; run \
+                 `envc lock FILE`"
+            ),
+            UnpinnedDeb::OtherPin { what, deb } => write!(
+                f,
+                "{what}: the lockfile does not pin `{}` {} (sha256 {}), which the environment \
+                 was compiled with; run `envc lock FILE`",
+                deb.name, deb.version, deb.sha256
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UnpinnedDeb {}
+
 /// The sources of `wanted` (what a pin value names: name, version, sha256), in its order;
 /// `what` names who needs them, for the error when the lockfile does not pin one.
 pub fn pinned<'a>(
     sources: &BTreeMap<String, DebSource>,
     wanted: impl IntoIterator<Item = &'a ClosureDeb>,
     what: &str,
-) -> Result<Vec<DebSource>, String> {
+) -> Result<Vec<DebSource>, UnpinnedDeb> {
     wanted
         .into_iter()
         .map(|d| match sources.get(&d.sha256) {
             Some(s) if s.pin.name == d.name && s.pin.version == d.version => Ok(s.clone()),
-            _ if d.sha256 == envc_lockfiles::model::UNPINNED => Err(format!(
-                "{what}: no [[package]] of the lockfile pins `{}`, which comes with it; run \
-                 `envc lock FILE`",
-                d.name
-            )),
-            _ => Err(format!(
-                "{what}: the lockfile does not pin `{}` {} (sha256 {}), which the environment \
-                 was compiled with; run `envc lock FILE`",
-                d.name, d.version, d.sha256
-            )),
+            _ if d.sha256 == envc_lockfiles::model::UNPINNED => Err(UnpinnedDeb::NotInLock {
+                what: what.to_string(),
+                name: d.name.clone(),
+            }),
+            _ => Err(UnpinnedDeb::OtherPin {
+                what: what.to_string(),
+                deb: d.clone(),
+            }),
         })
         .collect()
 }

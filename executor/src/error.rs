@@ -57,18 +57,6 @@ impl fmt::Display for StepError {
 
 impl std::error::Error for StepError {}
 
-impl From<String> for StepError {
-    fn from(cause: String) -> StepError {
-        StepError::new(cause)
-    }
-}
-
-impl From<&str> for StepError {
-    fn from(cause: &str) -> StepError {
-        StepError::new(cause)
-    }
-}
-
 impl From<TransportError> for StepError {
     fn from(e: TransportError) -> StepError {
         StepError::new(e.to_string())

@@ -4,50 +4,109 @@
 //! (`session`), and the lockfile as the graph needs it (`locking`). It consumes `envc_compiler::Graph` (nodes in canonical
 //! topological order, each with its blake3 id) and resolves deferred values before hashing
 //! again (the resolved hash).
+//!
+//! Its API is what this file re-exports, grouped below: the session and what its
+//! commands report, verify, the store's plain data. The modules are its own rooms; the
+//! few that are `pub` are for integration tests that exercise them against real parts.
 
-pub mod beneath;
+// The crate's own rooms. Public only where an integration test (`tests/`,
+// `executor/tests/`) exercises internals against real parts; the CLI goes through the
+// re-exports below, and `tests/architecture.rs` holds it to them.
+pub(crate) mod beneath;
 pub mod cache;
-pub mod checks;
-pub mod config;
-pub mod connect;
+pub(crate) mod checks;
+pub(crate) mod config;
+pub(crate) mod connect;
 pub mod debs;
 pub mod envlock;
-pub mod error;
-pub mod future;
-pub mod held;
+pub(crate) mod error;
+pub(crate) mod future;
+pub(crate) mod held;
 pub mod kept;
 pub mod keys;
 pub mod kinds;
 pub mod kustomize;
-pub mod locking;
+pub(crate) mod locking;
 mod names;
-pub mod object_id;
+pub(crate) mod object_id;
 pub mod plan;
-pub mod probe;
-pub mod project;
+pub(crate) mod probe;
+pub(crate) mod project;
 pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod resolve;
 pub mod run;
-pub mod script;
-pub mod secret_edit;
+pub(crate) mod script;
+pub(crate) mod secret_edit;
 pub mod secrets;
-pub mod session;
+pub(crate) mod session;
 pub mod shared_state;
-pub mod sharing;
+pub(crate) mod sharing;
 pub mod spec;
-pub mod stack;
-pub mod state;
+pub(crate) mod stack;
+pub(crate) mod state;
 pub mod store;
 pub mod substitute;
-pub mod tools;
+pub(crate) mod tools;
 pub mod transport;
-pub mod verify;
+pub(crate) mod verify;
 
+// The executor's public API: what the command line (and anything else driving envc)
+// uses. Plain data and the application layer's entry points; no scheduler, transport or
+// node kind.
+
+// The project on disk: where an environment's files and store are, and how the compiler
+// reads them.
+pub use project::{project_dir, split_root, FsLoader, MAX_PROJECT_FILE_BYTES};
+pub use session::store_root;
+
+// Configuration (`envc.toml`, flags): the shared store and binary cache, policy packs.
+pub use config::{policy_packs, ConfigError, Overrides, Shared, StateSettings, DEFAULT_LEASE};
+
+// One environment's commands: plan, build, destroy, drift, log, output, checks, and the
+// team commands (`sharing.rs`), with what they report and why they fail.
+pub use run::{BuildReport, Event, Reporter, RunError};
+pub use session::{BuildRequest, Interrupts, PlanReport, Session, SessionError, TargetOptions};
+pub use sharing::BuildOutput;
+pub use stack::{facts as stack_facts, StackError};
+
+// The graph as the executor holds it, and a plan of it.
+pub use kinds::manifest::rendered as rendered_manifest;
+pub use plan::{Action, Assessment, Plan};
+pub use spec::{on_target, Spec};
+pub use substitute::{describe_decl, Resolution};
+
+// `envc secret edit`: the plaintext in an editor, removed on every way out.
+pub use secret_edit::{edit as edit_secrets, EditError};
+
+// Records and state: what ran, when, with which outcome.
+pub use record::{DriftFacts, Outcome as StepOutcome, RealizationRecord, RunRecord, State};
+
+// The store and the environment lock; `envc store verify`'s repair; the binary cache's
+// keys and errors.
+pub use cache::{CacheError, Progress};
 pub use envlock::{EnvLock, EnvLockError, Holder};
-pub use record::{RealizationRecord, RunRecord, State};
-pub use store::{ObjectId, RefConflict, Store, StoreError};
+pub use keys::SecretKey;
+pub use repair::{RepairError, StoreReport};
+pub use store::{entry_key, ObjectId, RefConflict, Store, StoreError};
+
+// `envc lock`, and what a locked build checks first.
+pub use locking::{lock_environment, locked_problems, LockCommandError, LockOutcome, LockRequest};
+
+// `envc verify`: the request, the report and its parts, the lab's stand-ins.
+pub use verify::compare::{NodeStatus, Verdict};
+pub use verify::rebuild::{Rebuild, RebuildOutcome, Reference};
+pub use verify::stand_ins::{
+    complete as complete_stand_ins, read as read_stand_ins, StandInsError,
+};
+pub use verify::{VerifyReport, VerifyRequest};
+
+// Quoting for text the CLI shows as a command line.
+pub use transport::shell_quote;
+
+// Why a step failed: what operations on targets return (`kinds::*::remote`).
+pub use error::StepError;
 
 /// 16 hex digits no other caller gets: names of things made beside others' (staging
 /// directories on targets, control sockets being started). Random; should the system's

@@ -149,31 +149,66 @@ pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
 }
 
+/// Why a package's `archive` is not a vendor archive envc can pin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadVendorArchive {
+    /// A field `debian.vendor_archive` always gives is missing or not a string.
+    NoField(&'static str),
+    NotAFingerprint {
+        name: String,
+        fingerprint: String,
+    },
+    BadName(String),
+    NotHttp {
+        name: String,
+        url: String,
+    },
+    NoKey(String),
+}
+
+impl std::fmt::Display for BadVendorArchive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadVendorArchive::NoField(k) => write!(f, "its archive has no `{k}` string"),
+            BadVendorArchive::NotAFingerprint { name, fingerprint } => write!(
+                f,
+                "archive `{name}`: {fingerprint:?} is not an OpenPGP fingerprint (40 hex digits)"
+            ),
+            BadVendorArchive::BadName(name) => write!(
+                f,
+                "archive name {name:?}: a vendor archive's name is one word, not Debian's `debian/…`"
+            ),
+            BadVendorArchive::NotHttp { name, url } => {
+                write!(f, "archive `{name}`: url {url:?} is not http(s)")
+            }
+            BadVendorArchive::NoKey(name) => write!(f, "archive `{name}` has no `key` file"),
+        }
+    }
+}
+
 /// A package's `archive` (what `debian.vendor_archive` makes): its name and declaration.
-fn vendor_archive(fields: &BTreeMap<String, Val>) -> Result<(String, VendorArchive), String> {
-    let text = |k: &str| match fields.get(k) {
+fn vendor_archive(
+    fields: &BTreeMap<String, Val>,
+) -> Result<(String, VendorArchive), BadVendorArchive> {
+    let text = |k: &'static str| match fields.get(k) {
         Some(Val::Str(s)) => Ok(s.clone()),
-        _ => Err(format!("its archive has no `{k}` string")),
+        _ => Err(BadVendorArchive::NoField(k)),
     };
     let name = text("name")?;
     let url = text("url")?.trim_end_matches('/').to_string();
     let fingerprint = text("fingerprint")?.replace(' ', "").to_ascii_uppercase();
     if !envc_lockfiles::text::is_fingerprint(&fingerprint) {
-        return Err(format!(
-            "archive `{name}`: {fingerprint:?} is not an OpenPGP fingerprint (40 hex digits)"
-        ));
+        return Err(BadVendorArchive::NotAFingerprint { name, fingerprint });
     }
     if name.is_empty() || name.contains(char::is_whitespace) || name.starts_with("debian/") {
-        return Err(format!(
-            "archive name {name:?}: a vendor archive's name is one word, not Debian's `debian/…`"
-        ));
+        return Err(BadVendorArchive::BadName(name));
     }
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!("archive `{name}`: url {url:?} is not http(s)"));
+        return Err(BadVendorArchive::NotHttp { name, url });
     }
     let key = match fields.get("key") {
         Some(Val::Path { path, .. }) => path.clone(),
-        _ => return Err(format!("archive `{name}` has no `key` file")),
+        _ => return Err(BadVendorArchive::NoKey(name)),
     };
     Ok((
         name,

@@ -140,10 +140,20 @@ impl From<Outcome> for String {
     }
 }
 
-impl TryFrom<String> for Outcome {
-    type Error = String;
+/// A record's outcome that is none of `Outcome`'s spellings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotAnOutcome(pub String);
 
-    fn try_from(s: String) -> Result<Outcome, String> {
+impl fmt::Display for NotAnOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` is not a step outcome", self.0)
+    }
+}
+
+impl TryFrom<String> for Outcome {
+    type Error = NotAnOutcome;
+
+    fn try_from(s: String) -> Result<Outcome, NotAnOutcome> {
         let with_note = |prefix: &str| s.strip_prefix(prefix).map(str::to_string);
         match s.as_str() {
             "ok" => Ok(Outcome::Ok(None)),
@@ -152,7 +162,7 @@ impl TryFrom<String> for Outcome {
                 .map(|n| Outcome::Ok(Some(n)))
                 .or_else(|| with_note("failed: ").map(Outcome::Failed))
                 .or_else(|| with_note("skipped: ").map(Outcome::Skipped))
-                .ok_or_else(|| format!("`{s}` is not a step outcome")),
+                .ok_or_else(|| NotAnOutcome(s.clone())),
         }
     }
 }

@@ -83,8 +83,8 @@ pub struct Remote {
 /// The one runtime every remote's requests run on, for the life of the process: a runtime
 /// owned by a remote would be dropped wherever its last clone goes, which may be inside a
 /// task of another runtime (tokio refuses that).
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
+fn runtime() -> Result<&'static tokio::runtime::Runtime, &'static std::io::Error> {
+    static RUNTIME: std::sync::OnceLock<std::io::Result<tokio::runtime::Runtime>> =
         std::sync::OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -93,10 +93,8 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
                 .thread_name("envc-remote")
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())
         })
         .as_ref()
-        .map_err(Clone::clone)
 }
 
 impl fmt::Debug for Remote {

@@ -482,7 +482,7 @@ async fn probe_absent(
     nodes: &[usize],
     conns: &Connections,
 ) -> Result<Absent, StepError> {
-    let t = target.ok_or(NO_TARGET)?;
+    let t = target.ok_or_else(|| StepError::new(NO_TARGET))?;
     let (transport, _) = conns.get(&t.key, &t.host, t.recorded.clone()).await?;
     step.absent(&transport, nodes).await
 }

@@ -260,28 +260,74 @@ pub fn load(
     ))
 }
 
-fn run_source(argv: &[String]) -> Result<String, String> {
+/// Why a secret's command gave no value.
+#[derive(Debug)]
+enum SourceFault {
+    Empty,
+    CannotRun {
+        program: String,
+        error: std::io::Error,
+    },
+    /// It ran and failed: its status and the last line of its stderr (the source's own
+    /// message; its stdout could be the value).
+    Failed {
+        program: String,
+        status: std::process::ExitStatus,
+        last: String,
+    },
+    NotUtf8 {
+        program: String,
+    },
+}
+
+impl std::fmt::Display for SourceFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceFault::Empty => f.write_str("its command is empty"),
+            SourceFault::CannotRun { program, error } => {
+                write!(f, "cannot run `{program}`: {error}")
+            }
+            SourceFault::Failed {
+                program,
+                status,
+                last,
+            } => write!(f, "`{program}` failed ({status}): {last}"),
+            SourceFault::NotUtf8 { program } => {
+                write!(f, "`{program}` printed something that is not UTF-8")
+            }
+        }
+    }
+}
+
+fn run_source(argv: &[String]) -> Result<String, SourceFault> {
     let Some((program, args)) = argv.split_first() else {
-        return Err("its command is empty".into());
+        return Err(SourceFault::Empty);
     };
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+        .map_err(|error| SourceFault::CannotRun {
+            program: program.clone(),
+            error,
+        })?;
     if !out.status.success() {
-        // Its stderr is the source's own message; its stdout could be the value.
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err
             .lines()
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
-        return Err(format!("`{program}` failed ({}): {last}", out.status));
+        return Err(SourceFault::Failed {
+            program: program.clone(),
+            status: out.status,
+            last: last.to_string(),
+        });
     }
-    let mut s = String::from_utf8(out.stdout)
-        .map_err(|_| format!("`{program}` printed something that is not UTF-8"))?;
+    let mut s = String::from_utf8(out.stdout).map_err(|_| SourceFault::NotUtf8 {
+        program: program.clone(),
+    })?;
     if s.ends_with('\n') {
         s.pop();
     }

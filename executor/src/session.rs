@@ -212,7 +212,7 @@ pub trait Interrupts: Sync {
 }
 
 pub struct Session {
-    pub store: Store,
+    pub(crate) store: Store,
     pub env: String,
     pub env_file: PathBuf,
     pub target: TargetOptions,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use envc_compiler::SourceLoader;
 
-use crate::cache::Output;
+use crate::cache::{BinaryCache, CacheEntry, CacheError, Output, Progress, Transfer};
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
 use crate::kinds::image::build::output;
@@ -46,6 +46,60 @@ impl Session {
                 })
             })
             .collect())
+    }
+
+    /// Fetches build output `out` from `cache` into this store, if the cache has it: the
+    /// entry and what moved. The objects an image's facts name must all come.
+    pub fn pull_output(
+        &self,
+        cache: &BinaryCache,
+        out: &BuildOutput,
+        progress: &dyn Progress,
+    ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
+        cache.remote().block(cache.pull(
+            &self.store,
+            &out.resolved_hash,
+            crate::kinds::image::build::objects,
+            progress,
+        ))
+    }
+
+    /// Sends recorded output `out` to `cache`, with the chunks it lacks; with `repair`, the
+    /// chunks it has are read back and replaced if damaged (what `cache push` does).
+    pub fn push_output(
+        &self,
+        cache: &BinaryCache,
+        out: &Output,
+        repair: bool,
+        progress: &dyn Progress,
+    ) -> Result<Transfer, CacheError> {
+        cache
+            .remote()
+            .block(cache.push(&self.store, out, repair, progress))
+    }
+
+    /// The objects of recorded output `out` that this store does not hold (it was built
+    /// elsewhere, or its objects left the store).
+    pub fn missing_objects<'a>(&self, out: &'a Output) -> Vec<&'a ObjectId> {
+        out.objects
+            .iter()
+            .filter(|id| !self.store.contains(id))
+            .collect()
+    }
+
+    /// `envc store verify`: every object re-hashed, every environment's state checked
+    /// against the store (`repair::verify`).
+    pub fn verify_store(&self) -> Result<crate::repair::StoreReport, crate::store::StoreError> {
+        crate::repair::verify(&self.store)
+    }
+
+    /// `envc store verify --repair`: what verify finds, removed or rewritten so that every
+    /// state reads again, under every environment's lock (`repair::repair`).
+    pub fn repair_store(
+        &self,
+        holder: &Holder,
+    ) -> Result<crate::repair::StoreReport, crate::repair::RepairError> {
+        crate::repair::repair(&self.store, holder)
     }
 
     /// The built outputs the environment's state records (what `cache push` sends).

@@ -58,10 +58,63 @@ fn defaults(node: &NodeSpec) -> BTreeMap<&str, String> {
 /// The [`RUN`] fact of a reference that read defaults only: its environment was never built.
 pub const NEVER_BUILT: &str = "none";
 
+/// Why a `stack` node's facts cannot be read; each says what to do. `env` is the
+/// referenced environment as the user names it, `run` the run it last published.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// It was never built, and what is read has no default.
+    NeverBuilt { env: String },
+    /// Its last build did not publish an output that is read.
+    NotPublished {
+        env: String,
+        name: String,
+        run: String,
+    },
+    /// Its last build published an output of another type than its source declares.
+    WrongType {
+        env: String,
+        name: String,
+        declared: &'static str,
+        run: String,
+        published: Json,
+    },
+}
+
+impl std::fmt::Display for StackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StackError::NeverBuilt { env } => write!(
+                f,
+                "`{env}` was never built, so there are no outputs of it to read: build it first (`envc build {env}`), or, when it reads this environment too, give what is read here a default until it is built (`stack(\"…\", defaults = {{ NAME = … }})`)"
+            ),
+            StackError::NotPublished { env, name, run } => write!(
+                f,
+                "`{env}` declares output `{name}`, but its last build (run {run}) did not publish it: build `{env}` again"
+            ),
+            StackError::WrongType {
+                env,
+                name,
+                declared,
+                run,
+                published,
+            } => write!(
+                f,
+                "`{env}`'s output `{name}` is {declared} in its source, but its last build (run {run}) published {published}: build `{env}` again"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StackError {}
+
 /// The facts of `stack` node `node`, from what its environment (`env`, as the user names
 /// it) published (`None`: never built), its defaults where it published nothing, or why it
 /// cannot be read, as a sentence that says what to do.
-pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Result<Facts, String> {
+pub fn facts(
+    node: &NodeSpec,
+    env: &str,
+    published: Option<&Published>,
+) -> Result<Facts, StackError> {
     let defaults = defaults(node);
     let reads = reads(node);
     let run = match published {
@@ -70,9 +123,9 @@ pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Resul
         // fails, naming it): how two environments that read each other start.
         None if !defaults.is_empty() => NEVER_BUILT.to_string(),
         None => {
-            return Err(format!(
-                "`{env}` was never built, so there are no outputs of it to read: build it first (`envc build {env}`), or, when it reads this environment too, give what is read here a default until it is built (`stack(\"…\", defaults = {{ NAME = … }})`)"
-            ));
+            return Err(StackError::NeverBuilt {
+                env: env.to_string(),
+            });
         }
     };
     let mut facts = Facts::from([(RUN.to_string(), run.clone())]);
@@ -84,9 +137,11 @@ pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Resul
                 }
                 None if published.is_none() => {}
                 None => {
-                    return Err(format!(
-                        "`{env}` declares output `{name}`, but its last build (run {run}) did not publish it: build `{env}` again"
-                    ))
+                    return Err(StackError::NotPublished {
+                        env: env.to_string(),
+                        name: name.to_string(),
+                        run,
+                    })
                 }
             }
             continue;
@@ -96,10 +151,13 @@ pub fn facts(node: &NodeSpec, env: &str, published: Option<&Published>) -> Resul
             (OutputTy::Int, Json::Number(n)) if n.is_i64() => n.to_string(),
             (OutputTy::Bool, Json::Bool(b)) => b.to_string(),
             (_, other) => {
-                return Err(format!(
-                    "`{env}`'s output `{name}` is {} in its source, but its last build (run {run}) published {other}: build `{env}` again",
-                    ty.name(),
-                ))
+                return Err(StackError::WrongType {
+                    env: env.to_string(),
+                    name: name.to_string(),
+                    declared: ty.name(),
+                    run,
+                    published: other.clone(),
+                })
             }
         };
         facts.insert(fact(name), text);

@@ -138,13 +138,17 @@ pub trait DebSubstituter: fmt::Debug + Send + Sync {
         &self,
         sha256: &str,
         size: u64,
-    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, String>>;
+    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, SubstituteError>>;
     fn put_deb(
         &self,
         sha256: &str,
         bytes: Vec<u8>,
-    ) -> futures::future::BoxFuture<'static, Result<(), String>>;
+    ) -> futures::future::BoxFuture<'static, Result<(), SubstituteError>>;
 }
+
+/// Why a substituter could not answer: its own error (the store, below it, does not know
+/// its type; a failure only means the mirror is asked instead).
+pub type SubstituteError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone, Debug)]
 pub struct Store {

@@ -435,9 +435,27 @@ pub fn describe_decl(spec: &Spec, c: &CheckDecl) -> String {
     crate::checks::describe(c.kind, &c.args, &|v| name(spec, v))
 }
 
+/// Why a template did not render: minijinja's detail (an undefined variable named, a syntax
+/// error), with the template and line it was found at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateError {
+    pub path: String,
+    pub line: Option<usize>,
+    pub detail: String,
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let line = self.line.map_or(String::new(), |l| format!(":{l}"));
+        write!(f, "template `{}{line}`: {}", self.path, self.detail)
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
 /// Renders a minijinja template strictly: an undefined variable is an error, not an empty
 /// string.
-pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, String> {
+pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, TemplateError> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     // An undefined value's error names it only in debug mode, which minijinja turns on
@@ -451,12 +469,12 @@ pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, S
     {
         env.set_syntax(syntax);
     }
-    let describe = |e: minijinja::Error| {
-        let line = e.line().map_or(String::new(), |l| format!(":{l}"));
-        format!(
-            "template `{path}{line}`: {}",
-            e.detail().unwrap_or(&e.kind().to_string())
-        )
+    let describe = |e: minijinja::Error| TemplateError {
+        path: path.to_string(),
+        line: e.line(),
+        detail: e
+            .detail()
+            .map_or_else(|| e.kind().to_string(), str::to_string),
     };
     env.add_template(path, text).map_err(describe)?;
     let t = env.get_template(path).map_err(describe)?;

@@ -35,7 +35,33 @@ pub const fn tool(
 pub struct MissingTool {
     pub tool: Tool,
     pub kinds: Vec<NodeKind>,
-    pub why: String,
+    pub why: ToolFault,
+}
+
+/// Why a tool did not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolFault {
+    NotInstalled,
+    /// Starting it failed for another reason than its absence (the system's message).
+    CannotRun(String),
+    /// It ran with its version argument and did not exit 0.
+    Failed {
+        name: &'static str,
+        arg: &'static str,
+        status: std::process::ExitStatus,
+    },
+}
+
+impl fmt::Display for ToolFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolFault::NotInstalled => f.write_str("it is not installed"),
+            ToolFault::CannotRun(e) => write!(f, "it cannot be run: {e}"),
+            ToolFault::Failed { name, arg, status } => {
+                write!(f, "`{name} {arg}` failed ({status})")
+            }
+        }
+    }
 }
 
 impl fmt::Display for MissingTool {
@@ -76,11 +102,11 @@ pub fn missing_tools(
         .collect()
 }
 
-fn runs(tool: &Tool) -> Result<(), String> {
+fn runs(tool: &Tool) -> Result<(), ToolFault> {
     let Some(arg) = tool.version_arg else {
         return on_path(tool.name)
             .then_some(())
-            .ok_or_else(|| "it is not installed".to_string());
+            .ok_or(ToolFault::NotInstalled);
     };
     let status = Command::new(tool.name)
         .arg(arg)
@@ -89,13 +115,17 @@ fn runs(tool: &Tool) -> Result<(), String> {
         .stderr(Stdio::null())
         .status()
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "it is not installed".to_string(),
-            _ => format!("it cannot be run: {e}"),
+            std::io::ErrorKind::NotFound => ToolFault::NotInstalled,
+            _ => ToolFault::CannotRun(e.to_string()),
         })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`{} {arg}` failed ({status})", tool.name))
+        Err(ToolFault::Failed {
+            name: tool.name,
+            arg,
+            status,
+        })
     }
 }
 
@@ -121,24 +151,24 @@ mod tests {
     fn reports_what_does_not_run() {
         let absent = tool("envc-no-such-tool", Some("--version"), "envc-test");
         assert_eq!(
-            runs(&absent),
+            runs(&absent).map_err(|e| e.to_string()),
             Err("it is not installed".to_string()),
             "an absent tool"
         );
         assert_eq!(
-            runs(&tool("sh", Some("-c"), "dash")),
+            runs(&tool("sh", Some("-c"), "dash")).map_err(|e| e.to_string()),
             Err("`sh -c` failed (exit status: 2)".into())
         );
         assert_eq!(runs(&tool("true", Some("--version"), "coreutils")), Ok(()));
         assert_eq!(runs(&tool("sh", None, "dash")), Ok(()));
         assert_eq!(
-            runs(&tool("envc-no-such-tool", None, "envc-test")),
+            runs(&tool("envc-no-such-tool", None, "envc-test")).map_err(|e| e.to_string()),
             Err("it is not installed".to_string())
         );
         let m = MissingTool {
             tool: tool("qemu-img", Some("--version"), "qemu-utils"),
             kinds: vec![NodeKind::Vm],
-            why: "it is not installed".into(),
+            why: ToolFault::NotInstalled,
         };
         assert_eq!(
             m.to_string(),

@@ -685,7 +685,7 @@ impl SshTransport {
             host.identity.as_deref(),
             opts.config_file.as_deref(),
         )
-        .map_err(io)?;
+        .map_err(|e| io(e.to_string()))?;
         std::fs::write(&config, text)
             .map_err(|e| io(format!("cannot write {}: {e}", config.display())))?;
 
@@ -1056,22 +1056,48 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Why envc cannot write an ssh_config for a connection.
+#[derive(Debug)]
+enum SshConfigError {
+    NotUtf8(std::path::PathBuf),
+    /// An ssh_config cannot quote a `"` or a line break.
+    Unquotable(String),
+    NotAbsolute(std::path::PathBuf, std::io::Error),
+    NoSuchFile(std::path::PathBuf),
+}
+
+impl std::fmt::Display for SshConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SshConfigError::NotUtf8(p) => write!(f, "the path {} is not UTF-8", p.display()),
+            SshConfigError::Unquotable(s) => write!(
+                f,
+                "the path {s:?} contains a quote or a line break, which an ssh_config cannot \
+                 hold; use another path"
+            ),
+            SshConfigError::NotAbsolute(p, e) => write!(f, "{}: {e}", p.display()),
+            SshConfigError::NoSuchFile(p) => write!(
+                f,
+                "the ssh config file {} does not exist; fix --ssh-config / $ENVC_SSH_CONFIG",
+                p.display()
+            ),
+        }
+    }
+}
+
 /// envc's ssh_config for one connection. ssh uses the first value it finds for an option, so
 /// these lines win over the user's configuration, which they include afterwards.
 fn ssh_config_text(
     known_hosts: &std::path::Path,
     identity: Option<&std::path::Path>,
     user_config: Option<&std::path::Path>,
-) -> Result<String, String> {
-    let quote = |p: &std::path::Path| -> Result<String, String> {
+) -> Result<String, SshConfigError> {
+    let quote = |p: &std::path::Path| -> Result<String, SshConfigError> {
         let s = p
             .to_str()
-            .ok_or_else(|| format!("the path {} is not UTF-8", p.display()))?;
+            .ok_or_else(|| SshConfigError::NotUtf8(p.to_path_buf()))?;
         if s.contains(['"', '\n', '\r']) {
-            return Err(format!(
-                "the path {s:?} contains a quote or a line break, which an ssh_config cannot \
-                 hold; use another path"
-            ));
+            return Err(SshConfigError::Unquotable(s.to_string()));
         }
         Ok(format!("\"{s}\""))
     };
@@ -1099,12 +1125,10 @@ fn ssh_config_text(
     }
     match user_config {
         Some(p) => {
-            let p = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let p = std::path::absolute(p)
+                .map_err(|e| SshConfigError::NotAbsolute(p.to_path_buf(), e))?;
             if !p.is_file() {
-                return Err(format!(
-                    "the ssh config file {} does not exist; fix --ssh-config / $ENVC_SSH_CONFIG",
-                    p.display()
-                ));
+                return Err(SshConfigError::NoSuchFile(p));
             }
             text += &format!("Include {}\n", quote(&p)?);
         }

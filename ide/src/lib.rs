@@ -30,6 +30,7 @@ use envc_lang::{FileId, Span};
 pub use complete::{Completion, CompletionKind};
 pub use fixes::Fix;
 pub use hover::Hover;
+pub use navigate::RenameRefused;
 pub use symbols::{Symbol, SymbolKind};
 
 /// One analysis of one root file and everything it imports.

@@ -7,6 +7,37 @@ use envc_lang::{FileId, Span};
 
 use crate::{contains, Edit, Snapshot};
 
+/// Why a rename is refused; its text is what the editor shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RenameRefused {
+    NoName,
+    Builtin,
+    Std,
+    NotAName(String),
+    /// Something visible where the binding is already has the new name.
+    Taken {
+        new_name: String,
+        old_name: String,
+    },
+}
+
+impl std::fmt::Display for RenameRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RenameRefused::NoName => f.write_str("there is no name here to rename"),
+            RenameRefused::Builtin => f.write_str("a built-in cannot be renamed"),
+            RenameRefused::Std => f.write_str("a name of the standard library cannot be renamed"),
+            RenameRefused::NotAName(n) => write!(f, "`{n}` is not a name: letters, digits and `_`, not starting with a digit, and not a keyword"),
+            RenameRefused::Taken { new_name, old_name } => write!(
+                f,
+                "`{new_name}` is already defined where `{old_name}` is visible"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RenameRefused {}
+
 impl Snapshot {
     /// Where the name at `offset` is defined; an import's path leads to the module.
     pub fn definition(&self, file: FileId, offset: u32) -> Option<(FileId, Span)> {
@@ -60,24 +91,25 @@ impl Snapshot {
     /// The edits that rename the binding at `offset` to `new_name`, or why it cannot be.
     /// Only names defined in the project (not the standard library or a builtin), and only
     /// to a name that nothing visible there already has.
-    pub fn rename(&self, file: FileId, offset: u32, new_name: &str) -> Result<Vec<Edit>, String> {
-        let (def, _) = self
-            .def_at(file, offset)
-            .ok_or("there is no name here to rename")?;
-        let (def_file, _) = self
-            .def_location(&def)
-            .ok_or("a built-in cannot be renamed")?;
+    pub fn rename(
+        &self,
+        file: FileId,
+        offset: u32,
+        new_name: &str,
+    ) -> Result<Vec<Edit>, RenameRefused> {
+        let (def, _) = self.def_at(file, offset).ok_or(RenameRefused::NoName)?;
+        let (def_file, _) = self.def_location(&def).ok_or(RenameRefused::Builtin)?;
         if self.is_std(def_file) {
-            return Err("a name of the standard library cannot be renamed".into());
+            return Err(RenameRefused::Std);
         }
         if !envc_lang::lexer::is_name(new_name) {
-            return Err(format!("`{new_name}` is not a name: letters, digits and `_`, not starting with a digit, and not a keyword"));
+            return Err(RenameRefused::NotAName(new_name.to_string()));
         }
         if self.visible_at(&def, new_name) {
-            return Err(format!(
-                "`{new_name}` is already defined where `{}` is visible",
-                self.def_name(&def)
-            ));
+            return Err(RenameRefused::Taken {
+                new_name: new_name.to_string(),
+                old_name: self.def_name(&def),
+            });
         }
         Ok(self
             .references(file, offset, true)

@@ -175,6 +175,7 @@ fn check_rename(main: &str, new_name: &str, expected: Result<&str, &str>) {
         }
         text
     });
+    let got = got.map_err(|e| e.to_string());
     assert_eq!(got.as_deref().map_err(String::as_str), expected, "{main}");
 }
 

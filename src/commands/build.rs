@@ -6,13 +6,10 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Mutex;
 
-use envc_executor::locking::locked_problems;
-use envc_executor::project::{project_dir, FsLoader};
-use envc_executor::record::DriftFacts;
-use envc_executor::record::Outcome as StepOutcome;
-use envc_executor::run::{BuildReport, Event, Reporter};
-use envc_executor::session::{BuildRequest, Interrupts};
-use envc_executor::spec::Spec;
+use envc_executor::{
+    locked_problems, project_dir, BuildReport, BuildRequest, DriftFacts, Event, FsLoader,
+    Interrupts, Reporter, Spec, StepOutcome,
+};
 use serde_json::json;
 
 use super::plan::plan_text;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use envc_executor::record::Outcome as StepOutcome;
+use envc_executor::StepOutcome;
 use serde_json::json;
 
 use super::{store_session, SharedArgs};

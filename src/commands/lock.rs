@@ -5,9 +5,9 @@ use std::path::Path;
 
 use envc_compiler::pin::PinKey;
 use envc_compiler::{compile, CompileOptions};
-use envc_executor::locking::{lock_environment, LockCommandError, LockOutcome, LockRequest};
-use envc_executor::project::{split_root, FsLoader};
-use envc_executor::spec::Spec;
+use envc_executor::{
+    lock_environment, split_root, FsLoader, LockCommandError, LockOutcome, LockRequest, Spec,
+};
 use envc_lockfiles::changelog::Fix;
 use envc_lockfiles::{read_lock_arg, Lockfile};
 
@@ -22,16 +22,28 @@ pub enum Update {
     Security,
 }
 
+/// An `--update` value that is neither a pin key nor `security`.
+#[derive(Debug)]
+pub struct BadUpdate(envc_compiler::pin::BadPinKey);
+
+impl std::fmt::Display for BadUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (or `security`: what the security suites changed)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadUpdate {}
+
 /// `--update`'s value: `security`, or a pin key.
-pub fn parse_update(s: &str) -> Result<Update, String> {
+pub fn parse_update(s: &str) -> Result<Update, BadUpdate> {
     if s == "security" {
         return Ok(Update::Security);
     }
-    s.parse()
-        .map(Update::Key)
-        .map_err(|e: envc_compiler::pin::BadPinKey| {
-            format!("{e} (or `security`: what the security suites changed)")
-        })
+    s.parse().map(Update::Key).map_err(BadUpdate)
 }
 
 pub fn lock(
@@ -65,7 +77,7 @@ pub fn lock(
         (false, false, true) => LockRequest::All,
         (false, false, false) => LockRequest::Update(&keys),
     };
-    let store = envc_executor::session::store_root(file);
+    let store = envc_executor::store_root(file);
     match lock_environment(file, &env.spec, request, &store) {
         Ok(LockOutcome::UpToDate { path }) => {
             output::line(format!("{}: up to date", path.display()));
@@ -157,7 +169,7 @@ pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
         || Path::new(new.rsplit_once(':').map_or(new, |(_, p)| p)).to_path_buf(),
         Path::to_path_buf,
     );
-    let debs = envc_executor::session::store_root(&beside).join("debs");
+    let debs = envc_executor::store_root(&beside).join("debs");
     print_fixes(&envc_lockfiles::changelog::fixes(&a, &b, |p| {
         std::fs::read(debs.join(format!("{}.deb", p.sha256))).ok()
     }));

@@ -22,10 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use envc_compiler::{compile, CompileOptions, Compiled};
-use envc_executor::config::{Overrides, Shared};
-use envc_executor::project::{split_root, FsLoader};
-use envc_executor::session::{Session, TargetOptions};
-use envc_executor::spec::Spec;
+use envc_executor::{split_root, FsLoader, Overrides, Session, Shared, Spec, TargetOptions};
 use envc_lockfiles::LockedFile;
 
 use crate::exit::{Exit, Failure};
@@ -85,9 +82,9 @@ pub(crate) fn policy_packs(
     file: &Path,
     params: &Params,
 ) -> Result<Vec<envc_compiler::PolicyPack>, Failure> {
-    let project = envc_executor::project::project_dir(file);
+    let project = envc_executor::project_dir(file);
     let configured =
-        envc_executor::config::policy_packs(&project).map_err(|e| Failure::Input(e.to_string()))?;
+        envc_executor::policy_packs(&project).map_err(|e| Failure::Input(e.to_string()))?;
     let own = project.canonicalize().ok();
     let mut seen = std::collections::BTreeSet::new();
     let mut packs = Vec::new();
@@ -149,10 +146,22 @@ fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
     Ok(envc_compiler::PolicyPack { dir: shown, files })
 }
 
-fn parse_set(s: &str) -> Result<(String, String), String> {
+/// A `--set` value without a name before its `=`.
+#[derive(Debug)]
+pub struct BadSetting(String);
+
+impl std::fmt::Display for BadSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "expected NAME=VALUE, found `{}`", self.0)
+    }
+}
+
+impl std::error::Error for BadSetting {}
+
+fn parse_set(s: &str) -> Result<(String, String), BadSetting> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("expected NAME=VALUE, found `{s}`")),
+        _ => Err(BadSetting(s.to_string())),
     }
 }
 
@@ -214,8 +223,8 @@ impl SharedArgs {
             signing_key: self.signing_key.clone(),
             no_cache: self.no_cache,
         };
-        Shared::load(&envc_executor::project::project_dir(file), &overrides)
-            .map_err(|e| Failure::Session(envc_executor::session::SessionError::Config(e)))
+        Shared::load(&envc_executor::project_dir(file), &overrides)
+            .map_err(|e| Failure::Session(envc_executor::SessionError::Config(e)))
     }
 }
 
@@ -281,7 +290,7 @@ pub fn prepare(
         let node = &spec.nodes[i];
         let path = dir.join(&node.name);
         let published = store_session(&path, shared)?.published()?;
-        envc_executor::stack::facts(node, &path.display().to_string(), published.as_ref())
+        envc_executor::stack_facts(node, &path.display().to_string(), published.as_ref())
             .map_err(|e| Failure::Input(format!("{e} (read by `{}`)", file.display())))?;
         if let Some(p) = published {
             spec.stacks.insert(node.name.clone(), p);

@@ -3,11 +3,9 @@
 use std::path::Path;
 
 use clap::ValueEnum;
-use envc_executor::plan::{Action, Assessment, Plan};
-use envc_executor::session::PlanReport;
-use envc_executor::spec::Spec;
-use envc_executor::substitute::{describe_decl, Resolution};
-use envc_executor::RealizationRecord;
+use envc_executor::{
+    describe_decl, Action, Assessment, Plan, PlanReport, RealizationRecord, Resolution, Spec,
+};
 use serde_json::json;
 
 use super::{compile_env, select, session, Params, TargetArgs, Ui};
@@ -120,7 +118,7 @@ fn counts_line(p: &Plan) -> [usize; 5] {
 
 /// Why a record that left the graph is deleted, or left in place.
 fn deletion_note(key: &str, r: &RealizationRecord, in_table: bool) -> String {
-    let is_exec = envc_executor::spec::on_target(key)
+    let is_exec = envc_executor::on_target(key)
         .is_some_and(|k| k.kind == envc_compiler::types::NodeKind::Exec);
     if is_exec {
         return match (&r.undo, r.created) {
@@ -158,7 +156,7 @@ fn shell_words(argv: &[String]) -> String {
             if plain(a) {
                 a.clone()
             } else {
-                envc_executor::transport::shell_quote(a)
+                envc_executor::shell_quote(a)
             }
         })
         .collect::<Vec<_>>()

@@ -9,10 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use envc_executor::kinds::manifest::ManifestSpec;
-use envc_executor::kinds::node_type::payload_of;
-use envc_executor::kustomize;
-use envc_executor::substitute::Resolution;
+use envc_executor::{kustomize, rendered_manifest, Resolution};
 
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
@@ -29,8 +26,8 @@ pub fn render(file: &Path, out: &Path, params: &Params, shared: &SharedArgs, ui:
         let node = &env.spec.nodes[n.index];
         match &n.assessment.resolved {
             Ok(r) => {
-                if let Some(m) = payload_of::<ManifestSpec>(&r.payload) {
-                    objects.push((m.file_name(), m.yaml()));
+                if let Some(object) = rendered_manifest(&r.payload) {
+                    objects.push(object);
                 }
             }
             Err(Resolution::Pending(j))

@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use envc_executor::secret_edit;
 use envc_executor::secrets::{self, SecretSettings};
+use envc_executor::{edit_secrets, EditError};
 
 use super::{compile_env, Params, SharedArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
@@ -63,9 +63,9 @@ pub fn set(file: &Path, name: &str, shared: &SharedArgs) -> Outcome {
 pub fn edit(file: &Path, shared: &SharedArgs) -> Outcome {
     let s = settings(file, shared)?;
     let all = secrets::read_file(&s).map_err(|e| Failure::Input(e.to_string()))?;
-    let text = match secret_edit::edit(&secrets::to_text(&all)) {
+    let text = match edit_secrets(&secrets::to_text(&all)) {
         Ok(text) => text,
-        Err(e @ secret_edit::EditError::Stopped { .. }) => {
+        Err(e @ EditError::Stopped { .. }) => {
             errln!("error: {e}");
             return Ok(Exit::Interrupted);
         }

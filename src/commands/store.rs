@@ -1,9 +1,9 @@
-//! `envc store verify [--repair] FILE`: the printing side of `envc_executor::repair`.
+//! `envc store verify [--repair] FILE`: the printing side of `Session::verify_store` and
+//! `Session::repair_store`.
 
 use std::path::Path;
 
-use envc_executor::repair::{self, RepairError, StoreReport};
-use envc_executor::Holder;
+use envc_executor::{Holder, RepairError, StoreReport};
 
 use super::{session, TargetArgs};
 use crate::exit::{Exit, Failure, Outcome};
@@ -12,9 +12,9 @@ use crate::output::outln;
 /// Exit 0 when the store is sound (or was repaired), 3 when verify found damage (like
 /// `drift`: the check found something), 5 when an environment is locked by a running envc.
 pub fn verify(file: &Path, repair: bool) -> Outcome {
-    let store = session(file, &TargetArgs::default())?.store;
+    let session = session(file, &TargetArgs::default())?;
     let report = if repair {
-        match repair::repair(&store, &Holder::current("envc store verify --repair")) {
+        match session.repair_store(&Holder::current("envc store verify --repair")) {
             Ok(r) => r,
             Err(e @ RepairError::Locked(_)) => {
                 crate::output::errln!("error: {e}");
@@ -23,7 +23,9 @@ pub fn verify(file: &Path, repair: bool) -> Outcome {
             Err(e) => return Err(Failure::Input(e.to_string())),
         }
     } else {
-        repair::verify(&store).map_err(|e| Failure::Input(e.to_string()))?
+        session
+            .verify_store()
+            .map_err(|e| Failure::Input(e.to_string()))?
     };
     print(&report, repair, file);
     Ok(if report.is_sound() || repair {

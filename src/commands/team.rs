@@ -4,11 +4,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use envc_executor::cache::{entry_key, CacheError, Progress};
-use envc_executor::config::{ConfigError, StateSettings};
-use envc_executor::keys::SecretKey;
-use envc_executor::session::SessionError;
-use envc_executor::store::ObjectId;
+use envc_executor::{
+    entry_key, CacheError, ConfigError, ObjectId, Progress, SecretKey, SessionError, StateSettings,
+};
 
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
@@ -83,11 +81,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
     }
     let mut failed = 0;
     for out in outputs {
-        let missing: Vec<_> = out
-            .objects
-            .iter()
-            .filter(|id| !session.store.contains(id))
-            .collect();
+        let missing = session.missing_objects(&out);
         if !missing.is_empty() {
             errln!(
                 "error: {}: {} of its objects are not in this store ({:?}…); build it here first",
@@ -102,9 +96,7 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
         let started = Instant::now();
         // Chunks the cache has are read back and replaced if damaged: `cache push` is
         // what mends a cache (a build's push only checks that they are there).
-        let pushed = cache
-            .remote()
-            .block(cache.push(&session.store, &out, true, &bar));
+        let pushed = session.push_output(&cache, &out, true, &bar);
         bar.0.finish_and_clear();
         match pushed {
             Ok(moved) => outln!(
@@ -134,12 +126,7 @@ pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> 
     for out in session.build_outputs(&env.spec, &env.files)? {
         let bar = Bar::new();
         let started = Instant::now();
-        let pulled = cache.remote().block(cache.pull(
-            &session.store,
-            &out.resolved_hash,
-            envc_executor::kinds::image::build::objects,
-            &bar,
-        ));
+        let pulled = session.pull_output(&cache, &out, &bar);
         bar.0.finish_and_clear();
         match pulled {
             Ok(Some((entry, moved))) => {
@@ -256,7 +243,7 @@ pub fn migrate(file: &Path, to: &str, shared: &SharedArgs) -> Outcome {
         .shared
         .state
         .as_ref()
-        .map_or(envc_executor::config::DEFAULT_LEASE, |s| s.lease);
+        .map_or(envc_executor::DEFAULT_LEASE, |s| s.lease);
     let current = session
         .shared
         .state

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use envc_executor::locking::locked_problems;
-use envc_executor::verify::compare::{NodeStatus, Verdict};
-use envc_executor::verify::rebuild::{Rebuild, RebuildOutcome, Reference};
-use envc_executor::verify::{stand_ins, VerifyReport, VerifyRequest};
+use envc_executor::{
+    complete_stand_ins, locked_problems, read_stand_ins, NodeStatus, Rebuild, RebuildOutcome,
+    Reference, Verdict, VerifyReport, VerifyRequest,
+};
 use serde_json::json;
 
 use super::build::{Progress, SigInt};
@@ -50,10 +50,10 @@ pub fn verify(
         (false, _) => Default::default(),
         (true, named) => {
             let named = match named {
-                Some(path) => stand_ins::read(path).map_err(Failure::Input)?,
+                Some(path) => read_stand_ins(path).map_err(|e| Failure::Input(e.to_string()))?,
                 None => Default::default(),
             };
-            stand_ins::complete(&env.spec, named).map_err(Failure::Input)?
+            complete_stand_ins(&env.spec, named).map_err(|e| Failure::Input(e.to_string()))?
         }
     };
     let mut lab_env = match stand_ins.is_empty() {

@@ -148,7 +148,9 @@ pub fn handle(server: &mut Server, method: &str, params: Value) -> Result<Value,
             let p: RenameParams = parse(params)?;
             let at = At::new(server, &p.text_document_position)?;
             at.with_result(|s, f, o, files| {
-                let edits = s.rename(f, o, &p.new_name).map_err(RequestError::Refused)?;
+                let edits = s
+                    .rename(f, o, &p.new_name)
+                    .map_err(|e| RequestError::Refused(e.to_string()))?;
                 let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
                 for e in edits {
                     let Some(uri) = files.uri(&s.sources().get(e.file).name) else {
@@ -235,7 +237,7 @@ fn with_root<T: serde::Serialize>(
     let Some(s) = server.snapshots.get(path) else {
         return Value::Null;
     };
-    let (_, name) = envc_executor::project::split_root(path);
+    let (_, name) = envc_executor::split_root(path);
     let Some(file) = s.file(&name) else {
         return Value::Null;
     };

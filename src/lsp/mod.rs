@@ -24,22 +24,46 @@ use lsp_types::{PublishDiagnosticsParams, Uri};
 use serde_json::{json, Value};
 
 use envc_compiler::{CompileOptions, LoadError, SourceLoader};
-use envc_executor::project::{split_root, FsLoader};
+use envc_executor::{split_root, FsLoader};
 use envc_ide::Snapshot;
 
 /// How long after the last keystroke diagnostics are computed and sent.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
-pub fn run() -> Result<(), String> {
+/// Why the language server stopped serving before the client said `exit`.
+#[derive(Debug)]
+pub enum LspError {
+    /// The client broke the protocol, or the connection ended in the middle of it.
+    Protocol(lsp_server::ProtocolError),
+    /// The threads reading and writing stdio failed.
+    Io(std::io::Error),
+    /// A message could not be sent: the writing side is gone.
+    Closed,
+}
+
+impl std::fmt::Display for LspError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LspError::Protocol(e) => write!(f, "{e}"),
+            LspError::Io(e) => write!(f, "{e}"),
+            // crossbeam's own words for it.
+            LspError::Closed => f.write_str("sending on a disconnected channel"),
+        }
+    }
+}
+
+impl std::error::Error for LspError {}
+
+pub fn run() -> Result<(), LspError> {
     let (connection, io) = Connection::stdio();
     let result = serve(&connection);
     drop(connection);
-    io.join().map_err(|e| e.to_string())?;
+    io.join().map_err(LspError::Io)?;
     result
 }
 
-fn serve(connection: &Connection) -> Result<(), String> {
-    let (id, _params) = connection.initialize_start().map_err(|e| e.to_string())?;
+fn serve(connection: &Connection) -> Result<(), LspError> {
+    let (id, _params) = connection.initialize_start().map_err(LspError::Protocol)?;
     connection
         .initialize_finish(
             id,
@@ -48,7 +72,7 @@ fn serve(connection: &Connection) -> Result<(), String> {
                 "serverInfo": { "name": "envc", "version": env!("CARGO_PKG_VERSION") },
             }),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(LspError::Protocol)?;
     let mut server = Server::new(std_dir());
     loop {
         let message = match server.diagnostics_due {
@@ -75,7 +99,7 @@ fn serve(connection: &Connection) -> Result<(), String> {
             Some(Message::Request(req)) => {
                 if connection
                     .handle_shutdown(&req)
-                    .map_err(|e| e.to_string())?
+                    .map_err(LspError::Protocol)?
                 {
                     return Ok(());
                 }
@@ -93,8 +117,8 @@ fn serve(connection: &Connection) -> Result<(), String> {
     }
 }
 
-fn send(connection: &Connection, m: Message) -> Result<(), String> {
-    connection.sender.send(m).map_err(|e| e.to_string())
+fn send(connection: &Connection, m: Message) -> Result<(), LspError> {
+    connection.sender.send(m).map_err(|_| LspError::Closed)
 }
 
 /// Where go-to-definition finds the standard library: its modules written once, read-only,
@@ -404,7 +428,7 @@ struct Overlay<'d> {
 
 impl SourceLoader for Overlay<'_> {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
-        self.read_at_most(path, envc_executor::project::MAX_PROJECT_FILE_BYTES)
+        self.read_at_most(path, envc_executor::MAX_PROJECT_FILE_BYTES)
     }
 
     fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {

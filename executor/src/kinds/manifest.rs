@@ -96,3 +96,9 @@ impl ManifestSpec {
         envc_k8s::file_name(&self.kind, &self.name, &self.namespace)
     }
 }
+
+/// The file name and canonical YAML of a resolved node that is a manifest (`envc render`
+/// writes them), `None` for any other kind.
+pub fn rendered(payload: &Payload) -> Option<(String, String)> {
+    super::node_type::payload_of::<ManifestSpec>(payload).map(|m| (m.file_name(), m.yaml()))
+}

@@ -27,7 +27,7 @@ impl NodeType for Stack {
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let node = r.node;
         let facts = crate::stack::facts(node, &node.name, r.spec.stacks.get(&node.name))
-            .map_err(Resolution::Failed)?;
+            .map_err(|e| Resolution::Failed(e.to_string()))?;
         // The values read, not the run: a rebuild of it that published the same outputs
         // changes nothing here.
         for (name, _) in crate::stack::reads(node) {

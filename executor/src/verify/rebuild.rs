@@ -172,10 +172,39 @@ pub async fn rebuild(
             paths: Vec::new(),
             paths_total: 0,
             disk_offset: None,
-            note: Some(note),
+            note: Some(note.to_string()),
         },
     };
     done(reference, outcome)
+}
+
+/// Why a rebuild's outputs could not be compared inside, only by their digests.
+#[derive(Debug)]
+enum NoLookInside {
+    CacheFetch(crate::cache::CacheError),
+    /// The reference's output (`file tree`, `disk`) is not in its store.
+    Missing(&'static str),
+    /// The blocking comparison ended without an answer.
+    Stopped(tokio::task::JoinError),
+    Trees(std::io::Error),
+    Disks(std::io::Error),
+}
+
+impl std::fmt::Display for NoLookInside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoLookInside::CacheFetch(e) => {
+                write!(f, "the cache's bytes could not be fetched to look inside: {e}")
+            }
+            NoLookInside::Missing(output) => write!(
+                f,
+                "the reference's {output} is not on this machine (its objects left the store): only the digests can be compared"
+            ),
+            NoLookInside::Stopped(e) => write!(f, "{e}"),
+            NoLookInside::Trees(e) => write!(f, "cannot read the file trees: {e}"),
+            NoLookInside::Disks(e) => write!(f, "cannot read the disks: {e}"),
+        }
+    }
 }
 
 /// What differs inside: the trees' differing paths, else the disks' first differing block.
@@ -185,7 +214,7 @@ async fn inside(
     expected: &Facts,
     found: &Facts,
     bytes: ReferenceBytes<'_>,
-) -> Result<(Vec<PathChange>, usize, Option<u64>), String> {
+) -> Result<(Vec<PathChange>, usize, Option<u64>), NoLookInside> {
     let store = match bytes {
         ReferenceBytes::Store(s) => s,
         ReferenceBytes::Cache(cache) => {
@@ -194,9 +223,7 @@ async fn inside(
                 .remote()
                 .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })
                 .await
-                .map_err(|e| {
-                    format!("the cache's bytes could not be fetched to look inside: {e}")
-                })?;
+                .map_err(NoLookInside::CacheFetch)?;
             lab
         }
     };
@@ -204,21 +231,16 @@ async fn inside(
         let id = facts.get(output).and_then(|h| ObjectId::parse(h))?;
         st.contains(&id).then(|| st.object_file(&id))
     };
-    let missing = |output: &str| {
-        format!(
-            "the reference's {output} is not on this machine (its objects left the store): only the digests can be compared"
-        )
-    };
     let (Some(want), Some(got)) = (
         path(store, expected, fact::ROOTFS),
         path(lab, found, fact::ROOTFS),
     ) else {
-        return Err(missing("file tree"));
+        return Err(NoLookInside::Missing("file tree"));
     };
     let (paths, total) = tokio::task::spawn_blocking(move || diff_tars(&want, &got, PATHS_SHOWN))
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot read the file trees: {e}"))?;
+        .map_err(NoLookInside::Stopped)?
+        .map_err(NoLookInside::Trees)?;
     let paths: Vec<PathChange> = paths.into_iter().map(PathChange::from).collect();
     if total > 0 || expected.get(fact::DISK) == found.get(fact::DISK) {
         return Ok((paths, total, None));
@@ -227,11 +249,11 @@ async fn inside(
         path(store, expected, fact::DISK),
         path(lab, found, fact::DISK),
     ) else {
-        return Err(missing("disk"));
+        return Err(NoLookInside::Missing("disk"));
     };
     let offset = tokio::task::spawn_blocking(move || first_difference(&want, &got, 4096))
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot read the disks: {e}"))?;
+        .map_err(NoLookInside::Stopped)?
+        .map_err(NoLookInside::Disks)?;
     Ok((paths, 0, offset))
 }

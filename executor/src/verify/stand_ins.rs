@@ -14,7 +14,7 @@
 //! lab). Every entry must name a host (a typo would leave the real one without a stand-in).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use envc_compiler::types::NodeKind;
 use envc_compiler::StandIn;
@@ -24,15 +24,73 @@ use crate::spec::{NodeSpec, Spec};
 /// The most a lab-hosts file may hold.
 const MAX_BYTES: u64 = 1 << 20;
 
+/// Why the lab's stand-ins cannot be known; each names the file and line, or the host, and
+/// the fix.
+#[derive(Debug)]
+pub enum StandInsError {
+    Read {
+        path: PathBuf,
+        error: envc_lockfiles::file::ReadError,
+    },
+    NotUtf8(PathBuf),
+    /// The file at `line` is not a lab-hosts file: `why`.
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        why: String,
+    },
+    /// The file names a host the environment does not have; `hint` is the likely one or
+    /// the list of its hosts.
+    NotAHost {
+        name: String,
+        hint: String,
+    },
+    /// Hosts with neither a named machine nor a base image to boot a VM from.
+    NoStandIn(Vec<String>),
+}
+
+impl std::fmt::Display for StandInsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StandInsError::Read { path, error } => {
+                write!(f, "cannot read the lab hosts {}: {error}", path.display())
+            }
+            StandInsError::NotUtf8(path) => {
+                write!(f, "{}: the lab hosts file is not UTF-8", path.display())
+            }
+            StandInsError::Invalid { path, line, why } => {
+                write!(f, "{}:{line}: {why}", path.display())
+            }
+            StandInsError::NotAHost { name, hint } => write!(
+                f,
+                "the lab hosts name `{name}`, which is not a host of the environment\n  hint: {hint}"
+            ),
+            StandInsError::NoStandIn(missing) => write!(
+                f,
+                "the lab needs a clean machine standing in for each host; none is named for {}, and {} no base image to boot one from\n  hint: add `{} = \"ADDRESS\"` to the file given with --lab-hosts, or declare the host's base (`base = debian.default_image`) and the lab boots a fresh VM from it",
+                missing.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", "),
+                if missing.len() == 1 { "it declares" } else { "they declare" },
+                missing.first().map_or("", String::as_str)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StandInsError {}
+
 /// Reads and checks FILE; an error names the file, the line and the fix.
-pub fn read(path: &Path) -> Result<BTreeMap<String, StandIn>, String> {
-    let bytes = envc_lockfiles::file::read_bounded(path, MAX_BYTES)
-        .map_err(|e| format!("cannot read the lab hosts {}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| format!("{}: the lab hosts file is not UTF-8", path.display()))?;
-    parse(&text).map_err(|(offset, why)| {
-        let line = text[..offset.min(text.len())].matches('\n').count() + 1;
-        format!("{}:{line}: {why}", path.display())
+pub fn read(path: &Path) -> Result<BTreeMap<String, StandIn>, StandInsError> {
+    let bytes = envc_lockfiles::file::read_bounded(path, MAX_BYTES).map_err(|error| {
+        StandInsError::Read {
+            path: path.to_path_buf(),
+            error,
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| StandInsError::NotUtf8(path.to_path_buf()))?;
+    parse(&text).map_err(|(offset, why)| StandInsError::Invalid {
+        path: path.to_path_buf(),
+        line: text[..offset.min(text.len())].matches('\n').count() + 1,
+        why,
     })
 }
 
@@ -98,7 +156,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, StandIn>, (usize, String)> {
 pub fn complete(
     spec: &Spec,
     mut named: BTreeMap<String, StandIn>,
-) -> Result<BTreeMap<String, StandIn>, String> {
+) -> Result<BTreeMap<String, StandIn>, StandInsError> {
     let hosts: Vec<&NodeSpec> = spec
         .nodes
         .iter()
@@ -111,9 +169,10 @@ pub fn complete(
                     let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
                     format!("its hosts are: {}", names.join(", "))
                 });
-            return Err(format!(
-                "the lab hosts name `{name}`, which is not a host of the environment\n  hint: {hint}"
-            ));
+            return Err(StandInsError::NotAHost {
+                name: name.clone(),
+                hint,
+            });
         }
     }
     let mut missing = Vec::new();
@@ -130,11 +189,8 @@ pub fn complete(
     }
     match missing.as_slice() {
         [] => Ok(named),
-        _ => Err(format!(
-            "the lab needs a clean machine standing in for each host; none is named for {}, and {} no base image to boot one from\n  hint: add `{} = \"ADDRESS\"` to the file given with --lab-hosts, or declare the host's base (`base = debian.default_image`) and the lab boots a fresh VM from it",
-            missing.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", "),
-            if missing.len() == 1 { "it declares" } else { "they declare" },
-            missing[0]
+        _ => Err(StandInsError::NoStandIn(
+            missing.into_iter().map(str::to_string).collect(),
         )),
     }
 }

@@ -192,7 +192,7 @@ fn exec_spec(node: &NodeSpec, attrs: &BTreeMap<String, Val>) -> Result<ExecSpec,
         inputs: String::new(),
         previous: None,
     };
-    spec.validate().map_err(fail)?;
+    spec.validate().map_err(|e| fail(e.to_string()))?;
     // The record keeps the undo with the env: it must hold no secret (the compiler says so
     // first).
     if spec.undo.is_some() && attrs.get("env").is_some_and(holds_sealed) {

@@ -69,7 +69,7 @@ impl ExecSpec {
     }
 
     /// Why the target could not run it as written, before anything is sent.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Unrunnable> {
         let lists = [
             ("argv", Some(&self.command.argv)),
             ("unless", self.unless.as_ref()),
@@ -82,12 +82,7 @@ impl ExecSpec {
         // target's "Argument list too long" or nothing at all.
         const ONE: usize = 128 << 10;
         const ALL: usize = 2 << 20;
-        let too_large = |what: String, len: usize| {
-            format!(
-                "{what} is {}; a program on Linux takes at most 128 KiB in one argument or environment variable, and 2 MiB in all: pass large values on `stdin`, or write them to a file with a `file` node and pass its path",
-                size(len)
-            )
-        };
+        let too_large = |what: String, bytes: usize| Unrunnable::TooLarge { what, bytes };
         for (what, argv) in lists {
             let argv = argv.map_or(&[][..], Vec::as_slice);
             if let Some((i, a)) = argv.iter().enumerate().find(|(_, a)| a.len() >= ONE) {
@@ -115,9 +110,10 @@ impl ExecSpec {
             };
             // `env NAME=VALUE… PROGRAM` would take such a program for one more variable.
             if program.is_empty() || program.contains('=') {
-                return Err(format!(
-                    "the program of `{what}` is {program:?}: a program name is not empty and has no `=`"
-                ));
+                return Err(Unrunnable::BadProgram {
+                    list: what,
+                    program: program.clone(),
+                });
             }
         }
         if let Some(c) = self
@@ -125,7 +121,7 @@ impl ExecSpec {
             .as_ref()
             .filter(|c| c.chars().any(char::is_control))
         {
-            return Err(format!("`creates` holds a control character: {c:?}"));
+            return Err(Unrunnable::ControlInCreates(c.clone()));
         }
         Ok(())
     }
@@ -137,6 +133,64 @@ fn size(bytes: usize) -> String {
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
         b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / f64::from(1 << 10)),
         b => format!("{b} bytes"),
+    }
+}
+
+/// Why an `exec` cannot be sent as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unrunnable {
+    /// `env NAME=VALUE… PROGRAM` would take such a program for one more variable.
+    BadProgram {
+        list: &'static str,
+        program: String,
+    },
+    ControlInCreates(String),
+    /// More than execve takes: an argument or `env` entry, or all of them together.
+    TooLarge {
+        what: String,
+        bytes: usize,
+    },
+}
+
+impl std::fmt::Display for Unrunnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrunnable::BadProgram { list, program } => write!(
+                f,
+                "the program of `{list}` is {program:?}: a program name is not empty and has no `=`"
+            ),
+            Unrunnable::ControlInCreates(c) => {
+                write!(f, "`creates` holds a control character: {c:?}")
+            }
+            Unrunnable::TooLarge { what, bytes } => write!(
+                f,
+                "{what} is {}; a program on Linux takes at most 128 KiB in one argument or environment variable, and 2 MiB in all: pass large values on `stdin`, or write them to a file with a `file` node and pass its path",
+                size(*bytes)
+            ),
+        }
+    }
+}
+
+/// Why a command's standard output cannot be its `stdout` output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Uncapturable {
+    /// Its whole size, more than [`MAX_CAPTURE`].
+    TooLarge(u64),
+    NotUtf8,
+}
+
+impl std::fmt::Display for Uncapturable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uncapturable::TooLarge(size) => write!(
+                f,
+                "its standard output is {size} bytes; a captured output is at most {} KiB (write a large result to a file instead)",
+                MAX_CAPTURE >> 10
+            ),
+            Uncapturable::NotUtf8 => {
+                f.write_str("its standard output is not UTF-8 text, which `capture` needs")
+            }
+        }
     }
 }
 
@@ -163,7 +217,7 @@ enum Ran {
 pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepError> {
     let subject = format!("exec `{}` on host `{}`", spec.name, t.host());
     spec.validate()
-        .map_err(|e| StepError::new(e).of(&subject))?;
+        .map_err(|e| StepError::new(e.to_string()).of(&subject))?;
     let ran = run(
         t,
         &spec.command,
@@ -231,7 +285,8 @@ pub async fn apply_exec(t: &Transport, spec: &ExecSpec) -> Result<Applied, StepE
             if spec.capture {
                 facts.insert(
                     "stdout".into(),
-                    captured(stdout, stdout_size).map_err(|e| StepError::new(e).of(&subject))?,
+                    captured(stdout, stdout_size)
+                        .map_err(|e| StepError::new(e.to_string()).of(&subject))?,
                 );
             }
             Ok(Applied {
@@ -357,15 +412,11 @@ fn parse(out: &CommandOutput) -> Result<Ran, StepError> {
 
 /// The captured output as the `stdout` output: UTF-8, bounded, one trailing newline off
 /// (as `$(…)` does in a shell), so that a token reads as the token.
-fn captured(stdout: Vec<u8>, size: u64) -> Result<String, String> {
+fn captured(stdout: Vec<u8>, size: u64) -> Result<String, Uncapturable> {
     if size > MAX_CAPTURE as u64 {
-        return Err(format!(
-            "its standard output is {size} bytes; a captured output is at most {} KiB (write a large result to a file instead)",
-            MAX_CAPTURE >> 10
-        ));
+        return Err(Uncapturable::TooLarge(size));
     }
-    let mut s = String::from_utf8(stdout)
-        .map_err(|_| "its standard output is not UTF-8 text, which `capture` needs".to_string())?;
+    let mut s = String::from_utf8(stdout).map_err(|_| Uncapturable::NotUtf8)?;
     if s.ends_with('\n') {
         s.pop();
         if s.ends_with('\r') {
@@ -522,15 +573,18 @@ mod tests {
             spec(echo(100 << 10), &[("BIG", 100 << 10)]).validate(),
             Ok(())
         );
-        let e = spec(echo(3 << 20), &[]).validate().unwrap_err();
+        let e = spec(echo(3 << 20), &[]).validate().unwrap_err().to_string();
         assert!(
             e.starts_with("`argv[1]` is 3.0 MiB; a program on Linux takes at most 128 KiB"),
             "{e}"
         );
-        let e = spec(echo(1), &[("BIG", 3 << 20)]).validate().unwrap_err();
+        let e = spec(echo(1), &[("BIG", 3 << 20)])
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("`env.BIG` is 3.0 MiB"), "{e}");
         let many: Vec<String> = (0..30).map(|_| "a".repeat(100 << 10)).collect();
-        let e = spec(many, &[]).validate().unwrap_err();
+        let e = spec(many, &[]).validate().unwrap_err().to_string();
         assert!(e.starts_with("`argv` with `env` is 2.9 MiB"), "{e}");
     }
 }

@@ -178,7 +178,7 @@ async fn apply_batch(
     }
     Ok(results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("internal error: no result".into())))
+        .map(|r| r.unwrap_or_else(|| Err(StepError::new("internal error: no result"))))
         .collect())
 }
 
@@ -280,7 +280,7 @@ async fn remove_batch(
     }
     Ok(results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("internal error: no result".into())))
+        .map(|r| r.unwrap_or_else(|| Err(StepError::new("internal error: no result"))))
         .collect())
 }
 
@@ -298,19 +298,23 @@ fn observed(sha: &str, mode: &str, owner: &str, group: &str) -> Facts {
 
 fn check_path(path: &str) -> Result<(), StepError> {
     if !path.starts_with('/') {
-        return Err("the path must be absolute (start with `/`)".into());
+        return Err(StepError::new("the path must be absolute (start with `/`)"));
     }
     if path == "/" || path.ends_with('/') {
-        return Err("the path must name a file, not end with `/`".into());
+        return Err(StepError::new(
+            "the path must name a file, not end with `/`",
+        ));
     }
     if path.contains('\0') {
-        return Err("the path contains a NUL byte".into());
+        return Err(StepError::new("the path contains a NUL byte"));
     }
     if path[1..]
         .split('/')
         .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return Err("the path must be normalized (no `//`, `.` or `..` components)".into());
+        return Err(StepError::new(
+            "the path must be normalized (no `//`, `.` or `..` components)",
+        ));
     }
     Ok(())
 }

@@ -145,7 +145,7 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
         })?;
     let out = work.path().join("out");
     let files = work.path().join("files");
-    std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&files).map_err(|e| StepError::new(e.to_string()))?;
     for (path, content) in &spec.files {
         let rel = path.trim_start_matches('/');
         if !path.starts_with('/')
@@ -259,10 +259,10 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
     }
     if let Some(expected) = &spec.expected() {
         let built = std::fs::read_to_string(out.join("packages.txt")).map_err(|e| {
-            format!(
+            StepError::new(format!(
                 "image `{}`: the build wrote no packages.txt: {e}",
                 spec.name
-            )
+            ))
         })?;
         let built: Vec<String> = built.lines().map(str::to_string).collect();
         check_package_set(&spec.name, expected, &built)?;
@@ -276,10 +276,10 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
     };
     let kernel_version = std::fs::read_to_string(out.join("kernel-version"))
         .map_err(|e| {
-            format!(
+            StepError::new(format!(
                 "image `{}`: the build wrote no kernel-version: {e}",
                 spec.name
-            )
+            ))
         })?
         .trim()
         .to_string();
@@ -443,7 +443,8 @@ impl crate::store::DebSubstituter for CacheUse {
         &self,
         sha256: &str,
         size: u64,
-    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, String>> {
+    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, crate::store::SubstituteError>>
+    {
         let (cache, sha256) = (self.cache.clone(), sha256.to_string());
         Box::pin(async move {
             let remote = cache.remote().clone();
@@ -451,7 +452,7 @@ impl crate::store::DebSubstituter for CacheUse {
                 .run(async move { cache.get_deb(&sha256, size).await })
                 .await
                 .map(|found| found.map(|b| b.to_vec()))
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
     }
 
@@ -459,14 +460,14 @@ impl crate::store::DebSubstituter for CacheUse {
         &self,
         sha256: &str,
         bytes: Vec<u8>,
-    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'static, Result<(), crate::store::SubstituteError>> {
         let (cache, sha256) = (self.cache.clone(), sha256.to_string());
         Box::pin(async move {
             let remote = cache.remote().clone();
             remote
                 .run(async move { cache.put_deb(&sha256, bytes::Bytes::from(bytes)).await })
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
     }
 }

@@ -63,7 +63,7 @@ impl NodeType for Image {
                 })?;
                 Some(
                     crate::debs::pinned(&r.spec.debs, &i.packages, &format!("`{}`", node.key))
-                        .map_err(Resolution::Failed)?,
+                        .map_err(|e| Resolution::Failed(e.to_string()))?,
                 )
             }
             None => None,

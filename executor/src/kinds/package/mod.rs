@@ -46,7 +46,9 @@ impl NodeType for Package {
         // Locked: exactly the pinned .debs (a lock that pins another version than the
         // source asks for is stale; the target's apt installs what the source says).
         let debs = match pin.filter(|p| Some(&p.version) == version.as_ref()) {
-            Some(p) => pinned_debs(r.spec, node, &p).map_err(Resolution::Failed)?,
+            Some(p) => {
+                pinned_debs(r.spec, node, &p).map_err(|e| Resolution::Failed(e.to_string()))?
+            }
             None => Vec::new(),
         };
         Ok(Arc::new(PackageSpec {
@@ -92,7 +94,11 @@ impl NodeType for Package {
 
 /// Where the `.deb`s a package's pin names come from: the package itself, then its
 /// closure, each found in the lockfile with the version and hash the node was compiled with.
-fn pinned_debs(spec: &Spec, node: &NodeSpec, pin: &PackageValue) -> Result<Vec<DebSource>, String> {
+fn pinned_debs(
+    spec: &Spec,
+    node: &NodeSpec,
+    pin: &PackageValue,
+) -> Result<Vec<DebSource>, crate::debs::UnpinnedDeb> {
     let root = ClosureDeb {
         name: node.name.clone(),
         version: pin.version.clone(),

@@ -318,7 +318,7 @@ fn outcome(
 ) -> Result<Vec<Applied>, StepError> {
     let names = list(packages.iter().map(|p| p.name.as_str()));
     if let Some(e) = missing_tool(t, out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     if let Some(e) = tool_failure(out) {
         return Err(StepError::new(format!(
@@ -441,7 +441,7 @@ impl Listing {
 pub async fn list_packages(t: &Transport) -> Result<Listing, StepError> {
     let out = run_script(t, LIST, &[], b"").await?;
     if let Some(e) = missing_tool(t, &out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     let fingerprint = records(&out, "S").first().map(|r| r.join(" "));
     let (Some(fingerprint), true) = (fingerprint, out.success()) else {
@@ -464,12 +464,37 @@ pub async fn list_packages(t: &Transport) -> Result<Listing, StepError> {
     })
 }
 
+/// A `P` record of `list_packages.sh` envc cannot read.
+#[derive(Debug)]
+enum UnreadRecord {
+    /// Not the record's nine tab-separated fields (the record, as one line).
+    Malformed(String),
+    BadField {
+        package: String,
+        error: envc_lockfiles::installable::FieldError,
+    },
+}
+
+impl std::fmt::Display for UnreadRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnreadRecord::Malformed(line) => write!(f, "a malformed record {line:?}"),
+            UnreadRecord::BadField { package, error } => {
+                write!(
+                    f,
+                    "package `{package}` with a field envc cannot read: {error}"
+                )
+            }
+        }
+    }
+}
+
 /// One `P` record of `list_packages.sh`.
-fn installed(record: &[&str]) -> Result<Installed, String> {
+fn installed(record: &[&str]) -> Result<Installed, UnreadRecord> {
     let [name, architecture, status, version, provides, pre_depends, depends, conflicts, breaks] =
         record
     else {
-        return Err(format!("a malformed record {:?}", record.join("\t")));
+        return Err(UnreadRecord::Malformed(record.join("\t")));
     };
     let relations = Relations::read(|field| match field {
         "Provides" => provides,
@@ -479,7 +504,10 @@ fn installed(record: &[&str]) -> Result<Installed, String> {
         "Breaks" => breaks,
         _ => "",
     })
-    .map_err(|e| format!("package `{name}` with a field envc cannot read: {e}"))?;
+    .map_err(|error| UnreadRecord::BadField {
+        package: name.to_string(),
+        error,
+    })?;
     Ok(Installed {
         package: Package {
             name: name.to_string(),
@@ -503,7 +531,7 @@ pub async fn purge_packages(t: &Transport, names: &[String]) -> Result<(), StepE
     let args: Vec<&str> = names.iter().map(String::as_str).collect();
     let out = run_script(t, PURGE, &args, b"").await?;
     if let Some(e) = missing_tool(t, &out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     if let Some(e) = tool_failure(&out) {
         return Err(StepError::new(format!(

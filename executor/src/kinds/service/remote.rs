@@ -39,7 +39,7 @@ pub async fn apply_service(t: &Transport, spec: &ServiceSpec) -> Result<Facts, S
     ];
     let out = run_script(t, APPLY, &args, b"").await?;
     if let Some(e) = failure(t, &spec.name, &out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     match records(&out, "S").first().map(Vec::as_slice) {
         Some([enabled, active]) => Ok(facts(enabled, active)),
@@ -67,7 +67,7 @@ pub async fn probe_services(
     let args: Vec<&str> = names.iter().map(String::as_str).collect();
     let out = run_script(t, PROBE, &args, b"").await?;
     if let Some(e) = failure(t, &names[0], &out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     let mut results = Vec::with_capacity(names.len());
     for (i, rec) in indexed(records(&out, "R"), names.len())
@@ -95,7 +95,7 @@ pub async fn remove_service(t: &Transport, name: &str) -> Result<(), StepError> 
     check_name(name)?;
     let out = run_script(t, REMOVE, &[name], b"").await?;
     if let Some(e) = failure(t, name, &out) {
-        return Err(e.into());
+        return Err(StepError::new(e));
     }
     if records(&out, "S").is_empty() {
         return Err(StepError::new(format!(

@@ -153,7 +153,10 @@ impl Qemu {
                 std::fs::rename(&tmp, &self.key)
                     .and_then(|()| std::fs::rename(&tmp_pub, &public))
                     .map_err(|e| {
-                        format!("cannot store the login key {}: {e}", self.key.display())
+                        StepError::new(format!(
+                            "cannot store the login key {}: {e}",
+                            self.key.display()
+                        ))
                     })?;
             } else {
                 let _ = std::fs::remove_file(&tmp);
@@ -187,7 +190,7 @@ impl Qemu {
         std::fs::create_dir_all(&dir)
             .map_err(|e| StepError::new(format!("cannot create {}: {e}", dir.display())))?;
         let image = std::path::absolute(self.store.object_file(&spec.disk_image))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| StepError::new(e.to_string()))?;
         let image_size = std::fs::metadata(&image)
             .map_err(|e| {
                 StepError::new(format!(
@@ -253,7 +256,9 @@ impl Qemu {
             .into_iter()
             .chain(LAN_HOSTS)
             .find(|n| !taken.contains(n))
-            .ok_or_else(|| "the private network of this environment is full (241 VMs)".into())
+            .ok_or_else(|| {
+                StepError::new("the private network of this environment is full (241 VMs)")
+            })
     }
 
     /// The environment's private network: a multicast group and port on loopback, derived
@@ -274,14 +279,14 @@ impl Qemu {
         let dir = PathBuf::from(
             facts
                 .get(fact::DIR)
-                .ok_or("the record names no directory")?,
+                .ok_or_else(|| StepError::new("the record names no directory"))?,
         );
         let launch = read_launch(&dir).ok_or_else(|| {
-            format!(
+            StepError::new(format!(
                 "{} is missing or damaged, so the VM cannot be restarted; `envc destroy` \
                      and build again",
                 dir.join(LAUNCH).display()
-            )
+            ))
         })?;
         if !dir.join(DISK).exists() {
             return Err(StepError::new(format!(
@@ -317,7 +322,7 @@ impl Qemu {
                 let _ = std::fs::rename(&console, dir.join(format!("{CONSOLE}.1")));
             }
             let kernel = std::path::absolute(self.store.object_file(&spec.kernel))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| StepError::new(e.to_string()))?;
             let net = Net {
                 ssh_port: p,
                 lan: launch.lan,
