@@ -240,15 +240,18 @@ enum Command {
     Lock {
         #[command(subcommand)]
         command: Option<LockCommand>,
-        #[arg(required = true)]
-        file: Option<PathBuf>,
+        /// The environment file (one; a second word here is most often a value meant
+        /// for `--update`, which takes it after `=`).
+        #[arg(required = true, value_name = "FILE")]
+        file: Vec<PathBuf>,
         /// Change nothing: exit 3 when the lockfile does not cover the environment.
         #[arg(long)]
         check: bool,
-        /// Move pins: alone, every pin to the archives' current Releases; `security`, only
-        /// what the security suites changed; a KEY (`package:hello`, `image:debian-12`,
-        /// `source_date_epoch`), only that pin (repeat it for more).
-        #[arg(long, value_name = "KEY|security", num_args = 0..=1,
+        /// Move pins: `--update` alone, every pin to the archives' current Releases;
+        /// `--update=security`, only what the security suites changed; `--update=KEY`
+        /// (`package:hello`, `image:debian-12`, `source_date_epoch`), only that pin (repeat
+        /// it for more). The value follows `=`, so `--update prod.env` is not read as one.
+        #[arg(long, value_name = "KEY|security", num_args = 0..=1, require_equals = true,
               value_parser = commands::lock::parse_update)]
         update: Option<Vec<commands::lock::Update>>,
         #[command(flatten)]
@@ -479,11 +482,9 @@ fn run(cli: Cli) -> Exit {
             check,
             update,
             params,
-        } => match file {
-            Some(file) => commands::lock::lock(&file, check, update.as_deref(), &params, ui),
-            None => Err(Failure::Input(
-                "give the environment file: `envc lock prod.env`".into(),
-            )),
+        } => match commands::lock::one_file(&file) {
+            Ok(file) => commands::lock::lock(file, check, update.as_deref(), &params, ui),
+            Err(e) => Err(e),
         },
         Command::Why {
             file,

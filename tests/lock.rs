@@ -121,7 +121,7 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
 
     // The archive moves: only the pin asked for moves with it.
     archive.write(V2, "Sat, 11 Jul 2026 10:16:37 UTC", true);
-    let o = p.envc(&["lock", "prod.env", "--update", "package:hello"]);
+    let o = p.envc(&["lock", "prod.env", "--update=package:hello"]);
     expect(&o, 0);
     assert!(
         stdout(&o).contains("`package:hello`: 2.10-3 → 2.10-3+b1"),
@@ -159,7 +159,7 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
     );
 
     // The images' clock moves to the pinned archive's own date (Sat, 11 Jul 2026 10:16:37).
-    let o = p.envc(&["lock", "prod.env", "--update", "source_date_epoch"]);
+    let o = p.envc(&["lock", "prod.env", "--update=source_date_epoch"]);
     expect(&o, 0);
     assert!(
         stdout(&o).contains("`source_date_epoch`: 1700000000 → 1783764997"),
@@ -353,7 +353,7 @@ fn a_pin_edited_by_hand_is_stale() {
     let err = stderr(&o);
     assert!(err.contains("package:nginx: filename"), "{}", text(&o));
     assert!(
-        err.contains("envc lock --update package:nginx"),
+        err.contains("envc lock --update=package:nginx"),
         "{}",
         text(&o)
     );
@@ -736,7 +736,7 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
         later,
         true,
     );
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     let out = stdout(&o);
     assert!(
@@ -760,7 +760,7 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
     );
     expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
     // Nothing more to move.
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     assert!(stdout(&o).contains("unchanged"), "{}", text(&o));
 
@@ -778,13 +778,11 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
     let o = p.envc(&[
         "lock",
         "prod.env",
-        "--update",
-        "security",
-        "--update",
-        "package:hello",
+        "--update=security",
+        "--update=package:hello",
     ]);
     expect(&o, 1);
-    assert!(stderr(&o).contains("--update security"), "{}", text(&o));
+    assert!(stderr(&o).contains("--update=security"), "{}", text(&o));
 }
 
 #[test]
@@ -809,7 +807,7 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
         DATE,
         true,
     );
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     let fixed = "- `hello` 2.10-3 → 2.10-3+deb12u2: 3 CVEs (CVE-2026-0001, CVE-2026-0002, \
                  CVE-2026-0003); 2 bugs (#1100001, #1100002)";

@@ -209,7 +209,7 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
                 format!(
                     "the vendor's archive dropped this version: a binary cache that has the \
                      .deb serves it (`envc.toml` [cache]), or move the pin with `envc lock \
-                     FILE --update {owner}`"
+                     FILE --update={owner}`"
                 ),
             )
         }
@@ -222,7 +222,7 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
                 "Debian's mirrors keep only the current versions. Build from a snapshot of the \
                  archive as it was locked: set the archive's `mirror` in the lockfile to \
                  https://snapshot.debian.org/archive/debian/<TIME>/ (a time after its `date`), \
-                 or move the pin with `envc lock FILE --update {owner}`"
+                 or move the pin with `envc lock FILE --update={owner}`"
             ),
         ),
         FetchError::Mismatch(m) => StepError::with_hint(

@@ -393,7 +393,7 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// Why `envc lock --update KEY…` cannot update the pins it names.
+/// Why `envc lock --update=KEY…` cannot update the pins it names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateError {
     /// A key in neither lockfile (see [`crate::model::update`]).
@@ -416,7 +416,7 @@ impl std::fmt::Display for UpdateError {
 
 impl std::error::Error for UpdateError {}
 
-/// `envc lock --update KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
+/// `envc lock --update=KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
 /// `source_date_epoch` moves the images' clock to the newest archive state pinned.
 pub fn update_pins(
     old: &Lockfile,
@@ -508,7 +508,7 @@ fn companion_mirror(suite: &str, main_mirror: &str, old: Option<&Lockfile>) -> S
 }
 
 /// The newest `Date:` of the archives a lockfile pins, as seconds since the epoch: what
-/// `--update source_date_epoch` moves the images' clock to (deterministic: it is the
+/// `--update=source_date_epoch` moves the images' clock to (deterministic: it is the
 /// archive's own time, not this machine's).
 fn archive_epoch(lock: &Lockfile) -> Option<u64> {
     lock.archives

@@ -1,7 +1,7 @@
 //! The lockfile's model: every external input an environment depends on, pinned.
 //!
 //! Each pin has a stable key (`package:hello`, `archive:debian/bookworm`, …): `lock diff`
-//! reports by key and `envc lock --update KEY` re-resolves one pin, so keys never depend on
+//! reports by key and `envc lock --update=KEY` re-resolves one pin, so keys never depend on
 //! a pin's content, only on its kind and name.
 
 /// The lockfile format's version; a lockfile of another version is refused with a message
@@ -363,7 +363,7 @@ impl Lockfile {
     }
 }
 
-/// `envc lock FILE --update KEY…`: the freshly resolved lockfile for the named pins, the old
+/// `envc lock FILE --update=KEY…`: the freshly resolved lockfile for the named pins, the old
 /// one for every other pin that both have. Pins that the environment added or dropped
 /// follow `fresh` (what the environment needs now).
 ///

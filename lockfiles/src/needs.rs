@@ -298,7 +298,7 @@ impl fmt::Display for Stale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {}; run `envc lock FILE` (or `--update KEY`) and commit the lockfile",
+            "{}: {}; run `envc lock FILE` (or `--update=KEY`) and commit the lockfile",
             self.key, self.problem
         )
     }

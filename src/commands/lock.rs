@@ -1,4 +1,4 @@
-//! `envc lock FILE [--check] [--update KEY…]` and `envc lock diff OLD NEW [--env FILE]`.
+//! `envc lock FILE [--check] [--update=KEY…]` and `envc lock diff OLD NEW [--env FILE]`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,16 +22,65 @@ pub enum Update {
     Security,
 }
 
-/// `--update`'s value: `security`, or a pin key.
+/// `--update`'s value (clap's value parser, hence the `String` error): `security`, or a pin
+/// key. A value that looks like a file is the environment file given as `--update=FILE`.
 pub fn parse_update(s: &str) -> Result<Update, String> {
     if s == "security" {
         return Ok(Update::Security);
+    }
+    if looks_like_a_file(s) {
+        return Err(format!(
+            "`{s}` is a file, not a pin key\n  hint: give the environment file on its own and \
+             `--update` alone, `--update=security` or `--update=KEY`: `envc lock {s} --update`"
+        ));
     }
     s.parse()
         .map(Update::Key)
         .map_err(|e: envc_compiler::pin::BadPinKey| {
             format!("{e} (or `security`: what the security suites changed)")
         })
+}
+
+/// An environment file's name (`prod.env`, `envs/prod.env`), or a file that exists: not a
+/// pin key (pin keys are `kind:name` or one word, without a `.env` or a `/`).
+fn looks_like_a_file(s: &str) -> bool {
+    s.ends_with(".env") || s.ends_with(".lock") || s.contains('/') || Path::new(s).is_file()
+}
+
+/// The one environment file `envc lock` was given. A second word is almost always the
+/// value of an `--update` written without its `=` (`--update security`): say how to write it.
+pub fn one_file(files: &[std::path::PathBuf]) -> Result<&Path, Failure> {
+    match files {
+        [file] => Ok(file),
+        [] => Err(Failure::Input(
+            "give the environment file: `envc lock prod.env`".into(),
+        )),
+        [first, rest @ ..] => {
+            let words: Vec<String> = rest.iter().map(|f| f.display().to_string()).collect();
+            let (file, extra): (&Path, String) = match words.first() {
+                // `envc lock --update prod.env security`: the file came second.
+                Some(w) if looks_like_a_file(w) && !looks_like_a_file(&first.to_string_lossy()) => {
+                    (Path::new(w), first.display().to_string())
+                }
+                _ => (first, words.join(" ")),
+            };
+            let hint = if parse_update(&extra).is_ok() {
+                format!(
+                    "`--update` takes its value after `=`: `envc lock {} --update={extra}`",
+                    file.display()
+                )
+            } else {
+                format!(
+                    "lock one environment at a time: `envc lock {}`",
+                    file.display()
+                )
+            };
+            Err(Failure::Input(format!(
+                "`envc lock` takes one environment file; it was also given `{extra}`\n  hint: \
+                 {hint}"
+            )))
+        }
+    }
 }
 
 pub fn lock(
@@ -52,8 +101,8 @@ pub fn lock(
     let security = update.is_some_and(|u| u.contains(&Update::Security));
     if security && !keys.is_empty() {
         return Err(Failure::Input(
-            "--update security moves what the security suites changed; name pins in another \
-             run (`--update KEY`)"
+            "--update=security moves what the security suites changed; name pins in another \
+             run (`--update=KEY`)"
                 .into(),
         ));
     }
