@@ -149,6 +149,10 @@ enum LockCommand {
         /// Also list the nodes of this environment whose ids change.
         #[arg(long, value_name = "FILE")]
         env: Option<PathBuf>,
+        /// `markdown`: a pull request's body (a title, a table of the moved packages with
+        /// the CVEs and bugs their changelogs name, the pins).
+        #[arg(long, value_enum, default_value_t = commands::lock::DiffFormat::Text)]
+        format: commands::lock::DiffFormat,
     },
 }
 
@@ -473,9 +477,15 @@ fn run(cli: Cli) -> Exit {
             commands::build::build(&file, &args, &params, &target, ui)
         }
         Command::Lock {
-            command: Some(LockCommand::Diff { old, new, env }),
+            command:
+                Some(LockCommand::Diff {
+                    old,
+                    new,
+                    env,
+                    format,
+                }),
             ..
-        } => commands::lock::lock_diff(&old, &new, env.as_deref(), ui),
+        } => commands::lock::lock_diff(&old, &new, env.as_deref(), format, ui),
         Command::Lock {
             command: None,
             file,

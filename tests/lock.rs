@@ -827,6 +827,41 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
             && out.contains(fixed),
         "{out}"
     );
+    // The pull request's body: the title counts them, the table names the move.
+    let o = p.envc(&[
+        "lock",
+        "diff",
+        "old.lock",
+        "prod.lock",
+        "--format",
+        "markdown",
+    ]);
+    expect(&o, 0);
+    let md = stdout(&o);
+    assert!(
+        md.starts_with(
+            "### envc lock: 2 pins changed, 1 package moved: 3 CVEs and 2 bugs fixed\n\n\
+             | Package | From | To | Fixes |\n|---|---|---|---|\n\
+             | `hello` | 2.10-3 | 2.10-3+deb12u2 | 3 CVEs, 2 bugs |\n"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "  - CVEs: [CVE-2026-0001](https://security-tracker.debian.org/tracker/CVE-2026-0001)"
+        ) && md.contains("#### Pins\n\nMoved:\n- `archive:debian/bookworm-security`"),
+        "{md}"
+    );
+    // The same bytes twice.
+    let again = p.envc(&[
+        "lock",
+        "diff",
+        "old.lock",
+        "prod.lock",
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(stdout(&again), md);
     // Without the store's copy, it says so rather than guess.
     std::fs::remove_dir_all(p.path(".envc/debs")).unwrap();
     let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);

@@ -187,29 +187,45 @@ fn print_fixes(fixes: &[Fix]) {
     }
 }
 
-/// `envc lock diff OLD NEW [--env FILE]`: what moved, what each moved package's changelog
-/// says it fixes, and with `--env` the nodes whose ids change because of it. The `.deb`s
-/// are the store's (beside `--env`, else beside NEW, or `$ENVC_STORE`): nothing is fetched.
-pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
+/// How `envc lock diff` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    /// Lines for a terminal (markdown lists).
+    Text,
+    /// A pull request's body.
+    Markdown,
+}
+
+/// `envc lock diff OLD NEW [--env FILE] [--format markdown]`: what moved, what each moved
+/// package's changelog says it fixes, and with `--env` the nodes whose ids change because
+/// of it. The `.deb`s are the store's (beside `--env`, else beside NEW, or `$ENVC_STORE`):
+/// nothing is fetched.
+pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, format: DiffFormat, ui: Ui) -> Outcome {
     let (a, b) = (
         read_lock_arg(old).map_err(|e| Failure::Input(e.to_string()))?,
         read_lock_arg(new).map_err(|e| Failure::Input(e.to_string()))?,
     );
     let d = envc_lockfiles::diff(&a, &b);
-    if d.is_empty() {
-        output::line("no pins changed");
-    } else {
-        output::print(&d.to_string());
-    }
     // `REV:PATH` names its file after the colon.
     let beside = env.map_or_else(
         || Path::new(new.rsplit_once(':').map_or(new, |(_, p)| p)).to_path_buf(),
         Path::to_path_buf,
     );
     let debs = envc_executor::session::store_root(&beside).join("debs");
-    print_fixes(&envc_lockfiles::changelog::fixes(&a, &b, |p| {
+    let fixes = envc_lockfiles::changelog::fixes(&a, &b, |p| {
         std::fs::read(debs.join(format!("{}.deb", p.sha256))).ok()
-    }));
+    });
+    match format {
+        DiffFormat::Markdown => output::print(&d.markdown(&fixes)),
+        DiffFormat::Text => {
+            if d.is_empty() {
+                output::line("no pins changed");
+            } else {
+                output::print(&d.to_string());
+            }
+            print_fixes(&fixes);
+        }
+    }
     let Some(env) = env else {
         return Ok(Exit::Ok);
     };
@@ -223,10 +239,21 @@ pub fn lock_diff(old: &str, new: &str, env: Option<&Path>, ui: Ui) -> Outcome {
         .map(|(k, _)| k)
         .collect();
     output::line("");
-    if changed.is_empty() {
-        output::line("No node ids change.");
+    let heading = if format == DiffFormat::Markdown {
+        "#### "
     } else {
-        output::line(format!("Nodes whose ids change ({}):", changed.len()));
+        ""
+    };
+    if changed.is_empty() {
+        output::line(format!("{heading}No node ids change."));
+    } else {
+        output::line(format!(
+            "{heading}Nodes whose ids change ({}):",
+            changed.len()
+        ));
+        if format == DiffFormat::Markdown {
+            output::line("");
+        }
         for k in changed {
             output::line(format!("- `{k}`"));
         }
