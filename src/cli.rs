@@ -258,6 +258,14 @@ enum Command {
         #[arg(long, value_name = "KEY|security", num_args = 0..=1, require_equals = true,
               value_parser = commands::lock::parse_update)]
         update: Option<Vec<commands::lock::Update>>,
+        /// Change nothing: list the pins that have newer versions in their suites, security
+        /// updates first; exit 3 when a security update is pending. Offline, against the
+        /// indices the last `envc lock` read (kept in the store).
+        #[arg(long, conflicts_with_all = ["check", "update"])]
+        outdated: bool,
+        /// With `--outdated`: read the archives' current indices first (and keep them).
+        #[arg(long, requires = "outdated")]
+        refresh: bool,
         #[command(flatten)]
         params: Params,
     },
@@ -491,8 +499,11 @@ fn run(cli: Cli) -> Exit {
             file,
             check,
             update,
+            outdated,
+            refresh,
             params,
         } => match commands::lock::one_file(&file) {
+            Ok(file) if outdated => commands::lock::outdated(file, refresh, &params, ui),
             Ok(file) => commands::lock::lock(file, check, update.as_deref(), &params, ui),
             Err(e) => Err(e),
         },

@@ -874,3 +874,104 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
         text(&o)
     );
 }
+
+#[test]
+fn outdated_exits_3_while_a_security_update_is_pending_and_0_once_the_lock_moves() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &image_base(&[
+            pkg("libc6", "2.36-9+deb12u10", ""),
+            pkg("tzdata", "2025a-0+deb12u1", ""),
+            pkg("hello", "2.10-3", "Depends: libc6"),
+        ]),
+        DATE,
+        true,
+    );
+    let updates = main.beside("bookworm-updates");
+    updates.write(&[], DATE, true);
+    let security = main.beside("bookworm-security");
+    security.write(
+        &[pkg("hello", "2.10-3+deb12u1", "Depends: libc6")],
+        DATE,
+        true,
+    );
+    let p = Project::new(&main.mirror);
+    std::fs::write(p.path("prod.env"), SUITES_ENV).unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).starts_with("prod.lock: no pin has a newer version in its suites\n"),
+        "{}",
+        text(&o)
+    );
+
+    // A week later: the security suite patched hello and libc6, the point release tzdata.
+    let later = "Sat, 17 Jan 2026 10:14:31 UTC";
+    updates.write(&[pkg("tzdata", "2025b-0+deb12u1", "")], later, true);
+    security.write(
+        &[
+            pkg("hello", "2.10-3+deb12u2", "Depends: libc6"),
+            pkg("libc6", "2.36-9+deb12u11", ""),
+        ],
+        later,
+        true,
+    );
+    // Offline, against what the last lock read: nothing is known yet.
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(stdout(&o).contains(&format!("({DATE})")), "{}", text(&o));
+    // Today's indices: the security updates first, exit 3.
+    let o = p.envc(&["lock", "prod.env", "--outdated", "--refresh"]);
+    expect(&o, 3);
+    let expected = "prod.lock: 3 pins with a newer version, 2 a security update\n\n\
+                    Security updates:\n\
+                    - `image:tiny`: `libc6` 2.36-9+deb12u10 → 2.36-9+deb12u11 (debian/bookworm-security)\n\
+                    - `package:hello` 2.10-3+deb12u1 → 2.10-3+deb12u2 (debian/bookworm-security)\n\n\
+                    Other updates:\n\
+                    - `image:tiny`: `tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1 (debian/bookworm-updates)\n";
+    assert!(stdout(&o).starts_with(expected), "{}", text(&o));
+    assert!(
+        stdout(&o)
+            .contains("hint: `envc lock prod.env --update=security` moves the security updates"),
+        "{}",
+        text(&o)
+    );
+    // The indices it read are kept: offline now says the same.
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 3);
+    assert!(stdout(&o).starts_with(expected), "{}", text(&o));
+    assert!(stdout(&o).contains(&format!("({later})")), "{}", text(&o));
+
+    // The lock moves: no security update is pending; the point release's still is.
+    expect(&p.envc(&["lock", "prod.env", "--update=security"]), 0);
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).starts_with(
+            "prod.lock: 1 pin with a newer version, 0 a security update\n\n\
+             Other updates:\n\
+             - `image:tiny`: `tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1 (debian/bookworm-updates)\n"
+        ),
+        "{}",
+        text(&o)
+    );
+    // Offline means offline: the mirror gone, the answer is the same.
+    std::fs::remove_dir_all(main.root().join("dists")).unwrap();
+    std::fs::remove_dir_all(security.root().join("dists")).unwrap();
+    let again = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&again, 0);
+    assert_eq!(stdout(&again), stdout(&o));
+    // Without the indices: said, with the fix.
+    std::fs::remove_dir_all(p.path(".envc/indices")).unwrap();
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("no index of archive `debian/bookworm")
+            && stderr(&o).contains("envc lock --outdated FILE --refresh"),
+        "{}",
+        text(&o)
+    );
+    // `--refresh` is `--outdated`'s only.
+    expect(&p.envc(&["lock", "prod.env", "--refresh"]), 2);
+}

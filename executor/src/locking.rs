@@ -10,6 +10,7 @@ use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
 use envc_lockfiles::changelog::Fix;
 use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
+use envc_lockfiles::outdated::Outdated;
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, LockProblem, Lockfile, Needs,
     ToolPin, REQUIRED,
@@ -343,6 +344,12 @@ pub fn lock_environment(
         }
     })?;
     warnings.extend(resolved.warnings);
+    // What each archive served today, for `envc lock --outdated` offline.
+    if let Err(e) = envc_lockfiles::outdated::save(&indices_dir(store_root), &resolved.indices) {
+        warnings.push(format!(
+            "{e} (`envc lock --outdated` will need `--refresh`)"
+        ));
+    }
     let fresh = resolved.lock;
     let new = match (&old, request) {
         (Some(old), LockRequest::Update(keys)) => {
@@ -403,6 +410,82 @@ pub fn lock_environment(
         diff: old.as_ref().map(|old| envc_lockfiles::diff(old, &new)),
         pins: new.keys().len(),
         path,
+        warnings,
+    })
+}
+
+/// Where the store keeps the indices the last `envc lock` read (`--outdated`).
+pub fn indices_dir(store_root: &Path) -> PathBuf {
+    store_root.join("indices")
+}
+
+/// What `envc lock --outdated` found.
+pub struct OutdatedReport {
+    /// The lockfile compared.
+    pub path: PathBuf,
+    /// The pins with newer versions, security updates first.
+    pub updates: Vec<Outdated>,
+    /// Each archive compared with, and the `Date` of the Release its index is of.
+    pub as_of: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+}
+
+/// `envc lock --outdated FILE [--refresh]`: the pins of FILE's lockfile that have newer
+/// versions in their suites; offline against the indices the last `envc lock` kept in the
+/// store, or, with `refresh`, against the archives' current ones (fetched and verified as
+/// `envc lock` does, and kept). Changes no pin.
+pub fn outdated_pins(
+    env_file: &Path,
+    spec: &Spec,
+    refresh: bool,
+    store_root: &Path,
+) -> Result<OutdatedReport, LockCommandError> {
+    let path = lock_path(env_file);
+    let lock = match read_lock(env_file) {
+        Ok(Some(l)) => l.lock,
+        Ok(None) => {
+            return Err(LockCommandError::Input(format!(
+                "{} does not exist\n  hint: run `envc lock {}` and commit it",
+                path.display(),
+                env_file.display()
+            )))
+        }
+        Err(e) => return Err(LockCommandError::Input(e.to_string())),
+    };
+    let dir = indices_dir(store_root);
+    let mut warnings = Vec::new();
+    let indices = if refresh {
+        let needs = needs_of(spec).map_err(|e| LockCommandError::Input(e.join("\n")))?;
+        let project = crate::project::project_dir(env_file);
+        let (fetched, w) =
+            envc_lockfiles::environment::fetch_indices(&needs, Some(&lock), &project).map_err(
+                |u| LockCommandError::Unresolved {
+                    path: path.clone(),
+                    errors: u.errors,
+                    warnings: u.warnings,
+                },
+            )?;
+        warnings.extend(w);
+        if let Err(e) = envc_lockfiles::outdated::save(&dir, &fetched) {
+            warnings.push(e.to_string());
+        }
+        fetched
+            .into_iter()
+            .map(|i| (i.archive.clone(), i))
+            .collect()
+    } else {
+        envc_lockfiles::outdated::load(&dir, &lock)
+            .map_err(|e| LockCommandError::Input(e.to_string()))?
+    };
+    let updates = envc_lockfiles::outdated::outdated(&lock, &indices)
+        .map_err(|e| LockCommandError::Input(e.to_string()))?;
+    Ok(OutdatedReport {
+        path,
+        updates,
+        as_of: indices
+            .values()
+            .map(|i| (i.archive.clone(), i.date.clone()))
+            .collect(),
         warnings,
     })
 }

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use envc_compiler::pin::PinKey;
 use envc_compiler::{compile, CompileOptions};
-use envc_executor::locking::{lock_environment, LockCommandError, LockOutcome, LockRequest};
+use envc_executor::locking::{
+    lock_environment, outdated_pins, LockCommandError, LockOutcome, LockRequest,
+};
 use envc_executor::project::{split_root, FsLoader};
 use envc_executor::spec::Spec;
 use envc_lockfiles::changelog::Fix;
@@ -172,6 +174,82 @@ pub fn lock(
                 exit: Exit::Input,
             })
         }
+    }
+}
+
+/// `envc lock --outdated FILE [--refresh]`: the pins with newer versions, security updates
+/// first; exit 3 when a security update is pending, 0 otherwise.
+pub fn outdated(file: &Path, refresh: bool, params: &Params, ui: Ui) -> Outcome {
+    let env = compile_env(file, params, false, ui)?;
+    let store = envc_executor::session::store_root(file);
+    let report = match outdated_pins(file, &env.spec, refresh, &store) {
+        Ok(r) => r,
+        Err(LockCommandError::Input(e)) => return Err(Failure::Input(e)),
+        Err(LockCommandError::Unresolved {
+            errors, warnings, ..
+        }) => {
+            for w in &warnings {
+                crate::output::errln!("warning: {w}");
+            }
+            return Err(Failure::Errors {
+                errors,
+                exit: Exit::Input,
+            });
+        }
+    };
+    for w in &report.warnings {
+        crate::output::errln!("warning: {w}");
+    }
+    let as_of: Vec<String> = report
+        .as_of
+        .iter()
+        .map(|(archive, date)| format!("{archive} ({date})"))
+        .collect();
+    let (security, other): (Vec<_>, Vec<_>) = report.updates.iter().partition(|u| u.security);
+    let path = report.path.display();
+    if report.updates.is_empty() {
+        output::line(format!("{path}: no pin has a newer version in its suites"));
+    } else {
+        output::line(format!(
+            "{path}: {} with a newer version, {} a security update",
+            plural(report.updates.len(), "pin", "pins"),
+            security.len()
+        ));
+        for (title, list) in [("Security updates", &security), ("Other updates", &other)] {
+            if list.is_empty() {
+                continue;
+            }
+            output::line(format!("\n{title}:"));
+            for u in list.iter() {
+                output::line(format!("- {u}"));
+            }
+        }
+    }
+    output::line(format!(
+        "\nCompared with the indices of {}{}.",
+        as_of.join(", "),
+        if refresh {
+            ""
+        } else {
+            " (what the last `envc lock` read; `--refresh` reads today's)"
+        }
+    ));
+    if security.is_empty() {
+        return Ok(Exit::Ok);
+    }
+    output::line(format!(
+        "hint: `envc lock {} --update=security` moves the security updates",
+        file.display()
+    ));
+    Ok(Exit::Drift)
+}
+
+/// `1 pin`, `2 pins`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
     }
 }
 
