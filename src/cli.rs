@@ -263,6 +263,10 @@ enum Command {
         /// indices the last `envc lock` read (kept in the store).
         #[arg(long, conflicts_with_all = ["check", "update"])]
         outdated: bool,
+        /// Rewrite the lockfile in the current format, every pin as it is (a lockfile of
+        /// an older envc); resolves nothing.
+        #[arg(long, conflicts_with_all = ["check", "update", "outdated"])]
+        migrate: bool,
         /// With `--outdated`: read the archives' current indices first (and keep them).
         #[arg(long, requires = "outdated")]
         refresh: bool,
@@ -500,9 +504,11 @@ fn run(cli: Cli) -> Exit {
             check,
             update,
             outdated,
+            migrate,
             refresh,
             params,
         } => match commands::lock::one_file(&file) {
+            Ok(file) if migrate => commands::lock::migrate(file),
             Ok(file) if outdated => commands::lock::outdated(file, refresh, &params, ui),
             Ok(file) => commands::lock::lock(file, check, update.as_deref(), &params, ui),
             Err(e) => Err(e),

@@ -49,7 +49,11 @@ impl Project {
     }
 
     fn lockfile(&self) -> String {
-        std::fs::read_to_string(self.path("prod.lock")).unwrap_or_default()
+        self.lockfile_of("prod.lock")
+    }
+
+    fn lockfile_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
     }
 
     fn envc(&self, args: &[&str]) -> Output {
@@ -974,4 +978,122 @@ fn outdated_exits_3_while_a_security_update_is_pending_and_0_once_the_lock_moves
     );
     // `--refresh` is `--outdated`'s only.
     expect(&p.envc(&["lock", "prod.env", "--refresh"]), 2);
+}
+
+/// Locks of the quickstart from this repository's history, one per format (`git log
+/// --format=%h -- examples/quickstart.lock`), kept under tests/fixtures/locks/.
+const HISTORY: &[(&str, u32)] = &[
+    ("quickstart-v1-3b9e5e4.lock", 1),
+    ("quickstart-v1-8497140.lock", 1),
+    ("quickstart-v2-0788ea9.lock", 2),
+    ("quickstart-v3-e1974cb.lock", 3),
+];
+
+#[test]
+fn locks_from_older_formats_read_compare_and_migrate_moving_nothing() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let current = repo.join("examples/quickstart.lock");
+    let current = current.to_str().unwrap();
+    for (name, format) in HISTORY {
+        let fixture = repo.join("tests/fixtures/locks").join(name);
+        let fixture = fixture.to_str().unwrap();
+        // Nothing is fetched: a mirror that answers nothing.
+        let p = Project::new(&archive::closed_port_url());
+        std::fs::copy(
+            repo.join("examples/quickstart.env"),
+            p.path("quickstart.env"),
+        )
+        .unwrap();
+        std::fs::create_dir(p.path("templates")).unwrap();
+        for t in std::fs::read_dir(repo.join("examples/templates")).unwrap() {
+            let t = t.unwrap().path();
+            std::fs::copy(&t, p.path("templates").join(t.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(fixture, p.path("quickstart.lock")).unwrap();
+
+        // `lock --check` reads it: stale, pin by pin, not "not a valid lockfile".
+        let check = p.envc(&["lock", "--check", "quickstart.env"]);
+        expect(&check, 3);
+        let problems = stderr(&check);
+        assert!(
+            problems.contains("quickstart.lock is stale:"),
+            "{name}: {problems}"
+        );
+        assert!(!problems.contains("format version"), "{name}: {problems}");
+        if *format < 3 {
+            assert!(
+                problems.contains(
+                    "image:debian-12: its set pins the versions of 145 packages but not their \
+                     .debs' bytes"
+                ),
+                "{name}: {problems}"
+            );
+        }
+        if *format == 1 {
+            assert!(
+                problems.contains("package:nginx: pinned by an older envc without its closure"),
+                "{name}: {problems}"
+            );
+        }
+        // `plan` reads it: format 3 plans; an image set without bytes cannot be built,
+        // and the plan says why.
+        let plan = p.envc(&["plan", "quickstart.env"]);
+        if *format < 3 {
+            expect(&plan, 1);
+            assert!(
+                stdout(&plan)
+                    .contains("without its .deb's bytes (an older envc's lockfile format)"),
+                "{name}: {}",
+                text(&plan)
+            );
+        } else {
+            expect(&plan, 0);
+        }
+        assert!(
+            stdout(&plan).contains("create    web-0/package:nginx"),
+            "{name}: {}",
+            text(&plan)
+        );
+        // `lock diff` compares across formats.
+        let o = p.envc(&["lock", "diff", fixture, current]);
+        expect(&o, 0);
+        assert!(
+            stdout(&o).contains(&format!("- `version`: format {format} → format 4\n"))
+                && stdout(&o).contains("- `package:nginx`: 1.22.1-9+deb12u9 → 1.22.1-9+deb12u11"),
+            "{name}: {}",
+            text(&o)
+        );
+
+        // `--migrate` rewrites the format and moves nothing; then it is current.
+        let o = p.envc(&["lock", "--migrate", "quickstart.env"]);
+        expect(&o, 0);
+        assert_eq!(
+            stdout(&o),
+            format!("quickstart.lock: format {format} → 4; no pin moved\n")
+        );
+        let migrated = p.lockfile_of("quickstart.lock");
+        assert!(migrated.contains("\nversion = 4\n"), "{migrated}");
+        let o = p.envc(&["lock", "diff", fixture, "quickstart.lock"]);
+        expect(&o, 0);
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n- `version`: format \
+                 {format} → format 4\n"
+            ),
+            "{name}"
+        );
+        // What `--check` says is the same, read from either.
+        let again = p.envc(&["lock", "--check", "quickstart.env"]);
+        expect(&again, 3);
+        assert_eq!(stderr(&again), problems, "{name}");
+        let o = p.envc(&["lock", "--migrate", "quickstart.env"]);
+        expect(&o, 0);
+        assert!(
+            stdout(&o).contains("already format 4; unchanged"),
+            "{}",
+            text(&o)
+        );
+        assert_eq!(p.lockfile_of("quickstart.lock"), migrated);
+    }
 }

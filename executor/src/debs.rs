@@ -72,6 +72,12 @@ pub fn pinned<'a>(
                  `envc lock FILE`",
                 d.name
             )),
+            // Formats 1 and 2 pinned an image's set as versions only.
+            _ if d.sha256.is_empty() => Err(format!(
+                "{what}: the lockfile pins `{}` {} without its .deb's bytes (an older envc's \
+                 lockfile format); run `envc lock FILE --update=KEY` for it",
+                d.name, d.version
+            )),
             _ => Err(format!(
                 "{what}: the lockfile does not pin `{}` {} (sha256 {}), which the environment \
                  was compiled with; run `envc lock FILE`",

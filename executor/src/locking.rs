@@ -414,6 +414,76 @@ pub fn lock_environment(
     })
 }
 
+/// What `envc lock --migrate` did.
+pub enum Migrated {
+    /// The lockfile is of the current format already: not written.
+    Current { path: PathBuf },
+    /// Rewritten from format `from`; `diff` is what moved (only the `version` pin).
+    Rewritten {
+        path: PathBuf,
+        from: u32,
+        diff: LockDiff,
+    },
+}
+
+/// `envc lock --migrate FILE`: FILE's lockfile rewritten in the current format, every pin
+/// as it was read (nothing is resolved, nothing fetched). Written only when reading it
+/// back gives the same pins.
+pub fn migrate_lock(env_file: &Path) -> Result<Migrated, LockCommandError> {
+    let path = lock_path(env_file);
+    let old = match read_lock(env_file) {
+        Ok(Some(l)) => l.lock,
+        Ok(None) => {
+            return Err(LockCommandError::Input(format!(
+                "{} does not exist: there is nothing to migrate\n  hint: `envc lock {}` \
+                 writes one",
+                path.display(),
+                env_file.display()
+            )))
+        }
+        Err(e) => return Err(LockCommandError::Input(e.to_string())),
+    };
+    if old.version == envc_lockfiles::FORMAT_VERSION {
+        return Ok(Migrated::Current { path });
+    }
+    let name = path
+        .file_name()
+        .map_or("".into(), |f| f.to_string_lossy())
+        .replace(".lock", ".env");
+    let command = format!("envc lock {name}");
+    // Read back before writing: the text must carry every pin as it was.
+    let again = envc_lockfiles::Lockfile::parse(&old.to_toml(&command)).map_err(|errors| {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        LockCommandError::Input(format!(
+            "{} cannot be migrated (a bug: please report it with the file): {}",
+            path.display(),
+            errors.join("; ")
+        ))
+    })?;
+    let diff = envc_lockfiles::diff(&old, &again);
+    let moved: Vec<String> = diff
+        .changes
+        .iter()
+        .filter(|c| c.key != "version")
+        .map(|c| c.key.clone())
+        .collect();
+    if !moved.is_empty() {
+        return Err(LockCommandError::Input(format!(
+            "{}: migrating would move {} (a bug: please report it with the file); nothing \
+             written",
+            path.display(),
+            moved.join(", ")
+        )));
+    }
+    old.write_to(&path, &command)
+        .map_err(|e| LockCommandError::Input(format!("cannot write {}: {e}", path.display())))?;
+    Ok(Migrated::Rewritten {
+        path,
+        from: old.version,
+        diff,
+    })
+}
+
 /// Where the store keeps the indices the last `envc lock` read (`--outdated`).
 pub fn indices_dir(store_root: &Path) -> PathBuf {
     store_root.join("indices")

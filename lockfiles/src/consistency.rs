@@ -152,7 +152,8 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
         );
     }
     for i in &lock.images {
-        for p in &i.packages {
+        // A set read from format 1 or 2 has versions only: `needs::stale` says so.
+        for p in i.packages.iter().filter(|p| p.bytes_known()) {
             out.extend(
                 package(p, lock.archive(&p.archive))
                     .into_iter()

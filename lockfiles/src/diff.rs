@@ -287,7 +287,8 @@ fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
                 details.push(format!("`{name}` {a} → {b}{archive}"));
             }
             // The archive rebuilt the same version: worth a reviewer's look.
-            (Some((a, x)), Some((_, y))) if x != y => {
+            // Unknown bytes (a set read from format 1 or 2) are not other bytes.
+            (Some((a, x)), Some((_, y))) if x != y && !x.is_empty() && !y.is_empty() => {
                 moved += 1;
                 details.push(format!(
                     "`{name}` {a}: same version, other bytes (sha256 {} → {}): check why \

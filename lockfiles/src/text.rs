@@ -41,7 +41,8 @@ impl Lockfile {
              # To update it, run `envc lock FILE` (every pin) or `envc lock FILE --update=KEY`\n\
              # (one pin; KEY as `envc lock diff` names it, e.g. package:hello).\n\n"
         ));
-        out.push_str(&format!("version = {}\n", lock.version));
+        // Always the current format: a lockfile read from an older one is migrated.
+        out.push_str(&format!("version = {FORMAT_VERSION}\n"));
         out.push_str(&format!("source_date_epoch = {}\n", lock.source_date_epoch));
         out.push_str(&format!("stdlib = {}\n", quote(&lock.stdlib)));
         for a in &lock.archives {
@@ -110,6 +111,10 @@ impl Lockfile {
 /// POOL-PATH [ARCHIVE]`, name and version first, so that review reads it like `apt`'s
 /// `name=version`; the archive only when it is not the image's (`debian/bookworm-security`).
 fn image_entry(p: &PackagePin, image_archive: &str) -> String {
+    // Migrated from format 1 or 2, which pinned versions only: kept as it was.
+    if !p.bytes_known() {
+        return format!("{}={}", p.name, p.version);
+    }
     let mut entry = format!(
         "{}={} {} {} {} {}",
         p.name, p.version, p.architecture, p.size, p.sha256, p.filename
@@ -174,6 +179,29 @@ impl fmt::Display for ImageEntryError {
 }
 
 impl std::error::Error for ImageEntryError {}
+
+/// An image's package as formats 1 and 2 pinned it: `NAME=VERSION`, without its `.deb`'s
+/// bytes (architecture, size, sha256 and pool path empty: [`PackagePin::bytes_known`] is
+/// false, and `lock --check` asks for the image to be locked again).
+fn parse_versions_entry(entry: &str, archive: &str) -> Result<PackagePin, ImageEntryError> {
+    let shape = || ImageEntryError::Shape {
+        entry: entry.to_string(),
+    };
+    let (name, version) = entry.split_once('=').ok_or_else(shape)?;
+    if !valid_package_name(name) || !version::is_valid(version) {
+        return Err(shape());
+    }
+    Ok(PackagePin {
+        name: name.to_string(),
+        archive: archive.to_string(),
+        version: version.to_string(),
+        architecture: String::new(),
+        filename: String::new(),
+        size: 0,
+        sha256: String::new(),
+        closure: None,
+    })
+}
 
 /// What [`image_entry`] wrote, or why `entry` is not that.
 fn parse_image_entry(entry: &str, archive: &str) -> Result<PackagePin, ImageEntryError> {
@@ -327,6 +355,7 @@ impl Lockfile {
         let mut p = Parser {
             lines,
             errors: Vec::new(),
+            format: u64::from(FORMAT_VERSION),
         };
         let lock = p.document(doc.get_ref());
         if p.errors.is_empty() {
@@ -360,6 +389,8 @@ impl Lines {
 struct Parser {
     lines: Lines,
     errors: Vec<LockError>,
+    /// The format version the document says it is (read first).
+    format: u64,
 }
 
 type Value<'i> = Spanned<DeValue<'i>>;
@@ -407,7 +438,10 @@ impl Parser {
             return None;
         }
 
+        self.format = version;
         let mut lock = Lockfile::new(0, String::new());
+        // The format it was read from; the text written is always the current one.
+        lock.version = u32::try_from(version).unwrap_or(FORMAT_VERSION);
         let mut seen_epoch = false;
         let mut seen_stdlib = false;
         for (key, value) in doc.iter() {
@@ -722,6 +756,9 @@ impl Parser {
                     packages,
                 })
             })
+        } else if self.format == 1 {
+            // Format 1 pinned no closures: every package was one the environment named.
+            Some(Some(PackageClosure::default()))
         } else {
             Some(None)
         };
@@ -741,7 +778,12 @@ impl Parser {
     fn image(&mut self, mut b: Block<'_, '_>) -> Option<ImagePin> {
         let name = self.name(&mut b)?;
         let archive = self.string(&mut b, "archive");
-        let includes = self.strings(&mut b, "includes");
+        // The first lockfiles did not say what an image's set was resolved from.
+        let includes = if self.format == 1 && !b.table.contains_key("includes") {
+            Some(Vec::new())
+        } else {
+            self.strings(&mut b, "includes")
+        };
         let mut packages = Vec::new();
         let mut ok = true;
         match b.take("packages").map(|v| (v, v.get_ref())) {
@@ -752,10 +794,22 @@ impl Parser {
             Some((_, DeValue::Array(items))) => {
                 let mut seen = BTreeMap::new();
                 let archive_name = archive.clone().unwrap_or_default();
+                // `NAME=VERSION` alone: formats 1 and 2, or a set migrated from them
+                // (`envc lock --migrate`) whose bytes were never pinned — every entry so,
+                // so that one entry cut short by hand is still an error.
+                let versions_only = self.format < 3
+                    || items
+                        .iter()
+                        .all(|i| i.get_ref().as_str().is_some_and(|e| !e.contains(' ')));
                 for item in items.iter() {
                     let at = item.span().start;
                     let entry = item.get_ref().as_str().unwrap_or("");
-                    match parse_image_entry(entry, &archive_name) {
+                    let parsed = if versions_only {
+                        parse_versions_entry(entry, &archive_name)
+                    } else {
+                        parse_image_entry(entry, &archive_name)
+                    };
+                    match parsed {
                         Ok(p) => {
                             if seen.insert(p.name.clone(), ()).is_some() {
                                 self.error(
@@ -1160,7 +1214,13 @@ mod tests {
         let v3 = sample()
             .to_toml("envc lock prod.env")
             .replace("version = 4\n", "version = 3\n");
-        assert_eq!(Lockfile::parse(&v3), Ok(sample()));
+        assert_eq!(
+            Lockfile::parse(&v3),
+            Ok(Lockfile {
+                version: 3,
+                ..sample()
+            })
+        );
     }
 
     /// Parses `edit(sample text)` and renders the errors, one per line.
@@ -1270,12 +1330,12 @@ mod tests {
         );
         check(
             replace("version = 4\n", "version = 5\n"),
-            "line 5: lockfile format version 5; this envc reads versions 3 to 4\n  \
+            "line 5: lockfile format version 5; this envc reads versions 1 to 4\n  \
              hint: it was written by a newer envc: upgrade envc",
         );
         check(
-            replace("version = 4\n", "version = 2\n"),
-            "line 5: lockfile format version 2; this envc reads versions 3 to 4\n  \
+            replace("version = 4\n", "version = 0\n"),
+            "line 5: lockfile format version 0; this envc reads versions 1 to 4\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(

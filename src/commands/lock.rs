@@ -6,7 +6,8 @@ use std::path::Path;
 use envc_compiler::pin::PinKey;
 use envc_compiler::{compile, CompileOptions};
 use envc_executor::locking::{
-    lock_environment, outdated_pins, LockCommandError, LockOutcome, LockRequest,
+    lock_environment, migrate_lock, outdated_pins, LockCommandError, LockOutcome, LockRequest,
+    Migrated,
 };
 use envc_executor::project::{split_root, FsLoader};
 use envc_executor::spec::Spec;
@@ -242,6 +243,33 @@ pub fn outdated(file: &Path, refresh: bool, params: &Params, ui: Ui) -> Outcome 
         file.display()
     ));
     Ok(Exit::Drift)
+}
+
+/// `envc lock --migrate FILE`: the lockfile rewritten in the current format, no pin moved.
+pub fn migrate(file: &Path) -> Outcome {
+    match migrate_lock(file) {
+        Ok(Migrated::Current { path }) => {
+            output::line(format!(
+                "{}: already format {}; unchanged",
+                path.display(),
+                envc_lockfiles::FORMAT_VERSION
+            ));
+            Ok(Exit::Ok)
+        }
+        Ok(Migrated::Rewritten { path, from, .. }) => {
+            output::line(format!(
+                "{}: format {from} → {}; no pin moved",
+                path.display(),
+                envc_lockfiles::FORMAT_VERSION
+            ));
+            Ok(Exit::Ok)
+        }
+        Err(LockCommandError::Input(e)) => Err(Failure::Input(e)),
+        Err(LockCommandError::Unresolved { errors, .. }) => Err(Failure::Errors {
+            errors,
+            exit: Exit::Input,
+        }),
+    }
 }
 
 /// `1 pin`, `2 pins`.
