@@ -306,11 +306,10 @@ fn newer<'i>(
     p: &PackagePin,
 ) -> Result<Option<(String, &'i SuiteIndex)>, IndexError> {
     let main = lock.main_of(&p.archive);
-    let mut names = lock.group(main);
+    let mut names: std::collections::BTreeSet<String> = lock.group(main).into_iter().collect();
     if let Some(i) = indices.get(main) {
         names.extend(i.with.iter().cloned());
     }
-    names.dedup();
     let mut best: Option<(String, &SuiteIndex)> = None;
     for name in names {
         let Some(index) = indices.get(&name) else {
