@@ -149,6 +149,10 @@ enum LockCommand {
         /// Also list the nodes of this environment whose ids change.
         #[arg(long, value_name = "FILE")]
         env: Option<PathBuf>,
+        /// `markdown`: a pull request's body (a title, a table of the moved packages with
+        /// the CVEs and bugs their changelogs name, the pins).
+        #[arg(long, value_enum, default_value_t = commands::lock::DiffFormat::Text)]
+        format: commands::lock::DiffFormat,
     },
 }
 
@@ -240,17 +244,32 @@ enum Command {
     Lock {
         #[command(subcommand)]
         command: Option<LockCommand>,
-        #[arg(required = true)]
-        file: Option<PathBuf>,
+        /// The environment file (one; a second word here is most often a value meant
+        /// for `--update`, which takes it after `=`).
+        #[arg(required = true, value_name = "FILE")]
+        file: Vec<PathBuf>,
         /// Change nothing: exit 3 when the lockfile does not cover the environment.
         #[arg(long)]
         check: bool,
-        /// Move pins: alone, every pin to the archives' current Releases; `security`, only
-        /// what the security suites changed; a KEY (`package:hello`, `image:debian-12`,
-        /// `source_date_epoch`), only that pin (repeat it for more).
-        #[arg(long, value_name = "KEY|security", num_args = 0..=1,
+        /// Move pins: `--update` alone, every pin to the archives' current Releases;
+        /// `--update=security`, only what the security suites changed; `--update=KEY`
+        /// (`package:hello`, `image:debian-12`, `source_date_epoch`), only that pin (repeat
+        /// it for more). The value follows `=`, so `--update prod.env` is not read as one.
+        #[arg(long, value_name = "KEY|security", num_args = 0..=1, require_equals = true,
               value_parser = commands::lock::parse_update)]
         update: Option<Vec<commands::lock::Update>>,
+        /// Change nothing: list the pins that have newer versions in their suites, security
+        /// updates first; exit 3 when a security update is pending. Offline, against the
+        /// indices the last `envc lock` read (kept in the store).
+        #[arg(long, conflicts_with_all = ["check", "update"])]
+        outdated: bool,
+        /// Rewrite the lockfile in the current format, every pin as it is (a lockfile of
+        /// an older envc); resolves nothing.
+        #[arg(long, conflicts_with_all = ["check", "update", "outdated"])]
+        migrate: bool,
+        /// With `--outdated`: read the archives' current indices first (and keep them).
+        #[arg(long, requires = "outdated")]
+        refresh: bool,
         #[command(flatten)]
         params: Params,
     },
@@ -470,20 +489,29 @@ fn run(cli: Cli) -> Exit {
             commands::build::build(&file, &args, &params, &target, ui)
         }
         Command::Lock {
-            command: Some(LockCommand::Diff { old, new, env }),
+            command:
+                Some(LockCommand::Diff {
+                    old,
+                    new,
+                    env,
+                    format,
+                }),
             ..
-        } => commands::lock::lock_diff(&old, &new, env.as_deref(), ui),
+        } => commands::lock::lock_diff(&old, &new, env.as_deref(), format, ui),
         Command::Lock {
             command: None,
             file,
             check,
             update,
+            outdated,
+            migrate,
+            refresh,
             params,
-        } => match file {
-            Some(file) => commands::lock::lock(&file, check, update.as_deref(), &params, ui),
-            None => Err(Failure::Input(
-                "give the environment file: `envc lock prod.env`".into(),
-            )),
+        } => match commands::lock::one_file(&file) {
+            Ok(file) if migrate => commands::lock::migrate(file),
+            Ok(file) if outdated => commands::lock::outdated(file, refresh, &params, ui),
+            Ok(file) => commands::lock::lock(file, check, update.as_deref(), &params, ui),
+            Err(e) => Err(e),
         },
         Command::Why {
             file,

@@ -14,7 +14,8 @@ pub enum Exit {
     Ok,
     /// Bad input: diagnostics, a missing store, a node that does not exist.
     Input,
-    /// Drift found, or `lock --check` found the lockfile stale.
+    /// Drift found, `lock --check` found the lockfile stale, or `lock --outdated` a
+    /// pending security update.
     Drift,
     /// A step failed or a target could not be reached.
     Failed,

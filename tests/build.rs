@@ -1481,6 +1481,10 @@ fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
         })
         .unwrap();
     let mut bytes = std::fs::read(&hello).unwrap();
+    // `envc lock` kept the .deb it checked to pin hello in the store, and a build installs
+    // the store's copy: without it, the build goes to the mirror.
+    let kept = format!("{}.deb", envc_lockfiles::fetch::sha256_hex(&bytes));
+    std::fs::remove_file(p.dir.path().join("env/.envc/debs").join(kept)).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(&hello, bytes).unwrap();

@@ -2,11 +2,19 @@
 //! flags that envc has: every shell line that runs `envc` is parsed by envc's own command
 //! line (`envc::cli::Cli`), with the workflow's variables substituted. A renamed flag or
 //! subcommand fails here, listing every line that no longer parses, not in a user's CI.
+//! The scheduled security update (examples/ci/*-security-updates.yml and the script they
+//! share) is also run, against the project's local test archive, in a git repository.
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
+#[path = "../lockfiles/tests/support/mod.rs"]
+mod archive;
+#[path = "support/output.rs"]
+mod output;
+
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::{Command, Output};
 
 use clap::Parser as _;
 use serde_yaml_ng::Value;
@@ -36,6 +44,187 @@ fn gitlab_ci_example_uses_real_envc_commands() {
     let invocations = workflow_invocations("examples/ci/gitlab-ci.yml");
     check_covers_the_workflow(&invocations, "gitlab-ci.yml");
     assert_all_parse(&invocations);
+}
+
+/// The scheduled security update: both workflows run on a schedule, run the shared script
+/// (whose envc lines parse too), and open the pull request with the markdown lock diff.
+#[test]
+fn security_update_workflows_are_scheduled_and_use_real_envc_commands() {
+    let script = std::fs::read_to_string(Path::new(ROOT).join(SECURITY_SCRIPT)).unwrap();
+    for (rel, scheduled, opens) in [
+        (
+            "examples/ci/github-security-updates.yml",
+            "cron:",
+            "--body-file \"$BODY\"",
+        ),
+        (
+            "examples/ci/gitlab-security-updates.yml",
+            "$CI_PIPELINE_SOURCE == \"schedule\"",
+            "description@$BODY",
+        ),
+    ] {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(rel)).unwrap();
+        let doc: Value = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(text.contains(scheduled), "{rel}: not scheduled");
+        assert!(
+            text.contains(opens),
+            "{rel}: the pull request's body is not $BODY"
+        );
+        let mut scripts = Vec::new();
+        collect_scripts(&doc, &mut scripts);
+        assert!(
+            scripts
+                .iter()
+                .any(|s| s.contains(&format!("sh {SECURITY_SCRIPT}"))),
+            "{rel}: does not run {SECURITY_SCRIPT}"
+        );
+        let mut vars = workflow_variables(&doc);
+        // What the script derives from ENV_FILE (`${ENV_FILE%.env}.lock`).
+        vars.insert("LOCK".into(), "examples/quickstart.lock".into());
+        let mut invocations = workflow_invocations(rel);
+        invocations.extend(envc_invocations(&script, &vars, SECURITY_SCRIPT));
+        let has = |words: &[&str]| {
+            invocations
+                .iter()
+                .any(|i| words.iter().all(|w| i.args.iter().any(|a| a == w)))
+        };
+        for words in [
+            &["lock", "--outdated", "--refresh", "examples/quickstart.env"][..],
+            &["lock", "--update=security", "examples/quickstart.env"][..],
+            &[
+                "diff",
+                "HEAD:examples/quickstart.lock",
+                "examples/quickstart.lock",
+                "markdown",
+            ][..],
+        ] {
+            assert!(has(words), "{rel}: no `envc {}`", words.join(" "));
+        }
+        assert_all_parse(&invocations);
+    }
+}
+
+const SECURITY_SCRIPT: &str = "examples/ci/security-updates.sh";
+
+/// The security update's job, run as the workflows run it (the shared script, with envc on
+/// PATH) in a git repository whose environment is locked against the local test archive:
+/// nothing to do until the security suite moves; then the lockfile moves on a branch, with
+/// the markdown lock diff as the commit's and the pull request's body.
+#[test]
+fn the_security_update_job_runs_against_the_test_archive() {
+    const ENV: &str = r#"
+let h = host(name = "h", address = "192.0.2.1")
+let hello = package(name = "hello", target = h)
+let jq = package(name = "jq", target = h)
+"#;
+    const DATE: &str = "Sat, 10 Jan 2026 10:14:31 UTC";
+    let main = archive::TinyArchive::new("bookworm");
+    main.write(
+        &[
+            archive::with_changelog(archive::pkg("hello", "2.10-3", "")),
+            archive::pkg("jq", "1.6-2.1", ""),
+        ],
+        DATE,
+        true,
+    );
+    let [_updates, security] = main.companions(DATE);
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path();
+    std::fs::write(dir.join("prod.env"), ENV).unwrap();
+    std::fs::write(dir.join(".gitignore"), ".envc/\n").unwrap();
+    let envc = Path::new(env!("CARGO_BIN_EXE_envc"));
+    let path = format!(
+        "{}:{}",
+        envc.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |program: &str, args: &[&str]| -> Output {
+        Command::new(program)
+            .args(args)
+            .current_dir(dir)
+            .env("PATH", &path)
+            .env("ENVC_DEBIAN_MIRROR", &main.mirror)
+            // The tiny archive's signature is not a real one.
+            .env("ENVC_ARCHIVE_KEYRING", "")
+            .env("ENV_FILE", "prod.env")
+            .env("GITHUB_OUTPUT", dir.join("github-output"))
+            .env("GIT_AUTHOR_NAME", "envc test")
+            .env("GIT_AUTHOR_EMAIL", "test@envc.invalid")
+            .env("GIT_COMMITTER_NAME", "envc test")
+            .env("GIT_COMMITTER_EMAIL", "test@envc.invalid")
+            .env_remove("ENVC_STORE")
+            .env_remove("CI")
+            .output()
+            .unwrap()
+    };
+    let ok = |o: Output| -> String {
+        assert!(o.status.success(), "{}", output::text(&o));
+        output::stdout(&o)
+    };
+    ok(run("envc", &["lock", "prod.env"]));
+    ok(run("git", &["init", "--quiet", "--initial-branch=main"]));
+    ok(run("git", &["add", "prod.env", "prod.lock", ".gitignore"]));
+    ok(run("git", &["commit", "--quiet", "--message", "lock"]));
+    let script = Path::new(ROOT).join(SECURITY_SCRIPT);
+    let script = script.to_str().unwrap();
+
+    // No security update: nothing is committed.
+    let out = ok(run("sh", &[script]));
+    assert!(
+        out.contains("no security update pending for prod.lock"),
+        "{out}"
+    );
+    let result = || std::fs::read_to_string(dir.join("envc-security-updates.env")).unwrap();
+    assert_eq!(result(), "changed=false\n");
+    let branches = ok(run(
+        "git",
+        &["branch", "--list", "--format=%(refname:short)"],
+    ));
+    assert_eq!(branches, "main\n");
+
+    // The security suite fixes hello: the lockfile moves on the branch, and the body says
+    // what the move fixes.
+    security.write(
+        &[archive::with_changelog(archive::pkg(
+            "hello",
+            "2.10-3+deb12u2",
+            "",
+        ))],
+        DATE,
+        true,
+    );
+    let out = ok(run("sh", &[script]));
+    assert!(
+        out.contains("committed the security updates of prod.lock on envc/security-updates"),
+        "{out}"
+    );
+    assert_eq!(result(), "changed=true\n");
+    let github = std::fs::read_to_string(dir.join("github-output")).unwrap();
+    assert!(github.ends_with("changed=true\n"), "{github}");
+    let body = std::fs::read_to_string(dir.join("envc-security-updates.md")).unwrap();
+    assert!(
+        body.starts_with(
+            "### envc lock: 2 pins changed, 1 package moved: 3 CVEs and 2 bugs fixed\n"
+        ) && body.contains("| `hello` | 2.10-3 | 2.10-3+deb12u2 | 3 CVEs, 2 bugs |\n"),
+        "{body}"
+    );
+    assert_eq!(
+        ok(run("git", &["rev-parse", "--abbrev-ref", "HEAD"])),
+        "envc/security-updates\n"
+    );
+    let files = ok(run("git", &["show", "--name-only", "--format=", "HEAD"]));
+    assert_eq!(files, "prod.lock\n");
+    let message = ok(run("git", &["log", "-1", "--format=%B"]));
+    assert!(
+        message.starts_with("envc: security updates of prod.lock\n\n### envc lock: ")
+            && message.contains("| `hello` | 2.10-3 | 2.10-3+deb12u2 |"),
+        "{message}"
+    );
+    assert!(ok(run("git", &["show", "HEAD:prod.lock"])).contains("version = \"2.10-3+deb12u2\""));
+    // The next week, nothing new: nothing to do.
+    let out = ok(run("sh", &[script]));
+    assert!(out.contains("no security update pending"), "{out}");
+    assert_eq!(result(), "changed=false\n");
 }
 
 /// The commands docs/ci.md tells a user to run (its ```sh blocks).

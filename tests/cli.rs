@@ -234,6 +234,49 @@ fn bad_usage_exits_2() {
 }
 
 #[test]
+fn lock_update_takes_its_value_after_equals_and_never_a_file() {
+    let ex = "examples/quickstart.env";
+    // `--update` before the file: the file is the file, not `--update`'s value (offline:
+    // with `--check` nothing is resolved).
+    let o = envc(&["lock", "--update", ex, "--check"], &repo());
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A value without `=` is a second word: refused, saying how to write it.
+    let o = envc(&["lock", ex, "--update", "security"], &repo());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "hint: `--update` takes its value after `=`: `envc lock {ex} --update=security`"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let o = envc(&["lock", "--update", "package:nginx", ex], &repo());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("`envc lock {ex} --update=package:nginx`")),
+        "{}",
+        stderr(&o)
+    );
+    // The file given as the value: a usage error that names the fix.
+    let o = envc(&["lock", &format!("--update={ex}")], &repo());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("`{ex}` is a file, not a pin key"))
+            && stderr(&o).contains(&format!("`envc lock {ex} --update`")),
+        "{}",
+        stderr(&o)
+    );
+    // Two files: one at a time.
+    let o = envc(&["lock", ex, "examples/k8s/prod.env"], &repo());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("lock one environment at a time"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_parameter_set_twice_is_refused() {
     let o = envc(
         &[

@@ -49,7 +49,11 @@ impl Project {
     }
 
     fn lockfile(&self) -> String {
-        std::fs::read_to_string(self.path("prod.lock")).unwrap_or_default()
+        self.lockfile_of("prod.lock")
+    }
+
+    fn lockfile_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
     }
 
     fn envc(&self, args: &[&str]) -> Output {
@@ -121,7 +125,7 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
 
     // The archive moves: only the pin asked for moves with it.
     archive.write(V2, "Sat, 11 Jul 2026 10:16:37 UTC", true);
-    let o = p.envc(&["lock", "prod.env", "--update", "package:hello"]);
+    let o = p.envc(&["lock", "prod.env", "--update=package:hello"]);
     expect(&o, 0);
     assert!(
         stdout(&o).contains("`package:hello`: 2.10-3 → 2.10-3+b1"),
@@ -159,7 +163,7 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
     );
 
     // The images' clock moves to the pinned archive's own date (Sat, 11 Jul 2026 10:16:37).
-    let o = p.envc(&["lock", "prod.env", "--update", "source_date_epoch"]);
+    let o = p.envc(&["lock", "prod.env", "--update=source_date_epoch"]);
     expect(&o, 0);
     assert!(
         stdout(&o).contains("`source_date_epoch`: 1700000000 → 1783764997"),
@@ -353,7 +357,7 @@ fn a_pin_edited_by_hand_is_stale() {
     let err = stderr(&o);
     assert!(err.contains("package:nginx: filename"), "{}", text(&o));
     assert!(
-        err.contains("envc lock --update package:nginx"),
+        err.contains("envc lock --update=package:nginx"),
         "{}",
         text(&o)
     );
@@ -736,7 +740,7 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
         later,
         true,
     );
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     let out = stdout(&o);
     assert!(
@@ -760,7 +764,7 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
     );
     expect(&p.envc(&["lock", "--check", "prod.env"]), 0);
     // Nothing more to move.
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     assert!(stdout(&o).contains("unchanged"), "{}", text(&o));
 
@@ -778,13 +782,11 @@ fn update_security_moves_only_what_the_security_suite_changed_and_says_so() {
     let o = p.envc(&[
         "lock",
         "prod.env",
-        "--update",
-        "security",
-        "--update",
-        "package:hello",
+        "--update=security",
+        "--update=package:hello",
     ]);
     expect(&o, 1);
-    assert!(stderr(&o).contains("--update security"), "{}", text(&o));
+    assert!(stderr(&o).contains("--update=security"), "{}", text(&o));
 }
 
 #[test]
@@ -809,7 +811,7 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
         DATE,
         true,
     );
-    let o = p.envc(&["lock", "prod.env", "--update", "security"]);
+    let o = p.envc(&["lock", "prod.env", "--update=security"]);
     expect(&o, 0);
     let fixed = "- `hello` 2.10-3 → 2.10-3+deb12u2: 3 CVEs (CVE-2026-0001, CVE-2026-0002, \
                  CVE-2026-0003); 2 bugs (#1100001, #1100002)";
@@ -829,6 +831,41 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
             && out.contains(fixed),
         "{out}"
     );
+    // The pull request's body: the title counts them, the table names the move.
+    let o = p.envc(&[
+        "lock",
+        "diff",
+        "old.lock",
+        "prod.lock",
+        "--format",
+        "markdown",
+    ]);
+    expect(&o, 0);
+    let md = stdout(&o);
+    assert!(
+        md.starts_with(
+            "### envc lock: 2 pins changed, 1 package moved: 3 CVEs and 2 bugs fixed\n\n\
+             | Package | From | To | Fixes |\n|---|---|---|---|\n\
+             | `hello` | 2.10-3 | 2.10-3+deb12u2 | 3 CVEs, 2 bugs |\n"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "  - CVEs: [CVE-2026-0001](https://security-tracker.debian.org/tracker/CVE-2026-0001)"
+        ) && md.contains("#### Pins\n\nMoved:\n- `archive:debian/bookworm-security`"),
+        "{md}"
+    );
+    // The same bytes twice.
+    let again = p.envc(&[
+        "lock",
+        "diff",
+        "old.lock",
+        "prod.lock",
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(stdout(&again), md);
     // Without the store's copy, it says so rather than guess.
     std::fs::remove_dir_all(p.path(".envc/debs")).unwrap();
     let o = p.envc(&["lock", "diff", "old.lock", "prod.lock"]);
@@ -840,4 +877,223 @@ fn lock_diff_names_the_cves_and_bugs_the_moved_packages_changelogs_fix() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn outdated_exits_3_while_a_security_update_is_pending_and_0_once_the_lock_moves() {
+    let main = TinyArchive::new("bookworm");
+    main.write(
+        &image_base(&[
+            pkg("libc6", "2.36-9+deb12u10", ""),
+            pkg("tzdata", "2025a-0+deb12u1", ""),
+            pkg("hello", "2.10-3", "Depends: libc6"),
+        ]),
+        DATE,
+        true,
+    );
+    let updates = main.beside("bookworm-updates");
+    updates.write(&[], DATE, true);
+    let security = main.beside("bookworm-security");
+    security.write(
+        &[pkg("hello", "2.10-3+deb12u1", "Depends: libc6")],
+        DATE,
+        true,
+    );
+    let p = Project::new(&main.mirror);
+    std::fs::write(p.path("prod.env"), SUITES_ENV).unwrap();
+    expect(&p.envc(&["lock", "prod.env"]), 0);
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).starts_with("prod.lock: no pin has a newer version in its suites\n"),
+        "{}",
+        text(&o)
+    );
+
+    // A week later: the security suite patched hello and libc6, the point release tzdata.
+    let later = "Sat, 17 Jan 2026 10:14:31 UTC";
+    updates.write(&[pkg("tzdata", "2025b-0+deb12u1", "")], later, true);
+    security.write(
+        &[
+            pkg("hello", "2.10-3+deb12u2", "Depends: libc6"),
+            pkg("libc6", "2.36-9+deb12u11", ""),
+        ],
+        later,
+        true,
+    );
+    // Offline, against what the last lock read: nothing is known yet.
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(stdout(&o).contains(&format!("({DATE})")), "{}", text(&o));
+    // Today's indices: the security updates first, exit 3.
+    let o = p.envc(&["lock", "prod.env", "--outdated", "--refresh"]);
+    expect(&o, 3);
+    let expected = "prod.lock: 3 pins with a newer version, 2 a security update\n\n\
+                    Security updates:\n\
+                    - `image:tiny`: `libc6` 2.36-9+deb12u10 → 2.36-9+deb12u11 (debian/bookworm-security)\n\
+                    - `package:hello` 2.10-3+deb12u1 → 2.10-3+deb12u2 (debian/bookworm-security)\n\n\
+                    Other updates:\n\
+                    - `image:tiny`: `tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1 (debian/bookworm-updates)\n";
+    assert!(stdout(&o).starts_with(expected), "{}", text(&o));
+    assert!(
+        stdout(&o)
+            .contains("hint: `envc lock prod.env --update=security` moves the security updates"),
+        "{}",
+        text(&o)
+    );
+    // The indices it read are kept: offline now says the same.
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 3);
+    assert!(stdout(&o).starts_with(expected), "{}", text(&o));
+    assert!(stdout(&o).contains(&format!("({later})")), "{}", text(&o));
+
+    // The lock moves: no security update is pending; the point release's still is.
+    expect(&p.envc(&["lock", "prod.env", "--update=security"]), 0);
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 0);
+    assert!(
+        stdout(&o).starts_with(
+            "prod.lock: 1 pin with a newer version, 0 a security update\n\n\
+             Other updates:\n\
+             - `image:tiny`: `tzdata` 2025a-0+deb12u1 → 2025b-0+deb12u1 (debian/bookworm-updates)\n"
+        ),
+        "{}",
+        text(&o)
+    );
+    // Offline means offline: the mirror gone, the answer is the same.
+    std::fs::remove_dir_all(main.root().join("dists")).unwrap();
+    std::fs::remove_dir_all(security.root().join("dists")).unwrap();
+    let again = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&again, 0);
+    assert_eq!(stdout(&again), stdout(&o));
+    // Without the indices: said, with the fix.
+    std::fs::remove_dir_all(p.path(".envc/indices")).unwrap();
+    let o = p.envc(&["lock", "--outdated", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("no index of archive `debian/bookworm")
+            && stderr(&o).contains("envc lock --outdated FILE --refresh"),
+        "{}",
+        text(&o)
+    );
+    // `--refresh` is `--outdated`'s only.
+    expect(&p.envc(&["lock", "prod.env", "--refresh"]), 2);
+}
+
+/// Locks of the quickstart from this repository's history, one per format (`git log
+/// --format=%h -- examples/quickstart.lock`), kept under tests/fixtures/locks/.
+const HISTORY: &[(&str, u32)] = &[
+    ("quickstart-v1-3b9e5e4.lock", 1),
+    ("quickstart-v1-8497140.lock", 1),
+    ("quickstart-v2-0788ea9.lock", 2),
+    ("quickstart-v3-e1974cb.lock", 3),
+];
+
+#[test]
+fn locks_from_older_formats_read_compare_and_migrate_moving_nothing() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let current = repo.join("examples/quickstart.lock");
+    let current = current.to_str().unwrap();
+    for (name, format) in HISTORY {
+        let fixture = repo.join("tests/fixtures/locks").join(name);
+        let fixture = fixture.to_str().unwrap();
+        // Nothing is fetched: a mirror that answers nothing.
+        let p = Project::new(&archive::closed_port_url());
+        std::fs::copy(
+            repo.join("examples/quickstart.env"),
+            p.path("quickstart.env"),
+        )
+        .unwrap();
+        std::fs::create_dir(p.path("templates")).unwrap();
+        for t in std::fs::read_dir(repo.join("examples/templates")).unwrap() {
+            let t = t.unwrap().path();
+            std::fs::copy(&t, p.path("templates").join(t.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(fixture, p.path("quickstart.lock")).unwrap();
+
+        // `lock --check` reads it: stale, pin by pin, not "not a valid lockfile".
+        let check = p.envc(&["lock", "--check", "quickstart.env"]);
+        expect(&check, 3);
+        let problems = stderr(&check);
+        assert!(
+            problems.contains("quickstart.lock is stale:"),
+            "{name}: {problems}"
+        );
+        assert!(!problems.contains("format version"), "{name}: {problems}");
+        if *format < 3 {
+            assert!(
+                problems.contains(
+                    "image:debian-12: its set pins the versions of 145 packages but not their \
+                     .debs' bytes"
+                ),
+                "{name}: {problems}"
+            );
+        }
+        if *format == 1 {
+            assert!(
+                problems.contains("package:nginx: pinned by an older envc without its closure"),
+                "{name}: {problems}"
+            );
+        }
+        // `plan` reads it: format 3 plans; an image set without bytes cannot be built,
+        // and the plan says why.
+        let plan = p.envc(&["plan", "quickstart.env"]);
+        if *format < 3 {
+            expect(&plan, 1);
+            assert!(
+                stdout(&plan)
+                    .contains("without its .deb's bytes (an older envc's lockfile format)"),
+                "{name}: {}",
+                text(&plan)
+            );
+        } else {
+            expect(&plan, 0);
+        }
+        assert!(
+            stdout(&plan).contains("create    web-0/package:nginx"),
+            "{name}: {}",
+            text(&plan)
+        );
+        // `lock diff` compares across formats.
+        let o = p.envc(&["lock", "diff", fixture, current]);
+        expect(&o, 0);
+        assert!(
+            stdout(&o).contains(&format!("- `version`: format {format} → format 4\n"))
+                && stdout(&o).contains("- `package:nginx`: 1.22.1-9+deb12u9 → 1.22.1-9+deb12u11"),
+            "{name}: {}",
+            text(&o)
+        );
+
+        // `--migrate` rewrites the format and moves nothing; then it is current.
+        let o = p.envc(&["lock", "--migrate", "quickstart.env"]);
+        expect(&o, 0);
+        assert_eq!(
+            stdout(&o),
+            format!("quickstart.lock: format {format} → 4; no pin moved\n")
+        );
+        let migrated = p.lockfile_of("quickstart.lock");
+        assert!(migrated.contains("\nversion = 4\n"), "{migrated}");
+        let o = p.envc(&["lock", "diff", fixture, "quickstart.lock"]);
+        expect(&o, 0);
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n- `version`: format \
+                 {format} → format 4\n"
+            ),
+            "{name}"
+        );
+        // What `--check` says is the same, read from either.
+        let again = p.envc(&["lock", "--check", "quickstart.env"]);
+        expect(&again, 3);
+        assert_eq!(stderr(&again), problems, "{name}");
+        let o = p.envc(&["lock", "--migrate", "quickstart.env"]);
+        expect(&o, 0);
+        assert!(
+            stdout(&o).contains("already format 4; unchanged"),
+            "{}",
+            text(&o)
+        );
+        assert_eq!(p.lockfile_of("quickstart.lock"), migrated);
+    }
 }

@@ -64,6 +64,8 @@ pub enum UnpinnedDeb {
     NotInLock { what: String, name: String },
     /// The lockfile pins the package, but not at the version and hash compiled in.
     OtherPin { what: String, deb: ClosureDeb },
+    /// An older format's lockfile pins it by version only, without its `.deb`'s bytes.
+    NoBytes { what: String, deb: ClosureDeb },
 }
 
 impl std::fmt::Display for UnpinnedDeb {
@@ -79,6 +81,12 @@ impl std::fmt::Display for UnpinnedDeb {
                 "{what}: the lockfile does not pin `{}` {} (sha256 {}), which the environment \
                  was compiled with; run `envc lock FILE`",
                 deb.name, deb.version, deb.sha256
+            ),
+            UnpinnedDeb::NoBytes { what, deb } => write!(
+                f,
+                "{what}: the lockfile pins `{}` {} without its .deb's bytes (an older envc's \
+                 lockfile format); run `envc lock FILE --update=KEY` for it",
+                deb.name, deb.version
             ),
         }
     }
@@ -100,6 +108,11 @@ pub fn pinned<'a>(
             _ if d.sha256 == envc_lockfiles::model::UNPINNED => Err(UnpinnedDeb::NotInLock {
                 what: what.to_string(),
                 name: d.name.clone(),
+            }),
+            // Formats 1 and 2 pinned an image's set as versions only.
+            _ if d.sha256.is_empty() => Err(UnpinnedDeb::NoBytes {
+                what: what.to_string(),
+                deb: d.clone(),
             }),
             _ => Err(UnpinnedDeb::OtherPin {
                 what: what.to_string(),
@@ -237,7 +250,7 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
                 format!(
                     "the vendor's archive dropped this version: a binary cache that has the \
                      .deb serves it (`envc.toml` [cache]), or move the pin with `envc lock \
-                     FILE --update {owner}`"
+                     FILE --update={owner}`"
                 ),
             )
         }
@@ -250,7 +263,7 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
                 "Debian's mirrors keep only the current versions. Build from a snapshot of the \
                  archive as it was locked: set the archive's `mirror` in the lockfile to \
                  https://snapshot.debian.org/archive/debian/<TIME>/ (a time after its `date`), \
-                 or move the pin with `envc lock FILE --update {owner}`"
+                 or move the pin with `envc lock FILE --update={owner}`"
             ),
         ),
         FetchError::Mismatch(m) => StepError::with_hint(

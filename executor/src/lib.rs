@@ -92,7 +92,10 @@ pub use repair::{RepairError, StoreReport};
 pub use store::{entry_key, ObjectId, RefConflict, Store, StoreError};
 
 // `envc lock`, and what a locked build checks first.
-pub use locking::{lock_environment, locked_problems, LockCommandError, LockOutcome, LockRequest};
+pub use locking::{
+    lock_environment, locked_problems, migrate_lock, outdated_pins, LockCommandError, LockOutcome,
+    LockRequest, Migrated,
+};
 
 // `envc verify`: the request, the report and its parts, the lab's stand-ins.
 pub use verify::compare::{NodeStatus, Verdict};

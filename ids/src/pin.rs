@@ -12,7 +12,7 @@ use std::str::FromStr;
 /// The vendor part of the archive pins envc makes for a Debian suite: `debian/SUITE`.
 pub const DEBIAN_VENDOR: &str = "debian";
 
-/// What a pin is about, and its stable name in lockfiles, diffs and `--update KEY`.
+/// What a pin is about, and its stable name in lockfiles, diffs and `--update=KEY`.
 ///
 /// The variants are declared in the order of their text (`archive:` < `image:` <
 /// `package:` < `source_date_epoch` < `stdlib` < `tool:`), so keys sort the same as keys or

@@ -114,7 +114,7 @@ impl fmt::Display for Inconsistency {
         write!(
             f,
             "{key}: {problem}; its fields disagree, so it was edited by hand: \
-             run `envc lock --update {key} FILE`",
+             run `envc lock --update={key} FILE`",
             key = self.key,
             problem = self.problem
         )
@@ -152,7 +152,8 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
         );
     }
     for i in &lock.images {
-        for p in &i.packages {
+        // A set read from format 1 or 2 has versions only: `needs::stale` says so.
+        for p in i.packages.iter().filter(|p| p.bytes_known()) {
             out.extend(
                 package(p, lock.archive(&p.archive))
                     .into_iter()
@@ -256,7 +257,7 @@ mod tests {
     }
 
     const FIX_HELLO: &str =
-        "its fields disagree, so it was edited by hand: run `envc lock --update package:hello FILE`";
+        "its fields disagree, so it was edited by hand: run `envc lock --update=package:hello FILE`";
 
     #[test]
     fn a_lockfile_as_written_is_consistent() {
@@ -295,7 +296,7 @@ mod tests {
             &["image:debian-12: `libc6`: filename \"pool/main/g/glibc/libc6_2.36-9+deb12u13_amd64.deb\" \
                is not this pin's .deb, which Debian's pool names \"libc6_2.36-9+deb12u14_amd64.deb\" \
                (NAME_VERSION_ARCH.deb, the version without its epoch); its fields disagree, so it \
-               was edited by hand: run `envc lock --update image:debian-12 FILE`"],
+               was edited by hand: run `envc lock --update=image:debian-12 FILE`"],
         );
     }
 
@@ -395,7 +396,7 @@ mod tests {
                 "package:libgreet2: filename \"pool/main/g/greet/libgreet1_1.0-1_amd64.deb\" is \
              not this pin's .deb, which Debian's pool names \"libgreet2_1.0-1_amd64.deb\" \
              (NAME_VERSION_ARCH.deb, the version without its epoch); its fields disagree, so \
-             it was edited by hand: run `envc lock --update package:libgreet2 FILE`",
+             it was edited by hand: run `envc lock --update=package:libgreet2 FILE`",
             ],
         );
         // The suite moved, the name (which packages and images refer to) did not.
@@ -404,7 +405,7 @@ mod tests {
             &[
                 "archive:debian/bookworm: its suite \"trixie\" makes its name \"debian/trixie\"; \
                its fields disagree, so it was edited by hand: run \
-               `envc lock --update archive:debian/bookworm FILE`",
+               `envc lock --update=archive:debian/bookworm FILE`",
             ],
         );
     }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::changelog::Fix;
 use crate::model::*;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,7 +287,8 @@ fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
                 details.push(format!("`{name}` {a} → {b}{archive}"));
             }
             // The archive rebuilt the same version: worth a reviewer's look.
-            (Some((a, x)), Some((_, y))) if x != y => {
+            // Unknown bytes (a set read from format 1 or 2) are not other bytes.
+            (Some((a, x)), Some((_, y))) if x != y && !x.is_empty() && !y.is_empty() => {
                 moved += 1;
                 details.push(format!(
                     "`{name}` {a}: same version, other bytes (sha256 {} → {}): check why \
@@ -366,6 +368,118 @@ impl fmt::Display for LockDiff {
     }
 }
 
+impl LockDiff {
+    /// The change as a pull request's body (`envc lock diff OLD NEW --format markdown`):
+    /// a title line, a table of the packages that moved with what their changelogs say the
+    /// move fixes (CVE ids and Debian bug numbers, each linked to Debian's trackers), and
+    /// the pins that changed. Deterministic: the same lockfiles and `.deb`s give the same
+    /// bytes.
+    pub fn markdown(&self, fixes: &[Fix]) -> String {
+        let mut out = String::new();
+        let (cves, bugs) = fixes
+            .iter()
+            .fold((0, 0), |(c, b), f| (c + f.cves().len(), b + f.bugs().len()));
+        let title = if self.is_empty() {
+            "No pin changed".to_string()
+        } else {
+            let mut t = plural(self.changes.len(), "pin", "pins") + " changed";
+            if !fixes.is_empty() {
+                t += &format!(
+                    ", {} moved: {} and {} fixed",
+                    plural(fixes.len(), "package", "packages"),
+                    plural(cves, "CVE", "CVEs"),
+                    plural(bugs, "bug", "bugs")
+                );
+            }
+            t
+        };
+        out += &format!("### envc lock: {title}\n");
+        if !fixes.is_empty() {
+            out += "\n| Package | From | To | Fixes |\n|---|---|---|---|\n";
+            for f in fixes {
+                out += &format!(
+                    "| `{}` | {} | {} | {} |\n",
+                    f.package,
+                    f.from,
+                    f.to,
+                    fix_summary(f)
+                );
+            }
+            let named: Vec<&Fix> = fixes
+                .iter()
+                .filter(|f| !f.cves().is_empty() || !f.bugs().is_empty())
+                .collect();
+            if !named.is_empty() {
+                out += "\n<details><summary>What each changelog names</summary>\n\n";
+                for f in named {
+                    out += &format!("- `{}` {} → {}\n", f.package, f.from, f.to);
+                    let cves: Vec<String> = f
+                        .cves()
+                        .iter()
+                        .map(|c| format!("[{c}](https://security-tracker.debian.org/tracker/{c})"))
+                        .collect();
+                    if !cves.is_empty() {
+                        out += &format!("  - CVEs: {}\n", cves.join(", "));
+                    }
+                    let bugs: Vec<String> = f
+                        .bugs()
+                        .iter()
+                        .map(|b| format!("[#{b}](https://bugs.debian.org/{b})"))
+                        .collect();
+                    if !bugs.is_empty() {
+                        out += &format!("  - Bugs: {}\n", bugs.join(", "));
+                    }
+                }
+                out += "\n</details>\n";
+            }
+        }
+        if !self.is_empty() {
+            // The text form's sections, one level down: it is markdown already.
+            let text = self.to_string();
+            let body = text.split_once('\n').map_or("", |(_, rest)| rest);
+            out += "\n#### Pins\n";
+            for line in body.lines() {
+                match line.strip_suffix(':') {
+                    Some(section @ ("Added" | "Removed" | "Moved")) => {
+                        out += &format!("\n{section}:\n")
+                    }
+                    _ if line.is_empty() => {}
+                    _ => {
+                        out += line;
+                        out += "\n";
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `1 CVE`, `14 CVEs`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// A table cell: what a moved package's changelog names, or why it was not read.
+fn fix_summary(f: &Fix) -> String {
+    match &f.entries {
+        Err(why) => format!("changelog not read: {why}").replace('|', "\\|"),
+        Ok(_) => {
+            let (cves, bugs) = (f.cves().len(), f.bugs().len());
+            match (cves, bugs) {
+                (0, 0) => "no CVE or bug named".into(),
+                (c, 0) => plural(c, "CVE", "CVEs"),
+                (0, b) => plural(b, "bug", "bugs"),
+                (c, b) => format!("{}, {}", plural(c, "CVE", "CVEs"), plural(b, "bug", "bugs")),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,6 +539,52 @@ mod tests {
         new.tools.retain(|t| t.name != "ssh");
         new.tools[1].version = "1:7.2+dfsg-7+deb12u19".into();
         insta::assert_snapshot!(diff(&old, &new).to_string());
+    }
+
+    #[test]
+    fn markdown_is_a_pull_request_body_naming_what_each_move_fixes() {
+        use crate::changelog::{Entry, Unavailable};
+        let old = sample();
+        let mut new = sample();
+        new.archives[0].release_sha256 = hex('d');
+        new.packages[0].version = "2.10-3+deb12u2".into();
+        new.packages[0].filename =
+            "pool/updates/main/h/hello/hello_2.10-3+deb12u2_amd64.deb".into();
+        new.packages[0].sha256 = hex('e');
+        new.packages[1].version = "2.36-9+deb12u14".into();
+        new.packages[1].sha256 = hex('f');
+        let fixes = [
+            Fix {
+                package: "hello".into(),
+                from: "2.10-3".into(),
+                to: "2.10-3+deb12u2".into(),
+                entries: Ok(vec![
+                    Entry {
+                        version: "2.10-3+deb12u2".into(),
+                        cves: vec!["CVE-2026-0002".into(), "CVE-2026-0003".into()],
+                        bugs: vec![1100002],
+                    },
+                    Entry {
+                        version: "2.10-3+deb12u1".into(),
+                        cves: vec!["CVE-2026-0001".into()],
+                        bugs: vec![1100001],
+                    },
+                ]),
+            },
+            Fix {
+                package: "libc6".into(),
+                from: "2.36-9+deb12u13".into(),
+                to: "2.36-9+deb12u14".into(),
+                entries: Err(Unavailable::NoDeb),
+            },
+        ];
+        let d = diff(&old, &new);
+        insta::assert_snapshot!(d.markdown(&fixes));
+        // Nothing moved: one line.
+        assert_eq!(
+            diff(&old, &old).markdown(&[]),
+            "### envc lock: No pin changed\n"
+        );
     }
 
     #[test]

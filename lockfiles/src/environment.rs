@@ -9,6 +9,7 @@ use crate::error::LockError;
 use crate::mirror::NoMirror;
 use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
 use crate::needs::Needs;
+use crate::outdated::SuiteIndex;
 use crate::resolve::{required_set, resolve_closure, ResolveError};
 use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
 
@@ -25,6 +26,9 @@ pub struct Resolved {
     /// The `.deb`s fetched to pin the packages the environment names, checked, by sha256:
     /// the caller keeps them (the store), so that their changelogs can say what a move fixes.
     pub debs: BTreeMap<String, Vec<u8>>,
+    /// The versions each archive served, for `envc lock --outdated` to compare pins with
+    /// offline (the caller keeps them: [`crate::outdated::save`]).
+    pub indices: Vec<SuiteIndex>,
 }
 
 /// Why nothing was resolved: one message per pin that failed, and the warnings so far.
@@ -50,94 +54,14 @@ pub fn resolve_environment(
             errors: vec![e.to_string()],
             warnings: Vec::new(),
         })?;
+    let Fetched {
+        archives,
+        mut companions,
+        vendors,
+        warnings,
+    } = fetch_archives(&rt, needs, old, project)?;
     let mut errors: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    // Each Debian suite with the suites apt reads beside it (unless the source opted out),
-    // each Release fetched and checked like the suite's own; resolution sees them merged,
-    // the newest version winning, as apt's candidate does at equal priority.
-    let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
-    let mut companions: Vec<ArchivePin> = Vec::new();
-    for suite in needs.suites() {
-        let mirror = match mirror_for(suite, old) {
-            Ok(m) => m,
-            Err(e) => {
-                errors.push(e.to_string());
-                continue;
-            }
-        };
-        let mut fetch = |suite: &str, mirror: &str| -> Result<Archive, String> {
-            let a = rt
-                .block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"]))
-                .map_err(|e| format!("{}: {e}", PinKey::debian_archive(suite)))?;
-            warnings.extend(authenticate(&a).map_err(|e| e.to_string())?);
-            Ok(a)
-        };
-        let mut main = match fetch(suite, &mirror) {
-            Ok(a) => a,
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
-        };
-        let mut beside = Vec::new();
-        if needs.takes_updates(suite) {
-            for companion in ArchivePin::companion_suites(suite) {
-                let m = companion_mirror(&companion, &mirror, old);
-                match fetch(&companion, &m) {
-                    Ok(a) => beside.push(a),
-                    Err(e) => errors.push(format!(
-                        "{e}\n  note: {suite} is locked with its -updates and -security suites \
-                         by default, as apt reads them: serve {companion} (or set \
-                         ENVC_DEBIAN_SECURITY_MIRROR), or take {suite} alone with `updates = \
-                         false` on its images and hosts"
-                    )),
-                }
-            }
-        }
-        main.pin.with = beside.iter().map(|a| a.pin.name.clone()).collect();
-        let group = if beside.is_empty() {
-            main
-        } else {
-            let others: Vec<&Archive> = beside.iter().collect();
-            main.merged(&others)
-        };
-        companions.extend(beside.into_iter().map(|a| a.pin));
-        archives.insert(suite, group);
-    }
-    // Vendors' archives: their InRelease checked with the key the source pins, whatever
-    // ENVC_ARCHIVE_KEYRING says (that is for Debian's).
-    let mut vendors: BTreeMap<&str, Archive> = BTreeMap::new();
-    for (name, v) in &needs.vendors {
-        let key = PinKey::Archive(name.clone());
-        let components: Vec<&str> = v.components.iter().map(String::as_str).collect();
-        let fetched = rt
-            .block_on(Archive::fetch_named(
-                name,
-                &v.url,
-                &v.suite,
-                ARCHITECTURE,
-                &components,
-            ))
-            .map_err(|e| e.to_string())
-            .and_then(|mut a| {
-                a.pin.signed_by = Some(v.fingerprint.clone());
-                let file = project.join(&v.key);
-                let bytes = std::fs::read(&file)
-                    .map_err(|e| format!("cannot read its key file {}: {e}", file.display()))?;
-                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)
-                    .map_err(|e| e.to_string())?;
-                Ok(a)
-            });
-        match fetched {
-            Ok(a) => {
-                vendors.insert(name, a);
-            }
-            Err(e) => errors.push(format!("{key}: {}", e.replace('\n', "\n  "))),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(Unresolved { errors, warnings });
-    }
+    let indices = indices_of(&archives, &companions, &vendors);
     let mut lock = Lockfile::new(
         old.map_or(DEFAULT_SOURCE_DATE_EPOCH, |o| o.source_date_epoch),
         stdlib.to_string(),
@@ -291,10 +215,175 @@ pub fn resolve_environment(
             lock,
             warnings,
             debs,
+            indices,
         })
     } else {
         Err(Unresolved { errors, warnings })
     }
+}
+
+/// The suites and vendors' archives an environment needs, fetched and verified: each Debian
+/// suite merged with the suites beside it (by suite), the pins of those suites, the vendors'
+/// archives (by name), and the warnings so far.
+struct Fetched<'n> {
+    archives: BTreeMap<&'n str, Archive>,
+    companions: Vec<ArchivePin>,
+    vendors: BTreeMap<&'n str, Archive>,
+    warnings: Vec<String>,
+}
+
+fn fetch_archives<'n>(
+    rt: &tokio::runtime::Runtime,
+    needs: &'n Needs,
+    old: Option<&Lockfile>,
+    project: &Path,
+) -> Result<Fetched<'n>, Unresolved> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    // Each Debian suite with the suites apt reads beside it (unless the source opted out),
+    // each Release fetched and checked like the suite's own; resolution sees them merged,
+    // the newest version winning, as apt's candidate does at equal priority.
+    let mut archives: BTreeMap<&str, Archive> = BTreeMap::new();
+    let mut companions: Vec<ArchivePin> = Vec::new();
+    for suite in needs.suites() {
+        let mirror = match mirror_for(suite, old) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let mut fetch = |suite: &str, mirror: &str| -> Result<Archive, String> {
+            let a = rt
+                .block_on(Archive::fetch(mirror, suite, ARCHITECTURE, &["main"]))
+                .map_err(|e| format!("{}: {e}", PinKey::debian_archive(suite)))?;
+            warnings.extend(authenticate(&a).map_err(|e| e.to_string())?);
+            Ok(a)
+        };
+        let mut main = match fetch(suite, &mirror) {
+            Ok(a) => a,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let mut beside = Vec::new();
+        if needs.takes_updates(suite) {
+            for companion in ArchivePin::companion_suites(suite) {
+                let m = companion_mirror(&companion, &mirror, old);
+                match fetch(&companion, &m) {
+                    Ok(a) => beside.push(a),
+                    Err(e) => errors.push(format!(
+                        "{e}\n  note: {suite} is locked with its -updates and -security suites \
+                         by default, as apt reads them: serve {companion} (or set \
+                         ENVC_DEBIAN_SECURITY_MIRROR), or take {suite} alone with `updates = \
+                         false` on its images and hosts"
+                    )),
+                }
+            }
+        }
+        main.pin.with = beside.iter().map(|a| a.pin.name.clone()).collect();
+        let group = if beside.is_empty() {
+            main
+        } else {
+            let others: Vec<&Archive> = beside.iter().collect();
+            main.merged(&others)
+        };
+        companions.extend(beside.into_iter().map(|a| a.pin));
+        archives.insert(suite, group);
+    }
+    // Vendors' archives: their InRelease checked with the key the source pins, whatever
+    // ENVC_ARCHIVE_KEYRING says (that is for Debian's).
+    let mut vendors: BTreeMap<&str, Archive> = BTreeMap::new();
+    for (name, v) in &needs.vendors {
+        let key = PinKey::Archive(name.clone());
+        let components: Vec<&str> = v.components.iter().map(String::as_str).collect();
+        let fetched = rt
+            .block_on(Archive::fetch_named(
+                name,
+                &v.url,
+                &v.suite,
+                ARCHITECTURE,
+                &components,
+            ))
+            .map_err(|e| e.to_string())
+            .and_then(|mut a| {
+                a.pin.signed_by = Some(v.fingerprint.clone());
+                let file = project.join(&v.key);
+                let bytes = std::fs::read(&file)
+                    .map_err(|e| format!("cannot read its key file {}: {e}", file.display()))?;
+                fetch::verify_vendor_signature(&a, &bytes, &v.fingerprint)
+                    .map_err(|e| e.to_string())?;
+                Ok(a)
+            });
+        match fetched {
+            Ok(a) => {
+                vendors.insert(name, a);
+            }
+            Err(e) => errors.push(format!("{key}: {}", e.replace('\n', "\n  "))),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Unresolved { errors, warnings });
+    }
+    Ok(Fetched {
+        archives,
+        companions,
+        vendors,
+        warnings,
+    })
+}
+
+/// The versions each archive served, from the fetched suites (each stanza of a merged suite
+/// knows its archive) and vendors' archives, each with its pin (`companions` are the pins of
+/// the suites beside a suite): what [`crate::outdated`] compares pins with.
+fn indices_of(
+    archives: &BTreeMap<&str, Archive>,
+    companions: &[ArchivePin],
+    vendors: &BTreeMap<&str, Archive>,
+) -> Vec<SuiteIndex> {
+    let groups = || archives.values().chain(vendors.values());
+    let pins: Vec<&ArchivePin> = groups().map(|a| &a.pin).chain(companions).collect();
+    let mut out: BTreeMap<String, SuiteIndex> = pins
+        .iter()
+        .map(|p| (p.name.clone(), SuiteIndex::new(p)))
+        .collect();
+    for group in groups() {
+        for name in group.names() {
+            for s in group.versions(name) {
+                let archive = s.origin.as_deref().unwrap_or(&group.pin.name);
+                if let Some(index) = out.get_mut(archive) {
+                    index
+                        .versions
+                        .entry(name.to_string())
+                        .or_default()
+                        .push(s.version.clone());
+                }
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// `envc lock --outdated --refresh`: the current indices of every suite and vendor's
+/// archive `needs` names (as `envc lock` would fetch and verify them), resolving nothing.
+pub fn fetch_indices(
+    needs: &Needs,
+    old: Option<&Lockfile>,
+    project: &Path,
+) -> Result<(Vec<SuiteIndex>, Vec<String>), Unresolved> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Unresolved {
+            errors: vec![e.to_string()],
+            warnings: Vec::new(),
+        })?;
+    let f = fetch_archives(&rt, needs, old, project)?;
+    Ok((
+        indices_of(&f.archives, &f.companions, &f.vendors),
+        f.warnings,
+    ))
 }
 
 /// Fetches pinned `.deb`s from their archives' mirrors, each checked against its pin: what
@@ -393,7 +482,7 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// Why `envc lock --update KEY…` cannot update the pins it names.
+/// Why `envc lock --update=KEY…` cannot update the pins it names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateError {
     /// A key in neither lockfile (see [`crate::model::update`]).
@@ -416,7 +505,7 @@ impl std::fmt::Display for UpdateError {
 
 impl std::error::Error for UpdateError {}
 
-/// `envc lock --update KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
+/// `envc lock --update=KEY…`: `fresh`'s pins for `keys`, `old`'s for the rest. Updating
 /// `source_date_epoch` moves the images' clock to the newest archive state pinned.
 pub fn update_pins(
     old: &Lockfile,
@@ -508,7 +597,7 @@ fn companion_mirror(suite: &str, main_mirror: &str, old: Option<&Lockfile>) -> S
 }
 
 /// The newest `Date:` of the archives a lockfile pins, as seconds since the epoch: what
-/// `--update source_date_epoch` moves the images' clock to (deterministic: it is the
+/// `--update=source_date_epoch` moves the images' clock to (deterministic: it is the
 /// archive's own time, not this machine's).
 fn archive_epoch(lock: &Lockfile) -> Option<u64> {
     lock.archives

@@ -413,7 +413,7 @@ pub async fn fetch_deb(mirror: &str, pin: &PackagePin) -> Result<Vec<u8>, FetchE
             got: "404: the mirror no longer has it".into(),
             hint: format!(
                 "Debian mirrors keep only the current versions: use a snapshot mirror for this \
-                 lock, or run `envc lock FILE --update {}`",
+                 lock, or run `envc lock FILE --update={}`",
                 pin.key()
             ),
         })));
@@ -426,7 +426,7 @@ pub async fn fetch_deb(mirror: &str, pin: &PackagePin) -> Result<Vec<u8>, FetchE
             expected,
             got,
             hint: "the mirror serves other bytes under this name: use another mirror; if the \
-               archive really changed the file, run `envc lock FILE --update KEY` and review"
+               archive really changed the file, run `envc lock FILE --update=KEY` and review"
                 .replace("KEY", &pin.key().to_string()),
         }))
     };

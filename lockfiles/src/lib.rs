@@ -11,7 +11,8 @@
 //! pure, for the build); [`probe`] asks the machine's tools for their versions; [`model`] is what is
 //! pinned, [`text`] its TOML form ([`error`] what reading it reports) and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
 //! change between two lockfiles, [`changelog`] what each moved package's changelog says it
-//! fixes; [`updates`] is `--update security`. Every error is a value whose message names the pin and
+//! fixes; [`updates`] is `--update=security`, [`outdated`] `--outdated` (the pins that have
+//! newer versions, against the indices the last lock kept). Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
 //! What `envc lock FILE` does with it, in order: the executor reads the environment's
@@ -19,7 +20,7 @@
 //! (`--check`, `build --locked`); [`environment::resolve_environment`] fetches each suite
 //! ([`Archive::fetch`], its signature checked), resolves what it names
 //! ([`resolve_packages`], [`resolve_image`]) and probes the tools; [`update`] keeps the
-//! unnamed pins on `--update KEY`; [`Lockfile::write_to`] writes the path [`lock_path`]
+//! unnamed pins on `--update=KEY`; [`Lockfile::write_to`] writes the path [`lock_path`]
 //! gives, only when everything resolved. Pin keys and values go through
 //! `envc_ids::pin`, the one codec every crate shares. The format is described in
 //! `lockfiles/README.md`.
@@ -37,6 +38,7 @@ pub mod installable;
 pub mod mirror;
 pub mod model;
 pub mod needs;
+pub mod outdated;
 pub mod probe;
 pub mod resolve;
 pub mod text;

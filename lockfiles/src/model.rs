@@ -1,7 +1,7 @@
 //! The lockfile's model: every external input an environment depends on, pinned.
 //!
 //! Each pin has a stable key (`package:hello`, `archive:debian/bookworm`, …): `lock diff`
-//! reports by key and `envc lock --update KEY` re-resolves one pin, so keys never depend on
+//! reports by key and `envc lock --update=KEY` re-resolves one pin, so keys never depend on
 //! a pin's content, only on its kind and name.
 
 /// The lockfile format's version; a lockfile of another version is refused with a message
@@ -13,11 +13,17 @@
 /// Version 4: a Debian suite's pin holds its `-updates` and `-security` suites (`with`, each
 /// pinned as an archive of its own), and an image's package names its archive when it is not
 /// the image's (a package of the set from `bookworm-security`). Version 3 reads as version 4
-/// with no suite beside any other ([`crate::text`] migrates it in memory).
+/// with no suite beside any other ([`crate::text`] migrates it in memory). Versions 1 (no
+/// closures: every package is one the environment names, with an empty closure; images
+/// maybe without `includes`) and 2 (closures) pinned an image's set as versions only
+/// (`NAME=VERSION`): read as they were, those packages' bytes unknown
+/// ([`PackagePin::bytes_known`]), which `envc lock --migrate` keeps and `lock --check` reports.
+/// A lockfile read keeps the format it was read from in [`Lockfile::version`]; the text
+/// written is always this version's.
 pub const FORMAT_VERSION: u32 = 4;
 
 /// The earliest lockfile format this envc still reads (migrated in memory).
-pub const OLDEST_FORMAT_VERSION: u32 = 3;
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// The suites apt reads beside a Debian release's own, in the order `with` lists them: the
 /// point-release updates and the security updates (`bookworm-updates`,
@@ -163,6 +169,12 @@ impl ArchivePin {
 impl PackagePin {
     pub fn key(&self) -> PinKey {
         PinKey::Package(self.name.clone())
+    }
+
+    /// Whether its `.deb`'s bytes are pinned: not for a package of an image's set read
+    /// from format 1 or 2, which pinned versions only.
+    pub fn bytes_known(&self) -> bool {
+        !self.sha256.is_empty()
     }
 
     /// The `.deb` as a pin value names it.
@@ -363,7 +375,7 @@ impl Lockfile {
     }
 }
 
-/// `envc lock FILE --update KEY…`: the freshly resolved lockfile for the named pins, the old
+/// `envc lock FILE --update=KEY…`: the freshly resolved lockfile for the named pins, the old
 /// one for every other pin that both have. Pins that the environment added or dropped
 /// follow `fresh` (what the environment needs now).
 ///

@@ -298,7 +298,7 @@ impl fmt::Display for Stale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {}; run `envc lock FILE` (or `--update KEY`) and commit the lockfile",
+            "{}: {}; run `envc lock FILE` (or `--update=KEY`) and commit the lockfile",
             self.key, self.problem
         )
     }
@@ -386,6 +386,15 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                             need.used_by.join(", ")
                         ),
                     ),
+                    // Format 1 pinned no closure: the package alone.
+                    Some(c) if c.starts_from.is_empty() && !starts.is_empty() => push(
+                        key,
+                        format!(
+                            "pinned by an older envc without its closure (what it brings onto \
+                             {})",
+                            starts.join(", ")
+                        ),
+                    ),
                     Some(c) if c.starts_from != starts => push(
                         key,
                         format!(
@@ -397,6 +406,22 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
                     Some(_) => {}
                 }
             }
+        }
+    }
+    // Formats 1 and 2 pinned an image's set as versions, not bytes: a build cannot check
+    // the .debs it installs against them.
+    for i in &lock.images {
+        let unknown = i.packages.iter().filter(|p| !p.bytes_known()).count();
+        if unknown > 0 && needs.images.contains_key(&i.name) {
+            push(
+                i.key(),
+                format!(
+                    "its set pins the versions of {unknown} packages but not their .debs' bytes \
+                     (an older envc's lockfile format): `envc lock FILE --update={}` pins them \
+                     (at the suite's current versions)",
+                    i.key()
+                ),
+            );
         }
     }
     for (name, need) in &needs.images {

@@ -154,20 +154,20 @@ impl fmt::Display for ToolMismatch {
             Some(found) if self.tool == KUBERNETES => write!(
                 f,
                 "this envc checks objects against the Kubernetes {found} API, the lock says {}: \
-                 use an envc that carries {}, or run `envc lock FILE --update {key}` and check \
+                 use an envc that carries {}, or run `envc lock FILE --update={key}` and check \
                  the objects again",
                 self.locked, self.locked
             ),
             Some(found) => write!(
                 f,
                 "{} is {found} here, the lock says {}: install that version or run `envc lock FILE \
-                 --update {key}`",
+                 --update={key}`",
                 self.tool, self.locked
             ),
             None => write!(
                 f,
                 "{} is not installed here, the lock says {}: install that version or run `envc \
-                 lock FILE --update {key}`",
+                 lock FILE --update={key}`",
                 self.tool, self.locked
             ),
         }
@@ -256,9 +256,9 @@ mod tests {
             [
                 "qemu-system-x86_64 is 1:7.2+dfsg-7+deb12u16 here, the lock says \
                  1:7.2+dfsg-7+deb12u18+b3: install that version or run `envc lock FILE \
-                 --update tool:qemu-system-x86_64`",
+                 --update=tool:qemu-system-x86_64`",
                 "ssh is not installed here, the lock says 9.2p1 Debian-2+deb12u6: install that \
-                 version or run `envc lock FILE --update tool:ssh`",
+                 version or run `envc lock FILE --update=tool:ssh`",
             ]
         );
         assert_eq!(check_tools(&lock, &lock.tools), []);
@@ -283,7 +283,7 @@ mod tests {
             got,
             [format!(
                 "this envc checks objects against the Kubernetes {} API, the lock says 1.30: use \
-                 an envc that carries 1.30, or run `envc lock FILE --update tool:kubernetes` and \
+                 an envc that carries 1.30, or run `envc lock FILE --update=tool:kubernetes` and \
                  check the objects again",
                 envc_ids::KUBERNETES_VERSION
             )]

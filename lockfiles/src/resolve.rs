@@ -494,7 +494,7 @@ pub fn verify_packages(archive: &Archive, pins: &[PackagePin]) -> Vec<ResolveErr
                     "`{}` {} is no longer in {} ({now})",
                     p.name, p.version, archive.pin.name
                 ),
-                hint: format!("the suite moved on: run `envc lock FILE --update {key}`"),
+                hint: format!("the suite moved on: run `envc lock FILE --update={key}`"),
             });
             continue;
         };
@@ -518,7 +518,7 @@ pub fn verify_packages(archive: &Archive, pins: &[PackagePin]) -> Vec<ResolveErr
                 ),
                 hint: format!(
                     "the lockfile was edited, or the archive rebuilt the package under the same \
-                     version: check the change, then run `envc lock FILE --update {key}`"
+                     version: check the change, then run `envc lock FILE --update={key}`"
                 ),
             });
         }
@@ -872,13 +872,13 @@ mod tests {
             errors,
             [
                 "package:hello: `hello` 2.10-1 is no longer in debian/test (now 2.10-3)\n  \
-                 hint: the suite moved on: run `envc lock FILE --update package:hello`",
+                 hint: the suite moved on: run `envc lock FILE --update=package:hello`",
                 &format!(
                     "package:libc6: `libc6` 2.36-9 does not verify: the lock says \
                      pool/main/libc6_2.36-9_amd64.deb (500 bytes, sha256 {}), debian/test lists \
                      pool/main/libc6_2.36-9_amd64.deb (500 bytes, sha256 {:064x})\n  \
                      hint: the lockfile was edited, or the archive rebuilt the package under the \
-                     same version: check the change, then run `envc lock FILE --update package:libc6`",
+                     same version: check the change, then run `envc lock FILE --update=package:libc6`",
                     "f".repeat(64),
                     11
                 ),

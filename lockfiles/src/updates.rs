@@ -1,4 +1,4 @@
-//! `envc lock --update security`: the lockfile moved only where the security suites changed
+//! `envc lock --update=security`: the lockfile moved only where the security suites changed
 //! (the usual weekly job), every other pin kept as it was.
 //!
 //! A full resolution (`fresh`) says what each pin would be today. A pin takes its fresh
@@ -15,7 +15,7 @@
 //! itself) moved; `envc lock FILE --update` moves everything. An image whose patched
 //! package needs a newer dependency from the point release fails its build naming what
 //! differs (`image.sh` checks the installed set against the pinned one): lock it with
-//! `--update image:NAME` then.
+//! `--update=image:NAME` then.
 
 use std::collections::BTreeSet;
 

@@ -201,7 +201,7 @@ async fn a_version_move_shows_in_the_diff() {
         errors,
         [
             "package:hello: `hello` 2.10-2 is no longer in debian/tiny (now 2.10-3)\n  \
-          hint: the suite moved on: run `envc lock FILE --update package:hello`"
+          hint: the suite moved on: run `envc lock FILE --update=package:hello`"
         ]
     );
     // ... and the mirror no longer has the old .deb.
@@ -211,7 +211,7 @@ async fn a_version_move_shows_in_the_diff() {
         "`pool/main/h/hello/hello_2.10-2_amd64.deb` of debian/tiny does not match its pin \
          (package:hello): expected hello 2.10-2, got 404: the mirror no longer has it\n  \
          hint: Debian mirrors keep only the current versions: use a snapshot mirror for this \
-         lock, or run `envc lock FILE --update package:hello`"
+         lock, or run `envc lock FILE --update=package:hello`"
     );
 }
 
@@ -270,7 +270,7 @@ async fn a_tampered_deb_is_refused() {
             "`{path}` of debian/tiny does not match its pin (package:hello): expected sha256 {}, \
              got sha256 {}\n  \
              hint: the mirror serves other bytes under this name: use another mirror; if the \
-             archive really changed the file, run `envc lock FILE --update package:hello` and \
+             archive really changed the file, run `envc lock FILE --update=package:hello` and \
              review",
             pins[0].sha256,
             sha256_hex(&deb)

@@ -379,7 +379,7 @@ fn check_package_set(
             lines.join("\n")
         ),
         format!(
-            "review the move with `envc lock FILE --update {key}` and `envc lock diff`, or \
+            "review the move with `envc lock FILE --update={key}` and `envc lock diff`, or \
              build from a mirror that still serves the locked versions"
         ),
     ))
@@ -414,7 +414,7 @@ mod tests {
             "libc6: locked 2.36-9+deb12u10, the archive gave 2.36-9+deb12u13",
             "zlib1g: locked 1:1.2.13, not installed",
             "tzdata: not in the lock, the archive gave 2025b",
-            "--update image:i",
+            "--update=image:i",
         ] {
             assert!(err.contains(part), "{part}: {err}");
         }
