@@ -132,7 +132,6 @@ pub fn target_key(name: &str, records: &BTreeMap<String, RealizationRecord>) -> 
 
 /// How to reach a VM, from its facts.
 pub fn vm_host(name: &str, facts: &Facts, identity: PathBuf) -> Option<HostSpec> {
-    use crate::kinds::vm::qemu::fact;
     Some(HostSpec {
         name: name.to_string(),
         address: facts.get(fact::SSH_ADDRESS)?.clone(),

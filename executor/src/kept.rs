@@ -99,7 +99,7 @@ impl Persist {
     /// A fresh name for a master being started: it is renamed to [`Persist::socket`] once
     /// logged in, so no run ever finds a master that has not checked its host key.
     pub fn starting_socket(&self) -> PathBuf {
-        self.dir.join(format!("new-{}", crate::unique_tag()))
+        self.dir.join(format!("new-{}", crate::names::unique_tag()))
     }
 
     /// Removes the sockets of masters that have ended, and returns how many. A master that

@@ -52,3 +52,22 @@ pub(crate) fn env_of_safe_name(name: &str) -> Option<String> {
     };
     (safe_name(&env) == name).then_some(env)
 }
+
+/// 16 hex digits no other caller gets: names of things made beside others' (staging
+/// directories on targets, control sockets being started). Random; should the system's
+/// randomness fail, the process id, the clock and a counter still keep it unique here.
+pub(crate) fn unique_tag() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mixed = (u64::from(std::process::id()) << 32)
+            ^ u64::from(nanos)
+            ^ COUNTER.fetch_add(1, Ordering::Relaxed).rotate_left(17);
+        bytes = mixed.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

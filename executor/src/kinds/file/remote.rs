@@ -120,7 +120,7 @@ async fn apply_batch(
         }
     }
     if !batch.is_empty() {
-        let token = crate::unique_tag();
+        let token = crate::names::unique_tag();
         let archive = tar_of(files, &batch, &token).map_err(|e| TransportError::Io {
             host: t.host().to_string(),
             detail: format!("cannot pack the files to send: {e}"),
