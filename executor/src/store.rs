@@ -524,9 +524,9 @@ impl Store {
     }
 
     fn substitute_path(&self, resolved_hash: &ResolvedHash) -> PathBuf {
-        let key = entry_key(resolved_hash);
-        let name = key.rsplit('/').next().unwrap_or(&key);
-        self.root.join("substitutes").join(name)
+        self.root
+            .join("substitutes")
+            .join(entry_name(resolved_hash))
     }
 
     /// Remembers the facts of a build output (an image) by its resolved hash, so that the
@@ -801,10 +801,16 @@ pub(crate) fn new_key() -> io::Result<[u8; 32]> {
 /// substitutes alike. Hashed again so that whatever a resolved hash
 /// is spelled with, the key is 64 hex digits.
 pub fn entry_key(resolved_hash: &ResolvedHash) -> String {
+    format!("entries/{}", entry_name(resolved_hash))
+}
+
+/// The name an output's entry has: in the cache's `entries/`, and in the store's
+/// `substitutes/`.
+fn entry_name(resolved_hash: &ResolvedHash) -> String {
     let mut h = blake3::Hasher::new();
     h.update(b"envc-cache-key\0");
     h.update(resolved_hash.as_str().as_bytes());
-    format!("entries/{}", h.finalize().to_hex())
+    h.finalize().to_hex().to_string()
 }
 
 #[cfg(test)]

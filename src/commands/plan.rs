@@ -4,7 +4,8 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use envc_executor::{
-    describe_decl, Action, Assessment, Plan, PlanReport, RealizationRecord, Resolution, Spec,
+    describe_decl, on_target, Action, Assessment, Plan, PlanReport, RealizationRecord, Resolution,
+    Spec,
 };
 use serde_json::json;
 
@@ -134,7 +135,8 @@ fn deletion_note(key: &str, r: &RealizationRecord, in_table: bool) -> String {
             ),
         };
     }
-    match (r.created || !key.contains('/'), in_table) {
+    let targetless = on_target(key).is_none();
+    match (r.created || targetless, in_table) {
         (true, _) => "no longer in the source",
         (false, false) => {
             "no longer in the source; envc did not create it, so it stays on the target"
