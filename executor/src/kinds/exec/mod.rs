@@ -73,15 +73,15 @@ impl NodeType for Exec {
             let mut out = Vec::new();
             for (r, _) in records {
                 let Some(undo) = &r.undo else { continue };
-                let mut removal = Removal::of(r, Ok(String::new()));
-                removal.result = match undo_exec(cx.transport, undo).await {
-                    Ok(log) => {
-                        removal.log = Some(log);
-                        Ok("undone: exit 0".to_string())
-                    }
-                    Err(e) => Err(e),
+                let (result, log) = match undo_exec(cx.transport, undo).await {
+                    Ok(log) => (Ok("undone: exit 0".to_string()), Some(log)),
+                    Err(e) => (Err(e), None),
                 };
-                out.push(removal);
+                out.push(Removal {
+                    node: r.node.clone(),
+                    result,
+                    log,
+                });
             }
             out
         })

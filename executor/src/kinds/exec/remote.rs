@@ -518,13 +518,13 @@ mod tests {
         assert!(captured(vec![b'x'; 10], MAX_CAPTURE as u64 + 1).is_err());
     }
 
-    #[test]
-    fn programs_that_env_would_misread_are_refused() {
-        let spec = |argv: &[&str]| ExecSpec {
+    /// A command of `argv` with `env`, as validation sees it.
+    fn command(argv: Vec<String>, env: BTreeMap<String, String>) -> ExecSpec {
+        ExecSpec {
             name: "x".into(),
             command: CommandLine {
-                argv: argv.iter().map(|s| s.to_string()).collect(),
-                env: BTreeMap::new(),
+                argv,
+                env,
                 user: None,
                 cwd: "/".into(),
                 timeout_secs: 1,
@@ -537,6 +537,16 @@ mod tests {
             undo: None,
             inputs: String::new(),
             previous: None,
+        }
+    }
+
+    #[test]
+    fn programs_that_env_would_misread_are_refused() {
+        let spec = |argv: &[&str]| {
+            command(
+                argv.iter().map(|s| s.to_string()).collect(),
+                BTreeMap::new(),
+            )
         };
         assert!(spec(&["true"]).validate().is_ok());
         assert!(spec(&["A=b"]).validate().is_err());
@@ -547,26 +557,9 @@ mod tests {
     /// large; what it takes (big, within the limits) is sent, on stdin.
     #[test]
     fn values_too_large_for_a_program_are_named() {
-        let spec = |argv: Vec<String>, env: &[(&str, usize)]| ExecSpec {
-            name: "x".into(),
-            command: CommandLine {
-                argv,
-                env: env
-                    .iter()
-                    .map(|(k, n)| (k.to_string(), "v".repeat(*n)))
-                    .collect(),
-                user: None,
-                cwd: "/".into(),
-                timeout_secs: 1,
-            },
-            stdin: vec![],
-            creates: None,
-            unless: None,
-            only_if: None,
-            capture: false,
-            undo: None,
-            inputs: String::new(),
-            previous: None,
+        let spec = |argv: Vec<String>, env: &[(&str, usize)]| {
+            let env = env.iter().map(|(k, n)| (k.to_string(), "v".repeat(*n)));
+            command(argv, env.collect())
         };
         let echo = |n: usize| vec!["echo".to_string(), "a".repeat(n)];
         assert_eq!(
