@@ -1463,6 +1463,25 @@ fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
     assert_eq!(kept, 3);
     assert_eq!(summary(&run(&["build"])), (0, 2, 0));
 
+    // jq's sha256 edited by hand (its fields still agree, so `lock --check` cannot see it):
+    // the host has the pinned version, so nothing would ship, and still the build holds the
+    // pin to its bytes and refuses it.
+    let lock_path = p.dir.path().join("env/prod.lock");
+    let block = lock.find("name = \"jq\"\n").unwrap();
+    let at = block + lock[block..].find("sha256 = \"").unwrap() + "sha256 = \"".len();
+    let mut edited = lock.clone();
+    edited.replace_range(at..at + 64, &"5".repeat(64));
+    std::fs::write(&lock_path, &edited).unwrap();
+    let refused = run(&["build"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("pin package:jq") && err.contains("does not match its pin"),
+        "{err}"
+    );
+    std::fs::write(&lock_path, &lock).unwrap();
+    assert_eq!(summary(&run(&["build"])), (0, 2, 0));
+
     // The mirror serves other bytes than were locked: the build says which pin, and
     // installs nothing.
     p.write("prod.env", &src(&["jq", "hello"]));

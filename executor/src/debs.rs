@@ -133,6 +133,20 @@ pub async fn path_of(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<P
     Ok(store.deb_path(&deb.pin.sha256))
 }
 
+/// That the store holds a pinned `.deb` with its pinned bytes, without reading a copy it
+/// already has (a copy is checked when it is kept, and again where it is shipped): for a
+/// pin whose version the target already has, so a hand-edited sha256 is caught even where
+/// nothing is installed. A copy the store lacks is fetched and checked as [`path_of`] does.
+pub async fn hold(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<(), StepError> {
+    let size = tokio::fs::metadata(store.deb_path(&deb.pin.sha256))
+        .await
+        .map(|m| m.len());
+    if size.is_ok_and(|s| s == deb.pin.size) {
+        return Ok(());
+    }
+    keep_checked(store, deb, owner).await
+}
+
 /// The package a pinned `.deb` of the store holds ([`path_of`] put it there), with its
 /// relations, read once per process: the same `.deb` goes to many targets. A `.deb` whose
 /// control paragraph names another package or version than its pin is refused.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use envc_lockfiles::installable::{self, Installed, Package, Relations};
 
-use crate::debs::{control_of, path_of, DebSource};
+use crate::debs::{control_of, hold, path_of, DebSource};
 use crate::error::StepError;
 use crate::record::{Applied, Facts};
 use crate::script::{indexed, no_record, records, run_script, run_script_streamed, tail};
@@ -163,17 +163,22 @@ async fn ship_pinned(
     listing: &Listing,
 ) -> Result<Option<Vec<Applied>>, StepError> {
     let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-    let needed: Vec<&DebSource> = debs
-        .values()
-        .filter(|d| {
+    let (needed, kept): (Vec<&DebSource>, Vec<&DebSource>) =
+        debs.values().copied().partition(|d| {
             needs_shipping(
                 &d.pin.version,
                 listing.version_of(&d.pin.name),
                 roots.contains(&&*d.pin.name),
             )
-        })
-        .copied()
-        .collect();
+        });
+    // A pinned version the host already has is still held to its bytes: the lockfile says
+    // which .deb a version is, and a sha256 edited by hand must not pass because nothing
+    // ships. (A newer version the host keeps instead of a closure's pin is not that pin.)
+    for d in kept {
+        if listing.version_of(&d.pin.name) == Some(d.pin.version.as_str()) {
+            hold(store, d, &d.pin.key()).await?;
+        }
+    }
     // Checked one at a time (each is read whole to hash it), then streamed from the store:
     // a step holds no more than one `.deb` in memory, however many it ships.
     let mut paths = Vec::with_capacity(needed.len());
