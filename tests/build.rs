@@ -1587,3 +1587,126 @@ fn a_locked_build_installs_exactly_the_pinned_debs_on_hosts_with_no_mirror() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Each checkpoint of a run writes only the outcomes since the one before it (a long run
+/// writes each outcome once, not once per checkpoint), and the log of a killed run reads
+/// the chain back whole; a finished run's record is one object.
+#[test]
+fn checkpoints_write_each_outcome_once_and_a_killed_runs_log_reads_them_all() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    let mut s = format!(
+        "let h = host(name = \"{}\", address = \"{}\")\n",
+        hosts.name(0),
+        hosts.addr(0)
+    );
+    // One command after another, each long enough for a checkpoint (every 300 ms) after
+    // it; the last waits for the test.
+    for n in 0..6 {
+        let after = if n == 0 {
+            String::new()
+        } else {
+            format!(", after = [s{}]", n - 1)
+        };
+        let script = if n == 5 {
+            "while [ ! -e /run/envc-go ]; do sleep 0.1; done".to_string()
+        } else {
+            format!("sleep 0.5; touch /run/envc-s{n}")
+        };
+        s.push_str(&format!(
+            "let s{n} = exec(name = \"s{n}\", target = h, argv = [\"sh\", \"-c\", \"{script}\"]{after})\n"
+        ));
+    }
+    p.write("prod.env", &s);
+    let mut child = p
+        .envc(&hosts, &["build"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = || {
+        let o = p.run(&hosts, &["log", "--json"]);
+        ok(&o);
+        let newest = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+        newest.unwrap_or_default()
+    };
+    let done = |run: &serde_json::Value| {
+        run["nodes"].as_array().map_or(0, |n| {
+            (n.iter())
+                .filter(|n| n["node"].as_str().is_some_and(|k| k.contains("/exec:")))
+                .filter(|n| n["outcome"].as_str().is_some_and(|o| o.starts_with("ok")))
+                .count()
+        })
+    };
+    let mut last = serde_json::Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while done(&last) < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "five steps not in the log: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        last = log();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let killed = log();
+    assert_eq!(killed["result"], "unfinished", "{killed}");
+    assert_eq!(done(&killed), 5, "{killed}");
+    let run_id = killed["run"].as_str().unwrap().to_string();
+
+    // The run's checkpoints in the store: several, none repeating an outcome of another.
+    let records = |run: &str| -> Vec<serde_json::Value> {
+        let mut found = Vec::new();
+        let objects = p.dir.path().join("env/.envc/objects");
+        for shard in std::fs::read_dir(objects).unwrap() {
+            for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+                let bytes = std::fs::read(f.unwrap().path()).unwrap();
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                    if v["run"] == run && v.get("graph_hash").is_some() {
+                        found.push(v);
+                    }
+                }
+            }
+        }
+        found
+    };
+    let checkpoints = records(&run_id);
+    assert!(checkpoints.len() >= 3, "{checkpoints:?}");
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &checkpoints {
+        assert_eq!(c["result"], "unfinished", "{c}");
+        for n in c["nodes"].as_array().unwrap() {
+            assert!(
+                seen.insert(n["node"].to_string()),
+                "written twice: {n} in {checkpoints:?}"
+            );
+        }
+    }
+    // The host and the five commands.
+    assert_eq!(seen.len(), 6, "{checkpoints:?}");
+
+    // Let the last command end: the next build runs it and records the run in one object.
+    hosts.ssh(0, "touch /run/envc-go");
+    let built = p.run(&hosts, &["build"]);
+    ok(&built);
+    let finished = log();
+    assert_eq!(finished["result"], "ok", "{finished}");
+    let whole: Vec<serde_json::Value> = records(finished["run"].as_str().unwrap())
+        .into_iter()
+        .filter(|r| r["result"] == "ok")
+        .collect();
+    assert_eq!(whole.len(), 1, "{whole:?}");
+    assert!(whole[0].get("earlier").is_none(), "{}", whole[0]);
+    // The host and six commands, of which the last ran.
+    assert_eq!(
+        whole[0]["nodes"].as_array().unwrap().len(),
+        7,
+        "{}",
+        whole[0]
+    );
+    assert_eq!(done(&finished), 1, "{finished}");
+}

@@ -221,7 +221,13 @@ pub struct RunRecord {
     pub started_unix: u64,
     pub finished_unix: u64,
     pub result: RunResult,
+    /// The outcomes: all of them in a finished run's record; in a checkpoint of a run still
+    /// going (`unfinished`), only those since the checkpoint before it, `earlier`, so a long
+    /// run writes each outcome once per checkpoint chain, not once per checkpoint.
     pub nodes: Vec<NodeOutcome>,
+    /// The checkpoint before this one, whose outcomes come first (see `nodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<ObjectId>,
     /// What ended the run early (a store write that failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -290,7 +290,7 @@ fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)
     let mut seen = BTreeSet::new();
     for run in chain.iter().filter_map(|(_, s)| s.run) {
         if seen.insert(run) {
-            if let Err(e) = store.get_json::<RunRecord>(&run) {
+            if let Err(e) = RunRecord::load(store, &run) {
                 d.runs.push(DamagedRun {
                     object: run,
                     damage: Damage::of(e)?,

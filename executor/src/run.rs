@@ -541,6 +541,12 @@ pub struct Scheduler<'s> {
     decided: Vec<Option<(Action, Resolved)>>,
     outcomes: BTreeMap<usize, NodeOutcome>,
     deletions: Vec<NodeOutcome>,
+    /// What the checkpoints have not written yet: the nodes whose outcome came since the
+    /// last one, and how many deletions it wrote; with the last checkpoint's record, which
+    /// the next one names as `earlier`.
+    unrecorded: Vec<usize>,
+    deletions_recorded: usize,
+    last_checkpoint: Option<ObjectId>,
     failed_targets: BTreeSet<usize>,
     /// What nodes' checks found, until their outcome takes it.
     check_results: BTreeMap<usize, Vec<CheckResult>>,
@@ -589,6 +595,9 @@ impl<'s> Scheduler<'s> {
             decided: vec![None; n],
             outcomes: BTreeMap::new(),
             deletions: Vec::new(),
+            unrecorded: Vec::new(),
+            deletions_recorded: 0,
+            last_checkpoint: None,
             failed_targets: BTreeSet::new(),
             check_results: BTreeMap::new(),
             deliveries: BTreeMap::new(),
@@ -665,6 +674,7 @@ impl<'s> Scheduler<'s> {
             outcome: &outcome,
             duration: d,
         });
+        self.unrecorded.push(i);
         self.outcomes.insert(
             i,
             NodeOutcome {
@@ -780,8 +790,19 @@ impl<'s> Scheduler<'s> {
         nodes.cloned().collect()
     }
 
-    /// Writes the run's record as it stands and commits the state with it.
+    /// Writes the run's record as it stands and commits the state with it: while the run
+    /// goes on (`unfinished`), a checkpoint of the outcomes since the last one; at its end,
+    /// the whole record, which is what readers of a finished run read.
     fn record_run(&mut self, env: &mut Env, result: RunResult) -> Result<(), RunError> {
+        let checkpoint = result == RunResult::Unfinished;
+        let (nodes, earlier) = if checkpoint {
+            let since = (self.unrecorded.iter())
+                .filter_map(|i| self.outcomes.get(i))
+                .chain(&self.deletions[self.deletions_recorded..]);
+            (since.cloned().collect(), self.last_checkpoint)
+        } else {
+            (self.nodes_so_far(), None)
+        };
         let run = RunRecord {
             run: self.run_id.clone(),
             env: env.lock.env().to_string(),
@@ -791,13 +812,19 @@ impl<'s> Scheduler<'s> {
             started_unix: self.started_unix,
             finished_unix: now_unix(),
             result,
-            nodes: self.nodes_so_far(),
+            nodes,
+            earlier,
             error: self.report.error.clone(),
             stacks: (self.spec.stacks.iter())
                 .map(|(env, p)| (env.clone(), p.run.clone()))
                 .collect(),
         };
         let id = env.store.put_json(&run)?;
+        if checkpoint {
+            self.unrecorded.clear();
+            self.deletions_recorded = self.deletions.len();
+            self.last_checkpoint = Some(id);
+        }
         env.state.run = Some(id);
         self.report.run = Some(id);
         env.commit()

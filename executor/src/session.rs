@@ -646,7 +646,7 @@ impl Session {
             if !seen.insert(run_id) {
                 continue;
             }
-            runs.push(match self.store.get_json::<RunRecord>(&run_id) {
+            runs.push(match RunRecord::load(&self.store, &run_id) {
                 Ok(run) if !seen_runs.insert(run.run.clone()) => continue,
                 Ok(run) => Ok(run),
                 Err(e) => Err((run_id, Damage::of(e).map_err(|e| self.store_error(e))?)),
@@ -662,7 +662,7 @@ impl Session {
         let Some(run) = state.run else {
             return Ok(None);
         };
-        let record: RunRecord = self.store.get_json(&run).map_err(|e| self.store_error(e))?;
+        let record = RunRecord::load(&self.store, &run).map_err(|e| self.store_error(e))?;
         Ok(Some(crate::stack::Published {
             run: record.run,
             outputs: state.outputs,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::envlock::EnvLock;
-use crate::record::{Intent, RealizationRecord, State};
+use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
 impl State {
@@ -59,5 +59,38 @@ impl State {
             out.push((id, s));
         }
         Ok(out)
+    }
+}
+
+impl RunRecord {
+    /// The run's record `id` names, whole: a checkpoint of a run that did not finish holds
+    /// only the outcomes since the checkpoint before it ([`RunRecord::earlier`]), so the
+    /// chain is read back to its start, earliest outcomes first (a node's latest outcome
+    /// where two checkpoints hold one).
+    pub fn load(store: &Store, id: &ObjectId) -> Result<RunRecord, StoreError> {
+        let mut run: RunRecord = store.get_json(id)?;
+        let mut segments = Vec::new();
+        let mut earlier = run.earlier.take();
+        while let Some(e) = earlier {
+            let mut before: RunRecord = store.get_json(&e)?;
+            earlier = before.earlier.take();
+            segments.push(std::mem::take(&mut before.nodes));
+        }
+        if segments.is_empty() {
+            return Ok(run);
+        }
+        segments.reverse();
+        segments.push(std::mem::take(&mut run.nodes));
+        let mut at: BTreeMap<String, usize> = BTreeMap::new();
+        for outcome in segments.into_iter().flatten() {
+            match at.get(&outcome.node) {
+                Some(&i) => run.nodes[i] = outcome,
+                None => {
+                    at.insert(outcome.node.clone(), run.nodes.len());
+                    run.nodes.push(outcome);
+                }
+            }
+        }
+        Ok(run)
     }
 }

@@ -190,6 +190,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
         command: "build".into(),
         graph_hash: "g".into(),
         lock_hash: None,
+        earlier: None,
         started_unix: 1,
         finished_unix: 2,
         nodes: vec![NodeOutcome {
@@ -309,6 +310,7 @@ fn run_record(s: &Store, n: u64) -> ObjectId {
         command: "build".into(),
         graph_hash: "g".into(),
         lock_hash: None,
+        earlier: None,
         started_unix: n,
         finished_unix: n,
         result: RunResult::Ok,
@@ -484,4 +486,62 @@ fn repair_drops_a_damaged_intent_so_builds_can_open_the_state() {
     let env = Env::open(&s, &lock).unwrap();
     assert!(env.state.intents.is_empty());
     assert_eq!(env.records.len(), 3, "the records are kept");
+}
+
+#[test]
+fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
+    let (_d, s) = store();
+    let outcome = |node: &str, o: Outcome| NodeOutcome {
+        node: node.into(),
+        id: "d".into(),
+        action: Action::Create,
+        outcome: o,
+        duration_ms: 1,
+        output_hash: None,
+        checks: Vec::new(),
+        log: None,
+        tags: BTreeMap::new(),
+    };
+    let checkpoint = |nodes: Vec<NodeOutcome>, earlier: Option<ObjectId>| {
+        s.put_json(&RunRecord {
+            run: "r".into(),
+            env: "prod".into(),
+            command: "build".into(),
+            graph_hash: "g".into(),
+            lock_hash: None,
+            earlier,
+            started_unix: 1,
+            finished_unix: 2,
+            result: RunResult::Unfinished,
+            nodes,
+            error: None,
+            stacks: Default::default(),
+        })
+        .unwrap()
+    };
+    let first = checkpoint(vec![outcome("h/exec:b", Outcome::Ok(None))], None);
+    let second = checkpoint(vec![outcome("h/exec:a", Outcome::Ok(None))], Some(first));
+    // A later checkpoint's outcome of a node replaces the earlier one, where it stood.
+    let third = checkpoint(
+        vec![
+            outcome("h/exec:c", Outcome::Ok(None)),
+            outcome("h/exec:b", Outcome::Failed("late".into())),
+        ],
+        Some(second),
+    );
+    let run = RunRecord::load(&s, &third).unwrap();
+    let read: Vec<(&str, &Outcome)> = run.nodes.iter().map(|n| (&*n.node, &n.outcome)).collect();
+    assert_eq!(
+        read,
+        [
+            ("h/exec:b", &Outcome::Failed("late".into())),
+            ("h/exec:a", &Outcome::Ok(None)),
+            ("h/exec:c", &Outcome::Ok(None)),
+        ]
+    );
+    assert_eq!(run.earlier, None);
+    // A damaged checkpoint anywhere in the chain is the run's damage.
+    flip(&s, &first);
+    assert!(RunRecord::load(&s, &third).is_err());
+    assert!(s.get_json::<RunRecord>(&third).is_ok());
 }
