@@ -638,7 +638,8 @@ impl Session {
         let History { states, end } =
             readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
         let mut seen = BTreeSet::new();
-        // A run's record is rewritten as it goes (`unfinished` at its start): the newest wins.
+        // A run's record is rewritten as it goes (`unfinished` at its start, then its
+        // checkpoints): the newest wins, and only its chain is read.
         let mut seen_runs = BTreeSet::new();
         let mut runs = Vec::new();
         for (_, state) in states {
@@ -646,8 +647,11 @@ impl Session {
             if !seen.insert(run_id) {
                 continue;
             }
+            let newest = self.store.get_json::<RunRecord>(&run_id);
+            if newest.is_ok_and(|run| !seen_runs.insert(run.run)) {
+                continue;
+            }
             runs.push(match RunRecord::load(&self.store, &run_id) {
-                Ok(run) if !seen_runs.insert(run.run.clone()) => continue,
                 Ok(run) => Ok(run),
                 Err(e) => Err((run_id, Damage::of(e).map_err(|e| self.store_error(e))?)),
             });
