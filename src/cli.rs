@@ -98,9 +98,11 @@ enum SecretCommand {
 
 #[derive(Subcommand)]
 enum CacheCommand {
-    /// Push the images the environment's state records (needs a signing key).
+    /// Push the locked images the environment's state records (needs a signing key).
     Push {
         file: PathBuf,
+        #[command(flatten)]
+        params: Params,
         #[command(flatten)]
         shared: SharedArgs,
     },
@@ -582,7 +584,11 @@ fn run(cli: Cli) -> Exit {
             SecretCommand::Keygen { out } => commands::secret::keygen(&out),
         },
         Command::Cache { command } => match command {
-            CacheCommand::Push { file, shared } => commands::team::cache_push(&file, &shared),
+            CacheCommand::Push {
+                file,
+                params,
+                shared,
+            } => commands::team::cache_push(&file, &params, &shared, ui),
             CacheCommand::Pull {
                 file,
                 params,

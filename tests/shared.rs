@@ -161,6 +161,37 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
         text(&o)
     );
     let image = image_of(&laptop);
+    // `cache push` sends what a locked build takes, and leaves out what no build would:
+    // the same image, with the lockfile gone, is unlocked.
+    let push = |m: &Machine| {
+        m.command(&["cache", "push", "FILE"])
+            .env("ENVC_SIGNING_KEY", &secret)
+            .output()
+            .unwrap()
+    };
+    let o = push(&laptop);
+    code(&o, 0);
+    assert!(text(&o).contains("pushed image:"), "{}", text(&o));
+    std::fs::rename(
+        laptop.dir.path().join("i.lock"),
+        laptop.dir.path().join("i.lock.away"),
+    )
+    .unwrap();
+    let o = push(&laptop);
+    code(&o, 0);
+    assert!(
+        text(&o).contains("left out image:")
+            && text(&o).contains("no lockfile pins it")
+            && text(&o).contains("nothing to push")
+            && !text(&o).contains("pushed image:"),
+        "{}",
+        text(&o)
+    );
+    std::fs::rename(
+        laptop.dir.path().join("i.lock.away"),
+        laptop.dir.path().join("i.lock"),
+    )
+    .unwrap();
 
     // The runner: an empty store, the same project file; mmdebstrap must not run.
     let runner = Machine::new(&server, &public)

@@ -25,8 +25,17 @@ pub struct BuildOutput {
     pub resolved_hash: ResolvedHash,
 }
 
+/// What `cache push` sends, and the recorded images it leaves out, each with why.
+#[derive(Clone, Debug, Default)]
+pub struct Pushable {
+    pub outputs: Vec<Output>,
+    /// Node key → why a build would never take it from the cache.
+    pub left_out: Vec<(String, &'static str)>,
+}
+
 impl Session {
-    /// The graph's build derivations (images), with the hashes a build would look up.
+    /// The graph's build derivations a build looks up in the binary cache (locked images),
+    /// with the hashes it looks them up by.
     pub fn build_outputs(
         &self,
         spec: &Spec,
@@ -38,6 +47,7 @@ impl Session {
             .nodes
             .iter()
             .filter(|n| spec.nodes[n.index].kind == NodeKind::Image)
+            .filter(|n| crate::kinds::image::locked(&spec.nodes[n.index]))
             .filter_map(|n| {
                 let r = n.assessment.resolved.as_ref().ok()?;
                 Some(BuildOutput {
@@ -102,14 +112,45 @@ impl Session {
         crate::repair::repair(&self.store, holder)
     }
 
-    /// The built outputs the environment's state records (what `cache push` sends).
-    pub fn recorded_outputs(&self) -> Result<Vec<Output>, SessionError> {
+    /// What `cache push` sends: the images the environment's state records that a build
+    /// of this source and lockfile would take from the cache (locked, at the resolved hash
+    /// the graph has now). An unlocked image is whatever this machine's mirror served, and
+    /// one the graph no longer builds is not looked up: pushing them fills the cache with
+    /// entries no build takes.
+    pub fn pushable_outputs(
+        &self,
+        spec: &Spec,
+        files: &dyn SourceLoader,
+    ) -> Result<Pushable, SessionError> {
+        let wanted: BTreeSet<(String, ResolvedHash)> = (self.build_outputs(spec, files)?)
+            .into_iter()
+            .map(|o| (o.node, o.resolved_hash))
+            .collect();
         let (records, _) = self.live()?;
-        Ok(records
-            .into_values()
-            .filter(|r| crate::spec::targetless(&r.node).is_some_and(|k| k.kind == NodeKind::Image))
-            .map(|r| output(&r.node, &r.resolved_hash, &r.facts))
-            .collect())
+        let mut pushable = Pushable::default();
+        let images = records.into_values().filter(|r| {
+            crate::spec::targetless(&r.node).is_some_and(|k| k.kind == NodeKind::Image)
+        });
+        for r in images {
+            if wanted.contains(&(r.node.clone(), r.resolved_hash.clone())) {
+                pushable
+                    .outputs
+                    .push(output(&r.node, &r.resolved_hash, &r.facts));
+                continue;
+            }
+            let in_graph = spec.nodes.iter().find(|n| n.key == r.node);
+            let why = match in_graph {
+                Some(n) if !crate::kinds::image::locked(n) => {
+                    "no lockfile pins it, so it is whatever the mirror served, and no build takes it from the cache: run `envc lock FILE`, build, then push"
+                }
+                Some(_) => {
+                    "built from another source or lockfile than this one: build it, then push"
+                }
+                None => "no longer in this environment's source",
+            };
+            pushable.left_out.push((r.node, why));
+        }
+        Ok(pushable)
     }
 
     /// `envc unlock --force`: deletes the shared lock whoever holds it. `Ok(None)`: it

@@ -64,9 +64,11 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
-/// `envc cache push FILE`: every image the environment's state records, with the chunks
-/// the cache lacks. Exit 4 if one could not be pushed.
-pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
+/// `envc cache push FILE`: every image the environment's state records that a build of
+/// this source and lockfile takes from the cache, with the chunks the cache lacks; the
+/// others are named with why. Exit 4 if one could not be pushed.
+pub fn cache_push(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> Outcome {
+    let env = compile_env(file, params, true, ui)?;
     let session = store_session(file, shared)?;
     let cache = session.cache()?;
     if !cache.can_push() {
@@ -74,13 +76,19 @@ pub fn cache_push(file: &Path, shared: &SharedArgs) -> Outcome {
             ConfigError::NoSigningKey,
         )));
     }
-    let outputs = session.recorded_outputs()?;
-    if outputs.is_empty() {
-        outln!("nothing to push: `{}` has no built images yet", session.env);
+    let pushable = session.pushable_outputs(&env.spec, &env.files)?;
+    for (node, why) in &pushable.left_out {
+        outln!("left out {node}: {why}");
+    }
+    if pushable.outputs.is_empty() {
+        outln!(
+            "nothing to push: `{}` has no built image a build would take from the cache",
+            session.env
+        );
         return Ok(Exit::Ok);
     }
     let mut failed = 0;
-    for out in outputs {
+    for out in pushable.outputs {
         let missing = session.missing_objects(&out);
         if !missing.is_empty() {
             errln!(

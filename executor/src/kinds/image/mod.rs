@@ -16,7 +16,7 @@ use crate::kinds::node_type::{
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, RealizationRecord};
-use crate::spec::Val;
+use crate::spec::{NodeSpec, Val};
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::{tool, Tool};
 use build::{objects, realize_image, CacheUse, ImageSpec};
@@ -30,6 +30,12 @@ const TOOLS: &[Tool] = &[
     tool("debugfs", Some("-V"), "e2fsprogs"),
     tool("e2fsck", Some("-V"), "e2fsprogs"),
 ];
+
+/// Whether the lockfile pins `node`'s package set: only such an image is the same bits on
+/// every machine, so only it goes through the binary cache (pushed, pulled or taken).
+pub fn locked(node: &NodeSpec) -> bool {
+    node.pins.contains_key(&PinKey::Image(node.name.clone()))
+}
 
 impl NodeType for Image {
     fn kind(&self) -> NodeKind {
