@@ -330,3 +330,192 @@ fn a_link_in_the_repository_never_leads_a_build_onto_the_controller() {
     );
     assert_eq!(git(&hosts, "rev-parse main"), before);
 }
+
+/// The lines of a text `envc drift` that name a difference, sorted.
+fn drift_lines(o: &std::process::Output) -> Vec<String> {
+    let mut lines: Vec<String> = stdout(o)
+        .lines()
+        .filter(|l| l.starts_with("drift     "))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `git show main:PATH | sha256sum` on host 0: what a file on the branch hashes to, as an
+/// object's record keeps it.
+fn sha256_on_branch(hosts: &TestHosts, path: &str) -> String {
+    let out = hosts.ssh(
+        0,
+        &format!("git --git-dir={REPO} show main:{path} | sha256sum"),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    stdout(&out).split_whitespace().next().unwrap().to_string()
+}
+
+/// Commits on host 0 as someone else, in a clone at /tmp/stranger: `change` runs in the
+/// clone's top, then everything is committed and pushed (forced when `force`).
+fn stranger_pushes(hosts: &TestHosts, change: &str, force: bool) {
+    let push = if force { "push -q -f" } else { "push -q" };
+    let script = format!(
+        "cd /tmp && rm -rf stranger && git clone -q {REPO} stranger && cd stranger && {change} \
+         && git add -A && git -c user.name=someone -c user.email=someone@example.com commit -q -m stranger \
+         && git {push} origin HEAD:main"
+    );
+    let out = hosts.ssh(0, &script);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+const OBJECTS: [&str; 3] = [
+    "fleet/manifest:Namespace/shop",
+    "fleet/manifest:shop/ConfigMap/web",
+    "fleet/manifest:shop/Deployment/web",
+];
+
+#[test]
+fn drift_reads_the_repository_back_and_build_repairs_a_force_push() {
+    let (hosts, addr, p) = repository_host("envc-gitops-drift-");
+    p.write(&source(&addr, "info", true));
+    let first = p.run(&hosts, &["build"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let listing = git(&hosts, "show main:clusters/prod/kustomization.yaml");
+
+    // The repository as envc left it: no drift, and a build runs nothing and commits
+    // nothing (one read of the repository, no delivery).
+    let none = p.run(&hosts, &["drift"]);
+    assert_eq!(none.status.code(), Some(0), "{}", text(&none));
+    assert!(
+        stdout(&none).contains("drift: none; every target matches its records"),
+        "{}",
+        text(&none)
+    );
+    let again = p.run(&hosts, &["build"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(output::summary(&again), (0, 5, 0), "{}", text(&again));
+    assert_eq!(commits(&hosts), 1);
+
+    // Someone force-pushes a history of their own without envc's files.
+    stranger_pushes(
+        &hosts,
+        "git checkout -q --orphan theirs && git rm -rqf . && echo 'team docs' > README.md",
+        true,
+    );
+    assert_eq!(git(&hosts, "ls-tree -r --name-only main"), "README.md\n");
+    let dropped = p.run(&hosts, &["drift"]);
+    assert_eq!(dropped.status.code(), Some(3), "{}", text(&dropped));
+    assert_eq!(
+        drift_lines(&dropped),
+        OBJECTS.map(|o| format!("drift     {o}: exists was yes, found no")),
+        "{}",
+        text(&dropped)
+    );
+    assert!(
+        stdout(&dropped).contains("drift: 3 nodes differ from their records"),
+        "{}",
+        text(&dropped)
+    );
+    let json = p.run(&hosts, &["drift", "--json"]);
+    assert_eq!(json.status.code(), Some(3), "{}", text(&json));
+    assert!(
+        stdout(&json).contains(
+            r#"{"fact":"exists","found":"no","node":"fleet/manifest:shop/ConfigMap/web","recorded":"yes"}"#
+        ),
+        "{}",
+        text(&json)
+    );
+
+    // The next build (one object changed in the source too) notices: every object is
+    // committed again, on top of their history, and the kustomization lists them all.
+    p.write(&source(&addr, "debug", true));
+    let repaired = p.run(&hosts, &["build", "--json"]);
+    assert_eq!(repaired.status.code(), Some(0), "{}", text(&repaired));
+    let outcomes = node_outcomes(&repaired);
+    for o in OBJECTS {
+        assert!(
+            outcomes[o].starts_with("ok: committed "),
+            "{o}: {outcomes:?}"
+        );
+    }
+    assert!(
+        stderr(&repaired)
+            .contains("drift     fleet/manifest:shop/Deployment/web: exists was yes, found no"),
+        "{}",
+        text(&repaired)
+    );
+    assert_eq!(commits(&hosts), 2);
+    assert_eq!(git(&hosts, "log -1 --format=%s main~1"), "stranger\n");
+    assert_eq!(
+        git(&hosts, "ls-tree -r --name-only main"),
+        "README.md\nclusters/prod/_cluster/namespace-shop.yaml\nclusters/prod/kustomization.yaml\n\
+         clusters/prod/shop/configmap-web.yaml\nclusters/prod/shop/deployment-web.yaml\n"
+    );
+    let listed = git(&hosts, "show main:clusters/prod/kustomization.yaml");
+    assert!(
+        listed.ends_with(
+            "resources:\n- _cluster/namespace-shop.yaml\n- shop/configmap-web.yaml\n- shop/deployment-web.yaml\n"
+        ),
+        "{listed}"
+    );
+    // The same objects as before but the ConfigMap: only its hash line differs.
+    assert_eq!(
+        listing.lines().filter(|l| !listed.contains(l)).count(),
+        1,
+        "{listing}\n{listed}"
+    );
+    let clean = p.run(&hosts, &["drift"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", text(&clean));
+
+    // Someone edits an object and takes another out of the kustomization (keeping envc's
+    // header): the first has changed, the second would not be deployed.
+    stranger_pushes(
+        &hosts,
+        "sed -i 's/level: debug/level: trace/' clusters/prod/shop/configmap-web.yaml \
+         && sed -i '/^- shop\\/deployment-web.yaml$/d' clusters/prod/kustomization.yaml",
+        false,
+    );
+    let theirs = sha256_on_branch(&hosts, "clusters/prod/shop/configmap-web.yaml");
+    let ours = {
+        let shown = p.run(
+            &hosts,
+            &["why", "--json", "fleet/manifest:shop/ConfigMap/web"],
+        );
+        let v: serde_json::Value = serde_json::from_str(stdout(&shown).trim()).unwrap();
+        v["record"]["facts"]["sha256"].as_str().unwrap().to_string()
+    };
+    assert_ne!(ours, theirs);
+    let edited = p.run(&hosts, &["drift"]);
+    assert_eq!(edited.status.code(), Some(3), "{}", text(&edited));
+    assert_eq!(
+        drift_lines(&edited),
+        [
+            "drift     fleet/manifest:shop/ConfigMap/web: sha256 was {ours}, found {theirs}"
+                .replace("{ours}", &ours)
+                .replace("{theirs}", &theirs),
+            "drift     fleet/manifest:shop/Deployment/web: file was shop/deployment-web.yaml, \
+             found shop/deployment-web.yaml, but clusters/prod/kustomization.yaml does not list it"
+                .to_string(),
+        ],
+        "{}",
+        text(&edited)
+    );
+
+    // A build repairs both in one commit (the source did not change), and the build after
+    // it runs nothing again.
+    let before = commits(&hosts);
+    let healed = p.run(&hosts, &["build"]);
+    assert_eq!(healed.status.code(), Some(0), "{}", text(&healed));
+    assert_eq!(output::summary(&healed), (2, 3, 0), "{}", text(&healed));
+    assert_eq!(commits(&hosts), before + 1);
+    assert!(
+        git(&hosts, "show main:clusters/prod/shop/configmap-web.yaml").contains("level: debug\n")
+    );
+    assert_eq!(
+        git(&hosts, "show main:clusters/prod/kustomization.yaml"),
+        listed
+    );
+    let settled = p.run(&hosts, &["build"]);
+    assert_eq!(output::summary(&settled), (0, 5, 0), "{}", text(&settled));
+    assert_eq!(commits(&hosts), before + 1);
+    let none = p.run(&hosts, &["drift"]);
+    assert_eq!(none.status.code(), Some(0), "{}", text(&none));
+}

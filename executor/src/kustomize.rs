@@ -11,7 +11,7 @@
 //! the blake3 hash of each file envc wrote: a listed file whose content is no longer what
 //! envc wrote is someone else's edit, and is left in place and reported, never removed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::beneath::{Beneath, BeneathError};
@@ -37,6 +37,8 @@ pub struct DirChange {
     /// Files whose object left the environment but whose content someone else changed
     /// since envc wrote it: left in place, and no longer listed.
     pub left: Vec<String>,
+    /// Every file the kustomization lists now (not a change: what the commit must hold).
+    pub listed: Vec<String>,
 }
 
 impl DirChange {
@@ -80,41 +82,65 @@ impl From<BeneathError> for NotOurs {
 
 /// Writes the objects `write` (file name relative to `sub`, YAML) in the directory `sub`
 /// of the tree `root` (`sub` empty: the tree's top), removes the files an earlier
-/// kustomization listed that are not in `keep` (the file names of every object the
-/// environment has there now), and writes the kustomization: what it listed and is kept,
-/// and what was written. Files whose content is already right are not rewritten. Nothing
-/// outside `root` is read, written or removed, whatever links the tree holds.
+/// kustomization listed that are not in `keep`, and writes the kustomization listing every
+/// object of `keep` that is there. `keep` is every object the environment has in the
+/// directory now, by file name, with its YAML where the caller knows it (a build does not
+/// for an object whose input failed): such an object the tree lacks (a force-push or
+/// someone's commit took it away) is written again, so the kustomization never lists less
+/// than the environment has there, whatever happened to the previous one. An object
+/// without its YAML is listed as the previous kustomization listed it, while its file is
+/// there. Files whose content is already right are not rewritten. Nothing outside `root`
+/// is read, written or removed, whatever links the tree holds.
 pub fn apply(
     root: &Path,
     sub: &str,
     environment: &str,
     write: &[(String, String)],
-    keep: &BTreeSet<String>,
+    keep: &BTreeMap<String, Option<String>>,
 ) -> Result<DirChange, NotOurs> {
     let tree = Beneath::open(root, true)?;
     let at = |name: &str| path_in(sub, name);
     let kustomization = at(KUSTOMIZATION);
-    let previous = previous_resources(&tree, &kustomization, environment)?;
+    let previous: BTreeMap<String, Option<String>> =
+        previous_resources(&tree, &kustomization, environment)?
+            .into_iter()
+            .collect();
     let mut change = DirChange::default();
-    let mut listed: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    let mut listed: BTreeMap<&str, String> = BTreeMap::new();
     for (name, yaml) in write {
         let path = at(name);
         if tree.read(&path)?.as_deref() != Some(yaml.as_bytes()) {
             tree.write(&path, yaml.as_bytes())?;
             change.written.push(name.clone());
         }
-        listed.insert(name, Some(content_hash(yaml.as_bytes())));
+        listed.insert(name, content_hash(yaml.as_bytes()));
+    }
+    for (name, yaml) in keep {
+        if listed.contains_key(name.as_str()) {
+            continue;
+        }
+        let now = tree.read(&at(name))?;
+        let hash = match (yaml, now) {
+            (Some(yaml), None) => {
+                tree.write(&at(name), yaml.as_bytes())?;
+                change.written.push(name.clone());
+                content_hash(yaml.as_bytes())
+            }
+            // There, as envc wrote it or as someone changed it since (the hash says which
+            // when it leaves; what this run delivers was read back before it decided).
+            (Some(yaml), Some(_)) => content_hash(yaml.as_bytes()),
+            (None, None) => continue,
+            (None, Some(now)) => match previous.get(name) {
+                // A file from before hashes were recorded gets its own.
+                Some(wrote) => wrote.clone().unwrap_or_else(|| content_hash(&now)),
+                // Not known to be envc's: someone else's file at that name stays theirs.
+                None => continue,
+            },
+        };
+        listed.insert(name, hash);
     }
     for (old, wrote) in &previous {
-        if keep.contains(old) {
-            if !listed.contains_key(old.as_str()) {
-                // Kept as it was; a file from before hashes were recorded gets its own.
-                let hash = match wrote {
-                    Some(h) => Some(h.clone()),
-                    None => tree.read(&at(old))?.map(|b| content_hash(&b)),
-                };
-                listed.insert(old, hash);
-            }
+        if keep.contains_key(old) {
             continue;
         }
         let path = at(old);
@@ -137,6 +163,7 @@ pub fn apply(
     if tree.read(&kustomization)?.as_deref() != Some(text.as_bytes()) {
         tree.write(&kustomization, text.as_bytes())?;
     }
+    change.listed = listed.keys().map(|s| s.to_string()).collect();
     Ok(change)
 }
 
@@ -154,12 +181,10 @@ fn content_hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
-fn kustomization_text(environment: &str, resources: &BTreeMap<&str, Option<String>>) -> String {
+fn kustomization_text(environment: &str, resources: &BTreeMap<&str, String>) -> String {
     let mut k = format!("{MARK}\n{ENVIRONMENT}{environment}\n");
     for (name, hash) in resources {
-        if let Some(hash) = hash {
-            k.push_str(&format!("{WROTE}{hash} {name}\n"));
-        }
+        k.push_str(&format!("{WROTE}{hash} {name}\n"));
     }
     k.push_str("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n");
     if resources.is_empty() {
@@ -180,10 +205,18 @@ fn previous_resources(
     path: &str,
     environment: &str,
 ) -> Result<Vec<(String, Option<String>)>, NotOurs> {
-    let Some(bytes) = tree.read(path)? else {
-        return Ok(Vec::new());
-    };
-    let text = String::from_utf8_lossy(&bytes);
+    match tree.read(path)? {
+        Some(bytes) => listing(&bytes, environment),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// What a kustomization envc wrote lists (file names relative to its directory), each
+/// with the blake3 hash of what envc wrote there when it recorded one; an error when envc
+/// did not write it, or another environment did. Only what envc writes is read as a
+/// resource (`NAMESPACE/KIND-NAME.yaml`), never a path out of the directory.
+pub fn listing(bytes: &[u8], environment: &str) -> Result<Vec<(String, Option<String>)>, NotOurs> {
+    let text = String::from_utf8_lossy(bytes);
     if !text.starts_with(MARK) && !text.starts_with(OLD_MARK) {
         return Err(NotOurs::Foreign);
     }
@@ -202,7 +235,6 @@ fn previous_resources(
     Ok(text
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
-        // Only what envc writes: NAMESPACE/KIND-NAME.yaml, never a path out of the directory.
         .filter(|p| {
             p.ends_with(".yaml") && !p.split('/').any(|s| s.is_empty() || s == "." || s == "..")
         })
@@ -215,8 +247,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn names(xs: &[&str]) -> BTreeSet<String> {
-        xs.iter().map(|s| s.to_string()).collect()
+    /// Objects kept without their YAML (as a build keeps one whose input failed).
+    fn names(xs: &[&str]) -> BTreeMap<String, Option<String>> {
+        xs.iter().map(|s| (s.to_string(), None)).collect()
     }
 
     fn obj(name: &str, body: &str) -> (String, String) {
@@ -265,7 +298,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(KUSTOMIZATION), "resources:\n- app.yaml\n").unwrap();
         assert!(matches!(
-            apply(d.path(), "", "prod", &[], &BTreeSet::new()),
+            apply(d.path(), "", "prod", &[], &BTreeMap::new()),
             Err(NotOurs::Foreign)
         ));
 
@@ -279,7 +312,7 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            apply(d.path(), "", "prod", &[], &BTreeSet::new()),
+            apply(d.path(), "", "prod", &[], &BTreeMap::new()),
             Err(NotOurs::Environment(e)) if e == "staging"
         ));
         assert!(d.path().join("x.yaml").exists());
@@ -304,7 +337,7 @@ mod tests {
             format!("{MARK}\n# environment: prod\nresources:\n- link/victim.yaml\n"),
         )
         .unwrap();
-        let refused = apply(&tree, "", "prod", &[], &BTreeSet::new());
+        let refused = apply(&tree, "", "prod", &[], &BTreeMap::new());
         assert!(
             matches!(&refused, Err(NotOurs::Path(BeneathError::Link { path })) if path == "link"),
             "{refused:?}"
@@ -331,7 +364,7 @@ mod tests {
         // A GitOps path whose first directory is a link: refused the same way.
         let (_d, tree, outside) = crate::beneath::tests::tree_and_outside();
         std::os::unix::fs::symlink(&outside, tree.join("clusters")).unwrap();
-        let refused = apply(&tree, "clusters/prod", "prod", &objects, &BTreeSet::new());
+        let refused = apply(&tree, "clusters/prod", "prod", &objects, &BTreeMap::new());
         assert!(
             matches!(&refused, Err(NotOurs::Path(BeneathError::Link { path })) if path == "clusters"),
             "{refused:?}"
@@ -357,7 +390,7 @@ mod tests {
             "{k}"
         );
         std::fs::write(dir.join("apps/a/y.yaml"), "y: edited by hand\n").unwrap();
-        let pruned = apply(dir, "apps", "prod", &[], &BTreeSet::new()).unwrap();
+        let pruned = apply(dir, "apps", "prod", &[], &BTreeMap::new()).unwrap();
         assert_eq!(pruned.removed, ["a/x.yaml"]);
         assert_eq!(pruned.left, ["a/y.yaml"]);
         assert_eq!(
@@ -391,5 +424,61 @@ mod tests {
             k.contains(&format!("# blake3: {} a/x.yaml\n", content_hash(b"x: 1\n"))),
             "{k}"
         );
+    }
+
+    #[test]
+    fn a_directory_taken_away_is_written_whole_again() {
+        // A force-push dropped envc's directory, kustomization and all; then one object
+        // changed. What is delivered lists every object the environment has there, and
+        // writes again the ones the tree lost.
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let keep: BTreeMap<String, Option<String>> = [
+            ("a/x.yaml".to_string(), Some("x: 2\n".to_string())),
+            ("a/y.yaml".to_string(), Some("y: 1\n".to_string())),
+            // Its input failed in this run: unknown, and not there, so not listed.
+            ("a/z.yaml".to_string(), None),
+        ]
+        .into();
+        let change = apply(dir, "apps", "prod", &[obj("a/x.yaml", "x: 2\n")], &keep).unwrap();
+        assert_eq!(change.written, ["a/x.yaml", "a/y.yaml"]);
+        assert_eq!(change.listed, ["a/x.yaml", "a/y.yaml"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("apps/a/y.yaml")).unwrap(),
+            "y: 1\n"
+        );
+        let k = std::fs::read_to_string(dir.join("apps").join(KUSTOMIZATION)).unwrap();
+        assert!(k.ends_with("resources:\n- a/x.yaml\n- a/y.yaml\n"), "{k}");
+        assert!(
+            k.contains(&format!("# blake3: {} a/y.yaml\n", content_hash(b"y: 1\n"))),
+            "{k}"
+        );
+
+        // A file at an object's name that envc never listed and whose YAML is unknown is
+        // not claimed: a later removal must not take someone else's file.
+        std::fs::write(dir.join("apps/a/z.yaml"), "theirs\n").unwrap();
+        let again = apply(dir, "apps", "prod", &[], &keep).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        assert_eq!(again.listed, ["a/x.yaml", "a/y.yaml"]);
+    }
+
+    #[test]
+    fn a_listing_reads_only_envcs_own_kustomization() {
+        let text = format!("{MARK}\n# environment: prod\n# blake3: abc a/x.yaml\nresources:\n- a/x.yaml\n- ../out.yaml\n- a/y.yaml\n");
+        assert_eq!(
+            listing(text.as_bytes(), "prod").unwrap(),
+            [
+                ("a/x.yaml".to_string(), Some("abc".to_string())),
+                ("a/y.yaml".to_string(), None)
+            ]
+        );
+        assert!(matches!(
+            listing(text.as_bytes(), "staging"),
+            Err(NotOurs::Environment(e)) if e == "prod"
+        ));
+        assert!(matches!(
+            listing(b"resources:\n- a/x.yaml\n", "prod"),
+            Err(NotOurs::Foreign)
+        ));
     }
 }

@@ -1,11 +1,12 @@
 //! Probing: read the facts of every live record back from its target and report what
-//! differs (`envc drift`; `envc build --refresh` then repairs it).
+//! differs (`envc drift`; `envc build --refresh` then repairs it). What a repository holds
+//! is read back by every build too ([`Reading::EveryBuild`]): others push to it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::connect::Connections;
 use crate::kinds;
-use crate::kinds::node_type::{Local, ProbeError};
+use crate::kinds::node_type::{Local, ProbeError, Probing};
 use crate::kinds::vm::machines::Machines;
 use crate::record::{drift_between, DriftFacts};
 use crate::record::{Facts, RealizationRecord};
@@ -38,84 +39,157 @@ pub struct Probed {
     pub unreachable: BTreeMap<String, String>,
 }
 
-/// Probes every record in `records`. `hosts` gives, by host name, the current address of
-/// hosts still in the graph; others are reached where their record says.
+/// Which records a probe reads back.
+#[derive(Clone, Copy, Debug)]
+pub enum Reading<'a> {
+    /// Every live record whose kind reads back (`drift`, `--refresh`).
+    All,
+    /// What every build reads back before it decides (`NodeType::read_on_every_build`:
+    /// the objects in a repository), of the nodes with these keys.
+    EveryBuild(&'a BTreeSet<String>),
+}
+
+/// What is read back on one machine: records by their kind, and the records held by each
+/// node there that holds others (a repository's objects).
+#[derive(Default)]
+struct OnMachine<'r> {
+    items: Vec<(NodeKind, String, &'r RealizationRecord)>,
+    held: Vec<Held<'r>>,
+}
+
+/// Records probed together, and what the probe saw of each (in order), or why it could
+/// not look.
+type Seen<'r> = (
+    Vec<&'r RealizationRecord>,
+    Result<Vec<Option<Facts>>, String>,
+);
+
+/// A node on a machine that holds others, and their records (node name, record).
+struct Held<'r> {
+    kind: NodeKind,
+    record: &'r RealizationRecord,
+    items: Vec<(String, &'r RealizationRecord)>,
+}
+
+/// Probes the records in `records` that `reading` asks for. `hosts` gives, by host name,
+/// the current address of hosts still in the graph; others are reached where their record
+/// says. What a node holds without being a machine (a repository's objects) is read back
+/// through that node, once for all of them.
 pub async fn probe(
     records: &BTreeMap<String, RealizationRecord>,
     hosts: &BTreeMap<String, HostSpec>,
     conns: &Connections,
     secrets: Option<&crate::secrets::Secrets>,
+    environment: &str,
+    reading: Reading<'_>,
 ) -> Probed {
-    let mut by_target: BTreeMap<String, Vec<(NodeKind, String, &RealizationRecord)>> =
-        BTreeMap::new();
+    // The nodes that hold others (repositories), by name: kind, machine, record.
+    let holders: BTreeMap<String, (NodeKind, String, &RealizationRecord)> = records
+        .iter()
+        .filter_map(|(key, r)| {
+            let k = on_target(key).filter(|k| kinds::of(k.kind).holds())?;
+            Some((k.name, (k.kind, k.target?, r)))
+        })
+        .collect();
+    let mut by_target: BTreeMap<String, OnMachine> = BTreeMap::new();
+    let mut held: BTreeMap<String, Held> = BTreeMap::new();
     for (key, r) in records {
-        // A kind that reads nothing back (a command; a repository and the objects committed
-        // to it, whose changes are git's history) has no drift.
-        if let Some(k) = on_target(key).filter(|k| kinds::of(k.kind).reads_back()) {
+        let Some(k) = on_target(key) else { continue };
+        let target = k.target.clone().unwrap_or_default();
+        if let Some((kind, _, holder)) = holders.get(&target) {
+            let wanted = match reading {
+                Reading::All => true,
+                Reading::EveryBuild(keys) => {
+                    kinds::of(*kind).read_on_every_build() && keys.contains(key)
+                }
+            };
+            if wanted {
+                held.entry(target)
+                    .or_insert_with(|| Held {
+                        kind: *kind,
+                        record: holder,
+                        items: Vec::new(),
+                    })
+                    .items
+                    .push((k.name, r));
+            }
+            continue;
+        }
+        // A kind that reads nothing back (a command; a repository, whose objects are read
+        // back through it) has no drift of its own.
+        if matches!(reading, Reading::All) && kinds::of(k.kind).reads_back() {
             by_target
-                .entry(k.target.unwrap_or_default())
+                .entry(target)
                 .or_default()
+                .items
                 .push((k.kind, k.name, r));
+        }
+    }
+    for (name, h) in held {
+        if let Some((_, machine, _)) = holders.get(&name) {
+            by_target.entry(machine.clone()).or_default().held.push(h);
         }
     }
     let mut out = Probed {
         drift: BTreeMap::new(),
         unreachable: BTreeMap::new(),
     };
-    let probes = by_target.into_iter().map(|(target, items)| async move {
+    let probes = by_target.into_iter().map(|(target, on)| async move {
+        let all = || {
+            (on.items.iter().map(|x| x.2))
+                .chain(on.held.iter().flat_map(|h| h.items.iter().map(|x| x.1)))
+                .collect::<Vec<_>>()
+        };
         let t = match conns.to_target(&target, hosts.get(&target), records).await {
             Ok((t, _)) => t,
-            Err(e) => return (items, Err(e.to_string())),
+            Err(e) => return vec![(all(), Err(e.to_string()))],
         };
-        // Per item: what the probe saw, or why it could not look.
-        let mut found: BTreeMap<(NodeKind, String), Result<Option<Facts>, String>> =
-            BTreeMap::new();
+        let mut found: Vec<Seen> = Vec::new();
         for kind in NodeKind::ALL {
-            let names: Vec<String> = (items.iter())
+            let (names, recs): (Vec<String>, Vec<&RealizationRecord>) = (on.items.iter())
                 .filter(|x| x.0 == kind)
-                .map(|x| x.1.clone())
-                .collect();
+                .map(|x| (x.1.clone(), x.2))
+                .unzip();
             if names.is_empty() {
                 continue;
             }
             match kinds::of(kind).probe(&t, &names).await {
-                Ok(facts) => {
-                    for (n, f) in names.into_iter().zip(facts) {
-                        found.insert((kind, n), Ok(f));
-                    }
-                }
-                Err(ProbeError::Kind(e)) => {
-                    for n in names {
-                        found.insert((kind, n), Err(e.clone()));
-                    }
-                }
+                Ok(facts) => found.push((recs, Ok(facts))),
+                Err(ProbeError::Kind(e)) => found.push((recs, Err(e))),
                 // Nothing more is asked of this target.
-                Err(ProbeError::Target(e)) => return (items, Err(e.to_string())),
+                Err(ProbeError::Target(e)) => return vec![(all(), Err(e.to_string()))],
             }
         }
-        (items, Ok(found))
+        let cx = Probing {
+            transport: &t,
+            work_dir: &conns.ssh.work_dir,
+            environment,
+        };
+        for h in &on.held {
+            let recs: Vec<&RealizationRecord> = h.items.iter().map(|x| x.1).collect();
+            match kinds::of(h.kind).probe_held(&cx, h.record, &h.items).await {
+                Ok(facts) => found.push((recs, Ok(facts))),
+                Err(ProbeError::Kind(e)) => found.push((recs, Err(e))),
+                Err(ProbeError::Target(e)) => return vec![(all(), Err(e.to_string()))],
+            }
+        }
+        found
     });
-    for (items, result) in futures_join_all(probes).await {
+    for (recs, result) in futures_join_all(probes).await.into_iter().flatten() {
         match result {
-            Ok(found) => {
-                for (kind, name, r) in items {
-                    match found.get(&(kind, name)) {
-                        Some(Err(e)) => {
-                            out.unreachable.insert(r.node.clone(), e.clone());
-                        }
-                        observed => {
-                            let observed = observed.and_then(|o| o.as_ref().ok()?.as_ref());
-                            let observed = observed.map(|o| sealed_like(&r.facts, o, secrets));
-                            let d = drift_between(&r.facts, observed.as_ref());
-                            if !d.is_empty() {
-                                out.drift.insert(r.node.clone(), d);
-                            }
-                        }
+            Ok(facts) => {
+                // A probe that answered for fewer items than asked: the rest are gone.
+                let facts = facts.into_iter().chain(std::iter::repeat(None));
+                for (r, observed) in recs.into_iter().zip(facts) {
+                    let observed = observed.map(|o| sealed_like(&r.facts, &o, secrets));
+                    let d = drift_between(&r.facts, observed.as_ref());
+                    if !d.is_empty() {
+                        out.drift.insert(r.node.clone(), d);
                     }
                 }
             }
             Err(e) => {
-                for (_, _, r) in items {
+                for r in recs {
                     out.unreachable.insert(r.node.clone(), e.clone());
                 }
             }

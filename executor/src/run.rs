@@ -1531,7 +1531,7 @@ impl<'s> Scheduler<'s> {
         &self,
         env: &Env,
         write: Vec<(String, String)>,
-        keep: BTreeSet<String>,
+        keep: BTreeMap<String, Option<String>>,
     ) -> Delivery {
         Delivery {
             write,
@@ -1542,10 +1542,17 @@ impl<'s> Scheduler<'s> {
         }
     }
 
-    /// The files of the objects delivered to repository node `ix`.
-    fn files_of(&self, ix: usize) -> BTreeSet<String> {
+    /// The files of the objects delivered to repository node `ix`, each with its YAML when
+    /// this run decided the object (cached or run; not one whose input failed): a delivery
+    /// writes again what the branch lost of them and lists them all.
+    fn files_of(&self, ix: usize) -> BTreeMap<String, Option<String>> {
         self.objects_of(ix)
-            .map(|j| envc_k8s::file_of_node(&self.spec.nodes[j].name))
+            .map(|j| {
+                let yaml = (self.decided[j].as_ref())
+                    .and_then(|(_, r)| kinds::manifest::rendered(&r.payload))
+                    .map(|(_, yaml)| yaml);
+                (envc_k8s::file_of_node(&self.spec.nodes[j].name), yaml)
+            })
             .collect()
     }
 

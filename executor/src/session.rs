@@ -24,14 +24,14 @@ use crate::kept::Persist;
 use crate::kinds::image::build::CacheUse;
 use crate::kinds::vm::machines::Machines;
 use crate::plan::{plan, Action, Plan};
-use crate::probe::{local_drift, probe, Probed};
+use crate::probe::{local_drift, probe, Probed, Reading};
 use crate::record::DriftFacts;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::remote::{Remote, RemoteError};
 use crate::repair::{readable_history, Damage, History};
 use crate::run::{BuildOptions, BuildReport, Env, Reporter, RunError, Scheduler};
 use crate::shared_state::SharedState;
-use crate::spec::Spec;
+use crate::spec::{on_target, Spec};
 use crate::store::{ObjectId, Store, StoreError};
 use crate::substitute::Resolution;
 use crate::tools::{missing_tools, MissingTool};
@@ -372,7 +372,10 @@ impl Session {
 
     /// What differs from the records: what is visible locally, plus, with `conns`, what
     /// probes of the targets find (hosts reached where `first`, the plan before probing,
-    /// says they are now).
+    /// says they are now): every record that reads back (`all`), or what every build reads
+    /// back (a repository's objects; only of nodes that `first` leaves unchanged, on a
+    /// target it leaves unchanged: the others run anyway, and a machine about to be
+    /// started or moved is not contacted before the run does it).
     async fn observe(
         &self,
         spec: &Spec,
@@ -380,22 +383,36 @@ impl Session {
         records: &BTreeMap<String, RealizationRecord>,
         machines: &Machines,
         conns: Option<&Connections>,
+        all: bool,
     ) -> (BTreeMap<String, DriftFacts>, Probed) {
         let mut drift = local_drift(records, &self.store, machines);
-        let Some(conns) = conns else {
+        // A build of an environment that delivers to no repository contacts nothing first.
+        let some_read = all
+            || records.keys().filter_map(|k| on_target(k)).any(|k| {
+                let kind = crate::kinds::of(k.kind);
+                kind.holds() && kind.read_on_every_build()
+            });
+        let Some(conns) = conns.filter(|_| some_read) else {
             let nothing = Probed {
                 drift: BTreeMap::new(),
                 unreachable: BTreeMap::new(),
             };
             return (drift, nothing);
         };
-        // Only to learn where each host is now: what leaves the graph does not matter.
+        // Where each host is now (what leaves the graph does not matter), and what stays.
         let first = plan(spec, records, &BTreeMap::new(), &drift, files);
+        let settled = settled(spec, &first);
+        let reading = match all {
+            true => Reading::All,
+            false => Reading::EveryBuild(&settled),
+        };
         let probed = probe(
             records,
             &graph_hosts(&first),
             conns,
             spec.secrets.as_deref(),
+            &self.env,
+            reading,
         )
         .await;
         drift.extend(probed.drift.clone());
@@ -415,7 +432,7 @@ impl Session {
             let (conns, _work) = self.connections(&machines)?;
             runtime()?.block_on(async {
                 let seen = self
-                    .observe(spec, files, &records, &machines, Some(&conns))
+                    .observe(spec, files, &records, &machines, Some(&conns), true)
                     .await;
                 conns.close().await;
                 (seen.0, seen.1.unreachable)
@@ -564,17 +581,18 @@ impl Session {
                 }
             });
         }
+        // Every build reads back what others change as a matter of course (a GitOps
+        // repository: a force-push, a colleague's commit); `--refresh` reads back all.
         let (drift, probed) = rt.block_on(self.observe(
             spec,
             files,
             &env.records,
             &machines,
-            request.refresh.then_some(&*conns),
+            Some(&*conns),
+            request.refresh,
         ));
-        if request.refresh {
-            // What the probes found; what is visible locally is the plan's business.
-            reporter.probed(&probed.drift, &probed.unreachable);
-        }
+        // What the probes found; what is visible locally is the plan's business.
+        reporter.probed(&probed.drift, &probed.unreachable);
         // Every tool the nodes about to run need, before any of them runs.
         let first = plan(spec, &env.records, &env.intents, &drift, files);
         let missing = missing_tools(
@@ -695,6 +713,32 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
 }
 
 /// Hosts by name as the graph has them now, resolved from the plan (for probes).
+/// The keys of the nodes plan `p` leaves unchanged, on targets it leaves unchanged (and
+/// their targets in turn: a repository's host).
+fn settled(spec: &Spec, p: &Plan) -> BTreeSet<String> {
+    let mut unchanged = vec![false; spec.nodes.len()];
+    for n in &p.nodes {
+        unchanged[n.index] = n.assessment.action == Action::Unchanged;
+    }
+    let stays = |i: usize| {
+        let mut at = Some(i);
+        // A target's chain is short (an object, its repository, its host); the bound
+        // only guards against a cycle no compiled graph has.
+        for _ in 0..spec.nodes.len() {
+            match at {
+                Some(j) if unchanged[j] => at = spec.nodes[j].target,
+                Some(_) => return false,
+                None => return true,
+            }
+        }
+        false
+    };
+    (0..spec.nodes.len())
+        .filter(|&i| stays(i))
+        .map(|i| spec.nodes[i].key.clone())
+        .collect()
+}
+
 fn graph_hosts(p: &Plan) -> BTreeMap<String, HostSpec> {
     p.nodes
         .iter()

@@ -6,7 +6,7 @@
 //! of the environment are removed, unless someone changed them since; nothing else in DIR
 //! is touched, and nothing outside it, whatever links DIR holds (`kustomize::apply`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use envc_executor::{kustomize, rendered_manifest, Resolution};
@@ -52,8 +52,11 @@ pub fn render(file: &Path, out: &Path, params: &Params, shared: &SharedArgs, ui:
             waiting.join("\n  ")
         )));
     }
-    let names: BTreeSet<String> = objects.iter().map(|(n, _)| n.clone()).collect();
-    let change = kustomize::apply(out, "", &session.env, &objects, &names)
+    let keep: BTreeMap<String, Option<String>> = objects
+        .iter()
+        .map(|(n, y)| (n.clone(), Some(y.clone())))
+        .collect();
+    let change = kustomize::apply(out, "", &session.env, &objects, &keep)
         .map_err(|e| Failure::Input(format!("cannot render into {}: {e}", out.display())))?;
     for f in &change.written {
         output::line(format!("wrote {}", out.join(f).display()));

@@ -68,7 +68,8 @@ pub trait NodeType: Sync {
     }
 
     /// Whether records of this kind are read back from their target to find drift (a
-    /// command leaves nothing to read; a repository's changes are git's history).
+    /// command leaves nothing to read; what a repository holds is read back through it,
+    /// [`NodeType::holds`]).
     fn reads_back(&self) -> bool {
         false
     }
@@ -84,6 +85,37 @@ pub trait NodeType: Sync {
         Box::pin(async move {
             Err(ProbeError::Kind(format!(
                 "`{kind}` records are not read back"
+            )))
+        })
+    }
+
+    /// Whether a node of this kind, without being a machine, holds what other nodes are
+    /// delivered to (a repository holds the objects committed to it): the records on it
+    /// are read back through it, by [`NodeType::probe_held`], not by their own kind.
+    fn holds(&self) -> bool {
+        false
+    }
+
+    /// Whether every build reads back what such a node holds before it decides, not only
+    /// `drift` and `--refresh`: a repository is shared with whoever may push to it (a
+    /// force-push, a colleague's commit), and reading it back is one fetch.
+    fn read_on_every_build(&self) -> bool {
+        false
+    }
+
+    /// Reads back what the node of `record` holds (`held`: each record with its node's
+    /// name), in one read through the connection to the machine the node is on: facts per
+    /// item, in order, `None` for one that is gone. Asked only when it `holds`.
+    fn probe_held<'a>(
+        &'a self,
+        _cx: &'a Probing<'a>,
+        _record: &'a RealizationRecord,
+        _held: &'a [(String, &'a RealizationRecord)],
+    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
+        let kind = self.kind();
+        Box::pin(async move {
+            Err(ProbeError::Kind(format!(
+                "`{kind}` records hold nothing that is read back"
             )))
         })
     }
@@ -328,6 +360,16 @@ impl From<StepError> for ProbeError {
     fn from(e: StepError) -> ProbeError {
         ProbeError::Kind(e.to_string())
     }
+}
+
+/// What reading back what a node holds may use.
+pub struct Probing<'a> {
+    /// The connection to the machine the node is on.
+    pub transport: &'a Transport,
+    /// Where envc keeps its own working files on this machine (scratch repositories).
+    pub work_dir: &'a Path,
+    /// The environment (a kustomization names the one that wrote it).
+    pub environment: &'a str,
 }
 
 /// What local drift may look at.

@@ -14,12 +14,13 @@ use serde_json::json;
 use crate::error::StepError;
 use crate::kinds::manifest::GIT;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Step, StepCx,
+    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Probing, Realize, Step, StepCx,
 };
+use crate::kustomize::{self, NotOurs};
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
-use remote::{Delivery, GitopsSpec};
+use remote::{Delivery, GitopsSpec, ReadBack};
 
 pub struct Gitops;
 
@@ -43,6 +44,104 @@ impl NodeType for Gitops {
     fn tools(&self) -> &'static [Tool] {
         GIT
     }
+
+    fn holds(&self) -> bool {
+        true
+    }
+
+    fn read_on_every_build(&self) -> bool {
+        true
+    }
+
+    fn probe_held<'a>(
+        &'a self,
+        cx: &'a Probing<'a>,
+        record: &'a RealizationRecord,
+        held: &'a [(String, &'a RealizationRecord)],
+    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
+        Box::pin(async move {
+            let Some(spec) = GitopsSpec::of_record(record) else {
+                return Err(ProbeError::Kind(format!(
+                    "the record of `{}` does not say where its repository is",
+                    record.node
+                )));
+            };
+            let files: Vec<String> = held.iter().map(|(name, r)| object_file(name, r)).collect();
+            let read = remote::read_back(cx.transport, &spec, &files, cx.work_dir).await?;
+            let listing = Listing::of(&read, cx.environment);
+            Ok(held
+                .iter()
+                .zip(&files)
+                .map(|((_, r), file)| read_object(r, file, &read, &listing, &spec))
+                .collect())
+        })
+    }
+}
+
+/// The file an object's record says it was committed to (records name it; the node's name
+/// gives it too).
+fn object_file(name: &str, r: &RealizationRecord) -> String {
+    r.facts
+        .get(fact::delivery::FILE)
+        .cloned()
+        .unwrap_or_else(|| envc_k8s::file_of_node(name))
+}
+
+/// What the kustomization on the branch lists, or what is wrong with it.
+enum Listing {
+    Lists(BTreeSet<String>),
+    Wrong(String),
+}
+
+impl Listing {
+    fn of(read: &ReadBack, environment: &str) -> Listing {
+        let text = match (
+            &read.kustomization,
+            read.files.get(kustomize::KUSTOMIZATION),
+        ) {
+            (Some(text), _) => text,
+            (None, Some(other)) => return Listing::Wrong(format!("is {}", other.sha256())),
+            (None, None) => return Listing::Wrong("is gone".into()),
+        };
+        match kustomize::listing(text, environment) {
+            Ok(listed) => Listing::Lists(listed.into_iter().map(|(f, _)| f).collect()),
+            Err(NotOurs::Foreign) => Listing::Wrong("was not written by envc".into()),
+            Err(NotOurs::Environment(e)) => {
+                Listing::Wrong(format!("was written by environment `{e}`"))
+            }
+            Err(NotOurs::Path(e)) => Listing::Wrong(e.to_string()),
+        }
+    }
+}
+
+/// An object's facts as the branch holds it now: `None` when its file is gone (a
+/// force-push, someone's commit); else its content's sha256, and its `file` said to be
+/// unlisted when the kustomization there would not deploy it. The commit is not compared:
+/// history rewritten with the same content is the same delivery, and a repository's
+/// head moves with every commit of others.
+fn read_object(
+    r: &RealizationRecord,
+    file: &str,
+    read: &ReadBack,
+    listing: &Listing,
+    spec: &GitopsSpec,
+) -> Option<Facts> {
+    let found = read.files.get(file)?;
+    let mut facts = r.facts.clone();
+    facts.insert(fact::content::SHA256.to_string(), found.sha256());
+    let kustomization = kustomize::path_in(&spec.path, kustomize::KUSTOMIZATION);
+    let unlisted = match listing {
+        Listing::Lists(listed) if listed.contains(file) => None,
+        Listing::Lists(_) => Some("does not list it".to_string()),
+        Listing::Wrong(why) => Some(why.clone()),
+    };
+    if let Some(why) = unlisted {
+        facts.insert(
+            fact::delivery::FILE.to_string(),
+            format!("{file}, but {kustomization} {why}"),
+        );
+    }
+    Some(facts)
 }
 
 impl GitopsSpec {

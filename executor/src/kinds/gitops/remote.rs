@@ -9,7 +9,7 @@
 //! clone goes with it (the source and the state are the truth, so nothing is lost: the next
 //! run delivers again).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -31,9 +31,10 @@ pub struct GitopsSpec {
 pub struct Delivery {
     /// Objects to write: file name (relative to `path`), YAML.
     pub write: Vec<(String, String)>,
-    /// The file names of every object the environment delivers there now; listed files
-    /// not among them are removed.
-    pub keep: BTreeSet<String>,
+    /// Every object the environment delivers there now, by file name, with its YAML where
+    /// this run knows it: listed files not among them are removed, and one the branch lost
+    /// is written again ([`kustomize::apply`]).
+    pub keep: BTreeMap<String, Option<String>>,
     /// The environment (the kustomization's owner and the commit's subject).
     pub environment: String,
     pub run: String,
@@ -87,6 +88,127 @@ pub async fn branch_head(
         .lines()
         .find_map(|l| l.split_whitespace().next())
         .map(str::to_string))
+}
+
+/// What a branch holds of a delivery's directory, read back without a checkout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadBack {
+    /// Whether the branch exists.
+    pub branch: bool,
+    /// What is at each name asked for and at the kustomization's (relative to the
+    /// directory): absent names are not here.
+    pub files: BTreeMap<String, Found>,
+    /// The kustomization's bytes, when it is a plain file.
+    pub kustomization: Option<Vec<u8>>,
+}
+
+/// What a read-back found at a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// A plain file: the sha256 of its bytes (as a manifest's record keeps it).
+    File { sha256: String },
+    /// Something envc never writes there: a link, an executable, a submodule (git's mode).
+    Other { mode: String },
+}
+
+impl Found {
+    /// What is there, as a fact's value: the sha256 of a plain file, else what it is.
+    pub fn sha256(&self) -> String {
+        match self {
+            Found::File { sha256 } => sha256.clone(),
+            Found::Other { mode } => format!(
+                "({})",
+                match mode.as_str() {
+                    "120000" => "a symbolic link",
+                    "100755" => "an executable file",
+                    "160000" => "a submodule",
+                    _ => "not a plain file",
+                }
+            ),
+        }
+    }
+}
+
+/// Reads back what the branch holds at `names` (relative to the delivery's directory) and
+/// its kustomization: one `ls-remote`, one shallow fetch of the branch's head into a
+/// scratch repository, then `ls-tree` and `cat-file` of git's objects there. Nothing is
+/// checked out, so no link in the repository is ever followed.
+pub async fn read_back(
+    t: &Transport,
+    spec: &GitopsSpec,
+    names: &[String],
+    work: &Path,
+) -> Result<ReadBack, StepError> {
+    if branch_head(t, spec, work).await?.is_none() {
+        return Ok(ReadBack::default());
+    }
+    let remote = t.git_remote(&spec.repo);
+    let scratch = tempfile::Builder::new()
+        .prefix("gitops-read")
+        .tempdir_in(work)
+        .map_err(|e| {
+            StepError::new(format!(
+                "cannot create a scratch repository in {}: {e}",
+                work.display()
+            ))
+        })?;
+    let dir = scratch.path();
+    run_ok(t, spec, dir, &remote, &["init", "-q", "--bare"]).await?;
+    let branch_ref = format!("refs/heads/{}", spec.branch);
+    run_ok(
+        t,
+        spec,
+        dir,
+        &remote,
+        &[
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--depth=1",
+            &remote.url,
+            &branch_ref,
+        ],
+    )
+    .await?;
+    let entries = tree_entries(t, spec, dir, &remote, "FETCH_HEAD").await?;
+    let asked: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .chain([kustomize::KUSTOMIZATION])
+        .collect();
+    // The plain files among them are read, in one batch.
+    let plain: Vec<(&str, String)> = asked
+        .iter()
+        .map(|name| (*name, in_repository(spec, name)))
+        .filter(|(_, path)| entries.get(path).is_some_and(|m| m == REGULAR))
+        .collect();
+    let paths: Vec<String> = plain.iter().map(|(_, p)| p.clone()).collect();
+    let blobs = read_blobs(t, spec, dir, &remote, "FETCH_HEAD", &paths).await?;
+    let mut bytes: BTreeMap<&str, Vec<u8>> = plain
+        .iter()
+        .zip(blobs)
+        .filter_map(|((name, _), b)| Some((*name, b?)))
+        .collect();
+    let files = asked
+        .iter()
+        .filter_map(|name| {
+            let found = match bytes.get(name) {
+                Some(b) => Found::File {
+                    sha256: crate::script::sha256_hex(b),
+                },
+                None => Found::Other {
+                    mode: entries.get(&in_repository(spec, name))?.clone(),
+                },
+            };
+            Some((name.to_string(), found))
+        })
+        .collect();
+    let kustomization = bytes.remove(kustomize::KUSTOMIZATION);
+    Ok(ReadBack {
+        branch: true,
+        files,
+        kustomization,
+    })
 }
 
 /// Writes, commits and pushes `d` (see the module's comment).
@@ -194,7 +316,7 @@ pub async fn deliver(
             .stdout
             .trim()
             .to_string();
-        check_committed(t, spec, dir, &remote, d).await?;
+        check_committed(t, spec, dir, &remote, d, &change).await?;
         let push = git(
             dir,
             &remote,
@@ -269,75 +391,51 @@ fn in_repository(spec: &GitopsSpec, name: &str) -> String {
 }
 
 /// Before anything is pushed, proves from the commit itself that it holds what envc will
-/// report committed: the kustomization and every object the environment has there as
-/// regular files (never links), each object written with exactly the bytes written. A
-/// tree that led a write elsewhere fails here, not in the repository.
+/// report committed: the kustomization and every object it lists as regular files (never
+/// links), each object written with exactly the bytes written. A tree that led a write
+/// elsewhere fails here, not in the repository.
 async fn check_committed(
     t: &Transport,
     spec: &GitopsSpec,
     dir: &Path,
     remote: &GitRemote,
     d: &Delivery,
+    change: &kustomize::DirChange,
 ) -> Result<(), StepError> {
-    let scope = scope(spec);
-    let listing = git(
-        dir,
-        remote,
-        &["ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", scope],
-    )
-    .await?;
-    if !listing.status {
-        return Err(failed(
-            t,
-            spec,
-            "cannot list the new commit",
-            &listing.stderr,
-        ));
-    }
-    let regular: BTreeSet<&str> = listing
-        .stdout
-        .split('\0')
-        .filter_map(|entry| {
-            let (meta, path) = entry.split_once('\t')?;
-            meta.starts_with("100644 blob ").then_some(path)
-        })
-        .collect();
-    let expected = d
-        .keep
+    let regular = regular_files(t, spec, dir, remote, "HEAD").await?;
+    let expected = change
+        .listed
         .iter()
         .map(String::as_str)
         .chain([kustomize::KUSTOMIZATION])
         .map(|name| in_repository(spec, name));
     let missing: Vec<String> = expected
-        .filter(|path| !regular.contains(path.as_str()))
+        .filter(|path| !regular.contains_key(path.as_str()))
         .collect();
-    let batch: String = d
+    // What this delivery wrote: its objects, and those of the environment the branch had
+    // lost (written from `keep`).
+    let mut written: BTreeMap<&str, &str> = d
         .write
         .iter()
-        .map(|(name, _)| format!("HEAD:{}\n", in_repository(spec, name)))
+        .map(|(name, yaml)| (name.as_str(), yaml.as_str()))
         .collect();
-    let contents = run_git(
-        dir,
-        remote,
-        &["cat-file", "--batch"],
-        Some(batch.into_bytes()),
-    )
-    .await?;
-    if !contents.status.success() {
-        let stderr = String::from_utf8_lossy(&contents.stderr);
-        return Err(failed(t, spec, "cannot read the new commit", &stderr));
-    }
-    let mut rest = contents.stdout.as_slice();
-    let mut differ = Vec::new();
-    for (name, yaml) in &d.write {
-        let path = in_repository(spec, name);
-        match next_batch_object(&mut rest) {
-            Some(bytes) if bytes == yaml.as_bytes() => {}
-            // A file not committed at all is named once, above.
-            _ if missing.contains(&path) => {}
-            _ => differ.push(path),
+    for name in &change.written {
+        if let Some(Some(yaml)) = d.keep.get(name) {
+            written.entry(name).or_insert(yaml);
         }
     }
+    let paths: Vec<String> = written.keys().map(|n| in_repository(spec, n)).collect();
+    let contents = read_blobs(t, spec, dir, remote, "HEAD", &paths).await?;
+    let differ: Vec<String> = paths
+        .into_iter()
+        .zip(written.values())
+        .zip(contents)
+        .filter(|((path, yaml), bytes)| {
+            // A file not committed at all is named once, above.
+            bytes.as_deref() != Some(yaml.as_bytes()) && !missing.contains(path)
+        })
+        .map(|((path, _), _)| path)
+        .collect();
     if missing.is_empty() && differ.is_empty() {
         return Ok(());
     }
@@ -362,6 +460,83 @@ async fn check_committed(
         ),
         "nothing was pushed; look for links or ignore rules in the repository that redirect or hide these paths",
     ))
+}
+
+/// The entries of commit `rev` under the delivery's directory, by path in the repository:
+/// its git mode (`100644` a file, `100755` an executable one, `120000` a link, `160000` a
+/// submodule). Read from git's objects, never from a checkout, so no link is followed.
+async fn tree_entries(
+    t: &Transport,
+    spec: &GitopsSpec,
+    dir: &Path,
+    remote: &GitRemote,
+    rev: &str,
+) -> Result<BTreeMap<String, String>, StepError> {
+    let scope = scope(spec);
+    let listing = git(
+        dir,
+        remote,
+        &["ls-tree", "-r", "-z", "--full-tree", rev, "--", scope],
+    )
+    .await?;
+    if !listing.status {
+        return Err(failed(t, spec, "cannot list the commit", &listing.stderr));
+    }
+    Ok(listing
+        .stdout
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            let mode = meta.split(' ').next()?;
+            Some((path.to_string(), mode.to_string()))
+        })
+        .collect())
+}
+
+/// The plain files (`100644`: what envc writes) of commit `rev` under the delivery's
+/// directory, by path in the repository, with their mode.
+async fn regular_files(
+    t: &Transport,
+    spec: &GitopsSpec,
+    dir: &Path,
+    remote: &GitRemote,
+    rev: &str,
+) -> Result<BTreeMap<String, String>, StepError> {
+    let mut entries = tree_entries(t, spec, dir, remote, rev).await?;
+    entries.retain(|_, mode| mode == REGULAR);
+    Ok(entries)
+}
+
+/// The git mode of a plain file, as envc writes every file.
+const REGULAR: &str = "100644";
+
+/// The bytes at `paths` in commit `rev`, in order (`None`: not a blob there), in one
+/// `git cat-file --batch`.
+async fn read_blobs(
+    t: &Transport,
+    spec: &GitopsSpec,
+    dir: &Path,
+    remote: &GitRemote,
+    rev: &str,
+    paths: &[String],
+) -> Result<Vec<Option<Vec<u8>>>, StepError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let batch: String = paths.iter().map(|p| format!("{rev}:{p}\n")).collect();
+    let contents = run_git(
+        dir,
+        remote,
+        &["cat-file", "--batch"],
+        Some(batch.into_bytes()),
+    )
+    .await?;
+    if !contents.status.success() {
+        let stderr = String::from_utf8_lossy(&contents.stderr);
+        return Err(failed(t, spec, "cannot read the commit", &stderr));
+    }
+    let mut rest = contents.stdout.as_slice();
+    Ok(paths.iter().map(|_| next_batch_object(&mut rest)).collect())
 }
 
 /// The next object of `git cat-file --batch`'s output (`OID TYPE SIZE\n`, the bytes, `\n`),
