@@ -419,14 +419,23 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
 }
 
 /// Runs on the other core beside the VM's life: three image builds, no VM. A locked image
-/// is built from exactly its pinned `.deb`s, fetched once into the store; with no network
-/// at all it then rebuilds from the store alone, bit for bit; and an image made
-/// non-reproducible on purpose is caught naming the path.
+/// is built from exactly its pinned `.deb`s, fetched once into the store, and is the image
+/// the committed golden names; with no network at all it then rebuilds from the store
+/// alone, bit for bit; and an image made non-reproducible on purpose is caught naming the
+/// path.
 #[test]
 fn a_locked_image_rebuilds_offline_from_the_store_and_noise_in_it_is_caught() {
     let p = Project::new("i.env", IMAGE_ONLY);
+    // The quickstart's committed lockfile, whose image is the one the golden names; `envc
+    // lock` drops the pins this environment does not use and moves none.
+    std::fs::copy(
+        repo().join("examples/quickstart.lock"),
+        p.dir.path().join("i.lock"),
+    )
+    .unwrap();
     let o = p.envc("i.env", &["lock"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains(" removed, 0 moved"), "{}", text(&o));
 
     // No route to any mirror and nothing in the store: the build says which pin needs what.
     let o = offline(p.command("i.env", &["build"])).output().unwrap();
@@ -450,6 +459,7 @@ fn a_locked_image_rebuilds_offline_from_the_store_and_noise_in_it_is_caught() {
         pinned.contains(" pool/main/o/openssh/openssh-server_"),
         "{pinned}"
     );
+    same_as_golden(&p);
 
     // A test-only input: mmdebstrap, the real one, with a hook that writes random bytes
     // into the image. Rebuilt with no network, from the store alone, it differs from
@@ -505,6 +515,68 @@ fn a_locked_image_rebuilds_offline_from_the_store_and_noise_in_it_is_caught() {
         "{}",
         text(&o)
     );
+}
+
+/// The image `examples/quickstart.lock` pins, as built here, against the one committed in
+/// `examples/quickstart.golden` (built where the lock last moved): every run of this test
+/// on a fresh machine proves the image is the same bits on another machine, not only twice
+/// on one. A golden of another resolved hash is stale (the lock or the builder moved), and
+/// the failure prints the lines to commit.
+fn same_as_golden(p: &Project) {
+    let golden = std::fs::read_to_string(repo().join("examples/quickstart.golden")).unwrap();
+    let field = |name: &str| -> String {
+        let line = golden
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = \"")))
+            .unwrap_or_else(|| panic!("examples/quickstart.golden has no `{name}`"));
+        line.trim_end_matches('"').to_string()
+    };
+    let record = image_record(p, "image:debian-12");
+    let built = |fact: &str| {
+        record["facts"][fact]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let resolved = record["resolved_hash"].as_str().unwrap_or_default();
+    let lines = format!(
+        "resolved_hash = \"{resolved}\"\ndigest = \"{}\"\nkernel = \"{}\"\nrootfs = \"{}\"\n",
+        built("digest"),
+        built("kernel"),
+        built("rootfs")
+    );
+    assert_eq!(
+        resolved,
+        field("resolved_hash"),
+        "examples/quickstart.golden is stale: the lockfile's image or the image builder moved \
+         since it was written. If the image was built from the new lock, commit:\n{lines}"
+    );
+    for fact in ["digest", "kernel", "rootfs"] {
+        assert_eq!(
+            built(fact),
+            field(fact),
+            "the quickstart image built here is not the golden's ({fact} differs): the same \
+             source, lock and builder gave other bits on this machine. Built here:\n{lines}"
+        );
+    }
+}
+
+/// The live realization record of `node` in `p`'s store, as JSON.
+fn image_record(p: &Project, node: &str) -> serde_json::Value {
+    let objects = p.store().join("objects");
+    let mut found = Vec::new();
+    for shard in std::fs::read_dir(objects).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let bytes = std::fs::read(f.unwrap().path()).unwrap();
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                if v["node"] == node && v.get("resolved_hash").is_some() {
+                    found.push(v);
+                }
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
 }
 
 /// `cmd` run in a new network namespace of its own: loopback only, down; no mirror, no
