@@ -424,11 +424,72 @@ fn secrets_reach_the_target_and_nothing_else() {
     );
     let other = p.run(&hosts, &["secret", "keygen", "other.txt"]);
     assert_eq!(other.status.code(), Some(0), "{}", text(&other));
-    let undecryptable = p
-        .envc(&hosts, &["plan", "prod.env"])
-        .env("ENVC_AGE_IDENTITY", p.path("other.txt"))
-        .output()
+    // A reviewer without the secrets (a fork's pull request: no identity that decrypts
+    // the file, no token in the environment; `admin_token`'s command still answers) still
+    // plans: from the records, saying which values it did not have. Only the build needs
+    // them.
+    let fork = |args: &[&str]| {
+        p.envc(&hosts, args)
+            .env("ENVC_AGE_IDENTITY", p.path("other.txt"))
+            .env_remove("TEST_API_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let reviewed = fork(&["plan", "prod.env"]);
+    assert_eq!(reviewed.status.code(), Some(0), "{}", text(&reviewed));
+    let out = stdout(&reviewed);
+    assert!(
+        out.contains("plan: 0 to create, 0 to update, 0 to replace, 0 to delete")
+            && out.contains("planned without the values of `api_token` (the environment variable TEST_API_TOKEN is not set")
+            && !out.contains("`admin_token` (")
+            && out.contains("`db_password` (")
+            && out.contains("cannot decrypt"),
+        "{}",
+        text(&reviewed)
+    );
+    // A change to what uses a secret is planned as a change, its new hash left to the build.
+    let changed_source = source(&addr, true).replace("password=${", "pw=${");
+    std::fs::write(p.path("prod.env"), &changed_source).unwrap();
+    let reviewed = fork(&["plan", "prod.env", "--json"]);
+    assert_eq!(reviewed.status.code(), Some(0), "{}", text(&reviewed));
+    let lines: Vec<serde_json::Value> = stdout(&reviewed)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let db = lines
+        .iter()
+        .find(|e| e["node"] == "h/file:/etc/app/db.conf")
         .unwrap();
+    assert_eq!(db["action"], "update", "{}", text(&reviewed));
+    let reasons = db["reasons"].to_string();
+    assert!(
+        reasons.contains("its source changed")
+            && reasons.contains("secret `db_password` is not at hand"),
+        "{reasons}"
+    );
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["update"], 1, "{summary}");
+    assert!(
+        summary["unread_secrets"]["db_password"]
+            .as_str()
+            .is_some_and(|w| w.contains("cannot decrypt")),
+        "{summary}"
+    );
+    let markdown = fork(&["plan", "prod.env", "--format", "markdown"]);
+    assert!(
+        stdout(&markdown).contains("**Secrets:** planned without the values of"),
+        "{}",
+        text(&markdown)
+    );
+    for o in [&reviewed, &markdown] {
+        assert_no_plaintext(
+            "a plan without secrets",
+            &[o.stdout.clone(), o.stderr.clone()].concat(),
+            &values,
+        );
+    }
+    // The build does need them, and says so before anything runs.
+    let undecryptable = fork(&["build", "prod.env"]);
     assert_eq!(
         undecryptable.status.code(),
         Some(1),
@@ -436,7 +497,8 @@ fn secrets_reach_the_target_and_nothing_else() {
         text(&undecryptable)
     );
     assert!(
-        stderr(&undecryptable).contains("cannot decrypt"),
+        stderr(&undecryptable).contains("cannot decrypt")
+            && stderr(&undecryptable).contains("nothing was run"),
         "{}",
         text(&undecryptable)
     );

@@ -110,8 +110,27 @@ fn an_environment_reads_another_ones_outputs_from_its_state() {
     std::fs::write(dir.join("app.env"), app(&out, "")).unwrap();
     ok(dir, &["check", "app.env"]);
 
-    // Never built: nothing to read, and the command says what to do.
-    let o = envc(dir, &["plan", "app.env"]);
+    // Never built: the plan shows what reads it waiting for it (as Terraform and Pulumi
+    // plan with outputs not known yet); the build refuses, saying what to do.
+    let conf_key = format!("here/file:{}/app.conf", out.display());
+    let p = plan(dir, &[]);
+    let conf = p.iter().find(|n| n.0 == conf_key);
+    assert_eq!(conf.unwrap_or_else(|| panic!("{p:?}")).1, "create", "{p:?}");
+    let o = ok(dir, &["plan", "app.env"]);
+    assert!(
+        text(&o).contains(
+            "`core.env` was never built: what this environment reads of it is not known yet"
+        ),
+        "{}",
+        text(&o)
+    );
+    let o = ok(dir, &["why", "app.env", &conf_key]);
+    assert!(
+        stdout(&o).contains("resolved   not yet: needs the output of `stack:core.env`"),
+        "{}",
+        text(&o)
+    );
+    let o = envc(dir, &["build", "app.env"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("core.env` was never built") && text(&o).contains("envc build"),
@@ -189,7 +208,7 @@ fn an_environment_reads_another_ones_outputs_from_its_state() {
     // local store.
     let state = format!("file://{}", dir.join("shared-state").display());
     let shared = ["--state", state.as_str()];
-    let o = envc(dir, &[&["plan", "app.env"], &shared[..]].concat());
+    let o = envc(dir, &[&["build", "app.env"], &shared[..]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("never built"), "{}", text(&o));
     ok(

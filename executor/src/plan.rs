@@ -70,7 +70,7 @@ pub fn assess<'a>(
             "depends on `{}`, which changes first",
             spec.nodes[*j].key
         )),
-        Err(Resolution::Failed(_)) => {}
+        Err(Resolution::Failed(_) | Resolution::Unread(_)) => {}
     }
     if let (true, Some(d)) = (reasons.is_empty(), drift) {
         for (fact, was, now) in d {
@@ -124,8 +124,62 @@ fn check_changes(spec: &Spec, r: &Resolved, rec: &RealizationRecord) -> Option<S
             "its checks read `{}`, which changes first",
             spec.nodes[*j].key
         )),
-        Err(Resolution::Failed(_)) => None,
+        Err(Resolution::Failed(_) | Resolution::Unread(_)) => None,
     }
+}
+
+/// A node that uses a secret whose value is not at hand (a plan without it), decided from
+/// what is known: unchanged when its source is the recorded derivation and nothing it
+/// reads changes (only the secret's value could differ, and no plan without it can tell);
+/// otherwise it changes, and the reasons say why and that its new hash waits for the value.
+fn without_secret(
+    spec: &Spec,
+    i: usize,
+    secret: &str,
+    rec: &RealizationRecord,
+    mut a: Assessment,
+    planned: &[PlannedNode],
+) -> Assessment {
+    let node = &spec.nodes[i];
+    // A new target: created there, as assess said.
+    if a.action == Action::Create {
+        return a;
+    }
+    let mut reasons: Vec<String> = (a.reasons.iter())
+        .filter(|r| r.starts_with("drift:"))
+        .cloned()
+        .collect();
+    if rec.derivation != node.id {
+        reasons.push("its source changed".to_string());
+    }
+    let reads = node.inputs.iter().chain(node.target.as_ref());
+    for &j in reads {
+        if !matches!(
+            planned[j].assessment.action,
+            Action::Unchanged | Action::Check
+        ) {
+            reasons.push(format!(
+                "depends on `{}`, which changes first",
+                spec.nodes[j].key
+            ));
+        }
+    }
+    let unread = format!("secret `{secret}` is not at hand");
+    if reasons.is_empty() {
+        a.action = Action::Unchanged;
+        a.reasons = vec![format!(
+            "{unread}: taken as unchanged, as its source and inputs are (a changed value shows at build)"
+        )];
+    } else {
+        reasons.push(format!("{unread}: its new resolved hash is known at build"));
+        a.action = if kinds::of(node.kind).replaced_on_change() {
+            Action::Replace
+        } else {
+            Action::Update
+        };
+        a.reasons = reasons;
+    }
+    a
 }
 
 fn target_name(spec: &Spec, i: usize) -> &str {
@@ -227,10 +281,14 @@ pub fn plan(
         } else {
             recorded_identity(spec, i, records)
         };
-        let a = {
+        let mut a = {
             let lookup = |j: usize| known[j].as_ref();
             assess(spec, i, &lookup, record, identity, drift.get(key), files)
         };
+        if let (Err(Resolution::Unread(secret)), Some(rec)) = (&a.resolved, record) {
+            let secret = secret.clone();
+            a = without_secret(spec, i, &secret, rec, a, &nodes);
+        }
         known[i] = match (&a.action, record, &a.resolved) {
             (Action::Unchanged | Action::Check, Some(r), _) => Some(Known::of_record(r)),
             // Only drift (a stopped VM, an image gone from the store, an edited file):

@@ -918,6 +918,16 @@ impl<'s> Scheduler<'s> {
                     Err(Resolution::Failed(m)) => {
                         self.stop(i, Status::Failed, m, Duration::ZERO, &dependents)
                     }
+                    // A build reads every secret before it starts; never here.
+                    Err(Resolution::Unread(secret)) => self.stop(
+                        i,
+                        Status::Failed,
+                        format!(
+                            "secret `{secret}` was not read before the run (this is a bug in envc)"
+                        ),
+                        Duration::ZERO,
+                        &dependents,
+                    ),
                     Err(Resolution::Pending(j)) => self.stop(
                         i,
                         Status::Failed,

@@ -60,10 +60,12 @@ fn error(what: impl Into<String>, hint: impl Into<String>) -> SecretError {
     }
 }
 
-/// The values of the secrets one run uses, and the key their hashes are made with.
+/// The values of the secrets one run uses, and the key their hashes are made with; for a
+/// command that plans without some (`plan`, `render`), why each of those is not at hand.
 pub struct Secrets {
     values: BTreeMap<String, String>,
     key: [u8; 32],
+    unread: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for Secrets {
@@ -77,7 +79,29 @@ impl fmt::Debug for Secrets {
 
 impl Secrets {
     pub fn new(values: BTreeMap<String, String>, key: [u8; 32]) -> Secrets {
-        Secrets { values, key }
+        Secrets {
+            values,
+            key,
+            unread: BTreeMap::new(),
+        }
+    }
+
+    /// Secrets of which only `values` are at hand; `unread` says why each other is not.
+    pub fn partial(
+        values: BTreeMap<String, String>,
+        key: [u8; 32],
+        unread: BTreeMap<String, String>,
+    ) -> Secrets {
+        Secrets {
+            values,
+            key,
+            unread,
+        }
+    }
+
+    /// The secrets whose value is not at hand, each with why.
+    pub fn unread(&self) -> &BTreeMap<String, String> {
+        &self.unread
     }
 
     pub fn value(&self, name: &str) -> Option<&str> {
@@ -212,52 +236,107 @@ pub fn load(
     names: &BTreeSet<String>,
     settings: &SecretSettings,
 ) -> Result<BTreeMap<String, String>, SecretError> {
-    let mut values = BTreeMap::new();
-    let mut problems: Vec<String> = Vec::new();
+    let read = read_each(names, settings);
+    if read.unread.is_empty() && read.unusable.is_empty() {
+        return Ok(read.values);
+    }
+    let problems: Vec<String> = (read.unread.iter())
+        .map(|(name, why)| format!("`{name}`{why}"))
+        .chain(read.unusable)
+        .collect();
+    Err(read_error(&problems, read.file_hint))
+}
+
+/// What `load` reads, for a command that can go on without some values (`plan`, `render`):
+/// the values at hand, and by name why each other one is not (a value that is there but
+/// unusable is still an error: it is wrong, not missing).
+pub fn load_available(
+    names: &BTreeSet<String>,
+    settings: &SecretSettings,
+) -> Result<Available, SecretError> {
+    let read = read_each(names, settings);
+    if !read.unusable.is_empty() {
+        return Err(read_error(&read.unusable, read.file_hint));
+    }
+    let unread = (read.unread.into_iter())
+        .map(|(name, why)| (name, why.trim_start_matches(": ").trim().to_string()))
+        .collect();
+    Ok(Available {
+        values: read.values,
+        unread,
+    })
+}
+
+/// The secrets at hand, and by name why each other is not.
+pub struct Available {
+    pub values: BTreeMap<String, String>,
+    pub unread: BTreeMap<String, String>,
+}
+
+/// The secrets one command reads: the values, those not at hand (name → why, as `: …` or
+/// ` is not in …`), those whose value is unusable, and the hint of a file that did not read.
+struct ReadSecrets {
+    values: BTreeMap<String, String>,
+    unread: BTreeMap<String, String>,
+    unusable: Vec<String>,
+    file_hint: Option<String>,
+}
+
+fn read_each(names: &BTreeSet<String>, settings: &SecretSettings) -> ReadSecrets {
+    let mut read = ReadSecrets {
+        values: BTreeMap::new(),
+        unread: BTreeMap::new(),
+        unusable: Vec::new(),
+        file_hint: None,
+    };
     let mut file: Option<Result<BTreeMap<String, String>, SecretError>> = None;
     for name in names {
         let got = match settings.sources.get(name) {
-            Some(Source::Env(var)) => std::env::var(var).map_err(|_| {
-                format!("`{name}`: the environment variable {var} is not set (or not UTF-8)")
-            }),
-            Some(Source::Command(argv)) => run_source(argv).map_err(|e| format!("`{name}`: {e}")),
+            Some(Source::Env(var)) => std::env::var(var)
+                .map_err(|_| format!(": the environment variable {var} is not set (or not UTF-8)")),
+            Some(Source::Command(argv)) => run_source(argv).map_err(|e| format!(": {e}")),
             None => {
                 let file = file.get_or_insert_with(|| read_file(settings));
                 match file {
                     Ok(all) => all.get(name).cloned().ok_or_else(|| {
                         format!(
-                            "`{name}` is not in {} (run `envc secret set ENV_FILE {name}`)",
+                            " is not in {} (run `envc secret set ENV_FILE {name}`)",
                             settings.file.display()
                         )
                     }),
-                    Err(e) => Err(format!("`{name}`: {}", e.what)),
+                    Err(e) => Err(format!(": {}", e.what)),
                 }
             }
         };
         match got {
             Ok(v) => match unusable(&v) {
-                Some(why) => problems.push(format!("`{name}` {why}")),
+                Some(why) => read.unusable.push(format!("`{name}` {why}")),
                 None => {
-                    values.insert(name.clone(), v);
+                    read.values.insert(name.clone(), v);
                 }
             },
-            Err(e) => problems.push(e),
+            Err(e) => {
+                read.unread.insert(name.clone(), e);
+            }
         }
     }
-    if problems.is_empty() {
-        return Ok(values);
+    if let Some(Err(e)) = file {
+        read.file_hint = Some(e.hint);
     }
-    let hint = match file {
-        Some(Err(e)) => e.hint,
-        _ => "set each secret with `envc secret set ENV_FILE NAME` (the value on stdin), or give it a source in envc.toml: `[secrets.from] NAME = { env = \"VAR\" }` or `{ command = [\"pass\", \"show\", \"…\"] }`".into(),
-    };
-    Err(error(
+    read
+}
+
+fn read_error(problems: &[String], file_hint: Option<String>) -> SecretError {
+    let hint = file_hint.unwrap_or_else(|| {
+        "set each secret with `envc secret set ENV_FILE NAME` (the value on stdin), or give it a source in envc.toml: `[secrets.from] NAME = { env = \"VAR\" }` or `{ command = [\"pass\", \"show\", \"…\"] }`".into()
+    });
+    error(
         format!(
             "cannot read the secrets this environment uses:\n  - {}",
             problems.join("\n  - ")
         ),
         hint,
-    ))
+    )
 }
 
 /// Why a secret's command gave no value.

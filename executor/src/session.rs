@@ -253,6 +253,10 @@ impl Session {
     /// Only a build (`create`) makes the store's key; a command that only reads (plan,
     /// drift) before any build hashes with a key of its own, which no record shares
     /// (nothing using a secret has been built yet, so nothing can match anyway).
+    ///
+    /// Without `create` (a command that only reads: plan, render, drift), a secret whose
+    /// value is not at hand is no error: the nodes that use it are planned without it
+    /// (`Resolution::Unread`), and [`crate::secrets::Secrets::unread`] says which and why.
     pub fn unseal(&self, spec: &mut Spec, create: bool) -> Result<(), SessionError> {
         let names = spec.secret_names();
         let key = self
@@ -268,11 +272,16 @@ impl Session {
             None => crate::store::new_key()
                 .map_err(|e| SessionError::Io(format!("cannot make a key: {e}")))?,
         };
-        let values =
-            crate::secrets::load(&names, &self.shared.secrets).map_err(SessionError::Secrets)?;
-        spec.secrets = Some(std::sync::Arc::new(crate::secrets::Secrets::new(
-            values, key,
-        )));
+        let secrets = if create {
+            let values = crate::secrets::load(&names, &self.shared.secrets)
+                .map_err(SessionError::Secrets)?;
+            crate::secrets::Secrets::new(values, key)
+        } else {
+            let at_hand = crate::secrets::load_available(&names, &self.shared.secrets)
+                .map_err(SessionError::Secrets)?;
+            crate::secrets::Secrets::partial(at_hand.values, key, at_hand.unread)
+        };
+        spec.secrets = Some(std::sync::Arc::new(secrets));
         Ok(())
     }
 
@@ -509,6 +518,12 @@ impl Session {
                 Ok(Err(Resolution::Failed(m))) | Err(Resolution::Failed(m)) => {
                     let m = spec.secrets.as_ref().map_or(m.clone(), |s| s.redact(m));
                     report.unchecked.insert(node.key.clone(), m);
+                }
+                Ok(Err(Resolution::Unread(secret))) | Err(Resolution::Unread(secret)) => {
+                    report.unchecked.insert(
+                        node.key.clone(),
+                        format!("it uses secret `{secret}`, whose value is not at hand"),
+                    );
                 }
             }
         }

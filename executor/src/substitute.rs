@@ -46,6 +46,8 @@ pub enum Resolution {
     Pending(usize),
     /// The node cannot be resolved: the message says why and what to do.
     Failed(String),
+    /// It uses this secret, whose value is not at hand (a plan made without it).
+    Unread(String),
 }
 
 /// The fact that a node's deferred output reads.
@@ -163,16 +165,15 @@ impl<'a> Resolver<'a> {
                 }
             }
             Val::Secret(name) => {
-                let value = self
-                    .spec
-                    .secrets
-                    .as_ref()
-                    .and_then(|s| s.value(name))
-                    .ok_or_else(|| {
-                        Resolution::Failed(format!(
+                let secrets = self.spec.secrets.as_ref();
+                let value = secrets.and_then(|s| s.value(name)).ok_or_else(|| {
+                    match secrets.is_some_and(|s| s.unread().contains_key(name)) {
+                        true => Resolution::Unread(name.clone()),
+                        false => Resolution::Failed(format!(
                             "secret `{name}` was not read before the run (this is a bug in envc)"
-                        ))
-                    })?;
+                        )),
+                    }
+                })?;
                 self.seal(value.to_string())?
             }
             Val::List(xs) => Val::List(

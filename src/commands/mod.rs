@@ -272,8 +272,9 @@ pub fn store_session(file: &Path, shared: &SharedArgs) -> Result<Session, Failur
 /// `Session::unseal`; `create`: a build, which may make the store's key) and what each
 /// environment it references (`stack("…")`) last published, read from that environment's
 /// own state, as its envc.toml (under the same flags) finds it. A referenced environment
-/// never built, or whose state lacks an output read here, stops the command before
-/// anything is planned or run.
+/// whose state lacks an output read here stops the command before anything is planned or
+/// run; one never built stops a build (`create`), while a plan shows what reads it waiting
+/// for it, as Terraform and Pulumi plan against outputs not known yet.
 pub fn prepare(
     session: &Session,
     spec: &mut Spec,
@@ -290,8 +291,20 @@ pub fn prepare(
         let node = &spec.nodes[i];
         let path = dir.join(&node.name);
         let published = store_session(&path, shared)?.published()?;
-        envc_executor::stack_facts(node, &path.display().to_string(), published.as_ref())
-            .map_err(|e| Failure::Input(format!("{e} (read by `{}`)", file.display())))?;
+        match envc_executor::stack_facts(node, &path.display().to_string(), published.as_ref()) {
+            Ok(_) => {}
+            Err(envc_executor::StackError::NeverBuilt { env }) if !create => {
+                crate::output::errln!(
+                    "note: `{env}` was never built: what this environment reads of it is not known yet, and `envc build` refuses until it is built"
+                );
+            }
+            Err(e) => {
+                return Err(Failure::Input(format!(
+                    "{e} (read by `{}`)",
+                    file.display()
+                )))
+            }
+        }
         if let Some(p) = published {
             spec.stacks.insert(node.name.clone(), p);
         }

@@ -63,6 +63,22 @@ pub fn unchecked_note(report: &PlanReport) -> String {
     )
 }
 
+/// The secrets a plan was made without (their values not at hand here: a fork's pull
+/// request, a reviewer's laptop), each with why, as one line; `None` when it had them all.
+pub fn unread_note(spec: &Spec) -> Option<String> {
+    let unread = spec.secrets.as_ref()?.unread();
+    if unread.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = (unread.iter())
+        .map(|(name, why)| format!("`{name}` ({why})"))
+        .collect();
+    Some(format!(
+        "planned without the values of {}: a node that uses one is taken as unchanged where its source and inputs are; `envc build` needs them",
+        each.join(", ")
+    ))
+}
+
 /// Nodes a probe could not reach, one warning each.
 pub fn warn_unreachable(report: &PlanReport) {
     for (key, e) in &report.unreachable {
@@ -204,8 +220,9 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
             );
             out.push('\n');
         }
+        let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "unchanged": unchanged, "unchecked": unchecked}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default()}})
                 .to_string(),
         );
         out.push('\n');
@@ -248,6 +265,9 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
             unchecked_note(report)
         ));
     }
+    if let Some(note) = unread_note(spec) {
+        out.push_str(&format!("plan: {note}\n"));
+    }
     out
 }
 
@@ -269,6 +289,9 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
             "\n**{}** (unreachable; planned from their records)\n",
             cell(&unchecked_note(report))
         ));
+    }
+    if let Some(note) = unread_note(spec) {
+        out.push_str(&format!("\n**Secrets:** {}\n", cell(&note)));
     }
     if !p.has_changes() {
         out.push_str("\nNo changes.\n");
@@ -346,6 +369,9 @@ fn why_text(
             spec.nodes[*j].key
         )),
         Err(Resolution::Failed(m)) => s.push_str(&format!("  error      {m}\n")),
+        Err(Resolution::Unread(secret)) => s.push_str(&format!(
+            "  resolved   not here: secret `{secret}` is not at hand\n"
+        )),
     }
     s.push_str(&format!("  action     {}\n", a.action.name()));
     for r in &a.reasons {

@@ -26,8 +26,21 @@ impl NodeType for Stack {
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let node = r.node;
-        let facts = crate::stack::facts(node, &node.name, r.spec.stacks.get(&node.name))
-            .map_err(|e| Resolution::Failed(e.to_string()))?;
+        let facts = match crate::stack::facts(node, &node.name, r.spec.stacks.get(&node.name)) {
+            Ok(facts) => facts,
+            // Only a plan gets here (a build refuses before it starts): what is read is not
+            // known yet, and what reads it waits for it, as for a machine not yet made.
+            Err(e @ crate::stack::StackError::NeverBuilt { .. }) => {
+                for (name, _) in crate::stack::reads(node) {
+                    r.put(
+                        &format!("output {name}"),
+                        json!("(not known until it is built)"),
+                    );
+                }
+                return Ok(Arc::new(NotBuilt(e)));
+            }
+            Err(e) => return Err(Resolution::Failed(e.to_string())),
+        };
         // The values read, not the run: a rebuild of it that published the same outputs
         // changes nothing here.
         for (name, _) in crate::stack::reads(node) {
@@ -58,6 +71,29 @@ impl Realize for Outputs {
             note,
             log: None,
         })))
+    }
+}
+
+/// The outputs of an environment never built: not known, so nothing that reads them can
+/// be resolved yet (a plan shows them waiting), and a run of it fails saying why.
+#[derive(Clone, Debug)]
+pub struct NotBuilt(crate::stack::StackError);
+
+impl Realize for NotBuilt {
+    fn predicted_facts(&self) -> Option<Facts> {
+        None
+    }
+
+    fn launch(&self, _cx: &Launching<'_>) -> Launch {
+        Launch::Alone(Box::new(Refused(self.0.to_string())))
+    }
+}
+
+struct Refused(String);
+
+impl Unit for Refused {
+    fn run<'a>(self: Box<Self>, _cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
+        Box::pin(async move { Err(StepError::new(self.0)) })
     }
 }
 
