@@ -121,7 +121,7 @@ fn the_lock_is_exclusive_and_names_its_holder() {
         Err(EnvLockError::Held {
             env,
             holder: Some(h),
-            expires_unix: None,
+            lease_seconds: None,
         }) => {
             assert_eq!(env, "prod");
             assert_eq!(h, me);
