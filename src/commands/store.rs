@@ -65,9 +65,10 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
                         .map(|t| format!(", its run finished at unix time {t}"))
                         .unwrap_or_default();
                     outln!(
-                        "{name}: current state ({at}): {d}; {what} state {}, the newest whose \
-                         history reads ({} states{finished}): what later runs recorded is \
-                         lost, the next build runs their nodes again",
+                        "{name}: current state ({at}): {d}; {what} state {}, the newest of \
+                         its states whose history reads ({} states{finished}); what a later run \
+                         recorded, if the lost ref named one, is not in it: the next build runs \
+                         those nodes again",
                         f.state,
                         f.states
                     );
