@@ -2,7 +2,9 @@
 //! a real S3 server (moto, tests/support/servers.rs); a "CI runner" with an empty store and
 //! the same shared state fetches it instead of running mmdebstrap, bit for bit; the shared
 //! state shows both their runs; an untrusted key is refused by name; a runner SIGKILLed
-//! while holding the lock blocks the next one (exit 5) until its lease runs out.
+//! while holding the lock blocks the next one (exit 5) until a waiting one has seen its
+//! lease go unrenewed. Damage in the bucket (a garbage head, a truncated object, a garbage
+//! lock) is named there and repaired without losing the history.
 
 #![allow(clippy::unwrap_used)]
 

@@ -105,6 +105,16 @@ pub enum LockObject {
     },
 }
 
+impl LockObject {
+    /// The lease it holds, if it holds one.
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            LockObject::Lease(l) => Some(l),
+            LockObject::Unreadable { .. } => None,
+        }
+    }
+}
+
 /// What taking a lock replaced, when it was not free: said to the user, who may want to
 /// know whose run was cut off or that something wrote the lock object that was not envc.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -463,13 +473,11 @@ impl SharedState {
             .collect())
     }
 
-    /// The lock's content and ETag, if there is a lock object; `Err` of the content (its
-    /// first 80 characters) when it is not a lease.
-    #[allow(clippy::type_complexity)]
+    /// The lock's content and ETag, if there is a lock object.
     pub fn read_lock(
         &self,
         env: &str,
-    ) -> Result<Option<(Result<Lease, String>, Option<String>)>, RemoteError> {
+    ) -> Result<Option<(LockObject, Option<String>)>, RemoteError> {
         Ok(self.read_lock_version(env)?.map(|(l, etag, _)| (l, etag)))
     }
 
@@ -477,14 +485,19 @@ impl SharedState {
     fn read_lock_version(
         &self,
         env: &str,
-    ) -> Result<Option<(Result<Lease, String>, Option<String>, LockVersion)>, RemoteError> {
+    ) -> Result<Option<(LockObject, Option<String>, LockVersion)>, RemoteError> {
         let Some((bytes, etag)) = self.get(&Self::lock_key(env))? else {
             return Ok(None);
         };
         let version = LockVersion(etag.clone(), ObjectId::of(&bytes));
-        let lease = serde_json::from_slice(&bytes)
-            .map_err(|_| String::from_utf8_lossy(&bytes).chars().take(80).collect());
-        Ok(Some((lease, etag, version)))
+        let lock = match serde_json::from_slice(&bytes) {
+            Ok(lease) => LockObject::Lease(lease),
+            Err(_) => LockObject::Unreadable {
+                object: self.lock_url(env),
+                content: String::from_utf8_lossy(&bytes).chars().take(80).collect(),
+            },
+        };
+        Ok(Some((lock, etag, version)))
     }
 
     fn lease_for(&self, me: &Holder, renewals: u64) -> Vec<u8> {
@@ -534,8 +547,8 @@ impl SharedState {
             };
             let unchanged = watch.unchanged(version);
             let took_over = match lease {
-                Ok(lease) if lease.ended() => None,
-                Ok(lease) => {
+                LockObject::Lease(lease) if lease.ended() => None,
+                LockObject::Lease(lease) => {
                     let lasts = match lease.lease_seconds {
                         0 => self.lease,
                         s => Duration::from_secs(s),
@@ -548,10 +561,9 @@ impl SharedState {
                         seconds: unchanged.as_secs(),
                     })
                 }
-                Err(content) => Some(TakenOver::Unreadable {
-                    object: self.lock_url(env),
-                    content,
-                }),
+                LockObject::Unreadable { object, content } => {
+                    Some(TakenOver::Unreadable { object, content })
+                }
             };
             // Take it over, unless another runner (or a renewal) wrote it first.
             let mode = PutMode::Update(UpdateVersion {
@@ -570,7 +582,7 @@ impl SharedState {
     /// Who holds the lock now, for a runner that lost a race for it.
     fn holder_now(&self, env: &str) -> Result<Lease, RemoteError> {
         Ok(match self.read_lock(env)? {
-            Some((Ok(lease), _)) => lease,
+            Some((LockObject::Lease(lease), _)) => lease,
             _ => Lease {
                 holder: Holder {
                     pid: 0,
@@ -592,13 +604,8 @@ impl SharedState {
         let held = self.read_lock(env)?;
         self.delete(&Self::lock_key(env))?;
         Ok(match held {
-            None => None,
-            Some((Ok(lease), _)) if lease.ended() => None,
-            Some((Ok(lease), _)) => Some(LockObject::Lease(lease)),
-            Some((Err(content), _)) => Some(LockObject::Unreadable {
-                object: self.lock_url(env),
-                content,
-            }),
+            Some((LockObject::Lease(lease), _)) if lease.ended() => None,
+            held => held.map(|(l, _)| l),
         })
     }
 }

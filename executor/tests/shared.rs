@@ -151,7 +151,7 @@ fn a_lock_left_by_a_dead_runner_frees_itself_when_its_lease_runs_out() {
     let lock = EnvLock::acquire(&a, "prod", true, &me).unwrap();
     assert!(started.elapsed() > lease, "{:?}", started.elapsed());
     let (held, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
-    assert_eq!(held.unwrap().holder.command, "next runner");
+    assert_eq!(held.lease().unwrap().holder.command, "next runner");
     assert!(matches!(
         lock.took_over(),
         Some(TakenOver::Unrenewed { holder, .. }) if holder.command == "killed runner"
@@ -163,7 +163,7 @@ fn a_lock_left_by_a_dead_runner_frees_itself_when_its_lease_runs_out() {
     drop(lock);
     // Released: its lease ended, so the next runner takes it at once.
     let (ended, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
-    assert!(ended.unwrap().ended());
+    assert!(ended.lease().unwrap().ended());
     let started = Instant::now();
     drop(EnvLock::acquire(&a, "prod", false, &me).unwrap());
     assert!(started.elapsed() < lease, "{:?}", started.elapsed());
@@ -437,5 +437,5 @@ fn a_garbage_lock_is_taken_over_and_named() {
         "{said}"
     );
     let (held, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
-    assert_eq!(held.unwrap().holder.command, "runner");
+    assert_eq!(held.lease().unwrap().holder.command, "runner");
 }
