@@ -393,8 +393,8 @@ enum Command {
         #[command(subcommand)]
         command: CacheCommand,
     },
-    /// Free an environment whose shared lock a dead runner left behind (its lease also
-    /// runs out by itself).
+    /// Free an environment whose shared lock a dead runner left behind (a run with --wait
+    /// also takes it over once it has seen it unrenewed for its lease).
     Unlock {
         file: PathBuf,
         /// Required: says you checked that the holder is not running (forcing the lock

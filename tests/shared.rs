@@ -2,7 +2,9 @@
 //! a real S3 server (moto, tests/support/servers.rs); a "CI runner" with an empty store and
 //! the same shared state fetches it instead of running mmdebstrap, bit for bit; the shared
 //! state shows both their runs; an untrusted key is refused by name; a runner SIGKILLed
-//! while holding the lock blocks the next one (exit 5) until its lease runs out.
+//! while holding the lock blocks the next one (exit 5) until a waiting one has seen its
+//! lease go unrenewed. Damage in the bucket (a garbage head, a truncated object, a garbage
+//! lock) is named there and repaired without losing the history.
 
 #![allow(clippy::unwrap_used)]
 
@@ -414,4 +416,166 @@ fn a_build_whose_lock_is_forced_open_exits_5_and_cannot_record_its_end() {
     )
     .unwrap();
     assert_eq!(last["result"], "unfinished", "{}", text(&after));
+}
+
+/// An S3 client of `server`'s bucket `bucket`, configured by the same variables envc reads.
+fn bucket(server: &S3Server, bucket: &str) -> object_store::aws::AmazonS3 {
+    let mut builder = object_store::aws::AmazonS3Builder::new().with_bucket_name(bucket);
+    for (key, value) in server.env() {
+        builder = builder.with_config(key.to_ascii_lowercase().parse().unwrap(), value);
+    }
+    builder.build().unwrap()
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn put(store: &object_store::aws::AmazonS3, key: &str, bytes: Vec<u8>) {
+    use object_store::ObjectStoreExt;
+    block(store.put(&object_store::path::Path::from(key), bytes.into())).unwrap();
+}
+
+fn get(store: &object_store::aws::AmazonS3, key: &str) -> Vec<u8> {
+    use object_store::ObjectStoreExt;
+    block(async {
+        store
+            .get(&object_store::path::Path::from(key))
+            .await?
+            .bytes()
+            .await
+    })
+    .unwrap()
+    .to_vec()
+}
+
+/// Damage in the bucket, as the issue found it: a garbage head does not lose the history
+/// (repair sets it back to the newest state whose history reads, and every message names
+/// the bucket's object, not the local store); a truncated object is caught when read and by
+/// `store verify`, and repair uploads it again from a store that has it whole; a garbage
+/// lock is taken over with a warning naming it.
+#[test]
+fn damage_in_the_bucket_is_named_there_and_repaired_without_losing_the_history() {
+    let server = S3Server::start();
+    server.create_bucket("envc");
+    let keys = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(["key", "generate", "ci", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    code(&o, 0);
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let m = Machine::new(&server, &public);
+    let files = m.dir.path().join("files");
+    std::fs::write(
+        m.dir.path().join("i.env"),
+        format!(
+            "param v: str = \"a\"\nlet here = host(name = \"here\", address = \"@local\")\n{}",
+            (0..3)
+                .map(|i| format!(
+                    "let f{i} = file(path = \"{}/f{i}\", content = \"${{v}}\\n\", target = here)\n",
+                    files.display()
+                ))
+                .collect::<String>()
+        ),
+    )
+    .unwrap();
+    for v in ["a", "b", "c"] {
+        let o = m.envc(&["build", "FILE", "--set", &format!("v={v}")]);
+        code(&o, 0);
+    }
+    let history = m.envc(&["log", "FILE", "--json"]);
+    code(&history, 0);
+    let s3 = bucket(&server, "envc");
+    let head_key = "state/envs/i/head";
+    let head = String::from_utf8(get(&s3, head_key))
+        .unwrap()
+        .trim()
+        .to_string();
+
+    // A garbage head: the error names the bucket's object.
+    put(&s3, head_key, b"garbage\n".to_vec());
+    let o = m.envc(&["plan", "FILE", "--set", "v=c"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("s3://envc/state/envs/i/head")
+            && text(&o).contains("garbage")
+            && !text(&o).contains(".envc"),
+        "{}",
+        text(&o)
+    );
+    let o = m.envc(&["store", "verify", "FILE"]);
+    code(&o, 3);
+    assert!(
+        text(&o).contains("s3://envc/state/envs/i/head")
+            && text(&o).contains(&format!("repair sets it back to state {head}")),
+        "{}",
+        text(&o)
+    );
+    let o = m.envc(&["store", "verify", "--repair", "FILE"]);
+    code(&o, 0);
+    assert!(
+        text(&o).contains(&format!("set back to state {head}")),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(String::from_utf8(get(&s3, head_key)).unwrap().trim(), head);
+    // The history is whole, and nothing is created again: the records are all there.
+    let o = m.envc(&["log", "FILE", "--json"]);
+    code(&o, 0);
+    assert_eq!(o.stdout, history.stdout);
+    let o = m.envc(&["build", "FILE", "--set", "v=c"]);
+    code(&o, 0);
+    assert_eq!(summary(&o).0, 0, "{}", text(&o));
+
+    // A truncated state in the bucket: this machine has it whole, another fetches it and
+    // must not take it.
+    let head = String::from_utf8(get(&s3, head_key))
+        .unwrap()
+        .trim()
+        .to_string();
+    let object_key = format!("state/objects/{head}");
+    let whole = get(&s3, &object_key);
+    put(&s3, &object_key, whole[..whole.len() / 2].to_vec());
+    let other = Machine::new(&server, &public);
+    std::fs::copy(m.dir.path().join("i.env"), other.dir.path().join("i.env")).unwrap();
+    let o = other.envc(&["plan", "FILE", "--set", "v=c"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let url = format!("s3://envc/state/objects/{head}");
+    assert!(
+        text(&o).contains(&url) && text(&o).contains("does not hash"),
+        "{}",
+        text(&o)
+    );
+    let o = m.envc(&["store", "verify", "FILE"]);
+    code(&o, 3);
+    assert!(
+        text(&o).contains(&format!("corrupt   {url} (this store has it whole")),
+        "{}",
+        text(&o)
+    );
+    let o = m.envc(&["store", "verify", "--repair", "FILE"]);
+    code(&o, 0);
+    assert!(text(&o).contains("uploaded again"), "{}", text(&o));
+    assert_eq!(get(&s3, &object_key), whole);
+    let o = other.envc(&["plan", "FILE", "--set", "v=c"]);
+    code(&o, 0);
+    let o = m.envc(&["store", "verify", "FILE"]);
+    code(&o, 0);
+
+    // A garbage lock: taken over, and said.
+    put(&s3, "state/envs/i/lock", b"garbage\n".to_vec());
+    let o = m.envc(&["build", "FILE", "--set", "v=c"]);
+    code(&o, 0);
+    assert!(
+        text(&o)
+            .contains("warning: the lock object s3://envc/state/envs/i/lock held \"garbage\\n\""),
+        "{}",
+        text(&o)
+    );
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use crate::names::safe_name;
 use crate::remote::RemoteError;
-use crate::shared_state::LeaseGuard;
+use crate::shared_state::{LeaseGuard, TakenOver, Watch};
 use crate::store::Store;
 
 pub use crate::shared_state::Holder;
@@ -20,11 +20,12 @@ pub use crate::shared_state::Holder;
 #[derive(Debug)]
 pub enum EnvLockError {
     /// Held by another live process; `None` when it has not written its name yet.
-    /// `expires_unix`: when a shared lock's lease runs out unless renewed.
+    /// `lease_seconds`: a shared lock's lease, which a waiting run takes it over after
+    /// once it has seen it unrenewed that long.
     Held {
         env: String,
         holder: Option<Holder>,
-        expires_unix: Option<u64>,
+        lease_seconds: Option<u64>,
     },
     Remote(RemoteError),
     Io {
@@ -39,7 +40,7 @@ impl std::fmt::Display for EnvLockError {
             EnvLockError::Held {
                 env,
                 holder: Some(h),
-                expires_unix: None,
+                lease_seconds: None,
             } => write!(
                 f,
                 "environment `{env}` is locked by `{}` (pid {} on {}, since unix time {}); wait for it, or pass --wait",
@@ -48,11 +49,11 @@ impl std::fmt::Display for EnvLockError {
             EnvLockError::Held {
                 env,
                 holder: Some(h),
-                expires_unix: Some(t),
+                lease_seconds: Some(t),
             } => write!(
                 f,
-                "environment `{env}` is locked in the shared state by `{}` (pid {} on {}, since unix time {}); its lease runs until unix time {t} unless renewed\n  \
-                 hint: wait for it, or pass --wait; if that runner is dead, its lease runs out by itself, or `envc unlock --force FILE` frees it now",
+                "environment `{env}` is locked in the shared state by `{}` (pid {} on {}, since unix time {}), which renews its lease of {t} s while it runs\n  \
+                 hint: wait for it, or pass --wait; if that runner is dead, a run with --wait takes the lock over once it has seen it unrenewed for {t} s, or `envc unlock --force FILE` frees it now",
                 h.command, h.pid, h.host, h.since_unix
             ),
             EnvLockError::Remote(e) => write!(f, "{e}"),
@@ -71,6 +72,7 @@ pub struct EnvLock {
     env: String,
     _file: Option<File>,
     lease: Option<LeaseGuard>,
+    took_over: Option<TakenOver>,
 }
 
 impl crate::store::HeldLock for EnvLock {
@@ -93,22 +95,32 @@ impl EnvLock {
         me: &Holder,
     ) -> Result<EnvLock, EnvLockError> {
         if let Some(shared) = store.shared() {
+            // Looked at often enough that a lease's end is noticed within a fraction of it.
+            let every = (shared.lease / 4).clamp(
+                std::time::Duration::from_millis(100),
+                std::time::Duration::from_secs(1),
+            );
+            let mut watch = Watch::default();
             loop {
-                match shared.try_lock(env, me).map_err(EnvLockError::Remote)? {
-                    Ok(etag) => {
-                        let lease = LeaseGuard::new(shared.clone(), env, etag, me.clone());
+                match shared
+                    .try_lock(env, me, &mut watch)
+                    .map_err(EnvLockError::Remote)?
+                {
+                    Ok(taken) => {
+                        let lease = LeaseGuard::new(shared.clone(), env, taken.etag, me.clone());
                         return Ok(EnvLock {
                             env: env.to_string(),
                             _file: None,
                             lease: Some(lease),
+                            took_over: taken.took_over,
                         });
                     }
-                    Err(_) if wait => std::thread::sleep(std::time::Duration::from_secs(1)),
+                    Err(_) if wait => std::thread::sleep(every),
                     Err(lease) => {
                         return Err(EnvLockError::Held {
                             env: env.to_string(),
                             holder: Some(lease.holder),
-                            expires_unix: Some(lease.expires_unix),
+                            lease_seconds: Some(lease.lease_seconds),
                         })
                     }
                 }
@@ -139,7 +151,7 @@ impl EnvLock {
                 return Err(EnvLockError::Held {
                     env: env.to_string(),
                     holder,
-                    expires_unix: None,
+                    lease_seconds: None,
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -154,7 +166,14 @@ impl EnvLock {
             env: env.to_string(),
             _file: Some(file),
             lease: None,
+            took_over: None,
         })
+    }
+
+    /// What taking a shared lock replaced: a lease its holder stopped renewing, or a lock
+    /// object that held no lease (the user is told either).
+    pub fn took_over(&self) -> Option<&TakenOver> {
+        self.took_over.as_ref()
     }
 
     /// Whether a shared lock was taken from this process while it held it.

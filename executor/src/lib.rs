@@ -89,6 +89,7 @@ pub use cache::{CacheError, Progress};
 pub use envlock::{EnvLock, EnvLockError, Holder};
 pub use keys::SecretKey;
 pub use repair::{RepairError, StoreReport};
+pub use shared_state::{LockObject, TakenOver};
 pub use store::{entry_key, ObjectId, RefConflict, Store, StoreError};
 
 // `envc lock`, and what a locked build checks first.

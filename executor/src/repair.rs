@@ -7,8 +7,16 @@
 //! without what they held: records that are gone leave the current state (the next build runs
 //! those nodes again, as if for the first time), runs that are gone leave the history, and the
 //! chain stops at its first unreadable state.
+//!
+//! A ref that cannot be read (it holds no object id, or names a state that is gone) does not
+//! lose the history: the states are still objects. Repair looks through every object where
+//! states are kept (the bucket, with a shared state) for the environment's states, and sets
+//! the ref to the newest one whose chain reads back to the first (the longest chain; a tie
+//! goes to the run that finished last). With a shared state, objects in the bucket are
+//! checked too: one that does not hash to its name is uploaded again from this store when
+//! it has it whole, and removed otherwise.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -85,13 +93,28 @@ pub struct Cut {
     pub kept: usize,
 }
 
+/// The state a repair sets an unreadable ref to: the newest of the environment's states
+/// whose history reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    pub state: ObjectId,
+    /// The states of its history (itself included).
+    pub states: usize,
+    /// When its run finished (unix time), if it names a readable run.
+    pub finished_unix: Option<u64>,
+}
+
 /// What one environment loses to damaged objects.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EnvDamage {
     pub env: String,
-    /// The ref or the current state itself cannot be read: nothing of the environment's
-    /// state is left. Repair removes the ref; the next build is a first build.
+    /// Where its ref is: the bucket's head object (`s3://…/envs/ENV/head`) or `refs/ENV`.
+    pub head_at: String,
+    /// The ref or the current state itself cannot be read. Repair sets the ref to
+    /// `fallback`, or, when no state of the environment reads, removes it (the next build
+    /// is a first build).
     pub head: Option<Damage>,
+    pub fallback: Option<Fallback>,
     pub records: Vec<DamagedRecord>,
     /// Intents (what a run was about to create) that cannot be read: repair drops them, so
     /// the next build decides afresh whether what it finds is envc's.
@@ -111,18 +134,30 @@ impl EnvDamage {
     }
 }
 
+/// An object in the shared state's bucket that does not hash to its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketDamage {
+    pub object: ObjectId,
+    /// Its URL (`s3://bucket/prefix/objects/…`).
+    pub url: String,
+    /// This store has it whole: repair uploads it again (else repair removes it).
+    pub whole_here: bool,
+}
+
 /// What verify found (and, after a repair, what was removed and dropped).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreReport {
     /// Files in `objects/` that are not the object they are named after.
     pub corrupt: Vec<PathBuf>,
+    /// Objects in the shared state's bucket that are not the object they are named after.
+    pub bucket: Vec<BucketDamage>,
     /// Environments that refer to damaged or missing objects; the others are not listed.
     pub envs: Vec<EnvDamage>,
 }
 
 impl StoreReport {
     pub fn is_sound(&self) -> bool {
-        self.corrupt.is_empty() && self.envs.is_empty()
+        self.corrupt.is_empty() && self.bucket.is_empty() && self.envs.is_empty()
     }
 }
 
@@ -171,16 +206,18 @@ pub struct History {
 
 /// `env`'s history as far back as it can be read.
 pub fn readable_history(store: &Store, env: &str) -> Result<History, StoreError> {
+    match store.read_ref(env) {
+        Ok(head) => history_from(store, head),
+        Err(e) => Ok(History {
+            states: Vec::new(),
+            end: Some((None, Damage::of(e)?)),
+        }),
+    }
+}
+
+/// The history from state `next` back, as far as it can be read.
+fn history_from(store: &Store, mut next: Option<ObjectId>) -> Result<History, StoreError> {
     let mut states = Vec::new();
-    let mut next = match store.read_ref(env) {
-        Ok(next) => next,
-        Err(e) => {
-            return Ok(History {
-                states,
-                end: Some((None, Damage::of(e)?)),
-            })
-        }
-    };
     while let Some(id) = next {
         match store.get_json::<State>(&id) {
             Ok(s) => {
@@ -198,11 +235,92 @@ pub fn readable_history(store: &Store, env: &str) -> Result<History, StoreError>
     Ok(History { states, end: None })
 }
 
-/// Re-hashes every object and checks every environment's state against the store. Changes
-/// nothing but old temporary files.
+/// States are small JSON documents: objects larger than this (disk images) are not read
+/// when looking for them.
+const MAX_STATE_BYTES: u64 = 64 << 20;
+
+/// The newest of `env`'s states whose history reads, for a ref that names none: every
+/// object that parses as a state is a candidate; a state is `env`'s when the nearest run
+/// record of its history says so. Preferred: a history that reads back to its first state,
+/// then the longest, then the run that finished last, then the greatest id (so that the
+/// choice does not depend on listing order).
+fn newest_state(store: &Store, env: &str) -> Result<Option<Fallback>, StoreError> {
+    let mut states: BTreeMap<ObjectId, State> = BTreeMap::new();
+    for (id, size) in store.object_ids()? {
+        if size > MAX_STATE_BYTES {
+            continue;
+        }
+        match store.get_json::<State>(&id) {
+            Ok(s) => {
+                states.insert(id, s);
+            }
+            // Not a state, or damaged (verify lists it on its own).
+            Err(e) => drop(Damage::of(e)?),
+        }
+    }
+    let mut runs: BTreeMap<ObjectId, Option<RunRecord>> = BTreeMap::new();
+    let mut run_of = |id: ObjectId| -> Option<RunRecord> {
+        runs.entry(id)
+            .or_insert_with(|| store.get_json::<RunRecord>(&id).ok())
+            .clone()
+    };
+    // Per state: whose it is, how long its readable history is, whether that reaches the
+    // first state. Walked iteratively from each state (histories can be long).
+    let mut known: BTreeMap<ObjectId, (Option<String>, usize, bool)> = BTreeMap::new();
+    let ids: Vec<ObjectId> = states.keys().copied().collect();
+    for start in ids {
+        let mut path = Vec::new();
+        let mut next = Some(start);
+        let mut base = (None, 0, true);
+        while let Some(id) = next {
+            if let Some(k) = known.get(&id) {
+                base = k.clone();
+                break;
+            }
+            match states.get(&id) {
+                Some(s) => {
+                    path.push(id);
+                    next = s.previous;
+                }
+                None => {
+                    base = (None, 0, false);
+                    break;
+                }
+            }
+        }
+        let (mut owner, mut depth, intact) = base;
+        for id in path.into_iter().rev() {
+            depth += 1;
+            if let Some(run) = states[&id].run.and_then(&mut run_of) {
+                owner = Some(run.env);
+            }
+            known.insert(id, (owner.clone(), depth, intact));
+        }
+    }
+    let best = known
+        .iter()
+        .filter(|(_, (owner, _, _))| owner.as_deref() == Some(env))
+        .map(|(id, (_, depth, intact))| {
+            let finished = states[id]
+                .run
+                .and_then(&mut run_of)
+                .map(|r| r.finished_unix);
+            (*intact, *depth, finished, *id)
+        })
+        .max();
+    Ok(best.map(|(_, states, finished_unix, state)| Fallback {
+        state,
+        states,
+        finished_unix,
+    }))
+}
+
+/// Re-hashes every object (the bucket's too, with a shared state) and checks every
+/// environment's state against the store. Changes nothing but old temporary files.
 pub fn verify(store: &Store) -> Result<StoreReport, StoreError> {
     let mut corrupt = store.verify(TMP_AGE)?;
     corrupt.sort();
+    let bucket = bucket_damage(store)?;
     let mut envs = Vec::new();
     for env in store.envs()? {
         let (damage, _) = examine(store, &env)?;
@@ -210,7 +328,23 @@ pub fn verify(store: &Store) -> Result<StoreReport, StoreError> {
             envs.push(damage);
         }
     }
-    Ok(StoreReport { corrupt, envs })
+    Ok(StoreReport {
+        corrupt,
+        bucket,
+        envs,
+    })
+}
+
+fn bucket_damage(store: &Store) -> Result<Vec<BucketDamage>, StoreError> {
+    Ok(store
+        .verify_shared()?
+        .into_iter()
+        .map(|(object, url, whole_here)| BucketDamage {
+            object,
+            url,
+            whole_here,
+        })
+        .collect())
 }
 
 /// [`verify`], then removes the corrupt objects and rewrites every damaged environment's
@@ -226,6 +360,18 @@ pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError
         .map_err(RepairError::Locked)?;
     let mut corrupt = store.verify(TMP_AGE)?;
     corrupt.sort();
+    // The bucket first: what can be uploaded again is not lost, and the environments are
+    // then examined against what stays.
+    let bucket = bucket_damage(store)?;
+    for b in &bucket {
+        store.mend_shared(&b.object)?;
+    }
+    if store.shared().is_some() {
+        // A damaged local copy of a shared object is fetched again from the bucket.
+        for path in &corrupt {
+            store.remove_damaged(path)?;
+        }
+    }
     let mut envs = Vec::new();
     for lock in &locks {
         let (damage, chain) = examine(store, lock.env())?;
@@ -238,13 +384,17 @@ pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError
     }
     for (damage, chain, lock) in &envs {
         if damage.head.is_some() {
+            // Nothing to compare the unreadable ref with: removed, then created anew.
             store.remove_ref(*lock)?;
+            rewrite(store, lock, None, chain, damage)?;
         } else {
-            rewrite(store, lock, chain, damage)?;
+            let head = chain.first().map(|(id, _)| *id);
+            rewrite(store, lock, head, chain, damage)?;
         }
     }
     Ok(StoreReport {
         corrupt,
+        bucket,
         envs: envs.into_iter().map(|(d, _, _)| d).collect(),
     })
 }
@@ -253,9 +403,22 @@ pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError
 fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)>), StoreError> {
     let mut d = EnvDamage {
         env: env.to_string(),
+        head_at: store.ref_location(env),
         ..EnvDamage::default()
     };
-    let History { states: chain, end } = readable_history(store, env)?;
+    let History {
+        states: mut chain,
+        mut end,
+    } = readable_history(store, env)?;
+    if chain.is_empty() {
+        if let Some((_, damage)) = end.take() {
+            d.head = Some(damage);
+            d.fallback = newest_state(store, env)?;
+            if let Some(f) = &d.fallback {
+                History { states: chain, end } = history_from(store, Some(f.state))?;
+            }
+        }
+    }
     match end {
         Some((Some(state), damage)) if !chain.is_empty() => {
             d.cut = Some(Cut {
@@ -301,17 +464,19 @@ fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)
     Ok((d, chain))
 }
 
-/// Stores `chain` again, oldest first, without what `damage` lists, and moves the ref to
-/// its new head. States that keep their content and predecessor keep their ids.
+/// Stores `chain` again, oldest first, without what `damage` lists, and moves the ref from
+/// `expected` to its new head. States that keep their content and predecessor keep their
+/// ids.
 fn rewrite(
     store: &Store,
     lock: &EnvLock,
+    expected: Option<ObjectId>,
     chain: &[(ObjectId, State)],
     damage: &EnvDamage,
 ) -> Result<(), RepairError> {
-    let Some((head, _)) = chain.first() else {
+    if chain.is_empty() {
         return Ok(());
-    };
+    }
     let lost_runs: BTreeSet<ObjectId> = damage.runs.iter().map(|r| r.object).collect();
     // The oldest kept state has no predecessor: the chain is cut there.
     let mut previous = None;
@@ -333,7 +498,7 @@ fn rewrite(
     }
     let new_head = previous.expect("the chain is not empty");
     store
-        .update_ref(lock, Some(*head), new_head)?
+        .update_ref(lock, expected, new_head)?
         .map_err(|conflict| RepairError::RefMoved {
             env: lock.env().to_string(),
             conflict,

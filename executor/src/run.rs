@@ -94,6 +94,10 @@ pub trait Reporter: Send + Sync {
         _unreachable: &BTreeMap<String, String>,
     ) {
     }
+
+    /// The run took the environment's shared lock over (a lease left unrenewed, or a lock
+    /// object that held no lease): said before anything runs.
+    fn took_over(&self, _what: &crate::shared_state::TakenOver) {}
 }
 
 #[derive(Debug, Default)]

@@ -95,8 +95,16 @@ pub enum SessionError {
 impl std::fmt::Display for SessionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // These name the object or ref themselves (in the bucket, or in the store):
+            // the store's directory would point at the wrong place.
             SessionError::Store {
-                error: error @ (StoreError::Remote(_) | StoreError::LockLost { .. }),
+                error:
+                    error @ (StoreError::Remote(_)
+                    | StoreError::LockLost { .. }
+                    | StoreError::BadRef { .. }
+                    | StoreError::Corrupt { .. }
+                    | StoreError::Missing(_)
+                    | StoreError::Malformed { .. }),
                 ..
             } => write!(f, "{error}"),
             SessionError::Store { root, error } => write!(
@@ -574,6 +582,9 @@ impl Session {
             &Holder::current(&format!("envc {}", request.command)),
         )
         .map_err(|e| self.lock_error(e))?;
+        if let Some(what) = lock.took_over() {
+            reporter.took_over(what);
+        }
         let mut env = Env::open(&self.store, &lock).map_err(|e| SessionError::State {
             env: self.env.clone(),
             error: e.to_string(),

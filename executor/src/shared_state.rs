@@ -7,10 +7,22 @@
 //! - `envs/<env>/head`: the id of the environment's current state. It moves only by a
 //!   conditional write on the ETag it was read with: two runners racing never lose a
 //!   record, the second one gets a conflict;
-//! - `envs/<env>/lock`: who holds the environment, until when. Taken by a create that
-//!   fails if it exists (`If-None-Match: *`), renewed while the run lives, taken over by a
-//!   conditional write once its lease ran out, so a killed runner does not wedge the
-//!   environment.
+//! - `envs/<env>/lock`: who holds the environment. Taken by a create that fails if it
+//!   exists (`If-None-Match: *`), renewed while the run lives (each renewal a new version
+//!   of the object), taken over by a conditional write once a waiting runner has seen the
+//!   same version for longer than the lease on its own clock, so a killed runner does not
+//!   wedge the environment.
+//!
+//! No clock of one machine is ever compared with another's: the holder writes no expiry a
+//! waiter trusts, it only renews (a counter in the lease changes the object, and so its
+//! ETag, every time); the waiter times how long the version it sees stays unchanged with
+//! its own monotonic clock ([`Watch`]). This is how DynamoDB's lock client and
+//! Consul-style sessions work: a holder whose wall clock is hours off is neither taken over
+//! early nor kept forever, since only the rates of the two clocks matter, and the holder
+//! gives itself up a sixth of a lease before a waiter may take it. (The alternative, the
+//! server's Last-Modified against the server's time, needs the server's "now", which the
+//! object store clients do not expose without a write of a clock object each time a lock
+//! is looked at, and trusts a whole-second timestamp.)
 //!
 //! The local store stays the working copy: objects are written there first and uploaded
 //! before the head that names them moves; objects the local store lacks are fetched (and
@@ -60,29 +72,105 @@ impl Holder {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     pub holder: Holder,
-    /// Unix time after which anyone may take the lock over.
+    /// When the lease runs out by the holder's own clock: for people to read, never
+    /// compared with another machine's clock (see the module's documentation). 0: ended
+    /// (what envc before the renewal count wrote on release).
     pub expires_unix: u64,
+    /// How long the lease lasts unrenewed: a waiter that sees the lock unchanged for
+    /// longer, by its own clock, takes it over.
     pub lease_seconds: u64,
+    /// Renewals so far: each makes the object a new version, even within one second.
+    #[serde(default)]
+    pub renewals: u64,
+    /// Released by its holder: anyone may take it at once.
+    #[serde(default)]
+    pub ended: bool,
 }
 
 impl Lease {
-    /// Whether it still holds the environment (it ended, or ran out, otherwise).
-    pub fn running(&self) -> bool {
-        self.expires_unix > now_unix()
+    /// Whether its holder released it.
+    pub fn ended(&self) -> bool {
+        self.ended || self.expires_unix == 0
     }
+}
 
-    /// A lock whose holder is not known (`who` says why), as expired: it can be taken
-    /// over rather than wedge the environment.
-    fn unknown(who: &str) -> Lease {
-        Lease {
-            holder: Holder {
-                pid: 0,
-                host: "?".into(),
-                command: who.into(),
-                since_unix: 0,
-            },
-            expires_unix: 0,
-            lease_seconds: 0,
+/// What a lock object held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockObject {
+    Lease(Lease),
+    /// Not a lease (`object`: its URL; `content`: its first 80 characters).
+    Unreadable {
+        object: String,
+        content: String,
+    },
+}
+
+impl LockObject {
+    /// The lease it holds, if it holds one.
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            LockObject::Lease(l) => Some(l),
+            LockObject::Unreadable { .. } => None,
+        }
+    }
+}
+
+/// What taking a lock replaced, when it was not free: said to the user, who may want to
+/// know whose run was cut off or that something wrote the lock object that was not envc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TakenOver {
+    /// The lock object held something that is not a lease (`object`: its URL).
+    Unreadable { object: String, content: String },
+    /// A lease its holder stopped renewing (killed, or stalled past its lease).
+    Unrenewed { holder: Holder, seconds: u64 },
+}
+
+impl std::fmt::Display for TakenOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TakenOver::Unreadable { object, content } => write!(
+                f,
+                "the lock object {object} held {content:?}, not a lease envc wrote; it was overwritten with this run's lease\n  \
+                 hint: if another tool writes that key, give the state a prefix of its own"
+            ),
+            TakenOver::Unrenewed { holder, seconds } => write!(
+                f,
+                "took over the lock of `{}` (pid {} on {}, since unix time {}): its lease went unrenewed for {seconds} s",
+                holder.command, holder.pid, holder.host, holder.since_unix
+            ),
+        }
+    }
+}
+
+/// The lock taken: the ETag of the lease written, and what it replaced if anything.
+#[derive(Clone, Debug)]
+pub struct Taken {
+    pub etag: Option<String>,
+    pub took_over: Option<TakenOver>,
+}
+
+/// What a runner waiting for a lock has seen of it: the version of the lock object, and
+/// when this machine first saw that version (its monotonic clock). A lock is expired
+/// once one version has been seen for longer than its lease: its holder stopped renewing.
+#[derive(Debug, Default)]
+pub struct Watch {
+    seen: Option<(LockVersion, std::time::Instant)>,
+}
+
+/// A version of the lock object: its ETag and a hash of its bytes (a server without ETags
+/// still shows a renewal as new bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LockVersion(Option<String>, ObjectId);
+
+impl Watch {
+    /// How long `version` has been seen unchanged, starting now if it is new.
+    fn unchanged(&mut self, version: LockVersion) -> Duration {
+        match &self.seen {
+            Some((v, since)) if *v == version => since.elapsed(),
+            _ => {
+                self.seen = Some((version, std::time::Instant::now()));
+                Duration::ZERO
+            }
         }
     }
 }
@@ -145,6 +233,20 @@ impl SharedState {
         format!("envs/{}/head", safe_name(env))
     }
 
+    /// Where an environment's head lives in the bucket, for messages.
+    pub fn head_url(&self, env: &str) -> String {
+        self.url_of(&Self::head_key(env))
+    }
+
+    /// Where an environment's lock lives in the bucket, for messages.
+    pub fn lock_url(&self, env: &str) -> String {
+        self.url_of(&Self::lock_key(env))
+    }
+
+    fn url_of(&self, key: &str) -> String {
+        format!("{}/{key}", self.remote.url().trim_end_matches('/'))
+    }
+
     fn lock_key(env: &str) -> String {
         format!("envs/{}/lock", safe_name(env))
     }
@@ -200,11 +302,7 @@ impl SharedState {
 
     /// Where an object lives in the bucket, for messages.
     pub fn object_url(&self, id: &ObjectId) -> String {
-        format!(
-            "{}/{}",
-            self.remote.url().trim_end_matches('/'),
-            Self::object_key(id)
-        )
+        self.url_of(&Self::object_key(id))
     }
 
     fn get(&self, key: &str) -> Result<Option<(Bytes, Option<String>)>, RemoteError> {
@@ -274,6 +372,32 @@ impl SharedState {
                 Err(e) => Err(self.remote.error(format!("deleting {key}"), e)),
             }
         })
+    }
+
+    /// Removes a damaged object from the bucket (`store verify --repair`, when no store
+    /// has it whole).
+    pub fn delete_object(&self, id: &ObjectId) -> Result<(), RemoteError> {
+        self.delete(&Self::object_key(id))
+    }
+
+    /// Every object in the bucket whose name is an object id, with its size, in id order.
+    pub fn object_ids(&self) -> Result<Vec<(ObjectId, u64)>, RemoteError> {
+        use futures::TryStreamExt;
+        let prefix = self.remote.key("objects");
+        let listed: Vec<object_store::ObjectMeta> = self.remote.block(async {
+            self.remote
+                .store()
+                .list(Some(&prefix))
+                .try_collect()
+                .await
+                .map_err(|e| self.remote.error("listing objects", e))
+        })?;
+        let mut ids: Vec<(ObjectId, u64)> = listed
+            .iter()
+            .filter_map(|m| Some((ObjectId::parse(m.location.filename()?)?, m.size)))
+            .collect();
+        ids.sort();
+        Ok(ids)
     }
 
     /// The objects written since they were last uploaded.
@@ -349,71 +473,140 @@ impl SharedState {
             .collect())
     }
 
-    /// The lock's content and ETag, if it is held.
-    pub fn read_lock(&self, env: &str) -> Result<Option<(Lease, Option<String>)>, RemoteError> {
+    /// The lock's content and ETag, if there is a lock object.
+    pub fn read_lock(
+        &self,
+        env: &str,
+    ) -> Result<Option<(LockObject, Option<String>)>, RemoteError> {
+        Ok(self.read_lock_version(env)?.map(|(l, etag, _)| (l, etag)))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn read_lock_version(
+        &self,
+        env: &str,
+    ) -> Result<Option<(LockObject, Option<String>, LockVersion)>, RemoteError> {
         let Some((bytes, etag)) = self.get(&Self::lock_key(env))? else {
             return Ok(None);
         };
-        // A lock whose content cannot be read is still a lock.
-        let lease =
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Lease::unknown("(unreadable lock)"));
-        Ok(Some((lease, etag)))
+        let version = LockVersion(etag.clone(), ObjectId::of(&bytes));
+        let lock = match serde_json::from_slice(&bytes) {
+            Ok(lease) => LockObject::Lease(lease),
+            Err(_) => LockObject::Unreadable {
+                object: self.lock_url(env),
+                content: String::from_utf8_lossy(&bytes).chars().take(80).collect(),
+            },
+        };
+        Ok(Some((lock, etag, version)))
     }
 
-    fn lease_for(&self, me: &Holder) -> Vec<u8> {
-        self.lease_until(me, now_unix() + self.lease.as_secs())
+    fn lease_for(&self, me: &Holder, renewals: u64) -> Vec<u8> {
+        self.lease_bytes(me, renewals, false)
     }
 
-    fn lease_until(&self, me: &Holder, expires_unix: u64) -> Vec<u8> {
+    fn lease_bytes(&self, me: &Holder, renewals: u64, ended: bool) -> Vec<u8> {
         let lease = Lease {
             holder: me.clone(),
-            expires_unix,
+            expires_unix: if ended {
+                0
+            } else {
+                now_unix() + self.lease.as_secs()
+            },
             lease_seconds: self.lease.as_secs(),
+            renewals,
+            ended,
         };
         serde_json::to_vec(&lease).unwrap_or_default()
     }
 
-    /// Takes the lock of `env`: creates it, or takes it over when its lease ran out.
-    /// `Ok(Err(lease))`: held by someone whose lease is still running.
+    /// Takes the lock of `env`: creates it, or takes it over when it was released, holds
+    /// no lease (said in [`Taken::took_over`]), or `watch` has seen it unrenewed for longer
+    /// than its lease. `Ok(Err(lease))`: held by someone whose lease may still be running
+    /// (a runner that waits calls again with the same `watch`).
     pub fn try_lock(
         &self,
         env: &str,
         me: &Holder,
-    ) -> Result<Result<Option<String>, Lease>, RemoteError> {
+        watch: &mut Watch,
+    ) -> Result<Result<Taken, Lease>, RemoteError> {
         let key = Self::lock_key(env);
         // Twice at most: a lock released between the create and the read is created anew.
         for _ in 0..2 {
-            match self.put(&key, self.lease_for(me), PutMode::Create, None) {
-                Ok(etag) => return Ok(Ok(etag)),
+            match self.put(&key, self.lease_for(me, 0), PutMode::Create, None) {
+                Ok(etag) => {
+                    return Ok(Ok(Taken {
+                        etag,
+                        took_over: None,
+                    }))
+                }
                 Err(e) if e.conflict => {}
                 Err(e) => return Err(e),
             }
-            let Some((lease, etag)) = self.read_lock(env)? else {
+            let Some((lease, etag, version)) = self.read_lock_version(env)? else {
                 continue;
             };
-            if lease.running() {
-                return Ok(Err(lease));
-            }
-            // Expired: take it over, unless another runner did so first.
+            let unchanged = watch.unchanged(version);
+            let took_over = match lease {
+                LockObject::Lease(lease) if lease.ended() => None,
+                LockObject::Lease(lease) => {
+                    let lasts = match lease.lease_seconds {
+                        0 => self.lease,
+                        s => Duration::from_secs(s),
+                    };
+                    if unchanged <= lasts {
+                        return Ok(Err(lease));
+                    }
+                    Some(TakenOver::Unrenewed {
+                        holder: lease.holder,
+                        seconds: unchanged.as_secs(),
+                    })
+                }
+                LockObject::Unreadable { object, content } => {
+                    Some(TakenOver::Unreadable { object, content })
+                }
+            };
+            // Take it over, unless another runner (or a renewal) wrote it first.
             let mode = PutMode::Update(UpdateVersion {
                 e_tag: etag,
                 version: None,
             });
-            return match self.put(&key, self.lease_for(me), mode, None) {
-                Ok(etag) => Ok(Ok(etag)),
-                Err(e) if e.conflict => Ok(Err(self.read_lock(env)?.map_or(lease, |(l, _)| l))),
+            return match self.put(&key, self.lease_for(me, 0), mode, None) {
+                Ok(etag) => Ok(Ok(Taken { etag, took_over })),
+                Err(e) if e.conflict => Ok(Err(self.holder_now(env)?)),
                 Err(e) => Err(e),
             };
         }
-        Ok(Err(Lease::unknown("another envc")))
+        Ok(Err(self.holder_now(env)?))
     }
 
-    /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held,
-    /// if its lease was still running.
-    pub fn force_unlock(&self, env: &str) -> Result<Option<Lease>, RemoteError> {
+    /// Who holds the lock now, for a runner that lost a race for it.
+    fn holder_now(&self, env: &str) -> Result<Lease, RemoteError> {
+        Ok(match self.read_lock(env)? {
+            Some((LockObject::Lease(lease), _)) => lease,
+            _ => Lease {
+                holder: Holder {
+                    pid: 0,
+                    host: "?".into(),
+                    command: "another envc".into(),
+                    since_unix: 0,
+                },
+                expires_unix: 0,
+                lease_seconds: self.lease.as_secs(),
+                renewals: 0,
+                ended: false,
+            },
+        })
+    }
+
+    /// Deletes the lock whoever holds it (`envc unlock --force`); returns what it held
+    /// unless it was released.
+    pub fn force_unlock(&self, env: &str) -> Result<Option<LockObject>, RemoteError> {
         let held = self.read_lock(env)?;
         self.delete(&Self::lock_key(env))?;
-        Ok(held.map(|(l, _)| l).filter(Lease::running))
+        Ok(match held {
+            Some((LockObject::Lease(lease), _)) if lease.ended() => None,
+            held => held.map(|(l, _)| l),
+        })
     }
 }
 
@@ -433,6 +626,8 @@ pub struct LeaseGuard {
     renewing: Arc<Mutex<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
     me: Holder,
+    /// Renewals written so far (the next one writes one more).
+    renewals: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for LeaseGuard {
@@ -447,20 +642,24 @@ impl LeaseGuard {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         let lost = Arc::new(AtomicBool::new(false));
         let renewing = Arc::new(Mutex::new(()));
+        let renewals = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let every = (shared.lease / 3).max(Duration::from_millis(200));
         // Past this without a renewal, another runner may be about to take the lock over:
         // this one counts it lost rather than go on as if it held it. A slow renewal (a
-        // loaded server or machine) is waited for up to the same margin.
+        // loaded server or machine) is waited for up to the same margin. Counted from when
+        // the last successful renewal was sent: a waiter starts timing a version no earlier
+        // than the server wrote it, which is after that.
         let give_up = shared.lease.saturating_sub(shared.lease / 6);
         let holder = me.clone();
         let renewer = {
-            let (shared, env, etag, stop, lost, renewing) = (
+            let (shared, env, etag, stop, lost, renewing, renewals) = (
                 shared.clone(),
                 env.to_string(),
                 etag.clone(),
                 stop.clone(),
                 lost.clone(),
                 renewing.clone(),
+                renewals.clone(),
             );
             let mut renewed = std::time::Instant::now();
             std::thread::Builder::new()
@@ -480,8 +679,9 @@ impl LeaseGuard {
                     }
                     let within = give_up.saturating_sub(renewed.elapsed());
                     let _renewal = locked(&renewing);
-                    match renew(&shared, &env, &etag, &me, within) {
-                        Ok(()) => renewed = std::time::Instant::now(),
+                    let sent = std::time::Instant::now();
+                    match renew(&shared, &env, &etag, &me, &renewals, within) {
+                        Ok(()) => renewed = sent,
                         Err(e) if e.conflict || e.not_found => {
                             lost.store(true, Ordering::SeqCst);
                             return;
@@ -505,6 +705,25 @@ impl LeaseGuard {
             renewing,
             renewer,
             me: holder,
+            renewals,
+        }
+    }
+
+    /// Leaves the lock as a killed process leaves it: renewals stop, and nothing is
+    /// released. What tests of takeovers use to stand for a SIGKILL within one process.
+    pub fn abandon(mut self) {
+        self.stop_renewing();
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
+    fn stop_renewing(&mut self) {
+        {
+            let (flag, wake) = &*self.stop;
+            *locked(flag) = true;
+            wake.notify_all();
+        }
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
         }
     }
 
@@ -527,6 +746,7 @@ impl LeaseGuard {
             &self.env,
             &self.etag,
             &self.me,
+            &self.renewals,
             self.shared.lease / 3,
         ) {
             Err(e) if e.conflict || e.not_found => {
@@ -538,21 +758,24 @@ impl LeaseGuard {
     }
 }
 
-/// One renewal of `env`'s lock: a conditional write on the ETag this holder last wrote.
+/// One renewal of `env`'s lock: a conditional write on the ETag this holder last wrote,
+/// of a lease whose renewal count is one more (so a new version even within a second).
 fn renew(
     shared: &SharedState,
     env: &str,
     etag: &Mutex<Option<String>>,
     me: &Holder,
+    renewals: &std::sync::atomic::AtomicU64,
     within: Duration,
 ) -> Result<(), RemoteError> {
     let mode = PutMode::Update(UpdateVersion {
         e_tag: locked(etag).clone(),
         version: None,
     });
+    let count = renewals.fetch_add(1, Ordering::SeqCst) + 1;
     let new = shared.put(
         &SharedState::lock_key(env),
-        shared.lease_for(me),
+        shared.lease_for(me, count),
         mode,
         Some(within),
     )?;
@@ -562,14 +785,7 @@ fn renew(
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        {
-            let (flag, wake) = &*self.stop;
-            *locked(flag) = true;
-            wake.notify_all();
-        }
-        if let Some(t) = self.renewer.take() {
-            let _ = t.join();
-        }
+        self.stop_renewing();
         if self.lost() {
             return;
         }
@@ -583,7 +799,7 @@ impl Drop for LeaseGuard {
             e_tag: Some(ours),
             version: None,
         });
-        let ended = self.shared.lease_until(&self.me, 0);
+        let ended = self.shared.lease_bytes(&self.me, 0, true);
         let _ = self
             .shared
             .put(&SharedState::lock_key(&self.env), ended, mode, None);

@@ -12,7 +12,7 @@ use crate::envlock::{EnvLock, Holder};
 use crate::kinds::image::build::output;
 use crate::record::State;
 use crate::session::{Session, SessionError};
-use crate::shared_state::Lease;
+use crate::shared_state::LockObject;
 use crate::spec::Spec;
 use crate::store::ObjectId;
 use envc_compiler::types::NodeKind;
@@ -156,7 +156,7 @@ impl Session {
     /// `envc unlock --force`: deletes the shared lock whoever holds it. `Ok(None)`: it
     /// was not held. A local store's lock is the kernel's and cannot be forced: it is
     /// released when its holder exits, so a held one is reported as held.
-    pub fn force_unlock(&self) -> Result<Option<Lease>, SessionError> {
+    pub fn force_unlock(&self) -> Result<Option<LockObject>, SessionError> {
         match self.store.shared() {
             Some(shared) => shared.force_unlock(&self.env).map_err(SessionError::Remote),
             None => {

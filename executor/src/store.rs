@@ -41,6 +41,8 @@ pub enum StoreError {
     },
     BadRef {
         env: String,
+        /// Where the ref is: the bucket's head object, or the local ref file.
+        at: String,
         content: String,
     },
     /// The shared state could not be read or written.
@@ -66,10 +68,10 @@ impl fmt::Display for StoreError {
             StoreError::Malformed { id, error } => {
                 write!(f, "object {id} is not what was expected: {error}")
             }
-            StoreError::BadRef { env, content } => {
+            StoreError::BadRef { env, at, content } => {
                 write!(
                     f,
-                    "the ref of environment `{env}` holds {content:?}, not an object id"
+                    "the current state of environment `{env}` ({at}) holds {content:?}, not an object id{REPAIR_HINT}"
                 )
             }
             StoreError::Remote(e) => write!(f, "{e}"),
@@ -579,12 +581,93 @@ impl Store {
             }
         };
         text.map(|s| {
-            ObjectId::parse(&s).ok_or(StoreError::BadRef {
+            ObjectId::parse(&s).ok_or_else(|| StoreError::BadRef {
                 env: env.to_string(),
+                at: self.ref_location(env),
                 content: s.chars().take(80).collect(),
             })
         })
         .transpose()
+    }
+
+    /// Where `env`'s ref lives, for messages: the bucket's head object, or `refs/ENV`.
+    pub fn ref_location(&self, env: &str) -> String {
+        match &self.shared {
+            Some(shared) => shared.head_url(env),
+            None => self.ref_path(env).display().to_string(),
+        }
+    }
+
+    /// Every object where the environments' states are kept (the bucket's, with a shared
+    /// state), with its size: where a repair looks for states when a ref names none.
+    pub fn object_ids(&self) -> Result<Vec<(ObjectId, u64)>, StoreError> {
+        if let Some(shared) = &self.shared {
+            return Ok(shared.object_ids()?);
+        }
+        let mut ids = Vec::new();
+        let objects = self.root.join("objects");
+        for shard in fs::read_dir(&objects).map_err(io_err(&objects))? {
+            let shard = shard.map_err(io_err(&objects))?.path();
+            let Ok(entries) = fs::read_dir(&shard) else {
+                continue;
+            };
+            for entry in entries {
+                let entry = entry.map_err(io_err(&shard))?;
+                let name = format!(
+                    "{}{}",
+                    shard.file_name().unwrap_or_default().to_string_lossy(),
+                    entry.file_name().to_string_lossy()
+                );
+                if let Some(id) = ObjectId::parse(&name) {
+                    let size = entry.metadata().map_or(0, |m| m.len());
+                    ids.push((id, size));
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The bucket's objects that do not hash to their names (none without a shared state),
+    /// each with whether this store has it whole (a repair uploads it again) or not (a
+    /// repair removes it from the bucket, and the states lose what it held).
+    pub fn verify_shared(&self) -> Result<Vec<(ObjectId, String, bool)>, StoreError> {
+        let Some(shared) = &self.shared else {
+            return Ok(Vec::new());
+        };
+        let mut damaged = Vec::new();
+        for (id, _) in shared.object_ids()? {
+            let Some(bytes) = shared.fetch(&id)? else {
+                continue; // removed meanwhile
+            };
+            if ObjectId::of(&bytes) != id {
+                let path = self.object_path(&id);
+                let whole = fs::read(&path).is_ok_and(|b| ObjectId::of(&b) == id);
+                damaged.push((id, shared.object_url(&id), whole));
+            }
+        }
+        Ok(damaged)
+    }
+
+    /// Mends an object [`Store::verify_shared`] found damaged in the bucket: uploads this
+    /// store's copy if it is whole, removes it from the bucket otherwise. Whether it was
+    /// uploaded.
+    /// Run under every environment's lock (`store verify --repair`).
+    pub fn mend_shared(&self, id: &ObjectId) -> Result<bool, StoreError> {
+        let Some(shared) = &self.shared else {
+            return Ok(false);
+        };
+        let path = self.object_path(id);
+        match fs::read(&path) {
+            Ok(bytes) if ObjectId::of(&bytes) == *id => {
+                shared.upload(id, bytes)?;
+                Ok(true)
+            }
+            _ => {
+                shared.delete_object(id)?;
+                Ok(false)
+            }
+        }
     }
 
     /// Moves `env`'s ref from `expected` to `new`. Holding the environment's lock (the

@@ -15,7 +15,7 @@ use envc_executor::envlock::{EnvLock, EnvLockError, Holder};
 use envc_executor::keys::SecretKey;
 use envc_executor::record::State;
 use envc_executor::remote::Remote;
-use envc_executor::shared_state::SharedState;
+use envc_executor::shared_state::{SharedState, TakenOver, Watch};
 use envc_executor::store::{ObjectId, Store, StoreError};
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
@@ -76,7 +76,7 @@ fn two_runners_on_one_shared_state_never_lose_a_record() {
     match EnvLock::acquire(&b, "prod", false, &Holder::current("runner b")) {
         Err(
             e @ EnvLockError::Held {
-                expires_unix: Some(_),
+                lease_seconds: Some(30),
                 ..
             },
         ) => {
@@ -134,22 +134,28 @@ fn a_lock_left_by_a_dead_runner_frees_itself_when_its_lease_runs_out() {
     let a = shared_store(&dirs.path().join("a"), s3(&server, "s3://state/x"), lease);
     // Taken and never renewed nor released: what a SIGKILLed runner leaves.
     let dead = Holder::current("killed runner");
-    assert!(a.shared().unwrap().try_lock("prod", &dead).unwrap().is_ok());
+    assert!(a
+        .shared()
+        .unwrap()
+        .try_lock("prod", &dead, &mut Watch::default())
+        .unwrap()
+        .is_ok());
     let started = Instant::now();
     let me = Holder::current("next runner");
     assert!(matches!(
         EnvLock::acquire(&a, "prod", false, &me),
         Err(EnvLockError::Held { .. })
     ));
-    // With --wait, the next runner takes it over once the lease has run out.
+    // With --wait, the next runner takes it over once it has seen it unrenewed for longer
+    // than the lease, by its own clock.
     let lock = EnvLock::acquire(&a, "prod", true, &me).unwrap();
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() > lease, "{:?}", started.elapsed());
     let (held, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
-    assert_eq!(held.holder.command, "next runner");
+    assert_eq!(held.lease().unwrap().holder.command, "next runner");
+    assert!(matches!(
+        lock.took_over(),
+        Some(TakenOver::Unrenewed { holder, .. }) if holder.command == "killed runner"
+    ));
     // Renewed while held: still ours after two leases.
     std::thread::sleep(2 * lease);
     assert!(!lock.lost());
@@ -157,7 +163,7 @@ fn a_lock_left_by_a_dead_runner_frees_itself_when_its_lease_runs_out() {
     drop(lock);
     // Released: its lease ended, so the next runner takes it at once.
     let (ended, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
-    assert!(!ended.running());
+    assert!(ended.lease().unwrap().ended());
     let started = Instant::now();
     drop(EnvLock::acquire(&a, "prod", false, &me).unwrap());
     assert!(started.elapsed() < lease, "{:?}", started.elapsed());
@@ -319,4 +325,117 @@ fn out(hash: &str, node: &str, facts: &BTreeMap<String, String>, objects: &[Obje
         facts: facts.clone(),
         objects: objects.to_vec(),
     }
+}
+
+/// Writes the lock of `prod` under `remote` directly, as a holder whose wall clock is
+/// `skew` seconds off would: its start and expiry by its own clock.
+fn write_skewed_lease(remote: &Remote, skew: i64, lease_seconds: u64, renewals: u64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let lease = serde_json::json!({
+        "holder": {"pid": 4242, "host": "skewed", "command": "skewed runner", "since_unix": now + skew},
+        "expires_unix": now + skew + lease_seconds as i64,
+        "lease_seconds": lease_seconds,
+        "renewals": renewals,
+    });
+    let bytes = serde_json::to_vec(&lease).unwrap();
+    remote
+        .block(
+            remote
+                .store()
+                .put(&remote.key("envs/prod/lock"), bytes.into()),
+        )
+        .unwrap();
+}
+
+/// A waiter judges a lease by how long it sees the lock unrenewed on its own clock, never
+/// by the expiry the holder wrote: a live holder whose clock is an hour slow is not taken
+/// over while it renews, and a dead holder whose clock is an hour fast is taken over after
+/// one lease, not an hour. (Comparing the holder's expiry with the waiter's clock, as envc
+/// did, fails both.)
+#[test]
+fn a_lease_is_timed_by_the_waiters_clock_whatever_the_holders_clock_says() {
+    let server = S3Server::start();
+    server.create_bucket("state");
+    let dirs = tempfile::tempdir().unwrap();
+    let lease = Duration::from_secs(2);
+    let remote = s3(&server, "s3://state/skew");
+    let a = shared_store(&dirs.path().join("a"), remote.clone(), lease);
+    let waiting = |store: Store| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let lock = EnvLock::acquire(&store, "prod", true, &Holder::current("waiter")).unwrap();
+            tx.send((Instant::now(), lock)).unwrap();
+        });
+        rx
+    };
+
+    // Alive, an hour slow: by the waiter's clock its lease ended long ago. It renews
+    // every 500 ms for three leases: the waiter must not take it.
+    write_skewed_lease(&remote, -3600, 2, 0);
+    let rx = waiting(a.clone());
+    let mut renewals = 0;
+    let renewing_until = Instant::now() + 3 * lease;
+    while Instant::now() < renewing_until {
+        std::thread::sleep(Duration::from_millis(500));
+        renewals += 1;
+        write_skewed_lease(&remote, -3600, 2, renewals);
+        assert!(
+            rx.try_recv().is_err(),
+            "a live holder was taken over after {renewals} renewals"
+        );
+    }
+    // It dies: taken over once unrenewed for the lease, not before.
+    let died = Instant::now();
+    let (taken, lock) = rx.recv_timeout(lease + Duration::from_secs(8)).unwrap();
+    assert!(
+        taken - died >= lease - Duration::from_millis(600),
+        "taken over {:?} after the last renewal",
+        taken - died
+    );
+    assert!(matches!(
+        lock.took_over(),
+        Some(TakenOver::Unrenewed { holder, .. }) if holder.host == "skewed"
+    ));
+    drop(lock);
+
+    // Dead, an hour fast: by the waiter's clock its lease runs for another hour.
+    write_skewed_lease(&remote, 3600, 2, 0);
+    let written = Instant::now();
+    let rx = waiting(a.clone());
+    let (taken, lock) = rx.recv_timeout(lease + Duration::from_secs(8)).unwrap();
+    assert!(taken - written >= lease, "{:?}", taken - written);
+    assert!(lock.took_over().is_some());
+}
+
+/// A lock object that holds no lease (damaged, or written by something else) is taken over
+/// at once, but never silently: the taker is told which object held what.
+#[test]
+fn a_garbage_lock_is_taken_over_and_named() {
+    let server = S3Server::start();
+    server.create_bucket("state");
+    let dirs = tempfile::tempdir().unwrap();
+    let remote = s3(&server, "s3://state/g");
+    let a = shared_store(
+        &dirs.path().join("a"),
+        remote.clone(),
+        Duration::from_secs(30),
+    );
+    remote
+        .block(
+            remote
+                .store()
+                .put(&remote.key("envs/prod/lock"), b"garbage\n".to_vec().into()),
+        )
+        .unwrap();
+    let lock = EnvLock::acquire(&a, "prod", false, &Holder::current("runner")).unwrap();
+    let said = lock.took_over().unwrap().to_string();
+    assert!(
+        said.contains("s3://state/g/envs/prod/lock") && said.contains("garbage"),
+        "{said}"
+    );
+    let (held, _) = a.shared().unwrap().read_lock("prod").unwrap().unwrap();
+    assert_eq!(held.lease().unwrap().holder.command, "runner");
 }

@@ -121,7 +121,7 @@ fn the_lock_is_exclusive_and_names_its_holder() {
         Err(EnvLockError::Held {
             env,
             holder: Some(h),
-            expires_unix: None,
+            lease_seconds: None,
         }) => {
             assert_eq!(env, "prod");
             assert_eq!(h, me);
@@ -303,10 +303,10 @@ fn flip(s: &Store, id: &ObjectId) {
     std::fs::write(&path, bytes).unwrap();
 }
 
-fn run_record(s: &Store, n: u64) -> ObjectId {
+fn run_record(s: &Store, env: &str, n: u64) -> ObjectId {
     s.put_json(&RunRecord {
         run: format!("run-{n}"),
-        env: "prod".into(),
+        env: env.into(),
         command: "build".into(),
         graph_hash: "g".into(),
         lock_hash: None,
@@ -328,7 +328,7 @@ fn three_runs(s: &Store, env: &str) -> (Vec<ObjectId>, Vec<ObjectId>) {
     let mut state = State::default();
     let (mut base, mut states, mut runs) = (None, Vec::new(), Vec::new());
     for i in 0..3 {
-        let run = run_record(s, i);
+        let run = run_record(s, env, i);
         state.run = Some(run);
         state
             .records
@@ -404,18 +404,53 @@ fn verify_names_damaged_objects_and_repair_drops_them_from_the_state() {
         .is_sound());
 }
 
+/// A damaged state cuts the history there; a current state that is gone does not lose the
+/// history: repair sets the ref back to the newest state of the environment that reads,
+/// and forgets the state only when none does.
 #[test]
-fn a_damaged_state_cuts_the_history_and_a_damaged_current_state_is_forgotten() {
-    use envc_executor::repair::{self, Cut, Damage};
+fn a_damaged_state_cuts_the_history_and_a_lost_current_state_falls_back_to_the_newest_that_reads() {
+    use envc_executor::repair::{self, Cut, Damage, Fallback};
     let (_d, s) = store();
     let (prod_states, _) = three_runs(&s, "prod");
     let (dev_states, _) = three_runs(&s, "dev");
     flip(&s, &prod_states[1]);
     std::fs::remove_file(s.object_file(&dev_states[0])).unwrap();
+    // An environment whose only state is gone, and one whose ref holds no id.
+    let qa = {
+        let lock = EnvLock::acquire(&s, "qa", false, &Holder::current("test")).unwrap();
+        let state = State {
+            run: Some(run_record(&s, "qa", 7)),
+            ..State::default()
+        };
+        state.commit(&s, &lock, None).unwrap().unwrap()
+    };
+    std::fs::remove_file(s.object_file(&qa)).unwrap();
+    three_runs(&s, "stage");
+    std::fs::write(s.root().join("refs/stage"), "garbage\n").unwrap();
+
     let found = repair::verify(&s).unwrap();
     assert_eq!(found.corrupt, vec![s.object_file(&prod_states[1])]);
     let by_env: BTreeMap<&str, _> = found.envs.iter().map(|e| (e.env.as_str(), e)).collect();
     assert_eq!(by_env["dev"].head, Some(Damage::Missing));
+    assert_eq!(
+        by_env["dev"].fallback,
+        Some(Fallback {
+            state: dev_states[1],
+            states: 2,
+            finished_unix: Some(1),
+        })
+    );
+    assert_eq!(
+        by_env["dev"].head_at,
+        s.root().join("refs/dev").display().to_string()
+    );
+    assert_eq!(by_env["qa"].head, Some(Damage::Missing));
+    assert_eq!(by_env["qa"].fallback, None);
+    assert_eq!(
+        by_env["stage"].head,
+        Some(Damage::NotAnId("garbage\n".into()))
+    );
+    assert_eq!(by_env["stage"].fallback.as_ref().unwrap().states, 3);
     assert_eq!(
         by_env["prod"].cut,
         Some(Cut {
@@ -434,7 +469,10 @@ fn a_damaged_state_cuts_the_history_and_a_damaged_current_state_is_forgotten() {
     drop(held);
 
     assert_eq!(repair::repair(&s, &Holder::current("test")).unwrap(), found);
-    assert_eq!(s.read_ref("dev").unwrap(), None);
+    assert_eq!(s.read_ref("dev").unwrap(), Some(dev_states[1]));
+    assert_eq!(State::history(&s, "dev").unwrap().len(), 2);
+    assert_eq!(s.read_ref("qa").unwrap(), None);
+    assert_eq!(State::history(&s, "stage").unwrap().len(), 3);
     let history = State::history(&s, "prod").unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].1.previous, None);

@@ -294,4 +294,8 @@ impl Reporter for Progress {
             crate::output::errln!("warning: could not probe `{key}`: {e}");
         }
     }
+
+    fn took_over(&self, what: &envc_executor::TakenOver) {
+        crate::output::errln!("warning: {what}");
+    }
 }

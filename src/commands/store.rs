@@ -40,15 +40,48 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
     for path in &report.corrupt {
         outln!("corrupt   {}{removed}", path.display());
     }
+    for b in &report.bucket {
+        let what = match (b.whole_here, repaired) {
+            (true, true) => "; uploaded again from this store",
+            (true, false) => " (this store has it whole: repair uploads it again)",
+            (false, true) => "; removed",
+            (false, false) => " (no store here has it: repair removes it)",
+        };
+        outln!("corrupt   {}{what}", b.url);
+    }
     for env in &report.envs {
         let name = &env.env;
         if let Some(d) = &env.head {
-            let what = if repaired {
-                "its state was forgotten: the next build runs every node, as a first build"
-            } else {
-                "the whole state is lost"
-            };
-            outln!("{name}: current state: {d}; {what}");
+            let at = &env.head_at;
+            match &env.fallback {
+                Some(f) => {
+                    let what = if repaired {
+                        "set back to"
+                    } else {
+                        "repair sets it back to"
+                    };
+                    let finished = f
+                        .finished_unix
+                        .map(|t| format!(", its run finished at unix time {t}"))
+                        .unwrap_or_default();
+                    outln!(
+                        "{name}: current state ({at}): {d}; {what} state {}, the newest of \
+                         its states whose history reads ({} states{finished}); what a later run \
+                         recorded, if the lost ref named one, is not in it: the next build runs \
+                         those nodes again",
+                        f.state,
+                        f.states
+                    );
+                }
+                None => {
+                    let what = if repaired {
+                        "no state of it reads, so it was forgotten: the next build runs every node, as a first build"
+                    } else {
+                        "no state of it reads: the whole state is lost"
+                    };
+                    outln!("{name}: current state ({at}): {d}; {what}");
+                }
+            }
         }
         for r in &env.records {
             let what = if repaired {
@@ -99,7 +132,7 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
             );
         }
     }
-    let damaged = report.corrupt.len();
+    let damaged = report.corrupt.len() + report.bucket.len();
     let envs = report.envs.len();
     if report.is_sound() {
         outln!("store: every object hashes to its name; every state reads");

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use envc_executor::{
-    entry_key, CacheError, ConfigError, ObjectId, Progress, SecretKey, SessionError, StateSettings,
+    entry_key, CacheError, ConfigError, LockObject, ObjectId, Progress, SecretKey, SessionError,
+    StateSettings,
 };
 
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
@@ -225,19 +226,25 @@ pub fn unlock(file: &Path, shared: &SharedArgs) -> Outcome {
     let session = store_session(file, shared)?;
     match session.force_unlock()? {
         None => outln!("`{}` was not locked", session.env),
-        Some(lease) => {
+        Some(LockObject::Lease(lease)) => {
             let h = &lease.holder;
             outln!(
-                "removed the lock of `{}` held by `{}` (pid {} on {}, since unix time {}, lease until {})",
+                "removed the lock of `{}` held by `{}` (pid {} on {}, since unix time {}, a lease of {} s renewed {} times)",
                 session.env,
                 h.command,
                 h.pid,
                 h.host,
                 h.since_unix,
-                lease.expires_unix
+                lease.lease_seconds,
+                lease.renewals
             );
             errln!(
                 "warning: if that run is still alive, its next commit fails (its lease renewal finds the lock gone) and what it changes after that is not recorded; run `envc build --refresh FILE` to reconcile"
+            );
+        }
+        Some(LockObject::Unreadable { object, content }) => {
+            outln!(
+                "removed the lock object {object}, which held {content:?}, not a lease envc wrote"
             );
         }
     }
