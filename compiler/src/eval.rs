@@ -633,10 +633,10 @@ impl<'p> Evaluator<'p> {
                     .field_ty(output)
                     .unwrap_or(Ty::deferred(Ty::Unknown)),
                 Deferred::Secret(_) => Ty::deferred(Ty::Secret),
-                Deferred::Concat(_) if crate::value::contains_secret(&v) => {
+                Deferred::Concat(_) | Deferred::Json(_) if crate::value::contains_secret(&v) => {
                     Ty::deferred(Ty::Secret)
                 }
-                Deferred::Concat(_) => Ty::deferred(Ty::Str),
+                Deferred::Concat(_) | Deferred::Json(_) => Ty::deferred(Ty::Str),
             };
             let file = self.file();
             return self.fail(deferred_diagnostic(file, span, what, &ty));
@@ -943,7 +943,7 @@ impl<'p> Evaluator<'p> {
                     }
                     match &*d {
                         Deferred::Concat(inner) => out.extend(inner.iter().cloned()),
-                        Deferred::Output { .. } | Deferred::Secret(_) => {
+                        Deferred::Output { .. } | Deferred::Secret(_) | Deferred::Json(_) => {
                             out.push(Value::Deferred(d.clone()))
                         }
                     }
@@ -2593,6 +2593,7 @@ pub fn collect_nodes(v: &Value, out: &mut Vec<Rc<Node>>) {
         Value::Deferred(d) => match &**d {
             Deferred::Output { node, .. } => out.push(node.clone()),
             Deferred::Concat(parts) => parts.iter().for_each(|x| collect_nodes(x, out)),
+            Deferred::Json(inner) => collect_nodes(inner, out),
             Deferred::Secret(_) => {}
         },
         _ => {}
