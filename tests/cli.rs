@@ -904,5 +904,8 @@ fn a_missing_secret_names_the_command_that_sets_it() {
             && err.contains("hint: set each secret with `envc secret set envs/prod.env NAME`"),
         "{err}"
     );
-    assert!(!all.contains("ENV_FILE") && !err.contains("ENV_FILE"), "{err}");
+    assert!(
+        !all.contains("ENV_FILE") && !err.contains("ENV_FILE"),
+        "{err}"
+    );
 }

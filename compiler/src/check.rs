@@ -854,7 +854,9 @@ impl<'p> Checker<'p> {
                 _ => None,
             };
             let listed = match &m {
-                Mismatch::Types { expected, found } if found == "str" && expected == "list[str]" => {
+                Mismatch::Types { expected, found }
+                    if found == "str" && expected == "list[str]" =>
+                {
                     let text = &self.program.sources.get(file).text;
                     text.get(span.range()).and_then(as_list)
                 }
@@ -1494,13 +1496,13 @@ fn unquoted_literal<'t>(text: &'t str, expected: &Ty) -> Option<&'t str> {
         return None;
     }
     let (e, errs) = envc_lang::parse_expr(inner, 0);
-    let fits = match (&e.kind, expected.base()) {
+    let fits = matches!(
+        (&e.kind, expected.base()),
         (ExprKind::Size(_), Ty::Size)
-        | (ExprKind::Int(_), Ty::Int)
-        | (ExprKind::Mode(_), Ty::Mode)
-        | (ExprKind::Bool(_), Ty::Bool) => true,
-        _ => false,
-    };
+            | (ExprKind::Int(_), Ty::Int)
+            | (ExprKind::Mode(_), Ty::Mode)
+            | (ExprKind::Bool(_), Ty::Bool)
+    );
     (errs.is_empty() && fits).then_some(inner)
 }
 
@@ -1511,7 +1513,10 @@ fn as_list(text: &str) -> Option<String> {
     if inner.contains(['"', '\\', '$']) {
         return None;
     }
-    let words: Vec<String> = inner.split_whitespace().map(|w| format!("\"{w}\"")).collect();
+    let words: Vec<String> = inner
+        .split_whitespace()
+        .map(|w| format!("\"{w}\""))
+        .collect();
     Some(match words.len() {
         0 => return None,
         1 => format!("give a list: `[{}]`", words[0]),

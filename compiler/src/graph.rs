@@ -222,11 +222,22 @@ fn conflicts(mut nodes: Vec<&Rc<Node>>) -> Vec<Diagnostic> {
             let (nf, ns) = n.called_from.unwrap_or((n.file, n.span));
             let (ff, fs) = first.called_from.unwrap_or((first.file, first.span));
             errors.push(
-                Diagnostic::new("graph::conflict", format!("two different `{}` nodes with {what} `{}`{on}", n.kind.name(), n.name))
-                    .label(nf, ns, format!("one is declared here{}", shown(&differ, true)))
-                    .label(ff, fs, format!("the other here{}", shown(&differ, false)))
-                    .message(message)
-                    .help("declare it once and share the value, or give them different names"),
+                Diagnostic::new(
+                    "graph::conflict",
+                    format!(
+                        "two different `{}` nodes with {what} `{}`{on}",
+                        n.kind.name(),
+                        n.name
+                    ),
+                )
+                .label(
+                    nf,
+                    ns,
+                    format!("one is declared here{}", shown(&differ, true)),
+                )
+                .label(ff, fs, format!("the other here{}", shown(&differ, false)))
+                .message(message)
+                .help("declare it once and share the value, or give them different names"),
             );
         } else {
             seen.insert(key, n);

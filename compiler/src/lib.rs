@@ -331,18 +331,30 @@ fn parse_params(
                 // about source code; say what the parameter takes instead.
                 match declared_ty.as_ref().and_then(accepts) {
                     Some((what, fallback)) => {
-                        let ty = declared_ty.as_ref().map_or(String::new(), |t| t.to_string());
+                        let ty = declared_ty
+                            .as_ref()
+                            .map_or(String::new(), |t| t.to_string());
                         let given = example(name);
-                        let e_g = if given == "…" { fallback.to_string() } else { given };
+                        let e_g = if given == "…" {
+                            fallback.to_string()
+                        } else {
+                            given
+                        };
                         diagnostics.push(
                             Diagnostic::new(
                                 "param::not-a-value",
                                 format!("`{value}` is not a value of `{name}`, which is `{ty}`"),
                             )
-                            .label(file, Span::new(0, value.len()), format!("not of type `{ty}`"))
+                            .label(
+                                file,
+                                Span::new(0, value.len()),
+                                format!("not of type `{ty}`"),
+                            )
                             .label(root_file, *declared_at, format!("declared `{ty}` here"))
                             .message(format!("`{name}` takes {what}."))
-                            .help(format!("give a value of type `{ty}`, e.g. --set {name}={e_g}")),
+                            .help(format!(
+                                "give a value of type `{ty}`, e.g. --set {name}={e_g}"
+                            )),
                         );
                     }
                     None => diagnostics.extend(errs),

@@ -1043,7 +1043,10 @@ mod tests {
         // Every line fits, and comments survive.
         let long = format!(
             "# lead\nlet total = {}  # sum\n",
-            (0..30).map(|i| format!("value_{i}")).collect::<Vec<_>>().join(" + ")
+            (0..30)
+                .map(|i| format!("value_{i}"))
+                .collect::<Vec<_>>()
+                .join(" + ")
         );
         let out = format(&long).unwrap();
         assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
