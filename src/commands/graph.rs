@@ -77,7 +77,7 @@ fn part(p: &envc_compiler::value::Value) -> String {
         Value::Str(s) => s.to_string(),
         Value::Deferred(d) => match &**d {
             Deferred::Output { node, output } => format!("${{{}.{output}}}", node.name),
-            Deferred::Concat(_) => human(p),
+            Deferred::Concat(parts) => parts.iter().map(part).collect(),
             // `to_json`'s deferred leaf: the value it writes (as JSON, once known).
             Deferred::Json(inner) => part(inner),
             Deferred::Secret(name) => format!("${{secret({name:?})}}"),
