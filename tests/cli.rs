@@ -835,3 +835,77 @@ fn a_policy_pack_in_envc_toml_stops_a_build_that_breaks_it() {
         stderr(&o)
     );
 }
+
+/// The summary of a failed check names where the problems are: a policy pack's own error
+/// is the pack's, not the environment's (issue 35, item 20).
+#[test]
+fn a_broken_policy_pack_is_named_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack");
+    std::fs::create_dir_all(&pack).unwrap();
+    std::fs::write(
+        pack.join("vms.env"),
+        "policy \"vm-size\": for v in nodes(\"vm\") => v.memroy <= 2GiB\n",
+    )
+    .unwrap();
+    let env = dir.path().join("env");
+    std::fs::create_dir_all(&env).unwrap();
+    std::fs::write(
+        env.join("prod.env"),
+        "let v = vm(name = \"a\", image = image(name = \"i\"))\n",
+    )
+    .unwrap();
+    let summary = |args: &[&str]| {
+        let o = envc(args, &env);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o);
+        err.lines()
+            .rfind(|l| l.starts_with("error: envc found"))
+            .unwrap_or_else(|| panic!("no summary: {err}"))
+            .to_string()
+    };
+    assert_eq!(
+        summary(&["check", "--policy", "../pack", "prod.env"]),
+        "error: envc found 1 problem in the policy pack (../pack/vms.env)"
+    );
+    // With an error of the environment's own too, both are named.
+    std::fs::write(env.join("prod.env"), "let v = vm(name = 1)\n").unwrap();
+    let both = summary(&["check", "--policy", "../pack", "prod.env"]);
+    assert!(
+        both.ends_with("in prod.env and the policy pack (../pack/vms.env)"),
+        "{both}"
+    );
+}
+
+/// A secret that is not set says how to set it, with the environment file as typed
+/// (issue 35, item 14).
+#[test]
+fn a_missing_secret_names_the_command_that_sets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("envs")).unwrap();
+    std::fs::write(
+        dir.path().join("envs/prod.env"),
+        "let h = host(name = \"h\", address = \"192.0.2.1\")\nlet f = file(path = \"/etc/pw\", content = secret(\"db_password\"), target = h)\n",
+    )
+    .unwrap();
+    // `plan` goes on without it, and its summary says how to set it.
+    let o = envc(&["plan", "envs/prod.env"], dir.path());
+    let all = stdout(&o) + &stderr(&o);
+    assert!(
+        all.contains("(run `envc secret set envs/prod.env db_password`)"),
+        "{all}"
+    );
+    // `build` stops before anything runs, with the same command in its hint.
+    let o = envc(&["build", "envs/prod.env"], dir.path());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(run `envc secret set envs/prod.env db_password`)")
+            && err.contains("hint: set each secret with `envc secret set envs/prod.env NAME`"),
+        "{err}"
+    );
+    assert!(
+        !all.contains("ENV_FILE") && !err.contains("ENV_FILE"),
+        "{err}"
+    );
+}

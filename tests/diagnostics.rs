@@ -133,6 +133,7 @@ fn cases() -> Vec<Case> {
         // A rule over the whole graph: a VM made directly cannot bypass it.
         case("policy-violation", "import \"./web.env\"\nlet small = web.server(\"web-0\")\nlet rogue = vm(name = \"rogue\", image = image(name = \"i\"), memory = 16GiB)\npolicy \"vm-owner\": for n in nodes(\"vm\") => contains(n.tags, \"owner\") and n.memory <= 4GiB,\n  \"${n.name} needs an owner and at most 4GiB\"\n")
             .file("web.env", "default tags = { owner = \"web\" }\nfn server(name: str) => vm(name = name, image = image(name = \"i\"), memory = 8GiB)\n"),
+        case("eval-missing-tag", "import \"std/debian\"\nlet a = debian.machine(\"web-0\", tags = { owner = \"web\" })\nlet b = debian.machine(\"db-0\", tags = { ownr = \"data\" })\npolicy \"owned\": for n in nodes(\"vm\") => n.tags.owner != \"\"\n"),
         case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),
         case("type-nodes-placement", "let vms = nodes(\"vm\")\npolicy \"few\": for v in vms => true\n"),
         case("type-unknown-kind", "policy \"owner\": for v in nodes(\"vms\") => contains(v.tags, \"owner\")\n"),
@@ -231,6 +232,16 @@ fn check_cases() -> Vec<Case> {
 /// mistakes), not a code of their own.
 fn hint_cases() -> Vec<Case> {
     vec![
+        // Made in `std/`: each label at the user's call, the differing attribute named.
+        case(
+            "hint-graph-conflict-std",
+            "import \"std/debian\"\nlet a = debian.machine(\"db-0\", memory = 2GiB)\nlet b = debian.machine(\"db-0\", memory = 4GiB, cpus = 2)\n",
+        ),
+        // Values that do not parse: what the type takes, not the parser's words.
+        case("hint-param-not-an-int", "param members: int(1..=7) = 3\n").set("members", "3.5"),
+        case("hint-param-not-a-size", "param memory: size\n").set("memory", "2gb"),
+        case("hint-type-mismatch-quoted-size", "import \"std/debian\"\nlet db = debian.machine(\"db-0\", memory = \"2GiB\")\n"),
+        case("hint-type-mismatch-command-string", &format!("{HOST}let e = exec(name = \"join\", target = h, argv = [\"cluster\", \"join\"], unless = \"test -e /etc/cluster/joined\")\n")),
         case("hint-builtin-alias", "let hosts = [\"a\", \"b\"]\nlet n = lenght(hosts)\n"),
         case("hint-std-module-import", "let motd = files.text(\"/etc/motd\", \"hi\")\n"),
         case("hint-unknown-field-at-key", "type Tags = { owner: str }\nlet t: Tags = {\n  owner = \"ops\",\n  cost_center = \"42\",\n}\n"),

@@ -845,7 +845,34 @@ impl<'p> Checker<'p> {
                     .unwrap_or(span),
                 _ => span,
             };
-            self.error(mismatch_diagnostic(m, file, span));
+            let quoted = match &m {
+                Mismatch::Types { found, .. } if found == "str" => {
+                    let text = &self.program.sources.get(file).text;
+                    text.get(span.range())
+                        .and_then(|t| unquoted_literal(t, expected))
+                }
+                _ => None,
+            };
+            let listed = match &m {
+                Mismatch::Types { expected, found }
+                    if found == "str" && expected == "list[str]" =>
+                {
+                    let text = &self.program.sources.get(file).text;
+                    text.get(span.range()).and_then(as_list)
+                }
+                _ => None,
+            };
+            let mut d = mismatch_diagnostic(m, file, span);
+            if let Some(help) = listed {
+                d = d.help(help);
+            }
+            if let Some(bare) = quoted {
+                d = d.help(format!(
+                    "drop the quotes: a {} is written `{bare}`, not `\"{bare}\"`",
+                    expected.base()
+                ));
+            }
+            self.error(d);
         }
     }
 
@@ -1461,6 +1488,45 @@ pub fn body_span(e: &Expr) -> Span {
     }
 }
 
+/// `"2GiB"` where a size is wanted: the text between the quotes, when it is a literal of
+/// the wanted type (a size, number, mode or bool) and the string holds nothing else.
+fn unquoted_literal<'t>(text: &'t str, expected: &Ty) -> Option<&'t str> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.is_empty() || inner.contains(['"', '\\', '$']) {
+        return None;
+    }
+    let (e, errs) = envc_lang::parse_expr(inner, 0);
+    let fits = matches!(
+        (&e.kind, expected.base()),
+        (ExprKind::Size(_), Ty::Size)
+            | (ExprKind::Int(_), Ty::Int)
+            | (ExprKind::Mode(_), Ty::Mode)
+            | (ExprKind::Bool(_), Ty::Bool)
+    );
+    (errs.is_empty() && fits).then_some(inner)
+}
+
+/// `"test -e /x"` where a list of strings is wanted (a guard, an `undo`, `argv`): the list
+/// it was likely meant as.
+fn as_list(text: &str) -> Option<String> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains(['"', '\\', '$']) {
+        return None;
+    }
+    let words: Vec<String> = inner
+        .split_whitespace()
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    Some(match words.len() {
+        0 => return None,
+        1 => format!("give a list: `[{}]`", words[0]),
+        _ => format!(
+            "a command is a list, the program and its arguments, run with no shell: `[{}]` (for a shell: `[\"sh\", \"-c\", \"{inner}\"]`)",
+            words.join(", ")
+        ),
+    })
+}
+
 pub fn mismatch_diagnostic(m: Mismatch, file: FileId, span: Span) -> Diagnostic {
     match m {
         Mismatch::Types { expected, found } => {
@@ -1477,7 +1543,7 @@ pub fn mismatch_diagnostic(m: Mismatch, file: FileId, span: Span) -> Diagnostic 
             } else if expected.starts_with("size") && found == "int" {
                 d = d.help("give a unit: 512MiB, 2GiB");
             } else if expected == "secret" {
-                d = d.help("a secret is read by envc at deploy, never written in the source: `secret(\"NAME\")`, with the value set by `envc secret set NAME`");
+                d = d.help("a secret is read by envc at deploy, never written in the source: `secret(\"NAME\")`, with the value set by `envc secret set FILE NAME`");
             }
             d
         }

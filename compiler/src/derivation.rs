@@ -100,6 +100,10 @@ impl Encoder {
                         self.value(p)?;
                     }
                 }
+                Deferred::Json(inner) => {
+                    self.tag(b'j');
+                    self.value(inner)?;
+                }
                 // Its name only: the value never reaches the compiler.
                 Deferred::Secret(name) => {
                     self.tag(b'e');
@@ -194,6 +198,7 @@ pub fn value_json(v: &Value) -> serde_json::Value {
                 json!({ "interpolate": parts.iter().map(value_json).collect::<Vec<_>>() })
             }
             Deferred::Secret(name) => json!({ "secret": &**name }),
+            Deferred::Json(inner) => json!({ "json": value_json(inner) }),
         },
         Value::Fn(_) | Value::Builtin(_) => json!("<function>"),
         Value::Module(_) => json!("<module>"),

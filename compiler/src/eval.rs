@@ -633,10 +633,10 @@ impl<'p> Evaluator<'p> {
                     .field_ty(output)
                     .unwrap_or(Ty::deferred(Ty::Unknown)),
                 Deferred::Secret(_) => Ty::deferred(Ty::Secret),
-                Deferred::Concat(_) if crate::value::contains_secret(&v) => {
+                Deferred::Concat(_) | Deferred::Json(_) if crate::value::contains_secret(&v) => {
                     Ty::deferred(Ty::Secret)
                 }
-                Deferred::Concat(_) => Ty::deferred(Ty::Str),
+                Deferred::Concat(_) | Deferred::Json(_) => Ty::deferred(Ty::Str),
             };
             let file = self.file();
             return self.fail(deferred_diagnostic(file, span, what, &ty));
@@ -748,10 +748,22 @@ impl<'p> Evaluator<'p> {
                 })?;
                 Value::Record(Rc::new(out))
             }
-            ExprKind::Field(base, field) => {
-                let b = self.eval(base, env)?;
-                self.field(b, field)?
-            }
+            ExprKind::Field(base, field) => match &base.kind {
+                ExprKind::Field(owner, tags) if &*tags.name == "tags" => {
+                    let n = self.eval(owner, env)?;
+                    let t = self.field(n.clone(), tags)?;
+                    if let (Value::Node(n), Value::Record(r)) = (&n, &t) {
+                        if !r.contains_key(&field.name) {
+                            return self.fail(self.missing_tag(n, r, owner, field));
+                        }
+                    }
+                    self.field(t, field)?
+                }
+                _ => {
+                    let b = self.eval(base, env)?;
+                    self.field(b, field)?
+                }
+            },
             ExprKind::Index(base, index) => {
                 let b = self.eval(base, env)?;
                 let i = self.eval(index, env)?;
@@ -943,7 +955,7 @@ impl<'p> Evaluator<'p> {
                     }
                     match &*d {
                         Deferred::Concat(inner) => out.extend(inner.iter().cloned()),
-                        Deferred::Output { .. } | Deferred::Secret(_) => {
+                        Deferred::Output { .. } | Deferred::Secret(_) | Deferred::Json(_) => {
                             out.push(Value::Deferred(d.clone()))
                         }
                     }
@@ -1027,6 +1039,40 @@ impl<'p> Evaluator<'p> {
                 }
             }
         }
+    }
+
+    /// `n.tags.owner` on a node without that tag: a policy that asks every node for a tag
+    /// meets one that lacks it sooner or later, so say which node, and how to ask.
+    fn missing_tag(
+        &self,
+        n: &Node,
+        tags: &BTreeMap<Rc<str>, Value>,
+        owner: &Expr,
+        field: &Ident,
+    ) -> Diagnostic {
+        let file = self.file();
+        let who = format!("{} `{}`", n.kind.name(), n.given_name());
+        let of = &self.program.sources.get(file).text[owner.span.range()];
+        let tag = &field.name;
+        let (nfile, nspan) = n.called_from.unwrap_or((n.file, n.span));
+        let mut d = Diagnostic::new("eval::missing-tag", format!("{who} has no tag `{tag}`"))
+            .label(file, field.span, "read here")
+            .label(nfile, nspan, format!("{who} is declared here without it"));
+        let has: Vec<String> = tags.keys().map(|k| format!("`{k}`")).collect();
+        d = d.message(match has.is_empty() {
+            true => format!("A tag a node lacks is no field of its `tags`, and {who} has none."),
+            false => format!(
+                "A tag a node lacks is no field of its `tags`; {who} has only {}.",
+                has.join(", ")
+            ),
+        });
+        let ask = format!(
+            "ask whether it is there: `get({of}.tags, \"{tag}\", \"\")` (\"\" where it is not) or `contains({of}.tags, \"{tag}\")`"
+        );
+        d.help(match did_you_mean(tag, tags.keys().map(|k| k.as_ref())) {
+            Some(s) => format!("{s} If the tag may be missing, {ask}"),
+            None => ask,
+        })
     }
 
     fn field(&mut self, b: Value, field: &Ident) -> R<Value> {
@@ -2593,6 +2639,7 @@ pub fn collect_nodes(v: &Value, out: &mut Vec<Rc<Node>>) {
         Value::Deferred(d) => match &**d {
             Deferred::Output { node, .. } => out.push(node.clone()),
             Deferred::Concat(parts) => parts.iter().for_each(|x| collect_nodes(x, out)),
+            Deferred::Json(inner) => collect_nodes(inner, out),
             Deferred::Secret(_) => {}
         },
         _ => {}

@@ -125,6 +125,10 @@ fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
         .target
         .as_ref()
         .map_or(String::new(), |t| format!(" on `{}`", t.name));
+    let (la, lb) = (
+        a.called_from.unwrap_or((a.file, a.span)),
+        b.called_from.unwrap_or((b.file, b.span)),
+    );
     Some(
         Diagnostic::new(
             "graph::check-conflict",
@@ -134,8 +138,8 @@ fn check_conflict(a: &Node, b: &Node) -> Option<Diagnostic> {
                 a.name
             ),
         )
-        .label(b.file, b.span, "declared here")
-        .label(a.file, a.span, "and here")
+        .label(lb.0, lb.1, "declared here")
+        .label(la.0, la.1, "and here")
         .message("Checks are not part of what a node is, so both declarations are one node, and the checks of one would be lost.")
         .help("declare the node once, with all its checks, and share the value"),
     )
@@ -191,18 +195,87 @@ fn conflicts(mut nodes: Vec<&Rc<Node>>) -> Vec<Diagnostic> {
                 .as_ref()
                 .map_or(String::new(), |t| format!(" on `{}`", t.name));
             let what = crate::builtins::schema(n.kind).name_attr;
+            let differ = differences(first, n);
+            let shown = |d: &[(Rc<str>, String, String)], mine: bool| -> String {
+                let parts: Vec<String> = d
+                    .iter()
+                    .take(3)
+                    .map(|(k, a, b)| format!("{k} = {}", if mine { b } else { a }))
+                    .collect();
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with {}", parts.join(", "))
+                }
+            };
+            let names: Vec<String> = differ.iter().map(|(k, _, _)| format!("`{k}`")).collect();
+            let message = if names.is_empty() {
+                "Both would manage the same thing on the same target with different settings (they differ in what they are built from: their inputs or lockfile pins), and the last to run would win.".to_string()
+            } else {
+                format!(
+                    "Both would manage the same thing on the same target, and they differ in {}: the last to run would win.",
+                    names.join(", ")
+                )
+            };
+            // Where the environment asked for each (a `debian.machine(…)` call), not the
+            // line of `std/` or of a component that both share.
+            let (nf, ns) = n.called_from.unwrap_or((n.file, n.span));
+            let (ff, fs) = first.called_from.unwrap_or((first.file, first.span));
             errors.push(
-                Diagnostic::new("graph::conflict", format!("two different `{}` nodes with {what} `{}`{on}", n.kind.name(), n.name))
-                    .label(n.file, n.span, "one is declared here")
-                    .label(first.file, first.span, "the other here")
-                    .message("Both would manage the same thing on the same target with different settings, and the last to run would win.")
-                    .help("declare it once and share the value, or give them different names"),
+                Diagnostic::new(
+                    "graph::conflict",
+                    format!(
+                        "two different `{}` nodes with {what} `{}`{on}",
+                        n.kind.name(),
+                        n.name
+                    ),
+                )
+                .label(
+                    nf,
+                    ns,
+                    format!("one is declared here{}", shown(&differ, true)),
+                )
+                .label(ff, fs, format!("the other here{}", shown(&differ, false)))
+                .message(message)
+                .help("declare it once and share the value, or give them different names"),
             );
         } else {
             seen.insert(key, n);
         }
     }
     errors
+}
+
+/// The attributes in which two nodes of one kind and name differ: name, `a`'s value, `b`'s.
+fn differences(a: &Node, b: &Node) -> Vec<(Rc<str>, String, String)> {
+    let keys: BTreeSet<&Rc<str>> = a.attrs.keys().chain(b.attrs.keys()).collect();
+    let show = |v: Option<&Value>| match v {
+        None => "(none)".to_string(),
+        Some(v) => short(v),
+    };
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.attrs.get(k), b.attrs.get(k));
+            let same = x.map(value_json) == y.map(value_json);
+            (!same).then(|| (k.clone(), show(x), show(y)))
+        })
+        .collect()
+}
+
+/// A value as the source would write it, cut short: for a label.
+fn short(v: &Value) -> String {
+    let text = match v {
+        Value::Str(s) => format!("{:?}", &**s),
+        Value::Int(_) | Value::Bool(_) | Value::Size(_) => crate::value::display(v),
+        Value::Mode(m) => format!("0o{m:o}"),
+        Value::Node(n) => format!("{} `{}`", n.kind.name(), n.name),
+        other => value_json(other).to_string(),
+    };
+    if text.chars().count() > 40 {
+        format!("{}…", text.chars().take(39).collect::<String>())
+    } else {
+        text
+    }
 }
 
 /// Kahn's algorithm, always taking the smallest ready node: the same graph gives the same

@@ -190,6 +190,22 @@ fn non_string_literal(e: &envc_lang::ast::Expr) -> Option<&'static str> {
     })
 }
 
+/// What a value of a scalar parameter type looks like, and an example: for a `--set` value
+/// that does not parse.
+fn accepts(ty: &types::Ty) -> Option<(&'static str, &'static str)> {
+    use types::Ty;
+    Some(match ty.base() {
+        Ty::Int => ("a whole number, such as `3`", "3"),
+        Ty::Size => (
+            "a whole number and a unit with nothing between them: B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB), such as `2GiB`",
+            "2GiB",
+        ),
+        Ty::Bool => ("`true` or `false`", "true"),
+        Ty::Mode => ("an octal mode, such as `0o644`", "0o644"),
+        _ => return None,
+    })
+}
+
 /// Turns `--set` values into expressions in synthetic source files (so errors point into
 /// them). A bare word for a `str` parameter is the string itself; a value that reads as
 /// another literal (`12`, `[1]`, `true`) must be quoted.
@@ -279,7 +295,8 @@ fn parse_params(
                     .label(root_file, *declared_at, "declared a `secret` here")
                     .message("A value given on the command line is kept in shell history and shows in the process list, so a secret parameter takes only `secret(\"NAME\")`.")
                     .help(format!(
-                        "--set '{name}=secret(\"NAME\")', with the value in the project's secrets (`envc secret set NAME`) or `[secrets.from]`"
+                        "--set '{name}=secret(\"NAME\")', with the value in the project's secrets (`envc secret set {} NAME`) or `[secrets.from]`",
+                        program.sources.get(root_file).name
                     )),
                 );
                 continue;
@@ -310,7 +327,38 @@ fn parse_params(
         } else {
             let (e, errs) = envc_lang::parse_expr(value, file);
             if !errs.is_empty() {
-                diagnostics.extend(errs);
+                // The parser's own words (`expected a field name after .` for `3.5`) are
+                // about source code; say what the parameter takes instead.
+                match declared_ty.as_ref().and_then(accepts) {
+                    Some((what, fallback)) => {
+                        let ty = declared_ty
+                            .as_ref()
+                            .map_or(String::new(), |t| t.to_string());
+                        let given = example(name);
+                        let e_g = if given == "…" {
+                            fallback.to_string()
+                        } else {
+                            given
+                        };
+                        diagnostics.push(
+                            Diagnostic::new(
+                                "param::not-a-value",
+                                format!("`{value}` is not a value of `{name}`, which is `{ty}`"),
+                            )
+                            .label(
+                                file,
+                                Span::new(0, value.len()),
+                                format!("not of type `{ty}`"),
+                            )
+                            .label(root_file, *declared_at, format!("declared `{ty}` here"))
+                            .message(format!("`{name}` takes {what}."))
+                            .help(format!(
+                                "give a value of type `{ty}`, e.g. --set {name}={e_g}"
+                            )),
+                        );
+                    }
+                    None => diagnostics.extend(errs),
+                }
                 continue;
             }
             // A bare word for a parameter that is not a string: the word is not a value.
@@ -325,7 +373,10 @@ fn parse_params(
                     .message("A bare word is taken as a string only for a `str` parameter.")
                     .help(format!(
                         "give a value of type `{ty}`, e.g. --set {name}={}",
-                        example(name)
+                        match (example(name), accepts(ty)) {
+                            (given, Some((_, fallback))) if given == "…" => fallback.to_string(),
+                            (given, _) => given,
+                        }
                     )),
                 );
                 continue;

@@ -333,19 +333,60 @@ pub(crate) fn call<E: Context>(
                 return Err(Stop::Error(Box::new(ev.too_large(s, "this value as JSON"))));
             }
             if contains_deferred(&v) {
-                no_deferred(
-                    ev,
-                    name,
-                    &Value::Deferred(Rc::new(Deferred::Concat(Vec::new()))),
-                    s,
-                )?;
+                // Deferred like any string that holds a deferred value: the known JSON
+                // around each deferred leaf now, the leaf written (and escaped) as JSON by
+                // the executor once it is known.
+                let mut parts = Vec::new();
+                let mut text = String::new();
+                json_parts(&v, &mut text, &mut parts);
+                if !text.is_empty() {
+                    parts.push(Value::Str(text.into()));
+                }
+                ev.concat(parts, span)?
+            } else {
+                Value::Str(value_json(&v).to_string().into())
             }
-            Value::Str(value_json(&v).to_string().into())
         }
         Builtin::Node(_) | Builtin::Check(_) | Builtin::Nodes => {
             unreachable!("nodes and checks are built by the evaluator")
         }
     })
+}
+
+/// `v` as canonical JSON, exactly as `value_json(v).to_string()` writes it, with each
+/// deferred leaf left as a `Deferred::Json` part between the known text.
+fn json_parts(v: &Value, text: &mut String, parts: &mut Vec<Value>) {
+    match v {
+        Value::Deferred(_) => {
+            if !text.is_empty() {
+                parts.push(Value::Str(std::mem::take(text).into()));
+            }
+            parts.push(Value::Deferred(Rc::new(Deferred::Json(v.clone()))));
+        }
+        Value::List(xs) if contains_deferred(v) => {
+            text.push('[');
+            for (i, x) in xs.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                json_parts(x, text, parts);
+            }
+            text.push(']');
+        }
+        Value::Record(r) if contains_deferred(v) => {
+            text.push('{');
+            for (i, (k, x)) in r.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(&serde_json::Value::from(&**k).to_string());
+                text.push(':');
+                json_parts(x, text, parts);
+            }
+            text.push('}');
+        }
+        known => text.push_str(&value_json(known).to_string()),
+    }
 }
 
 fn contains_deferred(v: &Value) -> bool {

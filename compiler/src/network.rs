@@ -74,6 +74,7 @@ fn vm_addresses(v: &Value, out: &mut Vec<Rc<Node>>, seen: &mut BTreeSet<Derivati
                 out.push(node.clone());
             }
             Deferred::Concat(parts) => parts.iter().for_each(|p| vm_addresses(p, out, seen)),
+            Deferred::Json(inner) => vm_addresses(inner, out, seen),
             _ => {}
         },
         Value::List(xs) => xs.iter().for_each(|x| vm_addresses(x, out, seen)),

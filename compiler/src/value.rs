@@ -61,6 +61,11 @@ pub enum Deferred {
     /// `secret("name")`: a value only the executor reads (from the project's secrets), never
     /// the compiler; nodes hold its name. Whatever is built from it is secret too.
     Secret(Rc<str>),
+    /// A deferred value written as JSON once it is known (`to_json` of a value that holds
+    /// one): a string quoted and escaped, a number as is. It sits inside a `Concat` beside
+    /// the known JSON around it, so the executor, not the compiler, does the escaping of
+    /// what only it reads (a member address, a password with a `"` in it).
+    Json(Value),
 }
 
 pub struct Closure {
@@ -228,6 +233,7 @@ pub fn expands_within(v: &Value, limit: usize) -> bool {
                 Deferred::Output { output, .. } => output.len() + 100,
                 Deferred::Secret(name) => name.len() + 100,
                 Deferred::Concat(parts) => return parts.iter().all(|x| walk(x, budget)),
+                Deferred::Json(inner) => return take(budget, 2) && walk(inner, budget),
             },
             _ => 70,
         };
@@ -263,6 +269,7 @@ pub fn contains_secret(v: &Value) -> bool {
         Value::Deferred(d) => match &**d {
             Deferred::Secret(_) => true,
             Deferred::Concat(parts) => parts.iter().any(contains_secret),
+            Deferred::Json(inner) => contains_secret(inner),
             Deferred::Output { .. } => false,
         },
         Value::List(xs) => xs.iter().any(contains_secret),

@@ -1226,3 +1226,24 @@ fn tags_of_std_made_nodes_known_values_and_conflicts() {
         &["graph::tag-conflict"],
     );
 }
+
+/// Every std constructor that builds a node takes `tags` and gives them to its nodes (the
+/// docs say every node takes them; issue 35, item 8).
+#[test]
+fn std_constructors_pass_tags_through() {
+    let t = "tags = { owner = \"data\" }";
+    let want = r#"{"owner": "data"}"#;
+    for (import, expr) in [
+        ("std/debian", format!("debian.machine(\"db-0\", memory = 2GiB, {t})")),
+        ("std/debian", format!("debian.os_image(\"img\", {t})")),
+        ("std/debian", format!("debian.packages(host(name = \"h\", address = \"192.0.2.1\"), {{ curl = \"\" }}, {t})[0]")),
+        ("std/debian", format!("debian.apt_source(host(name = \"h\", address = \"192.0.2.1\"), \"pg\", \"deb x y z\", {t})")),
+        ("std/files", format!("files.template(host(name = \"h\", address = \"192.0.2.1\"), \"/etc/x\", path(\"x.j2\"), {t})")),
+        ("std/k8s", format!("k8s.namespace(k8s.meta(\"shop\", {t}))")),
+    ] {
+        let src = format!("import \"{import}\"\noutput t = ({expr}).tags\n");
+        check_with(&src, &[("x.j2", "x")], &format!(r#"{{"t": {want}}}"#));
+    }
+    let src = format!("import \"std/systemd\"\nlet u = systemd.unit(host(name = \"h\", address = \"192.0.2.1\"), {{ name = \"app\", description = \"d\", exec_start = \"/bin/app\" }}, {t})\noutput f = u.file.tags\noutput s = u.service.tags\n");
+    check(&src, &format!(r#"{{"f": {want}, "s": {want}}}"#));
+}

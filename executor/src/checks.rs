@@ -108,7 +108,7 @@ pub fn describe(
         Val::Str(s) => format!("{s:?}"),
         Val::Int(n) => n.to_string(),
         Val::Size(n) => envc_compiler::value::format_size(*n),
-        Val::Output { .. } | Val::Concat(_) => format!("{:?}", output(v)),
+        Val::Output { .. } | Val::Concat(_) | Val::Json(_) => format!("{:?}", output(v)),
         Val::Secret(name) => format!("secret({name:?})"),
         Val::Sealed(_) => "<secret>".into(),
         other => format!("{other:?}"),

@@ -279,6 +279,7 @@ impl Shared {
             recipients: section.recipients,
             identity: section.identity.map(home),
             sources,
+            env_file: None,
         };
         Ok(Shared {
             cache,

@@ -37,6 +37,15 @@ pub struct SecretSettings {
     /// The age identity file that reads it (`ENVC_AGE_IDENTITY` wins).
     pub identity: Option<PathBuf>,
     pub sources: BTreeMap<String, Source>,
+    /// The environment file the command was given, as typed: what the hints tell to run
+    /// `envc secret set` with (`FILE` when unknown).
+    pub env_file: Option<String>,
+}
+
+impl SecretSettings {
+    fn env_file(&self) -> &str {
+        self.env_file.as_deref().unwrap_or("FILE")
+    }
 }
 
 #[derive(Debug)]
@@ -244,7 +253,7 @@ pub fn load(
         .map(|(name, why)| format!("`{name}`{why}"))
         .chain(read.unusable)
         .collect();
-    Err(read_error(&problems, read.file_hint))
+    Err(read_error(&problems, read.file_hint, settings))
 }
 
 /// What `load` reads, for a command that can go on without some values (`plan`, `render`):
@@ -256,7 +265,7 @@ pub fn load_available(
 ) -> Result<Available, SecretError> {
     let read = read_each(names, settings);
     if !read.unusable.is_empty() {
-        return Err(read_error(&read.unusable, read.file_hint));
+        return Err(read_error(&read.unusable, read.file_hint, settings));
     }
     let unread = (read.unread.into_iter())
         .map(|(name, why)| (name, why.trim_start_matches(": ").trim().to_string()))
@@ -300,8 +309,9 @@ fn read_each(names: &BTreeSet<String>, settings: &SecretSettings) -> ReadSecrets
                 match file {
                     Ok(all) => all.get(name).cloned().ok_or_else(|| {
                         format!(
-                            " is not in {} (run `envc secret set ENV_FILE {name}`)",
-                            settings.file.display()
+                            " is not in {} (run `envc secret set {} {name}`)",
+                            settings.file.display(),
+                            settings.env_file()
                         )
                     }),
                     Err(e) => Err(format!(": {}", e.what)),
@@ -326,9 +336,13 @@ fn read_each(names: &BTreeSet<String>, settings: &SecretSettings) -> ReadSecrets
     read
 }
 
-fn read_error(problems: &[String], file_hint: Option<String>) -> SecretError {
+fn read_error(
+    problems: &[String],
+    file_hint: Option<String>,
+    settings: &SecretSettings,
+) -> SecretError {
     let hint = file_hint.unwrap_or_else(|| {
-        "set each secret with `envc secret set ENV_FILE NAME` (the value on stdin), or give it a source in envc.toml: `[secrets.from] NAME = { env = \"VAR\" }` or `{ command = [\"pass\", \"show\", \"…\"] }`".into()
+        format!("set each secret with `envc secret set {} NAME` (the value on stdin), or give it a source in envc.toml: `[secrets.from] NAME = {{ env = \"VAR\" }}` or `{{ command = [\"pass\", \"show\", \"…\"] }}`", settings.env_file())
     });
     error(
         format!(
@@ -454,7 +468,7 @@ pub fn read_file(settings: &SecretSettings) -> Result<BTreeMap<String, String>, 
     let undecryptable = |e: &dyn fmt::Display| {
         error(
             format!("cannot decrypt {}: {e}", path.display()),
-            "the file is encrypted to [secrets] recipients in envc.toml; decrypt it with the identity of one of them (ENVC_AGE_IDENTITY), or ask someone who can to add your recipient and run `envc secret set` once",
+            format!("the file is encrypted to [secrets] recipients in envc.toml; decrypt it with the identity of one of them (ENVC_AGE_IDENTITY), or ask someone who can to add your recipient and set any secret again (`envc secret set {} NAME`), which encrypts the file to every recipient", settings.env_file()),
         )
     };
     let decryptor = age::Decryptor::new(age::armor::ArmoredReader::new(&bytes[..]))
@@ -472,7 +486,7 @@ pub fn read_file(settings: &SecretSettings) -> Result<BTreeMap<String, String>, 
                 "{} does not hold NAME = \"VALUE\" lines of text",
                 path.display()
             ),
-            "rewrite it with `envc secret set`",
+            format!("move it aside and set each secret again with `envc secret set {} NAME` (the value on stdin)", settings.env_file()),
         )
     })
 }
@@ -637,6 +651,7 @@ mod tests {
             recipients: vec![recipient],
             identity: Some(dir.path().join("id")),
             sources: BTreeMap::new(),
+            env_file: None,
         };
         let values = BTreeMap::from([("a".to_string(), "v a l u e".to_string())]);
         write_file(&settings, &values).unwrap();

@@ -40,6 +40,9 @@ pub enum Val {
     Concat(Vec<Val>),
     /// `secret("name")`, until substitution reads its value.
     Secret(String),
+    /// A deferred value written as JSON once known (a part of `to_json`'s string):
+    /// substitution quotes and escapes a string, writes a number as is.
+    Json(Box<Val>),
     /// A string that holds a secret, after substitution.
     Sealed(Sealed),
 }
@@ -143,6 +146,7 @@ fn secrets_in(v: &Val, out: &mut std::collections::BTreeSet<String>) {
             out.insert(name.clone());
         }
         Val::List(xs) | Val::Concat(xs) => xs.iter().for_each(|x| secrets_in(x, out)),
+        Val::Json(inner) => secrets_in(inner, out),
         Val::Record(r) => r.values().for_each(|x| secrets_in(x, out)),
         _ => {}
     }
@@ -357,6 +361,7 @@ fn convert(v: &Value, index: &HashMap<DerivationId, usize>) -> Val {
                 Val::Concat(parts.iter().map(|x| convert(x, index)).collect())
             }
             Deferred::Secret(name) => Val::Secret(name.to_string()),
+            Deferred::Json(inner) => Val::Json(Box::new(convert(inner, index))),
         },
         // The encoder refuses functions and modules in nodes, so none reach a graph.
         Value::Fn(_) | Value::Builtin(_) | Value::Module(_) | Value::Check(_) => {

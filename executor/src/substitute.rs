@@ -164,6 +164,19 @@ impl<'a> Resolver<'a> {
                     Val::Str(s)
                 }
             }
+            Val::Json(inner) => {
+                let (text, sealed) = match self.substitute(inner)? {
+                    Val::Sealed(x) => (Json::from(x.value).to_string(), true),
+                    Val::Str(x) => (Json::from(x).to_string(), false),
+                    Val::Int(n) => (n.to_string(), false),
+                    other => (to_json(&other, self).to_string(), false),
+                };
+                if sealed {
+                    self.seal(text)?
+                } else {
+                    Val::Str(text)
+                }
+            }
             Val::Secret(name) => {
                 let secrets = self.spec.secrets.as_ref();
                 let value = secrets.and_then(|s| s.value(name)).ok_or_else(|| {
@@ -314,7 +327,7 @@ pub(crate) fn to_json(v: &Val, r: &Resolver) -> Json {
             "output": (r.known)(*j).map(|k| k.output_hash.as_str()),
         }),
         Val::Sealed(s) => json!({ "secret": s.keyed }),
-        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) => json!(null),
+        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) | Val::Json(_) => json!(null),
     }
 }
 
@@ -335,6 +348,7 @@ pub(crate) fn k8s_json(v: &Val) -> Json {
         | Val::Node(_)
         | Val::Output { .. }
         | Val::Concat(_)
+        | Val::Json(_)
         | Val::Secret(_)
         | Val::Sealed(_) => Json::Null,
     }
@@ -361,7 +375,7 @@ pub(crate) fn template_json(v: &Val, spec: &Spec) -> Json {
         }
         // What the template renders is the secret; the file holding it is sealed.
         Val::Sealed(s) => json!(s.value),
-        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) => json!(null),
+        Val::Output { .. } | Val::Concat(_) | Val::Secret(_) | Val::Json(_) => json!(null),
     }
 }
 
@@ -422,6 +436,7 @@ pub fn describe_decl(spec: &Spec, c: &CheckDecl) -> String {
     fn name(spec: &Spec, v: &Val) -> String {
         match v {
             Val::Output { node, output } => format!("${{{}.{output}}}", spec.nodes[*node].name),
+            Val::Json(inner) => name(spec, inner),
             Val::Concat(parts) => parts
                 .iter()
                 .map(|p| match p {
@@ -525,5 +540,67 @@ fn shown_json(v: &Val, spec: &Spec) -> Json {
                 .collect(),
         ),
         other => template_json(other, spec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+    use super::*;
+    use envc_compiler::{compile, CompileOptions, MemoryLoader};
+
+    /// `to_json` of a value holding deferred values, once the VMs report `facts`: the text
+    /// the output becomes must parse as JSON and read back as `expected`.
+    fn check(facts: &[(&str, &[(&str, &str)])], expected: Json) {
+        let src = "let img = image(name = \"i\")\n\
+                   let a = vm(name = \"db-0\", image = img)\n\
+                   let b = vm(name = \"db-1\", image = img)\n\
+                   output init = to_json({ _id = \"rs0\", members = [for i, m in [a, b] => { _id = i, host = \"${m.address}:27017\" }], ports = [a.port], raw = a.address })\n";
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src)]),
+            &CompileOptions::default(),
+        );
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        let spec = Spec::from_graph(&c.graph.unwrap(), &c.sources);
+        let known: Vec<Option<Known>> = spec
+            .nodes
+            .iter()
+            .map(|n| {
+                let f = facts.iter().find(|(name, _)| *name == n.name)?.1;
+                Some(Known::new(
+                    f.iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ))
+            })
+            .collect();
+        let (_, v) = &spec.outputs[0];
+        let text = output_json(&spec, v, &|j| known[j].as_ref());
+        let Json::String(text) = text else {
+            panic!("not a string: {text}")
+        };
+        let parsed: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(parsed, expected, "{text}");
+    }
+
+    #[test]
+    fn to_json_of_deferred_values_is_json_once_they_are_known() {
+        check(
+            &[
+                ("db-0", &[("address", "10.0.0.2"), ("port", "22")]),
+                ("db-1", &[("address", "10.0.0.3"), ("port", "22")]),
+            ],
+            json!({"_id": "rs0", "members": [{"_id": 0, "host": "10.0.0.2:27017"}, {"_id": 1, "host": "10.0.0.3:27017"}], "ports": [22], "raw": "10.0.0.2"}),
+        );
+        // What a producer reports is escaped where it lands, quotes and backslashes too.
+        check(
+            &[
+                ("db-0", &[("address", "a\"b\\c\n"), ("port", "1")]),
+                ("db-1", &[("address", "}]"), ("port", "2")]),
+            ],
+            json!({"_id": "rs0", "members": [{"_id": 0, "host": "a\"b\\c\n:27017"}, {"_id": 1, "host": "}]:27017"}], "ports": [1], "raw": "a\"b\\c\n"}),
+        );
     }
 }

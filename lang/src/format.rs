@@ -238,9 +238,11 @@ impl<'a> Fmt<'a> {
         if let Some(m) = &p.message {
             // The message on a line of its own when it does not fit after the condition.
             let last = s.rsplit('\n').next().map_or(0, |l| l.chars().count());
+            // A condition that broke into lines ends in its last conjunct: the message
+            // reads apart from it.
             let flat = self
                 .flat(m)
-                .filter(|f| last + 2 + f.chars().count() <= WIDTH);
+                .filter(|f| last + 2 + f.chars().count() <= WIDTH && !s.contains('\n'));
             match flat {
                 Some(f) => {
                     s.push_str(", ");
@@ -676,12 +678,7 @@ impl<'a> Fmt<'a> {
             ExprKind::Index(base, i) => format!("{}[{}]", self.expr(base, ind), self.expr(i, ind)),
             ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", self.expr(x, ind)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", self.expr(x, ind)),
-            ExprKind::Binary(op, l, r) => format!(
-                "{} {} {}",
-                self.expr(l, ind),
-                op.symbol(),
-                self.expr(r, ind)
-            ),
+            ExprKind::Binary(..) => self.binary(e, ind, lead),
             ExprKind::Range { lo, hi, inclusive } => {
                 format!(
                     "{}{}{}",
@@ -702,6 +699,61 @@ impl<'a> Fmt<'a> {
             | ExprKind::Name(_)
             | ExprKind::Error => self.verbatim(e.span),
         }
+    }
+
+    /// A chain of one precedence (`a and b and c`, `x + y`) that does not fit: a line per
+    /// operand, each after the first led by its operator one level in, so that a long
+    /// policy condition reads as its conjuncts rather than as a call broken at its
+    /// arguments. Operands that have no one-line form (a comment or a multi-line string
+    /// inside), or one too long for a line of its own, keep the chain on the lines they
+    /// need, as before.
+    fn binary(&mut self, e: &Expr, ind: usize, lead: usize) -> String {
+        let mut rest: Vec<(BinaryOp, &Expr)> = Vec::new();
+        let mut first = e;
+        if let ExprKind::Binary(top, _, _) = &e.kind {
+            let prec = top.precedence();
+            while let ExprKind::Binary(op, l, r) = &first.kind {
+                if op.precedence() != prec {
+                    break;
+                }
+                rest.push((*op, r));
+                first = l;
+            }
+        }
+        rest.reverse();
+        let flats: Option<Vec<String>> = std::iter::once(first)
+            .chain(rest.iter().map(|(_, r)| *r))
+            .map(|x| self.flat(x))
+            .collect();
+        // Broken only where that puts each operand whole on a line of its own; else the
+        // operands break inside (`join(\n  …\n) + "\n"`), as they did before.
+        let each_fits = flats.as_ref().is_some_and(|fs| {
+            self.fits_after(lead, &fs[0], ind)
+                && (rest.iter().zip(&fs[1..]))
+                    .all(|((op, _), f)| self.fits_after(op.symbol().len() + 1, f, ind + 1))
+        });
+        let Some(flats) = flats.filter(|_| each_fits) else {
+            let mut s = self.expr(first, ind);
+            for (op, r) in &rest {
+                s.push_str(&format!(" {} {}", op.symbol(), self.expr(r, ind)));
+            }
+            return s;
+        };
+        let mut joined = flats[0].clone();
+        for ((op, _), f) in rest.iter().zip(&flats[1..]) {
+            joined.push_str(&format!(" {} {f}", op.symbol()));
+        }
+        if self.fits_after(lead, &joined, ind) {
+            // Only a comment between operands kept the flat form from being used.
+            return joined;
+        }
+        let mut s = self.expr_lead(lead, first, ind);
+        for (op, r) in &rest {
+            s.push('\n');
+            s.push_str(&indent(ind + 1));
+            s.push_str(&self.expr_after(&format!("{} ", op.symbol()), r, ind + 1));
+        }
+        s
     }
 
     /// Source text printed as written; comments inside it (in a `${…}`) go with it.
@@ -966,6 +1018,40 @@ mod tests {
                 "policy \"p\": for n in nodes(\"vm\") => n.memory <= limits.vm_memory,\n  {long}\n"
             ),
         );
+    }
+
+    /// A condition too long for its line breaks before each `and` / `or`, one level in,
+    /// never inside a call that fits on its own line (issue 35, item 17).
+    #[test]
+    fn long_conditions_break_at_their_operators() {
+        check(
+            "policy \"vm-size\": for v in nodes(\"vm\") => v.memory <= limits.vm_memory and v.cpus <= limits.vm_cpus and contains(v.tags, \"owner\"),\n  \"${v.name} is too large\"\n",
+            "policy \"vm-size\": for v in nodes(\"vm\") => v.memory <= limits.vm_memory\n  and v.cpus <= limits.vm_cpus\n  and contains(v.tags, \"owner\"),\n  \"${v.name} is too large\"\n",
+        );
+        // Each precedence breaks on its own: an `or` of `and`s.
+        check(
+            "let ok = contains(machine.tags, \"owner\") and machine.memory <= 4GiB or contains(machine.tags, \"exception\") and machine.memory <= 64GiB\n",
+            "let ok = contains(machine.tags, \"owner\") and machine.memory <= 4GiB\n  or contains(machine.tags, \"exception\") and machine.memory <= 64GiB\n",
+        );
+        // Inside a call's argument, one level in from the argument.
+        check(
+            "let r = f(\n  condition = contains(machine.tags, \"owner\") and machine.memory <= 4GiB and machine.cpus <= 8 and ok,\n)\n",
+            "let r = f(\n  condition = contains(machine.tags, \"owner\")\n    and machine.memory <= 4GiB\n    and machine.cpus <= 8\n    and ok,\n)\n",
+        );
+        // A comment between the operands still keeps a short chain on one line.
+        check("let x = a and # why\n  b\n", "let x = a and b  # why\n");
+        // Every line fits, and comments survive.
+        let long = format!(
+            "# lead\nlet total = {}  # sum\n",
+            (0..30)
+                .map(|i| format!("value_{i}"))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        );
+        let out = format(&long).unwrap();
+        assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert!(out.contains("# lead") && out.contains("# sum"), "{out}");
+        assert_eq!(format(&out).unwrap(), out);
     }
 
     #[test]

@@ -70,6 +70,22 @@ fn text_graph(graph: &envc_compiler::Graph) -> String {
     s
 }
 
+/// A part of a deferred string as it reads inside the string.
+fn part(p: &envc_compiler::value::Value) -> String {
+    use envc_compiler::value::{Deferred, Value};
+    match p {
+        Value::Str(s) => s.to_string(),
+        Value::Deferred(d) => match &**d {
+            Deferred::Output { node, output } => format!("${{{}.{output}}}", node.name),
+            Deferred::Concat(parts) => parts.iter().map(part).collect(),
+            // `to_json`'s deferred leaf: the value it writes (as JSON, once known).
+            Deferred::Json(inner) => part(inner),
+            Deferred::Secret(name) => format!("${{secret({name:?})}}"),
+        },
+        other => human(other),
+    }
+}
+
 /// A value as a person reads it; deferred parts show where they will come from.
 fn human(v: &envc_compiler::value::Value) -> String {
     use envc_compiler::value::{Deferred, Value};
@@ -79,21 +95,9 @@ fn human(v: &envc_compiler::value::Value) -> String {
                 format!("({}.{output}, known after deploy)", node.name)
             }
             Deferred::Secret(name) => format!("(secret {name:?})"),
+            Deferred::Json(inner) => human(inner),
             Deferred::Concat(parts) => {
-                let text: String = parts
-                    .iter()
-                    .map(|p| match p {
-                        Value::Str(s) => s.to_string(),
-                        Value::Deferred(d) => match &**d {
-                            Deferred::Output { node, output } => {
-                                format!("${{{}.{output}}}", node.name)
-                            }
-                            Deferred::Concat(_) => human(p),
-                            Deferred::Secret(name) => format!("${{secret({name:?})}}"),
-                        },
-                        other => human(other),
-                    })
-                    .collect();
+                let text: String = parts.iter().map(part).collect();
                 format!("{text:?} (known after deploy)")
             }
         },

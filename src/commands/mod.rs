@@ -223,8 +223,11 @@ impl SharedArgs {
             signing_key: self.signing_key.clone(),
             no_cache: self.no_cache,
         };
-        Shared::load(&envc_executor::project_dir(file), &overrides)
-            .map_err(|e| Failure::Session(envc_executor::SessionError::Config(e)))
+        let mut shared = Shared::load(&envc_executor::project_dir(file), &overrides)
+            .map_err(|e| Failure::Session(envc_executor::SessionError::Config(e)))?;
+        // The hints of missing secrets say what to run, with the file as it was typed.
+        shared.secrets.env_file = Some(file.display().to_string());
+        Ok(shared)
     }
 }
 
@@ -390,9 +393,35 @@ pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c env
         err,
         "error: envc found {n} problem{} in {}",
         if n == 1 { "" } else { "s" },
-        file.display()
+        where_problems_are(compiled, file)
     );
     None
+}
+
+/// The environment file, or the policy pack files the problems are in: a pack's broken
+/// policy is not the environment's problem (a policy the environment breaks still is).
+fn where_problems_are(compiled: &Compiled, file: &Path) -> String {
+    let in_pack = |d: &envc_lang::Diagnostic| {
+        d.code != "policy::violation"
+            && d.primary()
+                .is_some_and(|l| compiled.sources.get(l.file).verbatim)
+    };
+    let packs: std::collections::BTreeSet<&str> = (compiled.diagnostics.iter())
+        .filter(|d| in_pack(d))
+        .filter_map(|d| d.primary())
+        .map(|l| compiled.sources.get(l.file).name.as_str())
+        .collect();
+    let packs: Vec<&str> = packs.into_iter().collect();
+    let env_too = compiled.diagnostics.iter().any(|d| !in_pack(d));
+    match (packs.is_empty(), env_too) {
+        (true, _) => file.display().to_string(),
+        (false, false) => format!("the policy pack ({})", packs.join(", ")),
+        (false, true) => format!(
+            "{} and the policy pack ({})",
+            file.display(),
+            packs.join(", ")
+        ),
+    }
 }
 
 /// The graph of a compiled environment (present whenever it compiled without diagnostics).
