@@ -427,6 +427,10 @@ struct Overlay<'d> {
 }
 
 impl SourceLoader for Overlay<'_> {
+    fn project_root(&self) -> envc_compiler::ProjectRoot {
+        self.disk.project_root()
+    }
+
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
         self.read_at_most(path, envc_executor::MAX_PROJECT_FILE_BYTES)
     }
