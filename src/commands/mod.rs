@@ -316,9 +316,9 @@ pub fn prepare(
     Ok(())
 }
 
-/// `app/../network/core.env` as `network/core.env`: how a user names it (for messages only;
-/// the file is opened by the path as joined).
-fn lexical(path: &Path) -> PathBuf {
+/// `app/../network/core.env` as `network/core.env`: how a user (or an editor) names it. For
+/// names only; a file is opened by the path as joined.
+pub(crate) fn lexical(path: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for c in path.components() {
