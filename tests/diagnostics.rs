@@ -140,6 +140,8 @@ fn cases() -> Vec<Case> {
         case("graph-tag-conflict", "import \"./lib.env\"\ndefault tags = { owner = \"ops\" }\nlet h = host(name = \"h\", address = \"192.0.2.1\")\nlet a = package(name = \"curl\", target = h)\nlet b = lib.curl(h)\n")
             .file("lib.env", "default tags = { owner = \"web\" }\nfn curl(h: host) => package(name = \"curl\", target = h)\n"),
         case("graph-cross-network", "let db = vm(name = \"db-0\", image = image(name = \"i\"))\nlet web = host(name = \"web-0\", address = \"192.0.2.10\")\nlet conf = file(path = \"/etc/app.conf\", content = \"db = ${db.address}:5432\\n\", target = web)\n"),
+        case("type-stack-output", "let core = stack(\"core.env\")\nlet h = host(name = \"h2\", address = core.db.address)\n")
+            .file("core.env", "let db = host(name = \"db\", address = \"192.0.2.5\")\noutput db = db\n"),
         case("type-stack-placement", "fn db_of(file: str) -> str => stack(file).address\n"),
         case("type-bad-range", "type Name = str(1..=2)\n"),
         case("type-bound-not-literal", "let max = 9\ntype Small = int(1..=max)\n"),
@@ -277,6 +279,7 @@ fn check_diagnostics_render() {
 fn run(c: &Case) -> (String, BTreeSet<String>) {
     let loader = MemoryLoader {
         files: c.files.iter().cloned().collect(),
+        ..MemoryLoader::default()
     };
     let mut options = CompileOptions {
         params: c

@@ -316,3 +316,140 @@ output source = "app-web"
         text(&o)
     );
 }
+
+/// The usual layout: `network/` and `app/` side by side under a project root (marked by an
+/// `envc.toml` above both). `app/prod.env` reads `../network/core.env` from the state that
+/// `envc build network/core.env` keeps beside it, and imports `../lib/x.env`. Lists and
+/// records cross typed; a plan of the reference shows only what app reads, in its type.
+#[test]
+fn environments_side_by_side_under_a_project_root() {
+    let (tmp, out) = project();
+    let dir = tmp.path();
+    for d in ["network", "app", "lib"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    std::fs::write(dir.join("envc.toml"), "").unwrap();
+    let core = |port: u16, greeting: &str| {
+        format!(
+            r#"let here = host(name = "here", address = "@local")
+let marker = file(path = "{d}/core.marker", content = "core\n", target = here)
+output port = {port}
+output greeting = "{greeting}"
+output subnets = ["10.0.1.0/24", "10.0.2.0/24"]
+output db = {{ host = "db.internal", users = [{{ name = "app", admin = false }}] }}
+"#,
+            d = out.display()
+        )
+    };
+    std::fs::write(dir.join("network/core.env"), core(5514, "hello")).unwrap();
+    std::fs::write(dir.join("lib/x.env"), "let motd = \"from lib\"\n").unwrap();
+    std::fs::write(
+        dir.join("app/prod.env"),
+        format!(
+            r#"import "../lib/x.env"
+let core = stack("../network/core.env")
+let here = host(name = "here", address = "@local")
+let conf = file(path = "{d}/app.conf", content = "${{x.motd}} ${{core.db.host}}:${{core.port}}\n", target = here)
+output subnets = core.subnets
+output users = core.db.users
+"#,
+            d = out.display()
+        ),
+    )
+    .unwrap();
+    ok(dir, &["check", "app/prod.env"]);
+    // Never built: planned, not known yet; a build refuses.
+    let o = ok(dir, &["plan", "app/prod.env"]);
+    assert!(
+        text(&o).contains("`network/core.env` was never built"),
+        "{}",
+        text(&o)
+    );
+    let o = envc(dir, &["build", "app/prod.env"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("never built"), "{}", text(&o));
+
+    ok(dir, &["build", "network/core.env"]);
+    assert!(dir.join("network/.envc").is_dir());
+    let o = ok(dir, &["build", "app/prod.env"]);
+    assert_eq!(summary(&o), (3, 0, 0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("app.conf")).unwrap(),
+        "from lib db.internal:5514\n"
+    );
+    let o = ok(dir, &["output", "app/prod.env", "--json"]);
+    let outputs: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        outputs["subnets"],
+        serde_json::json!(["10.0.1.0/24", "10.0.2.0/24"]),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        outputs["users"],
+        serde_json::json!([{"admin": false, "name": "app"}]),
+        "{}",
+        text(&o)
+    );
+
+    // The port moves and an output app does not read: the plan shows the port, a number.
+    std::fs::write(dir.join("network/core.env"), core(6000, "bye")).unwrap();
+    ok(dir, &["build", "network/core.env"]);
+    let o = ok(dir, &["plan", "app/prod.env", "--json"]);
+    let stack: serde_json::Value = stdout(&o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["node"] == "stack:../network/core.env")
+        .unwrap_or_else(|| panic!("{}", text(&o)));
+    assert_eq!(
+        stack["reasons"],
+        serde_json::json!(["output port: 5514 → 6000"]),
+        "{}",
+        text(&o)
+    );
+    ok(dir, &["build", "app/prod.env"]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("app.conf")).unwrap(),
+        "from lib db.internal:6000\n"
+    );
+    // Run from inside app/, the same environment and the same state.
+    let o = ok(&dir.join("app"), &["plan", "prod.env", "--json"]);
+    assert!(
+        stdout(&o).contains(r#""action":"unchanged""#)
+            && !stdout(&o).contains(r#""action":"update""#),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Without an envc.toml or .git above it, the project root is the root file's directory:
+/// `..` is refused, saying where the root is and how to mark one higher up.
+#[test]
+fn without_a_project_root_above_paths_stay_under_the_root_file() {
+    let (tmp, _out) = project();
+    let dir = tmp.path();
+    for d in ["network", "app", "lib"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    std::fs::write(dir.join("network/core.env"), "output port = 1\n").unwrap();
+    std::fs::write(dir.join("lib/x.env"), "let a = 1\n").unwrap();
+    for (src, code) in [
+        (
+            "let core = stack(\"../network/core.env\")\n",
+            "load::bad-stack-path",
+        ),
+        ("import \"../lib/x.env\"\n", "load::outside-project"),
+    ] {
+        std::fs::write(dir.join("app/prod.env"), src).unwrap();
+        let o = envc(dir, &["check", "app/prod.env"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(
+            text(&o).contains(code)
+                && text(&o).contains("is outside the project")
+                && text(&o).contains("no envc.toml or .git")
+                && text(&o).contains("envc.toml"),
+            "{}",
+            text(&o)
+        );
+    }
+}

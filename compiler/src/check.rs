@@ -393,6 +393,29 @@ impl<'p> Checker<'p> {
         }
     }
 
+    /// Reports `core.NAME` when NAME is an output of the referenced environment that
+    /// cannot cross (a secret, a node…), saying why rather than that there is no such field.
+    fn refused_output(&mut self, r: &crate::types::RecordTy, field: &Ident) -> Option<()> {
+        let name = r.name.as_deref()?;
+        let stack =
+            (self.program.stacks.values()).find(|s| format!("stack(\"{}\")", s.path) == name)?;
+        let why = stack.refused.get(&field.name)?;
+        let d = Diagnostic::new(
+            "type::stack-output",
+            format!(
+                "output `{}` of `{}` cannot be read from another environment",
+                field.name, stack.path
+            ),
+        )
+        .label(self.file(), field.span, "an output that does not cross")
+        .message(format!(
+            "What one environment reads of another is data recorded in that one's state: {why}."
+        ))
+        .help("output the data this environment needs instead: a name, an address, a list or record of them");
+        self.error(d);
+        Some(())
+    }
+
     /// `nodes("vm")`: a list of the graph's nodes of that kind (`nodes()`: all of them).
     fn nodes_call(&mut self, call: &Expr, args: &[Arg]) -> Ty {
         let file = self.file();
@@ -1251,6 +1274,7 @@ impl<'p> Checker<'p> {
             Ty::Unknown => Ty::Unknown,
             Ty::Record(r) => match r.fields.get(&field.name) {
                 Some(f) => keep_deferred(bt, f.ty.clone()),
+                None if self.refused_output(r, field).is_some() => Ty::Unknown,
                 None => unknown_field(
                     self,
                     format!("`{bt}`"),

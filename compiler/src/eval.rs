@@ -2486,7 +2486,7 @@ impl<'p> Evaluator<'p> {
         };
         let types = outputs
             .iter()
-            .map(|(k, t)| (k.clone(), Value::Str(t.name().into())))
+            .map(|(k, t)| (k.clone(), output_ty_value(t)))
             .collect();
         attrs.insert("outputs".into(), Value::Record(Rc::new(types)));
         Ok(stack.path.clone())
@@ -2540,7 +2540,11 @@ impl<'p> Evaluator<'p> {
         let resolved = if self.program.modules[self.module].is_std || rel.starts_with('/') {
             None
         } else {
-            join_relative(&from, &spec)
+            let root = match crate::program::is_pack_path(&from) {
+                true => crate::source::ProjectRoot::default(),
+                false => self.loader.project_root(),
+            };
+            join_relative(&root, &from, &spec)
         };
         let Some(path) = resolved else {
             return self.fail(
@@ -2548,7 +2552,8 @@ impl<'p> Evaluator<'p> {
                     "eval::path-outside-project",
                     format!("`{rel}` is not a project file"),
                 )
-                .label(file, span, "outside the directory of the root file")
+                .label(file, span, "outside the project root")
+                .message(self.loader.project_root().describe())
                 .help("name files relative to this module, inside the project"),
             );
         };
@@ -2725,23 +2730,48 @@ fn article(kind: NodeKind) -> &'static str {
     }
 }
 
+/// An output's type as the `stack` node's `outputs` attribute holds it (and hashes it): a
+/// scalar by name, as it always was; a list as the one-element list of its element's type,
+/// a record as the record of its fields' types.
+fn output_ty_value(t: &crate::stack::OutputTy) -> Value {
+    use crate::stack::OutputTy;
+    match t {
+        OutputTy::List(el) => Value::List(vec![output_ty_value(el)].into()),
+        OutputTy::Record(fields) => Value::Record(Rc::new(
+            fields
+                .iter()
+                .map(|(k, t)| (k.as_str().into(), output_ty_value(t)))
+                .collect(),
+        )),
+        t => Value::Str(t.name().into()),
+    }
+}
+
 /// What `stack("…")` evaluates to: a record of the referenced environment's outputs, each
-/// deferred to the `stack` node that reads them.
+/// deferred to the `stack` node that reads them; a record output is a record of its fields,
+/// each read as output `NAME.FIELD`.
 fn stack_outputs(node: &Rc<Node>) -> Value {
-    let names: Vec<Rc<str>> = match node.attrs.get("outputs") {
-        Some(Value::Record(r)) => r.keys().cloned().collect(),
-        _ => Vec::new(),
-    };
-    Value::Record(Rc::new(
-        names
-            .into_iter()
-            .map(|k| {
-                let v = Value::Deferred(Rc::new(Deferred::Output {
-                    node: node.clone(),
-                    output: k.clone(),
-                }));
-                (k, v)
-            })
-            .collect(),
-    ))
+    fn outputs(node: &Rc<Node>, prefix: &str, types: &Value) -> Value {
+        let Value::Record(r) = types else {
+            return Value::Deferred(Rc::new(Deferred::Output {
+                node: node.clone(),
+                output: prefix.into(),
+            }));
+        };
+        Value::Record(Rc::new(
+            r.iter()
+                .map(|(k, t)| {
+                    let name = match prefix {
+                        "" => k.to_string(),
+                        p => format!("{p}.{k}"),
+                    };
+                    (k.clone(), outputs(node, &name, t))
+                })
+                .collect(),
+        ))
+    }
+    match node.attrs.get("outputs") {
+        Some(types @ Value::Record(_)) => outputs(node, "", types),
+        _ => Value::Record(Rc::new(BTreeMap::new())),
+    }
 }

@@ -44,7 +44,9 @@ pub use eval::Limits;
 pub use graph::Graph;
 pub use id::DerivationId;
 pub use program::Program;
-pub use source::{LoadError, MemoryLoader, PolicyPack, SourceLoader, SourceMap};
+pub use source::{
+    LoadError, MemoryLoader, PolicyPack, ProjectRoot, RootFoundBy, SourceLoader, SourceMap,
+};
 
 #[derive(Default)]
 pub struct CompileOptions {

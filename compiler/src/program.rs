@@ -7,7 +7,7 @@ use std::rc::Rc;
 use envc_lang::ast::{self, ItemKind};
 use envc_lang::{Diagnostic, FileId, Span};
 
-use crate::source::{join_relative, LoadError, PolicyPack, SourceLoader, SourceMap};
+use crate::source::{join_relative, LoadError, PolicyPack, ProjectRoot, SourceLoader, SourceMap};
 use crate::stdlib;
 use crate::types::ModuleId;
 
@@ -48,6 +48,8 @@ const PACK_PREFIX: &str = "policy pack ";
 
 struct Loader<'l> {
     loader: &'l dyn SourceLoader,
+    /// What bounds the project's paths (asked of the loader once).
+    root: ProjectRoot,
     packs: &'l [PolicyPack],
     program: Program,
     by_path: BTreeMap<(bool, String), ModuleId>,
@@ -64,6 +66,7 @@ pub fn load(root: &str, loader: &dyn SourceLoader) -> Program {
 pub fn load_with_packs(root: &str, loader: &dyn SourceLoader, packs: &[PolicyPack]) -> Program {
     let mut l = Loader {
         loader,
+        root: loader.project_root(),
         packs,
         program: Program {
             sources: SourceMap::default(),
@@ -289,7 +292,12 @@ impl<'l> Loader<'l> {
         }
         // A pack's file imports only from its pack; a project's never names a pack's.
         let pack = split_pack_path(from).map(|(i, _)| format!("{PACK_PREFIX}{i}/"));
-        match join_relative(from, spec) {
+        // A pack is a tree of its own, apart from where the project root is.
+        let root = match pack {
+            Some(_) => ProjectRoot::default(),
+            None => self.root.clone(),
+        };
+        match join_relative(&root, from, spec) {
             Some(p) if pack.as_ref().is_some_and(|pk| !p.starts_with(pk.as_str())) => {
                 self.program.errors.push(
                     Diagnostic::new("load::outside-project", format!("`{spec}` is outside the policy pack"))
@@ -310,9 +318,9 @@ impl<'l> Loader<'l> {
             None => {
                 self.program.errors.push(
                     Diagnostic::new("load::outside-project", format!("`{spec}` is outside the project"))
-                        .label(file, span, "leaves the directory of the root file")
-                        .message("Every file of an environment lives under the root file's directory, so that the environment is one self-contained, hashable tree.")
-                        .help("move the shared file under the project, or build from a root file higher up"),
+                        .label(file, span, "leaves the project root")
+                        .message(format!("Every file of an environment lives under the project root, so that the environment is one self-contained, hashable tree. {}", self.root.describe()))
+                        .help(self.root.hint()),
                 );
                 None
             }
@@ -390,6 +398,11 @@ impl<'l> Loader<'l> {
         };
         Some(self.add_module(target.to_string(), text, is_std))
     }
+}
+
+/// Whether `path` names a policy pack's file (a tree of its own, apart from the project).
+pub(crate) fn is_pack_path(path: &str) -> bool {
+    split_pack_path(path).is_some()
 }
 
 /// `policy pack N/REL` → (N, REL).

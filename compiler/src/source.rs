@@ -5,12 +5,19 @@ use std::rc::Rc;
 
 use envc_lang::FileId;
 
-/// Reads files of the project. Paths are project-relative, `/`-separated and normalised
-/// (no `.`/`..`, never leaving the project); the project root is the root file's directory.
+/// Reads files of the project. Paths are relative to the root file's directory,
+/// `/`-separated and normalised by [`join_relative`]: no `.`, and `..` only leading, for a
+/// file beside that directory but still under the project root ([`ProjectRoot`]).
 /// The executor reads templates and `source` files through the same trait, from its
 /// worker threads (hence `Sync`).
 pub trait SourceLoader: Sync {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError>;
+
+    /// Where the project root is, which bounds the paths: by default the root file's
+    /// directory. Finding it on disk is the loader's I/O (the executor's `FsLoader`).
+    fn project_root(&self) -> ProjectRoot {
+        ProjectRoot::default()
+    }
 
     /// `read`, for a file that may hold at most `limit` bytes. Loaders over real files stop
     /// reading past the limit (a device or a huge sparse file would otherwise be read whole);
@@ -18,6 +25,57 @@ pub trait SourceLoader: Sync {
     fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
         let _ = limit;
         self.read(path)
+    }
+}
+
+/// How the project root was found: named when a path leaves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RootFoundBy {
+    /// The nearest directory at or above the root file's that holds an `envc.toml`.
+    EnvcToml,
+    /// Else the git work tree the root file is in (its directory holds `.git`).
+    Git,
+    /// Else the root file's directory itself.
+    #[default]
+    RootFile,
+}
+
+/// The directory every file of an environment lies under, and where the root file's
+/// directory is in it. Paths stay relative to the root file's directory (so that a project
+/// whose root file sits at its root names, and hashes, every file as before); they may go
+/// up (`../lib/x.env`) as far as the project root.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectRoot {
+    /// The root file's directory below the project root, segment by segment (empty: the
+    /// root file sits in the project root).
+    pub base: Vec<String>,
+    /// The project root as messages show it (a directory on disk).
+    pub shown: String,
+    pub found_by: RootFoundBy,
+}
+
+impl ProjectRoot {
+    /// Where the project root is and how it was found, as a sentence.
+    pub fn describe(&self) -> String {
+        match self.found_by {
+            RootFoundBy::EnvcToml => format!(
+                "The project root is `{}`, the nearest directory above the root file that holds an envc.toml.",
+                self.shown
+            ),
+            RootFoundBy::Git => format!(
+                "The project root is `{}`, the git work tree the root file is in (no envc.toml above it).",
+                self.shown
+            ),
+            RootFoundBy::RootFile => "The project root is the root file's directory: there is no envc.toml or .git above it.".into(),
+        }
+    }
+
+    /// What to do about a path that leaves it.
+    pub fn hint(&self) -> &'static str {
+        match self.found_by {
+            RootFoundBy::RootFile => "put an envc.toml in a directory that holds both files (it marks the project root), or move the file under the root file's directory",
+            _ => "move the file under the project root, or mark a higher directory as the root with an envc.toml",
+        }
     }
 }
 
@@ -42,7 +100,10 @@ impl std::fmt::Display for LoadError {
 /// An in-memory project, for tests, benchmarks and fuzzing.
 #[derive(Default, Clone)]
 pub struct MemoryLoader {
+    /// By path relative to the root file's directory (`../lib/x.env` when `project` puts
+    /// that directory below the project root).
     pub files: std::collections::BTreeMap<String, Vec<u8>>,
+    pub project: ProjectRoot,
 }
 
 impl MemoryLoader {
@@ -52,6 +113,7 @@ impl MemoryLoader {
                 .into_iter()
                 .map(|(p, s)| (p.to_string(), s.as_bytes().to_vec()))
                 .collect(),
+            project: ProjectRoot::default(),
         }
     }
 }
@@ -59,6 +121,10 @@ impl MemoryLoader {
 impl SourceLoader for MemoryLoader {
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
         self.files.get(path).cloned().ok_or(LoadError::NotFound)
+    }
+
+    fn project_root(&self) -> ProjectRoot {
+        self.project.clone()
     }
 }
 
@@ -140,12 +206,16 @@ impl SourceMap {
     }
 }
 
-/// Joins `rel` (`./x.env`, `../lib/y.env`) onto the directory of `from` and normalises it.
-/// `None` when the result would leave the project.
-pub fn join_relative(from: &str, rel: &str) -> Option<String> {
-    let mut parts: Vec<&str> = from.split('/').collect();
-    parts.pop(); // the file name
-    for seg in rel.split('/') {
+/// Joins `rel` (`./x.env`, `../lib/y.env`) onto the directory of `from` and normalises it,
+/// relative to the root file's directory as every path is: a file under that directory is
+/// named as it always was, one beside it with leading `..`. `None` when the result would
+/// leave the project root.
+pub fn join_relative(root: &ProjectRoot, from: &str, rel: &str) -> Option<String> {
+    // From the project root, then back relative to the root file's directory.
+    let mut parts: Vec<&str> = root.base.iter().map(String::as_str).collect();
+    let mut from: Vec<&str> = from.split('/').collect();
+    from.pop(); // the file name
+    for seg in from.into_iter().chain(rel.split('/')) {
         match seg {
             "" | "." => {}
             ".." => {
@@ -154,7 +224,15 @@ pub fn join_relative(from: &str, rel: &str) -> Option<String> {
             s => parts.push(s),
         }
     }
-    Some(parts.join("/"))
+    let common = (root.base.iter().zip(&parts))
+        .take_while(|(a, b)| a.as_str() == **b)
+        .count();
+    let ups = std::iter::repeat_n("..", root.base.len() - common);
+    Some(
+        ups.chain(parts[common..].iter().copied())
+            .collect::<Vec<_>>()
+            .join("/"),
+    )
 }
 
 #[cfg(test)]
@@ -163,12 +241,52 @@ mod tests {
 
     #[test]
     fn relative_paths() {
-        let check = |from, rel, expected: Option<&str>| {
-            assert_eq!(join_relative(from, rel).as_deref(), expected)
+        let check = |base: &str, from, rel, expected: Option<&str>| {
+            let root = ProjectRoot {
+                base: base
+                    .split('/')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+                ..ProjectRoot::default()
+            };
+            assert_eq!(
+                join_relative(&root, from, rel).as_deref(),
+                expected,
+                "{base:?} {from:?} {rel:?}"
+            )
         };
-        check("prod.env", "./lib.env", Some("lib.env"));
-        check("a/b/prod.env", "../c.env", Some("a/c.env"));
-        check("a/prod.env", "./x/./y.env", Some("a/x/y.env"));
-        check("prod.env", "../escape.env", None);
+        // The root file in the project root: nothing leaves it.
+        check("", "prod.env", "./lib.env", Some("lib.env"));
+        check("", "a/b/prod.env", "../c.env", Some("a/c.env"));
+        check("", "a/prod.env", "./x/./y.env", Some("a/x/y.env"));
+        check("", "prod.env", "../escape.env", None);
+        check("", "a/prod.env", "../../escape.env", None);
+        // The root file in `app/`: files under it are named as before, those beside it
+        // with `..`, and nothing leaves the project root.
+        check("app", "prod.env", "./lib.env", Some("lib.env"));
+        check(
+            "app",
+            "prod.env",
+            "../network/core.env",
+            Some("../network/core.env"),
+        );
+        check("app", "prod.env", "../../escape.env", None);
+        check(
+            "app",
+            "../network/core.env",
+            "./lib.env",
+            Some("../network/lib.env"),
+        );
+        check(
+            "app",
+            "../network/core.env",
+            "../app/prod.env",
+            Some("prod.env"),
+        );
+        check("app", "../network/core.env", "../../x.env", None);
+        check("a/b", "prod.env", "../../c/d.env", Some("../../c/d.env"));
+        check("a/b", "prod.env", "../c.env", Some("../c.env"));
+        check("a/b", "../../c/d.env", "../a/b/x/y.env", Some("x/y.env"));
     }
 }

@@ -11,20 +11,56 @@ use envc_lang::{FileId, Span};
 use crate::types::Ty;
 
 /// What crosses from one environment to another: an output's value as its state records it
-/// (JSON), of one of these types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// (JSON), of one of these types: data, nested as deep as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OutputTy {
     Str,
     Int,
     Bool,
+    /// Crosses whole: one deferred list.
+    List(Box<OutputTy>),
+    /// Crosses field by field: a record of deferred fields, so that `core.db.host` reads
+    /// just that field (the executor reads it as output `db.host`).
+    Record(BTreeMap<String, OutputTy>),
+}
+
+/// Why an output of the referenced environment does not cross.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotCrossing {
+    /// It holds a secret, which never leaves its own environment.
+    Secret,
+    /// It holds what is not data (a node, a function, a module…): shown as its type.
+    NotData(String),
+}
+
+impl std::fmt::Display for NotCrossing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotCrossing::Secret => f.write_str(
+                "it holds a secret, and a secret never leaves its own environment's state",
+            ),
+            NotCrossing::NotData(t) => write!(
+                f,
+                "its type is {t}, and only data crosses: str, int, bool, and lists and records of them"
+            ),
+        }
+    }
 }
 
 impl OutputTy {
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> String {
         match self {
-            OutputTy::Str => "str",
-            OutputTy::Int => "int",
-            OutputTy::Bool => "bool",
+            OutputTy::Str => "str".into(),
+            OutputTy::Int => "int".into(),
+            OutputTy::Bool => "bool".into(),
+            OutputTy::List(t) => format!("list[{}]", t.name()),
+            OutputTy::Record(fields) => {
+                let fields: Vec<String> = fields
+                    .iter()
+                    .map(|(k, t)| format!("{k}: {}", t.name()))
+                    .collect();
+                format!("{{ {} }}", fields.join(", "))
+            }
         }
     }
 
@@ -34,32 +70,76 @@ impl OutputTy {
             .find(|t| t.name() == s)
     }
 
-    /// How the referencing environment sees it: known only at deploy time.
-    pub fn ty(self) -> Ty {
-        Ty::deferred(self.value_ty())
+    /// How the referencing environment sees it: known only at deploy time (a record, field
+    /// by field).
+    pub fn ty(&self) -> Ty {
+        match self {
+            OutputTy::Record(fields) => record(None, fields.iter().map(|(k, t)| (k.as_str(), t))),
+            t => Ty::deferred(t.value_ty()),
+        }
     }
 
     /// The type of its value (a default for it is known now).
-    pub fn value_ty(self) -> Ty {
+    pub fn value_ty(&self) -> Ty {
         match self {
             OutputTy::Str => Ty::Str,
             OutputTy::Int => Ty::Int,
             OutputTy::Bool => Ty::Bool,
+            OutputTy::List(t) => Ty::List(Rc::new(t.value_ty())),
+            OutputTy::Record(fields) => Ty::Record(Rc::new(crate::types::RecordTy {
+                name: None,
+                fields: fields
+                    .iter()
+                    .map(|(k, t)| {
+                        let ty = t.value_ty();
+                        (
+                            k.as_str().into(),
+                            crate::types::FieldTy { ty, default: None },
+                        )
+                    })
+                    .collect(),
+            })),
         }
     }
 
-    /// The output type of a value of type `t` in the referenced environment, if it can
-    /// cross. A secret never does; lists and records are left for later.
-    pub(crate) fn of(t: &Ty) -> Option<OutputTy> {
+    /// The output type of a value of type `t` in the referenced environment, or why it
+    /// cannot cross.
+    pub(crate) fn of(t: &Ty) -> Result<OutputTy, NotCrossing> {
         match t {
             Ty::Deferred(inner) => OutputTy::of(inner),
             Ty::Ranged(base, _, _) => OutputTy::of(base),
-            Ty::Str | Ty::Unknown => Some(OutputTy::Str),
-            Ty::Int => Some(OutputTy::Int),
-            Ty::Bool => Some(OutputTy::Bool),
-            _ => None,
+            Ty::Str | Ty::Unknown => Ok(OutputTy::Str),
+            Ty::Int => Ok(OutputTy::Int),
+            Ty::Bool => Ok(OutputTy::Bool),
+            Ty::Secret => Err(NotCrossing::Secret),
+            Ty::List(el) => Ok(OutputTy::List(Box::new(OutputTy::of(el)?))),
+            Ty::Record(r) => Ok(OutputTy::Record(
+                r.fields
+                    .iter()
+                    .map(|(k, f)| Ok((k.to_string(), OutputTy::of(&f.ty)?)))
+                    .collect::<Result<_, NotCrossing>>()?,
+            )),
+            t => Err(NotCrossing::NotData(format!("`{t}`"))),
         }
     }
+}
+
+/// A record type of deferred outputs.
+fn record<'a>(name: Option<Rc<str>>, fields: impl Iterator<Item = (&'a str, &'a OutputTy)>) -> Ty {
+    Ty::Record(Rc::new(crate::types::RecordTy {
+        name,
+        fields: fields
+            .map(|(k, t)| {
+                (
+                    k.into(),
+                    crate::types::FieldTy {
+                        ty: t.ty(),
+                        default: None,
+                    },
+                )
+            })
+            .collect(),
+    }))
 }
 
 /// One `stack("…")` of the program.
@@ -69,6 +149,8 @@ pub struct StackRef {
     pub path: Rc<str>,
     /// Its outputs that can cross, by name; `None` when it could not be checked (reported).
     pub outputs: Option<BTreeMap<Rc<str>, OutputTy>>,
+    /// Its outputs that cannot, and why: reading one says so.
+    pub refused: BTreeMap<Rc<str>, NotCrossing>,
 }
 
 /// Every stack reference of a program, by (file, span) of its `stack(…)` call.
@@ -79,20 +161,6 @@ pub fn record_ty(stack: &StackRef) -> Ty {
     let Some(outputs) = &stack.outputs else {
         return Ty::Unknown;
     };
-    let fields = outputs
-        .iter()
-        .map(|(k, t)| {
-            (
-                k.clone(),
-                crate::types::FieldTy {
-                    ty: t.ty(),
-                    default: None,
-                },
-            )
-        })
-        .collect();
-    Ty::Record(Rc::new(crate::types::RecordTy {
-        name: Some(format!("stack(\"{}\")", stack.path).into()),
-        fields,
-    }))
+    let name = format!("stack(\"{}\")", stack.path).into();
+    record(Some(name), outputs.iter().map(|(k, t)| (&**k, t)))
 }

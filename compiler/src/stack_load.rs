@@ -12,7 +12,7 @@ use envc_lang::{Diagnostic, FileId, Span};
 
 use crate::program::{self, Program};
 use crate::source::{join_relative, SourceLoader};
-use crate::stack::{OutputTy, StackRef};
+use crate::stack::{NotCrossing, OutputTy, StackRef};
 
 /// How deep references of references are followed (for their output types).
 const MAX_DEPTH: usize = 16;
@@ -61,38 +61,55 @@ fn resolve_in(program: &mut Program, loader: &dyn SourceLoader, visiting: &mut V
         }
     }
     let this = visiting.last().cloned().unwrap_or_default();
+    let root = loader.project_root();
     for (file, span, from, written, arg_span) in found {
-        let path =
-            join_relative(&from, &written).filter(|p| p.ends_with(".env") && !p.contains(':'));
+        let joined = join_relative(&root, &from, &written);
+        let path = joined
+            .clone()
+            .filter(|p| p.ends_with(".env") && !p.contains(':'));
+        // (code, title, label, message, help)
         let problem = match &path {
+            None if joined.is_none() => Some((
+                "load::bad-stack-path",
+                format!("`{written}` is outside the project"),
+                "leaves the project root",
+                Some(root.describe()),
+                root.hint().to_string(),
+            )),
             None => Some((
                 "load::bad-stack-path",
                 format!("`{written}` is not an environment of this project"),
                 "not a `.env` file under the project",
-                "name the other environment's file relative to this one, under the root file's directory: `stack(\"core.env\")`".to_string(),
+                None,
+                "name the other environment's `.env` file relative to this one: `stack(\"core.env\")`, `stack(\"../network/core.env\")`".to_string(),
             )),
             Some(p) if *p == this => Some((
                 "load::stack",
                 format!("`{p}` references itself"),
                 "this environment",
+                None,
                 "use its own bindings: a stack reference reads another environment".to_string(),
             )),
             Some(_) => None,
         };
+        let mut refused = BTreeMap::new();
         let outputs = match (problem, &path) {
-            (Some((code, title, label, help)), _) => {
-                program.errors.push(
-                    Diagnostic::new(code, title)
-                        .label(file, arg_span, label)
-                        .help(help),
-                );
+            (Some((code, title, label, message, help)), _) => {
+                let mut d = Diagnostic::new(code, title).label(file, arg_span, label);
+                if let Some(m) = message {
+                    d = d.message(m);
+                }
+                program.errors.push(d.help(help));
                 None
             }
             // A cycle back to an environment being checked: its outputs are not typed here
             // (the values are read from its state all the same).
             (None, Some(p)) if visiting.contains(p) => None,
             (None, Some(p)) => match outputs_of(p, loader, visiting) {
-                Ok(o) => Some(o),
+                Ok((o, r)) => {
+                    refused = r;
+                    Some(o)
+                }
                 Err((title, help)) => {
                     program.errors.push(
                         Diagnostic::new("load::stack", title)
@@ -109,17 +126,21 @@ fn resolve_in(program: &mut Program, loader: &dyn SourceLoader, visiting: &mut V
             StackRef {
                 path: path.unwrap_or(written).into(),
                 outputs,
+                refused,
             },
         );
     }
 }
 
-/// The outputs of environment `path` that can cross, or why there are none: (title, help).
+/// The outputs of environment `path` that can cross, and why the others cannot; or why
+/// there are none: (title, help).
+type Outputs = (BTreeMap<Rc<str>, OutputTy>, BTreeMap<Rc<str>, NotCrossing>);
+
 fn outputs_of(
     path: &str,
     loader: &dyn SourceLoader,
     visiting: &mut Vec<String>,
-) -> Result<BTreeMap<Rc<str>, OutputTy>, (String, String)> {
+) -> Result<Outputs, (String, String)> {
     if visiting.len() > MAX_DEPTH {
         return Err((
             "stack references nested too deeply".into(),
@@ -150,9 +171,16 @@ fn outputs_of(
             ),
         ));
     }
-    Ok(checked
-        .outputs
-        .iter()
-        .filter_map(|(name, ty)| Some((name.clone(), OutputTy::of(ty)?)))
-        .collect())
+    let (mut crossing, mut refused) = (BTreeMap::new(), BTreeMap::new());
+    for (name, ty) in &checked.outputs {
+        match OutputTy::of(ty) {
+            Ok(t) => {
+                crossing.insert(name.clone(), t);
+            }
+            Err(why) => {
+                refused.insert(name.clone(), why);
+            }
+        }
+    }
+    Ok((crossing, refused))
 }

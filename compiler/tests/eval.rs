@@ -888,7 +888,7 @@ fn stack_references_read_typed_outputs_of_another_environment() {
     let node = g.nodes().next().unwrap();
     assert_eq!(
         value_json(&node.attrs["outputs"]),
-        serde_json::json!({"address": "str", "port": "int", "replicas": "int", "tls": "bool"})
+        serde_json::json!({"address": "str", "names": ["str"], "port": "int", "replicas": "int", "tls": "bool"})
     );
     let id = node.id.hex();
     let deferred = |out: &str| serde_json::json!({"deferred": {"name": "core.env", "node": id, "output": out}});
@@ -904,13 +904,13 @@ fn stack_references_read_typed_outputs_of_another_environment() {
     assert_eq!(outputs["n"], deferred("replicas"));
 
     let with_core = |main: &'static str| vec![("main.env", main), ("core.env", core)];
-    // An output core does not have (or that cannot cross: a list).
+    // An output core does not have.
     check_errors(
         &with_core(
             "let core = stack(\"core.env\")\noutput a = core.adress\noutput b = core.names\n",
         ),
         &[],
-        &["type::unknown-field", "type::unknown-field"],
+        &["type::unknown-field"],
     );
     // Deferred: known only at deploy time.
     check_errors(
@@ -949,6 +949,147 @@ fn stack_references_read_typed_outputs_of_another_environment() {
         &CompileOptions::default(),
     );
     assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+}
+
+/// Lists and records are data: they cross a stack reference typed, a list whole (one
+/// deferred list), a record field by field (`core.db.host` reads output `db.host`), nested
+/// as deep as they are. What is not data (a node, a function) or is secret does not cross,
+/// and reading it says why, not that there is no such field.
+#[test]
+fn lists_and_records_cross_a_stack_reference() {
+    let core = "let v = vm(name = \"db-0\", image = image(name = \"i\"))\n\
+        output subnets = [\"10.0.1.0/24\", \"10.0.2.0/24\"]\n\
+        output db = { host = v.address, port = 5432, users = [{ name = \"app\", admin = false }] }\n\
+        output machine = v\n\
+        fn twice(x: int) -> int => x * 2\n\
+        output double = twice\n";
+    let app = "let core = stack(\"core.env\")\noutput s = core.subnets\noutput h = core.db.host\noutput u = core.db.users\noutput db = core.db\n";
+    let c = compile(
+        "main.env",
+        &MemoryLoader::new([("main.env", app), ("core.env", core)]),
+        &CompileOptions::default(),
+    );
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let g = c.graph.unwrap();
+    let node = g.nodes().next().unwrap();
+    assert_eq!(
+        value_json(&node.attrs["outputs"]),
+        serde_json::json!({
+            "db": {"host": "str", "port": "int", "users": [{"admin": "bool", "name": "str"}]},
+            "subnets": ["str"],
+        })
+    );
+    let id = node.id.hex();
+    let deferred = |out: &str| serde_json::json!({"deferred": {"name": "core.env", "node": id, "output": out}});
+    let outputs: BTreeMap<&str, serde_json::Value> = g
+        .outputs
+        .iter()
+        .map(|(k, v)| (&**k, value_json(v)))
+        .collect();
+    assert_eq!(outputs["s"], deferred("subnets"));
+    assert_eq!(outputs["h"], deferred("db.host"));
+    assert_eq!(outputs["u"], deferred("db.users"));
+    assert_eq!(
+        outputs["db"],
+        serde_json::json!({"host": deferred("db.host"), "port": deferred("db.port"), "users": deferred("db.users")})
+    );
+
+    let with_core = |main: &'static str| vec![("main.env", main), ("core.env", core)];
+    let cases: &[(&str, &[&str])] = &[
+        // Typed: a list of text is not a number, a record's field is its own type.
+        (
+            "output a = core.subnets + 1\n",
+            &["type::deferred", "type::bad-operands"],
+        ),
+        ("output a = core.db.nope\n", &["type::unknown-field"]),
+        // Not data: said so, naming the output.
+        ("output a = core.machine\n", &["type::stack-output"]),
+        ("output a = core.double\n", &["type::stack-output"]),
+        ("output a = core.nope\n", &["type::unknown-field"]),
+    ];
+    for (src, expected) in cases {
+        let main = format!("let core = stack(\"core.env\")\n{src}");
+        let files = with_core(Box::leak(main.into_boxed_str()));
+        check_errors(&files, &[], expected);
+    }
+}
+
+/// The project root bounds paths, not the root file's directory: with the root file in
+/// `app/` below it, `../network/core.env` and `../lib/x.env` are files of the project, named
+/// relative to the root file's directory (files under it as they always were); a path that
+/// leaves the project root is refused.
+#[test]
+fn paths_go_up_to_the_project_root() {
+    let project = envc_compiler::ProjectRoot {
+        base: vec!["app".into()],
+        shown: "/p".into(),
+        found_by: envc_compiler::RootFoundBy::EnvcToml,
+    };
+    let compile_in = |files: &[(&str, &str)]| {
+        let mut loader = MemoryLoader::new(files.iter().copied());
+        loader.project = project.clone();
+        compile("prod.env", &loader, &CompileOptions::default())
+    };
+    let c = compile_in(&[
+        (
+            "prod.env",
+            "import \"../lib/x.env\"\nimport \"./local.env\"\nlet core = stack(\"../network/core.env\")\noutput a = core.port + 0\noutput b = x.name\noutput c = local.n\n",
+        ),
+        ("local.env", "let n = 1\n"),
+        ("../lib/x.env", "import \"./y.env\"\nlet name = y.name\n"),
+        ("../lib/y.env", "let name = \"y\"\n"),
+        (
+            "../network/core.env",
+            "import \"../lib/x.env\"\noutput port = 5432\noutput name = x.name\n",
+        ),
+    ]);
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["type::deferred"], "{:#?}", c.diagnostics);
+    let c = compile_in(&[
+        (
+            "prod.env",
+            "import \"../lib/x.env\"\nlet core = stack(\"../network/core.env\")\noutput a = core.port\noutput b = x.name\n",
+        ),
+        ("../lib/x.env", "let name = \"x\"\n"),
+        ("../network/core.env", "output port = 5432\n"),
+    ]);
+    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    let g = c.graph.unwrap();
+    let nodes: Vec<(&str, &str)> = g.nodes().map(|n| (n.kind.name(), &*n.name)).collect();
+    assert_eq!(nodes, [("stack", "../network/core.env")]);
+    let sources: Vec<&str> = c.sources.files.iter().map(|f| &*f.name).collect();
+    assert_eq!(sources, ["prod.env", "../lib/x.env"]);
+
+    // Leaving the project root, from the root file and from a file beside it; a reference
+    // back to the root file through `..` is the root file.
+    let cases: &[(&str, &[&str])] = &[
+        ("import \"../../x.env\"\n", &["load::outside-project"]),
+        (
+            "let c = stack(\"../../x.env\")\n",
+            &["load::bad-stack-path"],
+        ),
+        ("let c = stack(\"../app/prod.env\")\n", &["load::stack"]),
+        ("import \"../lib/up.env\"\n", &["load::outside-project"]),
+    ];
+    for (src, expected) in cases {
+        let c = compile_in(&[
+            ("prod.env", src),
+            ("../lib/up.env", "import \"../../x.env\"\n"),
+        ]);
+        let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(&codes, expected, "{src}\n{:#?}", c.diagnostics);
+    }
+    // Without a project root above it, the root file's directory bounds them, as before.
+    let c = compile(
+        "prod.env",
+        &MemoryLoader::new([
+            ("prod.env", "import \"../lib/x.env\"\n"),
+            ("../lib/x.env", ""),
+        ]),
+        &CompileOptions::default(),
+    );
+    let codes: Vec<&str> = c.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["load::outside-project"]);
 }
 
 /// `stack` names a constructor, not a type: what it gives is a record.

@@ -37,7 +37,10 @@ fn project(dir: &std::path::Path) -> MemoryLoader {
     }
     let mut files = BTreeMap::new();
     walk(dir, dir, &mut files);
-    MemoryLoader { files }
+    MemoryLoader {
+        files,
+        ..MemoryLoader::default()
+    }
 }
 
 fn graph_of(loader: &MemoryLoader, root: &str, set: &[(&str, &str)]) -> Graph {

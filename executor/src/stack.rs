@@ -22,37 +22,101 @@ pub fn fact(name: &str) -> String {
     format!("output:{name}")
 }
 
-/// The outputs node `node` reads, with the type its environment's source declares.
-pub fn reads(node: &NodeSpec) -> Vec<(&str, OutputTy)> {
-    match node.attr("outputs") {
-        Some(Val::Record(r)) => r
+/// The outputs node `node` reads, with the type its environment's source declares: a
+/// record output field by field (`db.host`), as the compiler defers them.
+pub fn reads(node: &NodeSpec) -> Vec<(String, OutputTy)> {
+    fn flatten(prefix: String, v: &Val, out: &mut Vec<(String, OutputTy)>) {
+        match v {
+            Val::Record(r) => {
+                for (k, t) in r {
+                    flatten(format!("{prefix}.{k}"), t, out);
+                }
+            }
+            v => {
+                if let Some(t) = output_ty(v) {
+                    out.push((prefix, t));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(Val::Record(r)) = node.attr("outputs") {
+        for (k, t) in r {
+            flatten(k.clone(), t, &mut out);
+        }
+    }
+    out
+}
+
+/// An output type as the `outputs` attribute holds it: a scalar by name, a list as the
+/// list of its element's type, a record as the record of its fields'.
+fn output_ty(v: &Val) -> Option<OutputTy> {
+    match v {
+        Val::Str(t) => OutputTy::from_name(t),
+        Val::List(el) => match el.as_slice() {
+            [el] => Some(OutputTy::List(Box::new(output_ty(el)?))),
+            _ => None,
+        },
+        Val::Record(r) => r
             .iter()
-            .filter_map(|(k, v)| match v {
-                Val::Str(t) => Some((k.as_str(), OutputTy::from_name(t)?)),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
+            .map(|(k, t)| Some((k.clone(), output_ty(t)?)))
+            .collect::<Option<_>>()
+            .map(OutputTy::Record),
+        _ => None,
     }
 }
 
-/// The values `node` reads until its environment publishes them (`defaults = { … }`), as
-/// text.
-fn defaults(node: &NodeSpec) -> BTreeMap<&str, String> {
-    let Some(Val::Record(r)) = node.attr("defaults") else {
-        return BTreeMap::new();
-    };
-    r.iter()
-        .filter_map(|(k, v)| {
-            let text = match v {
-                Val::Str(s) => s.clone(),
-                Val::Int(n) => n.to_string(),
-                Val::Bool(b) => b.to_string(),
-                _ => return None,
-            };
-            Some((k.as_str(), text))
-        })
-        .collect()
+/// Output `path` (`db.host`: field `host` of output `db`) of the published outputs.
+fn at<'j>(outputs: &'j BTreeMap<String, Json>, path: &str) -> Option<&'j Json> {
+    let mut parts = path.split('.');
+    let first = outputs.get(parts.next()?)?;
+    parts.try_fold(first, |v, k| v.get(k))
+}
+
+/// A value of type `ty` as its fact holds it: a scalar as text (as it always was), a list
+/// as its JSON; `None` when it is not of that type.
+fn text(ty: &OutputTy, v: &Json) -> Option<String> {
+    match (ty, v) {
+        (OutputTy::Str, Json::String(s)) => Some(s.clone()),
+        (OutputTy::Int, Json::Number(n)) if n.is_i64() => Some(n.to_string()),
+        (OutputTy::Bool, Json::Bool(b)) => Some(b.to_string()),
+        (t @ (OutputTy::List(_) | OutputTy::Record(_)), v) if is(t, v) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether JSON `v` is a value of type `ty`.
+fn is(ty: &OutputTy, v: &Json) -> bool {
+    match (ty, v) {
+        (OutputTy::Str, Json::String(_)) | (OutputTy::Bool, Json::Bool(_)) => true,
+        (OutputTy::Int, Json::Number(n)) => n.is_i64(),
+        (OutputTy::List(el), Json::Array(xs)) => xs.iter().all(|x| is(el, x)),
+        (OutputTy::Record(fields), Json::Object(o)) => fields
+            .iter()
+            .all(|(k, t)| o.get(k).is_some_and(|x| is(t, x))),
+        _ => false,
+    }
+}
+
+/// A default as JSON (it is data: the checker typed it against the output).
+fn plain_json(v: &Val) -> Json {
+    match v {
+        Val::Str(s) => Json::String(s.clone()),
+        Val::Int(n) => Json::from(*n),
+        Val::Bool(b) => Json::Bool(*b),
+        Val::List(xs) => Json::Array(xs.iter().map(plain_json).collect()),
+        Val::Record(r) => Json::Object(r.iter().map(|(k, v)| (k.clone(), plain_json(v))).collect()),
+        _ => Json::Null,
+    }
+}
+
+/// The values `node` reads until its environment publishes them (`defaults = { … }`),
+/// as JSON.
+fn defaults(node: &NodeSpec) -> BTreeMap<String, Json> {
+    match node.attr("defaults") {
+        Some(Val::Record(r)) => r.iter().map(|(k, v)| (k.clone(), plain_json(v))).collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 /// The [`RUN`] fact of a reference that read defaults only: its environment was never built.
@@ -74,9 +138,9 @@ pub enum StackError {
     WrongType {
         env: String,
         name: String,
-        declared: &'static str,
+        declared: String,
         run: String,
-        published: Json,
+        published: Box<Json>,
     },
 }
 
@@ -130,46 +194,202 @@ pub fn facts(
     };
     let mut facts = Facts::from([(RUN.to_string(), run.clone())]);
     for (name, ty) in reads {
-        let Some(v) = published.and_then(|p| p.outputs.get(name)) else {
-            match defaults.get(name) {
+        let Some(v) = published.and_then(|p| at(&p.outputs, &name)) else {
+            match at(&defaults, &name).and_then(|d| text(&ty, d)) {
                 Some(d) => {
-                    facts.insert(fact(name), d.clone());
+                    facts.insert(fact(&name), d);
                 }
                 None if published.is_none() => {}
                 None => {
                     return Err(StackError::NotPublished {
                         env: env.to_string(),
-                        name: name.to_string(),
+                        name,
                         run,
                     })
                 }
             }
             continue;
         };
-        let text = match (ty, v) {
-            (OutputTy::Str, Json::String(s)) => s.clone(),
-            (OutputTy::Int, Json::Number(n)) if n.is_i64() => n.to_string(),
-            (OutputTy::Bool, Json::Bool(b)) => b.to_string(),
-            (_, other) => {
-                return Err(StackError::WrongType {
-                    env: env.to_string(),
-                    name: name.to_string(),
-                    declared: ty.name(),
-                    run,
-                    published: other.clone(),
-                })
-            }
+        let Some(text) = text(&ty, v) else {
+            return Err(StackError::WrongType {
+                env: env.to_string(),
+                name,
+                declared: ty.name(),
+                run,
+                published: Box::new(v.clone()),
+            });
         };
-        facts.insert(fact(name), text);
+        facts.insert(fact(&name), text);
     }
     Ok(facts)
 }
 
 /// An output's text as the value a dependent reads.
-pub fn value(ty: OutputTy, text: &str) -> Option<Val> {
+pub fn value(ty: &OutputTy, text: &str) -> Option<Val> {
     match ty {
         OutputTy::Str => Some(Val::Str(text.to_string())),
         OutputTy::Int => text.parse().ok().map(Val::Int),
         OutputTy::Bool => text.parse().ok().map(Val::Bool),
+        OutputTy::List(_) | OutputTy::Record(_) => {
+            let v: Json = serde_json::from_str(text).ok()?;
+            is(ty, &v).then(|| val(ty, &v))?
+        }
+    }
+}
+
+/// JSON `v`, of type `ty` (checked), as a value.
+fn val(ty: &OutputTy, v: &Json) -> Option<Val> {
+    Some(match (ty, v) {
+        (OutputTy::Str, Json::String(s)) => Val::Str(s.clone()),
+        (OutputTy::Int, Json::Number(n)) => Val::Int(n.as_i64()?),
+        (OutputTy::Bool, Json::Bool(b)) => Val::Bool(*b),
+        (OutputTy::List(el), Json::Array(xs)) => {
+            Val::List(xs.iter().map(|x| val(el, x)).collect::<Option<_>>()?)
+        }
+        (OutputTy::Record(fields), Json::Object(o)) => Val::Record(
+            fields
+                .iter()
+                .map(|(k, t)| Some((k.clone(), val(t, o.get(k)?)?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+/// An output's text as a plan shows it: in its type (`5514`, not `"5514"`).
+pub fn shown(ty: &OutputTy, text: &str) -> Json {
+    match ty {
+        OutputTy::Str => Json::String(text.to_string()),
+        _ => serde_json::from_str(text).unwrap_or_else(|_| Json::String(text.to_string())),
+    }
+}
+
+/// The outputs of the `stack` node at `node` that the environment reads: its nodes'
+/// attributes and checks, and its own outputs. What no one reads is not shown in a plan.
+pub fn read_here(spec: &crate::spec::Spec, node: usize) -> std::collections::BTreeSet<String> {
+    fn walk(v: &Val, node: usize, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Val::Output { node: n, output } if *n == node => {
+                out.insert(output.clone());
+            }
+            Val::List(xs) | Val::Concat(xs) => xs.iter().for_each(|x| walk(x, node, out)),
+            Val::Record(r) => r.values().for_each(|x| walk(x, node, out)),
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for n in &spec.nodes {
+        n.attrs.values().for_each(|v| walk(v, node, &mut out));
+        for c in &n.checks {
+            c.args.values().for_each(|v| walk(v, node, &mut out));
+        }
+    }
+    spec.outputs
+        .iter()
+        .for_each(|(_, v)| walk(v, node, &mut out));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envc_compiler::{compile, CompileOptions, MemoryLoader};
+    use serde_json::json;
+
+    /// The `stack` node of an environment reading core, whose outputs are data of each
+    /// shape.
+    fn node() -> NodeSpec {
+        let core = "output port = 1\noutput subnets = [\"a\"]\noutput db = { host = \"h\", users = [{ name = \"u\", admin = false }] }\n";
+        let app = "let core = stack(\"core.env\")\noutput a = core.port\n";
+        let loader = MemoryLoader::new([("app.env", app), ("core.env", core)]);
+        let c = compile("app.env", &loader, &CompileOptions::default());
+        let spec = crate::spec::Spec::from_graph(c.graph.as_ref().unwrap(), &c.sources);
+        spec.nodes
+            .into_iter()
+            .find(|n| n.name == "core.env")
+            .unwrap()
+    }
+
+    /// What core published is read in the type its source declares: scalars as text, a
+    /// list as its JSON, a record field by field; anything else is refused, naming the
+    /// output.
+    #[test]
+    fn published_outputs_are_read_in_their_type() {
+        let node = node();
+        let read = |outputs: Json| {
+            let published = Published {
+                run: "r1".into(),
+                outputs: serde_json::from_value(outputs).unwrap(),
+            };
+            facts(&node, "core.env", Some(&published))
+        };
+        let good = json!({"port": 1, "subnets": ["a", "b"], "db": {"host": "h", "users": [{"name": "u", "admin": false}]}});
+        let expected: Facts = [
+            ("run", "r1"),
+            ("output:port", "1"),
+            ("output:subnets", r#"["a","b"]"#),
+            ("output:db.host", "h"),
+            ("output:db.users", r#"[{"admin":false,"name":"u"}]"#),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(read(good.clone()), Ok(expected));
+        let wrong = |path: &str, v: Json| {
+            let mut o = good.clone();
+            let mut at = &mut o;
+            let parts: Vec<&str> = path.split('.').collect();
+            for p in &parts[..parts.len() - 1] {
+                at = &mut at[*p];
+            }
+            at[parts[parts.len() - 1]] = v;
+            match read(o) {
+                Err(StackError::WrongType { name, .. }) => name,
+                other => panic!("{path}: {other:?}"),
+            }
+        };
+        assert_eq!(wrong("subnets", json!([1])), "subnets");
+        assert_eq!(wrong("subnets", json!("a")), "subnets");
+        assert_eq!(wrong("db.users", json!([{"name": "u"}])), "db.users");
+        assert_eq!(wrong("db.host", json!(7)), "db.host");
+        assert_eq!(wrong("port", json!("1")), "port");
+        let mut no_db = good.clone();
+        no_db.as_object_mut().unwrap().remove("db");
+        assert!(matches!(
+            read(no_db),
+            Err(StackError::NotPublished { name, .. }) if name == "db.host"
+        ));
+    }
+
+    #[test]
+    fn facts_are_read_back_as_values() {
+        let list = OutputTy::List(Box::new(OutputTy::Str));
+        let users = OutputTy::List(Box::new(OutputTy::Record(
+            [("admin".to_string(), OutputTy::Bool)].into(),
+        )));
+        let cases: &[(&OutputTy, &str, Option<Val>)] = &[
+            (&OutputTy::Int, "5514", Some(Val::Int(5514))),
+            (&OutputTy::Int, "x", None),
+            (
+                &list,
+                r#"["a"]"#,
+                Some(Val::List(vec![Val::Str("a".into())])),
+            ),
+            (&list, r#"[1]"#, None),
+            (
+                &users,
+                r#"[{"admin":true}]"#,
+                Some(Val::List(vec![Val::Record(
+                    [("admin".to_string(), Val::Bool(true))].into(),
+                )])),
+            ),
+        ];
+        for (ty, text, expected) in cases {
+            assert_eq!(&value(ty, text), expected, "{ty:?} {text}");
+        }
+        // A plan shows each in its type.
+        assert_eq!(shown(&OutputTy::Int, "5514"), json!(5514));
+        assert_eq!(shown(&OutputTy::Str, "5514"), json!("5514"));
+        assert_eq!(shown(&list, r#"["a"]"#), json!(["a"]));
     }
 }

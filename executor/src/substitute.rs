@@ -110,7 +110,7 @@ impl<'a> Resolver<'a> {
                         .find(|(n, _)| n == output)
                         .map(|(_, t)| t);
                     return match (facts.get(&fact), ty) {
-                        (Some(s), Some(ty)) => crate::stack::value(ty, s).ok_or_else(|| {
+                        (Some(s), Some(ty)) => crate::stack::value(&ty, s).ok_or_else(|| {
                             Resolution::Failed(format!(
                                 "`{}` read `{output}` = {s:?}, which is not {}",
                                 producer.key,

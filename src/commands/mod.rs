@@ -292,9 +292,13 @@ pub fn prepare(
         .collect();
     for i in stacks {
         let node = &spec.nodes[i];
+        // The node names it relative to this file's directory (`../network/core.env` when
+        // it is beside it, under the project root): its state is where `envc build` of
+        // that file keeps it, `.envc/` beside it (or $ENVC_STORE).
         let path = dir.join(&node.name);
         let published = store_session(&path, shared)?.published()?;
-        match envc_executor::stack_facts(node, &path.display().to_string(), published.as_ref()) {
+        let shown = lexical(&path).display().to_string();
+        match envc_executor::stack_facts(node, &shown, published.as_ref()) {
             Ok(_) => {}
             Err(envc_executor::StackError::NeverBuilt { env }) if !create => {
                 crate::output::errln!(
@@ -313,6 +317,25 @@ pub fn prepare(
         }
     }
     Ok(())
+}
+
+/// `app/../network/core.env` as `network/core.env`: how a user (or an editor) names it. For
+/// names only; a file is opened by the path as joined.
+pub(crate) fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A compiled environment: the graph as the executor takes it, the compiler's output (for

@@ -370,7 +370,8 @@ impl Files<'_> {
             return None;
         }
         let (dir, _) = split_root(self.root);
-        Some(dir.join(name))
+        // `../lib/x.env` beside the root file's directory: the editor names it plainly.
+        Some(crate::commands::lexical(&dir.join(name)))
     }
 
     fn uri(&self, name: &str) -> Option<Uri> {
@@ -427,12 +428,19 @@ struct Overlay<'d> {
 }
 
 impl SourceLoader for Overlay<'_> {
+    fn project_root(&self) -> envc_compiler::ProjectRoot {
+        self.disk.project_root()
+    }
+
     fn read(&self, path: &str) -> Result<Vec<u8>, LoadError> {
         self.read_at_most(path, envc_executor::MAX_PROJECT_FILE_BYTES)
     }
 
     fn read_at_most(&self, path: &str, limit: u64) -> Result<Vec<u8>, LoadError> {
-        match self.docs.get(&self.dir.join(path)) {
+        match self
+            .docs
+            .get(&crate::commands::lexical(&self.dir.join(path)))
+        {
             Some(text) => Ok(text.as_bytes().to_vec()),
             None => self.disk.read_at_most(path, limit),
         }

@@ -11,7 +11,7 @@ use crate::kinds::node_type::{
     BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx,
 };
 use crate::record::{Applied, Facts};
-use crate::substitute::{Resolution, Resolving};
+use crate::substitute::{display, Resolution, Resolving};
 
 pub struct Stack;
 
@@ -26,16 +26,23 @@ impl NodeType for Stack {
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let node = r.node;
+        // A plan shows only what this environment reads, in its type; the hash covers
+        // every output the node reads, as text, as it always did.
+        let here = (r.spec.find(&node.key))
+            .map(|i| crate::stack::read_here(r.spec, i))
+            .unwrap_or_default();
         let facts = match crate::stack::facts(node, &node.name, r.spec.stacks.get(&node.name)) {
             Ok(facts) => facts,
             // Only a plan gets here (a build refuses before it starts): what is read is not
             // known yet, and what reads it waits for it, as for a machine not yet made.
             Err(e @ crate::stack::StackError::NeverBuilt { .. }) => {
                 for (name, _) in crate::stack::reads(node) {
-                    r.put(
-                        &format!("output {name}"),
-                        json!("(not known until it is built)"),
-                    );
+                    let key = format!("output {name}");
+                    let v = json!("(not known until it is built)");
+                    if here.contains(&name) {
+                        r.show(&key, "(not known until it is built)".into());
+                    }
+                    r.hash_only(&key, v);
                 }
                 return Ok(Arc::new(NotBuilt(e)));
             }
@@ -43,12 +50,16 @@ impl NodeType for Stack {
         };
         // The values read, not the run: a rebuild of it that published the same outputs
         // changes nothing here.
-        for (name, _) in crate::stack::reads(node) {
+        for (name, ty) in crate::stack::reads(node) {
             let v = facts
-                .get(&crate::stack::fact(name))
+                .get(&crate::stack::fact(&name))
                 .cloned()
                 .unwrap_or_default();
-            r.put(&format!("output {name}"), json!(v));
+            let key = format!("output {name}");
+            if here.contains(&name) {
+                r.show(&key, display(&crate::stack::shown(&ty, &v)));
+            }
+            r.hash_only(&key, json!(v));
         }
         Ok(Arc::new(Outputs(facts)))
     }
