@@ -75,7 +75,7 @@ pub use stack::{facts as stack_facts, StackError};
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use spec::{on_target, Spec};
-pub use substitute::{describe_decl, Resolution};
+pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};
 
 // `envc secret edit`: the plaintext in an editor, removed on every way out.
 pub use secret_edit::{edit as edit_secrets, EditError};
