@@ -209,6 +209,11 @@ fn cases() -> Vec<Case> {
         ),
         no_such,
         ambiguous,
+        // A warning: the pods may come from elsewhere.
+        case(
+            "graph-service-selects-nothing",
+            "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = {\n    selector = { matchLabels = { app = \"web\" } },\n    template = {\n      metadata = { labels = { app = \"web\" } },\n      spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\nlet svc = manifest(\n  api_version = \"v1\",\n  kind = \"Service\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = { selector = { app = \"wbe\" }, ports = [{ port = 80 }] } },\n)\n",
+        ),
     ]
 }
 
@@ -246,6 +251,8 @@ fn hint_cases() -> Vec<Case> {
         // A mistake that fails inside `std/` is shown at the user's call too.
         case("hint-std-user-call", "import \"std/debian\"\nlet db = debian.machine(\"DB_0\")\n"),
         case("hint-policy-advisory", "default tags = { owner = \"ops\" }\nlet a = vm(name = \"a\", image = image(name = \"i\"))\nlet b = vm(name = \"b\", image = image(name = \"i\"), cpus = 2)\npolicy \"two-cpus\" advisory: for v in nodes(\"vm\") => v.cpus >= 2\n"),
+        // Each field passes the schema; the API server refuses them together.
+        case("hint-selector-mismatch", "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  body = { spec = {\n    selector = { matchLabels = { app = \"web\" } },\n    template = {\n      metadata = { labels = { app = \"api\" } },\n      spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\n"),
         case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }

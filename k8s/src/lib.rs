@@ -6,6 +6,7 @@
 //! Schema by schemars: the same definitions `kubectl` validates against, without a cluster.
 
 mod kinds;
+pub mod selector;
 mod validate;
 pub mod yaml;
 

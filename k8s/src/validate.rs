@@ -22,6 +22,9 @@ pub enum ProblemKind {
     UnknownField,
     MissingField,
     WrongType,
+    /// Fields that each pass the schema but disagree (a selector and the pod template it
+    /// must select: `selector.rs`).
+    Mismatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +76,11 @@ pub fn validate(object: &Json) -> Vec<Problem> {
         path: Vec::new(),
     };
     v.walk(object, &schema);
+    // What the API server checks beyond the schema, once each field is of its type (a
+    // selector of the wrong type is one problem, not two).
+    if v.problems.is_empty() {
+        v.problems.extend(crate::selector::problems(object));
+    }
     v.problems
 }
 
@@ -317,7 +325,11 @@ mod tests {
                 "spec.template.spec.containers[0]: item 0 needs `name` (add `name = …`)",
             ],
         );
-        check(deployment(json!({ "selector": {}, "template": {} })), &[]);
+        // The schema is content; what the API server checks beyond it is `selector.rs`'s.
+        check(
+            deployment(json!({ "selector": {}, "template": {} })),
+            &["spec.selector: an empty selector selects every pod; a Deployment must select its own by label (Kubernetes refuses a Deployment whose selector does not select its own pods: give the pod template the label, or select on one it has)"],
+        );
         check(
             json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web" } }),
             &["the object needs `spec` (add `spec = …`)"],
