@@ -269,6 +269,42 @@ fn check_diagnostics_render() {
     }
 }
 
+/// A template `envc check` finds wrong, as it renders it: the call in the `.env` file and
+/// the place in the template (`envc_executor::check_templates`).
+#[test]
+fn template_diagnostics_render() {
+    let main = "let h = host(name = \"h1\", address = \"192.0.2.1\")\nlet conf = file(\n  path = \"/etc/app.conf\",\n  template = path(\"app.conf.j2\"),\n  vars = { prot = 8080, name = \"web\" },\n  target = h,\n)\n";
+    for (name, template) in [
+        (
+            "template-undefined",
+            "# {{ name }}\nname = \"{{ name }}\"\nlisten = {{ port }}\n",
+        ),
+        (
+            "template-syntax",
+            "name = \"{{ name }}\"\n{% if prot %}\nlisten = {{ prot }\n{% endif %}\n",
+        ),
+    ] {
+        let c = case(name, main).file("app.conf.j2", template);
+        let loader = MemoryLoader {
+            files: c.files.iter().cloned().collect(),
+        };
+        let mut compiled = compile("main.env", &loader, &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        let graph = compiled.graph.take().unwrap();
+        let found = envc_executor::check_templates(&graph, &mut compiled.sources, &loader);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        let rendered = Renderer::new(&compiled.sources, "", false, 100).render_all(&found);
+        insta::assert_snapshot!(
+            name,
+            format!("{}\n== rendered ==\n{rendered}", source_of(&c))
+        );
+    }
+}
+
 /// Compiles a case and renders what the CLI would print; the codes it produced.
 fn run(c: &Case) -> (String, BTreeSet<String>) {
     let loader = MemoryLoader {
