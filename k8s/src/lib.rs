@@ -100,7 +100,8 @@ pub fn file_of_node(node_name: &str) -> String {
 }
 
 /// The file an object is written to, in a rendered directory or a GitOps repository:
-/// `NAMESPACE/KIND-NAME.yaml`, or `_cluster/KIND-NAME.yaml` for a cluster-wide object.
+/// `NAMESPACE/kind-NAME.yaml` (the kind in lower case: `shop/deployment-web.yaml`), or
+/// `_cluster/kind-NAME.yaml` for a cluster-wide object.
 pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {
     let dir = if namespace.is_empty() {
         "_cluster"
