@@ -81,10 +81,9 @@ pub fn problems(object: &Json) -> Vec<Problem> {
     let Some(spec) = at(object, spec_path) else {
         return Vec::new();
     };
-    if kind == "Job" || kind == "CronJob" {
-        if spec.get("manualSelector") != Some(&Json::Bool(true)) {
-            return Vec::new();
-        }
+    if (kind == "Job" || kind == "CronJob") && spec.get("manualSelector") != Some(&Json::Bool(true))
+    {
+        return Vec::new();
     }
     let Some(selector) = spec.get("selector") else {
         return Vec::new();
