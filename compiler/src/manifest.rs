@@ -210,9 +210,8 @@ fn close_label(
 /// A Service whose selector selects no pod that an object of the environment makes, in
 /// its namespace: a warning, not an error, as the pods may come from elsewhere (another
 /// environment, an operator, a Helm chart).
-pub fn warnings(graph: &crate::graph::Graph) -> Vec<Diagnostic> {
-    let manifests: Vec<(&crate::value::Node, Json)> = graph
-        .nodes()
+pub fn warnings<'g>(nodes: impl Iterator<Item = &'g Rc<crate::value::Node>>) -> Vec<Diagnostic> {
+    let manifests: Vec<(&crate::value::Node, Json)> = nodes
         .filter(|n| n.kind == crate::types::NodeKind::Manifest)
         .filter_map(|n| Some((&**n, object_of(n)?)))
         .collect();

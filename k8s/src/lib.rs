@@ -11,13 +11,24 @@ mod validate;
 pub mod yaml;
 
 pub use kinds::{find, kinds, Kind};
-pub use validate::{validate, Problem, ProblemKind, Seg, DEFERRED};
+pub use validate::{Problem, ProblemKind, Seg, DEFERRED};
 
 /// The Kubernetes version whose API objects are validated against (k8s-openapi's
 /// `v1_37`), as the lockfile pins it.
 pub use envc_ids::KUBERNETES_VERSION;
 
 use serde_json::{json, Map, Value as Json};
+
+/// The problems of `object` against the API schema of its kind, then, once each field is
+/// of its type (a selector of the wrong type is one problem, not two), what the API server
+/// checks beyond the schema (`selector`: a workload must select its own pods).
+pub fn validate(object: &Json) -> Vec<Problem> {
+    let problems = validate::validate(object);
+    match problems.is_empty() {
+        true => selector::problems(object),
+        false => problems,
+    }
+}
 
 /// A size as Kubernetes writes a quantity: in the largest binary unit that divides it
 /// (`512Mi`, `2Gi`), else in bytes.

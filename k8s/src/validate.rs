@@ -58,7 +58,8 @@ impl Problem {
 }
 
 /// The problems of `object` (a whole Kubernetes object: `apiVersion`, `kind`, `metadata`, …)
-/// against the schema of its kind. An object of a kind envc does not know (a custom
+/// against the schema of its kind (`crate::validate` adds what the API server checks
+/// beyond it). An object of a kind envc does not know (a custom
 /// resource) has none, unless its `apiVersion` is a built-in group's: then it is a typo.
 pub fn validate(object: &Json) -> Vec<Problem> {
     let api_version = object
@@ -76,11 +77,6 @@ pub fn validate(object: &Json) -> Vec<Problem> {
         path: Vec::new(),
     };
     v.walk(object, &schema);
-    // What the API server checks beyond the schema, once each field is of its type (a
-    // selector of the wrong type is one problem, not two).
-    if v.problems.is_empty() {
-        v.problems.extend(crate::selector::problems(object));
-    }
     v.problems
 }
 
@@ -325,11 +321,7 @@ mod tests {
                 "spec.template.spec.containers[0]: item 0 needs `name` (add `name = …`)",
             ],
         );
-        // The schema is content; what the API server checks beyond it is `selector.rs`'s.
-        check(
-            deployment(json!({ "selector": {}, "template": {} })),
-            &["spec.selector: an empty selector selects every pod; a Deployment must select its own by label (Kubernetes refuses a Deployment whose selector does not select its own pods: give the pod template the label, or select on one it has)"],
-        );
+        check(deployment(json!({ "selector": {}, "template": {} })), &[]);
         check(
             json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web" } }),
             &["the object needs `spec` (add `spec = …`)"],
