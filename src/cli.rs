@@ -365,6 +365,10 @@ enum Command {
         file: PathBuf,
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Write every object even before the values it reads are built, each such value
+        /// as `<known after build: NODE.OUTPUT>`; exit 7 when one was written.
+        #[arg(long)]
+        preview: bool,
         #[command(flatten)]
         params: Params,
         #[command(flatten)]
@@ -564,9 +568,10 @@ fn run(cli: Cli) -> Exit {
         Command::Render {
             file,
             out,
+            preview,
             params,
             shared,
-        } => commands::render::render(&file, &out, &params, &shared, ui),
+        } => commands::render::render(&file, &out, preview, &params, &shared, ui),
         Command::Key {
             command: KeyCommand::Generate { name, out },
         } => commands::team::key_generate(&name, &out),

@@ -3,7 +3,8 @@
 //! --check` found unformatted files; 2 bad command-line usage (clap's); 3 drift found or a
 //! stale lockfile; 4 a step failed or a target was unreachable; 5 the environment is
 //! locked by another envc; 6 `drift` found nothing but could not check every node (a
-//! target was unreachable); 130 interrupted; 101 an internal error (a bug).
+//! target was unreachable); 7 `render --preview` wrote placeholders; 130 interrupted; 101
+//! an internal error (a bug).
 
 use std::process::ExitCode;
 
@@ -24,6 +25,8 @@ pub enum Exit {
     /// `drift` found none, but some nodes could not be checked (their target was
     /// unreachable): a check that could not run is not a pass.
     Unchecked,
+    /// `render --preview` wrote objects that hold placeholders: readable, not deliverable.
+    Preview,
     Interrupted,
     /// envc itself broke (a panic).
     Bug,
@@ -38,6 +41,7 @@ impl Exit {
             Exit::Failed => 4,
             Exit::Locked => 5,
             Exit::Unchecked => 6,
+            Exit::Preview => 7,
             Exit::Interrupted => 130,
             Exit::Bug => 101,
         }

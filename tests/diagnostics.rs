@@ -212,6 +212,11 @@ fn cases() -> Vec<Case> {
         ),
         no_such,
         ambiguous,
+        // A warning: the pods may come from elsewhere.
+        case(
+            "graph-service-selects-nothing",
+            "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = {\n    selector = { matchLabels = { app = \"web\" } },\n    template = {\n      metadata = { labels = { app = \"web\" } },\n      spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\nlet svc = manifest(\n  api_version = \"v1\",\n  kind = \"Service\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = { selector = { app = \"wbe\" }, ports = [{ port = 80 }] } },\n)\n",
+        ),
     ]
 }
 
@@ -259,6 +264,8 @@ fn hint_cases() -> Vec<Case> {
         // A mistake that fails inside `std/` is shown at the user's call too.
         case("hint-std-user-call", "import \"std/debian\"\nlet db = debian.machine(\"DB_0\")\n"),
         case("hint-policy-advisory", "default tags = { owner = \"ops\" }\nlet a = vm(name = \"a\", image = image(name = \"i\"))\nlet b = vm(name = \"b\", image = image(name = \"i\"), cpus = 2)\npolicy \"two-cpus\" advisory: for v in nodes(\"vm\") => v.cpus >= 2\n"),
+        // Each field passes the schema; the API server refuses them together.
+        case("hint-selector-mismatch", "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  body = { spec = {\n    selector = { matchLabels = { app = \"web\" } },\n    template = {\n      metadata = { labels = { app = \"api\" } },\n      spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\n"),
         case("hint-parse-one-error", "let unit = {\n  type = \"oneshot\",\n  restart = ,\n  user = \"app\",\n}\n"),
     ]
 }
@@ -270,6 +277,42 @@ fn check_diagnostics_render() {
         assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
         insta::assert_snapshot!(
             c.name,
+            format!("{}\n== rendered ==\n{rendered}", source_of(&c))
+        );
+    }
+}
+
+/// A template `envc check` finds wrong, as it renders it: the call in the `.env` file and
+/// the place in the template (`envc_executor::check_templates`).
+#[test]
+fn template_diagnostics_render() {
+    let main = "let h = host(name = \"h1\", address = \"192.0.2.1\")\nlet conf = file(\n  path = \"/etc/app.conf\",\n  template = path(\"app.conf.j2\"),\n  vars = { prot = 8080, name = \"web\" },\n  target = h,\n)\n";
+    for (name, template) in [
+        (
+            "template-undefined",
+            "# {{ name }}\nname = \"{{ name }}\"\nlisten = {{ port }}\n",
+        ),
+        (
+            "template-syntax",
+            "name = \"{{ name }}\"\n{% if prot %}\nlisten = {{ prot }\n{% endif %}\n",
+        ),
+    ] {
+        let c = case(name, main).file("app.conf.j2", template);
+        let loader = MemoryLoader {
+            files: c.files.iter().cloned().collect(),
+        };
+        let mut compiled = compile("main.env", &loader, &CompileOptions::default());
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "{:?}",
+            compiled.diagnostics
+        );
+        let graph = compiled.graph.take().unwrap();
+        let found = envc_executor::check_templates(&graph, &mut compiled.sources, &loader);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        let rendered = Renderer::new(&compiled.sources, "", false, 100).render_all(&found);
+        insta::assert_snapshot!(
+            name,
             format!("{}\n== rendered ==\n{rendered}", source_of(&c))
         );
     }

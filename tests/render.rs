@@ -16,9 +16,134 @@ mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
 use nshosts::TestHosts;
 use output::{node_outcomes, stderr, stdout, text};
 use project::Project;
+
+/// This process's umask (which `envc` inherits), as the kernel reports it.
+fn umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+    u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// `envc ARGS` in `dir`, offline (nothing here reaches a host).
+fn envc(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_envc"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .env_remove("ENVC_STORE")
+        .env_remove("ENVC_STATE")
+        .output()
+        .unwrap()
+}
+
+/// An environment never built: a Service whose port is a VM's forwarded port (a number
+/// in the schema), a ConfigMap that reads its address, and a Namespace that reads nothing.
+const NEVER_BUILT: &str = r#"let i = image(name = "i")
+let web = vm(name = "web", image = i)
+let ns = manifest(api_version = "v1", kind = "Namespace", name = "shop")
+let svc = manifest(
+  api_version = "v1",
+  kind = "Service",
+  name = "web",
+  namespace = "shop",
+  body = { spec = { ports = [{ name = "ssh", port = web.port }] } },
+)
+let conf = manifest(
+  api_version = "v1",
+  kind = "ConfigMap",
+  name = "web",
+  namespace = "shop",
+  body = { data = { upstream = "${web.address}:8080" } },
+)
+"#;
+
+#[test]
+fn a_preview_writes_every_object_before_the_first_build() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("prod.env"), NEVER_BUILT).unwrap();
+    let out = d.path().join("k8s");
+
+    // Without `--preview`: nothing written, and the way to a preview named.
+    let refused = envc(d.path(), &["render", "prod.env", "--out", "k8s"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        stderr(&refused).contains("`manifest:shop/ConfigMap/web` uses an output of `vm:web`")
+            && stderr(&refused).contains("`manifest:shop/Service/web` uses an output of `vm:web`")
+            && stderr(&refused).contains("nothing was written")
+            && stderr(&refused).contains("hint: `--preview`"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!out.exists());
+
+    let preview = envc(
+        d.path(),
+        &["render", "prod.env", "--out", "k8s", "--preview"],
+    );
+    assert_eq!(preview.status.code(), Some(7), "{}", text(&preview));
+    let read = |rel: &str| std::fs::read_to_string(out.join(rel)).unwrap();
+    // The object that reads nothing deferred is what a render after the build writes.
+    assert_eq!(
+        read("_cluster/namespace-shop.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"
+    );
+    assert_eq!(
+        read("shop/configmap-web.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: shop\ndata:\n  upstream: \"<known after build: vm:web.address>:8080\"\n"
+    );
+    // A number in the schema is a string in the preview: readable, and refused by a
+    // cluster should anyone apply it.
+    assert!(
+        read("shop/service-web.yaml")
+            .contains("  - name: ssh\n    port: \"<known after build: vm:web.port>\"\n"),
+        "{}",
+        read("shop/service-web.yaml")
+    );
+    assert!(read("kustomization.yaml").ends_with(
+        "resources:\n- _cluster/namespace-shop.yaml\n- shop/configmap-web.yaml\n- shop/service-web.yaml\n"
+    ));
+    let err = stderr(&preview);
+    assert!(
+        err.contains("render: 3 objects in k8s: 3 written, 0 removed\n")
+            && err.contains(
+                "render: preview: 2 of them hold values known only after a build, written as `<known after build: NODE.OUTPUT>`"
+            )
+            && err.contains("\n  shop/configmap-web.yaml: vm:web.address\n  shop/service-web.yaml: vm:web.port\n"),
+        "{}",
+        text(&preview)
+    );
+
+    // An environment whose objects read nothing deferred: a preview is a render, exit 0.
+    std::fs::write(
+        d.path().join("prod.env"),
+        "let ns = manifest(api_version = \"v1\", kind = \"Namespace\", name = \"shop\")\n",
+    )
+    .unwrap();
+    let known = envc(
+        d.path(),
+        &["render", "prod.env", "--out", "k8s", "--preview"],
+    );
+    assert_eq!(known.status.code(), Some(0), "{}", text(&known));
+    assert_eq!(
+        stdout(&known),
+        "removed k8s/shop/configmap-web.yaml\nremoved k8s/shop/service-web.yaml\n",
+        "{}",
+        text(&known)
+    );
+    assert!(!stderr(&known).contains("preview"), "{}", text(&known));
+}
 
 fn source(addr: &str, replicas: u32, with_config: bool) -> String {
     let config = if with_config {
@@ -75,6 +200,41 @@ fn render_writes_canonical_objects_and_prunes_what_left() {
         text(&early)
     );
     assert!(!out.exists());
+    assert!(
+        stderr(&early).contains("hint: `--preview` writes every object now"),
+        "{}",
+        text(&early)
+    );
+
+    // A preview writes every object now, the value not known yet as a placeholder, and
+    // says which objects hold one, with an exit code of its own.
+    let preview = p.run(&hosts, &["render", "--out", &out_arg, "--preview"]);
+    assert_eq!(preview.status.code(), Some(7), "{}", text(&preview));
+    assert!(
+        stderr(&preview)
+            .contains("render: preview: 1 of them hold values known only after a build")
+            && stderr(&preview).contains("\n  shop/configmap-web.yaml: h/exec:token.stdout\n"),
+        "{}",
+        text(&preview)
+    );
+    let previewed = std::fs::read_to_string(out.join("shop/configmap-web.yaml")).unwrap();
+    assert!(
+        previewed.contains(&format!(
+            "  token: \"<known after build: h/exec:token.stdout>\"\n  upstream: \"{addr}:8080\"\n"
+        )),
+        "{previewed}"
+    );
+    // Files are made as any program makes them: objects are not secrets.
+    let mask = umask();
+    for f in [
+        "kustomization.yaml",
+        "_cluster/namespace-shop.yaml",
+        "shop/configmap-web.yaml",
+        "shop/deployment-web.yaml",
+    ] {
+        assert_eq!(mode(&out.join(f)), 0o666 & !mask, "{f}");
+    }
+    assert_eq!(mode(&out.join("shop")), 0o777 & !mask);
 
     // A build runs the command, and skips each object: none has a repository to go to.
     let build = p.run(&hosts, &["build", "--json"]);
@@ -89,6 +249,14 @@ fn render_writes_canonical_objects_and_prunes_what_left() {
 
     let first = p.run(&hosts, &["render", "--out", &out_arg]);
     assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    // Only the object that held a placeholder changes: the preview was the rest's bytes.
+    assert_eq!(
+        stdout(&first),
+        format!("wrote {out_arg}/shop/configmap-web.yaml\n"),
+        "{}",
+        text(&first)
+    );
+    assert!(!stderr(&first).contains("preview"), "{}", text(&first));
     assert!(
         stderr(&first).contains("render: 3 objects in"),
         "{}",

@@ -147,6 +147,12 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
     };
     // Policies judge the graph as a whole: a broken mandatory one leaves no graph.
     let mut warnings = graph.as_ref().map(network::warnings).unwrap_or_default();
+    warnings.extend(
+        graph
+            .as_ref()
+            .map(|g| manifest::warnings(g.nodes()))
+            .unwrap_or_default(),
+    );
     if let Some(g) = &mut graph {
         let (broken_advisory, count) = evaluator.policies(g.nodes().cloned().collect());
         warnings.extend(broken_advisory);

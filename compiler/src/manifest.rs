@@ -75,12 +75,16 @@ pub fn diagnostics(
         .iter()
         .map(|p| {
             let (file, span) = locate(p, attrs, at, sites);
+            let version = envc_k8s::KUBERNETES_VERSION;
+            let checked = match p.kind {
+                ProblemKind::Mismatch => {
+                    format!("Checked as the API server of Kubernetes {version} checks it.")
+                }
+                _ => format!("Checked against the API schema of Kubernetes {version}."),
+            };
             let d = Diagnostic::new("eval::manifest-schema", format!("{what}: {}", p.message))
                 .label(file, span, p.path_text())
-                .message(format!(
-                    "Checked against the API schema of Kubernetes {}.",
-                    envc_k8s::KUBERNETES_VERSION
-                ));
+                .message(checked);
             match &p.help {
                 Some(h) => d.help(h.clone()),
                 None => d,
@@ -147,4 +151,125 @@ fn locate(
         }
     }
     found
+}
+
+/// The object a `manifest` node stands for, as [`to_json`] gives its values (`None` when
+/// one cannot be in an object: the node would not have compiled).
+fn object_of(node: &crate::value::Node) -> Option<Json> {
+    let text = |k: &str| match node.attrs.get(k) {
+        Some(Value::Str(s)) => s.to_string(),
+        _ => String::new(),
+    };
+    let json = |k: &str| {
+        node.attrs
+            .get(k)
+            .map(to_json)
+            .unwrap_or(Ok(Json::Null))
+            .ok()
+    };
+    let mut parts = node.name.rsplitn(3, '/');
+    let name = parts.next().unwrap_or_default();
+    let _kind = parts.next();
+    let namespace = parts.next().unwrap_or_default();
+    Some(envc_k8s::object(
+        &text("api_version"),
+        &text("kind"),
+        name,
+        namespace,
+        json("labels")?,
+        json("annotations")?,
+        json("body")?,
+    ))
+}
+
+/// "did you mean `app = "web"`?" when a selector's value is a likely typo of a label the
+/// pods of namespace `ns` have under that key.
+fn close_label(
+    selector: &Map<String, Json>,
+    ns: &str,
+    manifests: &[(&crate::value::Node, Json)],
+) -> Option<String> {
+    let labels: Vec<&Map<String, Json>> = manifests
+        .iter()
+        .filter(|(_, o)| {
+            o.pointer("/metadata/namespace")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                == ns
+        })
+        .filter_map(|(_, o)| envc_k8s::selector::pod_labels(o))
+        .collect();
+    selector.iter().find_map(|(k, v)| {
+        let v = v.as_str()?;
+        let values = labels.iter().filter_map(|l| l.get(k)?.as_str());
+        let close = envc_lang::closest(v, values)?;
+        Some(format!("did you mean `{k} = \"{close}\"`?"))
+    })
+}
+
+/// A Service whose selector selects no pod that an object of the environment makes, in
+/// its namespace: a warning, not an error, as the pods may come from elsewhere (another
+/// environment, an operator, a Helm chart).
+pub fn warnings<'g>(nodes: impl Iterator<Item = &'g Rc<crate::value::Node>>) -> Vec<Diagnostic> {
+    let manifests: Vec<(&crate::value::Node, Json)> = nodes
+        .filter(|n| n.kind == crate::types::NodeKind::Manifest)
+        .filter_map(|n| Some((&**n, object_of(n)?)))
+        .collect();
+    let namespace = |o: &Json| {
+        o.pointer("/metadata/namespace")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for (node, o) in &manifests {
+        if o.get("apiVersion").and_then(Json::as_str) != Some("v1")
+            || o.get("kind").and_then(Json::as_str) != Some("Service")
+        {
+            continue;
+        }
+        // No selector (endpoints given by hand, `ExternalName`): nothing to select.
+        let Some(selector) = o
+            .pointer("/spec/selector")
+            .and_then(Json::as_object)
+            .filter(|s| !s.is_empty())
+        else {
+            continue;
+        };
+        let ns = namespace(o);
+        let selected = manifests.iter().any(|(_, p)| {
+            namespace(p) == ns
+                && envc_k8s::selector::pod_labels(p)
+                    .is_some_and(|labels| envc_k8s::selector::selects(selector, labels))
+        });
+        if selected {
+            continue;
+        }
+        let shown: Vec<String> = selector
+            .iter()
+            .map(|(k, v)| match v.as_str() {
+                Some(s) => format!("{k} = \"{s}\""),
+                None => format!("{k} = {v}"),
+            })
+            .collect();
+        let name = envc_k8s::object_name(&node.name);
+        let place = match ns.as_str() {
+            "" => String::new(),
+            ns => format!(" in namespace `{ns}`"),
+        };
+        out.push(
+            Diagnostic::new(
+                "graph::service-selects-nothing",
+                format!("Service `{name}` selects no pod of this environment"),
+            )
+            .label(node.file, node.span, format!("selects {{ {} }}", shown.join(", ")))
+            .message(format!(
+                "No Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob or Pod of this environment{place} has a pod template with these labels, so the Service has no endpoints unless its pods come from elsewhere."
+            ))
+            .help(close_label(selector, &ns, &manifests).unwrap_or_else(|| {
+                "give the workload's pod template (`spec.template.metadata.labels`) these labels, or correct the selector".into()
+            })),
+        );
+    }
+    out
 }

@@ -709,10 +709,16 @@ fn manifests_are_checked_against_the_api_schema() {
         )
     };
     let g = check(
-        &deployment("{ replicas = 2, selector = { matchLabels = { app = \"web\" } }, template = { spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] } } }"),
+        &deployment("{ replicas = 2, selector = { matchLabels = { app = \"web\" } }, template = { metadata = { labels = { app = \"web\" } }, spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] } } }"),
         &[],
     )
     .unwrap();
+    // Each field is the schema's, but the selector does not select the template's pods:
+    // the API server refuses it, so `check` does, at the label selected.
+    check(
+        &deployment("{ replicas = 2, selector = { matchLabels = { app = \"web\" } }, template = { spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] } } }"),
+        &["eval::manifest-schema 5:70: Deployment `web`: selects `app` = \"web\", but the pod template's labels (`spec.template.metadata.labels`) have no `app` (Kubernetes refuses a Deployment whose selector does not select its own pods: give the pod template the label, or select on one it has)"],
+    );
     let names: Vec<String> = g.nodes().map(|n| n.name.to_string()).collect();
     assert_eq!(names, ["default/Deployment/web"]);
     // Every problem, each where it was written.

@@ -189,7 +189,8 @@ impl Beneath {
             dir = match open(&dir) {
                 Ok(next) => next,
                 Err(Errno::NOENT) if create => {
-                    match fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
+                    // As `create_dir_all` would: the umask decides.
+                    match fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o777)) {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(self.errno(&shown, e)),
                     }
@@ -234,7 +235,9 @@ fn create_temporary(dir: &OwnedFd, name: &str) -> Result<(String, OwnedFd), Errn
             dir.as_fd(),
             tmp.as_str(),
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
+            // Objects are not secrets (a manifest refuses one): the umask decides, as for
+            // any file a program creates (0644 under the usual 0022), and the rename keeps it.
+            Mode::from_raw_mode(0o666),
         ) {
             Ok(fd) => return Ok((tmp, fd)),
             Err(Errno::EXIST) if attempt < 16 => continue,
@@ -277,6 +280,36 @@ pub(crate) mod tests {
         assert!(!b.remove("a/b.yaml").unwrap());
         b.remove_empty_dir("a");
         assert!(!tree.join("a").exists());
+    }
+
+    /// This process's umask, as the kernel reports it (reading it with `umask(2)` would
+    /// change it for every test running beside this one).
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+        u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+    }
+
+    #[test]
+    fn files_and_directories_get_the_modes_the_umask_gives() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, tree, _) = tree_and_outside();
+        let b = Beneath::open(&tree, false).unwrap();
+        b.write("shop/configmap-web.yaml", b"x: 1\n").unwrap();
+        let mode = |p: &str| {
+            std::fs::metadata(tree.join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        let mask = umask();
+        // Not a secret: readable as any file a program makes (0644 under umask 0022).
+        assert_eq!(mode("shop/configmap-web.yaml"), 0o666 & !mask);
+        assert_eq!(mode("shop"), 0o777 & !mask);
+        // Rewritten (a new file renamed over it): the same.
+        b.write("shop/configmap-web.yaml", b"x: 2\n").unwrap();
+        assert_eq!(mode("shop/configmap-web.yaml"), 0o666 & !mask);
     }
 
     #[test]

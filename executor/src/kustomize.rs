@@ -214,7 +214,7 @@ fn previous_resources(
 /// What a kustomization envc wrote lists (file names relative to its directory), each
 /// with the blake3 hash of what envc wrote there when it recorded one; an error when envc
 /// did not write it, or another environment did. Only what envc writes is read as a
-/// resource (`NAMESPACE/KIND-NAME.yaml`), never a path out of the directory.
+/// resource (`NAMESPACE/kind-NAME.yaml`), never a path out of the directory.
 pub fn listing(bytes: &[u8], environment: &str) -> Result<Vec<(String, Option<String>)>, NotOurs> {
     let text = String::from_utf8_lossy(bytes);
     if !text.starts_with(MARK) && !text.starts_with(OLD_MARK) {

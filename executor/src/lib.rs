@@ -48,6 +48,7 @@ pub(crate) mod stack;
 pub(crate) mod state;
 pub mod store;
 pub mod substitute;
+pub(crate) mod templates;
 pub(crate) mod tools;
 pub mod transport;
 pub(crate) mod verify;
@@ -75,7 +76,8 @@ pub use stack::{facts as stack_facts, StackError};
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use spec::{on_target, Spec};
-pub use substitute::{describe_decl, Resolution};
+pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};
+pub use templates::check_templates;
 
 // `envc secret edit`: the plaintext in an editor, removed on every way out.
 pub use secret_edit::{edit as edit_secrets, EditError};

@@ -8,7 +8,7 @@ use envc_compiler::SourceLoader;
 
 use crate::kinds;
 use crate::record::{leaving, DriftFacts, Intent, RealizationRecord};
-use crate::resolve::{resolve, Resolved};
+use crate::resolve::{preview, resolve, Resolved};
 use crate::spec::Spec;
 use crate::substitute::{Known, Resolution};
 
@@ -216,6 +216,9 @@ pub struct Plan {
     pub nodes: Vec<PlannedNode>,
     /// Live records whose node left the graph: (key, record).
     pub deletions: Vec<(String, RealizationRecord)>,
+    /// Each Kubernetes object that waits for a value not known yet, resolved with that
+    /// value's placeholder in its place (`envc render --preview`), by node index.
+    pub previews: BTreeMap<usize, Resolved>,
 }
 
 impl Plan {
@@ -309,11 +312,27 @@ pub fn plan(
             assessment: a,
         });
     }
+    let mut previews = BTreeMap::new();
+    for n in &nodes {
+        let i = n.index;
+        if spec.nodes[i].kind == envc_compiler::types::NodeKind::Manifest
+            && matches!(n.assessment.resolved, Err(Resolution::Pending(_)))
+        {
+            let lookup = |j: usize| known[j].as_ref();
+            if let Ok(r) = preview(spec, i, &lookup, files) {
+                previews.insert(i, r);
+            }
+        }
+    }
     let in_graph: std::collections::BTreeSet<&str> =
         spec.nodes.iter().map(|n| n.key.as_str()).collect();
     let deletions = leaving(&|k| in_graph.contains(k), records, intents)
         .into_iter()
         .map(|r| (r.node.clone(), r))
         .collect();
-    Plan { nodes, deletions }
+    Plan {
+        nodes,
+        deletions,
+        previews,
+    }
 }

@@ -59,7 +59,27 @@ pub fn resolve<'a>(
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
     files: &'a dyn SourceLoader,
 ) -> Result<Resolved, Resolution> {
-    let resolver = Resolver::new(spec, known);
+    resolve_with(Resolver::new(spec, known), i, files)
+}
+
+/// [`resolve`] for a preview: each deferred value not known yet is its placeholder
+/// (`substitute::placeholder`), so the node resolves before its inputs are built. What it
+/// gives is for people to read, never to realize.
+pub fn preview<'a>(
+    spec: &'a Spec,
+    i: usize,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    files: &'a dyn SourceLoader,
+) -> Result<Resolved, Resolution> {
+    resolve_with(Resolver::previewing(spec, known), i, files)
+}
+
+fn resolve_with<'a>(
+    resolver: Resolver<'a>,
+    i: usize,
+    files: &'a dyn SourceLoader,
+) -> Result<Resolved, Resolution> {
+    let spec = resolver.spec();
     let node = &spec.nodes[i];
     let mut attrs: BTreeMap<String, crate::spec::Val> = BTreeMap::new();
     for (k, v) in &node.attrs {

@@ -60,6 +60,30 @@ pub fn fact_of_output(kind: NodeKind, output: &str) -> String {
     }
 }
 
+/// How a preview (`envc render --preview`) writes a deferred value not known yet:
+/// `<known after build: vm:web.address>`. A delivery refuses any object that holds it.
+pub const PLACEHOLDER: &str = "<known after build: ";
+
+/// The placeholder of output `output` of the node keyed `producer`.
+pub fn placeholder(producer: &str, output: &str) -> String {
+    format!("{PLACEHOLDER}{producer}.{output}>")
+}
+
+/// The values a text holds placeholders for (`vm:web.address`), in order, each once.
+pub fn placeholders_in(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices(PLACEHOLDER) {
+        let rest = &text[at + PLACEHOLDER.len()..];
+        if let Some(end) = rest.find('>') {
+            let name = rest[..end].to_string();
+            if !found.contains(&name) {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
 fn output_is_int(kind: NodeKind, output: &str) -> bool {
     envc_compiler::builtins::schema(kind)
         .outputs
@@ -70,6 +94,8 @@ fn output_is_int(kind: NodeKind, output: &str) -> bool {
 pub(crate) struct Resolver<'a> {
     spec: &'a Spec,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    /// A deferred value not known yet becomes its [`placeholder`] rather than `Pending`.
+    preview: bool,
 }
 
 impl<'a> Resolver<'a> {
@@ -77,7 +103,27 @@ impl<'a> Resolver<'a> {
         spec: &'a Spec,
         known: &'a dyn Fn(usize) -> Option<&'a Known>,
     ) -> Resolver<'a> {
-        Resolver { spec, known }
+        Resolver {
+            spec,
+            known,
+            preview: false,
+        }
+    }
+
+    /// A resolver for a preview: what is not known yet is written as a placeholder.
+    pub(crate) fn previewing(
+        spec: &'a Spec,
+        known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    ) -> Resolver<'a> {
+        Resolver {
+            spec,
+            known,
+            preview: true,
+        }
+    }
+
+    pub(crate) fn spec(&self) -> &'a Spec {
+        self.spec
     }
 
     fn known(&self, i: usize) -> Result<&'a Known, Resolution> {
@@ -103,7 +149,15 @@ impl<'a> Resolver<'a> {
             Val::Output { node, output } => {
                 let producer = &self.spec.nodes[*node];
                 let fact = fact_of_output(producer.kind, output);
-                let facts = &self.known(*node)?.facts;
+                let facts = match self.known(*node) {
+                    Ok(k) => &k.facts,
+                    // A string even where the field is a number (a port): the preview is
+                    // for people to read, and a cluster must refuse it if it gets there.
+                    Err(Resolution::Pending(_)) if self.preview => {
+                        return Ok(Val::Str(placeholder(&producer.key, output)))
+                    }
+                    Err(e) => return Err(e),
+                };
                 if producer.kind == NodeKind::Stack {
                     let ty = crate::stack::reads(producer)
                         .into_iter()
@@ -469,9 +523,9 @@ impl std::fmt::Display for TemplateError {
 
 impl std::error::Error for TemplateError {}
 
-/// Renders a minijinja template strictly: an undefined variable is an error, not an empty
-/// string.
-pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, TemplateError> {
+/// The minijinja environment templates are rendered in (and checked against, by
+/// `templates::check_templates`).
+pub(crate) fn template_environment<'s>() -> minijinja::Environment<'s> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     // An undefined value's error names it only in debug mode, which minijinja turns on
@@ -485,6 +539,13 @@ pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, T
     {
         env.set_syntax(syntax);
     }
+    env
+}
+
+/// Renders a minijinja template strictly: an undefined variable is an error, not an empty
+/// string.
+pub fn render_template(path: &str, text: &str, vars: &Json) -> Result<Vec<u8>, TemplateError> {
+    let mut env = template_environment();
     let describe = |e: minijinja::Error| TemplateError {
         path: path.to_string(),
         line: e.line(),
@@ -522,7 +583,7 @@ pub fn output_json<'a>(
     v: &Val,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
 ) -> Json {
-    let r = Resolver { spec, known };
+    let r = Resolver::new(spec, known);
     match r.substitute(v) {
         Ok(v) => shown_json(&v, spec),
         Err(_) => Json::Null,

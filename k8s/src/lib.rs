@@ -6,17 +6,29 @@
 //! Schema by schemars: the same definitions `kubectl` validates against, without a cluster.
 
 mod kinds;
+pub mod selector;
 mod validate;
 pub mod yaml;
 
 pub use kinds::{find, kinds, Kind};
-pub use validate::{validate, Problem, ProblemKind, Seg, DEFERRED};
+pub use validate::{Problem, ProblemKind, Seg, DEFERRED};
 
 /// The Kubernetes version whose API objects are validated against (k8s-openapi's
 /// `v1_37`), as the lockfile pins it.
 pub use envc_ids::KUBERNETES_VERSION;
 
 use serde_json::{json, Map, Value as Json};
+
+/// The problems of `object` against the API schema of its kind, then, once each field is
+/// of its type (a selector of the wrong type is one problem, not two), what the API server
+/// checks beyond the schema (`selector`: a workload must select its own pods).
+pub fn validate(object: &Json) -> Vec<Problem> {
+    let problems = validate::validate(object);
+    match problems.is_empty() {
+        true => selector::problems(object),
+        false => problems,
+    }
+}
 
 /// A size as Kubernetes writes a quantity: in the largest binary unit that divides it
 /// (`512Mi`, `2Gi`), else in bytes.
@@ -99,7 +111,8 @@ pub fn file_of_node(node_name: &str) -> String {
 }
 
 /// The file an object is written to, in a rendered directory or a GitOps repository:
-/// `NAMESPACE/KIND-NAME.yaml`, or `_cluster/KIND-NAME.yaml` for a cluster-wide object.
+/// `NAMESPACE/kind-NAME.yaml` (the kind in lower case: `shop/deployment-web.yaml`), or
+/// `_cluster/kind-NAME.yaml` for a cluster-wide object.
 pub fn file_name(kind: &str, name: &str, namespace: &str) -> String {
     let dir = if namespace.is_empty() {
         "_cluster"

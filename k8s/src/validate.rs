@@ -22,6 +22,9 @@ pub enum ProblemKind {
     UnknownField,
     MissingField,
     WrongType,
+    /// Fields that each pass the schema but disagree (a selector and the pod template it
+    /// must select: `selector.rs`).
+    Mismatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +58,8 @@ impl Problem {
 }
 
 /// The problems of `object` (a whole Kubernetes object: `apiVersion`, `kind`, `metadata`, …)
-/// against the schema of its kind. An object of a kind envc does not know (a custom
+/// against the schema of its kind (`crate::validate` adds what the API server checks
+/// beyond it). An object of a kind envc does not know (a custom
 /// resource) has none, unless its `apiVersion` is a built-in group's: then it is a typo.
 pub fn validate(object: &Json) -> Vec<Problem> {
     let api_version = object

@@ -1,14 +1,32 @@
-//! `envc check FILE`: parse, type-check and evaluate; every problem reported.
+//! `envc check FILE`: parse, type-check and evaluate; every problem reported. Templates are
+//! checked too (they parse, and read only what their `vars` give), as a build would find
+//! them, but before anything runs and at both places: the call and the template.
 
+use std::io::Write;
 use std::path::Path;
 
-use super::{compile_env, graph, Params, Ui};
-use crate::exit::Exit;
-use crate::exit::Outcome;
+use super::{compile_env, prefix, Params, Ui};
+use crate::exit::{Exit, Failure, Outcome};
 
 pub fn check(file: &Path, params: &Params, ui: Ui) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
-    let g = graph(&env)?;
+    let mut env = compile_env(file, params, true, ui)?;
+    let Some(g) = env.compiled.graph.as_ref() else {
+        return Err(Failure::Input("the environment has no graph".into()));
+    };
+    let problems = envc_executor::check_templates(g, &mut env.compiled.sources, &env.files);
+    if !problems.is_empty() {
+        let renderer = ui.renderer(&env.compiled.sources, &prefix(file));
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}", renderer.render_all(&problems));
+        let n = problems.len();
+        let _ = writeln!(
+            err,
+            "error: envc found {n} problem{} in {}",
+            if n == 1 { "" } else { "s" },
+            file.display()
+        );
+        return Err(Failure::Reported(Exit::Input));
+    }
     let policies = match g.policies {
         0 => String::new(),
         1 => ", 1 policy kept".into(),

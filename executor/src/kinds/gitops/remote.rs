@@ -211,6 +211,33 @@ pub async fn read_back(
     })
 }
 
+/// A repository is what a cluster applies: an object that holds a preview's placeholder
+/// (`<known after build: …>`, which only `envc render --preview` writes; a source that
+/// spells it out gets here too) is never committed.
+fn refuse_placeholders(d: &Delivery) -> Result<(), StepError> {
+    let held: Vec<String> = d
+        .write
+        .iter()
+        .map(|(name, yaml)| (name, Some(yaml)))
+        .chain(d.keep.iter().map(|(name, yaml)| (name, yaml.as_ref())))
+        .filter_map(|(name, yaml)| {
+            let found = crate::substitute::placeholders_in(yaml?);
+            (!found.is_empty()).then(|| format!("{name} ({})", found.join(", ")))
+        })
+        .collect();
+    match held.first() {
+        None => Ok(()),
+        Some(_) => Err(StepError::with_hint(
+            format!(
+                "refusing to commit objects that hold a value not known yet (`{}…>`): {}",
+                crate::substitute::PLACEHOLDER,
+                held.join(", ")
+            ),
+            "nothing was committed or pushed; such a placeholder is what `envc render --preview` writes, never a value to deliver",
+        )),
+    }
+}
+
 /// Writes, commits and pushes `d` (see the module's comment).
 pub async fn deliver(
     t: &Transport,
@@ -218,6 +245,7 @@ pub async fn deliver(
     d: &Delivery,
     work: &Path,
 ) -> Result<Delivered, StepError> {
+    refuse_placeholders(d)?;
     let remote = t.git_remote(&spec.repo);
     let mut retries = 0;
     loop {
@@ -673,5 +701,48 @@ async fn run_git(
             args[0],
             GIT_TIMEOUT.as_secs()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn delivery(write: &[(&str, &str)], keep: &[(&str, Option<&str>)]) -> Delivery {
+        Delivery {
+            write: write
+                .iter()
+                .map(|(n, y)| (n.to_string(), y.to_string()))
+                .collect(),
+            keep: keep
+                .iter()
+                .map(|(n, y)| (n.to_string(), y.map(str::to_string)))
+                .collect(),
+            environment: "prod".into(),
+            run: "r".into(),
+            source: None,
+        }
+    }
+
+    #[test]
+    fn a_placeholder_is_never_delivered() {
+        let fine = delivery(
+            &[("shop/configmap-web.yaml", "data:\n  upstream: 10.89.0.2\n")],
+            &[("shop/deployment-web.yaml", None)],
+        );
+        assert!(refuse_placeholders(&fine).is_ok());
+        let held = "data:\n  upstream: \"<known after build: vm:web.address>:8080\"\n";
+        for d in [
+            delivery(&[("shop/configmap-web.yaml", held)], &[]),
+            delivery(&[], &[("shop/configmap-web.yaml", Some(held))]),
+        ] {
+            let e = refuse_placeholders(&d).unwrap_err().to_string();
+            assert!(
+                e.contains("shop/configmap-web.yaml (vm:web.address)")
+                    && e.contains("nothing was committed"),
+                "{e}"
+            );
+        }
     }
 }
