@@ -300,6 +300,7 @@ fn template_diagnostics_render() {
         let c = case(name, main).file("app.conf.j2", template);
         let loader = MemoryLoader {
             files: c.files.iter().cloned().collect(),
+            ..MemoryLoader::default()
         };
         let mut compiled = compile("main.env", &loader, &CompileOptions::default());
         assert!(
