@@ -399,6 +399,26 @@ pub fn lock_environment(
                 env_file.display()
             )))
         }
+        // A plain relock keeps every pin that still holds, as `cargo` and `nix flake lock`
+        // do: it pins what is new and mends what no longer matches the source (with the
+        // archive states those were read from), and drops what nothing uses. Only
+        // `--update` moves what holds: a relock to add one package is a reviewable diff,
+        // not every pin that moved in the archive since.
+        (Some(old), LockRequest::All) => {
+            let known = old.keys();
+            let mut keys: Vec<PinKey> = stale_pins(old, &needs)
+                .iter()
+                .map(|p| match p {
+                    LockProblem::Stale(s) => s.key.clone(),
+                    LockProblem::Inconsistent(i) => i.key.clone(),
+                })
+                .chain(fresh.keys().into_iter().filter(|k| !known.contains(k)))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            envc_lockfiles::environment::update_pins(old, &fresh, &keys)
+                .map_err(|e| LockCommandError::Input(e.to_string()))?
+        }
         _ => fresh,
     };
     let command = format!(
