@@ -827,9 +827,27 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
         let auto = run_ok(&t, &["apt-mark", "showauto", "jq", "libjq1", "libonig5"]).await;
         assert_eq!(String::from_utf8_lossy(&auto), "libjq1\nlibonig5\n");
 
-        // Again, with the store emptied and no mirror: what the host has is not shipped.
+        // Again, with the store emptied and no mirror: the host has every pinned version,
+        // but nothing can hold them to their pinned bytes (an edited sha256 would pass), so
+        // the node fails naming the pin, and the host is left as it is.
         for name in ["jq", "libjq1", "libonig5"] {
             std::fs::remove_file(store.deb_path(&pins[name].pin.sha256)).unwrap();
+        }
+        let e = packages::install_packages(&t, &store, std::slice::from_ref(&jq), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(pin package:jq)") && e.contains("cannot fetch"), "{e}");
+        assert_eq!(
+            run_ok(&t, &["dpkg-query", "-W", "-f", "${Status}", "jq"]).await,
+            b"install ok installed"
+        );
+        // With the store's copies back: what the host has is checked, and not shipped.
+        for name in ["jq", "libjq1", "libonig5"] {
+            let p = &pins[name].pin;
+            store
+                .put_deb(&p.sha256, &std::fs::read(repo.join(&p.filename)).unwrap())
+                .unwrap();
         }
         let again = packages::install_packages(&t, &store, std::slice::from_ref(&jq), None)
             .await
