@@ -106,13 +106,16 @@ impl Project {
             .tempdir()
             .unwrap();
         std::fs::write(dir.path().join(name), text).unwrap();
-        Project { dir, as_user: false }
+        Project {
+            dir,
+            as_user: false,
+        }
     }
 
     /// A project of `TEST_USER`'s, in a directory only it may enter (mode 0700, as a home
     /// directory can be): what mmdebstrap's unshared root reads must not come from there.
-    fn of_test_user(name: &str, text: &str, lock: Option<&Path>) -> Project {
-        let p = Project::new(name, text);
+    fn of_test_user(name: &str, source: &str, lock: Option<&Path>) -> Project {
+        let mut p = Project::new(name, source);
         if let Some(lock) = lock {
             let to = p.dir.path().join(name.replace(".env", ".lock"));
             std::fs::copy(lock, to).unwrap();
@@ -127,7 +130,8 @@ impl Project {
             "no user {TEST_USER} (./scripts/setup makes it): {}",
             text(&o)
         );
-        Project { as_user: true, ..p }
+        p.as_user = true;
+        p
     }
 
     fn store(&self) -> PathBuf {
@@ -252,11 +256,7 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     // All of it as an ordinary user: the image, the VM, its configuration and `verify`.
     // Locked against Debian's archive: `verify` rebuilds from the lockfile. The image's
     // pins are the quickstart's, so it is the golden's image (`lock` adds `hello`).
-    let p = Project::of_test_user(
-        "t.env",
-        ENV,
-        Some(&repo().join("examples/quickstart.lock")),
-    );
+    let p = Project::of_test_user("t.env", ENV, Some(&repo().join("examples/quickstart.lock")));
     let o = p.envc("t.env", &["lock"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 

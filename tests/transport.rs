@@ -837,7 +837,10 @@ fn pinned_debs_install_from_the_store_on_a_host_with_no_apt_source() {
             .await
             .unwrap_err()
             .to_string();
-        assert!(e.contains("(pin package:jq)") && e.contains("cannot fetch"), "{e}");
+        assert!(
+            e.contains("(pin package:jq)") && e.contains("cannot fetch"),
+            "{e}"
+        );
         assert_eq!(
             run_ok(&t, &["dpkg-query", "-W", "-f", "${Status}", "jq"]).await,
             b"install ok installed"
