@@ -136,6 +136,11 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
     assert!(!stdout(&o).contains("package:jq"), "{}", text(&o));
     assert!(p.lockfile().contains("version = \"2.10-3+b1\""));
     assert!(p.lockfile().contains("version = \"1.6-2.1\""));
+    // A plain relock keeps every pin that still holds: jq too, though the archive moved.
+    let pinned = p.lockfile();
+    let o = p.envc(&["lock", "prod.env"]);
+    expect(&o, 0);
+    assert_eq!(p.lockfile(), pinned, "{}", text(&o));
 
     // What a pull request changes: the pin, and the nodes whose ids change with it.
     let o = p.envc(&["lock", "diff", "old.lock", "prod.lock", "--env", "prod.env"]);

@@ -285,8 +285,10 @@ fn moved_pins(old: &Lockfile, new: &Lockfile) -> Vec<envc_lockfiles::PackagePin>
 pub enum LockRequest<'a> {
     /// `--check`: change nothing.
     Check,
-    /// Resolve every pin again.
+    /// `--update`: resolve every pin again.
     All,
+    /// A plain `envc lock`: pin what is new, mend what no longer holds, keep the rest.
+    Relock,
     /// `--update=KEY…`: move only these.
     Update(&'a [PinKey]),
     /// `--update=security`: move only what the security suites changed.
@@ -345,7 +347,7 @@ pub fn lock_environment(
     let old = match read_lock(env_file) {
         Ok(old) => old.map(|l| l.lock),
         // Regenerating is how a broken lockfile is fixed.
-        Err(e) if matches!(request, LockRequest::All) => {
+        Err(e) if matches!(request, LockRequest::All | LockRequest::Relock) => {
             warnings.push(format!("{e}\nwarning: writing a new lockfile in its place"));
             None
         }
@@ -399,6 +401,16 @@ pub fn lock_environment(
                 env_file.display()
             )))
         }
+        // A plain relock keeps every pin that still holds, as `cargo` and `nix flake lock`
+        // do: it pins what is new and mends what no longer matches the source (with the
+        // archive states those were read from), and drops what nothing uses. Only
+        // `--update` moves what holds: a relock to add one package is a reviewable diff,
+        // not every pin that moved in the archive since.
+        (Some(old), LockRequest::Relock) => {
+            let keys = relock_keys(old, &fresh, &stale_pins(old, &needs));
+            envc_lockfiles::environment::update_pins(old, &fresh, &keys)
+                .map_err(|e| LockCommandError::Input(e.to_string()))?
+        }
         _ => fresh,
     };
     let command = format!(
@@ -447,6 +459,45 @@ pub fn lock_environment(
         path,
         warnings,
     })
+}
+
+/// The pins a plain relock moves: each that no longer holds (`problems`), each `fresh` has
+/// and `old` lacks, and, where a Debian suite's own pin no longer holds (it takes other
+/// suites beside it now), every pin read from that suite or those beside it.
+fn relock_keys(old: &Lockfile, fresh: &Lockfile, problems: &[LockProblem]) -> Vec<PinKey> {
+    let known = old.keys();
+    let mut keys: Vec<PinKey> = problems
+        .iter()
+        .map(|p| match p {
+            LockProblem::Stale(s) => s.key.clone(),
+            LockProblem::Inconsistent(i) => i.key.clone(),
+        })
+        .chain(fresh.keys().into_iter().filter(|k| !known.contains(k)))
+        .collect();
+    let suites: Vec<String> = keys
+        .iter()
+        .filter_map(|k| match k {
+            PinKey::Archive(a) => Some(old.group(old.main_of(a))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let from = |archive: &str| suites.iter().any(|s| s == archive);
+    keys.extend(
+        old.packages
+            .iter()
+            .filter(|p| from(&p.archive))
+            .map(|p| p.key()),
+    );
+    keys.extend(
+        old.images
+            .iter()
+            .filter(|i| from(&i.archive) || i.packages.iter().any(|p| from(&p.archive)))
+            .map(|i| i.key()),
+    );
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 /// What `envc lock --migrate` did.

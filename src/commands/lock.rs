@@ -127,8 +127,9 @@ pub fn lock(
     let request = match (check, security, keys.is_empty()) {
         (true, _, _) => LockRequest::Check,
         (false, true, _) => LockRequest::Security,
-        // `--update` alone: every pin, like a plain `envc lock`.
-        (false, false, true) => LockRequest::All,
+        // `--update` alone: every pin. A plain `envc lock`: what is new or no longer holds.
+        (false, false, true) if update.is_some() => LockRequest::All,
+        (false, false, true) => LockRequest::Relock,
         (false, false, false) => LockRequest::Update(&keys),
     };
     let store = envc_executor::store_root(file);

@@ -254,7 +254,7 @@ pub async fn build_image(store: &Store, spec: &ImageSpec) -> Result<Facts, StepE
                 spec.suite,
                 tail.join("\n")
             ),
-            "the image build needs root, mmdebstrap and e2fsprogs (`./scripts/setup` installs them)",
+            "the image build needs mmdebstrap, e2fsprogs and, without root, uidmap and 65536 subordinate ids for this user in /etc/subuid and /etc/subgid (`./scripts/setup` installs the tools; `usermod --add-subuids`/`--add-subgids` gives the ids)",
         ));
     }
     if let Some(expected) = &spec.expected() {

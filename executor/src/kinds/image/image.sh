@@ -18,9 +18,16 @@
 # image, each named SHA256.deb and already checked against its pin by envc:
 # they become a local archive, the only one the build sees (MIRROR is then
 # only what the guest's sources.list names), and CACHE_DIR is not used.
-# Runs as root on Debian 12 (mmdebstrap 1.3.5, e2fsprogs 1.47.0). This script
-# is embedded in envc and run as `bash -c "$SCRIPT" image.sh ARGS...`, so it
-# must not depend on its own path: every guest file is written from a heredoc.
+# Runs as root or as an ordinary user, on Debian 12 (mmdebstrap 1.3.5,
+# e2fsprogs 1.47.0, util-linux 2.38), with the same outputs either way:
+# mmdebstrap's unshare mode makes the rootfs (its tarball is bit for bit the
+# root mode's), and the disk is laid out in a private mount namespace (as an
+# ordinary user, a user namespace that maps the user's subordinate ids, from
+# /etc/subuid and /etc/subgid, through newuidmap and newgidmap). Nothing is
+# mounted on the machine itself, so a killed build leaves no mount behind.
+# This script is embedded in envc and run as `bash -c "$SCRIPT" image.sh
+# ARGS...`, so it must not depend on its own path: every guest file is
+# written from a heredoc.
 #
 # The image boots directly with the Debian cloud kernel (no initramfs, no
 # bootloader): the caller passes vmlinuz to QEMU with
@@ -45,14 +52,30 @@ OUT_DIR=$1 SUITE=$2 MIRROR=$3 PACKAGES=$4 CACHE_DIR=$5 FILES_DIR=${6:-}
 
 # ---------------------------------------------------------------- checks ---
 
-[ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap --mode=root, mount)"
+# As root, namespaces need nothing more. An ordinary user needs subordinate
+# ids for the files of the guest's own users (mmdebstrap's unshare mode, and
+# the namespace in which the disk is laid out).
+ME=$(id -un)
+if [ "$(id -u)" = 0 ]; then
+    IN_NAMESPACE=(unshare --mount --propagation private)
+else
+    for tool in newuidmap newgidmap; do
+        command -v "$tool" >/dev/null ||
+            die "$tool not found: an image built without root needs the uidmap package (\`apt-get install uidmap\`, which scripts/setup does)"
+    done
+    for f in /etc/subuid /etc/subgid; do
+        awk -F: -v u="$ME" -v i="$(id -u)" '($1 == u || $1 == i) && $3 >= 65536 { ok = 1 } END { exit !ok }' "$f" 2>/dev/null ||
+            die "$f gives $ME no range of 65536 subordinate ids, which an image built without root needs for the guest's users: as root, \`usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $ME\` (any free range)"
+    done
+    IN_NAMESPACE=(unshare --map-users=auto --map-groups=auto --map-root-user --mount --propagation private)
+fi
 [[ ${SOURCE_DATE_EPOCH:-} =~ ^[0-9]+$ ]] ||
     die "SOURCE_DATE_EPOCH must be set to a number of seconds"
 SDE=$SOURCE_DATE_EPOCH
 export SOURCE_DATE_EPOCH
 
-for tool in mmdebstrap mke2fs debugfs e2fsck tar mount umount dpkg-query \
-    dpkg-deb sha256sum chroot; do
+for tool in mmdebstrap mke2fs debugfs e2fsck tar mount umount unshare \
+    dpkg-query dpkg-deb sha256sum chroot; do
     command -v "$tool" >/dev/null || die "required tool not found: $tool"
 done
 MERGED_USR_HOOKS=/usr/share/mmdebstrap/hooks/merged-usr
@@ -104,25 +127,30 @@ HASH_SEED=$(derive_uuid hash-seed)
 # Everything is built in a temp dir under OUT_DIR and moved into place only
 # at the very end, so a failed run never leaves outputs with final names.
 WORK=$(mktemp -d "$OUT_DIR/.envc-image.XXXXXX")
-STAGE=$WORK/stage
+# What mmdebstrap's unshared root reads (the hooks, the guest's files, the
+# local archive) and its chroot: readable by anyone, since that root is one
+# of the user's subordinate ids, which may not enter the store (under a home
+# directory of mode 0700, say). In /tmp, a fixed place, because the
+# archive's path goes into a sources.list line, which apt splits on spaces.
+SCRATCH=$(mktemp -d /tmp/envc-image.XXXXXX)
+chmod 0755 "$SCRATCH"
 
 cleanup() {
-    local rc=$? m
-    # Unmount anything left below WORK (our tmpfs; mmdebstrap's /proc, /sys,
-    # /dev if it died hard), deepest first, before deleting the tree.
-    while read -r m; do
-        umount -l "$m" 2>/dev/null || true
-    done < <(awk -v w="$WORK" 'index($5, w "/") == 1 { print $5 }' \
-        /proc/self/mountinfo | sort -r)
+    local rc=$?
+    # mmdebstrap removes its chroot as it ends; one it left when killed hard
+    # belongs to subordinate ids, which only a namespace that maps them can
+    # remove. The disk was laid out in a namespace of its own: its mounts
+    # went with it.
+    "${IN_NAMESPACE[@]}" rm -rf --one-file-system "$SCRATCH" 2>/dev/null ||
+        rm -rf --one-file-system "$SCRATCH" 2>/dev/null || true
     rm -rf --one-file-system "$WORK" 2>/dev/null || true
-    if [ -n "${REPO:-}" ]; then rm -rf "$REPO" 2>/dev/null || true; fi
     if [ "$rc" -ne 0 ]; then
         log "failed (exit $rc); no outputs written"
     fi
 }
 # mmdebstrap runs in the background (see below) so that a signal is handled
-# at once: it is passed on, and mmdebstrap unmounts and removes its chroot
-# before we clean up.
+# at once: it is passed on, and mmdebstrap removes its chroot before we
+# clean up.
 MM_PID=
 on_signal() {
     if [ -n "$MM_PID" ]; then
@@ -146,13 +174,16 @@ PINNED=${ENVC_PINNED_DEBS:-}
 SOURCE=$MIRROR
 if [ -n "$PINNED" ]; then
     [ -d "$PINNED" ] || die "ENVC_PINNED_DEBS is not a directory: $PINNED"
+    PINNED=$(realpath "$PINNED")
     ARCH=$(dpkg --print-architecture)
-    # Its path goes into a sources.list line, which apt splits on spaces: a fixed place,
-    # whatever the store's path is (the .debs stay in the store, linked from it).
-    REPO=$(mktemp -d /tmp/envc-archive.XXXXXX)
+    # Copies, readable by mmdebstrap's unshared root, which may not enter the
+    # store (a link would keep the store's modes).
+    REPO=$SCRATCH/archive
     INDEX=$REPO/dists/$SUITE/main/binary-$ARCH
-    mkdir -p "$INDEX"
-    ln -s "$(realpath "$PINNED")" "$REPO/pool"
+    mkdir -p "$INDEX" "$REPO/pool"
+    cp --reflink=auto "$PINNED"/*.deb "$REPO/pool/" 2>/dev/null ||
+        die "cannot copy the pinned .debs from $PINNED"
+    chmod -R a+rX "$REPO"
     n=0
     for deb in "$REPO"/pool/*.deb; do
         [ -f "$deb" ] || continue
@@ -180,7 +211,7 @@ fi
 
 # Files copied into the guest by the customize hook (owner root:root,
 # mtime SOURCE_DATE_EPOCH).
-OVL=$WORK/overlay
+OVL=$SCRATCH/overlay
 mkdir -p "$OVL/etc/systemd/network" "$OVL/etc/ssh/sshd_config.d" \
     "$OVL/etc/systemd/system/ssh.service.d" "$OVL/usr/local/lib/envc" \
     "$OVL/etc/apt"
@@ -315,41 +346,24 @@ fi
 EOF
 chmod 0755 "$OVL/usr/local/lib/envc/ssh-host-key"
 
-# mmdebstrap hooks (run as "$ENVC_WORK/NAME.sh" ROOTFS, environment below).
+# The guest's own files from FILES_DIR, where the unshared root reads them.
+FILES=
+if [ -n "$FILES_DIR" ]; then
+    FILES=$SCRATCH/files
+    cp -a "$FILES_DIR" "$FILES" || die "cannot copy FILES_DIR"
+    chmod -R a+rX "$FILES"
+fi
 
-# Runs before mmdebstrap downloads anything: seeds the rootfs's apt archive
-# from CACHE_DIR, with hard links when it is on the same filesystem.
-# Environment: ENVC_CACHE.
-cat >"$WORK/setup.sh" <<'EOF'
+# The customize hook: runs in mmdebstrap's namespace as its root, after all
+# packages are installed. Arguments: ROOTFS OVERLAY [FILES].
+# Environment: SOURCE_DATE_EPOCH.
+cat >"$SCRATCH/customize.sh" <<'EOF'
 #!/bin/bash
 set -euo pipefail
-dest=$1/var/cache/apt/archives/
-mkdir -p "$dest"
-[ -n "$ENVC_CACHE" ] || exit 0
-# shellcheck disable=SC2016 # expanded by the inner sh
-find "$ENVC_CACHE" -maxdepth 1 -type f -name '*.deb' -exec sh -c \
-    'cp -l "$@" "$0" 2>/dev/null || cp --remove-destination "$@" "$0"' \
-    "$dest" {} +
-EOF
-chmod 0755 "$WORK/setup.sh"
+root=$1 overlay=$2 files=${3:-}
+# The build's own directory may be closed to this root (find returns to it).
+cd /
 
-# Runs inside mmdebstrap after all packages are installed; $1 = rootfs.
-# Environment: ENVC_CACHE, ENVC_OVERLAY, ENVC_FILES, SOURCE_DATE_EPOCH.
-cat >"$WORK/customize.sh" <<'EOF'
-#!/bin/bash
-set -euo pipefail
-root=$1
-
-# Save newly downloaded .debs to the cache (mmdebstrap's cleanup deletes
-# them from the rootfs afterwards). Copy to a temp name, then rename, so a
-# concurrent or interrupted build never sees a truncated .deb.
-for f in "$root"/var/cache/apt/archives/*.deb; do
-    [ -n "$ENVC_CACHE" ] && [ -f "$f" ] || continue
-    b=${f##*/}
-    [ -e "$ENVC_CACHE/$b" ] && continue
-    cp "$f" "$ENVC_CACHE/.$b.tmp.$$"
-    mv -f "$ENVC_CACHE/.$b.tmp.$$" "$ENVC_CACHE/$b"
-done
 # A download touches archives/partial/, a fully cached build does not: pin
 # the directories' mtimes so the cache state does not show in the output.
 find "$root/var/cache/apt" -type d -exec touch -d "@$SOURCE_DATE_EPOCH" {} +
@@ -362,9 +376,9 @@ copy_tree() {
         tar -C "$root" -xpf - --numeric-owner --no-overwrite-dir \
             --keep-directory-symlink
 }
-copy_tree "$ENVC_OVERLAY"
-if [ -n "$ENVC_FILES" ]; then
-    copy_tree "$ENVC_FILES"
+copy_tree "$overlay"
+if [ -n "$files" ]; then
+    copy_tree "$files"
 fi
 
 chroot "$root" systemctl enable systemd-networkd.service
@@ -386,29 +400,41 @@ rm -f "$root/etc/hostname"
 # INITRD=No should have prevented it; the cloud kernel needs no initramfs.
 rm -f "$root"/boot/initrd.img-* "$root"/initrd.img "$root"/initrd.img.old
 EOF
-chmod 0755 "$WORK/customize.sh"
+chmod -R a+rX "$SCRATCH"
 
 # ---------------------------------------------------------------- rootfs ---
 
 log "building rootfs ($SUITE from ${PINNED:+the pinned .debs, for }$MIRROR; packages: $INCLUDE)"
 MMLOG=$WORK/mmdebstrap.log
+# - --mode=unshare: as root and as an ordinary user alike, so that both
+#   build one way (mmdebstrap's tarball is the same as root mode's).
 # - INITRD=No: initramfs-tools' kernel hook skips building an initramfs
 #   (the cloud kernel has NVMe and ext4 built in).
-# - The setup hook seeds /var/cache/apt/archives from CACHE_DIR (hard links
-#   when possible); --skip=essential/unlink keeps the essential .debs there
-#   until the customize hook has copied new ones back to CACHE_DIR.
-#   mmdebstrap's cleanup (apt-get clean) removes them all from the rootfs.
+# - The package cache: the special hooks sync-in and copy-out move .debs
+#   between CACHE_DIR and the chroot as this user, since the unshared root
+#   may not write (or read) it. --skip=essential/unlink keeps the essential
+#   .debs in the chroot until copy-out; mmdebstrap's cleanup (apt-get clean)
+#   then removes them all from the rootfs.
 # - the merged-usr hook sets up merged /usr the way debootstrap does, so
 #   apt does not pull in usrmerge (and perl) to convert the tree.
 # - docs, man pages and translations are left out (the dpkg path-excludes
 #   stay in the guest, so later installs are lean too).
 # - apt lists are removed by mmdebstrap's cleanup; run apt-get update in the
 #   VM before installing.
+CACHE_HOOKS=()
+if [ -n "$CACHE_DIR" ]; then
+    mkdir -p "$WORK/debs-out"
+    CACHE_HOOKS=(
+        --setup-hook='mkdir -p "$1/var/cache/apt/archives/"'
+        --setup-hook="sync-in $CACHE_DIR /var/cache/apt/archives/"
+        --customize-hook="copy-out /var/cache/apt/archives/ $WORK/debs-out"
+    )
+fi
+# From a directory its unshared root may enter (every path above is absolute).
+cd "$SCRATCH"
 # shellcheck disable=SC2016 # the hooks are expanded by mmdebstrap's sh
-INITRD=No TMPDIR=$WORK \
-    ENVC_CACHE=$CACHE_DIR ENVC_OVERLAY=$OVL ENVC_FILES=$FILES_DIR \
-    ENVC_WORK=$WORK \
-    mmdebstrap --mode=root --variant=apt --format=tar \
+INITRD=No TMPDIR=$SCRATCH \
+    mmdebstrap --mode=unshare --variant=apt --format=tar \
         --include="$INCLUDE" \
         --skip=essential/unlink \
         --hook-dir="$MERGED_USR_HOOKS" \
@@ -419,8 +445,9 @@ INITRD=No TMPDIR=$WORK \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
         --dpkgopt='path-include=/usr/share/locale/locale.alias' \
         --dpkgopt='path-exclude=/usr/share/lintian/*' \
-        --setup-hook='"$ENVC_WORK/setup.sh" "$1"' \
-        --customize-hook='"$ENVC_WORK/customize.sh" "$1"' \
+        "${CACHE_HOOKS[@]:0:2}" \
+        --customize-hook="bash $SCRATCH/customize.sh \"\$1\" $OVL $FILES" \
+        "${CACHE_HOOKS[@]:2}" \
         "$SUITE" "$WORK/rootfs.tar" "$SOURCE" </dev/null >"$MMLOG" 2>&1 &
 MM_PID=$!
 mm_rc=0
@@ -432,51 +459,95 @@ if [ "$mm_rc" -ne 0 ]; then
 fi
 log "rootfs.tar: $(du -h --apparent-size "$WORK/rootfs.tar" | cut -f1)"
 
+# Newly downloaded .debs into the cache: to a temp name, then renamed, so a
+# concurrent or interrupted build never sees a truncated .deb. A cache this
+# user may not write is only slower, never wrong.
+if [ -n "$CACHE_DIR" ]; then
+    for f in "$WORK"/debs-out/*.deb "$WORK"/debs-out/archives/*.deb; do
+        [ -f "$f" ] || continue
+        b=${f##*/}
+        [ -e "$CACHE_DIR/$b" ] && continue
+        { cp "$f" "$CACHE_DIR/.$b.tmp.$$" && mv -f "$CACHE_DIR/.$b.tmp.$$" "$CACHE_DIR/$b"; } 2>/dev/null || {
+            rm -f "$CACHE_DIR/.$b.tmp.$$" 2>/dev/null
+            log "cannot keep $b in the package cache $CACHE_DIR"
+            break
+        }
+    done
+    rm -rf "$WORK/debs-out"
+fi
+
 # -------------------------------------------------------------- staging ---
 
-# mke2fs -d lays out inodes in the staging directory's readdir order, which
-# on disk filesystems (ext4 htree, ...) depends on hashes and history. A
-# fresh tmpfs filled from the name-sorted tar gives the same order every
-# time.
-log "extracting rootfs into tmpfs"
-tar_bytes=$(stat -c %s "$WORK/rootfs.tar")
-mkdir "$STAGE"
-mount -t tmpfs -o "mode=0755,size=$((tar_bytes + 512 * 1024 * 1024))" \
-    envc-image "$STAGE" || die "cannot mount tmpfs on $STAGE"
-tar -C "$STAGE" --numeric-owner --xattrs --xattrs-include='*' -xpf \
-    "$WORK/rootfs.tar" || die "extracting rootfs.tar failed"
+# Everything from the tarball to disk.raw runs as root of a private mount
+# namespace (for an ordinary user, in a user namespace too, whose root is
+# the user and whose other ids are the subordinate ones): the tmpfs and the
+# guest's owners exist only there, and are gone with it, however this ends.
+stage() {
+    set -euo pipefail
 
-# Kernel
-kernels=("$STAGE"/boot/vmlinuz-*)
-if [ ${#kernels[@]} -ne 1 ] || [ ! -f "${kernels[0]}" ]; then
-    die "expected exactly one /boot/vmlinuz-* in the rootfs, found: ${kernels[*]##*/}"
-fi
-KVER=${kernels[0]##*/vmlinuz-}
-[ -s "$STAGE/lib/modules/$KVER/modules.dep" ] ||
-    die "modules.dep missing for $KVER (depmod did not run)"
-grep -q '/virtio_net\.ko' "$STAGE/lib/modules/$KVER/modules.dep" ||
-    die "virtio_net module missing for $KVER"
-install -m 0644 "${kernels[0]}" "$WORK/vmlinuz"
-printf '%s\n' "$KVER" >"$WORK/kernel-version"
-log "kernel $KVER"
+    # mke2fs -d lays out inodes in the staging directory's readdir order, which
+    # on disk filesystems (ext4 htree, ...) depends on hashes and history. A
+    # fresh tmpfs filled from the name-sorted tar gives the same order every
+    # time.
+    log "extracting rootfs into tmpfs"
+    STAGE=$WORK/stage
+    tar_bytes=$(stat -c %s "$WORK/rootfs.tar")
+    mkdir "$STAGE"
+    mount -t tmpfs -o "mode=0755,size=$((tar_bytes + 512 * 1024 * 1024))" \
+        envc-image "$STAGE" || die "cannot mount tmpfs on $STAGE"
+    # Device nodes (mmdebstrap puts /dev/console, null, ... in the tarball)
+    # cannot be made in a user namespace: they are left out here and made in
+    # the disk by debugfs below, as root or not, so both lay out one disk.
+    # A line: TYPE MODE UID GID MAJOR MINOR MTIME PATH.
+    tar --list --verbose --numeric-owner --full-time -f "$WORK/rootfs.tar" |
+        awk '$1 ~ /^[cb]/ {
+            split($2, owner, "/"); split($3, dev, ",")
+            mode = 0
+            for (i = 2; i <= 10; i++) mode = mode * 2 + (substr($1, i, 1) != "-")
+            printf "%s %o %s %s %s %s %s %s\n", substr($1, 1, 1), mode, owner[1], owner[2], dev[1], dev[2], $4 "T" $5 "Z", $6
+        }' >"$WORK/devices" || die "cannot list the device nodes of rootfs.tar"
+    excludes=()
+    while read -r _ _ _ _ _ _ _ path; do
+        case $path in
+            ./dev/[a-z]*) excludes+=("--exclude=$path") ;;
+            *) die "device node outside /dev, or of an unexpected name: $path" ;;
+        esac
+    done <"$WORK/devices"
+    tar -C "$STAGE" --numeric-owner --xattrs --xattrs-include='*' \
+        "${excludes[@]}" -xpf "$WORK/rootfs.tar" ||
+        die "extracting rootfs.tar failed"
 
-dpkg-query --admindir="$STAGE/var/lib/dpkg" -W \
-    -f='${db:Status-Status} ${Package}=${Version}\n' |
-    awk '$1 == "installed" { print $2 }' | sort >"$WORK/packages.txt"
-log "$(wc -l <"$WORK/packages.txt") packages installed"
+    # Kernel
+    kernels=("$STAGE"/boot/vmlinuz-*)
+    if [ ${#kernels[@]} -ne 1 ] || [ ! -f "${kernels[0]}" ]; then
+        die "expected exactly one /boot/vmlinuz-* in the rootfs, found: ${kernels[*]##*/}"
+    fi
+    KVER=${kernels[0]##*/vmlinuz-}
+    [ -s "$STAGE/lib/modules/$KVER/modules.dep" ] ||
+        die "modules.dep missing for $KVER (depmod did not run)"
+    grep -q '/virtio_net\.ko' "$STAGE/lib/modules/$KVER/modules.dep" ||
+        die "virtio_net module missing for $KVER"
+    install -m 0644 "${kernels[0]}" "$WORK/vmlinuz"
+    printf '%s\n' "$KVER" >"$WORK/kernel-version"
+    log "kernel $KVER"
 
-# ------------------------------------------------------------- disk.raw ---
+    dpkg-query --admindir="$STAGE/var/lib/dpkg" -W \
+        -f='${db:Status-Status} ${Package}=${Version}\n' |
+        awk '$1 == "installed" { print $2 }' | sort >"$WORK/packages.txt"
+    log "$(wc -l <"$WORK/packages.txt") packages installed"
 
-# Size: 2 GiB, or more if the rootfs needs it (used * 1.25 + 256 MiB,
-# rounded up to 512 MiB). Depends only on the content, so it is reproducible.
-used_mib=$(( $(du -sx -B1M "$STAGE" | cut -f1) ))
-size_mib=$(( (used_mib * 5 / 4 + 256 + 511) / 512 * 512 ))
-[ "$size_mib" -ge 2048 ] || size_mib=2048
-log "creating disk.raw (${size_mib} MiB ext4, rootfs uses ${used_mib} MiB)"
+    # ------------------------------------------------------------- disk.raw ---
 
-# Pin mke2fs's defaults instead of reading the host's /etc/mke2fs.conf
-# (these are e2fsprogs 1.47.0's defaults for ext4).
-cat >"$WORK/mke2fs.conf" <<'EOF'
+    # Size: 2 GiB, or more if the rootfs needs it (used * 1.25 + 256 MiB,
+    # rounded up to 512 MiB). Depends only on the content, so it is reproducible.
+    used_mib=$(( $(du -sx -B1M "$STAGE" | cut -f1) ))
+    size_mib=$(( (used_mib * 5 / 4 + 256 + 511) / 512 * 512 ))
+    [ "$size_mib" -ge 2048 ] || size_mib=2048
+    log "creating disk.raw (${size_mib} MiB ext4, rootfs uses ${used_mib} MiB)"
+
+    # Pin mke2fs's defaults instead of reading the host's /etc/mke2fs.conf
+    # (these are e2fsprogs 1.47.0's defaults for ext4).
+    cat >"$WORK/mke2fs.conf" <<'EOF'
 [defaults]
 	base_features = sparse_super,large_file,filetype,resize_inode,dir_index,ext_attr
 	default_mntopts = acl,user_xattr
@@ -491,49 +562,66 @@ cat >"$WORK/mke2fs.conf" <<'EOF'
 	}
 EOF
 
-# E2FSPROGS_FAKE_TIME pins the superblock and new-inode timestamps.
-export E2FSPROGS_FAKE_TIME=$SDE
-DISK=$WORK/disk.raw
-MKE2FS_CONFIG=$WORK/mke2fs.conf mke2fs -q -F -t ext4 -T default \
-    -U "$FS_UUID" -E "root_owner=0:0,hash_seed=$HASH_SEED" -L root \
-    -d "$STAGE" "$DISK" "${size_mib}M" >"$WORK/mke2fs.log" 2>&1 || {
-    tail -n 10 "$WORK/mke2fs.log" | sed 's/^/envc-image: mke2fs: /' >&2
-    die "mke2fs failed"
-}
+    # E2FSPROGS_FAKE_TIME pins the superblock and new-inode timestamps.
+    export E2FSPROGS_FAKE_TIME=$SDE
+    DISK=$WORK/disk.raw
+    MKE2FS_CONFIG=$WORK/mke2fs.conf mke2fs -q -F -t ext4 -T default \
+        -U "$FS_UUID" -E "root_owner=0:0,hash_seed=$HASH_SEED" -L root \
+        -d "$STAGE" "$DISK" "${size_mib}M" >"$WORK/mke2fs.log" 2>&1 || {
+        tail -n 10 "$WORK/mke2fs.log" | sed 's/^/envc-image: mke2fs: /' >&2
+        die "mke2fs failed"
+    }
 
-# mke2fs -d copies each file's atime and ctime from the staging directory,
-# where they are the time of extraction. ctime cannot be set from user
-# space, so rewrite both in the image with debugfs. Inode numbers and
-# everything else are already deterministic.
-log "pinning atime/ctime of every inode"
-(
-    cd "$STAGE"
-    find . -print0 | while IFS= read -r -d '' p; do
-        p=${p#.}
-        [ -n "$p" ] || p=/
-        case $p in
-            *'"'* | *$'\n'*)
-                die "path not supported in image (contains '\"' or newline): $p" ;;
-        esac
-        printf 'sif "%s" atime %s\nsif "%s" ctime %s\n' "$p" "$SDE" "$p" "$SDE"
-    done
-) >"$WORK/debugfs.cmds"
-debugfs -w -f "$WORK/debugfs.cmds" "$DISK" >/dev/null 2>"$WORK/debugfs.err" ||
-    die "debugfs failed: $(head -n 5 "$WORK/debugfs.err")"
-# debugfs exits 0 even when a command fails; its only expected stderr line
-# is the version banner.
-if grep -v '^debugfs [0-9]' "$WORK/debugfs.err" | grep -q .; then
-    grep -v '^debugfs [0-9]' "$WORK/debugfs.err" | head -n 5 |
-        sed 's/^/envc-image: debugfs: /' >&2
-    die "debugfs could not set timestamps"
-fi
-e2fsck -fn "$DISK" >"$WORK/e2fsck.log" 2>&1 || {
-    sed 's/^/envc-image: e2fsck: /' "$WORK/e2fsck.log" | tail -n 20 >&2
-    die "e2fsck found problems in disk.raw"
-}
-unset E2FSPROGS_FAKE_TIME
+    # mke2fs -d copies each file's atime and ctime from the staging directory,
+    # where they are the time of extraction. ctime cannot be set from user
+    # space, so rewrite both in the image with debugfs. Inode numbers and
+    # everything else are already deterministic.
+    log "pinning atime/ctime of every inode"
+    (
+        cd "$STAGE"
+        find . -print0 | while IFS= read -r -d '' p; do
+            p=${p#.}
+            [ -n "$p" ] || p=/
+            case $p in
+                *'"'* | *$'\n'*)
+                    die "path not supported in image (contains '\"' or newline): $p" ;;
+            esac
+            printf 'sif "%s" atime %s\nsif "%s" ctime %s\n' "$p" "$SDE" "$p" "$SDE"
+        done
+        # The device nodes, with the tarball's modes, owners and mtimes.
+        while read -r type mode uid gid major minor mtime path; do
+            path=${path#.}
+            if [ "$type" = c ]; then bits=020000; else bits=060000; fi
+            # mknod takes a name in the current directory, not a path.
+            printf 'cd "%s"\nmknod "%s" %s %s %s\ncd /\n' "${path%/*}" "${path##*/}" "$type" "$major" "$minor"
+            printf 'sif "%s" mode 0%o\n' "$path" "$((bits | 8#$mode))"
+            printf 'sif "%s" uid %s\nsif "%s" gid %s\n' "$path" "$uid" "$path" "$gid"
+            printf 'sif "%s" mtime %s\n' "$path" "$(date -u -d "$mtime" +%s)"
+            printf 'sif "%s" atime %s\nsif "%s" ctime %s\n' "$path" "$SDE" "$path" "$SDE"
+        done <"$WORK/devices"
+    ) >"$WORK/debugfs.cmds"
+    debugfs -w -f "$WORK/debugfs.cmds" "$DISK" >/dev/null 2>"$WORK/debugfs.err" ||
+        die "debugfs failed: $(head -n 5 "$WORK/debugfs.err")"
+    # debugfs exits 0 even when a command fails; its only expected stderr line
+    # is the version banner.
+    if grep -v '^debugfs [0-9]' "$WORK/debugfs.err" | grep -q .; then
+        grep -v '^debugfs [0-9]' "$WORK/debugfs.err" | head -n 5 |
+            sed 's/^/envc-image: debugfs: /' >&2
+        die "debugfs could not set timestamps"
+    fi
+    e2fsck -fn "$DISK" >"$WORK/e2fsck.log" 2>&1 || {
+        sed 's/^/envc-image: e2fsck: /' "$WORK/e2fsck.log" | tail -n 20 >&2
+        die "e2fsck found problems in disk.raw"
+    }
+    unset E2FSPROGS_FAKE_TIME
 
-umount "$STAGE"
+    umount "$STAGE"
+}
+export WORK SDE FS_UUID HASH_SEED
+"${IN_NAMESPACE[@]}" bash -c "$(declare -f log die stage); stage" ||
+    die "laying out disk.raw failed"
+KVER=$(cat "$WORK/kernel-version")
+size_mib=$(( $(stat -c %s "$WORK/disk.raw") / 1024 / 1024 ))
 
 # ---------------------------------------------------------------- output ---
 

@@ -29,6 +29,8 @@ const TOOLS: &[Tool] = &[
     tool("mke2fs", Some("-V"), "e2fsprogs"),
     tool("debugfs", Some("-V"), "e2fsprogs"),
     tool("e2fsck", Some("-V"), "e2fsprogs"),
+    // The disk is laid out in a private mount namespace, as root or not.
+    tool("unshare", Some("--version"), "util-linux"),
 ];
 
 /// Whether the lockfile pins `node`'s package set: only such an image is the same bits on
