@@ -895,8 +895,9 @@ fn a_missing_secret_names_the_command_that_sets_it() {
         all.contains("(run `envc secret set envs/prod.env db_password`)"),
         "{all}"
     );
-    // `build` stops before anything runs, with the same command in its hint.
-    let o = envc(&["build", "envs/prod.env"], dir.path());
+    // `build` stops before anything runs, with the same command in its hint. (Unlocked: CI
+    // sets CI, which makes a build locked, and this environment has no lockfile.)
+    let o = envc(&["build", "envs/prod.env", "--locked=false"], dir.path());
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
