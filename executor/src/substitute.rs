@@ -116,9 +116,8 @@ impl<'a> Resolver<'a> {
         known: &'a dyn Fn(usize) -> Option<&'a Known>,
     ) -> Resolver<'a> {
         Resolver {
-            spec,
-            known,
             preview: true,
+            ..Resolver::new(spec, known)
         }
     }
 
