@@ -55,10 +55,10 @@ OUT_DIR=$1 SUITE=$2 MIRROR=$3 PACKAGES=$4 CACHE_DIR=$5 FILES_DIR=${6:-}
 # As root, namespaces need nothing more. An ordinary user needs subordinate
 # ids for the files of the guest's own users (mmdebstrap's unshare mode, and
 # the namespace in which the disk is laid out).
-ME=$(id -un)
 if [ "$(id -u)" = 0 ]; then
     IN_NAMESPACE=(unshare --mount --propagation private)
 else
+    ME=$(id -un)
     for tool in newuidmap newgidmap; do
         command -v "$tool" >/dev/null ||
             die "$tool not found: an image built without root needs the uidmap package (\`apt-get install uidmap\`, which scripts/setup does)"
@@ -183,7 +183,6 @@ if [ -n "$PINNED" ]; then
     mkdir -p "$INDEX" "$REPO/pool"
     cp --reflink=auto "$PINNED"/*.deb "$REPO/pool/" 2>/dev/null ||
         die "cannot copy the pinned .debs from $PINNED"
-    chmod -R a+rX "$REPO"
     n=0
     for deb in "$REPO"/pool/*.deb; do
         [ -f "$deb" ] || continue
@@ -351,7 +350,6 @@ FILES=
 if [ -n "$FILES_DIR" ]; then
     FILES=$SCRATCH/files
     cp -a "$FILES_DIR" "$FILES" || die "cannot copy FILES_DIR"
-    chmod -R a+rX "$FILES"
 fi
 
 # The customize hook: runs in mmdebstrap's namespace as its root, after all
@@ -400,6 +398,7 @@ rm -f "$root/etc/hostname"
 # INITRD=No should have prevented it; the cloud kernel needs no initramfs.
 rm -f "$root"/boot/initrd.img-* "$root"/initrd.img "$root"/initrd.img.old
 EOF
+# Everything in it, the archive and the guest's files too, for the unshared root.
 chmod -R a+rX "$SCRATCH"
 
 # ---------------------------------------------------------------- rootfs ---
@@ -445,9 +444,8 @@ INITRD=No TMPDIR=$SCRATCH \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
         --dpkgopt='path-include=/usr/share/locale/locale.alias' \
         --dpkgopt='path-exclude=/usr/share/lintian/*' \
-        "${CACHE_HOOKS[@]:0:2}" \
         --customize-hook="bash $SCRATCH/customize.sh \"\$1\" $OVL $FILES" \
-        "${CACHE_HOOKS[@]:2}" \
+        "${CACHE_HOOKS[@]}" \
         "$SUITE" "$WORK/rootfs.tar" "$SOURCE" </dev/null >"$MMLOG" 2>&1 &
 MM_PID=$!
 mm_rc=0
@@ -463,7 +461,8 @@ log "rootfs.tar: $(du -h --apparent-size "$WORK/rootfs.tar" | cut -f1)"
 # concurrent or interrupted build never sees a truncated .deb. A cache this
 # user may not write is only slower, never wrong.
 if [ -n "$CACHE_DIR" ]; then
-    for f in "$WORK"/debs-out/*.deb "$WORK"/debs-out/archives/*.deb; do
+    # copy-out copies the directory itself, as cp does: debs-out/archives/.
+    for f in "$WORK"/debs-out/archives/*.deb; do
         [ -f "$f" ] || continue
         b=${f##*/}
         [ -e "$CACHE_DIR/$b" ] && continue
