@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
+#[path = "support/offline.rs"]
+mod offline;
+
 use clap::Parser;
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
 
@@ -216,15 +219,7 @@ fn render_writes_the_files_the_docs_name() {
          spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\n",
     )
     .unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_envc"))
-        .args(["render", "prod.env", "--out", "out"])
-        .current_dir(d.path())
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .env_remove("ENVC_STORE")
-        .env_remove("ENVC_STATE")
-        .output()
-        .unwrap();
+    let o = offline::envc(d.path(), &["render", "prod.env", "--out", "out"]);
     assert_eq!(
         o.status.code(),
         Some(0),

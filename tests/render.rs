@@ -9,6 +9,8 @@
 
 #[path = "support/nshosts.rs"]
 mod nshosts;
+#[path = "support/offline.rs"]
+mod offline;
 #[path = "support/output.rs"]
 mod output;
 #[path = "support/project.rs"]
@@ -18,9 +20,9 @@ mod ssh_config;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use nshosts::TestHosts;
+use offline::envc;
 use output::{node_outcomes, stderr, stdout, text};
 use project::Project;
 
@@ -33,19 +35,6 @@ fn umask() -> u32 {
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-}
-
-/// `envc ARGS` in `dir`, offline (nothing here reaches a host).
-fn envc(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_envc"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("CI")
-        .env_remove("ENVC_STORE")
-        .env_remove("ENVC_STATE")
-        .output()
-        .unwrap()
 }
 
 /// An environment never built: a Service whose port is a VM's forwarded port (a number

@@ -5,12 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
+#[path = "support/offline.rs"]
+mod offline;
 #[path = "support/output.rs"]
 mod output;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use offline::envc;
 use output::{stdout, summary, text};
 
 fn core(dir: &Path, extra: &str) -> String {
@@ -36,19 +39,6 @@ output url = "db:${{core.port}}"
 {extra}"#,
         d = dir.display()
     )
-}
-
-fn envc(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_envc"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        // No lockfile here: `build` must not be forced to be locked.
-        .env_remove("CI")
-        .env_remove("ENVC_STORE")
-        .env_remove("ENVC_STATE")
-        .output()
-        .unwrap()
 }
 
 fn ok(dir: &Path, args: &[&str]) -> Output {
