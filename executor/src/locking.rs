@@ -468,10 +468,7 @@ fn relock_keys(old: &Lockfile, fresh: &Lockfile, problems: &[LockProblem]) -> Ve
     let known = old.keys();
     let mut keys: Vec<PinKey> = problems
         .iter()
-        .map(|p| match p {
-            LockProblem::Stale(s) => s.key.clone(),
-            LockProblem::Inconsistent(i) => i.key.clone(),
-        })
+        .map(|p| p.key().clone())
         .chain(fresh.keys().into_iter().filter(|k| !known.contains(k)))
         .collect();
     let suites: Vec<String> = keys

@@ -313,6 +313,16 @@ pub enum LockProblem {
     Inconsistent(Inconsistency),
 }
 
+impl LockProblem {
+    /// The pin it is about, as `envc lock --update` takes it.
+    pub fn key(&self) -> &PinKey {
+        match self {
+            LockProblem::Stale(s) => &s.key,
+            LockProblem::Inconsistent(i) => &i.key,
+        }
+    }
+}
+
 impl fmt::Display for LockProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
