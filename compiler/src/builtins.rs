@@ -240,6 +240,55 @@ fn t_archive() -> Ty {
         .collect(),
     }))
 }
+/// Where a `vm` runs when not on this machine (`std/aws` makes it): the cloud, the region,
+/// the machine's size, the image pattern the lockfile pins per region, and the network.
+fn t_cloud() -> Ty {
+    let field = |ty: Ty| FieldTy { ty, default: None };
+    let record = |name: &str, fields: Vec<(&str, Ty)>| {
+        Ty::Record(Rc::new(RecordTy {
+            name: Some(name.into()),
+            fields: fields
+                .into_iter()
+                .map(|(k, v)| (k.into(), field(v)))
+                .collect(),
+        }))
+    };
+    record(
+        "cloud",
+        vec![
+            ("provider", Ty::Str),
+            ("region", Ty::Str),
+            ("instance_type", Ty::Str),
+            ("public_address", Ty::Bool),
+            (
+                "image",
+                record(
+                    "cloud image",
+                    vec![
+                        ("name", Ty::Str),
+                        ("owner", Ty::Str),
+                        ("pattern", Ty::Str),
+                        ("architecture", Ty::Str),
+                        ("suite", Ty::Str),
+                    ],
+                ),
+            ),
+            (
+                "network",
+                record(
+                    "cloud network",
+                    vec![
+                        ("name", Ty::Str),
+                        ("cidr", Ty::Str),
+                        ("subnet", Ty::Str),
+                        ("security_groups", Ty::list(Ty::Str)),
+                        ("ssh_from", Ty::list(Ty::Str)),
+                    ],
+                ),
+            ),
+        ],
+    )
+}
 fn t_target() -> Ty {
     Ty::Node(NodeTy::Target)
 }
@@ -398,11 +447,14 @@ pub const SCHEMAS: &[NodeSchema] = &[
         target: TargetSlot::None,
         attrs: &[
             attr("name", t_str, true, None),
-            attr("image", t_image, true, None),
+            // Required unless `cloud` says where the machine runs (eval checks it): a
+            // cloud machine boots the cloud's image, which the lockfile pins.
+            attr("image", t_image, false, None),
             attr("cpus", t_cpus, false, Some(Default::Int(1))),
             attr("memory", t_memory, false, Some(Default::Size(1 << 30))),
             attr("disk", t_disk, false, Some(Default::Size(8 << 30))),
             attr("user", t_str, false, Some(Default::Str("root"))),
+            attr("cloud", t_cloud, false, None),
             AFTER,
             TAGS,
         ],
@@ -410,6 +462,10 @@ pub const SCHEMAS: &[NodeSchema] = &[
             ("address", t_deferred_str),
             ("port", t_deferred_int),
             ("host_key", t_deferred_str),
+            // The address the machine is reached at from outside its network (a QEMU
+            // VM's only address), and the provider's id of it.
+            ("public_address", t_deferred_str),
+            ("instance_id", t_deferred_str),
         ],
         doc: "a virtual machine created by envc",
     },

@@ -875,6 +875,40 @@ impl<'p> Evaluator<'p> {
         Ok(())
     }
 
+    /// A `vm` boots either an image envc builds (`image`) or its cloud's (`cloud`): one of
+    /// them, never both, so that what it runs is never a guess.
+    fn vm_image_or_cloud(
+        &mut self,
+        attrs: &BTreeMap<Rc<str>, Value>,
+        name: &str,
+        file: FileId,
+        name_span: Span,
+        spans: &BTreeMap<Rc<str>, Span>,
+    ) -> R<()> {
+        match (attrs.get("image"), attrs.get("cloud")) {
+            (None, None) => self.fail(
+                Diagnostic::new("eval::vm-without-image", format!("vm `{name}` has no image"))
+                    .label(file, name_span, "this vm")
+                    .message("A vm boots an image envc builds, or runs in a cloud that boots the cloud's image.")
+                    .help("give it `image = debian.default_image` (std/debian), or make it with `aws.machine(…)` (std/aws)"),
+            ),
+            (Some(_), Some(_)) => {
+                let at = |k: &str| spans.get(k).copied().unwrap_or(name_span);
+                self.fail(
+                    Diagnostic::new(
+                        "eval::vm-image-and-cloud",
+                        format!("vm `{name}` has both an image and a cloud"),
+                    )
+                    .label(file, at("image"), "an image envc builds")
+                    .label(file, at("cloud"), "a cloud, which boots its own image")
+                    .message("A cloud machine boots the cloud's image (the lockfile pins it per region); envc's images boot on this machine's QEMU.")
+                    .help("drop `image`, or drop `cloud`"),
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `what`, written out, would pass the size limit.
     fn too_large(&self, span: Span, what: &str) -> Diagnostic {
         Diagnostic::new("eval::too-large", format!("{what} is too large"))
@@ -2114,6 +2148,9 @@ impl<'p> Evaluator<'p> {
         } else {
             name
         };
+        if kind == NodeKind::Vm {
+            self.vm_image_or_cloud(&attrs, &name, file, name_span, &spans)?;
+        }
         let mut kind = kind;
         let mut lab_inputs = Vec::new();
         let mut stands_in = false;

@@ -7,6 +7,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("std/systemd", include_str!("../../std/systemd.env")),
     ("std/files", include_str!("../../std/files.env")),
     ("std/k8s", include_str!("../../std/k8s.env")),
+    ("std/aws", include_str!("../../std/aws.env")),
 ];
 
 pub fn get(path: &str) -> Option<&'static str> {
