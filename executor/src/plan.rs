@@ -90,7 +90,8 @@ pub fn assess<'a>(
             reasons.push("changed".into());
         }
         let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash);
-        if kinds::of(node.kind).replaced_on_change() && !same {
+        let new = resolved.as_ref().ok().map(|r| &r.display);
+        if !same && kinds::of(node.kind).replaced_by(&rec.attrs, new) {
             Action::Replace
         } else {
             Action::Update
@@ -172,7 +173,8 @@ fn without_secret(
         )];
     } else {
         reasons.push(format!("{unread}: its new resolved hash is known at build"));
-        a.action = if kinds::of(node.kind).replaced_on_change() {
+        let new = a.resolved.as_ref().ok().map(|r| &r.display);
+        a.action = if kinds::of(node.kind).replaced_by(&rec.attrs, new) {
             Action::Replace
         } else {
             Action::Update

@@ -32,6 +32,34 @@ pub fn local_drift(
         .collect()
 }
 
+/// What the providers of machines say differs from their records (a cloud machine stopped,
+/// terminated or resized behind envc's back): asked for `drift` and `--refresh` only, never
+/// by a plan. A machine whose provider cannot be asked (no credentials) is unchecked, with
+/// why.
+pub async fn remote_drift(
+    records: &BTreeMap<String, RealizationRecord>,
+    machines: &Machines,
+) -> Probed {
+    let looks = records.iter().filter_map(|(key, r)| {
+        let kind = crate::spec::targetless(key)?.kind;
+        let look = kinds::of(kind).remote_drift(r, machines)?;
+        Some(async move { (key.clone(), look.await) })
+    });
+    let mut out = Probed::default();
+    for (key, seen) in futures::future::join_all(looks).await {
+        match seen {
+            Ok(d) if d.is_empty() => {}
+            Ok(d) => {
+                out.drift.insert(key, d);
+            }
+            Err(e) => {
+                out.unreachable.insert(key, e.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// What a probe found, by node key: differences from the record, or why it could not look.
 #[derive(Clone, Debug, Default)]
 pub struct Probed {

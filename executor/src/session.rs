@@ -24,7 +24,7 @@ use crate::kept::Persist;
 use crate::kinds::image::build::CacheUse;
 use crate::kinds::vm::machines::Machines;
 use crate::plan::{plan, Action, Plan};
-use crate::probe::{local_drift, probe, Probed, Reading};
+use crate::probe::{local_drift, probe, remote_drift, Probed, Reading};
 use crate::record::DriftFacts;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::remote::{Remote, RemoteError};
@@ -423,7 +423,7 @@ impl Session {
             true => Reading::All,
             false => Reading::EveryBuild(&settled),
         };
-        let probed = probe(
+        let mut probed = probe(
             records,
             &graph_hosts(&first),
             conns,
@@ -432,6 +432,11 @@ impl Session {
             reading,
         )
         .await;
+        if all {
+            let remote = remote_drift(records, machines).await;
+            probed.drift.extend(remote.drift);
+            probed.unreachable.extend(remote.unreachable);
+        }
         drift.extend(probed.drift.clone());
         (drift, probed)
     }
@@ -626,8 +631,8 @@ impl Session {
                 .nodes
                 .iter()
                 .filter(|n| n.assessment.action != Action::Unchanged)
-                .map(|n| spec.nodes[n.index].kind)
-                .map(|k| (k, crate::kinds::of(k).tools())),
+                .map(|n| &spec.nodes[n.index])
+                .map(|n| (n.kind, crate::kinds::of(n.kind).tools_for(n))),
         );
         if !missing.is_empty() {
             return Err(SessionError::MissingTools(missing));

@@ -7,6 +7,10 @@
 pub mod machine {
     /// On the environment's private network.
     pub const ADDRESS: &str = "address";
+    /// Where it is reached from outside its network (a local VM's: its only address).
+    pub const PUBLIC_ADDRESS: &str = "public_address";
+    /// The provider's id of it (a local VM's: its directory).
+    pub const INSTANCE_ID: &str = "instance_id";
     /// Where envc reaches its sshd: `SSH_ADDRESS:PORT`.
     pub const SSH_ADDRESS: &str = "ssh_address";
     pub const PORT: &str = "port";

@@ -43,9 +43,20 @@ pub trait NodeType: Sync {
         &[]
     }
 
+    /// The programs this machine runs to realize this node (a cloud machine needs no
+    /// QEMU).
+    fn tools_for(&self, _node: &NodeSpec) -> &'static [Tool] {
+        self.tools()
+    }
+
     /// Whether a change of the node replaces it (a new machine, so a new target identity
-    /// and everything on it anew), rather than updating it in place.
-    fn replaced_on_change(&self) -> bool {
+    /// and everything on it anew), rather than updating it in place. `old` and `new` are
+    /// its attributes as recorded and as resolved now (`None`: not known yet).
+    fn replaced_by(
+        &self,
+        _old: &BTreeMap<String, String>,
+        _new: Option<&BTreeMap<String, String>>,
+    ) -> bool {
         false
     }
 
@@ -64,6 +75,16 @@ pub trait NodeType: Sync {
     /// What envc sees of a record without contacting anything: a VM whose QEMU no longer
     /// runs, an image whose files left the store. Cheap, so plans and builds always look.
     fn local_drift(&self, _record: &RealizationRecord, _cx: &Local<'_>) -> Option<DriftFacts> {
+        None
+    }
+
+    /// What asking elsewhere than a target finds differs from a record that has no target
+    /// (a cloud machine, from its cloud's API): for `drift` and `--refresh`, never a plan.
+    fn remote_drift<'a>(
+        &'a self,
+        _record: &'a RealizationRecord,
+        _machines: &'a Machines,
+    ) -> Option<BoxFuture<'a, Result<DriftFacts, StepError>>> {
         None
     }
 

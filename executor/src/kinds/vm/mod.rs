@@ -1,10 +1,14 @@
-//! `vm` nodes: a machine made by a provider (`provider.rs`; QEMU's in `qemu.rs`) from an
-//! image node's disk and kernel, which other nodes are deployed onto.
+//! `vm` nodes: a machine made by a provider (`provider.rs`), which other nodes are
+//! deployed onto: QEMU's (`qemu.rs`) from an image node's disk and kernel, or a cloud's
+//! (`ec2/`) when the node says `cloud`.
 
+pub mod ec2;
+pub mod login;
 pub mod machines;
 pub mod provider;
 pub mod qemu;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use envc_ids::fact::image as image_fact;
@@ -18,7 +22,7 @@ use crate::kinds::node_type::{
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
-use crate::spec::Val;
+use crate::spec::{NodeSpec, Val};
 use crate::store::ObjectId;
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
@@ -34,6 +38,10 @@ impl NodeType for Vm {
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let node = r.node;
+        if let Some(Val::Record(cloud)) = r.attrs.get("cloud") {
+            let cloud = cloud.clone();
+            return ec2::resolve::resolve(r, &cloud);
+        }
         let Some(Val::Node(image)) = r.attrs.get("image") else {
             return Err(r.fail("`image` is not an image node"));
         };
@@ -66,7 +74,7 @@ impl NodeType for Vm {
                 // The lab's stand-ins for hosts after the environment's own VMs: those
                 // keep production's addresses.
                 let mut names: Vec<(bool, &str)> = (r.spec.nodes.iter())
-                    .filter(|n| n.kind == NodeKind::Vm)
+                    .filter(|n| n.kind == NodeKind::Vm && n.attr("cloud").is_none())
                     .map(|n| (n.stands_in, n.name.as_str()))
                     .collect();
                 names.sort_unstable();
@@ -87,8 +95,23 @@ impl NodeType for Vm {
         qemu::TOOLS
     }
 
-    fn replaced_on_change(&self) -> bool {
-        true
+    fn tools_for(&self, node: &NodeSpec) -> &'static [Tool] {
+        match node.attr("cloud") {
+            Some(_) => ec2::TOOLS,
+            None => qemu::TOOLS,
+        }
+    }
+
+    /// A new machine, unless only what its provider changes in place changed (a cloud
+    /// machine's type: stopped, resized, started, the same machine).
+    fn replaced_by(&self, old: &BTreeMap<String, String>, new: Option<&BTreeMap<String, String>>) -> bool {
+        let Some(new) = new else { return true };
+        if !new.get("provider").is_some_and(|p| p.contains(ec2::NAME)) {
+            return true;
+        }
+        let mut changed = (old.keys().chain(new.keys())).filter(|k| old.get(*k) != new.get(*k));
+        let first = changed.next();
+        first.is_none() || !first.into_iter().chain(changed).all(|k| k == "instance_type")
     }
 
     fn takes_along(&self) -> Option<&'static str> {
@@ -98,6 +121,14 @@ impl NodeType for Vm {
     fn local_drift(&self, record: &RealizationRecord, cx: &Local<'_>) -> Option<DriftFacts> {
         let running = cx.machines.of(&record.facts)?.is_running(&record.facts);
         (!running).then(|| vec![("running".into(), "yes".into(), "no".into())])
+    }
+
+    fn remote_drift<'a>(
+        &'a self,
+        record: &'a RealizationRecord,
+        machines: &'a Machines,
+    ) -> Option<BoxFuture<'a, Result<DriftFacts, StepError>>> {
+        machines.of(&record.facts)?.look(&record.facts)
     }
 
     fn retire<'a>(
@@ -116,10 +147,13 @@ impl NodeType for Vm {
                         .map_or("", String::as_str)
                 ))
             })?;
-            provider
-                .destroy(&record.facts)
-                .await
-                .map(|()| "stopped, its disk deleted".to_string())
+            provider.destroy(&record.facts).await.map(|()| {
+                match provider.name() {
+                    ec2::NAME => "terminated",
+                    _ => "stopped, its disk deleted",
+                }
+                .to_string()
+            })
         }))
     }
 }
@@ -153,8 +187,9 @@ struct Make {
 impl Unit for Make {
     fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
         Box::pin(async move {
-            let provider = cx.machines.for_node();
-            let (facts, transport, host_key) = provider
+            let (facts, transport, host_key) = cx
+                .machines
+                .qemu()
                 .realize(
                     &self.spec,
                     self.previous.as_ref(),

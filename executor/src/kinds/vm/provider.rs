@@ -1,9 +1,14 @@
-//! The contract a `vm` provider meets: QEMU on this machine today (`qemu.rs`), a cloud
-//! next. A provider makes a machine run from a [`VmSpec`] and reports its facts — at least
-//! `address`, `port`, `ssh_address`, `user`, `host_key` and `fingerprint` (the target
-//! identity), named by `envc_ids::fact::machine` — with an open transport to it; it says
-//! whether a recorded machine still runs, destroys one, and sweeps what it made that no
-//! record knows.
+//! The contract a `vm` provider meets: QEMU on this machine (`qemu.rs`), EC2 (`ec2/`).
+//! A provider makes a machine run from its own resolved payload (QEMU's [`VmSpec`], EC2's
+//! `Ec2Machine`: what a machine is differs by provider, so each has its type and its
+//! `Realize`) and reports its facts — at least `address`, `public_address`, `instance_id`,
+//! `port`, `ssh_address`, `user`, `host_key` and `fingerprint` (the target identity), named
+//! by `envc_ids::fact::machine` — with an open transport to it. Through this trait, given
+//! only a record's facts, it says whether the machine still runs (locally, for free), what
+//! its cloud says differs (`look`, for drift and `--refresh`), destroys it, and sweeps what
+//! it made that no record knows. A new provider is its module, its payload (chosen in
+//! `vm/mod.rs`'s `resolve` by the node's `cloud.provider`) and its line in
+//! `Machines::providers`.
 
 use std::collections::BTreeSet;
 
@@ -11,10 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StepError;
 use crate::future::BoxFuture;
-use crate::record::Facts;
+use crate::record::{DriftFacts, Facts};
 use crate::store::ObjectId;
 use crate::tools::Tool;
-use crate::transport::{HostKey, SshOptions, Transport};
+use crate::transport::{HostKey, Transport};
 
 /// The fact that names the provider of a machine; a record without it is QEMU's (every
 /// record made before there was a choice).
@@ -48,19 +53,18 @@ pub trait VmProvider: Send + Sync {
     /// The programs this machine runs for it.
     fn tools(&self) -> &'static [Tool];
 
-    /// Makes the machine run. `previous` are the facts of the machine this node had: with
-    /// `restart` (its spec is unchanged) it starts again from its disk where it can;
-    /// otherwise it is destroyed and a new one made.
-    fn realize<'a>(
-        &'a self,
-        spec: &'a VmSpec,
-        previous: Option<&'a Facts>,
-        restart: bool,
-        ssh: &'a SshOptions,
-    ) -> BoxFuture<'a, Result<Realized, StepError>>;
-
-    /// Whether the machine these facts describe still runs.
+    /// Whether the machine these facts describe still runs, as far as this machine can
+    /// tell without asking anyone (a cloud's cannot: true).
     fn is_running(&self, facts: &Facts) -> bool;
+
+    /// What the provider's API says differs from the record (`None`: nothing to ask
+    /// beyond `is_running`).
+    fn look<'a>(
+        &'a self,
+        _facts: &'a Facts,
+    ) -> Option<BoxFuture<'a, Result<DriftFacts, StepError>>> {
+        None
+    }
 
     /// Stops the machine and deletes its disk.
     fn destroy<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<(), StepError>>;

@@ -21,13 +21,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::OnceCell;
-
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::error::StepError;
 use crate::future::BoxFuture;
-use crate::kinds::vm::provider::{Realized, VmProvider, VmSpec};
+use crate::kinds::vm::login::LoginKey;
+use crate::kinds::vm::provider::{VmProvider, VmSpec};
 use crate::record::Facts;
 use crate::store::Store;
 use crate::tools::{tool, Tool};
@@ -59,33 +59,29 @@ const LAN_HOSTS: std::ops::RangeInclusive<u8> = 10..=250;
 pub struct Qemu {
     store: Store,
     dir: PathBuf,
-    /// The private key envc logs in with; its `.pub` goes to every VM.
-    pub key: PathBuf,
+    /// The key envc logs in with; its public half goes to every VM.
+    pub key: Arc<LoginKey>,
     pub boot_timeout: Duration,
     /// Held while a VM picks its private address, so two VMs created at once do not
     /// pick the same.
     allocating: tokio::sync::Mutex<()>,
-    /// The public half of `key`, made once however many VMs start at once.
-    login: OnceCell<Result<String, StepError>>,
 }
 
 impl Qemu {
-    pub fn new(store: &Store, env: &str, boot_timeout: Duration) -> Qemu {
-        let root = store.root().join("machines");
+    pub fn new(store: &Store, env: &str, key: Arc<LoginKey>, boot_timeout: Duration) -> Qemu {
         Qemu {
             store: store.clone(),
-            dir: root.join(env),
-            key: root.join("id_ed25519"),
+            dir: store.root().join("machines").join(env),
+            key,
             boot_timeout,
             allocating: tokio::sync::Mutex::new(()),
-            login: OnceCell::new(),
         }
     }
 
     /// Makes the VM run. `previous` are the facts of the VM this node had: with `restart`
     /// (its spec is unchanged) it starts again from its disk, unless the disk is gone;
     /// otherwise it is destroyed and a new VM is created.
-    async fn realize_vm(
+    pub async fn realize(
         &self,
         spec: &VmSpec,
         previous: Option<&Facts>,
@@ -106,66 +102,6 @@ impl Qemu {
 
     fn vm_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
-    }
-
-    /// The key envc logs in with, made on first use.
-    async fn login_key(&self) -> Result<String, StepError> {
-        self.login
-            .get_or_init(|| self.make_login_key())
-            .await
-            .clone()
-    }
-
-    async fn make_login_key(&self) -> Result<String, StepError> {
-        let public = self.key.with_extension("pub");
-        if !public.exists() {
-            let parent = self.key.parent().expect("the key lives in a directory");
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StepError::new(format!("cannot create {}: {e}", parent.display())))?;
-            // Made under a name of this process's and moved into place, private half
-            // last-but-one, public half last: another envc (another environment of this
-            // store) never sees a pair whose halves do not match.
-            let tmp = self
-                .key
-                .with_extension(format!("tmp{}", std::process::id()));
-            let _ = std::fs::remove_file(&tmp);
-            let _ =
-                std::fs::remove_file(tmp.with_extension(format!("tmp{}.pub", std::process::id())));
-            let out = tokio::process::Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", "envc", "-f"])
-                .arg(&tmp)
-                .output()
-                .await
-                .map_err(|e| {
-                    StepError::with_hint(
-                        format!("cannot run ssh-keygen: {e}"),
-                        "install openssh-client",
-                    )
-                })?;
-            if !out.status.success() {
-                return Err(StepError::new(format!(
-                    "ssh-keygen failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
-            }
-            let tmp_pub = PathBuf::from(format!("{}.pub", tmp.display()));
-            if !public.exists() {
-                std::fs::rename(&tmp, &self.key)
-                    .and_then(|()| std::fs::rename(&tmp_pub, &public))
-                    .map_err(|e| {
-                        StepError::new(format!(
-                            "cannot store the login key {}: {e}",
-                            self.key.display()
-                        ))
-                    })?;
-            } else {
-                let _ = std::fs::remove_file(&tmp);
-                let _ = std::fs::remove_file(&tmp_pub);
-            }
-        }
-        std::fs::read_to_string(&public)
-            .map(|s| s.trim().to_string())
-            .map_err(|e| StepError::new(format!("cannot read {}: {e}", public.display())))
     }
 
     /// Whether the VM these facts describe runs: its pid file names a live QEMU that uses
@@ -305,8 +241,8 @@ impl Qemu {
         mut launch: Launch,
         ssh: &SshOptions,
     ) -> Result<(Facts, Transport, HostKey), StepError> {
-        let login = self.login_key().await?;
-        let accel_cache = self.key.with_file_name("accel");
+        let login = self.key.public().await?;
+        let accel_cache = self.key.path.with_file_name("accel");
         let mut accel = accelerator(&accel_cache).await;
         let spec = launch.spec.clone();
         let mut port = Some(launch.port).filter(|p| *p != 0 && port_is_free(*p));
@@ -383,11 +319,12 @@ impl Qemu {
                 });
             }
         };
+        let address = format!("{LAN_PREFIX}.{}", launch.lan);
         let facts = Facts::from([
-            (
-                fact::ADDRESS.to_string(),
-                format!("{LAN_PREFIX}.{}", launch.lan),
-            ),
+            (fact::ADDRESS.to_string(), address.clone()),
+            // A local VM has no other address, and its directory is its id.
+            (fact::PUBLIC_ADDRESS.to_string(), address),
+            (fact::INSTANCE_ID.to_string(), dir.display().to_string()),
             (fact::SSH_ADDRESS.to_string(), "127.0.0.1".to_string()),
             (fact::PORT.to_string(), port.to_string()),
             (fact::USER.to_string(), spec.user.clone()),
@@ -413,7 +350,7 @@ impl Qemu {
             address: "127.0.0.1".into(),
             port,
             user: spec.user.clone(),
-            identity: Some(self.key.clone()),
+            identity: Some(self.key.path.clone()),
         };
         let opts = SshOptions {
             connect_timeout: Duration::from_secs(5),
@@ -720,7 +657,7 @@ fn kvm_failed(cache: &Path) {
 /// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe. The answer is kept in `cache` for
 /// the rest of the machine's boot (a hanging probe costs its whole 3 s timeout).
 pub async fn accelerator(cache: &Path) -> Accel {
-    static ACCEL: OnceCell<Accel> = OnceCell::const_new();
+    static ACCEL: tokio::sync::OnceCell<Accel> = tokio::sync::OnceCell::const_new();
     if KVM_FAILED.load(std::sync::atomic::Ordering::SeqCst) {
         return Accel::Tcg;
     }
@@ -820,16 +757,6 @@ impl VmProvider for Qemu {
 
     fn tools(&self) -> &'static [Tool] {
         TOOLS
-    }
-
-    fn realize<'a>(
-        &'a self,
-        spec: &'a VmSpec,
-        previous: Option<&'a Facts>,
-        restart: bool,
-        ssh: &'a SshOptions,
-    ) -> BoxFuture<'a, Result<Realized, StepError>> {
-        Box::pin(self.realize_vm(spec, previous, restart, ssh))
     }
 
     fn is_running(&self, facts: &Facts) -> bool {
