@@ -1,0 +1,218 @@
+//! The boot of an EC2 instance, for the end-to-end tests of envc's `vm` machines on AWS.
+//!
+//! moto's EC2 ([`Ec2Server`], tests/support/servers.rs) only records instances: one it reports
+//! as running is reachable only if something listens at its addresses. [`boot_instance`] does
+//! what the instance's boot (cloud-init) would do on AWS: it reads the instance and its user
+//! data from moto and starts a test host (tests/support/nshosts.rs) at the instance's private
+//! and public addresses, with the SSH host key the user data gives, and with the keys cloud-init
+//! would authorize. The other helpers read moto's state for assertions.
+//!
+//! The user data is `#cloud-config` YAML; what is read from it (cloud-init's own keys):
+//!
+//! ```yaml
+//! #cloud-config
+//! ssh_keys:
+//!   ed25519_private: |
+//!     -----BEGIN OPENSSH PRIVATE KEY-----
+//!     ...
+//!     -----END OPENSSH PRIVATE KEY-----
+//!   ed25519_public: ssh-ed25519 AAAA... comment
+//! ssh_authorized_keys:          # optional
+//!   - ssh-ed25519 AAAA... comment
+//! ```
+//!
+//! Everything goes through boto3 (scripts/testhosts/ec2.py, run with the moto venv's python
+//! inside the server's network namespace). A test crate that includes this file includes
+//! tests/support/nshosts.rs as `mod nshosts` and tests/support/servers.rs as `mod servers`.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::nshosts::TestHosts;
+use crate::servers::{s3_venv, Ec2Server};
+
+/// One instance as DescribeInstances shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    /// `pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`.
+    pub state: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What [`boot_instance`] read from moto.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Boot {
+    /// The test host's index in the `TestHosts`.
+    pub host: usize,
+    pub private: Ipv4Addr,
+    pub public: Option<Ipv4Addr>,
+    pub key_name: Option<String>,
+    /// Whether the user data gave the host key (else the host made its own).
+    pub host_key_given: bool,
+    /// The keys the host's root accepts besides the test's: the key pair's, then the user
+    /// data's `ssh_authorized_keys`.
+    pub authorized: Vec<String>,
+}
+
+/// Boots instance `instance_id` of `ec2`: adds a host to `hosts` at its private address and,
+/// if it has one, its public address (in that order), with the user data's ed25519 host key,
+/// whose root accepts the test's key, the instance's key pair and the user data's
+/// `ssh_authorized_keys`. Returns the host's index once its sshd listens. Panics unless moto
+/// reports the instance as running, or if its user data is not `#cloud-config`.
+pub fn boot_instance(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &str) -> usize {
+    boot_instance_info(hosts, ec2, instance_id).host
+}
+
+/// [`boot_instance`], returning what it read.
+pub fn boot_instance_info(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &str) -> Boot {
+    let dir = hosts.state_dir().join(format!("boot-{instance_id}"));
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let host_key = dir.join("ssh_host_ed25519_key");
+    let text = ec2_py(ec2, &["boot-info", instance_id, path_str(&host_key)]);
+    let mut state = None;
+    let mut private = None;
+    let mut public = None;
+    let mut key_name = None;
+    let mut host_key_given = false;
+    let mut authorized = Vec::new();
+    for line in text.lines() {
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        let some = |v: &str| (v != "-").then(|| v.to_string());
+        match key {
+            "state" => state = Some(value.to_string()),
+            "private" => private = some(value),
+            "public" => public = some(value),
+            "key-name" => key_name = some(value),
+            "host-key" => host_key_given = value == "given",
+            "authorized-key" => authorized.push(value.to_string()),
+            _ => panic!("ec2.py boot-info printed {line:?}"),
+        }
+    }
+    assert_eq!(
+        state.as_deref(),
+        Some("running"),
+        "boot_instance({instance_id}): moto does not report it as running:\n{text}"
+    );
+    let parse = |a: String| -> Ipv4Addr {
+        a.parse()
+            .unwrap_or_else(|e| panic!("boot_instance({instance_id}): address {a:?}: {e}"))
+    };
+    let private =
+        parse(private.unwrap_or_else(|| {
+            panic!("boot_instance({instance_id}): no private address:\n{text}")
+        }));
+    let public = public.map(parse);
+    let addrs: Vec<Ipv4Addr> = std::iter::once(private).chain(public).collect();
+    let host = hosts.add_host_with_keys(
+        &addrs,
+        host_key_given.then_some(host_key.as_path()),
+        &authorized,
+    );
+    Boot {
+        host,
+        private,
+        public,
+        key_name,
+        host_key_given,
+        authorized,
+    }
+}
+
+/// The instances DescribeInstances lists under `filters` (EC2 filter names and values, e.g.
+/// `("tag:envc:machine", "web")`, `("instance-state-name", "running")`; several values of one
+/// filter are comma-separated), terminated ones included, sorted by id.
+pub fn instances(ec2: &Ec2Server, filters: &[(&str, &str)]) -> Vec<Instance> {
+    let mut args = vec!["instances".to_string()];
+    args.extend(filters.iter().map(|(k, v)| format!("{k}={v}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ec2_py(ec2, &args)
+        .lines()
+        .map(|line| {
+            let mut fields = line.split(' ');
+            let (id, state, tags) = (fields.next(), fields.next(), fields.next());
+            let (Some(id), Some(state), Some(tags)) = (id, state, tags) else {
+                panic!("ec2.py instances printed {line:?}");
+            };
+            let tags = tags
+                .split(';')
+                .filter(|t| *t != "-")
+                .filter_map(|t| t.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Instance {
+                id: id.to_string(),
+                state: state.to_string(),
+                tags,
+            }
+        })
+        .collect()
+}
+
+/// The account's resources as sorted lines, one per resource, with its id, the properties
+/// that matter and its tags: instances (not terminated), security groups (not the VPCs'
+/// `default` ones) with their rules, key pairs, VPCs (not the default VPC), subnets, internet
+/// gateways and route tables (not main ones) outside the default VPC. Equal before a create
+/// and after the destroy when the destroy left nothing behind.
+pub fn describe_all(ec2: &Ec2Server) -> String {
+    ec2_py(ec2, &["describe-all"])
+}
+
+/// Makes, with boto3, a VPC 10.0.0.0/16 with an internet gateway, a subnet 10.0.1.0/24 that
+/// maps public addresses and a running instance there (the newest debian-12-amd64 image)
+/// whose user data carries the ed25519 host key `host_key` (with `host_key.pub` beside it)
+/// and, given `key_pair_pub` (a public key file), the key pair `cloud-support` made from it;
+/// returns the instance id. For tests of this support code: envc makes its own.
+pub fn create_test_instance(
+    ec2: &Ec2Server,
+    host_key: &Path,
+    key_pair_pub: Option<&Path>,
+) -> String {
+    let mut args = vec!["create-test-instance", path_str(host_key)];
+    args.extend(key_pair_pub.map(path_str));
+    ec2_py(ec2, &args).trim().to_string()
+}
+
+/// The images of Debian's account (136693071363) as `ID NAME ARCHITECTURE` lines, sorted.
+pub fn debian_images(ec2: &Ec2Server) -> Vec<String> {
+    ec2_py(ec2, &["images"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs scripts/testhosts/ec2.py with `args` in the server's network namespace; its stdout.
+fn ec2_py(ec2: &Ec2Server, args: &[&str]) -> String {
+    let venv = s3_venv().unwrap_or_else(|e| panic!("{e}"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testhosts/ec2.py");
+    let out = Command::new("nsenter")
+        .arg("-t")
+        .arg(ec2.netns_pid().to_string())
+        .args(["-n", "--"])
+        .arg(venv.join("bin/python"))
+        .arg(&script)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(ec2.env())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running nsenter ... ec2.py: {e}"));
+    assert!(
+        out.status.success(),
+        "ec2.py {args:?} failed ({}):\n{}\n[moto]\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        ec2.log()
+    );
+    String::from_utf8(out.stdout).unwrap_or_else(|e| panic!("ec2.py {args:?}: {e}"))
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("{} is not UTF-8", path.display()))
+}
