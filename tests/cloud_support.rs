@@ -236,3 +236,62 @@ fn without_credentials_after_the_free_actions_moto_refuses() {
         "{status}: {body}"
     );
 }
+
+#[test]
+fn instances_boot_while_a_command_waits_for_them_and_halt_when_terminated() {
+    // The command plays envc: it starts an instance, waits until it answers SSH, terminates
+    // it and waits until it no longer answers. It ends only if run_booting boots the instance
+    // meanwhile and takes it down after.
+    let mut hosts = TestHosts::start_empty();
+    let ec2 = Ec2Server::start_in(hosts.controller_pid(), Ec2Options::default());
+    let keys = tempfile::tempdir().unwrap();
+    let host_key = keys.path().join("host_key");
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&host_key)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let python = servers::s3_venv().unwrap().join("bin/python");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testhosts/ec2.py");
+    let play = r#"
+        set -eu
+        ec2() { "$PYTHON" "$SCRIPT" "$@"; }
+        answers() { [ -n "$(ssh-keyscan -T 1 -t ed25519 10.0.1.4 2>/dev/null)" ]; }
+        id=$(ec2 create-test-instance "$HOST_KEY")
+        echo "created $id"
+        for _ in $(seq 100); do answers && break; sleep 0.2; done
+        answers && echo "answered"
+        ec2 terminate "$id"
+        for _ in $(seq 100); do answers || break; sleep 0.2; done
+        answers || echo "gone"
+    "#;
+    let mut cmd = hosts.in_controller("bash");
+    cmd.arg("-c")
+        .arg(play)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(ec2.env())
+        .env("PYTHON", &python)
+        .env("SCRIPT", &script)
+        .env("HOST_KEY", &host_key);
+    let mut booted = BTreeMap::new();
+    let out = cloud::run_booting(&mut hosts, &ec2, &mut booted, cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = instances(&ec2, &[])[0].id.clone();
+    assert_eq!(stdout, format!("created {id}\nanswered\ngone\n"));
+    assert!(booted.is_empty(), "{booted:?}");
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(
+        instances(&ec2, &[])
+            .iter()
+            .map(|i| i.state.as_str())
+            .collect::<Vec<_>>(),
+        ["terminated"]
+    );
+}

@@ -15,6 +15,8 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION; tests/support/servers.rs, Ec2Server::env).
     ec2.py instances [NAME=VALUE[,VALUE...]]...
         One line per instance, sorted: `ID STATE TAGS` (TAGS: `k=v;k=v`, sorted; `-` if none).
         Each argument is a DescribeInstances filter.
+    ec2.py terminate INSTANCE_ID...
+        TerminateInstances.
     ec2.py images
         The images of Debian's account (136693071363), sorted: `ID NAME ARCHITECTURE`.
     ec2.py describe-all
@@ -96,6 +98,10 @@ def instances(filters):
                 lines.append(f"{i['InstanceId']} {i['State']['Name']} {tags_text(i.get('Tags'))}")
     for line in sorted(lines):
         print(line)
+
+
+def terminate(ids):
+    client().terminate_instances(InstanceIds=ids)
 
 
 def images():
@@ -229,6 +235,8 @@ def main(argv):
         boot_info(argv[1], argv[2])
     elif argv and argv[0] == "instances":
         instances(argv[1:])
+    elif len(argv) >= 2 and argv[0] == "terminate":
+        terminate(argv[1:])
     elif argv == ["images"]:
         images()
     elif argv == ["describe-all"]:

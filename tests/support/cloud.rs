@@ -21,6 +21,11 @@
 //!   - ssh-ed25519 AAAA... comment
 //! ```
 //!
+//! An instance must boot while envc waits for it (envc runs RunInstances, then connects):
+//! [`run_booting`] runs a command (envc) and meanwhile keeps the hosts in step with moto's
+//! instances ([`sync_instances`]): a new running instance boots, a stopped or terminated
+//! one's host is killed (its addresses may then be another instance's).
+//!
 //! Everything goes through boto3 (scripts/testhosts/ec2.py, run with the moto venv's python
 //! inside the server's network namespace). A test crate that includes this file includes
 //! tests/support/nshosts.rs as `mod nshosts` and tests/support/servers.rs as `mod servers`.
@@ -28,12 +33,15 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Read as _;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
 
 use crate::nshosts::TestHosts;
-use crate::servers::{s3_venv, Ec2Server};
+use crate::servers::{fake_ec2_authorization, http_request, in_netns, s3_venv, Ec2Server};
 
 /// One instance as DescribeInstances shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +78,14 @@ pub fn boot_instance(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &str) 
 
 /// [`boot_instance`], returning what it read.
 pub fn boot_instance_info(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &str) -> Boot {
+    match try_boot(hosts, ec2, instance_id) {
+        Ok(boot) => boot,
+        Err(state) => panic!("boot_instance({instance_id}): moto reports it {state}, not running"),
+    }
+}
+
+/// Boots the instance if moto reports it as running; else its state.
+fn try_boot(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &str) -> Result<Boot, String> {
     let dir = hosts.state_dir().join(format!("boot-{instance_id}"));
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     let host_key = dir.join("ssh_host_ed25519_key");
@@ -93,11 +109,9 @@ pub fn boot_instance_info(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &
             _ => panic!("ec2.py boot-info printed {line:?}"),
         }
     }
-    assert_eq!(
-        state.as_deref(),
-        Some("running"),
-        "boot_instance({instance_id}): moto does not report it as running:\n{text}"
-    );
+    if state.as_deref() != Some("running") {
+        return Err(state.unwrap_or_default());
+    }
     let parse = |a: String| -> Ipv4Addr {
         a.parse()
             .unwrap_or_else(|e| panic!("boot_instance({instance_id}): address {a:?}: {e}"))
@@ -113,13 +127,130 @@ pub fn boot_instance_info(hosts: &mut TestHosts, ec2: &Ec2Server, instance_id: &
         host_key_given.then_some(host_key.as_path()),
         &authorized,
     );
-    Boot {
+    Ok(Boot {
         host,
         private,
         public,
         key_name,
         host_key_given,
         authorized,
+    })
+}
+
+/// How often [`run_booting`] looks at moto's instances.
+const SYNC_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Brings `hosts` in step with moto's instances, as the cloud would: each running instance
+/// not in `booted` (instance id -> host index) is booted ([`boot_instance`]) and recorded;
+/// each instance of `booted` that is no longer running or pending (stopping, stopped,
+/// shutting-down, terminated, or gone) has its host killed and leaves `booted`, so that it
+/// boots afresh (new host, empty disk) if it runs again. Returns what it did, as
+/// `boot ID` / `halt ID` lines.
+pub fn sync_instances(
+    hosts: &mut TestHosts,
+    ec2: &Ec2Server,
+    booted: &mut BTreeMap<String, usize>,
+) -> Vec<String> {
+    let mut done = Vec::new();
+    let now = instance_states(ec2);
+    let live: BTreeMap<&str, &str> = now
+        .iter()
+        .map(|(id, state)| (id.as_str(), state.as_str()))
+        .collect();
+    let halted: Vec<String> = booted
+        .keys()
+        .filter(|id| !matches!(live.get(id.as_str()), Some(&"running" | &"pending")))
+        .cloned()
+        .collect();
+    for id in halted {
+        if let Some(host) = booted.remove(&id) {
+            hosts.kill_host(host);
+            done.push(format!("halt {id}"));
+        }
+    }
+    for (id, _) in now.iter().filter(|(_, state)| state == "running") {
+        // One that stopped since it was listed boots at the next call, if it runs again.
+        if !booted.contains_key(id) {
+            if let Ok(boot) = try_boot(hosts, ec2, id) {
+                booted.insert(id.clone(), boot.host);
+                done.push(format!("boot {id}"));
+            }
+        }
+    }
+    done
+}
+
+/// Every instance's id and state. Asked of moto directly (one DescribeInstances in its
+/// namespace, the XML picked apart), as python's start would cost most of a poll; through
+/// boto3 when moto checks signatures (`INITIAL_NO_AUTH_ACTION_COUNT`).
+fn instance_states(ec2: &Ec2Server) -> Vec<(String, String)> {
+    let port = ec2.port();
+    let answer = in_netns(ec2.netns_pid(), move || {
+        http_request(
+            port,
+            "GET",
+            "/?Action=DescribeInstances&Version=2016-11-15&MaxResults=1000",
+            &[("Authorization", &fake_ec2_authorization())],
+        )
+    });
+    let Ok(Ok((200, body))) = answer else {
+        return instances(ec2, &[])
+            .into_iter()
+            .map(|i| (i.id, i.state))
+            .collect();
+    };
+    // Each instance's <instanceId> comes before its <instanceState>; nothing else in an
+    // instance is called instanceId.
+    body.split("<instanceId>")
+        .skip(1)
+        .filter_map(|chunk| {
+            let id = chunk.split('<').next()?;
+            let state = chunk.split_once("<instanceState>")?.1;
+            let name = state.split_once("<name>")?.1.split('<').next()?;
+            Some((id.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
+/// Runs `cmd` (stdin empty, output captured) to its end, meanwhile calling
+/// [`sync_instances`] every 250 ms, and once more at the end: the instances that `cmd`
+/// starts boot while it waits for them, those it terminates go down. Call it on the thread
+/// that owns `hosts` (hosts die with the thread that started them). Returns the command's
+/// output; `booted` holds the instances booted at the end.
+pub fn run_booting(
+    hosts: &mut TestHosts,
+    ec2: &Ec2Server,
+    booted: &mut BTreeMap<String, usize>,
+    mut cmd: Command,
+) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {:?}: {e}", cmd.get_program()));
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped stderr")));
+    let status = loop {
+        sync_instances(hosts, ec2, booted);
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => sleep(SYNC_INTERVAL),
+            Err(e) => panic!("waiting for {:?}: {e}", cmd.get_program()),
+        }
+    };
+    sync_instances(hosts, ec2, booted);
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
 }
 
@@ -175,6 +306,13 @@ pub fn create_test_instance(
     let mut args = vec!["create-test-instance", path_str(host_key)];
     args.extend(key_pair_pub.map(path_str));
     ec2_py(ec2, &args).trim().to_string()
+}
+
+/// Terminates instances (TerminateInstances), as a test's own cleanup would.
+pub fn terminate(ec2: &Ec2Server, ids: &[&str]) {
+    let mut args = vec!["terminate"];
+    args.extend(ids);
+    ec2_py(ec2, &args);
 }
 
 /// The images of Debian's account (136693071363) as `ID NAME ARCHITECTURE` lines, sorted.

@@ -488,7 +488,7 @@ impl Drop for Ec2Server {
 
 /// An `Authorization` header whose credential scope names EC2: moto routes a request to
 /// 127.0.0.1 by it, and checks no signature unless told to.
-fn fake_ec2_authorization() -> String {
+pub fn fake_ec2_authorization() -> String {
     format!(
         "AWS4-HMAC-SHA256 Credential={S3_ACCESS_KEY_ID}/20260101/{EC2_REGION}/ec2/aws4_request, \
          SignedHeaders=host, Signature=0"
