@@ -129,9 +129,14 @@ fn an_instance_boots_into_a_host_at_its_addresses_with_its_host_key() {
 
     // The checkip stand-in answers, inside the controller namespace, with the controller's
     // address, the source of the connections to the instance.
+    let (var, url) = checkip.env().remove(0);
+    assert_eq!(
+        (var.as_str(), url.clone()),
+        ("ENVC_AWS_CHECKIP_URL", checkip.url())
+    );
     let out = hosts
         .in_controller("curl")
-        .args(["-sS", "--max-time", "10", &checkip.url()])
+        .args(["-sS", "--max-time", "10", &url])
         .output()
         .unwrap();
     assert!(

@@ -580,6 +580,11 @@ impl CheckIpServer {
         format!("http://127.0.0.1:{}/", self.port)
     }
 
+    /// `ENVC_AWS_CHECKIP_URL`, which points envc at it.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![("ENVC_AWS_CHECKIP_URL".to_string(), self.url())]
+    }
+
     /// How many requests it has answered.
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
