@@ -12,10 +12,15 @@ way `moto_server` does, but:
   crashed and came back with durable storage, which is what an S3 outage looks like.
   moto itself cannot persist its state: its recorder replays requests, but multipart
   upload ids come from os.urandom, so a replay loses every multipart object.
+- SIGHUP adds the EC2 images of the file that MOTO_AMIS_PATH names (read again) to every EC2
+  backend that exists, keeping everything else (instances, VPCs, ...), and to the list that
+  backends made later load: a newer image appears as it would when its publisher registers
+  it. moto reads that file once, at import; images already known are left as they are.
 - SIGTERM and SIGINT exit at once.
 """
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -97,6 +102,32 @@ class Server:
             cut(conn)
 
 
+def reload_amis():
+    """Adds the images of MOTO_AMIS_PATH that are new to moto; returns how many the file
+    holds. What AmiBackend._load_amis does at a backend's creation, for new images only (it
+    would make the known ones afresh, bringing back a deregistered one)."""
+    from moto.core.parse import default_timestamp_parser
+    from moto.ec2.models import amis as amis_module
+    from moto.ec2.models import ec2_backends
+
+    with open(os.environ["MOTO_AMIS_PATH"], encoding="utf-8") as f:
+        images = json.load(f)
+    known = {ami["ami_id"] for ami in amis_module.AMIS}
+    new = [ami for ami in images if ami["ami_id"] not in known]
+    for ami in new:
+        ami["owner_alias"] = "amazon"
+        if isinstance(ami.get("creation_date"), str):
+            ami["creation_date"] = default_timestamp_parser(ami["creation_date"])
+    # Backends made from now on load them with the others.
+    amis_module.AMIS.extend(new)
+    # dict's own methods: the BackendDict's would create backends for what they look up.
+    for regions in dict.values(ec2_backends):
+        for backend in dict.values(regions):
+            for ami in new:
+                backend.amis[ami["ami_id"]] = amis_module.Ami(backend, **ami)
+    return len(images)
+
+
 def write_atomically(path, text):
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
@@ -110,7 +141,7 @@ def main():
     parser.add_argument("--port-file")
     args = parser.parse_args()
 
-    wanted = {signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT}
+    wanted = {signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGTERM, signal.SIGINT}
     # Blocked before any thread starts (threads inherit the mask), and taken one at a time by
     # sigwait below: a thread that did not block SIGUSR1 would die of its default action.
     signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
@@ -134,6 +165,12 @@ def main():
             if server.httpd is None:
                 server.serve()
             print(f"s3-server: serving again on port {server.port}", flush=True)
+        elif sig == signal.SIGHUP:
+            try:
+                n = reload_amis()
+                print(f"s3-server: images reloaded ({n} in MOTO_AMIS_PATH)", flush=True)
+            except Exception as e:  # reported, and the server goes on
+                print(f"s3-server: images not reloaded: {e!r}", flush=True)
         else:
             print(f"s3-server: exiting on signal {sig}", flush=True)
             # Handler threads may be mid-request: do not wait for them.

@@ -10,6 +10,7 @@ mod nshosts;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
@@ -223,4 +224,161 @@ fn instances_side_by_side_use_the_same_addresses_without_meeting() {
         .output()
         .unwrap();
     assert_eq!(wrong_key.status.code(), Some(255));
+}
+
+/// The `ssh-keyscan` lines (`ADDRESS TYPE KEY`) of `addr`, from the controller namespace.
+fn keyscan(hosts: &TestHosts, addr: Ipv4Addr) -> Vec<String> {
+    let out = hosts
+        .in_controller("ssh-keyscan")
+        .args(["-T", "5", "-t", "ed25519"])
+        .arg(addr.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn hosts_added_at_chosen_addresses_answer_on_each_with_the_given_host_key() {
+    let mut hosts = TestHosts::start_empty();
+    assert_eq!(hosts.len(), 0);
+    let keys = tempfile::tempdir().unwrap();
+    let host_key = keys.path().join("host_key");
+    let keygen = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "given"])
+        .arg("-f")
+        .arg(&host_key)
+        .status()
+        .unwrap();
+    assert!(keygen.success());
+    let public = fs::read_to_string(host_key.with_extension("pub")).unwrap();
+    let public: Vec<&str> = public.split_whitespace().take(2).collect();
+    // Without the .pub beside it: host-init derives it.
+    fs::remove_file(host_key.with_extension("pub")).unwrap();
+
+    let private: Ipv4Addr = "10.0.1.4".parse().unwrap();
+    let elastic: Ipv4Addr = "54.214.9.8".parse().unwrap();
+    let a = hosts.add_host(&[private, elastic], Some(&host_key));
+    assert_eq!((a, hosts.len()), (0, 1));
+    assert_eq!(hosts.addr(a), private);
+    assert_eq!(hosts.host_addrs(a), [private, elastic]);
+
+    // Exactly the given key, on both addresses.
+    for addr in [private, elastic] {
+        assert_eq!(
+            keyscan(&hosts, addr),
+            [format!("{addr} {} {}", public[0], public[1])],
+            "{}",
+            hosts.logs(a)
+        );
+    }
+    // And ssh that checks it strictly, against a known_hosts that holds only that key.
+    let known_hosts = keys.path().join("known_hosts");
+    fs::write(
+        &known_hosts,
+        format!("{private},{elastic} {} {}\n", public[0], public[1]),
+    )
+    .unwrap();
+    for addr in [private, elastic] {
+        let out = hosts
+            .in_controller("ssh")
+            // Before ssh_options: ssh takes the first value it is given.
+            .args(["-o", "StrictHostKeyChecking=yes", "-o"])
+            .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+            .args(hosts.ssh_options())
+            .arg(addr.to_string())
+            .arg("hostname; ip -4 -o addr show dev eth0 | awk '{print $4}'")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout_ok(&hosts, a, out),
+            "host0\n10.0.1.4/32\n54.214.9.8/32\n"
+        );
+    }
+    // A key that is not the host's is refused under the same options.
+    fs::write(
+        &known_hosts,
+        format!(
+            "{private} {}\n",
+            fs::read_to_string(hosts.key_path().with_extension("pub")).unwrap()
+        ),
+    )
+    .unwrap();
+    let wrong = hosts
+        .in_controller("ssh")
+        .args(["-o", "StrictHostKeyChecking=yes", "-o"])
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        .args(hosts.ssh_options())
+        .arg(private.to_string())
+        .arg("true")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(255));
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("HOST IDENTIFICATION HAS CHANGED"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+
+    // A second host, its own key made at start, in the same /24 as the first's public address:
+    // each address reaches its own host, and the hosts reach each other (through the
+    // controller), as instances of one VPC do.
+    let b = hosts.add_host(
+        &["10.0.1.5".parse().unwrap(), "54.214.9.9".parse().unwrap()],
+        None,
+    );
+    assert_eq!(b, 1);
+    let b_key = stdout_ok(
+        &hosts,
+        b,
+        hosts.ssh(b, "cat /etc/ssh/ssh_host_ed25519_key.pub"),
+    );
+    assert!(!b_key.contains(public[1]), "host1 has the given key");
+    for (addr, name) in [
+        ("54.214.9.9", "host1"),
+        ("54.214.9.8", "host0"),
+        ("10.0.1.5", "host1"),
+    ] {
+        let out = hosts
+            .in_controller("ssh")
+            .args(hosts.ssh_options())
+            .arg(addr)
+            .arg("hostname")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(stdout_ok(&hosts, b, out).trim(), name, "at {addr}");
+    }
+    for (from, to) in [(b, "54.214.9.8"), (b, "10.0.1.4"), (a, "10.0.1.5")] {
+        let probe = format!("timeout 5 bash -c 'echo >/dev/tcp/{to}/22' && echo open");
+        assert_eq!(stdout_ok(&hosts, from, hosts.ssh(from, &probe)), "open\n");
+    }
+    // An address is taken while its host lives; once the host is killed, a new host may
+    // have it (a new instance at a terminated one's address).
+    let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hosts.add_host(&[private], None)
+    }));
+    assert!(taken.is_err(), "a live host's address was given again");
+    hosts.kill_host(a);
+    let c = hosts.add_host(&[private], None);
+    let out = hosts.ssh(c, "hostname");
+    assert_eq!(stdout_ok(&hosts, c, out), "host2\n");
+
+    // Nothing leads out of the controller namespace.
+    let routes = hosts
+        .in_controller("ip")
+        .args(["-4", "route", "show", "default"])
+        .output()
+        .unwrap();
+    assert!(routes.status.success());
+    assert_eq!(String::from_utf8_lossy(&routes.stdout), "");
 }

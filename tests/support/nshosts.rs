@@ -25,7 +25,29 @@
 //! Needs root, `unshare`/`nsenter`/`setpriv` (util-linux), `ip` (iproute2), `ssh` and
 //! `ssh-keygen` (openssh-client) and, for the first build of the rootfs, `mmdebstrap`.
 //!
-//! Host indices are 0-based: host `i` is named `host{i}` and has address `10.77.0.{10 + i}`.
+//! Host indices are 0-based: host `i` is named `host{i}`; a host of `start(n)` has address
+//! `10.77.0.{10 + i}`.
+//!
+//! Hosts at chosen addresses: [`TestHosts::start_empty`] makes the controller and its bridge
+//! only, and [`TestHosts::add_host`] adds one host at a time, at any addresses and with a given
+//! SSH host key: a cloud instance's private and public address and the host key its user data
+//! carries, so that the host stands in for the instance once it booted (tests/support/cloud.rs).
+//!
+//! ```text
+//!   controller netns: br0 10.77.0.1/24, route 10.0.1.4/32 dev br0, route 54.214.9.8/32 dev br0
+//!                     ── vh0 ── host 0: eth0 10.0.1.4/32 + 54.214.9.8/32,
+//!                                       default via 10.77.0.1 dev eth0 onlink
+//! ```
+//!
+//! Each added address is a /32 on the host and a /32 route to the bridge in the controller, and
+//! the host's default route goes to the controller's address `onlink` (it is in none of the
+//! host's prefixes). This works for any addresses, unlike giving the bridge a gateway address
+//! in each host's /24: two instances' public addresses may share a /24, or an instance's /24 may
+//! be another's private subnet, and no address has to be invented. ARP does the rest (a Linux
+//! host answers for every address it has). The controller forwards between hosts, so hosts also
+//! reach each other at any address, as instances in one VPC do; it has no interface but the
+//! bridge and no route out, so the addresses still exist only inside the instance's
+//! namespaces.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -75,7 +97,9 @@ pub struct TestHosts {
 
 struct Host {
     name: String,
+    /// The primary address, `addrs[0]`.
     addr: Ipv4Addr,
+    addrs: Vec<Ipv4Addr>,
     dir: PathBuf,
     /// The `unshare` process; it lives in the host's network namespace (its child does not
     /// share its pid namespace, but it shares every other).
@@ -106,6 +130,132 @@ impl TestHosts {
             (1..=MAX_HOSTS).contains(&n),
             "between 1 and {MAX_HOSTS} hosts"
         );
+        let mut th = Self::controller()?;
+        for i in 0..n {
+            let addr = host_addr(i);
+            th.spawn_host(&[format!("{addr}/{PREFIX_LEN}")], None, "")?;
+        }
+        // Wire every host to the bridge in one `ip` run inside the controller namespace.
+        let mut batch = bridge_batch();
+        for i in 0..n {
+            batch += &th.link_host(i)?;
+        }
+        th.ip_batch(&batch)?;
+        th.wait_listening(0..n)?;
+        Ok(th)
+    }
+
+    /// Starts the controller namespace and its bridge, with no host yet: hosts come with
+    /// [`Self::add_host`], at the addresses a test chooses (a cloud's instances, say).
+    /// Panics on any failure.
+    pub fn start_empty() -> TestHosts {
+        let run = || -> Result<TestHosts, String> {
+            let th = Self::controller()?;
+            th.ip_batch(&bridge_batch())?;
+            Ok(th)
+        };
+        match run() {
+            Ok(hosts) => hosts,
+            Err(e) => panic!("TestHosts::start_empty: {e}"),
+        }
+    }
+
+    /// Starts one more host whose eth0 has every address of `addrs` (the first is its primary
+    /// address: what [`Self::addr`] returns, the source of its own connections) and returns its
+    /// index once its sshd listens. Its sshd's host key is `host_key` (an ed25519 private key
+    /// file; its public key is `host_key` with `.pub` appended if that exists, else derived
+    /// from it) or, without one, a key made at start. Its `root` accepts [`Self::key_path`].
+    ///
+    /// The addresses are arbitrary (a cloud's private and public addresses): each is a /32 on
+    /// the host, routed to the bridge by a /32 route in the controller namespace; the host's
+    /// default route goes to the controller's address `onlink`. The controller forwards between
+    /// hosts (so hosts reach each other at any of their addresses) and has no other interface,
+    /// so the addresses exist, as before, only inside this instance's namespaces. An address
+    /// must not be one that a live host of this instance has already, nor the controller's;
+    /// a killed host's ([`Self::kill_host`]) may be given again.
+    pub fn add_host(&mut self, addrs: &[Ipv4Addr], host_key: Option<&Path>) -> usize {
+        self.add_host_with_keys(addrs, host_key, &[])
+    }
+
+    /// [`Self::add_host`], whose `root` also accepts each of `authorized` (lines of an
+    /// `authorized_keys` file): the keys a cloud instance's boot authorizes.
+    pub fn add_host_with_keys(
+        &mut self,
+        addrs: &[Ipv4Addr],
+        host_key: Option<&Path>,
+        authorized: &[String],
+    ) -> usize {
+        match self.try_add_host(addrs, host_key, authorized) {
+            Ok(i) => i,
+            Err(e) => panic!("TestHosts::add_host({addrs:?}): {e}"),
+        }
+    }
+
+    fn try_add_host(
+        &mut self,
+        addrs: &[Ipv4Addr],
+        host_key: Option<&Path>,
+        authorized: &[String],
+    ) -> Result<usize, String> {
+        if addrs.is_empty() {
+            return Err("no address".into());
+        }
+        if self.hosts.len() >= MAX_HOSTS {
+            return Err(format!("at most {MAX_HOSTS} hosts"));
+        }
+        for addr in addrs {
+            let taken = *addr == CONTROLLER_ADDR
+                || self
+                    .hosts
+                    .iter()
+                    .any(|h| h.addrs.contains(addr) && !h.lock().stopped)
+                || addrs.iter().filter(|a| *a == addr).count() > 1;
+            if taken {
+                return Err(format!("{addr} is taken"));
+            }
+        }
+        if let Some(key) = host_key {
+            if !key.is_file() {
+                return Err(format!("no host key file {}", key.display()));
+            }
+        }
+        let cidrs: Vec<String> = addrs.iter().map(|a| format!("{a}/32")).collect();
+        let mut keys = fs::read_to_string(self.key.with_extension("pub"))
+            .map_err(|e| format!("reading the test's public key: {e}"))?;
+        for line in authorized {
+            keys += &format!("{}\n", line.trim());
+        }
+        let i = self.spawn_host(&cidrs, host_key, &keys)?;
+        let mut batch = self.link_host(i)?;
+        for addr in addrs {
+            // A killed host's address may come again (a new instance at it): its route is
+            // replaced, and its neighbour entry (the dead host's MAC) forgotten, or connections
+            // would wait for the entry to go stale.
+            batch += &format!(
+                "route replace {addr}/32 dev br0 src {CONTROLLER_ADDR}\nneigh flush to {addr} dev br0\n"
+            );
+        }
+        self.ip_batch(&batch)?;
+        // Hosts at /32 addresses reach each other through the controller. No redirects: the
+        // path stays the same whatever the hosts' kernels make of them.
+        let sysctl = self
+            .in_controller("sh")
+            .arg("-c")
+            .arg(
+                "echo 1 >/proc/sys/net/ipv4/ip_forward && \
+                 echo 0 >/proc/sys/net/ipv4/conf/all/send_redirects && \
+                 echo 0 >/proc/sys/net/ipv4/conf/br0/send_redirects",
+            )
+            .stdin(Stdio::null())
+            .output();
+        check("sysctl (controller network)", sysctl)?;
+        self.wait_listening(i..i + 1)?;
+        Ok(i)
+    }
+
+    /// The controller network namespace (no bridge yet) and the state directory with the
+    /// test's client key.
+    fn controller() -> Result<TestHosts, String> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { geteuid() } != 0 {
             return Err("needs root (network, pid and mount namespaces, overlayfs)".into());
@@ -127,7 +277,7 @@ impl TestHosts {
         )?;
         let controller_pid = controller.id();
         let mut th = TestHosts {
-            hosts: Vec::with_capacity(n),
+            hosts: Vec::new(),
             controller: Some(controller),
             controller_pid,
             key,
@@ -136,54 +286,78 @@ impl TestHosts {
         };
         // From here on, dropping `th` (on an error return or a panic) cleans up what started.
         wait_netns(controller_pid, th.controller.as_mut().unwrap())?;
+        Ok(th)
+    }
 
-        let host_init = script("host-init");
-        let pubkey = th.key.with_extension("pub");
-        for i in 0..n {
-            let name = format!("host{i}");
-            let addr = host_addr(i);
-            let dir = th.state.path().join(&name);
-            fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-            let unshare = spawn_tied(
-                Command::new("unshare")
-                    .args(["--net", "--mount", "--uts", "--ipc", "--pid", "--fork"])
-                    .args(["--kill-child", "--propagation", "private", "--"])
-                    .arg(&host_init)
-                    .arg(&name)
-                    .arg(format!("{addr}/{PREFIX_LEN}"))
-                    .arg(CONTROLLER_ADDR.to_string())
-                    .arg(&th.rootfs)
-                    .arg(&dir)
-                    .arg(&pubkey),
-                &dir.join("init.log"),
-            )?;
-            th.hosts.push(Host {
-                name,
-                addr,
-                dir,
-                pid: unshare.id(),
-                proc: Mutex::new(HostProc {
-                    unshare,
-                    init: None,
-                    stopped: false,
-                }),
-            });
+    /// Starts host-init for host number `self.hosts.len()` in its namespaces (not yet wired to
+    /// the bridge) and returns its index. Its root accepts the lines of `authorized_keys`, or
+    /// the test's key when that is empty.
+    fn spawn_host(
+        &mut self,
+        cidrs: &[String],
+        host_key: Option<&Path>,
+        authorized_keys: &str,
+    ) -> Result<usize, String> {
+        let i = self.hosts.len();
+        let name = format!("host{i}");
+        let addrs = cidrs
+            .iter()
+            .map(|c| c.split('/').next().unwrap_or_default().parse())
+            .collect::<Result<Vec<Ipv4Addr>, _>>()
+            .map_err(|e| format!("{cidrs:?}: {e}"))?;
+        let dir = self.state.path().join(&name);
+        fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let keys = if authorized_keys.is_empty() {
+            self.key.with_extension("pub")
+        } else {
+            let keys = dir.join("authorized_keys");
+            fs::write(&keys, authorized_keys)
+                .map_err(|e| format!("writing {}: {e}", keys.display()))?;
+            keys
+        };
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--net", "--mount", "--uts", "--ipc", "--pid", "--fork"])
+            .args(["--kill-child", "--propagation", "private", "--"])
+            .arg(script("host-init"))
+            .arg(&name)
+            .arg(cidrs.join(","))
+            .arg(CONTROLLER_ADDR.to_string())
+            .arg(&self.rootfs)
+            .arg(&dir)
+            .arg(&keys);
+        if let Some(key) = host_key {
+            cmd.arg(key);
         }
+        let unshare = spawn_tied(&mut cmd, &dir.join("init.log"))?;
+        self.hosts.push(Host {
+            name,
+            addr: addrs[0],
+            addrs,
+            dir,
+            pid: unshare.id(),
+            proc: Mutex::new(HostProc {
+                unshare,
+                init: None,
+                stopped: false,
+            }),
+        });
+        Ok(i)
+    }
 
-        // Wire every host to the bridge in one `ip` run inside the controller namespace.
-        let mut batch = format!(
-            "link set lo up\nlink add br0 type bridge\n\
-             addr add {CONTROLLER_ADDR}/{PREFIX_LEN} dev br0\nlink set br0 up\n"
-        );
-        for (i, host) in th.hosts.iter().enumerate() {
-            wait_netns(host.pid, &mut host.lock().unshare)
-                .map_err(|e| format!("{}: {e}\n{}", host.name, host.logs()))?;
-            batch += &format!(
-                "link add vh{i} type veth peer name eth0 netns {}\nlink set vh{i} master br0 up\n",
-                host.pid
-            );
-        }
-        let mut ip = th
+    /// The `ip -batch` lines that give host `i` its eth0, once it has its network namespace.
+    fn link_host(&self, i: usize) -> Result<String, String> {
+        let host = &self.hosts[i];
+        wait_netns(host.pid, &mut host.lock().unshare)
+            .map_err(|e| format!("{}: {e}\n{}", host.name, host.logs()))?;
+        Ok(format!(
+            "link add vh{i} type veth peer name eth0 netns {}\nlink set vh{i} master br0 up\n",
+            host.pid
+        ))
+    }
+
+    /// Runs `ip -batch -` inside the controller namespace.
+    fn ip_batch(&self, batch: &str) -> Result<(), String> {
+        let mut ip = self
             .in_controller("ip")
             .args(["-batch", "-"])
             .stdin(Stdio::piped())
@@ -197,18 +371,17 @@ impl TestHosts {
             .write_all(batch.as_bytes())
             .map_err(|e| format!("writing to ip -batch: {e}"))?;
         check("ip -batch (controller network)", ip.wait_with_output())?;
-
-        th.wait_listening()?;
-        Ok(th)
+        Ok(())
     }
 
-    /// Waits until every host's sshd listens, watching its socket table from outside: probing
-    /// the port before sshd listens would cost a 1 s SYN retransmit.
-    fn wait_listening(&self) -> Result<(), String> {
+    /// Waits until the sshd of every host in `which` listens, watching its socket table from
+    /// outside: probing the port before sshd listens would cost a 1 s SYN retransmit.
+    fn wait_listening(&self, which: std::ops::Range<usize>) -> Result<(), String> {
         let deadline = Instant::now() + READY_TIMEOUT;
-        let mut ready = vec![false; self.hosts.len()];
+        let hosts = &self.hosts[which];
+        let mut ready = vec![false; hosts.len()];
         loop {
-            for (host, ready) in self.hosts.iter().zip(ready.iter_mut()) {
+            for (host, ready) in hosts.iter().zip(ready.iter_mut()) {
                 if *ready {
                     continue;
                 }
@@ -231,7 +404,7 @@ impl TestHosts {
             }
             if Instant::now() > deadline {
                 let mut msg = format!("sshd not listening after {READY_TIMEOUT:?} on:");
-                for (host, _) in self.hosts.iter().zip(&ready).filter(|(_, r)| !**r) {
+                for (host, _) in hosts.iter().zip(&ready).filter(|(_, r)| !**r) {
                     msg += &format!("\n{}", host.logs());
                 }
                 return Err(msg);
@@ -250,7 +423,12 @@ impl TestHosts {
         self.hosts[i].addr
     }
 
-    /// Addresses of all hosts, in index order.
+    /// Every address of host `i`, its primary one ([`Self::addr`]) first.
+    pub fn host_addrs(&self, i: usize) -> &[Ipv4Addr] {
+        &self.hosts[i].addrs
+    }
+
+    /// Primary addresses of all hosts, in index order.
     pub fn addrs(&self) -> Vec<Ipv4Addr> {
         self.hosts.iter().map(|h| h.addr).collect()
     }
@@ -449,7 +627,8 @@ impl Host {
     }
 
     fn logs(&self) -> String {
-        let mut s = format!("--- {} ({}) ---", self.name, self.addr);
+        let addrs: Vec<String> = self.addrs.iter().map(Ipv4Addr::to_string).collect();
+        let mut s = format!("--- {} ({}) ---", self.name, addrs.join(", "));
         for log in ["init.log", "sshd.log"] {
             let text = fs::read_to_string(self.dir.join(log)).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
@@ -460,6 +639,14 @@ impl Host {
         }
         s
     }
+}
+
+/// The `ip -batch` lines that make the controller's bridge, the hosts' gateway.
+fn bridge_batch() -> String {
+    format!(
+        "link set lo up\nlink add br0 type bridge\n\
+         addr add {CONTROLLER_ADDR}/{PREFIX_LEN} dev br0\nlink set br0 up\n"
+    )
 }
 
 fn host_addr(i: usize) -> Ipv4Addr {

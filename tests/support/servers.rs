@@ -7,6 +7,11 @@
 //! - [`WebDavServer`]: Debian's nginx with its WebDAV module and `libnginx-mod-http-dav-ext`
 //!   (PROPFIND), serving a temporary directory: what object_store's `HttpBuilder` talks to.
 //!
+//! - [`Ec2Server`]: the same moto server, serving EC2 inside a network namespace (the test
+//!   hosts' controller namespace, tests/support/nshosts.rs), with the Debian images of
+//!   `tests/fixtures/aws/amis.json`; and [`CheckIpServer`], a stand-in for AWS's checkip
+//!   service in the same namespace. tests/support/cloud.rs boots its instances.
+//!
 //! Each `start` picks a free port on 127.0.0.1 and returns once the server answers (bounded;
 //! the first venv build is not counted), or panics with the server's log. Each server can be
 //! stopped and restarted on the same port with the same data, to test a server that dies in
@@ -22,9 +27,11 @@
 use std::fs::{self, File};
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -46,7 +53,10 @@ const PORT_ATTEMPTS: usize = 5;
 
 unsafe extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+    fn setns(fd: i32, nstype: i32) -> i32;
 }
+const CLONE_NEWNET: i32 = 0x4000_0000;
+const SIGHUP: i32 = 1;
 const SIGUSR1: i32 = 10;
 const SIGUSR2: i32 = 12;
 
@@ -258,6 +268,365 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The region every [`Ec2Server`] test uses; moto keeps each region apart.
+pub const EC2_REGION: &str = "us-east-1";
+
+/// What an [`Ec2Server`] starts with.
+#[derive(Debug, Clone, Default)]
+pub struct Ec2Options {
+    /// The images moto offers (moto's `MOTO_AMIS_PATH`: a JSON list, the shape of
+    /// `tests/fixtures/aws/amis.json`, which is the default). moto offers no other image.
+    pub amis: Option<PathBuf>,
+    /// moto's `INITIAL_NO_AUTH_ACTION_COUNT`: after that many requests, moto checks every
+    /// request's credentials and signature against its IAM (whose users and access keys the
+    /// test must create in those first requests). Without it, any credentials are accepted.
+    /// The readiness check makes no request when it is set, so that none is used up.
+    pub initial_no_auth_action_count: Option<u32>,
+}
+
+/// moto's server (scripts/s3-server, the same one as [`S3Server`]) serving EC2 on 127.0.0.1
+/// inside the network namespace of a given process: the test hosts' controller namespace,
+/// where envc runs in the tests (`TestHosts::in_controller`), so that envc reaches both moto and
+/// the hosts that stand in for the instances (tests/support/cloud.rs), and nothing else.
+///
+/// moto keeps its state in memory: a server that is killed loses every resource. Newer images
+/// can appear while it runs ([`Ec2Server::add_images`]), as when Debian publishes one.
+pub struct Ec2Server {
+    child: Option<Child>,
+    port: u16,
+    netns_pid: u32,
+    dir: TempDir,
+}
+
+impl Ec2Server {
+    /// Starts moto inside the network namespace of `netns_pid` (`TestHosts::controller_pid`)
+    /// on a free port and returns once it listens. Builds the venv first if the cache does
+    /// not have it (about a minute, once). Panics on any failure, with the server's log.
+    pub fn start_in(netns_pid: u32, opts: Ec2Options) -> Ec2Server {
+        match Self::try_start_in(netns_pid, opts) {
+            Ok(server) => server,
+            Err(e) => panic!("Ec2Server::start_in: {e}"),
+        }
+    }
+
+    fn try_start_in(netns_pid: u32, opts: Ec2Options) -> Result<Ec2Server, String> {
+        s3_venv()?;
+        let dir = tempfile::Builder::new()
+            .prefix("envc-ec2-")
+            .tempdir()
+            .map_err(|e| format!("creating the state directory: {e}"))?;
+        // moto reads its own copy: add_images rewrites it.
+        let amis = opts
+            .amis
+            .clone()
+            .unwrap_or_else(|| repo_path("tests/fixtures/aws/amis.json"));
+        let copy = dir.path().join("amis.json");
+        fs::copy(&amis, &copy).map_err(|e| format!("copying {}: {e}", amis.display()))?;
+        let port_file = dir.path().join("port");
+        let mut cmd = Command::new("nsenter");
+        // nsenter execs (it forks only to enter a pid namespace), and so does the script: the
+        // child is moto's python, which the signals must reach.
+        cmd.arg("-t")
+            .arg(netns_pid.to_string())
+            .args(["-n", "--", "bash"])
+            .arg(repo_path("scripts/s3-server"))
+            .args(["--port", "0", "--port-file"])
+            .arg(&port_file)
+            .env("MOTO_AMIS_PATH", &copy);
+        if let Some(n) = opts.initial_no_auth_action_count {
+            cmd.env("INITIAL_NO_AUTH_ACTION_COUNT", n.to_string());
+        }
+        if let Some(cache) = std::env::var_os("ENVC_S3_VENV_CACHE") {
+            cmd.env("ENVC_S3_VENV_CACHE", cache);
+        }
+        let child = spawn_tied(&mut cmd, &dir.path().join("ec2-server.log"))?;
+        let mut server = Ec2Server {
+            child: Some(child),
+            port: 0,
+            netns_pid,
+            dir,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        server.port = loop {
+            if let Some(port) = fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                break port;
+            }
+            server.check_running()?;
+            if Instant::now() > deadline {
+                return Err(server.failure(&format!("no port after {READY_TIMEOUT:?}")));
+            }
+            sleep(Duration::from_millis(20));
+        };
+        // The port file is written once the socket serves; a request proves moto answers EC2.
+        if opts.initial_no_auth_action_count.is_none() {
+            let port = server.port;
+            let answer = in_netns(netns_pid, move || {
+                http_request(
+                    port,
+                    "GET",
+                    "/?Action=DescribeRegions&Version=2016-11-15",
+                    &[("Authorization", &fake_ec2_authorization())],
+                )
+            })
+            .and_then(|r| r);
+            match answer {
+                Ok((200, body)) if body.contains("DescribeRegionsResponse") => {}
+                Ok((status, body)) => {
+                    return Err(server.failure(&format!(
+                        "DescribeRegions answered {status}, not moto's 200: {body}"
+                    )))
+                }
+                Err(e) => return Err(server.failure(&format!("DescribeRegions: {e}"))),
+            }
+        }
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:PORT`: the EC2 endpoint, valid inside the namespace only.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The pid whose network namespace the server is in.
+    pub fn netns_pid(&self) -> u32 {
+        self.netns_pid
+    }
+
+    /// The environment that points an EC2 client at this server: envc, boto3 and the AWS
+    /// CLI read `AWS_ENDPOINT_URL_EC2` (the AWS SDKs' service-specific endpoint) and the
+    /// credentials; `AWS_DEFAULT_REGION` is boto3's name for the region, `AWS_REGION` the
+    /// SDKs'.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT_URL_EC2", self.endpoint()),
+            ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY_ID.to_string()),
+            ("AWS_SECRET_ACCESS_KEY", S3_SECRET_ACCESS_KEY.to_string()),
+            ("AWS_REGION", EC2_REGION.to_string()),
+            ("AWS_DEFAULT_REGION", EC2_REGION.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// Adds the images of `amis` (a JSON list, the fixture's shape) that the server does not
+    /// have yet, keeping all else (instances, VPCs, ...): a newer image appears, as when its
+    /// publisher registers one. Returns once moto has them. (`RegisterImage` would not do: it
+    /// makes the caller the image's owner, not Debian's account.)
+    pub fn add_images(&self, amis: &Path) {
+        let copy = self.dir.path().join("amis.json");
+        if let Err(e) = fs::copy(amis, &copy) {
+            panic!("copying {}: {e}", amis.display());
+        }
+        let log = self.dir.path().join("ec2-server.log");
+        let done = |text: &str| text.matches("s3-server: images ").count();
+        let before = done(&fs::read_to_string(&log).unwrap_or_default());
+        let pid = self.child.as_ref().map(Child::id).unwrap_or_default();
+        // SAFETY: plain syscall; the pid is our child, which `Drop` alone reaps.
+        unsafe { kill(pid as i32, SIGHUP) };
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            if done(&text) > before {
+                assert!(
+                    !text.contains("images not reloaded"),
+                    "{}",
+                    self.failure("adding images failed")
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                self.failure(&format!("images not added within {STOP_TIMEOUT:?}"))
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's log, for failure messages.
+    pub fn log(&self) -> String {
+        last_lines(&self.dir.path().join("ec2-server.log"), 40)
+    }
+
+    fn check_running(&mut self) -> Result<(), String> {
+        match self.child.as_mut().map(Child::try_wait) {
+            None => Err(self.failure("the server was killed")),
+            Some(Ok(None)) => Ok(()),
+            Some(Ok(Some(status))) => Err(self.failure(&format!("the server exited ({status})"))),
+            Some(Err(e)) => Err(self.failure(&format!("waiting for the server: {e}"))),
+        }
+    }
+
+    fn failure(&self, what: &str) -> String {
+        format!(
+            "moto EC2 server (port {}): {what}\n[{}, last lines]\n{}",
+            self.port,
+            self.dir.path().join("ec2-server.log").display(),
+            self.log()
+        )
+    }
+}
+
+impl Drop for Ec2Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An `Authorization` header whose credential scope names EC2: moto routes a request to
+/// 127.0.0.1 by it, and checks no signature unless told to.
+pub fn fake_ec2_authorization() -> String {
+    format!(
+        "AWS4-HMAC-SHA256 Credential={S3_ACCESS_KEY_ID}/20260101/{EC2_REGION}/ec2/aws4_request, \
+         SignedHeaders=host, Signature=0"
+    )
+}
+
+/// A stand-in for AWS's checkip service (https://checkip.amazonaws.com), which cannot be
+/// reached here: a plain-text HTTP server on 127.0.0.1 inside a network namespace that answers
+/// every GET with the address it was given and a newline, as checkip answers with the
+/// caller's public address. envc learns "where it runs" from it (for the security group's
+/// SSH rule); point envc at [`CheckIpServer::url`] with `ENVC_AWS_CHECKIP_URL`. In the tests the
+/// address is the controller's (`TestHosts::controller_addr`), the source of envc's
+/// connections to the instances. It serves from a thread of the test process that entered the
+/// namespace; dropping it stops the thread.
+pub struct CheckIpServer {
+    port: u16,
+    netns_pid: u32,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CheckIpServer {
+    /// Serves `addr` inside the network namespace of `netns_pid`.
+    pub fn start_in(netns_pid: u32, addr: Ipv4Addr) -> CheckIpServer {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let body = format!("{addr}\n");
+        let (stop2, requests2) = (stop.clone(), requests.clone());
+        let thread = std::thread::spawn(move || {
+            let listener = enter_netns(netns_pid).and_then(|()| {
+                TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                    .map_err(|e| format!("binding 127.0.0.1:0: {e}"))
+            });
+            let listener = match listener {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = tx.send(
+                listener
+                    .local_addr()
+                    .map(|a| a.port())
+                    .map_err(|e| e.to_string()),
+            );
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+                // The request's head, up to the blank line; a GET has no body.
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match stream.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => break,
+                    }
+                }
+                requests2.fetch_add(1, Ordering::SeqCst);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain;charset=UTF-8\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        let port = match rx.recv() {
+            Ok(Ok(port)) => port,
+            Ok(Err(e)) => panic!("CheckIpServer::start_in: {e}"),
+            Err(e) => panic!("CheckIpServer::start_in: the server thread ended: {e}"),
+        };
+        CheckIpServer {
+            port,
+            netns_pid,
+            stop,
+            thread: Some(thread),
+            requests,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/`, valid inside the namespace only.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// `ENVC_AWS_CHECKIP_URL`, which points envc at it.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![("ENVC_AWS_CHECKIP_URL".to_string(), self.url())]
+    }
+
+    /// How many requests it has answered.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for CheckIpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // A connection wakes the thread from accept, to see the flag.
+        let port = self.port;
+        let _ = in_netns(self.netns_pid, move || connects(port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Moves the calling thread into the network namespace of `pid`: only this thread's sockets
+/// are made there from now on.
+fn enter_netns(pid: u32) -> Result<(), String> {
+    let path = format!("/proc/{pid}/ns/net");
+    let ns = File::open(&path).map_err(|e| format!("opening {path}: {e}"))?;
+    // SAFETY: plain syscall on a file descriptor that `ns` keeps open.
+    if unsafe { setns(ns.as_raw_fd(), CLONE_NEWNET) } != 0 {
+        return Err(format!(
+            "setns({path}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `f` on a new thread inside the network namespace of `pid`, so that the connections it
+/// makes (to 127.0.0.1 say) are made there; the caller's thread stays where it was.
+pub fn in_netns<T: Send + 'static>(
+    pid: u32,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    std::thread::spawn(move || enter_netns(pid).map(|()| f()))
+        .join()
+        .map_err(|_| "a thread in another network namespace panicked".to_string())?
 }
 
 /// The moto venv's directory: `scripts/s3-server --venv`, run once per test process (it
