@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use crate::nshosts::TestHosts;
 
@@ -56,16 +56,21 @@ impl Project {
 
     /// `envc ARGS[0] prod.env ARGS[1..]`.
     pub fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        hosts
-            .in_controller(env!("CARGO_BIN_EXE_envc"))
-            .arg(args[0])
+        self.command(hosts, args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The command [`Project::run`] runs, to run otherwise.
+    pub fn command(&self, hosts: &TestHosts, args: &[&str]) -> Command {
+        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
+        cmd.arg(args[0])
             .arg(&self.env_file)
             .args(&args[1..])
             .env("ENVC_SSH_CONFIG", &self.ssh_config)
             .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .env_remove("CI");
+        cmd
     }
 }

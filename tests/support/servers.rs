@@ -596,8 +596,10 @@ impl Drop for CheckIpServer {
         self.stop.store(true, Ordering::SeqCst);
         // A connection wakes the thread from accept, to see the flag.
         let port = self.port;
-        let _ = in_netns(self.netns_pid, move || connects(port));
-        if let Some(thread) = self.thread.take() {
+        let woken = in_netns(self.netns_pid, move || connects(port));
+        // A namespace already gone (its hosts dropped first) took the socket with it: the
+        // thread cannot be woken, and is left to end with the process.
+        if let (Ok(true), Some(thread)) = (woken, self.thread.take()) {
             let _ = thread.join();
         }
     }

@@ -140,6 +140,8 @@ pub struct Ec2 {
     key: Arc<LoginKey>,
     boot_timeout: Duration,
     aws: AwsEnv,
+    /// Where envc learns its public address (`$ENVC_AWS_CHECKIP_URL` for tests).
+    checkip: String,
     clients: Mutex<BTreeMap<String, Ec2Client>>,
     /// Held while a network is looked up or made, so that machines created at once share
     /// one.
@@ -154,6 +156,8 @@ impl Ec2 {
             key,
             boot_timeout,
             aws: AwsEnv::from_process(),
+            checkip: std::env::var("ENVC_AWS_CHECKIP_URL")
+                .unwrap_or_else(|_| "https://checkip.amazonaws.com".to_string()),
             clients: Mutex::new(BTreeMap::new()),
             placing: tokio::sync::Mutex::new(()),
         }
@@ -306,12 +310,7 @@ impl Ec2 {
         if !spec.ssh_from.is_empty() {
             return Ok(spec.ssh_from.clone());
         }
-        let url = self
-            .aws
-            .vars
-            .get("ENVC_AWS_CHECKIP_URL")
-            .cloned()
-            .unwrap_or_else(|| "https://checkip.amazonaws.com".to_string());
+        let url = self.checkip.clone();
         let hint = "or say who may connect: aws.network(…, ssh_from = [\"203.0.113.0/24\"])";
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(15))
