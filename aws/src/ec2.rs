@@ -48,8 +48,8 @@ impl Filter {
     }
 
     /// Resources whose tag `key` is `value`.
-    pub fn tag(key: &str, value: impl Into<String>) -> Filter {
-        Filter::new(format!("tag:{key}"), [value.into()])
+    pub fn tag(key: impl Into<String>, value: impl Into<String>) -> Filter {
+        Filter::new(format!("tag:{}", key.into()), [value.into()])
     }
 }
 

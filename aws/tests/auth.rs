@@ -150,6 +150,26 @@ fn refused_credentials_and_checked_signatures() {
             .unwrap();
         dev.delete_security_group(&sg).await.unwrap();
         dev.delete_vpc(&vpc).await.unwrap();
+        // Temporary credentials (a role's session): the token is sent and signed
+        // (`x-amz-security-token`), and moto checks it belongs to the key.
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:user/admin"},"Action":"sts:AssumeRole"}]}"#;
+        let role = iam(&admin, "CreateRole", &[("RoleName", "envc-ci"), ("AssumeRolePolicyDocument", trust)]).await;
+        let role_arn = between(&role, "<Arn>", "</Arn>").to_string();
+        iam(&admin, "PutRolePolicy", &[("RoleName", "envc-ci"), ("PolicyName", "ec2"), ("PolicyDocument", &allow("ec2:*"))]).await;
+        let session = admin
+            .query("sts", "2011-06-15", "AssumeRole", &params(&[("RoleArn", &role_arn), ("RoleSessionName", "ci")]))
+            .await
+            .unwrap();
+        let (key, secret, token) = (
+            between(&session, "<AccessKeyId>", "</AccessKeyId>"),
+            between(&session, "<SecretAccessKey>", "</SecretAccessKey>"),
+            between(&session, "<SessionToken>", "</SessionToken>"),
+        );
+        let ci = moto.client_with_token(key, secret, Some(token));
+        assert!(ci.describe_vpcs(&[]).await.is_ok());
+        let e = moto.client_with_token(key, secret, Some("not-the-token")).describe_vpcs(&[]).await.unwrap_err();
+        assert_eq!((e.kind(), e.code()), (ErrorKind::Unauthorized, Some("AuthFailure")), "{e}");
+
         // But dev still may not touch IAM.
         let e = dev
             .query("iam", IAM_VERSION, "ListUsers", &[])

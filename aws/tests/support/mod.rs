@@ -107,10 +107,19 @@ impl Moto {
 
     /// A client with these keys; moto without checks takes any.
     pub fn client(&self, access_key_id: &str, secret: &str) -> Ec2Client {
+        self.client_with_token(access_key_id, secret, None)
+    }
+
+    pub fn client_with_token(
+        &self,
+        access_key_id: &str,
+        secret: &str,
+        token: Option<&str>,
+    ) -> Ec2Client {
         let credentials = Credentials {
             access_key_id: access_key_id.to_string(),
             secret_access_key: secret.to_string(),
-            session_token: None,
+            session_token: token.map(str::to_string),
             source: "test".to_string(),
         };
         Ec2Client::new(REGION, self.endpoint(), credentials, fast_retry()).unwrap()
