@@ -285,3 +285,108 @@ fn the_request_on_the_wire() {
         assert_eq!(got[1].body, got[0].body);
     });
 }
+
+/// A DescribeInstances page of instances (id, state), with a next token or none.
+fn instances_page(instances: &[(&str, &str)], next: Option<&str>) -> (u16, String) {
+    let items: String = instances
+        .iter()
+        .map(|(id, state)| {
+            format!(
+                "<item><instanceId>{id}</instanceId><imageId>ami-1</imageId><instanceState><code>0</code><name>{state}</name></instanceState><instanceType>t3.micro</instanceType></item>"
+            )
+        })
+        .collect();
+    let next = next
+        .map(|t| format!("<nextToken>{t}</nextToken>"))
+        .unwrap_or_default();
+    (
+        200,
+        format!(
+            "<DescribeInstancesResponse><reservationSet><item><reservationId>r-1</reservationId><instancesSet>{items}</instancesSet></item></reservationSet>{next}</DescribeInstancesResponse>"
+        ),
+    )
+}
+
+#[test]
+fn pages_are_followed() {
+    runtime().block_on(async {
+        let (url, got) = serve(vec![
+            instances_page(&[("i-1", "running"), ("i-2", "stopped")], Some("page+2")),
+            instances_page(&[("i-3", "pending")], None),
+        ])
+        .await;
+        let all = client(url, 1, None)
+            .describe_instances(&[], &[])
+            .await
+            .unwrap();
+        let ids: Vec<(&str, &str)> = all
+            .iter()
+            .map(|i| (i.id.as_str(), i.state.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [("i-1", "running"), ("i-2", "stopped"), ("i-3", "pending")]
+        );
+        let got = got.lock().unwrap();
+        assert!(!got[0].body.contains("NextToken"), "{}", got[0].body);
+        assert!(
+            got[1].body.ends_with("&NextToken=page%2B2"),
+            "{}",
+            got[1].body
+        );
+    });
+}
+
+#[test]
+fn waiting_for_a_state() {
+    use envc_aws::InstanceState::{Running, Stopped};
+    let every = Duration::from_millis(5);
+    runtime().block_on(async {
+        // Not there yet (EC2's eventual consistency after RunInstances), then pending, then
+        // running.
+        let (url, got) = serve(vec![
+            error(400, "InvalidInstanceID.NotFound"),
+            instances_page(&[("i-1", "pending")], None),
+            instances_page(&[("i-1", "running")], None),
+        ])
+        .await;
+        let i = client(url, 1, None)
+            .wait_for_state("i-1", &[Running], every, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(i.state, Running);
+        assert_eq!(got.lock().unwrap().len(), 3);
+
+        // Never there: the timeout, with the last state seen.
+        let (url, _) = serve(vec![instances_page(&[("i-1", "stopping")], None); 1000]).await;
+        let e = client(url, 1, None)
+            .wait_for_state("i-1", &[Stopped], every, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                AwsError::Wait {
+                    last: Some(envc_aws::InstanceState::Stopping),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("instance i-1 was not stopped after ")
+                && shown.ends_with(" s (it is stopping)"),
+            "{shown}"
+        );
+
+        // Another error ends the wait at once.
+        let (url, got) = serve(vec![error(403, "UnauthorizedOperation")]).await;
+        let e = client(url, 1, None)
+            .wait_for_state("i-1", &[Running], every, Duration::from_secs(30))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unauthorized);
+        assert_eq!(got.lock().unwrap().len(), 1);
+    });
+}
