@@ -231,13 +231,37 @@ pub fn load_credentials(env: &AwsEnv) -> Result<Credentials, AwsError> {
                     ),
                 })
             }
-            (None, None) => tried.push(format!(
-                "profile `{profile}` in {shown} (no aws_access_key_id in it)"
-            )),
+            (None, None) => {
+                // What the SDKs would use instead, named, so that "no credentials" is not
+                // a puzzle for someone whose `aws` command works.
+                let other: Vec<&str> = UNSUPPORTED
+                    .iter()
+                    .copied()
+                    .filter(|k| section.contains_key(*k))
+                    .collect();
+                tried.push(if other.is_empty() {
+                    format!("profile `{profile}` in {shown} (no aws_access_key_id in it)")
+                } else {
+                    format!(
+                        "profile `{profile}` in {shown} (no aws_access_key_id in it; its {} is not read by envc)",
+                        other.join(", ")
+                    )
+                })
+            }
         }
     }
     Err(AwsError::NoCredentials { tried })
 }
+
+/// Profile settings of the SDKs' other credential providers, which this chain leaves out.
+const UNSUPPORTED: &[&str] = &[
+    "credential_process",
+    "sso_session",
+    "sso_start_url",
+    "role_arn",
+    "web_identity_token_file",
+    "credential_source",
+];
 
 /// One section: key → (line, value).
 type Section = BTreeMap<String, (usize, String)>;
@@ -445,6 +469,13 @@ mod tests {
             &[(".aws/config", CONFIG)],
             "no AWS credentials found; tried the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); \
              profile `default` in ~/.aws/credentials (no such file); profile `default` in ~/.aws/config (no aws_access_key_id in it)",
+        );
+        // A profile the SDKs would resolve with a provider envc leaves out.
+        check(
+            &[("AWS_PROFILE", "sso")],
+            &[(".aws/config", "[profile sso]\nsso_session = corp\nregion = eu-west-1\n")],
+            "no AWS credentials found; tried the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); \
+             profile `sso` in ~/.aws/credentials (no such file); profile `sso` in ~/.aws/config (no aws_access_key_id in it; its sso_session is not read by envc)",
         );
         // Malformed files: the path and the line.
         check(

@@ -48,8 +48,8 @@ impl Filter {
     }
 
     /// Resources whose tag `key` is `value`.
-    pub fn tag(key: &str, value: impl Into<String>) -> Filter {
-        Filter::new(format!("tag:{key}"), [value.into()])
+    pub fn tag(key: impl Into<String>, value: impl Into<String>) -> Filter {
+        Filter::new(format!("tag:{}", key.into()), [value.into()])
     }
 }
 
@@ -175,8 +175,7 @@ impl std::fmt::Debug for Ec2Client {
     }
 }
 
-/// RFC 3986's unreserved characters stay, everything else is percent-encoded (what SigV4
-/// and the SDKs do for a Query API body).
+/// Everything but RFC 3986's unreserved characters is percent-encoded.
 const FORM: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'_')
@@ -236,18 +235,23 @@ impl Params {
 }
 
 fn form_body(action: &str, version: &str, params: &[(String, String)]) -> String {
-    let mut body = format!(
-        "Action={}&Version={}",
-        utf8_percent_encode(action, FORM),
-        utf8_percent_encode(version, FORM)
-    );
+    let mut body = format!("Action={}&Version={}", form(action), form(version));
     for (k, v) in params {
         body.push('&');
-        body.extend(utf8_percent_encode(k, FORM));
+        body.push_str(&form(k));
         body.push('=');
-        body.extend(utf8_percent_encode(v, FORM));
+        body.push_str(&form(v));
     }
     body
+}
+
+/// A form value as botocore encodes it (Python's `urlencode`): unreserved characters as they
+/// are, a space as `+`, everything else percent-encoded. AWS hashes the bytes it received, so
+/// any encoding would sign; moto re-encodes the form it parsed before it checks a signature,
+/// so only this one passes there too.
+fn form(s: &str) -> String {
+    // `%` itself is encoded, so `%20` in the output can only be a space.
+    utf8_percent_encode(s, FORM).to_string().replace("%20", "+")
 }
 
 /// An error answer's code, message and request id, from EC2's
@@ -1038,6 +1042,21 @@ fn image(action: &str, item: &Element) -> Result<Image, AwsError> {
     })
 }
 
+/// The instance's groups and its network interfaces' (an instance launched with
+/// `NetworkInterface.1` has its groups there; moto shows them only there).
+fn security_groups(item: &Element) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let nics = item.items("networkInterfaceSet");
+    for set in std::iter::once(item).chain(nics) {
+        for g in set.items("groupSet").filter_map(|g| g.text_of("groupId")) {
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+    }
+    out
+}
+
 fn instance(action: &str, item: &Element) -> Result<Instance, AwsError> {
     let id = need(action, item, "instanceId")?;
     let state_name = item
@@ -1064,10 +1083,7 @@ fn instance(action: &str, item: &Element) -> Result<Instance, AwsError> {
         private_ip: item.text_of("privateIpAddress"),
         public_ip: item.text_of("ipAddress"),
         key_name: item.text_of("keyName"),
-        security_group_ids: item
-            .items("groupSet")
-            .filter_map(|g| g.text_of("groupId"))
-            .collect(),
+        security_group_ids: security_groups(item),
         tags: tags(item),
         id,
     })
@@ -1091,8 +1107,8 @@ mod tests {
             );
         assert_eq!(
             form_body("CreateX", EC2_VERSION, &p.0),
-            "Action=CreateX&Version=2016-11-15&GroupDescription=ssh%20%26%20web%2F8080%20~ok\
-             &Filter.1.Name=tag%3Aenvc%3Aenv&Filter.1.Value.1=a%20b\
+            "Action=CreateX&Version=2016-11-15&GroupDescription=ssh+%26+web%2F8080+~ok\
+             &Filter.1.Name=tag%3Aenvc%3Aenv&Filter.1.Value.1=a+b\
              &Filter.2.Name=state&Filter.2.Value.1=x&Filter.2.Value.2=y\
              &TagSpecification.1.ResourceType=vpc&TagSpecification.1.Tag.1.Key=k&TagSpecification.1.Tag.1.Value=v%3D1"
         );

@@ -196,14 +196,14 @@ impl fmt::Display for AwsError {
                     ),
                     Some(last) => write!(
                         f,
-                        "instance {instance} was not {want} after {} s (it is {})",
-                        waited.as_secs(),
+                        "instance {instance} was not {want} after {:.1} s (it is {})",
+                        waited.as_secs_f64(),
                         last.as_str()
                     ),
                     None => write!(
                         f,
-                        "instance {instance} did not show up in DescribeInstances within {} s",
-                        waited.as_secs()
+                        "instance {instance} did not show up in DescribeInstances within {:.1} s",
+                        waited.as_secs_f64()
                     ),
                 }
             }

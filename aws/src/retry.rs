@@ -37,7 +37,8 @@ impl RetryPolicy {
     }
 }
 
-/// Whether an error answer is worth another attempt: throttling, and AWS's own trouble.
+/// Whether an error answer is worth another attempt: throttling (by code, or 429 Too Many
+/// Requests), and AWS's own trouble (by code, or any 5xx).
 /// A client error (400 with any other code) is not: it would fail the same way again.
 pub(crate) fn retryable(status: u16, code: &str) -> bool {
     matches!(
@@ -48,7 +49,8 @@ pub(crate) fn retryable(status: u16, code: &str) -> bool {
             | "ServiceUnavailable"
             | "InternalError"
             | "Unavailable"
-    ) || status >= 500
+    ) || status == 429
+        || status >= 500
 }
 
 #[cfg(test)]
@@ -78,6 +80,7 @@ mod tests {
             (500, "InternalError", true),
             (503, "Unavailable", true),
             (502, "", true),
+            (429, "", true),
             (400, "InvalidParameterValue", false),
             (403, "UnauthorizedOperation", false),
             (400, "InsufficientInstanceCapacity", false),
