@@ -26,6 +26,7 @@ pub mod kept;
 pub mod keys;
 pub mod kinds;
 pub mod kustomize;
+pub(crate) mod cloud;
 pub(crate) mod locking;
 mod names;
 pub(crate) mod object_id;
