@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &str, u8)] = &[
     ("envc-ids", "ids", 0),
     ("envc-lang", "lang", 1),
+    ("envc-aws", "aws", 1),
     ("envc-k8s", "k8s", 2),
     ("envc-lockfiles", "lockfiles", 2),
     ("envc-compiler", "compiler", 3),
