@@ -15,6 +15,7 @@
 pub(crate) mod beneath;
 pub mod cache;
 pub(crate) mod checks;
+pub(crate) mod cloud;
 pub(crate) mod config;
 pub(crate) mod connect;
 pub mod debs;
@@ -26,7 +27,6 @@ pub mod kept;
 pub mod keys;
 pub mod kinds;
 pub mod kustomize;
-pub(crate) mod cloud;
 pub(crate) mod locking;
 mod names;
 pub(crate) mod object_id;

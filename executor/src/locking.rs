@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
 use envc_lockfiles::changelog::Fix;
+use envc_lockfiles::needs::Stale;
 use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
 use envc_lockfiles::outdated::Outdated;
-use envc_lockfiles::needs::Stale;
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, CloudImagePin, LockDiff, LockProblem,
     Lockfile, Needs, ToolPin, REQUIRED,
@@ -77,15 +77,15 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                 // A cloud image's Debian suite is known, the packages it ships are not: its
                 // packages are locked as for a host without a base, their closure pinned
                 // whole from `required` up.
-                let cloud_suite = target.and_then(cloud_of).and_then(|c| {
-                    match c.get("image") {
+                let cloud_suite = target
+                    .and_then(cloud_of)
+                    .and_then(|c| match c.get("image") {
                         Some(Val::Record(i)) => match i.get("suite") {
                             Some(Val::Str(s)) if !s.is_empty() => Some(s.clone()),
                             _ => None,
                         },
                         _ => None,
-                    }
-                });
+                    });
                 // The suite its image was built from, else the one its host says it runs.
                 let suite = match (image, cloud_suite) {
                     (Some(i), _) => suite_of(i),
@@ -169,7 +169,10 @@ impl std::fmt::Display for BadCloud {
         match self {
             BadCloud::NoField(k) => write!(f, "its cloud has no `{k}`"),
             BadCloud::Provider(p) => {
-                write!(f, "cloud provider {p:?} is not one envc can lock images of (aws)")
+                write!(
+                    f,
+                    "cloud provider {p:?} is not one envc can lock images of (aws)"
+                )
             }
         }
     }
@@ -461,12 +464,10 @@ pub fn lock_environment(
             for pin in pins {
                 match clouds.check(pin) {
                     Ok(()) => {}
-                    Err(e) if e.is_mismatch() => {
-                        problems.push(LockProblem::Stale(Stale {
-                            key: pin.key(),
-                            problem: e.to_string(),
-                        }))
-                    }
+                    Err(e) if e.is_mismatch() => problems.push(LockProblem::Stale(Stale {
+                        key: pin.key(),
+                        problem: e.to_string(),
+                    })),
                     Err(e) => notes.push(format!(
                         "{}: not checked against AWS, only offline: {e}",
                         pin.key()
@@ -782,6 +783,12 @@ mod tests {
     /// What `needs_of` asks of the lockfile for `src`: images with their suites, packages
     /// with theirs, and the tools, one line each.
     fn check(src: &str, expected: &[&str]) {
+        check_with(src, expected, false)
+    }
+
+    /// `check`, and with `cloud` the cloud images, what each package starts from and how
+    /// each suite is taken.
+    fn check_with(src: &str, expected: &[&str], cloud: bool) {
         let loader = envc_compiler::MemoryLoader::new([("main.env", src)]);
         let c = envc_compiler::compile("main.env", &loader, &Default::default());
         assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
@@ -801,6 +808,31 @@ mod tests {
                 .map(|(n, p)| format!("package {n} {}", p.suite)),
         );
         got.extend(needs.tools.iter().map(|t| format!("tool {t}")));
+        if !cloud {
+            assert_eq!(got, expected, "{src}");
+            return;
+        }
+        got.extend(needs.cloud_images.values().map(|c| {
+            format!(
+                "cloud_image {} {} {} {} {} (booted by {})",
+                c.key(),
+                c.provider,
+                c.owner,
+                c.pattern,
+                c.architecture,
+                c.used_by.join(", ")
+            )
+        }));
+        got.extend(needs.packages.iter().map(|(n, p)| {
+            let starts: Vec<&str> = p.starts_from.iter().map(String::as_str).collect();
+            format!("{n} starts from {}", starts.join(" "))
+        }));
+        got.extend(
+            needs
+                .suite_updates
+                .iter()
+                .map(|(s, u)| format!("suite {s} updates {} ({})", u.updates, u.declared_by)),
+        );
         assert_eq!(got, expected, "{src}");
     }
 
@@ -834,6 +866,41 @@ mod tests {
                 "tool qemu-system-x86_64",
                 "tool ssh",
             ],
+        );
+    }
+
+    #[test]
+    fn a_cloud_machine_needs_its_image_pinned_and_its_packages_pinned_from_required() {
+        let machine =
+            "import \"std/aws\"\nlet net = aws.network(\"web\", region = \"eu-west-1\")\n\
+                       let web = aws.machine(\"web-0\", network = net)\n";
+        check_with(
+            &format!("{machine}let p = package(name = \"curl\", target = web)\n"),
+            &[
+                "package curl bookworm",
+                "tool ssh",
+                "cloud_image cloud_image:debian-12@eu-west-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-0)",
+                "curl starts from required",
+                "suite bookworm updates true (vm:web-0)",
+            ],
+            true,
+        );
+        // Two machines in two regions, one image: one pin per region.
+        check_with(
+            &format!(
+                "{machine}let net2 = aws.network(\"web2\", region = \"us-east-1\")\n\
+                 let web2 = aws.machine(\"web-1\", network = net2)\n\
+                 let web3 = aws.machine(\"web-2\", network = net)\n"
+            ),
+            &[
+                "tool ssh",
+                "cloud_image cloud_image:debian-12@eu-west-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-0, vm:web-2)",
+                "cloud_image cloud_image:debian-12@us-east-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-1)",
+            ],
+            true,
         );
     }
 }
