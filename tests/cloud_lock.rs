@@ -89,7 +89,11 @@ impl Moto {
             if let Ok(Some(status)) = moto.child.try_wait() {
                 panic!("moto exited ({status}) before serving:\n{}", moto.log());
             }
-            assert!(Instant::now() < deadline, "moto did not serve:\n{}", moto.log());
+            assert!(
+                Instant::now() < deadline,
+                "moto did not serve:\n{}",
+                moto.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -151,7 +155,10 @@ impl Project {
             }
         }
         cmd.env("HOME", self.path("home"))
-            .env("AWS_SHARED_CREDENTIALS_FILE", self.path("home/no-credentials"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                self.path("home/no-credentials"),
+            )
             .env("AWS_CONFIG_FILE", self.path("home/no-config"));
         if let Some(m) = moto {
             cmd.env("AWS_ACCESS_KEY_ID", "envc-test")
@@ -218,7 +225,11 @@ fn the_newest_image_is_pinned_kept_on_relock_moved_on_update_and_checked_against
     fs::write(p.path("october.lock"), &october).unwrap();
     let o = p.envc(
         Some(&moto),
-        &["lock", "prod.env", "--update=cloud_image:debian-12@eu-west-1"],
+        &[
+            "lock",
+            "prod.env",
+            "--update=cloud_image:debian-12@eu-west-1",
+        ],
     );
     expect(&o, 0);
     let moved = format!(
@@ -261,7 +272,11 @@ fn the_newest_image_is_pinned_kept_on_relock_moved_on_update_and_checked_against
         text(&o)
     );
     // An id EC2 does not know.
-    fs::write(p.path("prod.lock"), october.replace(OCTOBER.0, "ami-0123456789abcdef0")).unwrap();
+    fs::write(
+        p.path("prod.lock"),
+        october.replace(OCTOBER.0, "ami-0123456789abcdef0"),
+    )
+    .unwrap();
     let o = p.envc(Some(&moto), &["lock", "--check", "prod.env"]);
     expect(&o, 3);
     assert!(

@@ -1491,6 +1491,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_cloud_fixture_reads_and_writes_back_byte_for_byte() {
+        let text = include_str!("../../tests/fixtures/locks/cloud-v5.lock");
+        let lock = Lockfile::parse(text).unwrap();
+        assert_eq!(lock.version, 5);
+        assert_eq!(
+            lock.keys()
+                .iter()
+                .map(PinKey::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "cloud_image:debian-12@eu-west-1",
+                "cloud_image:debian-12@us-east-1",
+                "source_date_epoch",
+                "stdlib",
+                "tool:ssh",
+            ]
+        );
+        assert_eq!(crate::consistency::inconsistencies(&lock), []);
+        assert_eq!(lock.to_toml("envc lock cloud.env"), text);
+    }
+
     /// Parses `edit(sample with cloud images)` and renders the errors, one per line.
     fn check_cloud(edit: impl Fn(String) -> String, expected: &str) {
         let text = edit(sample_with_cloud().to_toml("envc lock prod.env"));
