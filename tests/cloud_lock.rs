@@ -48,6 +48,11 @@ struct Moto {
 
 impl Moto {
     fn start(amis: &Path) -> Moto {
+        Moto::start_with(amis, &[])
+    }
+
+    /// With moto's own environment variables `env` too.
+    fn start_with(amis: &Path, env: &[(&str, &str)]) -> Moto {
         let dir = tempfile::Builder::new()
             .prefix("envc-cloud-lock-moto-")
             .tempdir()
@@ -62,6 +67,7 @@ impl Moto {
             .env_clear()
             .env("PATH", PATH)
             .env("MOTO_AMIS_PATH", amis)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -345,4 +351,24 @@ let web = aws.machine("web-0", network = net, image = trixie)
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn credentials_aws_refuses_name_the_action_and_the_fix() {
+    // moto checking every call against its IAM, which knows no key of envc's.
+    let moto = Moto::start_with(
+        &repo().join("tests/fixtures/aws/amis.json"),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    );
+    let p = Project::new(ENV);
+    let o = p.envc(Some(&moto), &["lock", "prod.env"]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("cloud_image:debian-12@eu-west-1: AWS refused DescribeImages: ")
+            && stderr(&o).contains("allowed `ec2:DescribeImages`"),
+        "{}\n{}",
+        text(&o),
+        moto.log()
+    );
+    assert!(!p.path("prod.lock").exists());
 }
