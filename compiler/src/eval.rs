@@ -2744,9 +2744,26 @@ fn not_literal(e: &Expr, file: FileId) -> Stop {
 }
 
 /// The lockfile keys a node of `kind` named `name` uses: a package its version and hash,
-/// an image its package set, the archive it is built from and the time its files carry.
+/// an image its package set, the archive it is built from and the time its files carry, a
+/// cloud vm the image (AMI) it boots in its region.
 fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec<PinKey> {
     match kind {
+        NodeKind::Vm => {
+            let field = |r: &Value, k: &str| match r {
+                Value::Record(r) => r.get(k).cloned(),
+                _ => None,
+            };
+            let Some(cloud) = attrs.get("cloud") else {
+                return Vec::new();
+            };
+            let image = field(cloud, "image").and_then(|i| field(&i, "name"));
+            match (image, field(cloud, "region")) {
+                (Some(Value::Str(image)), Some(Value::Str(region))) => {
+                    vec![PinKey::cloud_image(&image, &region)]
+                }
+                _ => Vec::new(),
+            }
+        }
         NodeKind::Package => vec![PinKey::Package(name.to_string())],
         NodeKind::Image => {
             let mut keys = vec![PinKey::Image(name.to_string()), PinKey::SourceDateEpoch];

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use envc_compiler::{compile, CompileOptions, MemoryLoader};
 
 const SOURCE: &str = r#"
+import "std/aws"
 let base = image(name = "base", packages = ["curl"])
 let vm0 = vm(name = "v", image = base)
 let h = host(name = "h", address = "10.0.0.1")
@@ -16,6 +17,9 @@ let curl = package(name = "curl", target = h)
 let motd = file(path = "/etc/motd", content = "hi\n", target = h, after = [hello])
 let alone = file(path = "/etc/alone", content = "x\n", target = h)
 let on_vm = file(path = "/etc/on-vm", content = "x\n", target = vm0)
+let net = aws.network("web", region = "eu-west-1")
+let web = aws.machine("web-0", network = net)
+let on_web = file(path = "/etc/on-web", content = "x\n", target = web)
 "#;
 
 /// Node key (`kind:name` or `target/kind:name`) → id, compiled with `pins`.
@@ -94,4 +98,21 @@ fn a_moved_pin_changes_exactly_its_users_and_their_dependents() {
     );
     // A pin no node uses changes nothing.
     check(&[], &[("package:nginx", "1.22.1-9 amd64 cccc")], &[]);
+    // A cloud machine's image moves: the machine, what is on it.
+    let october = ("cloud_image:debian-12@eu-west-1", "ami-0d2c5a1f3e4b61001");
+    let november = ("cloud_image:debian-12@eu-west-1", "ami-0d2c5a1f3e4b61101");
+    check(
+        &[october],
+        &[november],
+        &["vm:web-0", "web-0/file:/etc/on-web"],
+    );
+    // The same image in another region is another pin.
+    check(
+        &[october],
+        &[
+            october,
+            ("cloud_image:debian-12@us-east-1", "ami-0d2c5a1f3e4b61101"),
+        ],
+        &[],
+    );
 }

@@ -15,6 +15,7 @@
 pub(crate) mod beneath;
 pub mod cache;
 pub(crate) mod checks;
+pub(crate) mod cloud;
 pub(crate) mod config;
 pub(crate) mod connect;
 pub mod debs;

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use envc_compiler::pin::PinKey;
 use envc_compiler::types::NodeKind;
 use envc_lockfiles::changelog::Fix;
+use envc_lockfiles::needs::Stale;
 use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
 use envc_lockfiles::outdated::Outdated;
 use envc_lockfiles::{
-    check_tools, lock_path, probe_tool, read_lock, stale, LockDiff, LockProblem, Lockfile, Needs,
-    ToolPin, REQUIRED,
+    check_tools, lock_path, probe_tool, read_lock, stale, CloudImagePin, LockDiff, LockProblem,
+    Lockfile, Needs, ToolPin, REQUIRED,
 };
 
 use crate::kinds::image::build::lock_includes;
@@ -42,8 +43,21 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                 image_needs(n, &mut needs, &mut conflicts);
                 needs.tools.insert("mmdebstrap".into());
             }
+            // A cloud machine boots its cloud's image, pinned per region; QEMU is not used.
             NodeKind::Vm => {
-                needs.tools.insert("qemu-system-x86_64".into());
+                match cloud_of(n) {
+                    Some(cloud) => match cloud_image_need(n, cloud) {
+                        Ok(need) => {
+                            if let Err(c) = needs.add_cloud_image(need) {
+                                conflicts.push(c.to_string());
+                            }
+                        }
+                        Err(e) => conflicts.push(format!("`{}`: {e}", n.key)),
+                    },
+                    None => {
+                        needs.tools.insert("qemu-system-x86_64".into());
+                    }
+                }
                 needs.tools.insert("ssh".into());
             }
             NodeKind::Host => {
@@ -60,10 +74,23 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
                         (spec.nodes.iter().chain(&spec.lab_images)).find(|i| i.key == key)
                     }),
                 });
+                // A cloud image's Debian suite is known, the packages it ships are not: its
+                // packages are locked as for a host without a base, their closure pinned
+                // whole from `required` up.
+                let cloud_suite = target
+                    .and_then(cloud_of)
+                    .and_then(|c| match c.get("image") {
+                        Some(Val::Record(i)) => match i.get("suite") {
+                            Some(Val::Str(s)) if !s.is_empty() => Some(s.clone()),
+                            _ => None,
+                        },
+                        _ => None,
+                    });
                 // The suite its image was built from, else the one its host says it runs.
-                let suite = match image {
-                    Some(i) => suite_of(i),
-                    None => target
+                let suite = match (image, cloud_suite) {
+                    (Some(i), _) => suite_of(i),
+                    (None, Some(s)) => s,
+                    (None, None) => target
                         .and_then(|t| t.str_attr("suite"))
                         .unwrap_or(DEFAULT_SUITE)
                         .to_string(),
@@ -118,6 +145,67 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
     } else {
         Err(conflicts)
     }
+}
+
+/// A vm's `cloud` record (std/aws's machines), `None` for a vm envc boots itself.
+fn cloud_of(n: &NodeSpec) -> Option<&BTreeMap<String, Val>> {
+    match n.attr("cloud") {
+        Some(Val::Record(c)) => Some(c),
+        _ => None,
+    }
+}
+
+/// Why a vm's `cloud` does not name a cloud image envc can pin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadCloud {
+    /// A field std/aws always gives is missing, or empty.
+    NoField(&'static str),
+    /// A provider envc cannot resolve images with.
+    Provider(String),
+}
+
+impl std::fmt::Display for BadCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadCloud::NoField(k) => write!(f, "its cloud has no `{k}`"),
+            BadCloud::Provider(p) => {
+                write!(
+                    f,
+                    "cloud provider {p:?} is not one envc can lock images of (aws)"
+                )
+            }
+        }
+    }
+}
+
+/// The cloud image a cloud vm boots, in its region.
+fn cloud_image_need(
+    n: &NodeSpec,
+    cloud: &BTreeMap<String, Val>,
+) -> Result<envc_lockfiles::CloudImageNeed, BadCloud> {
+    fn text(fields: &BTreeMap<String, Val>, k: &'static str) -> Result<String, BadCloud> {
+        match fields.get(k) {
+            Some(Val::Str(s)) if !s.is_empty() => Ok(s.clone()),
+            _ => Err(BadCloud::NoField(k)),
+        }
+    }
+    let provider = text(cloud, "provider")?;
+    if provider != "aws" {
+        return Err(BadCloud::Provider(provider));
+    }
+    let image = match cloud.get("image") {
+        Some(Val::Record(i)) => i,
+        _ => return Err(BadCloud::NoField("image")),
+    };
+    Ok(envc_lockfiles::CloudImageNeed {
+        name: text(image, "name")?,
+        provider,
+        region: text(cloud, "region")?,
+        owner: text(image, "owner")?,
+        pattern: text(image, "pattern")?,
+        architecture: text(image, "architecture")?,
+        used_by: vec![n.key.clone()],
+    })
 }
 
 /// The Debian suite an image installs from.
@@ -297,14 +385,16 @@ pub enum LockRequest<'a> {
 
 /// What `envc lock` found or did.
 pub enum LockOutcome {
-    /// `--check`: the lockfile covers the environment.
-    UpToDate { path: PathBuf },
+    /// `--check`: the lockfile covers the environment. `notes`: what could not be checked
+    /// (a cloud image pin without credentials to ask the cloud with), for stderr.
+    UpToDate { path: PathBuf, notes: Vec<String> },
     /// `--check`: it does not exist.
     Missing { path: PathBuf },
     /// `--check`: it falls short, pin by pin.
     Stale {
         path: PathBuf,
         problems: Vec<LockProblem>,
+        notes: Vec<String>,
     },
     /// Written: what moved against the old lockfile, or how many pins a new one has; and
     /// what the person locking should know (a broken lockfile replaced, an archive whose
@@ -357,13 +447,45 @@ pub fn lock_environment(
         let Some(old) = &old else {
             return Ok(LockOutcome::Missing { path });
         };
-        let problems = stale_pins(old, &needs);
+        let mut problems = stale_pins(old, &needs);
+        let mut notes = Vec::new();
+        // Online, where the offline checks found nothing: each cloud image the environment
+        // boots is asked of its cloud, so an id edited into another valid-looking one is
+        // caught. Without credentials that is only said.
+        let offline: Vec<PinKey> = problems.iter().map(|p| p.key().clone()).collect();
+        let pins: Vec<&CloudImagePin> = old
+            .cloud_images
+            .iter()
+            .filter(|c| needs.cloud_images.contains_key(c.key().name()))
+            .filter(|c| !offline.contains(&c.key()))
+            .collect();
+        if !pins.is_empty() {
+            let clouds = crate::cloud::clouds();
+            for pin in pins {
+                match clouds.check(pin) {
+                    Ok(()) => {}
+                    Err(e) if e.is_mismatch() => problems.push(LockProblem::Stale(Stale {
+                        key: pin.key(),
+                        problem: e.to_string(),
+                    })),
+                    Err(e) => notes.push(format!(
+                        "{}: not checked against AWS, only offline: {e}",
+                        pin.key()
+                    )),
+                }
+            }
+        }
         return Ok(if problems.is_empty() {
-            LockOutcome::UpToDate { path }
+            LockOutcome::UpToDate { path, notes }
         } else {
-            LockOutcome::Stale { path, problems }
+            LockOutcome::Stale {
+                path,
+                problems,
+                notes,
+            }
         });
     }
+    let clouds = crate::cloud::clouds();
     // Project files (a vendor archive's key) are relative to the project's directory.
     let project = crate::project::project_dir(env_file);
     let resolved = envc_lockfiles::environment::resolve_environment(
@@ -371,6 +493,7 @@ pub fn lock_environment(
         old.as_ref(),
         &stdlib_hash(),
         &project,
+        clouds.as_ref(),
     )
     .map_err(|u| {
         warnings.extend(u.warnings);
@@ -407,7 +530,17 @@ pub fn lock_environment(
         // `--update` moves what holds: a relock to add one package is a reviewable diff,
         // not every pin that moved in the archive since.
         (Some(old), LockRequest::Relock) => {
-            let keys = relock_keys(old, &fresh, &stale_pins(old, &needs));
+            let mut keys = relock_keys(old, &fresh, &stale_pins(old, &needs));
+            // A kept cloud image must be one the cloud has, as pinned: a hand-edited id
+            // that looks right offline is mended too.
+            for pin in &old.cloud_images {
+                if !keys.contains(&pin.key())
+                    && fresh.cloud_image(&pin.name, &pin.region).is_some()
+                    && clouds.check(pin).is_err_and(|e| e.is_mismatch())
+                {
+                    keys.push(pin.key());
+                }
+            }
             envc_lockfiles::environment::update_pins(old, &fresh, &keys)
                 .map_err(|e| LockCommandError::Input(e.to_string()))?
         }
@@ -650,6 +783,12 @@ mod tests {
     /// What `needs_of` asks of the lockfile for `src`: images with their suites, packages
     /// with theirs, and the tools, one line each.
     fn check(src: &str, expected: &[&str]) {
+        check_with(src, expected, false)
+    }
+
+    /// `check`, and with `cloud` the cloud images, what each package starts from and how
+    /// each suite is taken.
+    fn check_with(src: &str, expected: &[&str], cloud: bool) {
         let loader = envc_compiler::MemoryLoader::new([("main.env", src)]);
         let c = envc_compiler::compile("main.env", &loader, &Default::default());
         assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
@@ -669,6 +808,31 @@ mod tests {
                 .map(|(n, p)| format!("package {n} {}", p.suite)),
         );
         got.extend(needs.tools.iter().map(|t| format!("tool {t}")));
+        if !cloud {
+            assert_eq!(got, expected, "{src}");
+            return;
+        }
+        got.extend(needs.cloud_images.values().map(|c| {
+            format!(
+                "cloud_image {} {} {} {} {} (booted by {})",
+                c.key(),
+                c.provider,
+                c.owner,
+                c.pattern,
+                c.architecture,
+                c.used_by.join(", ")
+            )
+        }));
+        got.extend(needs.packages.iter().map(|(n, p)| {
+            let starts: Vec<&str> = p.starts_from.iter().map(String::as_str).collect();
+            format!("{n} starts from {}", starts.join(" "))
+        }));
+        got.extend(
+            needs
+                .suite_updates
+                .iter()
+                .map(|(s, u)| format!("suite {s} updates {} ({})", u.updates, u.declared_by)),
+        );
         assert_eq!(got, expected, "{src}");
     }
 
@@ -702,6 +866,41 @@ mod tests {
                 "tool qemu-system-x86_64",
                 "tool ssh",
             ],
+        );
+    }
+
+    #[test]
+    fn a_cloud_machine_needs_its_image_pinned_and_its_packages_pinned_from_required() {
+        let machine =
+            "import \"std/aws\"\nlet net = aws.network(\"web\", region = \"eu-west-1\")\n\
+                       let web = aws.machine(\"web-0\", network = net)\n";
+        check_with(
+            &format!("{machine}let p = package(name = \"curl\", target = web)\n"),
+            &[
+                "package curl bookworm",
+                "tool ssh",
+                "cloud_image cloud_image:debian-12@eu-west-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-0)",
+                "curl starts from required",
+                "suite bookworm updates true (vm:web-0)",
+            ],
+            true,
+        );
+        // Two machines in two regions, one image: one pin per region.
+        check_with(
+            &format!(
+                "{machine}let net2 = aws.network(\"web2\", region = \"us-east-1\")\n\
+                 let web2 = aws.machine(\"web-1\", network = net2)\n\
+                 let web3 = aws.machine(\"web-2\", network = net)\n"
+            ),
+            &[
+                "tool ssh",
+                "cloud_image cloud_image:debian-12@eu-west-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-0, vm:web-2)",
+                "cloud_image cloud_image:debian-12@us-east-1 aws 136693071363 \
+                 debian-12-amd64-* x86_64 (booted by vm:web-1)",
+            ],
+            true,
         );
     }
 }

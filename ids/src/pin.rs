@@ -14,13 +14,17 @@ pub const DEBIAN_VENDOR: &str = "debian";
 
 /// What a pin is about, and its stable name in lockfiles, diffs and `--update=KEY`.
 ///
-/// The variants are declared in the order of their text (`archive:` < `image:` <
-/// `package:` < `source_date_epoch` < `stdlib` < `tool:`), so keys sort the same as keys or
-/// as text: derivation encodings and lockfiles list pins in text order.
+/// The variants are declared in the order of their text (`archive:` < `cloud_image:` <
+/// `image:` < `package:` < `source_date_epoch` < `stdlib` < `tool:`), so keys sort the same
+/// as keys or as text: derivation encodings and lockfiles list pins in text order.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PinKey {
     /// `archive:debian/bookworm`: one archive state.
     Archive(String),
+    /// `cloud_image:debian-12@eu-west-1`: a cloud image (an AMI) named by its owner and a
+    /// name pattern, resolved in one region. The name is `IMAGE@REGION` (see
+    /// [`PinKey::cloud_image`]): an AMI id is a region's, so each region is its own pin.
+    CloudImage(String),
     /// `image:debian-12`: an image's whole package set.
     Image(String),
     /// `package:nginx`: one package down to its bytes.
@@ -39,8 +43,25 @@ impl PinKey {
         PinKey::Archive(debian_archive_name(suite))
     }
 
+    /// The pin of cloud image `name` (`debian-12`) in `region` (`eu-west-1`):
+    /// `cloud_image:debian-12@eu-west-1`.
+    pub fn cloud_image(name: &str, region: &str) -> PinKey {
+        PinKey::CloudImage(format!("{name}@{region}"))
+    }
+
     /// The key of a lockfile block: `[[package]]` with `name = "nginx"` is `package:nginx`.
+    /// A `[[cloud_image]]` block's name here is `NAME@REGION` ([`PinKey::cloud_image`]).
     pub fn of_block(block: &str, name: &str) -> Option<PinKey> {
+        if block == "cloud_image" {
+            return match name.split_once('@') {
+                Some((image, region))
+                    if !image.is_empty() && !region.is_empty() && !region.contains('@') =>
+                {
+                    Some(PinKey::CloudImage(name.to_string()))
+                }
+                _ => None,
+            };
+        }
         let name = name.to_string();
         Some(match block {
             "archive" => PinKey::Archive(name),
@@ -64,7 +85,20 @@ impl PinKey {
     pub fn name(&self) -> &str {
         match self {
             PinKey::SourceDateEpoch | PinKey::Stdlib => "",
-            PinKey::Archive(n) | PinKey::Package(n) | PinKey::Image(n) | PinKey::Tool(n) => n,
+            PinKey::Archive(n)
+            | PinKey::CloudImage(n)
+            | PinKey::Package(n)
+            | PinKey::Image(n)
+            | PinKey::Tool(n) => n,
+        }
+    }
+
+    /// A cloud image pin's image and region (`("debian-12", "eu-west-1")`); `None` for any
+    /// other pin.
+    pub fn cloud_image_parts(&self) -> Option<(&str, &str)> {
+        match self {
+            PinKey::CloudImage(n) => n.split_once('@'),
+            _ => None,
         }
     }
 }
@@ -80,6 +114,7 @@ impl fmt::Display for PinKey {
             PinKey::SourceDateEpoch => f.write_str("source_date_epoch"),
             PinKey::Stdlib => f.write_str("stdlib"),
             PinKey::Archive(n) => write!(f, "archive:{n}"),
+            PinKey::CloudImage(n) => write!(f, "cloud_image:{n}"),
             PinKey::Package(n) => write!(f, "package:{n}"),
             PinKey::Image(n) => write!(f, "image:{n}"),
             PinKey::Tool(n) => write!(f, "tool:{n}"),
@@ -96,7 +131,8 @@ impl fmt::Display for BadPinKey {
         write!(
             f,
             "`{}` is not a pin key; keys are package:NAME, image:NAME, archive:NAME, \
-             tool:NAME, source_date_epoch and stdlib, as `envc lock diff` prints them",
+             cloud_image:NAME@REGION, tool:NAME, source_date_epoch and stdlib, as `envc lock \
+             diff` prints them",
             self.0
         )
     }
@@ -295,6 +331,14 @@ mod tests {
             Some(PinKey::debian_archive("bookworm")),
         );
         check("tool:ssh", Some(PinKey::Tool("ssh".into())));
+        check(
+            "cloud_image:debian-12@eu-west-1",
+            Some(PinKey::cloud_image("debian-12", "eu-west-1")),
+        );
+        check("cloud_image:debian-12", None);
+        check("cloud_image:@eu-west-1", None);
+        check("cloud_image:debian-12@", None);
+        check("cloud_image:a@b@c", None);
         check("package:", None);
         check("image:", None);
         check("package:a b", None);
@@ -311,6 +355,7 @@ mod tests {
             PinKey::Package("b".into()),
             PinKey::Package("a".into()),
             PinKey::Image("z".into()),
+            PinKey::cloud_image("debian-12", "eu-west-1"),
             PinKey::Archive("debian/x".into()),
         ];
         keys.sort();

@@ -16,7 +16,11 @@
 //! - every package of a closure is pinned, and from the Debian suite of the package it comes
 //!   with (its archive or one pinned beside it: `-updates`, `-security`), or, for a vendor
 //!   archive's package, from a Debian archive;
-//! - every package of an image's set passes the package checks above.
+//! - every package of an image's set passes the package checks above;
+//! - a cloud image's id is an AMI id (`ami-` and 8 or 17 hex digits) and its image name
+//!   matches its pattern (as EC2's name filter reads `*` and `?`). An id edited by hand into
+//!   another valid-looking id is caught only by asking the cloud (`envc lock --check` with
+//!   credentials: [`crate::cloud::CloudImages::check`]).
 //!
 //! A hash edited by hand cannot be caught offline: only fetching the `.deb` shows it.
 
@@ -57,6 +61,10 @@ pub enum Problem {
     ClosureNotPinned { member: String },
     /// A package of the closure pinned from another archive than the package it comes with.
     ClosureArchive { member: String, archive: String },
+    /// A cloud image whose id is not an AMI id.
+    AmiId { id: String },
+    /// A cloud image whose name does not match the pattern it was chosen by.
+    ImageName { image_name: String, pattern: String },
     /// A package of an image's set whose fields disagree.
     ImagePackage {
         package: String,
@@ -103,6 +111,17 @@ impl fmt::Display for Problem {
                 f,
                 "its closure lists `{member}`, which is pinned from {}",
                 PinKey::Archive(archive.clone())
+            ),
+            Problem::AmiId { id } => write!(
+                f,
+                "id {id:?} is not an AMI id (`ami-` and 8 or 17 lowercase hex digits)"
+            ),
+            Problem::ImageName {
+                image_name,
+                pattern,
+            } => write!(
+                f,
+                "image name {image_name:?} does not match the pattern {pattern:?} it was chosen by"
             ),
             Problem::ImagePackage { package, problem } => write!(f, "`{package}`: {problem}"),
         }
@@ -165,6 +184,23 @@ pub fn inconsistencies(lock: &Lockfile) -> Vec<Inconsistency> {
                         },
                     }),
             );
+        }
+    }
+    for c in &lock.cloud_images {
+        if !crate::cloud::is_ami_id(&c.id) {
+            out.push(Inconsistency {
+                key: c.key(),
+                problem: Problem::AmiId { id: c.id.clone() },
+            });
+        }
+        if !crate::cloud::name_matches(&c.pattern, &c.image_name) {
+            out.push(Inconsistency {
+                key: c.key(),
+                problem: Problem::ImageName {
+                    image_name: c.image_name.clone(),
+                    pattern: c.pattern.clone(),
+                },
+            });
         }
     }
     out

@@ -86,6 +86,7 @@ enum Pin<'a> {
     Package(&'a PackagePin),
     Image(&'a ImagePin),
     Tool(&'a ToolPin),
+    CloudImage(&'a CloudImagePin),
 }
 
 fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
@@ -107,6 +108,9 @@ fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
     }
     for t in &lock.tools {
         m.insert(t.key().to_string(), Pin::Tool(t));
+    }
+    for c in &lock.cloud_images {
+        m.insert(c.key().to_string(), Pin::CloudImage(c));
     }
     m
 }
@@ -137,6 +141,13 @@ impl Pin<'_> {
             Pin::Package(p) => format!("{} ({}, {})", p.version, p.architecture, p.archive),
             Pin::Image(i) => format!("{} packages from {}", i.packages.len(), i.archive),
             Pin::Tool(t) => t.version.clone(),
+            Pin::CloudImage(c) => format!(
+                "{} (owner {}, pattern {:?}, {})",
+                ami(c),
+                c.owner,
+                c.pattern,
+                c.architecture
+            ),
         }
     }
 }
@@ -247,9 +258,32 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
         }
         (Pin::Image(o), Pin::Image(n)) => image(o, n),
         (Pin::Tool(o), Pin::Tool(n)) => (format!("{} → {}", o.version, n.version), Vec::new()),
+        (Pin::CloudImage(o), Pin::CloudImage(n)) => {
+            let mut parts = Vec::new();
+            if (&o.id, &o.image_name, &o.created) != (&n.id, &n.image_name, &n.created) {
+                parts.push(format!("{} → {}", ami(o), ami(n)));
+            }
+            // What the source names it by: a move here is the source's, not AWS's.
+            parts.extend(fields(&[
+                ("owner", o.owner.clone(), n.owner.clone()),
+                ("pattern", o.pattern.clone(), n.pattern.clone()),
+                (
+                    "architecture",
+                    o.architecture.clone(),
+                    n.architecture.clone(),
+                ),
+                ("provider", o.provider.clone(), n.provider.clone()),
+            ]));
+            (parts.join(", "), Vec::new())
+        }
         (o, n) => (format!("{} → {}", o.summary(), n.summary()), Vec::new()),
     };
     ChangeKind::Moved { summary, details }
+}
+
+/// `ami-… debian-12-amd64-20261101-1900 (2026-11-01)`: the AMI, its name and its day.
+fn ami(c: &CloudImagePin) -> String {
+    format!("{} {} ({})", c.id, c.image_name, c.day())
 }
 
 fn image(o: &ImagePin, n: &ImagePin) -> (String, Vec<String>) {
@@ -483,7 +517,7 @@ fn fix_summary(f: &Fix) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::{hex, image_deb, sample};
+    use crate::testdata::{cloud_image, hex, image_deb, sample, sample_with_cloud};
 
     #[test]
     fn the_same_lockfile_has_no_change() {
@@ -585,6 +619,73 @@ mod tests {
             diff(&old, &old).markdown(&[]),
             "### envc lock: No pin changed\n"
         );
+    }
+
+    /// `diff(sample_with_cloud(), edit(sample_with_cloud()))` in text.
+    fn check(edit: impl Fn(&mut Lockfile), expected: &str) {
+        let old = sample_with_cloud();
+        let mut new = old.clone();
+        edit(&mut new);
+        new.normalize();
+        assert_eq!(diff(&old, &new).to_string(), expected);
+    }
+
+    #[test]
+    fn a_cloud_image_moves_is_added_and_is_removed() {
+        check(|_| {}, "No pin changed.\n");
+        // AWS published a newer image and `--update` took it.
+        check(
+            |l| {
+                l.cloud_images[0] =
+                    cloud_image("eu-west-1", "ami-0b2c3d4e5f6071829", "20261101", "1900")
+            },
+            "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n\
+             - `cloud_image:debian-12@eu-west-1`: ami-0a1b2c3d4e5f60718 \
+             debian-12-amd64-20261001-1890 (2026-10-01) → ami-0b2c3d4e5f6071829 \
+             debian-12-amd64-20261101-1900 (2026-11-01)\n",
+        );
+        // The source moved to arm64: the pattern and the architecture say why.
+        check(
+            |l| {
+                let c = &mut l.cloud_images[1];
+                c.id = "ami-0123456789abcdef0".into();
+                c.pattern = "debian-12-arm64-*".into();
+                c.image_name = "debian-12-arm64-20261001-1890".into();
+                c.architecture = "arm64".into();
+            },
+            "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n\
+             - `cloud_image:debian-12@us-east-1`: ami-0fedcba9876543210 \
+             debian-12-amd64-20261001-1890 (2026-10-01) → ami-0123456789abcdef0 \
+             debian-12-arm64-20261001-1890 (2026-10-01), pattern debian-12-amd64-* → \
+             debian-12-arm64-*, architecture x86_64 → arm64\n",
+        );
+        check(
+            |l| {
+                l.cloud_images.remove(1);
+                l.cloud_images.push(cloud_image(
+                    "ap-south-1",
+                    "ami-0c3d4e5f607182930",
+                    "20261101",
+                    "1900",
+                ));
+            },
+            "2 pins changed: 1 added, 1 removed, 0 moved.\n\nAdded:\n\
+             - `cloud_image:debian-12@ap-south-1` ami-0c3d4e5f607182930 \
+             debian-12-amd64-20261101-1900 (2026-11-01) (owner 136693071363, pattern \
+             \"debian-12-amd64-*\", x86_64)\n\nRemoved:\n\
+             - `cloud_image:debian-12@us-east-1` ami-0fedcba9876543210 \
+             debian-12-amd64-20261001-1890 (2026-10-01) (owner 136693071363, pattern \
+             \"debian-12-amd64-*\", x86_64)\n",
+        );
+    }
+
+    #[test]
+    fn markdown_shows_a_cloud_image_move_with_the_pins() {
+        let old = sample_with_cloud();
+        let mut new = old.clone();
+        new.cloud_images[0] = cloud_image("eu-west-1", "ami-0b2c3d4e5f6071829", "20261101", "1900");
+        new.tools[0].version = "1.4.0".into();
+        insta::assert_snapshot!(diff(&old, &new).markdown(&[]));
     }
 
     #[test]

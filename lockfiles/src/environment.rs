@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::cloud::{resolve_cloud_images, CloudImages};
 use crate::error::LockError;
 use crate::mirror::NoMirror;
 use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
@@ -40,12 +41,15 @@ pub struct Unresolved {
 /// Resolves every pin `needs` names; `old` keeps the mirror and the clock a lockfile
 /// already pins, so that relocking on another machine does not move every pin. `stdlib`
 /// is the hash of this envc's standard library; `project` the directory vendor archives'
-/// key files are relative to. Errors: one message per pin that failed.
+/// key files are relative to; `clouds` resolves the cloud images (each to its newest match:
+/// whether a pin moves is [`crate::model::update`]'s business). Errors: one message per pin
+/// that failed.
 pub fn resolve_environment(
     needs: &Needs,
     old: Option<&Lockfile>,
     stdlib: &str,
     project: &Path,
+    clouds: &dyn CloudImages,
 ) -> Result<Resolved, Unresolved> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -209,6 +213,9 @@ pub fn resolve_environment(
             Err(e) => errors.push(e.to_string()),
         }
     }
+    let (cloud_images, cloud_errors) = resolve_cloud_images(needs.cloud_images.values(), clouds);
+    lock.cloud_images = cloud_images;
+    errors.extend(cloud_errors);
     if errors.is_empty() {
         lock.normalize();
         Ok(Resolved {

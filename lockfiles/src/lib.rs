@@ -27,6 +27,7 @@
 
 pub mod archive;
 pub mod changelog;
+pub mod cloud;
 pub mod consistency;
 pub mod deb;
 pub mod diff;
@@ -49,12 +50,16 @@ pub mod version;
 mod testdata;
 
 pub use archive::Archive;
+pub use cloud::{CloudImageError, CloudImageNeed, CloudImages};
 pub use consistency::{inconsistencies, Inconsistency};
 pub use diff::{diff, LockDiff};
 pub use error::LockError;
 pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile, ReadLockError};
 pub use model::*;
-pub use needs::{stale, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict, VendorConflict};
+pub use needs::{
+    stale, CloudImageConflict, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict,
+    VendorConflict,
+};
 pub use probe::{check_tools, probe_tool, ToolMismatch};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

@@ -18,9 +18,12 @@
 /// maybe without `includes`) and 2 (closures) pinned an image's set as versions only
 /// (`NAME=VERSION`): read as they were, those packages' bytes unknown
 /// ([`PackagePin::bytes_known`]), which `envc lock --migrate` keeps and `lock --check` reports.
+/// Version 5: cloud images (`[[cloud_image]]`, an AMI per image and region) are pinned.
+/// Version 4 reads as version 5 with none (an environment of that lockfile had no cloud
+/// machine: one that has shows the pin missing).
 /// A lockfile read keeps the format it was read from in [`Lockfile::version`]; the text
 /// written is always this version's.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The earliest lockfile format this envc still reads (migrated in memory).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -44,6 +47,8 @@ pub struct Lockfile {
     pub packages: Vec<PackagePin>,
     pub images: Vec<ImagePin>,
     pub tools: Vec<ToolPin>,
+    /// The cloud images the environment's cloud machines boot, one per image and region.
+    pub cloud_images: Vec<CloudImagePin>,
 }
 
 /// The state of one Debian archive (a mirror's suite) when it was locked.
@@ -136,6 +141,43 @@ pub struct ToolPin {
     pub version: String,
 }
 
+/// A cloud image as `envc lock` resolved it in one region: the source names an image by its
+/// owner and a name pattern (std/aws's `Image`); the pin is the AMI that was the newest match
+/// then. A build boots exactly `id` until `envc lock --update` moves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloudImagePin {
+    /// The source's name for the image (`debian-12`), not the AMI's.
+    pub name: String,
+    /// `aws`.
+    pub provider: String,
+    /// `eu-west-1`: an AMI id is a region's.
+    pub region: String,
+    /// The owner account the source trusts (`136693071363`, Debian's).
+    pub owner: String,
+    /// The name pattern the image was chosen by (`debian-12-amd64-*`; `*` and `?` as AWS's
+    /// `name` filter reads them).
+    pub pattern: String,
+    /// `x86_64`, `arm64`, as EC2 names them.
+    pub architecture: String,
+    /// The AMI: `ami-` and 8 or 17 hex digits.
+    pub id: String,
+    /// The AMI's name (`debian-12-amd64-20261101-1900`), matching `pattern`.
+    pub image_name: String,
+    /// The AMI's creation date as EC2 gives it (`2026-11-01T12:00:00.000Z`).
+    pub created: String,
+}
+
+impl CloudImagePin {
+    pub fn key(&self) -> PinKey {
+        PinKey::cloud_image(&self.name, &self.region)
+    }
+
+    /// The day it was created (`2026-11-01`), for a diff line.
+    pub fn day(&self) -> &str {
+        self.created.get(..10).unwrap_or(&self.created)
+    }
+}
+
 impl ArchivePin {
     pub fn key(&self) -> PinKey {
         PinKey::Archive(self.name.clone())
@@ -218,6 +260,7 @@ impl Lockfile {
             packages: Vec::new(),
             images: Vec::new(),
             tools: Vec::new(),
+            cloud_images: Vec::new(),
         }
     }
 
@@ -240,6 +283,8 @@ impl Lockfile {
             image.includes.dedup();
         }
         self.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        self.cloud_images
+            .sort_by(|a, b| (&a.name, &a.region).cmp(&(&b.name, &b.region)));
     }
 
     /// Every key of this lockfile, sorted: what diff compares and what `--update` accepts.
@@ -249,6 +294,7 @@ impl Lockfile {
         keys.extend(self.packages.iter().map(PackagePin::key));
         keys.extend(self.images.iter().map(ImagePin::key));
         keys.extend(self.tools.iter().map(ToolPin::key));
+        keys.extend(self.cloud_images.iter().map(CloudImagePin::key));
         keys.sort();
         keys
     }
@@ -313,6 +359,13 @@ impl Lockfile {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The pin of cloud image `name` in `region`.
+    pub fn cloud_image(&self, name: &str, region: &str) -> Option<&CloudImagePin> {
+        self.cloud_images
+            .iter()
+            .find(|c| c.name == name && c.region == region)
+    }
+
     /// The pins a derivation uses, as the compiler's `pins` map wants them (key → a string
     /// that changes whenever the pin does): a package pin's `version sha256`, an image's
     /// archive state and package set, and so on. `None` for a key this lockfile lacks.
@@ -360,6 +413,11 @@ impl Lockfile {
                 .encode()
             }),
             PinKey::Tool(name) => self.tool(name).map(|t| t.version.clone()),
+            // The AMI a machine boots: an id is unique in its region, which the key names.
+            PinKey::CloudImage(_) => {
+                let (name, region) = key.cloud_image_parts()?;
+                self.cloud_image(name, region).map(|c| c.id.clone())
+            }
         }
     }
 
@@ -397,8 +455,9 @@ pub fn update(
                 message: format!("no pin `{key}` in the lockfile or the environment"),
                 line: None,
                 pin: Some(key.clone()),
-                hint: "keys are package:NAME, image:NAME, archive:NAME, tool:NAME, \
-                       source_date_epoch and stdlib, as `envc lock diff` prints them"
+                hint: "keys are package:NAME, image:NAME, archive:NAME, \
+                       cloud_image:NAME@REGION, tool:NAME, source_date_epoch and stdlib, as \
+                       `envc lock diff` prints them"
                     .into(),
             });
         }
@@ -510,6 +569,13 @@ pub fn update(
     out.drop_unused_closure_pins();
     keep_old(&mut out.images, ImagePin::key, &old.images, &keep);
     keep_old(&mut out.tools, ToolPin::key, &old.tools, &keep);
+    // A cloud image kept holds whatever AWS published since: only naming it moves it.
+    keep_old(
+        &mut out.cloud_images,
+        CloudImagePin::key,
+        &old.cloud_images,
+        &keep,
+    );
     out.normalize();
     Ok(out)
 }
@@ -596,9 +662,44 @@ mod tests {
         check(
             &["package:helo"],
             "package:helo: no pin `package:helo` in the lockfile or the environment\n  \
-             hint: keys are package:NAME, image:NAME, archive:NAME, tool:NAME, source_date_epoch \
-             and stdlib, as `envc lock diff` prints them",
+             hint: keys are package:NAME, image:NAME, archive:NAME, cloud_image:NAME@REGION, \
+             tool:NAME, source_date_epoch and stdlib, as `envc lock diff` prints them",
         );
+    }
+
+    #[test]
+    fn a_cloud_image_moves_only_when_named_and_with_nothing_else() {
+        use crate::testdata::{cloud_image, sample_with_cloud};
+        let old = sample_with_cloud();
+        let mut fresh = sample_with_cloud();
+        for c in &mut fresh.cloud_images {
+            *c = cloud_image(
+                &c.region.clone(),
+                "ami-0b2c3d4e5f6071829",
+                "20261101",
+                "1900",
+            );
+        }
+        fresh.tools[2].version = "9.3".into();
+        // `keys` → the keys whose pin came from `fresh`.
+        let check = |keys: &[&str], expected: &[&str]| {
+            let keys: Vec<PinKey> = keys.iter().map(|k| k.parse().unwrap()).collect();
+            let lock = update(&old, &fresh, &keys).unwrap();
+            let moved: Vec<String> = lock
+                .keys()
+                .into_iter()
+                .filter(|k| lock.pin_value(k) != old.pin_value(k))
+                .map(|k| k.to_string())
+                .collect();
+            assert_eq!(moved, expected, "{keys:?}");
+        };
+        // A relock keeps an image that still holds, however new AWS's is.
+        check(&[], &[]);
+        check(
+            &["cloud_image:debian-12@eu-west-1"],
+            &["cloud_image:debian-12@eu-west-1"],
+        );
+        check(&["tool:ssh"], &["tool:ssh"]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::cloud::CloudImageNeed;
 use crate::consistency::{inconsistencies, Inconsistency};
 use crate::model::{ArchivePin, Lockfile, PinKey};
 
@@ -70,7 +71,36 @@ pub struct Needs {
     pub tools: BTreeSet<String>,
     /// Debian suite → whether it is taken with its updates. A suite no node declared is.
     pub suite_updates: BTreeMap<String, SuiteNeed>,
+    /// The cloud images the environment's cloud machines boot, by `NAME@REGION` (the name
+    /// of their [`PinKey::CloudImage`]).
+    pub cloud_images: BTreeMap<String, CloudImageNeed>,
 }
+
+/// Two machines name one cloud image (a name, in a region) differently: a lockfile pins one
+/// image of a name per region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloudImageConflict {
+    pub earlier: CloudImageNeed,
+    pub wants: CloudImageNeed,
+    pub node: String,
+}
+
+impl fmt::Display for CloudImageConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: `{}` names it as {}, `{}` as {}; a lockfile pins one image of a name per \
+             region\n  hint: give the two images different names, or use one value for both",
+            self.wants.key(),
+            self.node,
+            self.wants.describe(),
+            self.earlier.used_by.first().map_or("", String::as_str),
+            self.earlier.describe()
+        )
+    }
+}
+
+impl std::error::Error for CloudImageConflict {}
 
 /// Two nodes of one Debian suite disagree on taking its updates: a lockfile pins one view of
 /// a suite.
@@ -257,6 +287,33 @@ impl Needs {
             }));
         }
         Ok(())
+    }
+
+    /// Adds the cloud image a machine boots (`need.used_by` its node); a machine naming the
+    /// same image in the same region with another owner, pattern or architecture conflicts.
+    pub fn add_cloud_image(&mut self, need: CloudImageNeed) -> Result<(), Box<CloudImageConflict>> {
+        let name = need.key().name().to_string();
+        match self.cloud_images.get_mut(&name) {
+            None => {
+                self.cloud_images.insert(name, need);
+                Ok(())
+            }
+            Some(earlier) => {
+                let same = CloudImageNeed {
+                    used_by: earlier.used_by.clone(),
+                    ..need.clone()
+                };
+                if *earlier != same {
+                    return Err(Box::new(CloudImageConflict {
+                        earlier: earlier.clone(),
+                        node: need.used_by.first().cloned().unwrap_or_default(),
+                        wants: need,
+                    }));
+                }
+                earlier.used_by.extend(need.used_by);
+                Ok(())
+            }
+        }
     }
 
     /// Whether `suite` is taken with its `-updates` and `-security` suites: unless a node
@@ -558,6 +615,38 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
             );
         }
     }
+    for need in needs.cloud_images.values() {
+        let key = need.key();
+        match lock.cloud_image(&need.name, &need.region) {
+            None => push(
+                key,
+                format!(
+                    "not in the lockfile (booted by {})",
+                    need.used_by.join(", ")
+                ),
+            ),
+            Some(pin) if !need.named_by(pin) => push(
+                key,
+                format!(
+                    "the source names {} {}, the lockfile pinned {} for {} owner {}, pattern \
+                     {:?}, {}",
+                    need.provider,
+                    need.describe(),
+                    pin.id,
+                    pin.provider,
+                    pin.owner,
+                    pin.pattern,
+                    pin.architecture
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    for c in &lock.cloud_images {
+        if !needs.cloud_images.contains_key(c.key().name()) {
+            push(c.key(), "pinned, but no machine boots it any more".into());
+        }
+    }
     for t in &needs.tools {
         if lock.tool(t).is_none() {
             push(PinKey::Tool(t.clone()), "not in the lockfile".into());
@@ -587,4 +676,163 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
             .map(LockProblem::Inconsistent),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::{hex, sample_with_cloud};
+
+    /// What a machine in `region` booting Debian 12 (std/aws's `debian_12`) needs.
+    fn debian_12(region: &str, node: &str) -> CloudImageNeed {
+        CloudImageNeed {
+            name: "debian-12".into(),
+            provider: "aws".into(),
+            region: region.into(),
+            owner: "136693071363".into(),
+            pattern: "debian-12-amd64-*".into(),
+            architecture: "x86_64".into(),
+            used_by: vec![node.into()],
+        }
+    }
+
+    /// The sample's needs: its packages, image and tools as they are pinned, and Debian 12
+    /// in both regions the sample pins it in.
+    fn needs() -> Needs {
+        let lock = sample_with_cloud();
+        let mut needs = Needs::default();
+        for p in lock.packages.iter().filter(|p| p.closure.is_some()) {
+            let c = p.closure.clone().unwrap_or_default();
+            for s in &c.starts_from {
+                needs
+                    .add_package(&p.name, "bookworm", None, None, "h/package", s)
+                    .unwrap();
+            }
+        }
+        for i in &lock.images {
+            needs.images.insert(
+                i.name.clone(),
+                ImageNeed {
+                    suite: "bookworm".into(),
+                    includes: i.includes.clone(),
+                },
+            );
+        }
+        needs.suite_updates.insert(
+            "bookworm".into(),
+            SuiteNeed {
+                updates: false,
+                declared_by: "image:debian-12".into(),
+            },
+        );
+        needs.tools = lock.tools.iter().map(|t| t.name.clone()).collect();
+        for (region, node) in [("eu-west-1", "vm:web-0"), ("us-east-1", "vm:web-1")] {
+            needs.add_cloud_image(debian_12(region, node)).unwrap();
+        }
+        needs
+    }
+
+    /// `stale(edit_lock(sample), edit_needs(needs))`, one problem a line.
+    fn check(
+        edit_lock: impl Fn(&mut Lockfile),
+        edit_needs: impl Fn(&mut Needs),
+        expected: &[&str],
+    ) {
+        let mut lock = sample_with_cloud();
+        edit_lock(&mut lock);
+        let mut needs = needs();
+        edit_needs(&mut needs);
+        let got: Vec<String> = stale(&lock, &needs, &hex('5'))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_cloud_image_pin_is_stale_when_missing_moved_left_over_or_edited() {
+        check(|_| {}, |_| {}, &[]);
+        // A machine in a third region.
+        check(
+            |_| {},
+            |n| {
+                n.add_cloud_image(debian_12("ap-south-1", "vm:web-2"))
+                    .unwrap()
+            },
+            &[
+                "cloud_image:debian-12@ap-south-1: not in the lockfile (booted by vm:web-2); run \
+               `envc lock FILE` (or `--update=KEY`) and commit the lockfile",
+            ],
+        );
+        // The source names another release under the same name.
+        check(
+            |_| {},
+            |n| {
+                let d = n.cloud_images.get_mut("debian-12@eu-west-1").unwrap();
+                d.pattern = "debian-13-amd64-*".into();
+            },
+            &[
+                "cloud_image:debian-12@eu-west-1: the source names aws owner 136693071363, \
+               pattern \"debian-13-amd64-*\", x86_64, the lockfile pinned ami-0a1b2c3d4e5f60718 \
+               for aws owner 136693071363, pattern \"debian-12-amd64-*\", x86_64; run `envc \
+               lock FILE` (or `--update=KEY`) and commit the lockfile",
+            ],
+        );
+        // The machine in us-east-1 is gone.
+        check(
+            |_| {},
+            |n| {
+                n.cloud_images.remove("debian-12@us-east-1");
+            },
+            &[
+                "cloud_image:debian-12@us-east-1: pinned, but no machine boots it any more; run \
+               `envc lock FILE` (or `--update=KEY`) and commit the lockfile",
+            ],
+        );
+        // Edited by hand: an id that is no AMI's, an image the pattern does not name.
+        check(
+            |l| {
+                l.cloud_images[0].id = "ami-12345".into();
+                l.cloud_images[1].image_name = "debian-13-amd64-20261001-1890".into();
+            },
+            |_| {},
+            &[
+                "cloud_image:debian-12@eu-west-1: id \"ami-12345\" is not an AMI id (`ami-` and \
+                 8 or 17 lowercase hex digits); its fields disagree, so it was edited by hand: \
+                 run `envc lock --update=cloud_image:debian-12@eu-west-1 FILE`",
+                "cloud_image:debian-12@us-east-1: image name \"debian-13-amd64-20261001-1890\" \
+                 does not match the pattern \"debian-12-amd64-*\" it was chosen by; its fields \
+                 disagree, so it was edited by hand: run `envc lock \
+                 --update=cloud_image:debian-12@us-east-1 FILE`",
+            ],
+        );
+    }
+
+    #[test]
+    fn two_machines_naming_one_image_differently_conflict() {
+        let mut needs = Needs::default();
+        needs
+            .add_cloud_image(debian_12("eu-west-1", "vm:a"))
+            .unwrap();
+        // The same image again: one need, booted by both.
+        needs
+            .add_cloud_image(debian_12("eu-west-1", "vm:b"))
+            .unwrap();
+        assert_eq!(
+            needs.cloud_images["debian-12@eu-west-1"].used_by,
+            ["vm:a", "vm:b"]
+        );
+        let arm = CloudImageNeed {
+            architecture: "arm64".into(),
+            ..debian_12("eu-west-1", "vm:c")
+        };
+        let e = needs.add_cloud_image(arm).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cloud_image:debian-12@eu-west-1: `vm:c` names it as owner 136693071363, pattern \
+             \"debian-12-amd64-*\", arm64, `vm:a` as owner 136693071363, pattern \
+             \"debian-12-amd64-*\", x86_64; a lockfile pins one image of a name per region\n  \
+             hint: give the two images different names, or use one value for both"
+        );
+    }
 }

@@ -110,7 +110,34 @@ pub fn sample() -> Lockfile {
                 version: "9.2p1 Debian-2+deb12u6".into(),
             },
         ],
+        cloud_images: Vec::new(),
     }
+}
+
+/// Debian 12's AMI of `day` (`20261101`) in `region`, as `envc lock` pins it.
+pub fn cloud_image(region: &str, id: &str, day: &str, build: &str) -> CloudImagePin {
+    CloudImagePin {
+        name: "debian-12".into(),
+        provider: "aws".into(),
+        region: region.into(),
+        owner: "136693071363".into(),
+        pattern: "debian-12-amd64-*".into(),
+        architecture: "x86_64".into(),
+        id: id.into(),
+        image_name: format!("debian-12-amd64-{day}-{build}"),
+        created: format!("{}-{}-{}T09:15:00.000Z", &day[..4], &day[4..6], &day[6..]),
+    }
+}
+
+/// `sample` with a cloud machine: Debian 12's AMI pinned in two regions.
+pub fn sample_with_cloud() -> Lockfile {
+    let mut lock = sample();
+    lock.cloud_images = vec![
+        cloud_image("us-east-1", "ami-0fedcba9876543210", "20261001", "1890"),
+        cloud_image("eu-west-1", "ami-0a1b2c3d4e5f60718", "20261001", "1890"),
+    ];
+    lock.normalize();
+    lock
 }
 
 /// A package of `sample`'s image: its size made of its hash's digit, so that each differs.

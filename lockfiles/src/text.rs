@@ -3,7 +3,8 @@
 //! that every error names its line.
 //!
 //! Layout, chosen for review and for merges: scalars first, then one block per pin
-//! (`[[archive]]`, `[[package]]`, `[[image]]`, `[[tool]]`), each kind sorted by name, `name`
+//! (`[[archive]]`, `[[package]]`, `[[image]]`, `[[tool]]`, `[[cloud_image]]`), each kind
+//! sorted by name (a cloud image by name, then region), `name`
 //! the block's first line, a blank line between blocks, and an image's package set one
 //! entry per line. Two branches that change different pins touch different lines, so git
 //! merges them without a conflict.
@@ -102,6 +103,18 @@ impl Lockfile {
             out.push_str("\n[[tool]]\n");
             field(&mut out, "name", &t.name);
             field(&mut out, "version", &t.version);
+        }
+        for c in &lock.cloud_images {
+            out.push_str("\n[[cloud_image]]\n");
+            field(&mut out, "name", &c.name);
+            field(&mut out, "provider", &c.provider);
+            field(&mut out, "region", &c.region);
+            field(&mut out, "owner", &c.owner);
+            field(&mut out, "pattern", &c.pattern);
+            field(&mut out, "architecture", &c.architecture);
+            field(&mut out, "id", &c.id);
+            field(&mut out, "image_name", &c.image_name);
+            field(&mut out, "created", &c.created);
         }
         out
     }
@@ -480,12 +493,19 @@ impl Parser {
                         lock.tools.extend(self.tool(t));
                     }
                 }
+                // Format 5 pinned cloud images first.
+                "cloud_image" if self.format >= 5 => {
+                    for t in self.blocks(value, "cloud_image") {
+                        lock.cloud_images.extend(self.cloud_image(t));
+                    }
+                }
                 other => self.error(
                     at,
                     None,
                     format!(
                         "unknown key `{other}` (expected version, source_date_epoch, stdlib, \
-                         [[archive]], [[package]], [[image]] or [[tool]])"
+                         [[archive]], [[package]], [[image]], [[tool]] or [[cloud_image]] (from \
+                         format 5))"
                     ),
                     format!("remove it, or {REGENERATE}"),
                 ),
@@ -524,6 +544,7 @@ impl Parser {
         let package_lines = block_lines("package");
         let image_lines = block_lines("image");
         let tool_lines = block_lines("tool");
+        let cloud_lines = block_lines("cloud_image");
         // Blocks with errors are left out of the model, so keys are taken from the
         // document, not from `lock`.
         for (kind, lines) in [
@@ -531,14 +552,15 @@ impl Parser {
             ("package", &package_lines),
             ("image", &image_lines),
             ("tool", &tool_lines),
+            ("cloud_image", &cloud_lines),
         ] {
             let Some(DeValue::Array(blocks)) = doc.get(kind).map(|v| v.get_ref()) else {
                 continue;
             };
             for (t, line) in blocks.iter().zip(lines.iter()) {
                 if let DeValue::Table(t) = t.get_ref() {
-                    if let Some(name) = t.get("name").and_then(|n| n.get_ref().as_str()) {
-                        if let Some(key) = PinKey::of_block(kind, name) {
+                    if let Some(name) = block_name(kind, t) {
+                        if let Some(key) = PinKey::of_block(kind, &name) {
                             found.push((key, *line));
                         }
                     }
@@ -610,6 +632,46 @@ impl Parser {
                 hint: format!("fix the `archive` field, or {REGENERATE}"),
             });
         }
+    }
+
+    fn cloud_image(&mut self, mut b: Block<'_, '_>) -> Option<CloudImagePin> {
+        let name = self.name(&mut b)?;
+        let region = self.string(&mut b, "region");
+        // The key is the image's in its region, so the other messages name both.
+        if let Some(r) = &region {
+            b.pin = PinKey::of_block("cloud_image", &format!("{name}@{r}"));
+            if b.pin.is_none() {
+                self.field_error(&b, "region", format!("region {r:?} is not a region's name"));
+            }
+        }
+        let provider = self.string(&mut b, "provider");
+        if let Some(p) = provider.as_deref().filter(|p| *p != "aws") {
+            self.field_error(
+                &b,
+                "provider",
+                format!("provider {p:?} is not one envc knows (aws)"),
+            );
+        }
+        let owner = self.string(&mut b, "owner");
+        let pattern = self.string(&mut b, "pattern");
+        let architecture = self.string(&mut b, "architecture");
+        // The id's and the name's shapes are checked with the pin (`consistency`), where
+        // `lock --check` reports them as a hand edit.
+        let id = self.string(&mut b, "id");
+        let image_name = self.string(&mut b, "image_name");
+        let created = self.string(&mut b, "created");
+        self.finish(&b);
+        Some(CloudImagePin {
+            name,
+            provider: provider?,
+            region: region?,
+            owner: owner?,
+            pattern: pattern?,
+            architecture: architecture?,
+            id: id?,
+            image_name: image_name?,
+            created: created?,
+        })
     }
 
     fn line_of(&self, doc: &DeTable<'_>, kind: &str, name: &str) -> Option<usize> {
@@ -1015,6 +1077,17 @@ impl Parser {
     }
 }
 
+/// The name a `[[kind]]` block's key is made of: its `name`, and for a cloud image its
+/// region too (`debian-12@eu-west-1`).
+fn block_name(kind: &str, t: &DeTable<'_>) -> Option<String> {
+    let text = |k: &str| t.get(k).and_then(|n| n.get_ref().as_str());
+    let name = text("name")?;
+    if kind == "cloud_image" {
+        return Some(format!("{name}@{}", text("region")?));
+    }
+    Some(name.to_string())
+}
+
 /// One `[[kind]]` table being read; remembers the keys read, so that the rest are reported
 /// as unknown.
 struct Block<'a, 'i> {
@@ -1065,7 +1138,7 @@ pub(crate) fn valid_package_name(n: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::{hex, sample};
+    use crate::testdata::{hex, sample, sample_with_cloud};
 
     #[test]
     fn writes_the_documented_layout() {
@@ -1213,7 +1286,7 @@ mod tests {
         // Version 3 (no suite beside another) reads as the current format.
         let v3 = sample()
             .to_toml("envc lock prod.env")
-            .replace("version = 4\n", "version = 3\n");
+            .replace("version = 5\n", "version = 3\n");
         assert_eq!(
             Lockfile::parse(&v3),
             Ok(Lockfile {
@@ -1249,7 +1322,7 @@ mod tests {
         check(|t| t, "ok");
         check(
             replace("stdlib = ", "colour = \"blue\"\nstdlib = "),
-            "line 7: unknown key `colour` (expected version, source_date_epoch, stdlib, [[archive]], [[package]], [[image]] or [[tool]])\n  \
+            "line 7: unknown key `colour` (expected version, source_date_epoch, stdlib, [[archive]], [[package]], [[image]], [[tool]] or [[cloud_image]] (from format 5))\n  \
              hint: remove it, or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
@@ -1329,17 +1402,17 @@ mod tests {
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 4\n", "version = 5\n"),
-            "line 5: lockfile format version 5; this envc reads versions 1 to 4\n  \
+            replace("version = 5\n", "version = 6\n"),
+            "line 5: lockfile format version 6; this envc reads versions 1 to 5\n  \
              hint: it was written by a newer envc: upgrade envc",
         );
         check(
-            replace("version = 4\n", "version = 0\n"),
-            "line 5: lockfile format version 0; this envc reads versions 1 to 4\n  \
+            replace("version = 5\n", "version = 0\n"),
+            "line 5: lockfile format version 0; this envc reads versions 1 to 5\n  \
              hint: run `envc lock FILE` to regenerate the lockfile",
         );
         check(
-            replace("version = 4\n", ""),
+            replace("version = 5\n", ""),
             "line 1: missing `version` (the lockfile format's version)\n  \
              hint: this does not look like an envc lockfile; run `envc lock FILE` to regenerate the lockfile",
         );
@@ -1363,6 +1436,116 @@ mod tests {
             "line 71: not valid TOML: unexpected key or value, expected newline, `#`\n  \
              hint: the lockfile was edited or merged by hand into invalid TOML; restore it from version control or run `envc lock FILE` to regenerate the lockfile",
         );
+    }
+
+    #[test]
+    fn a_cloud_image_is_pinned_per_region_after_the_tools() {
+        let lock = sample_with_cloud();
+        let text = lock.to_toml("envc lock prod.env");
+        let block = text.split_once("\n[[cloud_image]]").map_or("", |(_, b)| b);
+        insta::assert_snapshot!(block, @r#"
+
+        name = "debian-12"
+        provider = "aws"
+        region = "eu-west-1"
+        owner = "136693071363"
+        pattern = "debian-12-amd64-*"
+        architecture = "x86_64"
+        id = "ami-0a1b2c3d4e5f60718"
+        image_name = "debian-12-amd64-20261001-1890"
+        created = "2026-10-01T09:15:00.000Z"
+
+        [[cloud_image]]
+        name = "debian-12"
+        provider = "aws"
+        region = "us-east-1"
+        owner = "136693071363"
+        pattern = "debian-12-amd64-*"
+        architecture = "x86_64"
+        id = "ami-0fedcba9876543210"
+        image_name = "debian-12-amd64-20261001-1890"
+        created = "2026-10-01T09:15:00.000Z"
+        "#);
+        assert_eq!(Lockfile::parse(&text), Ok(lock.clone()));
+        assert_eq!(
+            lock.pin_value(&"cloud_image:debian-12@us-east-1".parse().unwrap()),
+            Some("ami-0fedcba9876543210".into())
+        );
+        // Version 4 reads as 5 with no cloud image; it had no [[cloud_image]] to read.
+        let v4 = sample()
+            .to_toml("x")
+            .replace("version = 5\n", "version = 4\n");
+        assert_eq!(
+            Lockfile::parse(&v4),
+            Ok(Lockfile {
+                version: 4,
+                ..sample()
+            })
+        );
+        let errors = Lockfile::parse(&text.replace("version = 5\n", "version = 4\n")).unwrap_err();
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("line 75: unknown key `cloud_image` (expected"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn the_cloud_fixture_reads_and_writes_back_byte_for_byte() {
+        let text = include_str!("../../tests/fixtures/locks/cloud-v5.lock");
+        let lock = Lockfile::parse(text).unwrap();
+        assert_eq!(lock.version, 5);
+        assert_eq!(
+            lock.keys()
+                .iter()
+                .map(PinKey::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "cloud_image:debian-12@eu-west-1",
+                "cloud_image:debian-12@us-east-1",
+                "source_date_epoch",
+                "stdlib",
+                "tool:ssh",
+            ]
+        );
+        assert_eq!(crate::consistency::inconsistencies(&lock), []);
+        assert_eq!(lock.to_toml("envc lock cloud.env"), text);
+    }
+
+    /// Parses `edit(sample with cloud images)` and renders the errors, one per line.
+    fn check_cloud(edit: impl Fn(String) -> String, expected: &str) {
+        let text = edit(sample_with_cloud().to_toml("envc lock prod.env"));
+        let got = match Lockfile::parse(&text) {
+            Ok(_) => "ok".to_string(),
+            Err(errors) => errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        assert_eq!(got.trim(), expected.trim(), "\n--- text ---\n{text}");
+    }
+
+    #[test]
+    fn a_cloud_image_edited_into_nonsense_is_reported_with_its_key() {
+        check_cloud(
+            replace("id = \"ami-0a1b2c3d4e5f60718\"\n", ""),
+            "line 75: cloud_image:debian-12@eu-west-1: missing `id`\n  \
+             hint: add it, or run `envc lock FILE` to regenerate the lockfile",
+        );
+        check_cloud(
+            replace("provider = \"aws\"", "provider = \"gcp\""),
+            "line 77: cloud_image:debian-12@eu-west-1: provider \"gcp\" is not one envc knows (aws)\n  \
+             hint: run `envc lock FILE` to regenerate the lockfile",
+        );
+        check_cloud(
+            replace("region = \"us-east-1\"", "region = \"eu-west-1\""),
+            "line 86: cloud_image:debian-12@eu-west-1: cloud_image:debian-12@eu-west-1 is pinned 2 times (lines 75, 86)\n  \
+             hint: a merge may have kept both sides: keep one block and run `envc lock FILE --update=cloud_image:debian-12@eu-west-1`, or run `envc lock FILE` to regenerate the lockfile",
+        );
+        // Shapes are the pin's consistency (`lock --check`), not the parser's.
+        check_cloud(replace("id = \"ami-0a1b", "id = \"ami-XX"), "ok");
     }
 
     #[test]

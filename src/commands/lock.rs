@@ -134,7 +134,10 @@ pub fn lock(
     };
     let store = envc_executor::store_root(file);
     match lock_environment(file, &env.spec, request, &store) {
-        Ok(LockOutcome::UpToDate { path }) => {
+        Ok(LockOutcome::UpToDate { path, notes }) => {
+            for n in &notes {
+                crate::output::errln!("note: {n}");
+            }
             output::line(format!("{}: up to date", path.display()));
             Ok(Exit::Ok)
         }
@@ -146,13 +149,22 @@ pub fn lock(
             )],
             exit: Exit::Drift,
         }),
-        Ok(LockOutcome::Stale { path, problems }) => Err(Failure::Errors {
-            errors: vec![std::iter::once(format!("{} is stale:", path.display()))
-                .chain(problems.iter().map(|p| format!("  {p}")))
-                .collect::<Vec<_>>()
-                .join("\n")],
-            exit: Exit::Drift,
-        }),
+        Ok(LockOutcome::Stale {
+            path,
+            problems,
+            notes,
+        }) => {
+            for n in &notes {
+                crate::output::errln!("note: {n}");
+            }
+            Err(Failure::Errors {
+                errors: vec![std::iter::once(format!("{} is stale:", path.display()))
+                    .chain(problems.iter().map(|p| format!("  {p}")))
+                    .collect::<Vec<_>>()
+                    .join("\n")],
+                exit: Exit::Drift,
+            })
+        }
         Ok(LockOutcome::Written {
             path,
             diff,
