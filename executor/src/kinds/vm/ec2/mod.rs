@@ -70,11 +70,12 @@ pub fn owner_tags(env: &str) -> Tags {
 /// The image a machine boots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ImageChoice {
-    /// The lockfile's: exactly this AMI, checked to be the owner's image of that name.
+    /// The lockfile's: exactly this AMI, checked to be the owner's image whose name
+    /// matches the pattern.
     Pinned {
         id: String,
-        name: String,
         owner: String,
+        pattern: String,
     },
     /// No lockfile: the newest image that matches, when the machine is created.
     Newest {
@@ -235,23 +236,23 @@ impl Ec2 {
     async fn image(&self, ec2: &Ec2Client, m: &Ec2Machine) -> Result<String, StepError> {
         let subject = format!("`{}`", m.name);
         match &m.image {
-            ImageChoice::Pinned { id, name, owner } => {
+            ImageChoice::Pinned { id, owner, pattern } => {
                 let found = ec2
                     .describe_image(id)
                     .await
                     .map_err(|e| aws_error(e, &subject))?;
                 match found {
-                    Some(i) if &i.owner_id == owner && &i.name == name => Ok(id.clone()),
+                    Some(i) if &i.owner_id == owner && envc_lockfiles::cloud::name_matches(pattern, &i.name) => Ok(id.clone()),
                     Some(i) => Err(StepError::with_hint(
                         format!(
-                            "{subject}: the lockfile pins image {id} as `{name}` of {owner}, but in {} it is `{}` of {}",
+                            "{subject}: the lockfile pins image {id}, which in {} is `{}` of {}, not an image of {owner} matching `{pattern}`",
                             m.region, i.name, i.owner_id
                         ),
-                        "the lockfile was edited by hand or the image replaced: `envc lock --update=cloud_image:…` pins it again",
+                        "the lockfile was edited by hand: `envc lock --check` says so; `envc lock --update=cloud_image:…` pins the image again",
                     )),
                     None => Err(StepError::with_hint(
-                        format!("{subject}: the pinned image {id} (`{name}`) does not exist in {}", m.region),
-                        "its owner may have deregistered it: `envc lock --update` pins the newest that matches",
+                        format!("{subject}: the pinned image {id} does not exist in {}", m.region),
+                        "its owner may have deregistered it: `envc lock --update=cloud_image:…` pins the newest that matches",
                     )),
                 }
             }

@@ -12,14 +12,9 @@ use crate::connect::{vm_host, Connections};
 use crate::error::StepError;
 use crate::kinds::node_type::{BoxFuture, Launch, Launching, Payload, Realize, Unit, UnitCx};
 use crate::record::{Applied, Facts};
-use crate::spec::{strings, NodeSpec, Val};
+use crate::spec::{strings, Val};
 use crate::substitute::{Resolution, Resolving};
 use crate::transport::HostSpec;
-
-/// The lockfile's AMI for the node's image in its region: id, name, owner.
-fn pinned(node: &NodeSpec, image: &str, region: &str) -> Option<(String, String, String)> {
-    super::pin::pinned(node, image, region)
-}
 
 pub fn resolve(r: &mut Resolving<'_>, cloud: &BTreeMap<String, Val>) -> Result<Payload, Resolution> {
     let text = |fields: &BTreeMap<String, Val>, k: &str| match fields.get(k) {
@@ -45,8 +40,12 @@ pub fn resolve(r: &mut Resolving<'_>, cloud: &BTreeMap<String, Val>) -> Result<P
     let network = record("network")?;
     let region = text(cloud, "region");
     let image_name = text(&image, "name");
-    let choice = match pinned(r.node, &image_name, &region) {
-        Some((id, name, owner)) => ImageChoice::Pinned { id, name, owner },
+    let choice = match super::pin::pinned(r.node, &image_name, &region) {
+        Some(id) => ImageChoice::Pinned {
+            id,
+            owner: text(&image, "owner"),
+            pattern: text(&image, "pattern"),
+        },
         None => ImageChoice::Newest {
             owner: text(&image, "owner"),
             pattern: text(&image, "pattern"),
@@ -80,7 +79,7 @@ pub fn resolve(r: &mut Resolving<'_>, cloud: &BTreeMap<String, Val>) -> Result<P
     r.put(
         "image",
         match &machine.image {
-            ImageChoice::Pinned { id, name, .. } => json!({ "id": id, "name": name }),
+            ImageChoice::Pinned { id, .. } => json!({ "name": image_name, "id": id }),
             ImageChoice::Newest {
                 owner,
                 pattern,
