@@ -101,6 +101,15 @@ output public = web.public_address
     )
 }
 
+/// What `plan --json` says of node `key`.
+fn planned(o: &Output, key: &str) -> serde_json::Value {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|n| n["node"] == key)
+        .unwrap_or_else(|| panic!("no {key} in {}", text(o)))
+}
+
 fn ok(o: &Output) {
     assert!(o.status.success(), "{}", text(o));
 }
@@ -155,11 +164,15 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
 
     // A new type: stopped, resized and started, the same machine (nothing on it runs again).
     c.project.write(&source("t3.small", "debian-12-amd64-*"));
-    let plan = c.envc(&["plan"]);
+    let plan = c.envc(&["plan", "--json"]);
     ok(&plan);
-    let said = text(&plan);
-    assert!(said.contains("update vm:web-0") || said.contains("~ vm:web-0"), "{said}");
-    assert!(said.contains("instance_type"), "{said}");
+    let vm = planned(&plan, "vm:web-0");
+    assert_eq!(vm["action"], "update", "{vm}");
+    assert_eq!(
+        vm["reasons"],
+        serde_json::json!(["instance_type: \"t3.micro\" → \"t3.small\""]),
+        "{vm}"
+    );
     let resized = c.envc(&["build", "--locked=false"]);
     ok(&resized);
     assert_eq!(summary(&resized), (1, 2, 0), "{}", text(&resized));
@@ -191,7 +204,7 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
     assert_ne!(live[0].id, id);
 
     // Destroy leaves the account as it was.
-    let destroyed = c.envc(&["destroy"]);
+    let destroyed = c.envc(&["destroy", "--yes"]);
     ok(&destroyed);
     assert_eq!(describe_all(&c.ec2), before);
 }

@@ -153,14 +153,26 @@ pub fn sync_instances(
 ) -> Vec<String> {
     let mut done = Vec::new();
     let now = instance_states(ec2);
-    let live: BTreeMap<&str, &str> = now
+    let live: BTreeMap<&str, (&str, Option<&str>)> = now
         .iter()
-        .map(|(id, state)| (id.as_str(), state.as_str()))
+        .map(|(id, state, public)| (id.as_str(), (state.as_str(), public.as_deref())))
         .collect();
+    // Halted, or moved: EC2 gives an instance that was stopped and started again a new
+    // public address, and it boots again there.
+    let moved = |id: &str, host: usize| match live.get(id) {
+        Some((_, Some(public))) => !hosts
+            .host_addrs(host)
+            .iter()
+            .any(|a| a.to_string() == *public),
+        _ => false,
+    };
     let halted: Vec<String> = booted
-        .keys()
-        .filter(|id| !matches!(live.get(id.as_str()), Some(&"running" | &"pending")))
-        .cloned()
+        .iter()
+        .filter(|(id, host)| {
+            !matches!(live.get(id.as_str()), Some(("running" | "pending", _)))
+                || moved(id, **host)
+        })
+        .map(|(id, _)| id.clone())
         .collect();
     for id in halted {
         if let Some(host) = booted.remove(&id) {
@@ -168,7 +180,7 @@ pub fn sync_instances(
             done.push(format!("halt {id}"));
         }
     }
-    for (id, _) in now.iter().filter(|(_, state)| state == "running") {
+    for (id, _, _) in now.iter().filter(|(_, state, _)| state == "running") {
         // One that stopped since it was listed boots at the next call, if it runs again.
         if !booted.contains_key(id) {
             if let Ok(boot) = try_boot(hosts, ec2, id) {
@@ -180,10 +192,10 @@ pub fn sync_instances(
     done
 }
 
-/// Every instance's id and state. Asked of moto directly (one DescribeInstances in its
+/// Every instance's id, state and public address. Asked of moto directly (one DescribeInstances in its
 /// namespace, the XML picked apart), as python's start would cost most of a poll; through
 /// boto3 when moto checks signatures (`INITIAL_NO_AUTH_ACTION_COUNT`).
-fn instance_states(ec2: &Ec2Server) -> Vec<(String, String)> {
+fn instance_states(ec2: &Ec2Server) -> Vec<(String, String, Option<String>)> {
     let port = ec2.port();
     let answer = in_netns(ec2.netns_pid(), move || {
         http_request(
@@ -196,7 +208,7 @@ fn instance_states(ec2: &Ec2Server) -> Vec<(String, String)> {
     let Ok(Ok((200, body))) = answer else {
         return instances(ec2, &[])
             .into_iter()
-            .map(|i| (i.id, i.state))
+            .map(|i| (i.id, i.state, None))
             .collect();
     };
     // Each instance's <instanceId> comes before its <instanceState>; nothing else in an
@@ -207,7 +219,12 @@ fn instance_states(ec2: &Ec2Server) -> Vec<(String, String)> {
             let id = chunk.split('<').next()?;
             let state = chunk.split_once("<instanceState>")?.1;
             let name = state.split_once("<name>")?.1.split('<').next()?;
-            Some((id.to_string(), name.to_string()))
+            // The instance's public address comes before its network interfaces'.
+            let public = chunk
+                .split_once("<ipAddress>")
+                .and_then(|(_, rest)| rest.split('<').next())
+                .map(str::to_string);
+            Some((id.to_string(), name.to_string(), public))
         })
         .collect()
 }

@@ -271,7 +271,7 @@ impl Drop for S3Server {
 }
 
 /// The region every [`Ec2Server`] test uses; moto keeps each region apart.
-pub const EC2_REGION: &str = "us-east-1";
+pub const EC2_REGION: &str = "eu-west-1";
 
 /// What an [`Ec2Server`] starts with.
 #[derive(Debug, Clone, Default)]
