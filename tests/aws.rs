@@ -13,6 +13,8 @@
 
 #[path = "support/cloud.rs"]
 mod cloud;
+#[path = "support/cloud_lab.rs"]
+mod cloud_lab;
 #[path = "support/nshosts.rs"]
 mod nshosts;
 #[path = "support/output.rs"]
@@ -24,63 +26,11 @@ mod servers;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
-use std::collections::BTreeMap;
 use std::process::Output;
 
-use cloud::{describe_all, instances, run_booting, terminate};
-use nshosts::TestHosts;
+use cloud::{describe_all, terminate};
+use cloud_lab::Cloud;
 use output::{summary, text};
-use project::Project;
-use servers::{CheckIpServer, Ec2Options, Ec2Server};
-
-/// A lab: test hosts that instances boot into, moto's EC2 and the checkip stand-in.
-struct Cloud {
-    // Dropped in this order: the servers live in the hosts' controller namespace.
-    ec2: Ec2Server,
-    checkip: CheckIpServer,
-    booted: BTreeMap<String, usize>,
-    project: Project,
-    hosts: TestHosts,
-}
-
-impl Cloud {
-    fn start() -> Cloud {
-        let hosts = TestHosts::start_empty();
-        let ec2 = Ec2Server::start_in(hosts.controller_pid(), Ec2Options::default());
-        let checkip = CheckIpServer::start_in(hosts.controller_pid(), hosts.controller_addr());
-        let project = Project::new(&hosts, "envc-aws-");
-        Cloud {
-            hosts,
-            ec2,
-            checkip,
-            booted: BTreeMap::new(),
-            project,
-        }
-    }
-
-    /// `envc ARGS…` on prod.env, with AWS pointed at moto, instances booting as it runs.
-    fn envc(&mut self, args: &[&str]) -> Output {
-        let mut cmd = self.project.command(&self.hosts, args);
-        cmd.envs(self.ec2.env()).envs(self.checkip.env());
-        run_booting(&mut self.hosts, &self.ec2, &mut self.booted, cmd)
-    }
-
-    /// The instances envc made for node `name` that are not terminated.
-    fn live(&self, name: &str) -> Vec<cloud::Instance> {
-        instances(&self.ec2, &[("tag:envc:node", name)])
-            .into_iter()
-            .filter(|i| i.state != "terminated")
-            .collect()
-    }
-
-    /// A command's stdout on the host an instance booted into.
-    fn on(&self, instance: &str, cmd: &str) -> String {
-        let host = self.booted[instance];
-        let out = self.hosts.ssh(host, cmd);
-        assert!(out.status.success(), "{cmd}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
 
 fn source(instance_type: &str, image: &str) -> String {
     format!(
