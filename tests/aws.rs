@@ -83,19 +83,45 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
         ("envc:managed-by", "envc"),
         ("team", "web"),
     ] {
-        assert_eq!(live[0].tags.get(k).map(String::as_str), Some(v), "{:?}", live[0].tags);
+        assert_eq!(
+            live[0].tags.get(k).map(String::as_str),
+            Some(v),
+            "{:?}",
+            live[0].tags
+        );
     }
     let all = describe_all(&c.ec2);
-    for kind in ["vpc ", "subnet ", "internet-gateway ", "security-group ", "key-pair "] {
-        assert!(all.lines().any(|l| l.starts_with(kind)), "no {kind}in:\n{all}");
+    for kind in [
+        "vpc ",
+        "subnet ",
+        "internet-gateway ",
+        "security-group ",
+        "key-pair ",
+    ] {
+        assert!(
+            all.lines().any(|l| l.starts_with(kind)),
+            "no {kind}in:\n{all}"
+        );
     }
     // The newest matching image, with SSH open to where envc runs from.
-    assert!(all.contains("debian-12-amd64-20261101") || all.contains("ami-0d2c5a1f3e4b61101"), "{all}");
-    assert!(all.contains("10.77.0.1/32"), "the security group lets in envc's address:\n{all}");
+    assert!(
+        all.contains("debian-12-amd64-20261101") || all.contains("ami-0d2c5a1f3e4b61101"),
+        "{all}"
+    );
+    assert!(
+        all.contains("10.77.0.1/32"),
+        "the security group lets in envc's address:\n{all}"
+    );
     assert!(c.checkip.requests() >= 1);
     let motd = c.on(&id, "cat /etc/motd");
-    assert!(motd.starts_with(&format!("web-0 {id} at 10.0.0.")), "{motd}");
-    assert_eq!(c.on(&id, "dpkg-query -W -f '${Status}' jq"), "install ok installed");
+    assert!(
+        motd.starts_with(&format!("web-0 {id} at 10.0.0.")),
+        "{motd}"
+    );
+    assert_eq!(
+        c.on(&id, "dpkg-query -W -f '${Status}' jq"),
+        "install ok installed"
+    );
 
     // Again: nothing to do, and EC2 is asked nothing new.
     let again = c.envc(&["build", "--locked=false"]);
@@ -134,7 +160,11 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
     terminate(&c.ec2, &[&id]);
     let drift = c.envc(&["drift"]);
     assert_eq!(drift.status.code(), Some(3), "{}", text(&drift));
-    assert!(text(&drift).contains("terminated") || text(&drift).contains("gone"), "{}", text(&drift));
+    assert!(
+        text(&drift).contains("terminated") || text(&drift).contains("gone"),
+        "{}",
+        text(&drift)
+    );
     // The next build makes a new machine, and everything on it runs again.
     let rebuilt = c.envc(&["build", "--locked=false", "--refresh"]);
     ok(&rebuilt);
@@ -157,4 +187,141 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
     let destroyed = c.envc(&["destroy", "--yes"]);
     ok(&destroyed);
     assert_eq!(describe_all(&c.ec2), before);
+}
+
+/// The instances of node `name`, by id, as moto lists them now.
+fn ids(c: &Cloud, name: &str) -> Vec<String> {
+    c.live(name).into_iter().map(|i| i.id).collect()
+}
+
+#[test]
+fn a_create_killed_before_it_was_recorded_is_adopted_not_made_twice() {
+    let mut c = Cloud::start();
+    c.project.write(&source("t3.micro", "debian-12-amd64-*"));
+    // The first build creates the instance and then waits for its sshd: nothing boots it
+    // (no stand-in runs), so it is still waiting, nothing recorded, when it is killed.
+    let mut cmd = c.project.command(&c.hosts, &["build", "--locked=false"]);
+    let mut first = cmd
+        .envs(c.ec2.env())
+        .envs(c.checkip.env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while ids(&c, "web-0").is_empty() {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the build ended before it made the instance"
+        );
+        assert!(started.elapsed().as_secs() < 120, "no instance after 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let made = ids(&c, "web-0");
+    assert_eq!(made.len(), 1, "{made:?}");
+    let log = c.envc(&["log"]);
+    assert!(!text(&log).contains("vm:web-0: ok"), "{}", text(&log));
+
+    // The next build finds it by its tags and adopts it, with the host key it was given.
+    let second = c.envc(&["build", "--locked=false"]);
+    ok(&second);
+    assert_eq!(summary(&second), (3, 0, 0), "{}", text(&second));
+    assert_eq!(ids(&c, "web-0"), made, "a second instance was made");
+    assert!(c.on(&made[0], "cat /etc/motd").contains(&made[0]));
+    let destroyed = c.envc(&["destroy", "--yes"]);
+    ok(&destroyed);
+    assert_eq!(describe_all(&c.ec2), "");
+}
+
+#[test]
+fn aws_failures_name_the_node_and_the_fix_and_make_nothing() {
+    // No credentials anywhere: the SDKs' places are named, nothing is made.
+    let mut c = Cloud::start();
+    c.project.write(&source("t3.micro", "debian-12-amd64-*"));
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = c.project.command(&c.hosts, &["build", "--locked=false"]);
+    cmd.envs(c.ec2.env())
+        .envs(c.checkip.env())
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env("HOME", home.path());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("vm:web-0"), "{said}");
+    assert!(
+        said.contains("AWS_PROFILE") && said.contains("AWS_ACCESS_KEY_ID"),
+        "{said}"
+    );
+    assert_eq!(describe_all(&c.ec2), "");
+
+    // No image matches the pattern.
+    c.project.write(&source("t3.micro", "debian-99-amd64-*"));
+    let out = c.envc(&["build", "--locked=false"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("no image of owner 136693071363 matches `debian-99-amd64-*`"),
+        "{said}"
+    );
+    assert_eq!(describe_all(&c.ec2), "");
+
+    // A lockfile whose image id was edited by hand to one that does not exist.
+    c.project.write(
+        "import \"std/aws\"\n\
+         let net = aws.network(\"lab\", region = \"eu-west-1\")\n\
+         let web = aws.machine(\"web-0\", network = net)\n",
+    );
+    let locked = c.envc(&["lock"]);
+    ok(&locked);
+    let lock = c.project.path("prod.lock");
+    let text_of = std::fs::read_to_string(&lock).unwrap();
+    let pinned = text_of
+        .lines()
+        .find_map(|l| l.strip_prefix("id = \""))
+        .map(|id| id.trim_end_matches('"').to_string())
+        .unwrap_or_else(|| panic!("no image id in {text_of}"));
+    std::fs::write(&lock, text_of.replace(&pinned, "ami-0123456789abcdef0")).unwrap();
+    let out = c.envc(&["build"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("the pinned image ami-0123456789abcdef0 does not exist"),
+        "{said}"
+    );
+    assert!(said.contains("envc lock --update=cloud_image:"), "{said}");
+    assert_eq!(describe_all(&c.ec2), "");
+}
+
+#[test]
+fn credentials_aws_refuses_are_an_error_naming_the_fix() {
+    // moto checks every request against its IAM: the test's made-up key is refused.
+    let c = Cloud::start_with(servers::Ec2Options {
+        initial_no_auth_action_count: Some(0),
+        ..Default::default()
+    });
+    c.project.write(&source("t3.micro", "debian-12-amd64-*"));
+    // (The boot stand-in cannot list instances either: the build runs without it.)
+    let out = c
+        .project
+        .command(&c.hosts, &["build", "--locked=false"])
+        .envs(c.ec2.env())
+        .envs(c.checkip.env())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("vm:web-0"), "{said}");
+    assert!(
+        said.contains("AuthFailure") || said.contains("InvalidClientTokenId"),
+        "{said}"
+    );
+    assert!(
+        said.contains("lacks this permission") || said.contains("other credentials"),
+        "{said}"
+    );
 }

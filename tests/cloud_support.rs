@@ -159,7 +159,10 @@ fn an_instance_boots_into_a_host_at_its_addresses_with_its_host_key() {
 
     // A newer image appears; the instance is still there.
     let before = debian_images(&ec2);
-    let mut names: Vec<&str> = before.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    let mut names: Vec<&str> = before
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
     names.sort_unstable();
     assert_eq!(
         names,

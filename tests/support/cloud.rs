@@ -169,8 +169,7 @@ pub fn sync_instances(
     let halted: Vec<String> = booted
         .iter()
         .filter(|(id, host)| {
-            !matches!(live.get(id.as_str()), Some(("running" | "pending", _)))
-                || moved(id, **host)
+            !matches!(live.get(id.as_str()), Some(("running" | "pending", _))) || moved(id, **host)
         })
         .map(|(id, _)| id.clone())
         .collect();

@@ -25,8 +25,12 @@ pub struct Cloud {
 
 impl Cloud {
     pub fn start() -> Cloud {
+        Cloud::start_with(Ec2Options::default())
+    }
+
+    pub fn start_with(opts: Ec2Options) -> Cloud {
         let hosts = TestHosts::start_empty();
-        let ec2 = Ec2Server::start_in(hosts.controller_pid(), Ec2Options::default());
+        let ec2 = Ec2Server::start_in(hosts.controller_pid(), opts);
         let checkip = CheckIpServer::start_in(hosts.controller_pid(), hosts.controller_addr());
         let project = Project::new(&hosts, "envc-aws-");
         Cloud {
@@ -61,4 +65,3 @@ impl Cloud {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
-

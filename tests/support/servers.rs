@@ -334,7 +334,9 @@ impl Ec2Server {
             .arg(repo_path("scripts/s3-server"))
             .args(["--port", "0", "--port-file"])
             .arg(&port_file)
-            .env("MOTO_AMIS_PATH", &copy);
+            .env("MOTO_AMIS_PATH", &copy)
+            // As EC2 does: an instance of an image that does not exist is refused.
+            .env("MOTO_ENABLE_AMI_VALIDATION", "true");
         if let Some(n) = opts.initial_no_auth_action_count {
             cmd.env("INITIAL_NO_AUTH_ACTION_COUNT", n.to_string());
         }

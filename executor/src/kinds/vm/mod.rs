@@ -104,14 +104,22 @@ impl NodeType for Vm {
 
     /// A new machine, unless only what its provider changes in place changed (a cloud
     /// machine's type: stopped, resized, started, the same machine).
-    fn replaced_by(&self, old: &BTreeMap<String, String>, new: Option<&BTreeMap<String, String>>) -> bool {
+    fn replaced_by(
+        &self,
+        old: &BTreeMap<String, String>,
+        new: Option<&BTreeMap<String, String>>,
+    ) -> bool {
         let Some(new) = new else { return true };
         if !new.get("provider").is_some_and(|p| p.contains(ec2::NAME)) {
             return true;
         }
         let mut changed = (old.keys().chain(new.keys())).filter(|k| old.get(*k) != new.get(*k));
         let first = changed.next();
-        first.is_none() || !first.into_iter().chain(changed).all(|k| k == "instance_type")
+        first.is_none()
+            || !first
+                .into_iter()
+                .chain(changed)
+                .all(|k| k == "instance_type")
     }
 
     fn takes_along(&self) -> Option<&'static str> {

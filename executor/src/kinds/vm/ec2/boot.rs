@@ -41,7 +41,10 @@ impl HostKeyPair {
             .output()
             .await
             .map_err(|e| {
-                StepError::with_hint(format!("cannot run ssh-keygen: {e}"), "install openssh-client")
+                StepError::with_hint(
+                    format!("cannot run ssh-keygen: {e}"),
+                    "install openssh-client",
+                )
             })?;
         if !out.status.success() {
             return Err(StepError::new(format!(
@@ -68,7 +71,10 @@ impl HostKeyPair {
 
 /// `TYPE BASE64` of a public key line, without its comment.
 fn public_only(line: &str) -> String {
-    line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+    line.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The user data: a `#cloud-config` that installs the host key (and deletes the image's

@@ -150,7 +150,12 @@ pub struct Ec2 {
 }
 
 impl Ec2 {
-    pub fn new(machines_dir: &std::path::Path, env: &str, key: Arc<LoginKey>, boot_timeout: Duration) -> Ec2 {
+    pub fn new(
+        machines_dir: &std::path::Path,
+        env: &str,
+        key: Arc<LoginKey>,
+        boot_timeout: Duration,
+    ) -> Ec2 {
         Ec2 {
             env: env.to_string(),
             regions_file: machines_dir.join(env).join("aws-regions"),
@@ -170,7 +175,8 @@ impl Ec2 {
         if let Some(c) = clients.get(region) {
             return Ok(c.clone());
         }
-        let c = Ec2Client::from_env(&self.aws, region).map_err(|e| aws_error(e, "AWS"))?;
+        let c = Ec2Client::from_env(&self.aws, region)
+            .map_err(|e| aws_error(e, &format!("EC2 in {region}")))?;
         clients.insert(region.to_string(), c.clone());
         Ok(c)
     }
@@ -199,9 +205,14 @@ impl Ec2 {
         }
         let text: String = all.iter().map(|r| format!("{r}\n")).collect();
         let write = || -> std::io::Result<()> {
-            let dir = self.regions_file.parent().unwrap_or(std::path::Path::new("."));
+            let dir = self
+                .regions_file
+                .parent()
+                .unwrap_or(std::path::Path::new("."));
             std::fs::create_dir_all(dir)?;
-            let tmp = self.regions_file.with_extension(format!("tmp{}", std::process::id()));
+            let tmp = self
+                .regions_file
+                .with_extension(format!("tmp{}", std::process::id()));
             std::fs::write(&tmp, text)?;
             std::fs::File::open(&tmp)?.sync_all()?;
             std::fs::rename(&tmp, &self.regions_file)
@@ -295,7 +306,10 @@ impl Ec2 {
             .await
             .map_err(err)?;
         if found.is_empty() {
-            match ec2.import_key_pair(&name, &public, &owner_tags(&self.env)).await {
+            match ec2
+                .import_key_pair(&name, &public, &owner_tags(&self.env))
+                .await
+            {
                 Ok(()) => {}
                 // Another machine of this run imported it first.
                 Err(e) if matches!(e.kind(), ErrorKind::Conflict) => {}
@@ -364,7 +378,10 @@ impl Ec2 {
         // The recorded instance, else one tagged for this node: a creation that was killed
         // before it was recorded is adopted, not made twice.
         let recorded = previous.and_then(|p| p.get(fact::INSTANCE_ID));
-        let mut found = self.live_instances(&ec2, Some(&m.name)).await.map_err(err)?;
+        let mut found = self
+            .live_instances(&ec2, Some(&m.name))
+            .await
+            .map_err(err)?;
         found.sort_by_key(|i| Some(&i.id) != recorded);
         let mut found = found.into_iter();
         let existing = found.next();
@@ -573,11 +590,7 @@ impl Ec2 {
                 Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
             }
         };
-        let placed_network = inst
-            .tags
-            .get(TAG_NETWORK)
-            .cloned()
-            .unwrap_or_default();
+        let placed_network = inst.tags.get(TAG_NETWORK).cloned().unwrap_or_default();
         let key_pair = inst.key_name.clone().unwrap_or_default();
         let facts = Facts::from([
             (PROVIDER.to_string(), NAME.to_string()),
@@ -593,7 +606,10 @@ impl Ec2 {
             (fact::FINGERPRINT.to_string(), host_key.fingerprint.clone()),
             (fact::INSTANCE_ID.to_string(), inst.id.clone()),
             (ec2_fact::REGION.to_string(), m.region.clone()),
-            (ec2_fact::INSTANCE_TYPE.to_string(), inst.instance_type.clone()),
+            (
+                ec2_fact::INSTANCE_TYPE.to_string(),
+                inst.instance_type.clone(),
+            ),
             (ec2_fact::IMAGE.to_string(), inst.image_id.clone()),
             (
                 ec2_fact::SUBNET.to_string(),
@@ -620,10 +636,8 @@ impl Ec2 {
     /// Terminates the machine, waits for it, then deletes what envc made for it that no
     /// machine uses any more: its network, the key pair.
     async fn destroy_machine(&self, facts: &Facts) -> Result<(), StepError> {
-        let (Some(region), Some(id)) = (
-            facts.get(ec2_fact::REGION),
-            facts.get(fact::INSTANCE_ID),
-        ) else {
+        let (Some(region), Some(id)) = (facts.get(ec2_fact::REGION), facts.get(fact::INSTANCE_ID))
+        else {
             return Ok(());
         };
         let ec2 = self.client(region)?;
@@ -651,7 +665,12 @@ impl Ec2 {
 
     async fn delete_key_pairs_if_unused(&self, ec2: &Ec2Client) -> Result<(), StepError> {
         let err = |e| aws_error(e, "the login key pair");
-        if !self.live_instances(ec2, None).await.map_err(err)?.is_empty() {
+        if !self
+            .live_instances(ec2, None)
+            .await
+            .map_err(err)?
+            .is_empty()
+        {
             return Ok(());
         }
         let pairs = ec2
@@ -702,10 +721,8 @@ impl Ec2 {
 
     /// What EC2 says of a recorded machine that differs from its record.
     async fn look_at(&self, facts: &Facts) -> Result<DriftFacts, StepError> {
-        let (Some(region), Some(id)) = (
-            facts.get(ec2_fact::REGION),
-            facts.get(fact::INSTANCE_ID),
-        ) else {
+        let (Some(region), Some(id)) = (facts.get(ec2_fact::REGION), facts.get(fact::INSTANCE_ID))
+        else {
             return Ok(Vec::new());
         };
         let ec2 = self.client(region)?;
@@ -725,7 +742,10 @@ impl Ec2 {
                 inst.state.as_str().to_string(),
             ));
         }
-        let recorded_type = facts.get(ec2_fact::INSTANCE_TYPE).cloned().unwrap_or_default();
+        let recorded_type = facts
+            .get(ec2_fact::INSTANCE_TYPE)
+            .cloned()
+            .unwrap_or_default();
         if inst.state != InstanceState::Terminated && inst.instance_type != recorded_type {
             drift.push((
                 ec2_fact::INSTANCE_TYPE.into(),
@@ -766,5 +786,67 @@ impl VmProvider for Ec2 {
 
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_machines(keep))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind of failure AWS answers gets the fix for it.
+    #[test]
+    fn every_kind_of_aws_failure_says_what_to_do() {
+        let api = |code: &str| AwsError::Api {
+            action: "RunInstances".into(),
+            status: 400,
+            code: code.into(),
+            message: "m".into(),
+            request_id: None,
+            attempts: 1,
+        };
+        let check = |e: AwsError, cause: &str, hint: &str| {
+            let s = aws_error(e, "`web-0`");
+            assert!(s.cause.starts_with("`web-0`: "), "{}", s.cause);
+            assert!(s.cause.contains(cause), "{} lacks {cause}", s.cause);
+            let h = s.hint.unwrap_or_default();
+            assert!(h.contains(hint), "{h:?} lacks {hint:?}");
+        };
+        check(
+            AwsError::NoCredentials {
+                tried: vec!["the environment".into()],
+            },
+            "the environment",
+            "AWS_PROFILE",
+        );
+        check(
+            api("UnauthorizedOperation"),
+            "UnauthorizedOperation",
+            "grant it",
+        );
+        check(
+            api("InsufficientInstanceCapacity"),
+            "InsufficientInstanceCapacity",
+            "another instance type or region",
+        );
+        check(
+            api("RequestLimitExceeded"),
+            "RequestLimitExceeded",
+            "fewer parallel jobs",
+        );
+        check(
+            api("InvalidAMIID.NotFound"),
+            "InvalidAMIID.NotFound",
+            "deleted outside envc",
+        );
+        check(
+            AwsError::Http {
+                action: "RunInstances".into(),
+                endpoint: "https://ec2.eu-west-1.amazonaws.com".into(),
+                what: "connection refused".into(),
+                attempts: 5,
+            },
+            "connection refused",
+            "AWS_ENDPOINT_URL_EC2",
+        );
     }
 }

@@ -48,7 +48,7 @@ pub async fn ensure(
 ) -> Result<Placed, StepError> {
     if !spec.subnet.is_empty() {
         let subnets = ec2
-            .describe_subnets(&[spec.subnet.clone()], &[])
+            .describe_subnets(std::slice::from_ref(&spec.subnet), &[])
             .await
             .map_err(|e| aws_error(e, &format!("subnet `{}`", spec.subnet)))?;
         let Some(subnet) = subnets.into_iter().next() else {
@@ -147,21 +147,18 @@ pub async fn ensure(
         .map_err(err)?;
     let group = match groups.first() {
         Some(g) => g.id.clone(),
-        None => {
-            ec2.create_security_group(
+        None => ec2
+            .create_security_group(
                 &format!("envc-{env}-{}", spec.name),
                 &format!("SSH to envc environment {env}, network {}", spec.name),
                 &vpc,
                 &tags,
             )
             .await
-            .map_err(err)?
-        }
+            .map_err(err)?,
     };
     // Idempotent: a rule that exists is kept.
-    ec2.allow_tcp_in(&group, 22, ssh_from)
-        .await
-        .map_err(err)?;
+    ec2.allow_tcp_in(&group, 22, ssh_from).await.map_err(err)?;
     Ok(Placed {
         vpc,
         subnet,

@@ -16,7 +16,10 @@ use crate::spec::{strings, Val};
 use crate::substitute::{Resolution, Resolving};
 use crate::transport::HostSpec;
 
-pub fn resolve(r: &mut Resolving<'_>, cloud: &BTreeMap<String, Val>) -> Result<Payload, Resolution> {
+pub fn resolve(
+    r: &mut Resolving<'_>,
+    cloud: &BTreeMap<String, Val>,
+) -> Result<Payload, Resolution> {
     let text = |fields: &BTreeMap<String, Val>, k: &str| match fields.get(k) {
         Some(Val::Str(s)) => s.clone(),
         _ => String::new(),
@@ -87,7 +90,10 @@ pub fn resolve(r: &mut Resolving<'_>, cloud: &BTreeMap<String, Val>) -> Result<P
             } => json!({ "owner": owner, "pattern": pattern, "architecture": architecture, "pinned": false }),
         },
     );
-    r.put("network", serde_json::to_value(&machine.network).unwrap_or_default());
+    r.put(
+        "network",
+        serde_json::to_value(&machine.network).unwrap_or_default(),
+    );
     r.put("disk", json!({ "size": machine.root_volume_gib << 30 }));
     r.put("public_address", json!(machine.public_address));
     r.put("user", json!(machine.user));
