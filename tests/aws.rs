@@ -146,7 +146,10 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
     assert_eq!(vm["action"], "update", "{vm}");
     assert_eq!(
         vm["reasons"],
-        serde_json::json!(["instance_type: \"t3.micro\" → \"t3.small\""]),
+        serde_json::json!([
+            "instance_type: \"t3.micro\" → \"t3.small\"",
+            "the machine restarts: stopped, resized and started (the same machine: nothing on it runs again)"
+        ]),
         "{vm}"
     );
     let resized = c.envc(&["build", "--locked=false"]);

@@ -133,6 +133,8 @@ fn cases() -> Vec<Case> {
         // A rule over the whole graph: a VM made directly cannot bypass it.
         case("policy-violation", "import \"./web.env\"\nlet small = web.server(\"web-0\")\nlet rogue = vm(name = \"rogue\", image = image(name = \"i\"), memory = 16GiB)\npolicy \"vm-owner\": for n in nodes(\"vm\") => contains(n.tags, \"owner\") and n.memory <= 4GiB,\n  \"${n.name} needs an owner and at most 4GiB\"\n")
             .file("web.env", "default tags = { owner = \"web\" }\nfn server(name: str) => vm(name = name, image = image(name = \"i\"), memory = 8GiB)\n"),
+        case("eval-vm-without-image", "let v = vm(name = \"web-0\")\n"),
+        case("eval-vm-image-and-cloud", "import \"std/debian\"\nlet v = vm(\n  name = \"web-0\",\n  image = debian.default_image,\n  cloud = {\n    provider = \"aws\",\n    region = \"eu-west-1\",\n    instance_type = \"t3.micro\",\n    public_address = true,\n    image = { name = \"d\", owner = \"1\", pattern = \"d-*\", architecture = \"x86_64\", suite = \"bookworm\" },\n    network = { name = \"n\", cidr = \"10.0.0.0/16\", subnet = \"\", security_groups = [], ssh_from = [] },\n  },\n)\n"),
         case("eval-missing-tag", "import \"std/debian\"\nlet a = debian.machine(\"web-0\", tags = { owner = \"web\" })\nlet b = debian.machine(\"db-0\", tags = { ownr = \"data\" })\npolicy \"owned\": for n in nodes(\"vm\") => n.tags.owner != \"\"\n"),
         case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),
         case("type-nodes-placement", "let vms = nodes(\"vm\")\npolicy \"few\": for v in vms => true\n"),

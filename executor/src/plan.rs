@@ -91,9 +91,13 @@ pub fn assess<'a>(
         }
         let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash);
         let new = resolved.as_ref().ok().map(|r| &r.display);
-        if !same && kinds::of(node.kind).replaced_by(&rec.attrs, new) {
+        let kind = kinds::of(node.kind);
+        if !same && kind.replaced_by(&rec.attrs, new) {
             Action::Replace
         } else {
+            if let Some(note) = new.and_then(|n| kind.update_note(&rec.attrs, n)) {
+                reasons.push(note.to_string());
+            }
             Action::Update
         }
     };

@@ -60,6 +60,16 @@ pub trait NodeType: Sync {
         false
     }
 
+    /// What an update in place does that a reader of the plan must know (a machine that
+    /// restarts), given its attributes as recorded and as resolved now.
+    fn update_note(
+        &self,
+        _old: &BTreeMap<String, String>,
+        _new: &BTreeMap<String, String>,
+    ) -> Option<&'static str> {
+        None
+    }
+
     /// Whether what it reported stands when it is updated (a host that moved is the same
     /// machine: a different key is an error unless trusted anew).
     fn update_keeps_facts(&self) -> bool {

@@ -122,6 +122,16 @@ impl NodeType for Vm {
                 .all(|k| k == "instance_type")
     }
 
+    fn update_note(
+        &self,
+        old: &BTreeMap<String, String>,
+        new: &BTreeMap<String, String>,
+    ) -> Option<&'static str> {
+        (old.get("instance_type") != new.get("instance_type")).then_some(
+            "the machine restarts: stopped, resized and started (the same machine: nothing on it runs again)",
+        )
+    }
+
     fn takes_along(&self) -> Option<&'static str> {
         Some("removed with its VM")
     }
