@@ -268,7 +268,7 @@ fn aws_failures_name_the_node_and_the_fix_and_make_nothing() {
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
     let said = text(&out);
     assert!(
-        said.contains("no image of owner 136693071363 matches `debian-99-amd64-*`"),
+        said.contains("no available image of owner 136693071363 named like \"debian-99-amd64-*\""),
         "{said}"
     );
     assert_eq!(describe_all(&c.ec2), "");

@@ -15,7 +15,6 @@
 pub(crate) mod beneath;
 pub mod cache;
 pub(crate) mod checks;
-pub(crate) mod cloud;
 pub(crate) mod config;
 pub(crate) mod connect;
 pub mod debs;

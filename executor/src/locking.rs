@@ -460,7 +460,7 @@ pub fn lock_environment(
             .filter(|c| !offline.contains(&c.key()))
             .collect();
         if !pins.is_empty() {
-            let clouds = crate::cloud::clouds();
+            let clouds = crate::kinds::vm::ec2::images::clouds();
             for pin in pins {
                 match clouds.check(pin) {
                     Ok(()) => {}
@@ -485,7 +485,7 @@ pub fn lock_environment(
             }
         });
     }
-    let clouds = crate::cloud::clouds();
+    let clouds = crate::kinds::vm::ec2::images::clouds();
     // Project files (a vendor archive's key) are relative to the project's directory.
     let project = crate::project::project_dir(env_file);
     let resolved = envc_lockfiles::environment::resolve_environment(

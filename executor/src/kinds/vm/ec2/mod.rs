@@ -15,6 +15,7 @@
 //! `--refresh` ask EC2 (`look`).
 
 pub mod boot;
+pub mod images;
 pub mod network;
 mod pin;
 pub mod resolve;
@@ -276,20 +277,19 @@ impl Ec2 {
                     .describe_images(std::slice::from_ref(owner), pattern)
                     .await
                     .map_err(|e| aws_error(e, &subject))?;
-                images
-                    .into_iter()
-                    .filter(|i| &i.architecture == architecture)
-                    .max_by(|a, b| (&a.creation_date, &a.name).cmp(&(&b.creation_date, &b.name)))
-                    .map(|i| i.id)
-                    .ok_or_else(|| {
-                        StepError::with_hint(
-                            format!(
-                                "{subject}: no image of owner {owner} matches `{pattern}` ({architecture}) in {}",
-                                m.region
-                            ),
-                            "check the owner account and the name pattern (`aws ec2 describe-images --owners OWNER --filters Name=name,Values=PATTERN`)",
-                        )
-                    })
+                // The image `envc lock` would pin, as of now.
+                let need = envc_lockfiles::CloudImageNeed {
+                    name: m.name.clone(),
+                    provider: NAME.to_string(),
+                    region: m.region.clone(),
+                    owner: owner.clone(),
+                    pattern: pattern.clone(),
+                    architecture: architecture.clone(),
+                    used_by: Vec::new(),
+                };
+                envc_lockfiles::cloud::newest_of(&need, &images::candidates(images))
+                    .map(|pin| pin.id)
+                    .map_err(|e| StepError::new(format!("{subject}: {e}")))
             }
         }
     }

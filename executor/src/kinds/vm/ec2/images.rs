@@ -1,5 +1,5 @@
-//! The clouds `envc lock` asks for the images it pins: `envc_lockfiles::CloudImages` over
-//! the EC2 client. Credentials and endpoints come from the process's environment as the
+//! The images of EC2: what `envc lock` pins (`envc_lockfiles::CloudImages` over the EC2
+//! client), and the same choice for a machine built without a lockfile. Credentials and endpoints come from the process's environment as the
 //! AWS SDKs take them (AWS_PROFILE, AWS_ACCESS_KEY_ID…, AWS_ENDPOINT_URL), never from an env
 //! file.
 
@@ -40,6 +40,20 @@ impl Aws {
     }
 }
 
+/// EC2's images as the choice of the newest reads them.
+pub fn candidates(images: Vec<envc_aws::Image>) -> Vec<CloudImageCandidate> {
+    images
+        .into_iter()
+        .map(|i| CloudImageCandidate {
+            id: i.id,
+            name: i.name,
+            owner: i.owner_id,
+            architecture: i.architecture,
+            created: i.creation_date,
+        })
+        .collect()
+}
+
 /// What `envc lock` says of an EC2 error: missing credentials and refusals each with their
 /// fix, anything else with the region it was asked in.
 fn error(e: AwsError, region: &str) -> CloudImageError {
@@ -64,17 +78,7 @@ impl CloudImages for Aws {
         let images = self.with_client(&need.region, async |c| {
             c.describe_images(&owners, &need.pattern).await
         })?;
-        let candidates: Vec<CloudImageCandidate> = images
-            .into_iter()
-            .map(|i| CloudImageCandidate {
-                id: i.id,
-                name: i.name,
-                owner: i.owner_id,
-                architecture: i.architecture,
-                created: i.creation_date,
-            })
-            .collect();
-        newest_of(need, &candidates)
+        newest_of(need, &candidates(images))
     }
 
     fn check(&self, pin: &CloudImagePin) -> Result<(), CloudImageError> {
