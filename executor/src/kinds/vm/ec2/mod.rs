@@ -145,9 +145,14 @@ pub struct Ec2 {
     /// Where envc learns its public address (`$ENVC_AWS_CHECKIP_URL` for tests).
     checkip: String,
     clients: Mutex<BTreeMap<String, Ec2Client>>,
-    /// Held while a network is looked up or made, so that machines created at once share
-    /// one.
-    placing: tokio::sync::Mutex<()>,
+    /// The networks found or made in this run, by region and name: held while one is
+    /// looked up or made, so that machines created at once share one, and asked of EC2
+    /// once per run, not once per machine.
+    placing: tokio::sync::Mutex<BTreeMap<(String, String), network::Placed>>,
+    /// The key pair's name per region, once it is known to be there.
+    key_pairs: tokio::sync::Mutex<BTreeMap<String, String>>,
+    /// Held while the regions file is written (machines of one run write it at once).
+    regions_lock: Mutex<()>,
 }
 
 impl Ec2 {
@@ -166,7 +171,9 @@ impl Ec2 {
             checkip: std::env::var("ENVC_AWS_CHECKIP_URL")
                 .unwrap_or_else(|_| "https://checkip.amazonaws.com".to_string()),
             clients: Mutex::new(BTreeMap::new()),
-            placing: tokio::sync::Mutex::new(()),
+            placing: tokio::sync::Mutex::new(BTreeMap::new()),
+            key_pairs: tokio::sync::Mutex::new(BTreeMap::new()),
+            regions_lock: Mutex::new(()),
         }
     }
 
@@ -200,6 +207,7 @@ impl Ec2 {
 
     /// Writes `region` down before anything is made there.
     fn remember_region(&self, region: &str) -> Result<(), StepError> {
+        let _one_writer = self.regions_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = self.regions();
         if !all.insert(region.to_string()) {
             return Ok(());
@@ -297,6 +305,10 @@ impl Ec2 {
     /// The environment's key pair in this region, imported from the login key once. Its
     /// name carries the key's hash, so two stores never fight over one name.
     async fn key_pair(&self, ec2: &Ec2Client) -> Result<String, StepError> {
+        let mut known = self.key_pairs.lock().await;
+        if let Some(name) = known.get(ec2.region()) {
+            return Ok(name.clone());
+        }
         let public = self.key.public().await?;
         let digest = blake3::hash(public.as_bytes()).to_hex();
         let name = format!("envc-{}-{}", self.env, &digest[..12]);
@@ -316,6 +328,7 @@ impl Ec2 {
                 Err(e) => return Err(err(e)),
             }
         }
+        known.insert(ec2.region().to_string(), name.clone());
         Ok(name)
     }
 
@@ -423,13 +436,21 @@ impl Ec2 {
             .await
             .map_err(err)?;
         }
-        let ssh_from = match m.network.subnet.is_empty() {
-            true => self.ssh_from(&m.network).await?,
-            false => Vec::new(),
-        };
         let placed = {
-            let _one_at_a_time = self.placing.lock().await;
-            network::ensure(&ec2, &self.env, &m.network, &ssh_from).await?
+            let mut placed = self.placing.lock().await;
+            let key = (m.region.clone(), format!("{:?}", m.network));
+            match placed.get(&key) {
+                Some(p) => p.clone(),
+                None => {
+                    let ssh_from = match m.network.subnet.is_empty() {
+                        true => self.ssh_from(&m.network).await?,
+                        false => Vec::new(),
+                    };
+                    let p = network::ensure(&ec2, &self.env, &m.network, &ssh_from).await?;
+                    placed.insert(key, p.clone());
+                    p
+                }
+            }
         };
         let key_name = self.key_pair(&ec2).await?;
         let host = HostKeyPair::generate(&m.name).await?;
