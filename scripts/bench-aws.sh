@@ -10,7 +10,7 @@
 # as it was).
 #
 #   ./scripts/bench-aws.sh [RUNS]     # after ./scripts/setup, as root; RUNS defaults to 3
-#                                     # (about two minutes each)
+#                                     # (under a minute each)
 #
 # Prints each run's table, then the median of each figure per step as a markdown table for
 # docs/benchmarks.md. Raw output goes to target/bench-aws/. Run nothing else meanwhile: the

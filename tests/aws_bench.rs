@@ -3,7 +3,7 @@
 //! `--refresh`, and destroyed, against moto's EC2 through namespace hosts
 //! (tests/support/cloud_lab.rs). Each step is its own envc run; for each the test prints
 //! envc's wall time, its peak RSS and the EC2 API calls it made. `#[ignore]`d: it is a
-//! measurement (about two minutes), run by scripts/bench-aws.sh.
+//! measurement (under a minute), run by scripts/bench-aws.sh.
 //!
 //! What is real and what stands in is as in tests/aws.rs: moto's EC2 answers at once (real
 //! EC2 takes tens of seconds to boot an instance), and the boot is the test's: between its
@@ -284,7 +284,7 @@ fn ok(step: &Step) {
 }
 
 #[test]
-#[ignore = "a measurement (about two minutes): scripts/bench-aws.sh runs it"]
+#[ignore = "a measurement (under a minute): scripts/bench-aws.sh runs it"]
 fn twenty_machines_on_ec2_created_configured_planned_and_destroyed() {
     let mut c = Cloud::start();
     let counter = Counter::start(c.ec2.netns_pid(), c.ec2.port());
