@@ -290,14 +290,6 @@ fn twenty_machines_on_ec2_created_configured_planned_and_destroyed() {
     let counter = Counter::start(c.ec2.netns_pid(), c.ec2.port());
     let before = describe_all(&c.ec2);
     c.project.write(&source());
-    // The region is written down beforehand: machines created at once race on writing it
-    // (each writes `aws-regions.tmp<PID>`, one name for the whole process, and renames it),
-    // and a machine whose temporary file was renamed away fails with "cannot write
-    // …/aws-regions: No such file or directory". An executor bug, reported, not measured.
-    let regions = c.project.store_dir().join("machines/prod/aws-regions");
-    std::fs::create_dir_all(regions.parent().unwrap()).unwrap();
-    std::fs::write(&regions, "eu-west-1\n").unwrap();
-
     let mut steps = Vec::new();
     let build = run(&mut c, &counter, "build", &["build", "--locked=false"]);
     ok(&build);
