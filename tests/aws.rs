@@ -128,15 +128,32 @@ fn a_machine_on_ec2_lives_its_whole_life_through_envc() {
     ok(&again);
     assert_eq!(summary(&again), (0, 3, 0), "{}", text(&again));
 
-    // A plan needs no credentials: it reads the records.
-    let plan = c
-        .project
-        .command(&c.hosts, &["plan"])
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .output()
-        .unwrap();
+    // A plan needs no credentials: it reads the records. Drift without them cannot ask
+    // EC2: the machine is named as not checked (exit 6), not taken as gone.
+    let home = tempfile::tempdir().unwrap();
+    let without = |args: &[&str]| {
+        c.project
+            .command(&c.hosts, args)
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    let plan = without(&["plan"]);
     ok(&plan);
+    assert!(
+        text(&plan).contains("0 to create, 0 to update, 0 to replace, 0 to delete, 3 unchanged"),
+        "{}",
+        text(&plan)
+    );
+    let unchecked = without(&["drift"]);
+    assert_eq!(unchecked.status.code(), Some(6), "{}", text(&unchecked));
+    assert!(
+        text(&unchecked).contains("vm:web-0"),
+        "{}",
+        text(&unchecked)
+    );
 
     // A new type: stopped, resized and started, the same machine (nothing on it runs again).
     c.project.write(&source("t3.small", "debian-12-amd64-*"));

@@ -149,6 +149,8 @@ pub struct Ec2 {
     /// looked up or made, so that machines created at once share one, and asked of EC2
     /// once per run, not once per machine.
     placing: tokio::sync::Mutex<BTreeMap<(String, String), network::Placed>>,
+    /// The image each choice came to in this run (by region and choice): asked once.
+    images: tokio::sync::Mutex<BTreeMap<String, String>>,
     /// The key pair's name per region, once it is known to be there.
     key_pairs: tokio::sync::Mutex<BTreeMap<String, String>>,
     /// Held while the regions file is written (machines of one run write it at once).
@@ -173,6 +175,7 @@ impl Ec2 {
             clients: Mutex::new(BTreeMap::new()),
             placing: tokio::sync::Mutex::new(BTreeMap::new()),
             key_pairs: tokio::sync::Mutex::new(BTreeMap::new()),
+            images: tokio::sync::Mutex::new(BTreeMap::new()),
             regions_lock: Mutex::new(()),
         }
     }
@@ -254,6 +257,17 @@ impl Ec2 {
     /// The AMI the machine boots: the pinned one, once EC2 confirms it is the owner's image
     /// of that name (a hand-edited lockfile does not boot something else), or the newest.
     async fn image(&self, ec2: &Ec2Client, m: &Ec2Machine) -> Result<String, StepError> {
+        let mut known = self.images.lock().await;
+        let key = format!("{}\0{:?}", m.region, m.image);
+        if let Some(id) = known.get(&key) {
+            return Ok(id.clone());
+        }
+        let id = self.ask_image(ec2, m).await?;
+        known.insert(key, id.clone());
+        Ok(id)
+    }
+
+    async fn ask_image(&self, ec2: &Ec2Client, m: &Ec2Machine) -> Result<String, StepError> {
         let subject = format!("`{}`", m.name);
         match &m.image {
             ImageChoice::Pinned { id, owner, pattern } => {
