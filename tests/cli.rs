@@ -910,3 +910,56 @@ fn a_missing_secret_names_the_command_that_sets_it() {
         "{err}"
     );
 }
+
+/// `[params]` of the project's envc.toml give the environment's parameters as `--set` does
+/// (the region of a cloud, kept out of the env file's text), and `--set` overrides them.
+#[test]
+fn envc_toml_params_are_set_like_the_command_line_and_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("prod.env"),
+        "param region: str = \"us-east-1\"\nparam count: int(1..=4) = 1\n\
+         let h = host(name = \"h\", address = \"192.0.2.1\")\n\
+         let f = file(path = \"/etc/region\", content = \"${region} ${count}\\n\", target = h)\n",
+    )
+    .unwrap();
+    let id = |args: &[&str]| {
+        let mut all = vec!["graph", "prod.env", "--format", "json"];
+        all.extend(args);
+        let o = envc(&all, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let g: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        g["nodes"][1]["id"].as_str().unwrap().to_string()
+    };
+    let default = id(&[]);
+    let set = id(&["--set", "region=eu-west-1", "--set", "count=2"]);
+    std::fs::write(
+        dir.path().join("envc.toml"),
+        "[params]\nregion = \"eu-west-1\"\ncount = 2\n",
+    )
+    .unwrap();
+    assert_eq!(
+        id(&[]),
+        set,
+        "envc.toml's params are the same inputs as --set"
+    );
+    assert_ne!(set, default);
+    assert_eq!(
+        id(&["--set", "region=us-east-1", "--set", "count=1"]),
+        default,
+        "--set wins"
+    );
+    // A value of a type --set cannot give, and a value the parameter refuses.
+    std::fs::write(dir.path().join("envc.toml"), "[params]\nregion = [\"a\"]\n").unwrap();
+    let o = envc(&["check", "prod.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[params] region is an array, not a string"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(dir.path().join("envc.toml"), "[params]\ncount = 9\n").unwrap();
+    let o = envc(&["check", "prod.env"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("count"), "{}", stderr(&o));
+}

@@ -48,6 +48,9 @@ struct ProjectFile {
     state: Option<StateSection>,
     secrets: Option<SecretsSection>,
     policy: Option<PolicySection>,
+    /// Values of the environment's `param`s for this project (a cloud region, a count):
+    /// compile inputs like `--set`, which overrides them.
+    params: Option<std::collections::BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -178,6 +181,37 @@ pub fn policy_packs(project: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     let (_, file) = read_project_file(project)?;
     let packs = file.policy.unwrap_or_default().packs;
     Ok(packs.into_iter().map(|p| project.join(p)).collect())
+}
+
+/// The values `envc.toml` in `project` gives the environment's `param`s (`[params]`), as
+/// `--set` would give them: a string as it is, a number or a boolean as written.
+pub fn project_params(
+    project: &Path,
+) -> Result<std::collections::BTreeMap<String, String>, ConfigError> {
+    let (path, file) = read_project_file(project)?;
+    let mut out = std::collections::BTreeMap::new();
+    for (name, value) in file.params.unwrap_or_default() {
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(ConfigError::File {
+                    at: path.display().to_string(),
+                    message: format!(
+                        "[params] {name} is {}, not a string, a whole number or a boolean",
+                        match other.type_str() {
+                            t @ ("array" | "integer") => format!("an {t}"),
+                            t => format!("a {t}"),
+                        }
+                    ),
+                    hint: "give it as `--set` would: `region = \"eu-west-1\"`, `web_count = 3`, `memory = \"2GiB\"`".into(),
+                })
+            }
+        };
+        out.insert(name, text);
+    }
+    Ok(out)
 }
 
 /// `envc.toml` in `project`, parsed (empty when there is none), and its path.

@@ -63,7 +63,9 @@ pub use project::{project_dir, split_root, FsLoader, MAX_PROJECT_FILE_BYTES};
 pub use session::store_root;
 
 // Configuration (`envc.toml`, flags): the shared store and binary cache, policy packs.
-pub use config::{policy_packs, ConfigError, Overrides, Shared, StateSettings, DEFAULT_LEASE};
+pub use config::{
+    policy_packs, project_params, ConfigError, Overrides, Shared, StateSettings, DEFAULT_LEASE,
+};
 
 // One environment's commands: plan, build, destroy, drift, log, output, checks, and the
 // team commands (`sharing.rs`), with what they report and why they fail.

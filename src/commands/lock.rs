@@ -400,6 +400,7 @@ fn node_ids(file: &Path, lock: &Lockfile, ui: Ui) -> Option<BTreeMap<String, Str
     let (dir, name) = split_root(file);
     let options = CompileOptions {
         pins: lock.pins(),
+        params: envc_executor::project_params(&envc_executor::project_dir(file)).ok()?,
         ..Default::default()
     };
     let compiled = compile(&name, &FsLoader::new(&dir), &options);

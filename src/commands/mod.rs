@@ -376,8 +376,12 @@ pub fn compile_with(
     let pins = lock.as_ref().map(|l| l.lock.pins()).unwrap_or_default();
     let (dir, name) = split_root(file);
     let files = FsLoader::new(&dir);
+    // The project's `[params]`, under what the command line sets.
+    let mut values = envc_executor::project_params(&envc_executor::project_dir(file))
+        .map_err(|e| Failure::Input(e.to_string()))?;
+    values.extend(params.values()?);
     let options = CompileOptions {
-        params: params.values()?,
+        params: values,
         pins,
         stand_ins,
         policy_packs: policy_packs(file, params)?,

@@ -246,9 +246,12 @@ impl Server {
             // read is `check`'s to report.
             let params = crate::commands::Params::default();
             let policy_packs = crate::commands::policy_packs(path, &params).unwrap_or_default();
+            // The project's `[params]`, as every command compiles with them.
+            let project = envc_executor::project_dir(path);
             let options = CompileOptions {
                 pins,
                 policy_packs,
+                params: envc_executor::project_params(&project).unwrap_or_default(),
                 ..Default::default()
             };
             let snapshot = Snapshot::analyze(&name, &loader, &options);
