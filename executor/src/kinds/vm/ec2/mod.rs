@@ -138,6 +138,9 @@ pub struct Ec2 {
     env: String,
     /// Where the regions the environment used are written down.
     regions_file: PathBuf,
+    /// Held while `regions_file` is read and rewritten: machines created at once would
+    /// otherwise rename one temporary file from under each other (and could lose a region).
+    regions_lock: Mutex<()>,
     key: Arc<LoginKey>,
     boot_timeout: Duration,
     aws: AwsEnv,
@@ -154,6 +157,7 @@ impl Ec2 {
         Ec2 {
             env: env.to_string(),
             regions_file: machines_dir.join(env).join("aws-regions"),
+            regions_lock: Mutex::new(()),
             key,
             boot_timeout,
             aws: AwsEnv::from_process(),
@@ -193,6 +197,7 @@ impl Ec2 {
 
     /// Writes `region` down before anything is made there.
     fn remember_region(&self, region: &str) -> Result<(), StepError> {
+        let _held = self.regions_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = self.regions();
         if !all.insert(region.to_string()) {
             return Ok(());
@@ -766,5 +771,29 @@ impl VmProvider for Ec2 {
 
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_machines(keep))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two machines of a build are created at once: each writes its region down, and
+    /// neither fails for the other (nor is a region lost).
+    #[test]
+    fn regions_written_at_once_are_all_kept() {
+        let regions: Vec<String> = (0..16).map(|i| format!("region-{i:02}")).collect();
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let key = Arc::new(LoginKey::new(dir.path()));
+            let ec2 = Ec2::new(dir.path(), "prod", key, Duration::from_secs(1));
+            std::thread::scope(|s| {
+                for r in &regions {
+                    let ec2 = &ec2;
+                    s.spawn(move || ec2.remember_region(r).expect("written down"));
+                }
+            });
+            assert_eq!(ec2.regions(), regions.iter().cloned().collect::<BTreeSet<_>>());
+        }
     }
 }
