@@ -508,7 +508,10 @@ fn the_aws_example_checks_and_plans_without_credentials_or_network() {
             }
         }
         cmd.env("HOME", scratch.path())
-            .env("AWS_SHARED_CREDENTIALS_FILE", scratch.path().join("no-credentials"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                scratch.path().join("no-credentials"),
+            )
             .env("AWS_CONFIG_FILE", scratch.path().join("no-config"))
             .env("AWS_ENDPOINT_URL", &closed)
             .env("ENVC_DEBIAN_MIRROR", &closed)
@@ -543,13 +546,20 @@ fn the_aws_example_checks_and_plans_without_credentials_or_network() {
         "web-1/file:/etc/nginx/conf.d/upstreams.conf",
         "web-1/service:nginx",
     ] {
-        assert!(out.contains(&format!("create    {node}\n")), "{node}: {out}");
+        assert!(
+            out.contains(&format!("create    {node}\n")),
+            "{node}: {out}"
+        );
     }
     assert!(out.contains("plan: 10 to create, 0 to update"), "{out}");
     // The machines' count is a parameter.
     let o = run(&["plan", ex, "--set", "web_count=3"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("create    vm:web-2\n"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("create    vm:web-2\n"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// `envc ARGS` in `dir` with at most 2 GiB of address space (a regression that reads without

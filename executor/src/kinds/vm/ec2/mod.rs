@@ -793,7 +793,10 @@ mod tests {
                     s.spawn(move || ec2.remember_region(r).expect("written down"));
                 }
             });
-            assert_eq!(ec2.regions(), regions.iter().cloned().collect::<BTreeSet<_>>());
+            assert_eq!(
+                ec2.regions(),
+                regions.iter().cloned().collect::<BTreeSet<_>>()
+            );
         }
     }
 }
