@@ -48,7 +48,7 @@ pub async fn ensure(
 ) -> Result<Placed, StepError> {
     if !spec.subnet.is_empty() {
         let subnets = ec2
-            .describe_subnets(&[spec.subnet.clone()], &[])
+            .describe_subnets(std::slice::from_ref(&spec.subnet), &[])
             .await
             .map_err(|e| aws_error(e, &format!("subnet `{}`", spec.subnet)))?;
         let Some(subnet) = subnets.into_iter().next() else {
