@@ -484,6 +484,84 @@ fn a_plan_waits_on_images_and_exits_1_when_a_node_cannot_be_built() {
     assert!(stderr(&o).contains("was never built"), "{}", stderr(&o));
 }
 
+/// The EC2 example (`examples/aws`, no lockfile committed: its AMI id is one the user's own
+/// `envc lock` reads from AWS) checks, formats, graphs and plans with no AWS credentials
+/// anywhere and EC2 and Debian's archive unreachable: none of these asks a cloud.
+#[test]
+fn the_aws_example_checks_and_plans_without_credentials_or_network() {
+    let ex = "examples/aws/prod.env";
+    let scratch = tempfile::tempdir().unwrap();
+    // A port nothing listens on: any request to it fails at once.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let run = |args: &[&str]| -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_envc"));
+        cmd.args(args)
+            .current_dir(repo())
+            .env("NO_COLOR", "1")
+            .env("ENVC_STORE", scratch.path().join("store"));
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("AWS_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("HOME", scratch.path())
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                scratch.path().join("no-credentials"),
+            )
+            .env("AWS_CONFIG_FILE", scratch.path().join("no-config"))
+            .env("AWS_ENDPOINT_URL", &closed)
+            .env("ENVC_DEBIAN_MIRROR", &closed)
+            .output()
+            .unwrap()
+    };
+    for args in [&["check", ex][..], &["fmt", "--check", ex]] {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let o = run(&["graph", ex, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let g: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("graph JSON");
+    let mut kinds: Vec<&str> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        ["file", "file", "file", "file", "package", "package", "service", "service", "vm", "vm"]
+    );
+    let o = run(&["plan", ex]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for node in [
+        "vm:web-0",
+        "vm:web-1",
+        "web-0/package:nginx",
+        "web-1/file:/etc/nginx/conf.d/upstreams.conf",
+        "web-1/service:nginx",
+    ] {
+        assert!(
+            out.contains(&format!("create    {node}\n")),
+            "{node}: {out}"
+        );
+    }
+    assert!(out.contains("plan: 10 to create, 0 to update"), "{out}");
+    // The machines' count is a parameter.
+    let o = run(&["plan", ex, "--set", "web_count=3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("create    vm:web-2\n"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 /// `envc ARGS` in `dir` with at most 2 GiB of address space (a regression that reads without
 /// bound then fails instead of exhausting the machine), killed when it does not finish within
 /// `limit` (a regression that blocks then fails instead of hanging the test).
@@ -730,7 +808,10 @@ fn a_closed_stdout_or_stderr_is_not_a_panic() {
 /// label (from its environment's tags).
 #[test]
 fn every_example_keeps_the_company_policy_pack() {
-    for ex in EXAMPLES.iter().chain(&["examples/postgres/prod.env"]) {
+    for ex in EXAMPLES
+        .iter()
+        .chain(&["examples/postgres/prod.env", "examples/aws/prod.env"])
+    {
         let o = envc(&["check", "--policy", "examples/policies", ex], &repo());
         assert!(o.status.success(), "{ex}: {}", stderr(&o));
         assert!(

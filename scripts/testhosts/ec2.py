@@ -17,6 +17,8 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION; tests/support/servers.rs, Ec2Server::env).
         Each argument is a DescribeInstances filter.
     ec2.py terminate INSTANCE_ID...
         TerminateInstances.
+    ec2.py stop INSTANCE_ID...
+        StopInstances (the instances stay, stopped).
     ec2.py images
         The images of Debian's account (136693071363), sorted: `ID NAME ARCHITECTURE`.
     ec2.py describe-all
@@ -102,6 +104,10 @@ def instances(filters):
 
 def terminate(ids):
     client().terminate_instances(InstanceIds=ids)
+
+
+def stop(ids):
+    client().stop_instances(InstanceIds=ids)
 
 
 def images():
@@ -237,6 +243,8 @@ def main(argv):
         instances(argv[1:])
     elif len(argv) >= 2 and argv[0] == "terminate":
         terminate(argv[1:])
+    elif len(argv) >= 2 and argv[0] == "stop":
+        stop(argv[1:])
     elif argv == ["images"]:
         images()
     elif argv == ["describe-all"]:

@@ -331,6 +331,13 @@ pub fn terminate(ec2: &Ec2Server, ids: &[&str]) {
     ec2_py(ec2, &args);
 }
 
+/// Stops instances (StopInstances), as someone at the console would: they stay, stopped.
+pub fn stop(ec2: &Ec2Server, ids: &[&str]) {
+    let mut args = vec!["stop"];
+    args.extend(ids);
+    ec2_py(ec2, &args);
+}
+
 /// The images of Debian's account (136693071363) as `ID NAME ARCHITECTURE` lines, sorted.
 pub fn debian_images(ec2: &Ec2Server) -> Vec<String> {
     ec2_py(ec2, &["images"])

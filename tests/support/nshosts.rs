@@ -93,6 +93,8 @@ pub struct TestHosts {
     key: PathBuf,
     rootfs: PathBuf,
     state: TempDir,
+    /// Run by host-init with the host's root before its sshd starts ([`Self::set_boot_hook`]).
+    boot_hook: Option<PathBuf>,
 }
 
 struct Host {
@@ -173,6 +175,14 @@ impl TestHosts {
     /// so the addresses exist, as before, only inside this instance's namespaces. An address
     /// must not be one that a live host of this instance has already, nor the controller's;
     /// a killed host's ([`Self::kill_host`]) may be given again.
+    /// Hosts started from now on run `hook` (an executable, given the host's root directory
+    /// as its argument) once their file systems are mounted and before their sshd starts:
+    /// what a test's hosts need that the shared rootfs has not, in place before anyone can
+    /// log in (e.g. scripts/testhosts/systemd-stand-in).
+    pub fn set_boot_hook(&mut self, hook: &Path) {
+        self.boot_hook = Some(hook.to_path_buf());
+    }
+
     pub fn add_host(&mut self, addrs: &[Ipv4Addr], host_key: Option<&Path>) -> usize {
         self.add_host_with_keys(addrs, host_key, &[])
     }
@@ -283,6 +293,7 @@ impl TestHosts {
             key,
             rootfs,
             state,
+            boot_hook: None,
         };
         // From here on, dropping `th` (on an error return or a panic) cleans up what started.
         wait_netns(controller_pid, th.controller.as_mut().unwrap())?;
@@ -328,6 +339,10 @@ impl TestHosts {
         if let Some(key) = host_key {
             cmd.arg(key);
         }
+        match &self.boot_hook {
+            Some(hook) => cmd.env("ENVC_HOST_BOOT_HOOK", hook),
+            None => cmd.env_remove("ENVC_HOST_BOOT_HOOK"),
+        };
         let unshare = spawn_tied(&mut cmd, &dir.join("init.log"))?;
         self.hosts.push(Host {
             name,
@@ -694,12 +709,18 @@ fn spawn_tied(cmd: &mut Command, log: &Path) -> Result<Child, String> {
     let err = out.try_clone().map_err(|e| e.to_string())?;
     let program = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    // Only what `cmd` sets explicitly (ENVC_HOST_BOOT_HOOK) passes, beside PATH.
+    let envs: Vec<_> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect();
     Command::new("setpriv")
         .args(["--pdeathsig", "KILL", "--"])
         .arg(&program)
         .args(&args)
         .env_clear()
         .env("PATH", PATH)
+        .envs(envs)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

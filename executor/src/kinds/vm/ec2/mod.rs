@@ -139,6 +139,9 @@ pub struct Ec2 {
     env: String,
     /// Where the regions the environment used are written down.
     regions_file: PathBuf,
+    /// Held while `regions_file` is read and rewritten: machines created at once would
+    /// otherwise rename one temporary file from under each other (and could lose a region).
+    regions_lock: Mutex<()>,
     key: Arc<LoginKey>,
     boot_timeout: Duration,
     aws: AwsEnv,
@@ -153,8 +156,6 @@ pub struct Ec2 {
     images: tokio::sync::Mutex<BTreeMap<String, String>>,
     /// The key pair's name per region, once it is known to be there.
     key_pairs: tokio::sync::Mutex<BTreeMap<String, String>>,
-    /// Held while the regions file is written (machines of one run write it at once).
-    regions_lock: Mutex<()>,
 }
 
 impl Ec2 {
@@ -167,6 +168,7 @@ impl Ec2 {
         Ec2 {
             env: env.to_string(),
             regions_file: machines_dir.join(env).join("aws-regions"),
+            regions_lock: Mutex::new(()),
             key,
             boot_timeout,
             aws: AwsEnv::from_process(),
@@ -176,7 +178,6 @@ impl Ec2 {
             placing: tokio::sync::Mutex::new(BTreeMap::new()),
             key_pairs: tokio::sync::Mutex::new(BTreeMap::new()),
             images: tokio::sync::Mutex::new(BTreeMap::new()),
-            regions_lock: Mutex::new(()),
         }
     }
 
@@ -883,5 +884,27 @@ mod tests {
             "connection refused",
             "AWS_ENDPOINT_URL_EC2",
         );
+    }
+
+    /// Two machines of a build are created at once: each writes its region down, and
+    /// neither fails for the other (nor is a region lost).
+    #[test]
+    fn regions_written_at_once_are_all_kept() {
+        let regions: Vec<String> = (0..16).map(|i| format!("region-{i:02}")).collect();
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let key = Arc::new(LoginKey::new(dir.path()));
+            let ec2 = Ec2::new(dir.path(), "prod", key, Duration::from_secs(1));
+            std::thread::scope(|s| {
+                for r in &regions {
+                    let ec2 = &ec2;
+                    s.spawn(move || ec2.remember_region(r).expect("written down"));
+                }
+            });
+            assert_eq!(
+                ec2.regions(),
+                regions.iter().cloned().collect::<BTreeSet<_>>()
+            );
+        }
     }
 }
