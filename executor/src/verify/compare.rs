@@ -95,10 +95,20 @@ impl NodeComparison {
 /// Facts that say which machine this is or where envc reaches it: a lab machine has its
 /// own. By the kind of the node (`host`, `vm`).
 fn machine_facts(kind: Option<NodeKind>) -> &'static [&'static str] {
-    use envc_ids::fact::machine::{DIR, FINGERPRINT, HOST_KEY, PORT, SSH_ADDRESS};
+    use envc_ids::fact::machine::{
+        DIR, FINGERPRINT, HOST_KEY, INSTANCE_ID, PORT, PUBLIC_ADDRESS, SSH_ADDRESS,
+    };
     match kind {
         Some(NodeKind::Host) => &[HOST_KEY, FINGERPRINT],
-        Some(NodeKind::Vm) => &[SSH_ADDRESS, PORT, HOST_KEY, FINGERPRINT, DIR],
+        Some(NodeKind::Vm) => &[
+            SSH_ADDRESS,
+            PORT,
+            HOST_KEY,
+            FINGERPRINT,
+            DIR,
+            INSTANCE_ID,
+            PUBLIC_ADDRESS,
+        ],
         _ => &[],
     }
 }

@@ -165,13 +165,10 @@ impl NodeType for Vm {
                         .map_or("", String::as_str)
                 ))
             })?;
-            provider.destroy(&record.facts).await.map(|()| {
-                match provider.name() {
-                    ec2::NAME => "terminated",
-                    _ => "stopped, its disk deleted",
-                }
-                .to_string()
-            })
+            provider
+                .destroy(&record.facts)
+                .await
+                .map(|()| provider.destroyed().to_string())
         }))
     }
 }

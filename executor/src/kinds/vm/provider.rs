@@ -69,6 +69,9 @@ pub trait VmProvider: Send + Sync {
     /// Stops the machine and deletes its disk.
     fn destroy<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<(), StepError>>;
 
+    /// What is said of a machine once destroyed.
+    fn destroyed(&self) -> &'static str;
+
     /// Destroys what it made for this environment that no record knows (a failed
     /// creation), keeping the machines named in `keep`.
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>>;

@@ -767,6 +767,10 @@ impl VmProvider for Qemu {
         Box::pin(self.destroy_vm(facts))
     }
 
+    fn destroyed(&self) -> &'static str {
+        "stopped, its disk deleted"
+    }
+
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_vms(keep))
     }

@@ -820,6 +820,10 @@ impl VmProvider for Ec2 {
         Box::pin(self.destroy_machine(facts))
     }
 
+    fn destroyed(&self) -> &'static str {
+        "terminated, and what envc made for it that nothing uses any more deleted"
+    }
+
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_machines(keep))
     }
