@@ -170,6 +170,15 @@ enum Command {
     /// diagnostics as you type, hover, definitions, references, completion, formatting,
     /// symbols, rename and quick fixes. See docs/editors.md.
     Lsp,
+    /// Start a project in DIR (default: here): a commented prod.env (one local VM, a file,
+    /// a service), envc.toml, .gitignore and, with --ci, a CI workflow. Overwrites nothing.
+    Init {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Add the CI workflow of examples/ci/ for this system.
+        #[arg(long, value_enum)]
+        ci: Option<commands::init::Ci>,
+    },
     /// Format files in place (or only check that they are formatted).
     Fmt {
         /// Change nothing; exit 1 if a file is not formatted.
@@ -456,6 +465,7 @@ fn run(cli: Cli) -> Exit {
             params,
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
+        Command::Init { dir, ci } => commands::init::init(&dir, ci),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()
             .map(|()| Exit::Ok)

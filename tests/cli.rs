@@ -1044,3 +1044,49 @@ fn envc_toml_params_are_set_like_the_command_line_and_under_it() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("count"), "{}", stderr(&o));
 }
+
+/// `envc init` starts a project that checks, formats and plans on the first try, with the
+/// CI workflow asked for, and never overwrites: one file there, and nothing is written.
+#[test]
+fn init_starts_a_project_that_checks_and_plans_and_overwrites_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("new");
+    let o = envc(&["init", "new", "--ci", "gitlab"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["prod.env", "envc.toml", ".gitignore", ".gitlab-ci.yml"] {
+        assert!(project.join(f).is_file(), "no {f}: {}", stdout(&o));
+    }
+    let ci = std::fs::read_to_string(project.join(".gitlab-ci.yml")).unwrap();
+    assert!(ci.contains("ENV_FILE: prod.env"), "{ci}");
+    assert!(std::fs::read_to_string(project.join(".gitignore"))
+        .unwrap()
+        .contains(".envc/"));
+    for args in [
+        &["check", "prod.env"][..],
+        &["fmt", "--check", "prod.env"],
+        &["plan", "prod.env"],
+    ] {
+        let o = envc(args, &project);
+        assert!(o.status.success(), "{args:?}: {}{}", stdout(&o), stderr(&o));
+    }
+    let plan = envc(&["plan", "prod.env"], &project);
+    assert!(stdout(&plan).contains("5 to create"), "{}", stdout(&plan));
+
+    // Again, over it: refused, every file as it was.
+    std::fs::write(project.join("prod.env"), "# mine\n").unwrap();
+    let o = envc(&["init", "new", "--ci", "github"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("envc init writes nothing"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("prod.env")).unwrap(),
+        "# mine\n"
+    );
+    assert!(
+        !project.join(".github").exists(),
+        "the github workflow was written anyway"
+    );
+}

@@ -8,6 +8,7 @@ pub mod drift;
 pub mod fmt;
 pub mod graph;
 pub mod history;
+pub mod init;
 pub mod lock;
 pub mod plan;
 pub mod render;
