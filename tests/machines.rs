@@ -711,3 +711,19 @@ fn ended_now(pid: i32) -> bool {
             .is_some_and(|(_, s)| s.trim_start().starts_with('Z')),
     }
 }
+
+/// What `envc init` writes builds on the first try, as a new user runs it (not root): the
+/// image, the VM, its file and its service, whose postcondition holds; then it is destroyed.
+#[test]
+fn a_project_from_envc_init_builds_on_the_first_try() {
+    let p = Project::of_test_user("README", "", None);
+    let o = p.envc("", &["init"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let built = p.envc("prod.env", &["build"]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built));
+    assert_eq!(summary(&built), (5, 0, 0), "{}", text(&built));
+    let again = p.envc("prod.env", &["build"]);
+    assert_eq!(summary(&again), (0, 5, 0), "{}", text(&again));
+    let o = p.envc("prod.env", &["destroy", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
