@@ -179,6 +179,15 @@ enum Command {
         #[arg(long, value_enum)]
         ci: Option<commands::init::Ci>,
     },
+    /// Print the completion script for SHELL: `envc completions bash >
+    /// /etc/bash_completion.d/envc` (zsh, fish, elvish and powershell too).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (envc.1, envc-build.1, …) into DIR: `envc man
+    /// /usr/local/share/man/man1`.
+    Man { dir: PathBuf },
     /// Format files in place (or only check that they are formatted).
     Fmt {
         /// Change nothing; exit 1 if a file is not formatted.
@@ -466,6 +475,8 @@ fn run(cli: Cli) -> Exit {
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
         Command::Init { dir, ci } => commands::init::init(&dir, ci),
+        Command::Completions { shell } => commands::manual::completions(shell),
+        Command::Man { dir } => commands::manual::man(&dir),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()
             .map(|()| Exit::Ok)

@@ -1090,3 +1090,51 @@ fn init_starts_a_project_that_checks_and_plans_and_overwrites_nothing() {
         "the github workflow was written anyway"
     );
 }
+
+/// Completions and man pages come from the command line's own definitions: every
+/// subcommand is in them, and bash reads its script without a syntax error.
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = envc(&["completions", shell], dir.path());
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        for sub in ["build", "init", "lock", "man", "completions"] {
+            assert!(stdout(&o).contains(sub), "{shell} completes no `{sub}`");
+        }
+        if shell == "bash" {
+            let script = dir.path().join("envc.bash");
+            std::fs::write(&script, o.stdout).unwrap();
+            let syntax = Command::new("bash")
+                .arg("-n")
+                .arg(&script)
+                .output()
+                .unwrap();
+            assert!(syntax.status.success(), "{}", stderr(&syntax));
+        }
+    }
+    let o = envc(&["completions", "tcsh"], dir.path());
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a shell it does not know is a usage error"
+    );
+
+    let o = envc(&["man", "pages"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pages = dir.path().join("pages");
+    for (page, says) in [
+        ("envc.1", "envc\\-build(1)"),
+        ("envc-build.1", "\\-\\-keep\\-going"),
+        ("envc-store-verify.1", "\\-\\-repair"),
+        ("envc-init.1", "\\-\\-ci"),
+    ] {
+        let text =
+            std::fs::read_to_string(pages.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(
+            text.starts_with(".ie \\n(.g .ds Aq") || text.contains(".TH"),
+            "{page} is no man page"
+        );
+        assert!(text.contains(says), "{page} does not say {says}:\n{text}");
+    }
+}

@@ -10,6 +10,7 @@ pub mod graph;
 pub mod history;
 pub mod init;
 pub mod lock;
+pub mod manual;
 pub mod plan;
 pub mod render;
 pub mod secret;
