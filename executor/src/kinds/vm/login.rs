@@ -43,23 +43,7 @@ impl LoginKey {
             let tmp_pub = PathBuf::from(format!("{}.pub", tmp.display()));
             let _ = std::fs::remove_file(&tmp);
             let _ = std::fs::remove_file(&tmp_pub);
-            let out = tokio::process::Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", "envc", "-f"])
-                .arg(&tmp)
-                .output()
-                .await
-                .map_err(|e| {
-                    StepError::with_hint(
-                        format!("cannot run ssh-keygen: {e}"),
-                        "install openssh-client",
-                    )
-                })?;
-            if !out.status.success() {
-                return Err(StepError::new(format!(
-                    "ssh-keygen failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
-            }
+            ssh_keygen(&tmp, "envc").await?;
             if !public.exists() {
                 std::fs::rename(&tmp, &self.path)
                     .and_then(|()| std::fs::rename(&tmp_pub, &public))
@@ -78,4 +62,26 @@ impl LoginKey {
             .map(|s| s.trim().to_string())
             .map_err(|e| StepError::new(format!("cannot read {}: {e}", public.display())))
     }
+}
+
+/// A new ed25519 key pair without a passphrase at `path` (and `path.pub`), by `ssh-keygen`.
+pub async fn ssh_keygen(path: &Path, comment: &str) -> Result<(), StepError> {
+    let out = tokio::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+        .arg(path)
+        .output()
+        .await
+        .map_err(|e| {
+            StepError::with_hint(
+                format!("cannot run ssh-keygen: {e}"),
+                "install openssh-client",
+            )
+        })?;
+    if !out.status.success() {
+        return Err(StepError::new(format!(
+            "ssh-keygen failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }

@@ -27,7 +27,7 @@ use crate::store::ObjectId;
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
 use crate::transport::HostSpec;
-use provider::VmSpec;
+use provider::{Realized, VmSpec};
 
 pub struct Vm;
 
@@ -212,13 +212,19 @@ impl Unit for Make {
                     &cx.conns.ssh,
                 )
                 .await?;
-            cx.conns.adopt(&self.key, transport, host_key);
-            Ok(Applied {
-                facts,
-                created: true,
-                note: None,
-                log: None,
-            })
+            Ok(made(&cx, &self.key, (facts, transport, host_key)))
         })
+    }
+}
+
+/// What making machine `key` did, whichever provider made it: the connection opened while
+/// waiting for it kept for what is deployed onto it, and its facts recorded.
+pub(crate) fn made(cx: &UnitCx<'_>, key: &str, (facts, transport, host_key): Realized) -> Applied {
+    cx.conns.adopt(key, transport, host_key);
+    Applied {
+        facts,
+        created: true,
+        note: None,
+        log: None,
     }
 }

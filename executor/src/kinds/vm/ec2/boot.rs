@@ -32,26 +32,7 @@ impl HostKeyPair {
             .tempdir()
             .map_err(|e| StepError::new(format!("cannot create a scratch directory: {e}")))?;
         let key = dir.path().join("key");
-        let out = tokio::process::Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", ""])
-            .arg("-C")
-            .arg(format!("envc-host-{name}"))
-            .arg("-f")
-            .arg(&key)
-            .output()
-            .await
-            .map_err(|e| {
-                StepError::with_hint(
-                    format!("cannot run ssh-keygen: {e}"),
-                    "install openssh-client",
-                )
-            })?;
-        if !out.status.success() {
-            return Err(StepError::new(format!(
-                "ssh-keygen failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
+        crate::kinds::vm::login::ssh_keygen(&key, &format!("envc-host-{name}")).await?;
         let read = |p: &Path| {
             std::fs::read_to_string(p)
                 .map_err(|e| StepError::new(format!("cannot read {}: {e}", p.display())))

@@ -441,15 +441,7 @@ impl Ec2 {
                 };
                 return self.connect(m, inst, host_key, ssh).await;
             }
-            ec2.terminate_instance(&inst.id).await.map_err(err)?;
-            ec2.wait_for_state(
-                &inst.id,
-                &[InstanceState::Terminated],
-                Duration::from_secs(2),
-                self.boot_timeout,
-            )
-            .await
-            .map_err(err)?;
+            self.terminate(&ec2, &inst.id).await.map_err(err)?;
         }
         let placed = {
             let mut placed = self.placing.lock().await;
@@ -669,6 +661,19 @@ impl Ec2 {
         Ok((facts, transport, host_key))
     }
 
+    /// Terminates instance `id` and waits (at most the boot timeout) until EC2 says it is.
+    async fn terminate(&self, ec2: &Ec2Client, id: &str) -> Result<(), AwsError> {
+        ec2.terminate_instance(id).await?;
+        ec2.wait_for_state(
+            id,
+            &[InstanceState::Terminated],
+            Duration::from_secs(2),
+            self.boot_timeout,
+        )
+        .await
+        .map(drop)
+    }
+
     /// Terminates the machine, waits for it, then deletes what envc made for it that no
     /// machine uses any more: its network, the key pair.
     async fn destroy_machine(&self, facts: &Facts) -> Result<(), StepError> {
@@ -679,17 +684,8 @@ impl Ec2 {
         let ec2 = self.client(region)?;
         let subject = format!("instance {id}");
         let err = |e| aws_error(e, &subject);
-        match ec2.terminate_instance(id).await {
-            Ok(()) => {
-                ec2.wait_for_state(
-                    id,
-                    &[InstanceState::Terminated],
-                    Duration::from_secs(2),
-                    self.boot_timeout,
-                )
-                .await
-                .map_err(err)?;
-            }
+        match self.terminate(&ec2, id).await {
+            Ok(()) => {}
             Err(e) if matches!(e.kind(), ErrorKind::NotFound) => {}
             Err(e) => return Err(err(e)),
         }
@@ -731,15 +727,7 @@ impl Ec2 {
                 if keep.contains(&node) {
                     continue;
                 }
-                ec2.terminate_instance(&inst.id).await.map_err(err)?;
-                ec2.wait_for_state(
-                    &inst.id,
-                    &[InstanceState::Terminated],
-                    Duration::from_secs(2),
-                    self.boot_timeout,
-                )
-                .await
-                .map_err(err)?;
+                self.terminate(&ec2, &inst.id).await.map_err(err)?;
             }
             let vpcs = ec2
                 .describe_vpcs(&[Filter::tag(TAG_ENVIRONMENT, &self.env)])

@@ -128,7 +128,7 @@ struct Make {
 impl Unit for Make {
     fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
         Box::pin(async move {
-            let (facts, transport, host_key) = cx
+            let realized = cx
                 .machines
                 .ec2()
                 .realize(
@@ -140,13 +140,7 @@ impl Unit for Make {
                     &cx.conns.ssh,
                 )
                 .await?;
-            cx.conns.adopt(&self.key, transport, host_key);
-            Ok(Applied {
-                facts,
-                created: true,
-                note: None,
-                log: None,
-            })
+            Ok(crate::kinds::vm::made(&cx, &self.key, realized))
         })
     }
 }
