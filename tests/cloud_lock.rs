@@ -3,25 +3,22 @@
 //! newest image is pinned, a relock keeps it when a newer one appears, `--update` moves it
 //! and `lock diff` shows the move, `--check` asks EC2 about a hand-edited id.
 //!
-//! Needs what scripts/s3-server needs (setpriv, python3 with venv; the venv is cached under
+//! Needs what scripts/s3-server needs (nsenter, python3 with venv; the venv is cached under
 //! target/testhosts).
 
 #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
 
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/servers.rs"]
+mod servers;
 
 use std::fs;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use output::{stderr, stdout, text};
-
-/// moto imports for a few seconds; the cores may be shared with other builds.
-const READY_TIMEOUT: Duration = Duration::from_secs(600);
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use servers::{Ec2Options, Ec2Server};
 
 /// One machine of std/aws in eu-west-1, booting Debian 12 (std/aws's default image).
 const ENV: &str = r#"import "std/aws"
@@ -38,82 +35,21 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// moto on 127.0.0.1 serving `amis` as its AMI catalogue; killed when dropped (and with the
-/// test process: parent death signal).
-struct Moto {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
+/// moto's EC2 on this test's loopback serving `amis` as its AMI catalogue (the one
+/// starter every test of EC2 uses, tests/support/servers.rs), killed when dropped.
+fn start_moto(amis: &Path) -> Ec2Server {
+    start_moto_with(amis, None)
 }
 
-impl Moto {
-    fn start(amis: &Path) -> Moto {
-        Moto::start_with(amis, &[])
-    }
-
-    /// With moto's own environment variables `env` too.
-    fn start_with(amis: &Path, env: &[(&str, &str)]) -> Moto {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-cloud-lock-moto-")
-            .tempdir()
-            .unwrap();
-        let port_file = dir.path().join("port");
-        let log = fs::File::create(dir.path().join("moto.log")).unwrap();
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--pdeathsig", "KILL", "--", "bash"])
-            .arg(repo().join("scripts/s3-server"))
-            .arg("--port-file")
-            .arg(&port_file)
-            .env_clear()
-            .env("PATH", PATH)
-            .env("MOTO_AMIS_PATH", amis)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        for var in ["ENVC_S3_VENV_CACHE", "HOME"] {
-            if let Some(v) = std::env::var_os(var) {
-                cmd.env(var, v);
-            }
-        }
-        let mut moto = Moto {
-            child: cmd.spawn().unwrap(),
-            port: 0,
-            dir,
-        };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(port) = fs::read_to_string(&port_file)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-            {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    moto.port = port;
-                    return moto;
-                }
-            }
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                panic!("moto exited ({status}) before serving:\n{}", moto.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto did not serve:\n{}",
-                moto.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.path().join("moto.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// With moto checking every call after `free` unchecked ones against its IAM.
+fn start_moto_with(amis: &Path, free: Option<u32>) -> Ec2Server {
+    Ec2Server::start_in(
+        std::process::id(),
+        Ec2Options {
+            amis: Some(amis.to_path_buf()),
+            initial_no_auth_action_count: free,
+        },
+    )
 }
 
 /// The fixture catalogue without the images named in `without`, written into `dir`.
@@ -147,7 +83,7 @@ impl Project {
 
     /// envc with the credentials and endpoint AWS's SDKs read pointing at `moto` (moto
     /// checks no signature); `None`: no credentials anywhere.
-    fn envc(&self, moto: Option<&Moto>, args: &[&str]) -> Output {
+    fn envc(&self, moto: Option<&Ec2Server>, args: &[&str]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_envc"));
         cmd.args(args)
             .current_dir(self.dir.path())
@@ -169,7 +105,7 @@ impl Project {
         if let Some(m) = moto {
             cmd.env("AWS_ACCESS_KEY_ID", "envc-test")
                 .env("AWS_SECRET_ACCESS_KEY", "envc-test-secret")
-                .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", m.port));
+                .env("AWS_ENDPOINT_URL", m.endpoint());
         }
         cmd.output().unwrap()
     }
@@ -196,7 +132,7 @@ fn the_newest_image_is_pinned_kept_on_relock_moved_on_update_and_checked_against
     let p = Project::new(ENV);
 
     // Until November's image exists, October's is the newest.
-    let moto = Moto::start(&catalogue(scratch.path(), &[NOVEMBER.1]));
+    let moto = start_moto(&catalogue(scratch.path(), &[NOVEMBER.1]));
     let o = p.envc(Some(&moto), &["lock", "prod.env"]);
     expect(&o, 0);
     let lock = p.lockfile();
@@ -222,7 +158,7 @@ fn the_newest_image_is_pinned_kept_on_relock_moved_on_update_and_checked_against
     drop(moto);
 
     // November's image appears: a relock keeps the pin, `--update` moves it.
-    let moto = Moto::start(&repo().join("tests/fixtures/aws/amis.json"));
+    let moto = start_moto(&repo().join("tests/fixtures/aws/amis.json"));
     let o = p.envc(Some(&moto), &["lock", "prod.env"]);
     expect(&o, 0);
     assert_eq!(stdout(&o), "prod.lock: unchanged\n", "{}", text(&o));
@@ -333,7 +269,7 @@ fn a_lock_without_credentials_or_without_a_match_says_what_to_do() {
     );
     assert!(!p.path("prod.lock").exists());
 
-    let moto = Moto::start(&repo().join("tests/fixtures/aws/amis.json"));
+    let moto = start_moto(&repo().join("tests/fixtures/aws/amis.json"));
     let p = Project::new(
         r#"import "std/aws"
 let net = aws.network("web", region = "eu-west-1")
@@ -356,10 +292,7 @@ let web = aws.machine("web-0", network = net, image = trixie)
 #[test]
 fn credentials_aws_refuses_name_the_action_and_the_fix() {
     // moto checking every call against its IAM, which knows no key of envc's.
-    let moto = Moto::start_with(
-        &repo().join("tests/fixtures/aws/amis.json"),
-        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
-    );
+    let moto = start_moto_with(&repo().join("tests/fixtures/aws/amis.json"), Some(0));
     let p = Project::new(ENV);
     let o = p.envc(Some(&moto), &["lock", "prod.env"]);
     expect(&o, 1);
