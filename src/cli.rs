@@ -347,8 +347,8 @@ enum Command {
         /// One JSON object per line (`--format json`).
         #[arg(long)]
         json: bool,
-        #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
-        format: PlanFormat,
+        #[arg(long, value_enum, default_value_t = commands::verify::VerifyFormat::Text)]
+        format: commands::verify::VerifyFormat,
         #[command(flatten)]
         params: Params,
         #[command(flatten)]
@@ -573,7 +573,11 @@ fn run(cli: Cli) -> Exit {
                 against,
                 keep,
                 jobs,
-                format: if json { PlanFormat::Json } else { format },
+                format: if json {
+                    commands::verify::VerifyFormat::Json
+                } else {
+                    format
+                },
             };
             commands::verify::verify(&file, &args, &params, &target, ui)
         }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::{compile_env, graph, prefix, Params, Ui};
+use super::{compile_env, graph, prefix, prepare, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
 
@@ -14,15 +14,33 @@ pub enum GraphFormat {
     Text,
     Json,
     Dot,
+    /// One self-contained page (no network): machines as boxes holding their nodes,
+    /// coloured by what the plan and the last run say, details on click, a search box.
+    Html,
+    /// The same boxes as a static picture, for documents.
+    Svg,
 }
 
 pub fn graph_command(file: &Path, format: GraphFormat, params: &Params, ui: Ui) -> Outcome {
-    let env = compile_env(file, params, true, ui)?;
-    let g = graph(&env)?;
+    let mut env = compile_env(file, params, true, ui)?;
     output::print(&match format {
-        GraphFormat::Json => g.to_json() + "\n",
-        GraphFormat::Dot => g.to_dot(),
-        GraphFormat::Text => text_graph(g),
+        GraphFormat::Json => graph(&env)?.to_json() + "\n",
+        GraphFormat::Dot => graph(&env)?.to_dot(),
+        GraphFormat::Text => text_graph(graph(&env)?),
+        GraphFormat::Html | GraphFormat::Svg => {
+            // Coloured by the plan against the last records, as `envc plan` would say
+            // offline: no target is contacted.
+            let target = TargetArgs::default();
+            let session = session(file, &target)?;
+            prepare(&session, &mut env.spec, file, &target.shared, false)?;
+            let report = session.plan(&env.spec, &env.files, false)?;
+            let picture = super::picture::of(&session, &env, &report, "graph")?;
+            if format == GraphFormat::Svg {
+                picture.to_svg()
+            } else {
+                picture.to_html()
+            }
+        }
     });
     Ok(Exit::Ok)
 }
@@ -65,43 +83,7 @@ fn text_graph(graph: &envc_compiler::Graph) -> String {
         }
     }
     for (k, v) in &graph.outputs {
-        s.push_str(&format!("output {k} = {}\n", human(v)));
+        s.push_str(&format!("output {k} = {}\n", super::shown::human(v)));
     }
     s
-}
-
-/// A part of a deferred string as it reads inside the string.
-fn part(p: &envc_compiler::value::Value) -> String {
-    use envc_compiler::value::{Deferred, Value};
-    match p {
-        Value::Str(s) => s.to_string(),
-        Value::Deferred(d) => match &**d {
-            Deferred::Output { node, output } => format!("${{{}.{output}}}", node.name),
-            Deferred::Concat(parts) => parts.iter().map(part).collect(),
-            // `to_json`'s deferred leaf: the value it writes (as JSON, once known).
-            Deferred::Json(inner) => part(inner),
-            Deferred::Secret(name) => format!("${{secret({name:?})}}"),
-        },
-        other => human(other),
-    }
-}
-
-/// A value as a person reads it; deferred parts show where they will come from.
-fn human(v: &envc_compiler::value::Value) -> String {
-    use envc_compiler::value::{Deferred, Value};
-    match v {
-        Value::Deferred(d) => match &**d {
-            Deferred::Output { node, output } => {
-                format!("({}.{output}, known after deploy)", node.name)
-            }
-            Deferred::Secret(name) => format!("(secret {name:?})"),
-            Deferred::Json(inner) => human(inner),
-            Deferred::Concat(parts) => {
-                let text: String = parts.iter().map(part).collect();
-                format!("{text:?} (known after deploy)")
-            }
-        },
-        Value::List(xs) => format!("[{}]", xs.iter().map(human).collect::<Vec<_>>().join(", ")),
-        other => envc_compiler::derivation::value_json(other).to_string(),
-    }
 }

@@ -19,6 +19,9 @@ pub enum PlanFormat {
     Json,
     /// A table fit for a pull-request comment.
     Markdown,
+    /// One self-contained page: the environment laid out by target, coloured by the plan
+    /// (a CI artifact beside the markdown comment).
+    Html,
 }
 
 pub fn plan_command(
@@ -39,6 +42,7 @@ pub fn plan_command(
         PlanFormat::Json => plan_text(&env.spec, &report, true),
         PlanFormat::Markdown => plan_markdown(&env.spec, &report, &session.env),
         PlanFormat::Text => plan_text(&env.spec, &report, false),
+        PlanFormat::Html => super::picture::of(&session, &env, &report, "plan")?.to_html(),
     });
     // A node that cannot be built makes the plan fail, as the build would.
     let broken = p

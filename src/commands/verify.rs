@@ -13,10 +13,19 @@ use envc_executor::{
 use serde_json::json;
 
 use super::build::{Progress, SigInt};
-use super::plan::PlanFormat;
 use super::{compile_env, compile_with, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
+use clap::ValueEnum;
+
+/// How `verify` reports: as `plan` does, but without a picture.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum VerifyFormat {
+    Text,
+    Json,
+    /// A table fit for a pull-request comment.
+    Markdown,
+}
 
 pub struct VerifyArgs {
     pub rebuild: bool,
@@ -25,7 +34,7 @@ pub struct VerifyArgs {
     pub against: Option<String>,
     pub keep: bool,
     pub jobs: usize,
-    pub format: PlanFormat,
+    pub format: VerifyFormat,
 }
 
 pub fn verify(
@@ -85,9 +94,9 @@ pub fn verify(
     progress.finish();
     let report = result?;
     output::print(&match args.format {
-        PlanFormat::Text => text(&report),
-        PlanFormat::Json => json_lines(&report),
-        PlanFormat::Markdown => markdown(&report, &session.env),
+        VerifyFormat::Text => text(&report),
+        VerifyFormat::Json => json_lines(&report),
+        VerifyFormat::Markdown => markdown(&report, &session.env),
     });
     if let Some(lab) = &report.lab {
         if let Some(e) = &lab.teardown_error {
