@@ -26,6 +26,7 @@ pub mod kept;
 pub mod keys;
 pub mod kinds;
 pub mod kustomize;
+mod moved;
 pub(crate) mod locking;
 mod names;
 pub(crate) mod object_id;

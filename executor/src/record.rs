@@ -209,6 +209,9 @@ pub struct NodeOutcome {
     /// attributed to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The key its record was carried from (a `moved` declaration), in the run that did it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,6 +359,9 @@ pub enum Action {
     /// they run again, and the record is renewed when they hold.
     Check,
     Unchanged,
+    /// Renamed by a `moved` declaration and otherwise unchanged: its record is carried to
+    /// its new key, and nothing runs on its target.
+    Moved,
 }
 
 impl Action {
@@ -367,6 +373,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Check => "check",
             Action::Unchanged => "unchanged",
+            Action::Moved => "moved",
         }
     }
 }

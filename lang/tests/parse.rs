@@ -220,6 +220,7 @@ fn item_sexp(i: &Item) -> String {
                 .map_or(String::new(), |m| format!(" {}", sexp(m)))
         ),
         ItemKind::DefaultTags(value) => format!("(default-tags {})", sexp(value)),
+        ItemKind::Moved(m) => format!("(moved {:?} {:?})", m.from, m.to),
         ItemKind::Error => "ERR".into(),
     }
 }
