@@ -198,6 +198,9 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
         // another machine would be left on the first one.
         if let (Some(ft), Some(tt)) = (&mv.from.target, &mv.to.target) {
             if ft != tt && machines.get(tt.as_str()) != Some(&ft.as_str()) {
+                let kind = (nodes.values())
+                    .find(|n| n.kind.is_target() && &*n.name == tt.as_str())
+                    .map_or("vm", |n| n.kind.name());
                 errors.push(
                     Diagnostic::new(
                         "moved::other-target",
@@ -206,7 +209,7 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
                     .label(d.file, d.span, "another machine")
                     .message("what is on a machine stays on it: the new machine would not have it, and the old one would keep it.")
                     .help(format!(
-                        "if `{tt}` is `{ft}` renamed, move the machine (`moved \"vm:{ft}\" -> \"vm:{tt}\"`, or `host:`): what is on it follows"
+                        "if `{tt}` is `{ft}` renamed, move the machine (`moved \"{kind}:{ft}\" -> \"{kind}:{tt}\"`): what is on it follows"
                     )),
                 );
             }
