@@ -265,24 +265,26 @@ pub fn leaving(
     records: &BTreeMap<String, RealizationRecord>,
     intents: &BTreeMap<String, Intent>,
 ) -> Vec<RealizationRecord> {
-    let intended = |r: &RealizationRecord| {
+    // By the keys they are live under: a record a `moved` declaration carried to its new
+    // key still names its old one (`moved.rs`), and has not left.
+    let intended = |key: &str, r: &RealizationRecord| {
         intents
-            .get(&r.node)
+            .get(key)
             .is_some_and(|i| i.target_identity == r.target_identity)
     };
     let mut gone: Vec<RealizationRecord> = records
-        .values()
-        .filter(|r| !in_graph(&r.node))
-        .map(|r| RealizationRecord {
-            created: r.created || intended(r),
+        .iter()
+        .filter(|(k, _)| !in_graph(k))
+        .map(|(k, r)| RealizationRecord {
+            created: r.created || intended(k, r),
             ..r.clone()
         })
         .collect();
     gone.extend(
         intents
-            .values()
-            .filter(|i| !in_graph(&i.node) && !records.contains_key(&i.node))
-            .map(Intent::as_record),
+            .iter()
+            .filter(|(k, _)| !in_graph(k) && !records.contains_key(*k))
+            .map(|(_, i)| i.as_record()),
     );
     gone
 }

@@ -639,7 +639,7 @@ impl Session {
             first
                 .nodes
                 .iter()
-                .filter(|n| n.assessment.action != Action::Unchanged)
+                .filter(|n| !matches!(n.assessment.action, Action::Unchanged | Action::Moved))
                 .map(|n| &spec.nodes[n.index])
                 .map(|n| (n.kind, crate::kinds::of(n.kind).tools_for(n))),
         );

@@ -1008,6 +1008,14 @@ mod tests {
     }
 
     #[test]
+    fn moved_items() {
+        check(
+            "moved   \"vm:web-0\"->\"vm:web-a\"\n# kept\nmoved \"host:db\"  ->  \"host:db-0\"",
+            "moved \"vm:web-0\" -> \"vm:web-a\"\n# kept\nmoved \"host:db\" -> \"host:db-0\"\n",
+        );
+    }
+
+    #[test]
     fn policies_and_default_tags() {
         check(
             "default   tags={owner=\"ops\"}\npolicy \"p\"  advisory :for n in nodes( \"vm\" ) if n.cpus>1=>n.memory<=2GiB,\"big\"",
