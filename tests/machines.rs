@@ -471,7 +471,10 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     let plan = String::from_utf8_lossy(&o.stdout);
     for (new, old) in [
         ("vm:t-a", "vm:t-0"),
-        ("t-a/file:/etc/envc-test.conf", "t-0/file:/etc/envc-test.conf"),
+        (
+            "t-a/file:/etc/envc-test.conf",
+            "t-0/file:/etc/envc-test.conf",
+        ),
         ("t-a/package:hello", "t-0/package:hello"),
     ] {
         assert!(
@@ -480,21 +483,33 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
             text(&o)
         );
     }
-    assert!(!plan.contains("delete") && !plan.contains("create "), "{}", text(&o));
+    assert!(
+        !plan.contains("delete") && !plan.contains("create "),
+        "{}",
+        text(&o)
+    );
     let o = p.envc("t.env", &[&["build"][..], &params[..4]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o).0, 0, "nothing ran: {}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains(", 3 moved,"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(", 3 moved,"),
+        "{}",
+        text(&o)
+    );
     let moved_dir = p.store().join("machines/t/t-a");
     assert!(!vm_dir(&p).exists(), "the old directory is left");
     assert_eq!(
-        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(moved_dir.join("disk.qcow2")).unwrap()),
+        std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(moved_dir.join("disk.qcow2")).unwrap()
+        ),
         disk_inode,
         "another disk"
     );
     assert!(!ended_now(pid), "QEMU stopped");
     assert_eq!(
-        std::fs::read_to_string(moved_dir.join("qemu.pid")).unwrap().trim(),
+        std::fs::read_to_string(moved_dir.join("qemu.pid"))
+            .unwrap()
+            .trim(),
         pid.to_string()
     );
     assert_eq!(outputs(&p, "t.env")["port"].as_u64().unwrap(), port);
@@ -508,7 +523,8 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
         text(&o)
     );
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("nothing recorded under vm:t-0; this line can go"),
+        String::from_utf8_lossy(&o.stderr)
+            .contains("nothing recorded under vm:t-0; this line can go"),
         "{}",
         text(&o)
     );

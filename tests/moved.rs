@@ -108,13 +108,18 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     ok(&naive);
     let actions: Vec<String> = planned(&naive).into_values().map(|(a, _)| a).collect();
     assert!(
-        actions.iter().all(|a| a == "create" || a == "delete") && actions.contains(&"delete".into()),
+        actions.iter().all(|a| a == "create" || a == "delete")
+            && actions.contains(&"delete".into()),
         "{}",
         text(&naive)
     );
 
     // With `moved`, each of them moves, named by its old key.
-    p.write(&source(&hosts, "web-a", "moved \"host:web-0\" -> \"host:web-a\"\n"));
+    p.write(&source(
+        &hosts,
+        "web-a",
+        "moved \"host:web-0\" -> \"host:web-a\"\n",
+    ));
     let plan = p.run(&hosts, &["plan", "--json"]);
     ok(&plan);
     let nodes = planned(&plan);
@@ -129,7 +134,9 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     assert_eq!(nodes, expected, "{}", text(&plan));
     let text_plan = p.run(&hosts, &["plan"]);
     assert!(
-        stdout(&text_plan).contains("moved     web-a/file:/etc/motd\n          moved from `web-0/file:/etc/motd`"),
+        stdout(&text_plan).contains(
+            "moved     web-a/file:/etc/motd\n          moved from `web-0/file:/etc/motd`"
+        ),
         "{}",
         text(&text_plan)
     );
@@ -139,7 +146,12 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     ok(&build);
     assert_eq!(summary(&build), (0, 0, 0), "{}", text(&build));
     assert!(stdout(&build).contains(", 3 moved,"), "{}", text(&build));
-    assert_eq!(host_state(&hosts), before, "the host changed: {}", text(&build));
+    assert_eq!(
+        host_state(&hosts),
+        before,
+        "the host changed: {}",
+        text(&build)
+    );
 
     // Nothing is left to do, and the `moved` line can go.
     let again = p.run(&hosts, &["plan", "--json"]);
@@ -148,7 +160,11 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
         .into_iter()
         .map(|(k, (a, _))| (k, a))
         .collect();
-    assert!(actions.iter().all(|(_, a)| a == "unchanged"), "{}", text(&again));
+    assert!(
+        actions.iter().all(|(_, a)| a == "unchanged"),
+        "{}",
+        text(&again)
+    );
     assert_eq!(actions.len(), 3, "{}", text(&again));
     assert!(
         stderr(&again).contains(
@@ -166,7 +182,8 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     let without = p.run(&hosts, &["plan"]);
     ok(&without);
     assert!(
-        stdout(&without).contains("plan: 0 to create, 0 to update, 0 to replace, 0 to delete, 3 unchanged"),
+        stdout(&without)
+            .contains("plan: 0 to create, 0 to update, 0 to replace, 0 to delete, 3 unchanged"),
         "{}",
         text(&without)
     );
@@ -175,7 +192,8 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     let log = p.run(&hosts, &["log"]);
     ok(&log);
     assert!(
-        stdout(&log).contains("moved     web-a/package:hello: from web-0/package:hello, nothing ran"),
+        stdout(&log)
+            .contains("moved     web-a/package:hello: from web-0/package:hello, nothing ran"),
         "{}",
         text(&log)
     );

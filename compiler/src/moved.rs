@@ -36,7 +36,9 @@ fn identity(kind: NodeKind) -> Option<&'static str> {
         NodeKind::File => "a file's name is its path on the target",
         NodeKind::Package => "a package's name is the package the target installs",
         NodeKind::Service => "a service's name is its systemd unit on the target",
-        NodeKind::Manifest => "a manifest's name is the object's namespace, kind and name in the cluster",
+        NodeKind::Manifest => {
+            "a manifest's name is the object's namespace, kind and name in the cluster"
+        }
         NodeKind::Stack => "a stack's name is the environment it reads",
         _ => return None,
     })
@@ -66,10 +68,8 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
     if declared.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let nodes: BTreeMap<String, &Rc<Node>> = graph
-        .nodes()
-        .map(|n| (key_of(n).to_string(), n))
-        .collect();
+    let nodes: BTreeMap<String, &Rc<Node>> =
+        graph.nodes().map(|n| (key_of(n).to_string(), n)).collect();
     let mut errors = Vec::new();
     let mut moves: Vec<(Move, &Declared)> = Vec::new();
     for d in &declared {
@@ -182,8 +182,12 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
             );
         }
         if !nodes.contains_key(&mv.to.to_string()) {
-            let hint = envc_lang::did_you_mean(&mv.to.to_string(), nodes.keys().map(String::as_str))
-                .unwrap_or_else(|| "`envc plan` and `envc graph` list the keys of the environment's nodes".into());
+            let hint =
+                envc_lang::did_you_mean(&mv.to.to_string(), nodes.keys().map(String::as_str))
+                    .unwrap_or_else(|| {
+                        "`envc plan` and `envc graph` list the keys of the environment's nodes"
+                            .into()
+                    });
             errors.push(
                 Diagnostic::new(
                     "moved::target-missing",
@@ -224,7 +228,10 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
 /// The key each node of the graph had before the moves, for the nodes whose key moved:
 /// the node named by a `moved` line, and everything on a moved machine (`web-0/file:…` for
 /// `web-a/file:…` after `moved "vm:web-0" -> "vm:web-a"`).
-pub fn old_keys<'k>(moves: &[Move], keys: impl Iterator<Item = &'k NodeKey>) -> BTreeMap<NodeKey, NodeKey> {
+pub fn old_keys<'k>(
+    moves: &[Move],
+    keys: impl Iterator<Item = &'k NodeKey>,
+) -> BTreeMap<NodeKey, NodeKey> {
     let direct: BTreeMap<&NodeKey, &NodeKey> = moves.iter().map(|m| (&m.to, &m.from)).collect();
     let machines: BTreeMap<&str, &str> = moves
         .iter()
@@ -273,15 +280,76 @@ mod tests {
         assert_eq!(got, expected);
     }
 
+    /// Compiles `src` and gives its moves as `OLD -> NEW`, or its diagnostics' codes.
+    fn compiled(src: &str) -> Result<Vec<String>, Vec<&'static str>> {
+        let loader = crate::MemoryLoader::new([("main.env", src)]);
+        let c = crate::compile("main.env", &loader, &crate::CompileOptions::default());
+        match c.graph {
+            Some(g) => Ok(g
+                .moved
+                .iter()
+                .map(|m| format!("{} -> {}", m.from, m.to))
+                .collect()),
+            None => Err(c.diagnostics.iter().map(|d| d.code).collect()),
+        }
+    }
+
+    #[test]
+    fn moves_are_checked_against_the_graph() {
+        let web = "let img = image(name = \"i\")\nlet web = vm(name = \"web-a\", image = img)\n\
+                   let motd = file(path = \"/etc/motd\", content = \"hi\", target = web)\n\
+                   let init = exec(name = \"setup\", argv = [\"true\"], target = web)\n";
+        let with = |lines: &str| format!("{web}{lines}");
+        assert_eq!(compiled(web), Ok(vec![]));
+        assert_eq!(
+            compiled(&with("moved \"vm:web-0\" -> \"vm:web-a\"\nmoved \"web-0/exec:init\" -> \"web-a/exec:setup\"\n")),
+            Ok(vec![
+                "vm:web-0 -> vm:web-a".to_string(),
+                "web-0/exec:init -> web-a/exec:setup".to_string()
+            ])
+        );
+        // A file is its path: renaming it is another file.
+        assert_eq!(
+            compiled(&with(
+                "moved \"web-a/file:/etc/issue\" -> \"web-a/file:/etc/motd\"\n"
+            )),
+            Err(vec!["moved::identity"])
+        );
+        // What is on a machine moves only with it.
+        assert_eq!(
+            compiled(&with("moved \"web-0/exec:init\" -> \"web-a/exec:setup\"\n")),
+            Err(vec!["moved::other-target"])
+        );
+        assert_eq!(
+            compiled(&with("moved \"image:i\" -> \"image:j\"\n")),
+            Err(vec!["moved::source-exists", "moved::target-missing"])
+        );
+        assert_eq!(
+            compiled(&with("moved \"vm:\" -> \"vm:web-a\"\n")),
+            Err(vec!["moved::bad-key"])
+        );
+    }
+
     #[test]
     fn what_is_on_a_moved_machine_moves_with_it() {
         check(
             &[("vm:web-0", "vm:web-a")],
-            &["vm:web-a", "web-a/file:/etc/motd", "web-b/file:/etc/motd", "image:base"],
-            &[("vm:web-a", "vm:web-0"), ("web-a/file:/etc/motd", "web-0/file:/etc/motd")],
+            &[
+                "vm:web-a",
+                "web-a/file:/etc/motd",
+                "web-b/file:/etc/motd",
+                "image:base",
+            ],
+            &[
+                ("vm:web-a", "vm:web-0"),
+                ("web-a/file:/etc/motd", "web-0/file:/etc/motd"),
+            ],
         );
         check(
-            &[("host:db-0", "host:db"), ("db-0/exec:init", "db/exec:setup")],
+            &[
+                ("host:db-0", "host:db"),
+                ("db-0/exec:init", "db/exec:setup"),
+            ],
             &["host:db", "db/exec:setup", "db/package:nginx"],
             &[
                 ("db/exec:setup", "db-0/exec:init"),
@@ -289,7 +357,11 @@ mod tests {
                 ("host:db", "host:db-0"),
             ],
         );
-        check(&[("image:a", "image:b")], &["image:b", "image:a"], &[("image:b", "image:a")]);
+        check(
+            &[("image:a", "image:b")],
+            &["image:b", "image:a"],
+            &[("image:b", "image:a")],
+        );
         check(&[], &["vm:a"], &[]);
     }
 }

@@ -110,12 +110,7 @@ mod tests {
     }
 
     /// (records before, records after as (key, what it held), notes).
-    fn check(
-        s: &Spec,
-        before: &[(&str, &str)],
-        after: &[(&str, &str)],
-        notes: &[&str],
-    ) {
+    fn check(s: &Spec, before: &[(&str, &str)], after: &[(&str, &str)], notes: &[&str]) {
         let mut records: BTreeMap<String, String> = before
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -140,8 +135,16 @@ mod tests {
         // The VM and what is on it.
         check(
             &s,
-            &[("vm:web-0", "vm"), ("web-0/file:/etc/motd", "motd"), ("vm:db", "db")],
-            &[("vm:web-a", "vm"), ("web-a/file:/etc/motd", "motd"), ("vm:db", "db")],
+            &[
+                ("vm:web-0", "vm"),
+                ("web-0/file:/etc/motd", "motd"),
+                ("vm:db", "db"),
+            ],
+            &[
+                ("vm:web-a", "vm"),
+                ("web-a/file:/etc/motd", "motd"),
+                ("vm:db", "db"),
+            ],
             &[],
         );
         // Carried already: nothing to do, and the line can go.

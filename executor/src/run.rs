@@ -705,13 +705,24 @@ impl<'s> Scheduler<'s> {
     /// where it keeps something by name (a QEMU VM's directory).
     fn carry(&mut self, i: usize, r: Resolved, env: &mut Env) -> Result<(), String> {
         let node = &self.spec.nodes[i];
-        let old = (env.records.get(&node.key).cloned())
-            .ok_or_else(|| format!("`{}` has no record to carry (this is a bug in envc)", node.key))?;
+        let old = (env.records.get(&node.key).cloned()).ok_or_else(|| {
+            format!(
+                "`{}` has no record to carry (this is a bug in envc)",
+                node.key
+            )
+        })?;
         let facts = crate::kinds::of(node.kind)
             .moved(&self.machines, &old, &node.name)
             .map_err(|e| e.to_string())?;
-        let rec =
-            crate::moved::rekeyed(&old, &node.key, &node.id, &r, facts, &self.run_id, now_unix());
+        let rec = crate::moved::rekeyed(
+            &old,
+            &node.key,
+            &node.id,
+            &r,
+            facts,
+            &self.run_id,
+            now_unix(),
+        );
         let known = Known::of_record(&rec);
         let oh = known.output_hash.clone();
         env.put_record(rec);

@@ -437,6 +437,9 @@ fn moved_items() {
         "moved \"vm:${n}\" -> \"vm:b\"",
         "ERR\n! parse::interpolated-path",
     );
-    check("moved \"vm:a\" \"vm:b\"\nlet x = 1", "ERR\n(let x 1)\n! parse::unexpected-token");
+    check(
+        "moved \"vm:a\" \"vm:b\"\nlet x = 1",
+        "ERR\n(let x 1)\n! parse::unexpected-token",
+    );
     check("moved vm -> \"vm:b\"", "ERR\n! parse::unexpected-token");
 }

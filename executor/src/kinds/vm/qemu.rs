@@ -808,7 +808,10 @@ impl VmProvider for Qemu {
                     .collect();
                 let text = started.join("\n") + "\n";
                 std::fs::write(old.join(STARTED_AS), text).map_err(|e| {
-                    StepError::new(format!("cannot write {}: {e}", old.join(STARTED_AS).display()))
+                    StepError::new(format!(
+                        "cannot write {}: {e}",
+                        old.join(STARTED_AS).display()
+                    ))
                 })?;
             }
             std::fs::rename(&old, &new).map_err(|e| {
