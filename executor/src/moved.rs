@@ -72,41 +72,42 @@ mod tests {
     use crate::spec::MovedFrom;
 
     fn spec(keys: &[&str], moved: &[(usize, &str)], moves: &[(&str, &str)]) -> Spec {
-        let mut s = Spec::default();
-        s.nodes = keys
-            .iter()
-            .map(|k| crate::spec::NodeSpec {
-                id: String::new(),
-                kind: k.parse::<envc_ids::NodeKey>().unwrap().kind,
-                name: String::new(),
-                target: None,
-                attrs: BTreeMap::new(),
-                inputs: Vec::new(),
-                pins: BTreeMap::new(),
-                key: k.to_string(),
-                checks: Vec::new(),
-                base: None,
-                stands_in: false,
-                tags: BTreeMap::new(),
-            })
-            .collect();
-        s.moved = moved
-            .iter()
-            .map(|(i, k)| {
-                (
-                    *i,
-                    MovedFrom {
-                        key: k.to_string(),
-                        name: String::new(),
-                    },
-                )
-            })
-            .collect();
-        s.moves = moves
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        s
+        Spec {
+            nodes: keys
+                .iter()
+                .map(|k| crate::spec::NodeSpec {
+                    id: String::new(),
+                    kind: k.parse::<envc_ids::NodeKey>().unwrap().kind,
+                    name: String::new(),
+                    target: None,
+                    attrs: BTreeMap::new(),
+                    inputs: Vec::new(),
+                    pins: BTreeMap::new(),
+                    key: k.to_string(),
+                    checks: Vec::new(),
+                    base: None,
+                    stands_in: false,
+                    tags: BTreeMap::new(),
+                })
+                .collect(),
+            moved: moved
+                .iter()
+                .map(|(i, k)| {
+                    (
+                        *i,
+                        MovedFrom {
+                            key: k.to_string(),
+                            name: String::new(),
+                        },
+                    )
+                })
+                .collect(),
+            moves: moves
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+            ..Spec::default()
+        }
     }
 
     /// (records before, records after as (key, what it held), notes).
