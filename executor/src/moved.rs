@@ -12,19 +12,12 @@ use crate::record::RealizationRecord;
 use crate::spec::Spec;
 
 /// Takes each moved node's record (and intent) from its old key to its new one, unless
-/// the new key has its own. Returns what a person should hear: each `moved` line under
-/// whose old key nothing is recorded (never built, or carried by an earlier build).
+/// the new key has its own.
 pub fn carry<R, I>(
     spec: &Spec,
     records: &mut BTreeMap<String, R>,
     intents: &mut BTreeMap<String, I>,
-) -> Vec<String> {
-    let unrecorded: Vec<String> = (spec.moves.iter())
-        .filter(|(from, _)| !records.contains_key(from) && !intents.contains_key(from))
-        .map(|(from, to)| {
-            format!("moved {from} -> {to}: nothing recorded under {from}; this line can go")
-        })
-        .collect();
+) {
     for (i, m) in &spec.moved {
         let key = &spec.nodes[*i].key;
         if records.contains_key(key) || intents.contains_key(key) {
@@ -37,7 +30,18 @@ pub fn carry<R, I>(
             intents.insert(key.clone(), x);
         }
     }
-    unrecorded
+}
+
+/// What a person should hear once the records are carried: each `moved` line under whose
+/// old key nothing is recorded (never built, or carried by an earlier build: no record
+/// still names it, as a carried one does until its build writes it anew).
+pub fn stale(spec: &Spec, records: &BTreeMap<String, RealizationRecord>) -> Vec<String> {
+    (spec.moves.iter())
+        .filter(|(from, _)| !records.values().any(|r| &r.node == from))
+        .map(|(from, to)| {
+            format!("moved {from} -> {to}: nothing recorded under {from}; this line can go")
+        })
+        .collect()
 }
 
 /// The record of a moved node under its new key: what its rename changed (key, resolved
@@ -110,20 +114,39 @@ mod tests {
         }
     }
 
-    /// (records before, records after as (key, what it held), notes).
-    fn check(s: &Spec, before: &[(&str, &str)], after: &[(&str, &str)], notes: &[&str]) {
-        let mut records: BTreeMap<String, String> = before
+    /// Records before as (key, what it holds); after as (key, the key the record names,
+    /// what it holds); the notes.
+    fn check(s: &Spec, before: &[(&str, &str)], after: &[(&str, &str, &str)], notes: &[&str]) {
+        // A record names its node by its key, and holds what is said of it in `run`.
+        let record = |k: &str, v: &str| RealizationRecord {
+            resolved_hash: Default::default(),
+            target_identity: Default::default(),
+            node: k.to_string(),
+            derivation: String::new(),
+            attrs: BTreeMap::new(),
+            facts: BTreeMap::new(),
+            output_hash: String::new(),
+            created: true,
+            run: v.to_string(),
+            at_unix: 0,
+            checks_hash: None,
+            undo: None,
+        };
+        let mut records: BTreeMap<String, RealizationRecord> = before
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string(), record(k, v)))
             .collect();
         let mut intents: BTreeMap<String, ()> = BTreeMap::new();
-        let got = carry(s, &mut records, &mut intents);
-        let after: BTreeMap<String, String> = after
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+        carry(s, &mut records, &mut intents);
+        let got: Vec<(String, String, String)> = (records.iter())
+            .map(|(k, r)| (k.clone(), r.node.clone(), r.run.clone()))
             .collect();
-        assert_eq!(records, after);
-        assert_eq!(got, notes);
+        let after: Vec<(String, String, String)> = after
+            .iter()
+            .map(|(k, from, v)| (k.to_string(), from.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(got, after);
+        assert_eq!(stale(s, &records), notes);
     }
 
     #[test]
@@ -133,7 +156,7 @@ mod tests {
             &[(0, "vm:web-0"), (1, "web-0/file:/etc/motd")],
             &[("vm:web-0", "vm:web-a")],
         );
-        // The VM and what is on it.
+        // The VM and what is on it, each still naming its old key until built.
         check(
             &s,
             &[
@@ -142,24 +165,30 @@ mod tests {
                 ("vm:db", "db"),
             ],
             &[
-                ("vm:web-a", "vm"),
-                ("web-a/file:/etc/motd", "motd"),
-                ("vm:db", "db"),
+                ("vm:db", "vm:db", "db"),
+                ("vm:web-a", "vm:web-0", "vm"),
+                ("web-a/file:/etc/motd", "web-0/file:/etc/motd", "motd"),
             ],
             &[],
         );
-        // Carried already: nothing to do, and the line can go.
+        // Carried and written anew by a build: nothing to do, and the line can go.
         check(
             &s,
             &[("vm:web-a", "vm"), ("web-a/file:/etc/motd", "motd")],
-            &[("vm:web-a", "vm"), ("web-a/file:/etc/motd", "motd")],
+            &[
+                ("vm:web-a", "vm:web-a", "vm"),
+                ("web-a/file:/etc/motd", "web-a/file:/etc/motd", "motd"),
+            ],
             &["moved vm:web-0 -> vm:web-a: nothing recorded under vm:web-0; this line can go"],
         );
         // The new key's own record wins; the old one leaves as any removed node does.
         check(
             &s,
             &[("vm:web-0", "old"), ("vm:web-a", "new")],
-            &[("vm:web-0", "old"), ("vm:web-a", "new")],
+            &[
+                ("vm:web-0", "vm:web-0", "old"),
+                ("vm:web-a", "vm:web-a", "new"),
+            ],
             &[],
         );
     }

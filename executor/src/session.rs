@@ -452,7 +452,8 @@ impl Session {
         refresh: bool,
     ) -> Result<PlanReport, SessionError> {
         let (mut records, mut intents) = self.live()?;
-        let notes = crate::moved::carry(spec, &mut records, &mut intents);
+        crate::moved::carry(spec, &mut records, &mut intents);
+        let notes = crate::moved::stale(spec, &records);
         let machines = self.machines();
         let (drift, unreachable) = if refresh {
             let (conns, _work) = self.connections(&machines)?;
@@ -601,7 +602,8 @@ impl Session {
             error: e.to_string(),
         })?;
         // Renamed nodes take their records along; the state commits that with the run.
-        let notes = crate::moved::carry(spec, &mut env.records, &mut env.intents);
+        crate::moved::carry(spec, &mut env.records, &mut env.intents);
+        let notes = crate::moved::stale(spec, &env.records);
         crate::moved::carry(spec, &mut env.state.records, &mut env.state.intents);
         // Pinned .debs the store lacks come from the binary cache first, and go to it.
         let machines = Arc::new(self.machines_using(cache.clone()));
