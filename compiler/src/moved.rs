@@ -269,10 +269,11 @@ mod tests {
             })
             .collect();
         let keys: Vec<NodeKey> = keys.iter().map(|k| key(k)).collect();
-        let got: Vec<(String, String)> = old_keys(&moves, keys.iter())
+        let mut got: Vec<(String, String)> = old_keys(&moves, keys.iter())
             .into_iter()
             .map(|(n, o)| (n.to_string(), o.to_string()))
             .collect();
+        got.sort();
         let expected: Vec<(String, String)> = expected
             .iter()
             .map(|(n, o)| (n.to_string(), o.to_string()))
