@@ -19,7 +19,9 @@ pub fn carry<R, I>(
     intents: &mut BTreeMap<String, I>,
 ) {
     for (i, m) in &spec.moved {
-        let key = &spec.nodes[*i].key;
+        let Some(key) = spec.nodes.get(*i).map(|n| &n.key) else {
+            continue;
+        };
         if records.contains_key(key) || intents.contains_key(key) {
             continue;
         }
