@@ -136,6 +136,14 @@ fn cases() -> Vec<Case> {
         case("eval-vm-without-image", "let v = vm(name = \"web-0\")\n"),
         case("eval-vm-image-and-cloud", "import \"std/debian\"\nlet v = vm(\n  name = \"web-0\",\n  image = debian.default_image,\n  cloud = {\n    provider = \"aws\",\n    region = \"eu-west-1\",\n    instance_type = \"t3.micro\",\n    public_address = true,\n    image = { name = \"d\", owner = \"1\", pattern = \"d-*\", architecture = \"x86_64\", suite = \"bookworm\" },\n    network = { name = \"n\", cidr = \"10.0.0.0/16\", subnet = \"\", security_groups = [], ssh_from = [] },\n  },\n)\n"),
         case("eval-missing-tag", "import \"std/debian\"\nlet a = debian.machine(\"web-0\", tags = { owner = \"web\" })\nlet b = debian.machine(\"db-0\", tags = { ownr = \"data\" })\npolicy \"owned\": for n in nodes(\"vm\") => n.tags.owner != \"\"\n"),
+        case("moved-bad-key", "let img = image(name = \"i\")\nlet web = vm(name = \"web-a\", image = img)\nmoved \"web-0\" -> \"web-a\"\n"),
+        case("moved-same-key", "let img = image(name = \"i\")\nlet web = vm(name = \"web-a\", image = img)\nmoved \"vm:web-a\" -> \"vm:web-a\"\n"),
+        case("moved-kind-change", "let web = host(name = \"web-a\", address = \"192.0.2.1\")\nmoved \"vm:web-0\" -> \"host:web-a\"\n"),
+        case("moved-identity", &h("let conf = file(path = \"/etc/nginx/site.conf\", content = \"hi\", target = h)\nmoved \"h1/file:/etc/nginx/default.conf\" -> \"h1/file:/etc/nginx/site.conf\"\n")),
+        case("moved-duplicate", "let img = image(name = \"i\")\nlet a = vm(name = \"web-a\", image = img)\nlet b = vm(name = \"web-b\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-a\"\nmoved \"vm:web-0\" -> \"vm:web-b\"\n"),
+        case("moved-source-exists", "let img = image(name = \"i\")\nlet a = vm(name = \"web-0\", image = img)\nlet b = vm(name = \"web-a\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-a\"\n"),
+        case("moved-target-missing", "let img = image(name = \"i\")\nlet web = vm(name = \"web-a\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-b\"\n"),
+        case("moved-other-target", "let a = host(name = \"a\", address = \"192.0.2.1\")\nlet b = host(name = \"b\", address = \"192.0.2.2\")\nlet f = file(path = \"/etc/motd\", content = \"hi\", target = b)\nlet g = file(path = \"/etc/issue\", content = \"hi\", target = a)\nmoved \"a/file:/etc/motd\" -> \"b/file:/etc/motd\"\n"),
         case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),
         case("type-nodes-placement", "let vms = nodes(\"vm\")\npolicy \"few\": for v in vms => true\n"),
         case("type-unknown-kind", "policy \"owner\": for v in nodes(\"vms\") => contains(v.tags, \"owner\")\n"),
@@ -446,6 +454,7 @@ fn every_code_has_a_snapshot() {
                     let (area, rest) = code.split_once("::").unwrap();
                     let areas = [
                         "lex", "parse", "load", "name", "type", "eval", "graph", "param", "policy",
+                        "moved",
                     ];
                     if areas.contains(&area)
                         && !rest.is_empty()

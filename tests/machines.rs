@@ -457,8 +457,82 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
         "gone"
     );
 
-    // Destroy leaves nothing: no process, no disk, no port.
+    // The VM is renamed, with `moved`: the plan says so for it and what is on it, and the
+    // build boots nothing and runs nothing there. The same QEMU goes on running from the
+    // same disk, in its directory under the new name.
     let pid = qemu_pid(&p).expect("QEMU runs");
+    let disk_inode = std::os::unix::fs::MetadataExt::ino(
+        &std::fs::metadata(vm_dir(&p).join("disk.qcow2")).unwrap(),
+    );
+    let renamed = ENV.replace("debian.machine(\"t-0\"", "debian.machine(\"t-a\"")
+        + "moved \"vm:t-0\" -> \"vm:t-a\"\n";
+    std::fs::write(p.dir.path().join("t.env"), renamed).unwrap();
+    let o = p.envc("t.env", &[&["plan"][..], &params[..4]].concat());
+    let plan = String::from_utf8_lossy(&o.stdout);
+    for (new, old) in [
+        ("vm:t-a", "vm:t-0"),
+        (
+            "t-a/file:/etc/envc-test.conf",
+            "t-0/file:/etc/envc-test.conf",
+        ),
+        ("t-a/package:hello", "t-0/package:hello"),
+    ] {
+        assert!(
+            plan.contains(&format!("moved     {new}\n          moved from `{old}`")),
+            "{}",
+            text(&o)
+        );
+    }
+    assert!(
+        !plan
+            .lines()
+            .any(|l| l.starts_with("delete") || l.starts_with("create")),
+        "{}",
+        text(&o)
+    );
+    let o = p.envc("t.env", &[&["build"][..], &params[..4]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o).0, 0, "nothing ran: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(", 3 moved,"),
+        "{}",
+        text(&o)
+    );
+    let moved_dir = p.store().join("machines/t/t-a");
+    assert!(!vm_dir(&p).exists(), "the old directory is left");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(moved_dir.join("disk.qcow2")).unwrap()
+        ),
+        disk_inode,
+        "another disk"
+    );
+    assert!(!ended_now(pid), "QEMU stopped");
+    assert_eq!(
+        std::fs::read_to_string(moved_dir.join("qemu.pid"))
+            .unwrap()
+            .trim(),
+        pid.to_string()
+    );
+    assert_eq!(outputs(&p, "t.env")["port"].as_u64().unwrap(), port);
+    assert!(in_vm(&p, port, "cat /etc/envc-test.conf").contains("bonjour"));
+    // Found running under its new name: nothing to do, and the line can go.
+    let o = p.envc("t.env", &[&["plan"][..], &params[..4]].concat());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("0 to delete, ")
+            && !String::from_utf8_lossy(&o.stdout).contains("moved     "),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("nothing recorded under vm:t-0; this line can go"),
+        "{}",
+        text(&o)
+    );
+
+    // Destroy leaves nothing: no process, no disk, no port. (The renamed VM's QEMU is
+    // found by the disk path it was started with.)
     let o = p.envc("t.env", &["destroy", "--yes"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(ended(pid), "QEMU still runs");

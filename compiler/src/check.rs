@@ -333,7 +333,7 @@ impl<'p> Checker<'p> {
                 self.expect_known(&t, value.span, "default tags");
                 self.expect_ty(&t, &Ty::Dict(Rc::new(Ty::Str)), value.span);
             }
-            ItemKind::Import { .. } | ItemKind::Error => {}
+            ItemKind::Import { .. } | ItemKind::Moved(_) | ItemKind::Error => {}
         }
     }
 

@@ -24,6 +24,8 @@ pub struct Graph {
     pub lab_images: Vec<Rc<Node>>,
     /// How many policies judged it (every one kept, or there would be no graph).
     pub policies: usize,
+    /// Its `moved` declarations, checked against it (`moved.rs`).
+    pub moved: Vec<crate::moved::Move>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -107,6 +109,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         outputs: ev.outputs.clone(),
         lab_images,
         policies: 0,
+        moved: Vec::new(),
     })
 }
 

@@ -16,6 +16,7 @@ pub mod graph;
 pub mod id;
 mod library;
 pub mod manifest;
+pub mod moved;
 mod names;
 pub mod network;
 pub mod program;
@@ -163,6 +164,15 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         }
     }
     drop(evaluator);
+    if let Some(g) = &mut graph {
+        let (moves, errors) = moved::check(&program, g);
+        if errors.is_empty() {
+            g.moved = moves;
+        } else {
+            diagnostics.extend(errors);
+            graph = None;
+        }
+    }
     // A failing function called from several places reports the same problem once.
     let mut seen = std::collections::HashSet::new();
     diagnostics.retain(|d| {

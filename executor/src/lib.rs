@@ -27,6 +27,7 @@ pub mod keys;
 pub mod kinds;
 pub mod kustomize;
 pub(crate) mod locking;
+mod moved;
 mod names;
 pub(crate) mod object_id;
 pub mod plan;

@@ -8,7 +8,7 @@ use envc_compiler::SourceLoader;
 
 use crate::kinds;
 use crate::record::{leaving, DriftFacts, Intent, RealizationRecord};
-use crate::resolve::{preview, resolve, Resolved};
+use crate::resolve::{preview, resolve, resolve_as_before, Resolved};
 use crate::spec::Spec;
 use crate::substitute::{Known, Resolution};
 
@@ -21,6 +21,8 @@ pub struct Assessment {
     /// Why it changes, one line each: `mode: "0o644" → "0o600"`, `never built`.
     pub reasons: Vec<String>,
     pub resolved: Result<Resolved, Resolution>,
+    /// The key its record was carried from by a `moved` declaration (`moved.rs`).
+    pub moved_from: Option<String>,
 }
 
 /// Decides node `i`. `identity` is its target's identity (its own, for a host) when known;
@@ -41,9 +43,12 @@ pub fn assess<'a>(
             action: Action::Create,
             reasons: vec!["not built yet".into()],
             resolved,
+            moved_from: None,
         };
     };
     let mut reasons = Vec::new();
+    // A renamed node whose record is the one it had under its old names.
+    let moved_from = (rec.node != node.key).then_some(rec.node.as_str());
     match identity {
         Some(id) if rec.target_identity != id => reasons.push(format!(
             "new target: `{}` is now {id}, was {}",
@@ -61,10 +66,14 @@ pub fn assess<'a>(
             action: Action::Create,
             reasons,
             resolved,
+            moved_from: moved_from.map(str::to_string),
         };
     }
+    let as_before = moved_from.is_some()
+        && spec.moved.contains_key(&i)
+        && resolve_as_before(spec, i, known, files).is_ok_and(|r| r.hash == rec.resolved_hash);
     match &resolved {
-        Ok(r) if r.hash == rec.resolved_hash => {}
+        Ok(r) if r.hash == rec.resolved_hash || as_before => {}
         Ok(r) => reasons.extend(attr_changes(&rec.attrs, &r.display)),
         Err(Resolution::Pending(j)) => reasons.push(format!(
             "depends on `{}`, which changes first",
@@ -83,13 +92,14 @@ pub fn assess<'a>(
                 reasons.push(why);
                 Action::Check
             }
+            _ if moved_from.is_some() => Action::Moved,
             _ => Action::Unchanged,
         }
     } else {
         if reasons.is_empty() {
             reasons.push("changed".into());
         }
-        let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash);
+        let same = matches!(&resolved, Ok(r) if r.hash == rec.resolved_hash) || as_before;
         let new = resolved.as_ref().ok().map(|r| &r.display);
         let kind = kinds::of(node.kind);
         if !same && kind.replaced_by(&rec.attrs, new) {
@@ -101,10 +111,14 @@ pub fn assess<'a>(
             Action::Update
         }
     };
+    if let Some(from) = moved_from {
+        reasons.insert(0, format!("moved from `{from}`"));
+    }
     Assessment {
         action,
         reasons,
         resolved,
+        moved_from: moved_from.map(str::to_string),
     }
 }
 
@@ -161,7 +175,7 @@ fn without_secret(
     for &j in reads {
         if !matches!(
             planned[j].assessment.action,
-            Action::Unchanged | Action::Check
+            Action::Unchanged | Action::Check | Action::Moved
         ) {
             reasons.push(format!(
                 "depends on `{}`, which changes first",
@@ -299,7 +313,9 @@ pub fn plan(
             a = without_secret(spec, i, &secret, rec, a, &nodes);
         }
         known[i] = match (&a.action, record, &a.resolved) {
-            (Action::Unchanged | Action::Check, Some(r), _) => Some(Known::of_record(r)),
+            (Action::Unchanged | Action::Check | Action::Moved, Some(r), _) => {
+                Some(Known::of_record(r))
+            }
             // Only drift (a stopped VM, an image gone from the store, an edited file):
             // redoing the same resolution gives what it gave before.
             (Action::Update, Some(r), Ok(res)) if res.hash == r.resolved_hash => {

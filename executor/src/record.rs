@@ -209,6 +209,9 @@ pub struct NodeOutcome {
     /// attributed to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The key its record was carried from (a `moved` declaration), in the run that did it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,24 +265,26 @@ pub fn leaving(
     records: &BTreeMap<String, RealizationRecord>,
     intents: &BTreeMap<String, Intent>,
 ) -> Vec<RealizationRecord> {
-    let intended = |r: &RealizationRecord| {
+    // By the keys they are live under: a record a `moved` declaration carried to its new
+    // key still names its old one (`moved.rs`), and has not left.
+    let intended = |key: &str, r: &RealizationRecord| {
         intents
-            .get(&r.node)
+            .get(key)
             .is_some_and(|i| i.target_identity == r.target_identity)
     };
     let mut gone: Vec<RealizationRecord> = records
-        .values()
-        .filter(|r| !in_graph(&r.node))
-        .map(|r| RealizationRecord {
-            created: r.created || intended(r),
+        .iter()
+        .filter(|(k, _)| !in_graph(k))
+        .map(|(k, r)| RealizationRecord {
+            created: r.created || intended(k, r),
             ..r.clone()
         })
         .collect();
     gone.extend(
         intents
-            .values()
-            .filter(|i| !in_graph(&i.node) && !records.contains_key(&i.node))
-            .map(Intent::as_record),
+            .iter()
+            .filter(|(k, _)| !in_graph(k) && !records.contains_key(*k))
+            .map(|(_, i)| i.as_record()),
     );
     gone
 }
@@ -356,6 +361,9 @@ pub enum Action {
     /// they run again, and the record is renewed when they hold.
     Check,
     Unchanged,
+    /// Renamed by a `moved` declaration and otherwise unchanged: its record is carried to
+    /// its new key, and nothing runs on its target.
+    Moved,
 }
 
 impl Action {
@@ -367,6 +375,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Check => "check",
             Action::Unchanged => "unchanged",
+            Action::Moved => "moved",
         }
     }
 }

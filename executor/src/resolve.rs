@@ -74,6 +74,20 @@ pub fn preview<'a>(
     resolve_with(Resolver::previewing(spec, known), i, files)
 }
 
+/// [`resolve`] as before the `moved` declarations: the moved nodes under their old names
+/// and keys, so that a renamed node that is otherwise what its record describes hashes as
+/// its record does (`plan::assess`).
+pub fn resolve_as_before<'a>(
+    spec: &'a Spec,
+    i: usize,
+    known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    files: &'a dyn SourceLoader,
+) -> Result<Resolved, Resolution> {
+    let mut resolver = Resolver::new(spec, known);
+    resolver.as_before = true;
+    resolve_with(resolver, i, files)
+}
+
 fn resolve_with<'a>(
     resolver: Resolver<'a>,
     i: usize,
@@ -81,6 +95,10 @@ fn resolve_with<'a>(
 ) -> Result<Resolved, Resolution> {
     let spec = resolver.spec();
     let node = &spec.nodes[i];
+    let hashed_name = match spec.moved.get(&i) {
+        Some(m) if resolver.as_before => m.name.as_str(),
+        _ => node.name.as_str(),
+    };
     let mut attrs: BTreeMap<String, crate::spec::Val> = BTreeMap::new();
     for (k, v) in &node.attrs {
         attrs.insert(k.clone(), resolver.substitute(v)?);
@@ -120,7 +138,7 @@ fn resolve_with<'a>(
     h.update(&ENCODING_VERSION.to_le_bytes());
     h.update(node.kind.name().as_bytes());
     h.update(b"\0");
-    h.update(node.name.as_bytes());
+    h.update(hashed_name.as_bytes());
     h.update(b"\0");
     h.update(canonical.to_string().as_bytes());
     Ok(Resolved {

@@ -115,6 +115,10 @@ pub struct BuildReport {
     /// The run lost the environment's lock (forced open, or its lease ran out) or found its
     /// state moved by another: it started nothing after it knew, and committed nothing.
     pub lock_lost: bool,
+    /// Nodes whose records a `moved` declaration carried to their new key, nothing run.
+    pub moved: usize,
+    /// Warnings about the source against the state (`moved` lines that can go).
+    pub notes: Vec<String>,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -691,8 +695,46 @@ impl<'s> Scheduler<'s> {
                 checks,
                 log: None,
                 tags: node.tags.clone(),
+                moved_from: None,
             },
         );
+    }
+
+    /// Node `i`, renamed and otherwise what its record describes (`Action::Moved`): its
+    /// record under its new key, nothing run on its target; its kind follows the rename
+    /// where it keeps something by name (a QEMU VM's directory).
+    fn carry(&mut self, i: usize, r: Resolved, env: &mut Env) -> Result<(), String> {
+        let node = &self.spec.nodes[i];
+        let old = (env.records.get(&node.key).cloned()).ok_or_else(|| {
+            format!(
+                "`{}` has no record to carry (this is a bug in envc)",
+                node.key
+            )
+        })?;
+        let facts = crate::kinds::of(node.kind)
+            .moved(&self.machines, &old, &node.name)
+            .map_err(|e| e.to_string())?;
+        let rec = crate::moved::rekeyed(
+            &old,
+            &node.key,
+            &node.id,
+            &r,
+            facts,
+            &self.run_id,
+            now_unix(),
+        );
+        let known = Known::of_record(&rec);
+        let oh = known.output_hash.clone();
+        env.put_record(rec);
+        self.known[i] = Some(known);
+        self.decided[i] = Some((Action::Moved, r));
+        self.status[i] = Status::Done;
+        self.report.moved += 1;
+        self.outcome(i, Action::Moved, Outcome::Cached, Duration::ZERO, Some(oh));
+        if let Some(o) = self.outcomes.get_mut(&i) {
+            o.moved_from = Some(old.node);
+        }
+        Ok(())
     }
 
     /// Marks `i` failed or skipped, and everything downstream of it skipped.
@@ -942,6 +984,10 @@ impl<'s> Scheduler<'s> {
                         Duration::ZERO,
                         &dependents,
                     ),
+                    Ok(r) if a.action == Action::Moved => match self.carry(i, r, env) {
+                        Ok(()) => newly_done.push(i),
+                        Err(why) => self.stop(i, Status::Failed, why, Duration::ZERO, &dependents),
+                    },
                     Ok(r) if a.action == Action::Unchanged => {
                         let known = Known::of_record(&env.records[key]);
                         let oh = known.output_hash.clone();
@@ -1624,6 +1670,7 @@ impl<'s> Scheduler<'s> {
             checks: Vec::new(),
             log,
             tags: BTreeMap::new(),
+            moved_from: None,
         });
     }
 }

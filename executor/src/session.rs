@@ -166,6 +166,9 @@ pub struct PlanReport {
     pub drift: BTreeMap<String, DriftFacts>,
     /// Nodes that could not be probed, and why.
     pub unreachable: BTreeMap<String, String>,
+    /// Warnings about the source against the state: `moved` lines with nothing recorded
+    /// under their old key.
+    pub notes: Vec<String>,
 }
 
 /// What `drift --checks` found.
@@ -448,7 +451,9 @@ impl Session {
         files: &dyn SourceLoader,
         refresh: bool,
     ) -> Result<PlanReport, SessionError> {
-        let (records, intents) = self.live()?;
+        let (mut records, mut intents) = self.live()?;
+        crate::moved::carry(spec, &mut records, &mut intents);
+        let notes = crate::moved::stale(spec, &records);
         let machines = self.machines();
         let (drift, unreachable) = if refresh {
             let (conns, _work) = self.connections(&machines)?;
@@ -478,6 +483,7 @@ impl Session {
             plan,
             drift,
             unreachable,
+            notes,
         })
     }
 
@@ -489,7 +495,8 @@ impl Session {
         spec: &Spec,
         files: &dyn SourceLoader,
     ) -> Result<CheckReport, SessionError> {
-        let (records, intents) = self.live()?;
+        let (mut records, mut intents) = self.live()?;
+        crate::moved::carry(spec, &mut records, &mut intents);
         let machines = self.machines();
         let p = plan(spec, &records, &intents, &BTreeMap::new(), files);
         let hosts = graph_hosts(&p);
@@ -594,6 +601,10 @@ impl Session {
             env: self.env.clone(),
             error: e.to_string(),
         })?;
+        // Renamed nodes take their records along; the state commits that with the run.
+        crate::moved::carry(spec, &mut env.records, &mut env.intents);
+        let notes = crate::moved::stale(spec, &env.records);
+        crate::moved::carry(spec, &mut env.state.records, &mut env.state.intents);
         // Pinned .debs the store lacks come from the binary cache first, and go to it.
         let machines = Arc::new(self.machines_using(cache.clone()));
         let (conns, _work) = self.connections(&machines)?;
@@ -630,7 +641,7 @@ impl Session {
             first
                 .nodes
                 .iter()
-                .filter(|n| n.assessment.action != Action::Unchanged)
+                .filter(|n| !matches!(n.assessment.action, Action::Unchanged | Action::Moved))
                 .map(|n| &spec.nodes[n.index])
                 .map(|n| (n.kind, crate::kinds::of(n.kind).tools_for(n))),
         );
@@ -668,7 +679,10 @@ impl Session {
             r
         });
         match result {
-            Ok(report) => Ok(report),
+            Ok(mut report) => {
+                report.notes = notes;
+                Ok(report)
+            }
             Err(error) => {
                 // Keep what the run got done; if even that fails, say so too.
                 let commit = env.commit().err().map(Box::new);

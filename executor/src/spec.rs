@@ -137,6 +137,18 @@ pub struct Spec {
     /// holds it now: read by the CLI before anything is resolved; absent if never built.
     /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
     pub stacks: BTreeMap<String, Published>,
+    /// The nodes whose key a `moved` declaration changed (directly, or as what is on a
+    /// moved machine), by index: what they were called before. Not part of `graph_hash`.
+    pub moved: BTreeMap<usize, MovedFrom>,
+    /// The `moved` declarations as written: (old key, new key).
+    pub moves: Vec<(String, String)>,
+}
+
+/// What a moved node was called before: its key in the state and its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovedFrom {
+    pub key: String,
+    pub name: String,
 }
 
 /// The names of the secrets a value holds.
@@ -253,6 +265,7 @@ impl Spec {
             .iter()
             .map(|n| node_spec(n, &index))
             .collect();
+        let moved = moved_from(graph, &nodes);
         Spec {
             lab_images,
             secrets: None,
@@ -265,6 +278,10 @@ impl Spec {
             graph_hash: hasher.finalize().to_hex().to_string(),
             debs: BTreeMap::new(),
             stacks: BTreeMap::new(),
+            moved,
+            moves: (graph.moved.iter())
+                .map(|m| (m.from.to_string(), m.to.to_string()))
+                .collect(),
         }
     }
 
@@ -279,6 +296,29 @@ impl Spec {
     pub fn find(&self, key: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.key == key)
     }
+}
+
+/// What each moved node was called before (`envc_compiler::moved::old_keys`).
+fn moved_from(graph: &Graph, nodes: &[NodeSpec]) -> BTreeMap<usize, MovedFrom> {
+    if graph.moved.is_empty() {
+        return BTreeMap::new();
+    }
+    let keys: Vec<NodeKey> = (nodes.iter())
+        .filter_map(|n| n.key.parse::<NodeKey>().ok())
+        .collect();
+    let old = envc_compiler::moved::old_keys(&graph.moved, keys.iter());
+    (nodes.iter().enumerate())
+        .filter_map(|(i, n)| {
+            let was = old.get(&n.key.parse::<NodeKey>().ok()?)?;
+            Some((
+                i,
+                MovedFrom {
+                    key: was.to_string(),
+                    name: was.name.clone(),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// What a node converts to on its own: no target, inputs, checks or base yet.

@@ -96,6 +96,9 @@ pub(crate) struct Resolver<'a> {
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
     /// A deferred value not known yet becomes its [`placeholder`] rather than `Pending`.
     preview: bool,
+    /// Moved nodes are hashed under their old keys (`Spec::moved`): what the record of a
+    /// renamed node was hashed with.
+    pub(crate) as_before: bool,
 }
 
 impl<'a> Resolver<'a> {
@@ -107,6 +110,7 @@ impl<'a> Resolver<'a> {
             spec,
             known,
             preview: false,
+            as_before: false,
         }
     }
 
@@ -123,6 +127,14 @@ impl<'a> Resolver<'a> {
 
     pub(crate) fn spec(&self) -> &'a Spec {
         self.spec
+    }
+
+    /// The key node `j` is hashed with: its old one when resolving as before the moves.
+    pub(crate) fn key_of(&self, j: usize) -> &'a str {
+        match self.spec.moved.get(&j) {
+            Some(m) if self.as_before => &m.key,
+            _ => &self.spec.nodes[j].key,
+        }
     }
 
     fn known(&self, i: usize) -> Result<&'a Known, Resolution> {
@@ -376,7 +388,7 @@ pub(crate) fn to_json(v: &Val, r: &Resolver) -> Json {
         Val::List(xs) => Json::Array(xs.iter().map(|x| to_json(x, r)).collect()),
         Val::Record(m) => Json::Object(m.iter().map(|(k, x)| (k.clone(), to_json(x, r))).collect()),
         Val::Node(j) => json!({
-            "node": r.spec.nodes[*j].key,
+            "node": r.key_of(*j),
             "output": (r.known)(*j).map(|k| k.output_hash.as_str()),
         }),
         Val::Sealed(s) => json!({ "secret": s.keyed }),

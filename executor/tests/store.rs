@@ -203,6 +203,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             checks: Vec::new(),
             log: None,
             tags: [("owner".to_string(), "platform".to_string())].into(),
+            moved_from: None,
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),
@@ -539,6 +540,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
         checks: Vec::new(),
         log: None,
         tags: BTreeMap::new(),
+        moved_from: None,
     };
     let checkpoint = |nodes: Vec<NodeOutcome>, earlier: Option<ObjectId>| {
         s.put_json(&RunRecord {

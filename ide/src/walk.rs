@@ -34,7 +34,9 @@ fn item_exprs(kind: &ItemKind) -> Vec<&Expr> {
             v
         }
         ItemKind::DefaultTags(value) => vec![value],
-        ItemKind::Import { .. } | ItemKind::Type { .. } | ItemKind::Error => vec![],
+        ItemKind::Import { .. } | ItemKind::Type { .. } | ItemKind::Moved(_) | ItemKind::Error => {
+            vec![]
+        }
     }
 }
 

@@ -53,7 +53,19 @@ pub enum ItemKind {
     Policy(Rc<Policy>),
     /// `default tags = { owner = "platform" }`: tags every node made in this module gets.
     DefaultTags(Expr),
+    /// `moved "vm:web-0" -> "vm:web-a"`: the records of a node carried to its new name.
+    Moved(Moved),
     Error,
+}
+
+/// A rename: the node keyed `from` in the state is now the node keyed `to`. Both are state
+/// keys as `envc plan` prints them, read by the compiler once the graph is known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moved {
+    pub from: Rc<str>,
+    pub from_span: Span,
+    pub to: Rc<str>,
+    pub to_span: Span,
 }
 
 /// A rule every node it ranges over must keep, checked on the evaluated graph.

@@ -201,6 +201,11 @@ impl<'a> Fmt<'a> {
             ItemKind::Assert(a) => self.assertion(a, ind),
             ItemKind::Policy(p) => self.policy(p, ind),
             ItemKind::DefaultTags(value) => self.expr_after("default tags = ", value, ind),
+            ItemKind::Moved(m) => format!(
+                "moved {} -> {}",
+                self.text(m.from_span),
+                self.text(m.to_span)
+            ),
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }
@@ -999,6 +1004,14 @@ mod tests {
         check(
             "let s = \"\"\"\n  a\n  b\n\"\"\"",
             "let s = \"\"\"\n  a\n  b\n\"\"\"\n",
+        );
+    }
+
+    #[test]
+    fn moved_items() {
+        check(
+            "moved   \"vm:web-0\"->\"vm:web-a\"\n# kept\nmoved \"host:db\"  ->  \"host:db-0\"",
+            "moved \"vm:web-0\" -> \"vm:web-a\"\n# kept\nmoved \"host:db\" -> \"host:db-0\"\n",
         );
     }
 

@@ -411,6 +411,7 @@ impl<'a> Parser<'a> {
                 ItemKind::Assert(a)
             }
             T::Policy => self.policy_item(),
+            T::Moved => self.moved_item(),
             T::Ident => {
                 // `default tags`: the words are names elsewhere, so not keywords.
                 self.bump();
@@ -493,6 +494,26 @@ impl<'a> Parser<'a> {
             cond,
             message,
         }))
+    }
+
+    /// `moved "OLD" -> "NEW"`: two plain strings (node keys, checked against the graph).
+    fn moved_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some((from, from_span)) = self.plain_string("the node's old key, as a string") else {
+            return ItemKind::Error;
+        };
+        if self.expect(T::Arrow, "`->`").is_none() {
+            return ItemKind::Error;
+        }
+        let Some((to, to_span)) = self.plain_string("the node's new key, as a string") else {
+            return ItemKind::Error;
+        };
+        ItemKind::Moved(Moved {
+            from: from.into(),
+            from_span,
+            to: to.into(),
+            to_span,
+        })
     }
 
     fn import(&mut self) -> ItemKind {
@@ -1398,6 +1419,7 @@ fn is_keyword(k: T) -> bool {
             | Output
             | Assert
             | Policy
+            | Moved
             | True
             | False
             | And

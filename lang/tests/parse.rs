@@ -220,6 +220,7 @@ fn item_sexp(i: &Item) -> String {
                 .map_or(String::new(), |m| format!(" {}", sexp(m)))
         ),
         ItemKind::DefaultTags(value) => format!("(default-tags {})", sexp(value)),
+        ItemKind::Moved(m) => format!("(moved {:?} {:?})", m.from, m.to),
         ItemKind::Error => "ERR".into(),
     }
 }
@@ -418,4 +419,27 @@ fn policies_and_default_tags() {
         "default tags = { owner = \"platform\" }\nlet default = 1\nlet tags = default",
         "(default-tags {owner=(str \"platform\")})\n(let default 1)\n(let tags default)",
     );
+}
+
+/// `moved "OLD" -> "NEW"`: two plain strings, an arrow between; the keys are the compiler's
+/// to check against the graph.
+#[test]
+fn moved_items() {
+    check(
+        "moved \"vm:web-0\" -> \"vm:web-a\"",
+        "(moved \"vm:web-0\" \"vm:web-a\")",
+    );
+    check(
+        "moved \"web-0/file:/etc/motd\" -> \"web-a/file:/etc/motd\"\nlet x = 1",
+        "(moved \"web-0/file:/etc/motd\" \"web-a/file:/etc/motd\")\n(let x 1)",
+    );
+    check(
+        "moved \"vm:${n}\" -> \"vm:b\"",
+        "ERR\n! parse::interpolated-path",
+    );
+    check(
+        "moved \"vm:a\" \"vm:b\"\nlet x = 1",
+        "ERR\n(let x 1)\n! parse::unexpected-token",
+    );
+    check("moved vm -> \"vm:b\"", "ERR\n! parse::unexpected-token");
 }

@@ -160,13 +160,22 @@ fn realize(
 fn summary(r: &BuildReport, command: &str, json_out: bool) {
     if json_out {
         output::line(
-            json!({"summary": {"ran": r.ran, "cached": r.cached, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex())}}),
+            json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex()), "warnings": r.notes}}),
         );
     } else {
+        let moved = match r.moved {
+            0 => String::new(),
+            n => format!(", {n} moved"),
+        };
         output::line(format!(
-            "{command}: {} ran, {} cached, {} deleted, {} failed, {} skipped",
+            "{command}: {} ran, {} cached{moved}, {} deleted, {} failed, {} skipped",
             r.ran, r.cached, r.deleted, r.failed, r.skipped
         ));
+    }
+    if !json_out {
+        for note in &r.notes {
+            crate::output::errln!("warning: {note}");
+        }
     }
 }
 

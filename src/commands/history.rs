@@ -29,12 +29,12 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
         let done = || {
             run.nodes
                 .iter()
-                .filter(|n| n.outcome != StepOutcome::Cached)
+                .filter(|n| n.outcome != StepOutcome::Cached || n.moved_from.is_some())
         };
         if json_out {
             // Each with the tags it ran with.
             let steps: Vec<serde_json::Value> = done()
-                .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags}))
+                .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from}))
                 .collect();
             output::line(
                 json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "nodes": steps}),
@@ -55,12 +55,19 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             ));
         }
         for n in done() {
-            output::line(format!(
-                "    {:<9} {}: {}",
-                n.action.name(),
-                n.node,
-                n.outcome
-            ));
+            match &n.moved_from {
+                Some(from) => output::line(format!(
+                    "    {:<9} {}: from {from}, nothing ran",
+                    n.action.name(),
+                    n.node,
+                )),
+                None => output::line(format!(
+                    "    {:<9} {}: {}",
+                    n.action.name(),
+                    n.node,
+                    n.outcome
+                )),
+            }
             if let Some(log) = &n.log {
                 for (name, text) in [("stdout", &log.stdout), ("stderr", &log.stderr)] {
                     let lines: Vec<&str> = text.lines().collect();

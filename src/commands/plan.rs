@@ -37,6 +37,9 @@ pub fn plan_command(
     super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
+    for note in &report.notes {
+        crate::output::errln!("warning: {note}");
+    }
     let p = &report.plan;
     output::print(&match format {
         PlanFormat::Json => plan_text(&env.spec, &report, true),
@@ -117,6 +120,19 @@ pub fn checks_of(spec: &Spec, a: &Assessment, index: usize) -> Vec<(&'static str
             .iter()
             .map(|c| (c.phase.name(), describe_decl(spec, c), c.location.clone()))
             .collect(),
+    }
+}
+
+/// How many nodes a `moved` declaration renames, nothing else changed.
+fn moved(p: &Plan) -> usize {
+    p.counts().get(&Action::Moved).copied().unwrap_or(0)
+}
+
+/// ", N moved" when some are.
+fn moved_part(p: &Plan) -> String {
+    match moved(p) {
+        0 => String::new(),
+        n => format!(", {n} moved"),
     }
 }
 
@@ -203,6 +219,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
                     "id": node.id,
                     "action": a.action,
                     "reasons": a.reasons,
+                    "moved_from": a.moved_from,
                     "resolved": a.resolved.as_ref().ok().map(|r| &r.hash),
                     "error": match &a.resolved {
                         Err(Resolution::Failed(m)) => Some(m.clone()),
@@ -226,7 +243,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         }
         let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default()}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes}})
                 .to_string(),
         );
         out.push('\n');
@@ -260,9 +277,11 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         0 => String::new(),
         n => format!(", {n} to check"),
     };
+    let moved = moved_part(p);
     out.push_str(&format!(
-        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete{check}, {unchanged} unchanged\n"
+        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}, {unchanged} unchanged\n"
     ));
+
     if unchecked > 0 {
         out.push_str(&format!(
             "plan: {} (unreachable; planned from their records)\n",
@@ -285,9 +304,13 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
         0 => String::new(),
         n => format!(", {n} to check"),
     };
+    let moved = moved_part(p);
     let mut out = format!(
-        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete{check}**, {unchanged} unchanged\n"
+        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}**, {unchanged} unchanged\n"
     );
+    for note in &report.notes {
+        out.push_str(&format!("\n**Warning:** {}\n", cell(note)));
+    }
     if !report.unreachable.is_empty() {
         out.push_str(&format!(
             "\n**{}** (unreachable; planned from their records)\n",

@@ -192,6 +192,18 @@ pub trait NodeType: Sync {
     ) -> Option<BoxFuture<'a, Result<String, StepError>>> {
         None
     }
+
+    /// A node renamed by a `moved` declaration (to `name`): what its record's facts are once
+    /// what envc keeps of it here follows the new name (a QEMU VM's directory). Nothing on
+    /// the target changes. Most kinds keep nothing by name: the facts as they were.
+    fn moved(
+        &self,
+        _machines: &Machines,
+        record: &RealizationRecord,
+        _name: &str,
+    ) -> Result<Facts, StepError> {
+        Ok(record.facts.clone())
+    }
 }
 
 /// A resolved node of some kind, as the scheduler runs it.

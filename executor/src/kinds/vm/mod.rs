@@ -149,6 +149,19 @@ impl NodeType for Vm {
         machines.of(&record.facts)?.look(&record.facts)
     }
 
+    /// The provider that made it follows the rename (`VmProvider::moved`).
+    fn moved(
+        &self,
+        machines: &Machines,
+        record: &RealizationRecord,
+        name: &str,
+    ) -> Result<Facts, StepError> {
+        match machines.of(&record.facts) {
+            Some(p) => p.moved(&record.facts, name),
+            None => Ok(record.facts.clone()),
+        }
+    }
+
     fn retire<'a>(
         &'a self,
         machines: &'a Machines,

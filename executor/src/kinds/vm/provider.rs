@@ -66,6 +66,13 @@ pub trait VmProvider: Send + Sync {
         None
     }
 
+    /// The machine's node was renamed to `name` (a `moved` declaration): what the provider
+    /// keeps of it by name follows, and the machine goes on running untouched. The facts
+    /// to record under the new name.
+    fn moved(&self, facts: &Facts, _name: &str) -> Result<Facts, StepError> {
+        Ok(facts.clone())
+    }
+
     /// Stops the machine and deletes its disk.
     fn destroy<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<(), StepError>>;
 

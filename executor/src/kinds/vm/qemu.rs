@@ -40,6 +40,9 @@ const CONSOLE: &str = "console.log";
 const PID: &str = "qemu.pid";
 const LAUNCH: &str = "launch.json";
 const DISK: &str = "disk.qcow2";
+/// In a VM's directory that was renamed while its QEMU ran (a `moved` declaration): the
+/// disk paths that QEMU was started with, one a line, by which it is still known.
+const STARTED_AS: &str = "started-as";
 /// The line the guest prints on its console once its host key exists.
 const HOST_KEY_LINE: &str = "envc-host-key: ";
 
@@ -253,6 +256,8 @@ impl Qemu {
                 Some(p) => p,
                 None => free_port()?,
             };
+            // Started from this directory, it is known by it.
+            let _ = std::fs::remove_file(dir.join(STARTED_AS));
             let console = dir.join(CONSOLE);
             if console.exists() {
                 let _ = std::fs::rename(&console, dir.join(format!("{CONSOLE}.1")));
@@ -480,9 +485,12 @@ fn running_pid(dir: &Path) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // A zombie has exited.
     let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    let needle = dir.join(DISK);
-    let needle = needle.to_str()?.as_bytes();
-    let named = cmdline.windows(needle.len()).any(|w| w == needle);
+    let disk = dir.join(DISK);
+    let names = |needle: &str| {
+        let needle = needle.as_bytes();
+        cmdline.windows(needle.len()).any(|w| w == needle)
+    };
+    let named = names(disk.to_str()?) || started_as(dir).iter().any(|d| names(d));
     (named && state != "Z").then_some(pid)
 }
 
@@ -774,6 +782,59 @@ impl VmProvider for Qemu {
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_vms(keep))
     }
+
+    /// The VM's directory is renamed to the new name, QEMU left running: it holds its disk
+    /// and console open, and is known by the disk path it was started with (kept in
+    /// `started-as`) until it next starts. Done twice (a run killed before it recorded the
+    /// move), it finds the directory already renamed.
+    fn moved(&self, facts: &Facts, name: &str) -> Result<Facts, StepError> {
+        let Some(old) = facts.get(fact::DIR).map(PathBuf::from) else {
+            return Ok(facts.clone());
+        };
+        let new = self.vm_dir(name);
+        if old == new {
+            return Ok(facts.clone());
+        }
+        if old.exists() {
+            if new.exists() {
+                return Err(StepError::new(format!(
+                    "cannot move VM `{name}`'s directory: {} is there already",
+                    new.display()
+                )));
+            }
+            if running_pid(&old).is_some() {
+                let started: Vec<String> = std::iter::once(old.join(DISK).display().to_string())
+                    .chain(started_as(&old))
+                    .collect();
+                let text = started.join("\n") + "\n";
+                std::fs::write(old.join(STARTED_AS), text).map_err(|e| {
+                    StepError::new(format!(
+                        "cannot write {}: {e}",
+                        old.join(STARTED_AS).display()
+                    ))
+                })?;
+            }
+            std::fs::rename(&old, &new).map_err(|e| {
+                StepError::new(format!(
+                    "cannot move {} to {}: {e}",
+                    old.display(),
+                    new.display()
+                ))
+            })?;
+        }
+        let mut facts = facts.clone();
+        let dir = new.display().to_string();
+        facts.insert(fact::DIR.to_string(), dir.clone());
+        facts.insert(fact::INSTANCE_ID.to_string(), dir);
+        Ok(facts)
+    }
+}
+
+/// The disk paths the QEMU of a renamed VM's directory was started with.
+fn started_as(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join(STARTED_AS))
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,0 +1,200 @@
+//! `moved` end to end (issue 37) on a real SSH host (tests/support/nshosts.rs): a host
+//! renamed in the source keeps everything on it. The plan says `moved` for the host and
+//! what is on it, the build changes nothing on the host and re-keys the records, the next
+//! plan is all unchanged and says the `moved` line can go, and the log shows the moves.
+
+#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+#[path = "support/nshosts.rs"]
+mod nshosts;
+#[path = "support/output.rs"]
+mod output;
+#[path = "support/ssh_config.rs"]
+mod ssh_config;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+
+use nshosts::TestHosts;
+use output::{stderr, stdout, summary, text};
+
+struct Project {
+    dir: tempfile::TempDir,
+    ssh_config: PathBuf,
+}
+
+impl Project {
+    fn new(hosts: &TestHosts) -> Project {
+        let dir = tempfile::Builder::new()
+            .prefix("envc-moved-")
+            .tempdir()
+            .unwrap();
+        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
+        Project { dir, ssh_config }
+    }
+
+    fn write(&self, text: &str) {
+        std::fs::write(self.dir.path().join("prod.env"), text).unwrap();
+    }
+
+    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
+        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
+        cmd.arg(args[0])
+            .arg(self.dir.path().join("prod.env"))
+            .args(&args[1..])
+            .env("ENVC_SSH_CONFIG", &self.ssh_config)
+            .env_remove("ENVC_STORE")
+            .env_remove("CI")
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    }
+}
+
+fn ok(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+}
+
+/// A host named `name` with a file and a package on it, and `extra` after.
+fn source(hosts: &TestHosts, name: &str, extra: &str) -> String {
+    format!(
+        "import \"std/debian\"\n\
+         let web = host(name = \"{name}\", address = \"{}\")\n\
+         let motd = file(path = \"/etc/motd\", content = \"managed by envc\\n\", target = web)\n\
+         let pkgs = debian.packages(web, {{ hello = \"\" }})\n{extra}",
+        hosts.addr(0)
+    )
+}
+
+/// `plan --json`'s node lines: key → (action, moved_from).
+fn planned(o: &Output) -> BTreeMap<String, (String, Option<String>)> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("node").is_some())
+        .map(|v| {
+            (
+                v["node"].as_str().unwrap().to_string(),
+                (
+                    v["action"].as_str().unwrap().to_string(),
+                    v["moved_from"].as_str().map(str::to_string),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// What on the host shows a change: the file's inode and change time, and how many times
+/// apt or dpkg ran.
+fn host_state(hosts: &TestHosts) -> String {
+    let o = hosts.ssh(
+        0,
+        "stat -c '%i %Z' /etc/motd; cat /var/log/apt/history.log 2>/dev/null | grep -c Commandline; wc -l < /var/log/dpkg.log",
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts);
+    p.write(&source(&hosts, "web-0", ""));
+    ok(&p.run(&hosts, &["build"]));
+    let before = host_state(&hosts);
+
+    // Renamed without `moved`: everything on it would be deleted and created again.
+    p.write(&source(&hosts, "web-a", ""));
+    let naive = p.run(&hosts, &["plan", "--json"]);
+    ok(&naive);
+    let actions: Vec<String> = planned(&naive).into_values().map(|(a, _)| a).collect();
+    assert!(
+        actions.iter().all(|a| a == "create" || a == "delete")
+            && actions.contains(&"delete".into()),
+        "{}",
+        text(&naive)
+    );
+
+    // With `moved`, each of them moves, named by its old key.
+    p.write(&source(
+        &hosts,
+        "web-a",
+        "moved \"host:web-0\" -> \"host:web-a\"\n",
+    ));
+    let plan = p.run(&hosts, &["plan", "--json"]);
+    ok(&plan);
+    let nodes = planned(&plan);
+    let expected: BTreeMap<String, (String, Option<String>)> = [
+        ("host:web-a", "host:web-0"),
+        ("web-a/file:/etc/motd", "web-0/file:/etc/motd"),
+        ("web-a/package:hello", "web-0/package:hello"),
+    ]
+    .into_iter()
+    .map(|(k, from)| (k.to_string(), ("moved".to_string(), Some(from.to_string()))))
+    .collect();
+    assert_eq!(nodes, expected, "{}", text(&plan));
+    let text_plan = p.run(&hosts, &["plan"]);
+    assert!(
+        stdout(&text_plan).contains(
+            "moved     web-a/file:/etc/motd\n          moved from `web-0/file:/etc/motd`"
+        ),
+        "{}",
+        text(&text_plan)
+    );
+
+    // The build re-keys the records and touches nothing on the host.
+    let build = p.run(&hosts, &["build"]);
+    ok(&build);
+    assert_eq!(summary(&build), (0, 0, 0), "{}", text(&build));
+    assert!(stdout(&build).contains(", 3 moved,"), "{}", text(&build));
+    assert_eq!(
+        host_state(&hosts),
+        before,
+        "the host changed: {}",
+        text(&build)
+    );
+
+    // Nothing is left to do, and the `moved` line can go.
+    let again = p.run(&hosts, &["plan", "--json"]);
+    ok(&again);
+    let actions: Vec<(String, String)> = planned(&again)
+        .into_iter()
+        .map(|(k, (a, _))| (k, a))
+        .collect();
+    assert!(
+        actions.iter().all(|(_, a)| a == "unchanged"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(actions.len(), 3, "{}", text(&again));
+    assert!(
+        stderr(&again).contains(
+            "warning: moved host:web-0 -> host:web-a: nothing recorded under host:web-0; this line can go"
+        ),
+        "{}",
+        text(&again)
+    );
+    let rebuild = p.run(&hosts, &["build"]);
+    ok(&rebuild);
+    assert_eq!(summary(&rebuild), (0, 3, 0), "{}", text(&rebuild));
+
+    // Without the line, nothing changes either.
+    p.write(&source(&hosts, "web-a", ""));
+    let without = p.run(&hosts, &["plan"]);
+    ok(&without);
+    assert!(
+        stdout(&without)
+            .contains("plan: 0 to create, 0 to update, 0 to replace, 0 to delete, 3 unchanged"),
+        "{}",
+        text(&without)
+    );
+
+    // The log names each move.
+    let log = p.run(&hosts, &["log"]);
+    ok(&log);
+    assert!(
+        stdout(&log)
+            .contains("moved     web-a/package:hello: from web-0/package:hello, nothing ran"),
+        "{}",
+        text(&log)
+    );
+}
