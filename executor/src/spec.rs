@@ -137,6 +137,9 @@ pub struct Spec {
     /// holds it now: read by the CLI before anything is resolved; absent if never built.
     /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
     pub stacks: BTreeMap<String, Published>,
+    /// A targeted plan or build (`--only`, `--exclude`): what was left out of this graph,
+    /// which deletions spare (`crate::targeting`). Not part of `graph_hash`.
+    pub targeted: Option<std::sync::Arc<crate::targeting::Targeted>>,
 }
 
 /// The names of the secrets a value holds.
@@ -265,6 +268,7 @@ impl Spec {
             graph_hash: hasher.finalize().to_hex().to_string(),
             debs: BTreeMap::new(),
             stacks: BTreeMap::new(),
+            targeted: None,
         }
     }
 
