@@ -52,19 +52,11 @@ impl Targeted {
     /// "left out: 5 nodes (--only web-0/file:/etc/x)".
     pub fn summary(&self) -> String {
         let n = self.left_out.len();
-        let mut s = format!(
+        format!(
             "left out: {n} node{} ({})",
             if n == 1 { "" } else { "s" },
             self.flags()
-        );
-        if !self.kept.is_empty() {
-            let k = self.kept.len();
-            s.push_str(&format!(
-                "; {k} record{} of nodes no longer in the source kept",
-                if k == 1 { "" } else { "s" }
-            ));
-        }
-        s
+        )
     }
 }
 

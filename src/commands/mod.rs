@@ -15,6 +15,7 @@ pub mod plan;
 pub mod render;
 pub mod secret;
 pub mod store;
+pub mod targeted;
 pub mod team;
 pub mod verify;
 
