@@ -490,8 +490,16 @@ fn selection_diagnostics_render() {
     let src = "let h = host(name = \"web-0\", address = \"192.0.2.1\")\nlet f = file(path = \"/etc/nginx/nginx.conf\", content = \"x\", target = h)\n";
     let recorded: BTreeSet<String> = ["web-0/file:/etc/motd".to_string()].into();
     for (name, only, exclude) in [
-        ("select-no-match", vec!["web-0/file:/etc/nginx/nginx.cnf"], vec![]),
-        ("select-no-match-record", vec![], vec!["web-0/file:/etc/mtod"]),
+        (
+            "select-no-match",
+            vec!["web-0/file:/etc/nginx/nginx.cnf"],
+            vec![],
+        ),
+        (
+            "select-no-match-record",
+            vec![],
+            vec!["web-0/file:/etc/mtod"],
+        ),
         ("select-no-match-glob", vec!["db-*/service:*"], vec![]),
     ] {
         let compiled = compile(
@@ -499,7 +507,8 @@ fn selection_diagnostics_render() {
             &MemoryLoader::new([("main.env", src)]),
             &CompileOptions::default(),
         );
-        let spec = envc_executor::Spec::from_graph(compiled.graph.as_ref().unwrap(), &compiled.sources);
+        let spec =
+            envc_executor::Spec::from_graph(compiled.graph.as_ref().unwrap(), &compiled.sources);
         let strings = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let e = envc_executor::select_nodes(&spec, &recorded, &strings(&only), &strings(&exclude))
             .unwrap_err();

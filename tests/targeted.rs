@@ -129,7 +129,7 @@ fn only_and_exclude_on_two_hosts() {
     assert_eq!(ran, expected, "{}", text(&only));
     let s = summary_json(&only);
     assert_eq!(s["ran"], 2, "{}", text(&only));
-    assert_eq!(strings(&s["targeted"]["only"]), [conf0.clone()]);
+    assert_eq!(strings(&s["targeted"]["only"]), vec![conf0.clone()]);
     let left_out = [
         "A/exec:use",
         "A/file:/etc/marker",
@@ -151,7 +151,7 @@ fn only_and_exclude_on_two_hosts() {
     let log = p.run(&hosts, &["log", "--json"]);
     ok(&log);
     let run: Value = serde_json::from_str(stdout(&log).lines().next().unwrap()).unwrap();
-    assert_eq!(strings(&run["targeted"]["only"]), [conf0.clone()]);
+    assert_eq!(strings(&run["targeted"]["only"]), vec![conf0.clone()]);
     assert_eq!(run["targeted"]["left_out"].as_array().unwrap().len(), 4);
     let log = p.run(&hosts, &["log"]);
     assert!(
@@ -224,7 +224,10 @@ fn only_and_exclude_on_two_hosts() {
     assert_eq!(plan_actions(&plan), BTreeMap::new(), "{}", text(&plan));
 
     // A pattern that matches nothing is an error, with the closest key.
-    let bad = p.run(&hosts, &["build", "--only", &format!("{a}/file:/etc/app.cnf")]);
+    let bad = p.run(
+        &hosts,
+        &["build", "--only", &format!("{a}/file:/etc/app.cnf")],
+    );
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
     let err = output::stderr(&bad);
     assert!(err.contains("matches no node"), "{err}");

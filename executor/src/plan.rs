@@ -332,7 +332,8 @@ pub fn plan(
     }
     let in_graph: std::collections::BTreeSet<&str> =
         spec.nodes.iter().map(|n| n.key.as_str()).collect();
-    let stays = |k: &str| in_graph.contains(k) || spec.targeted.as_ref().is_some_and(|t| t.spares(k));
+    let stays =
+        |k: &str| in_graph.contains(k) || spec.targeted.as_ref().is_some_and(|t| t.spares(k));
     let deletions = leaving(&stays, records, intents)
         .into_iter()
         .map(|r| (r.node.clone(), r))

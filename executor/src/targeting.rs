@@ -555,7 +555,12 @@ output second = conf1
 
     #[test]
     fn records_of_nodes_gone_from_the_source() {
-        let gone = ["web-0/file:/etc/old", "web-1/file:/etc/old", "host:web-9", "web-9/file:/x"];
+        let gone = [
+            "web-0/file:/etc/old",
+            "web-1/file:/etc/old",
+            "host:web-9",
+            "web-9/file:/x",
+        ];
         // No selection touches them but a full build: all are deleted.
         check(&gone, &[], &[], &ALL, &[]);
         // --only deletes only those it names (and what is on a machine it deletes).
@@ -601,6 +606,41 @@ output second = conf1
             "--exclude `web-0/file:/etc/ol` matches no node (did you mean `web-0/file:/etc/old`?)",
         );
         no_match(&["db-*"], &[], "--only `db-*` matches no node");
+    }
+
+    #[test]
+    fn the_objects_of_a_repository_go_together() {
+        let src = "\
+let git = host(name = \"git\", address = \"192.0.2.5\")
+let fleet = gitops(name = \"fleet\", target = git, repo = \"/srv/fleet.git\", path = \"p\")
+let ns = manifest(target = fleet, api_version = \"v1\", kind = \"Namespace\", name = \"shop\")
+let cm = manifest(target = fleet, api_version = \"v1\", kind = \"ConfigMap\", name = \"web\", namespace = \"shop\")
+";
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src)]),
+            &CompileOptions::default(),
+        );
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        let spec = Spec::from_graph(&c.graph.unwrap(), &c.sources);
+        let sel = |only: &[&str], exclude: &[&str]| {
+            let strings = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            select(&spec, &BTreeSet::new(), &strings(only), &strings(exclude))
+                .map(|(_, t)| t.left_out)
+                .map_err(|e| e.to_string())
+        };
+        let split = |kept: &str, left: &str| {
+            Err(format!("the selection keeps `{kept}` but leaves out `{left}`: the objects of repository `fleet` are delivered in one commit; select all of `fleet/*` or none"))
+        };
+        let cm = "fleet/manifest:shop/ConfigMap/web";
+        let ns = "fleet/manifest:Namespace/shop";
+        let keys: Vec<&str> = spec.nodes.iter().map(|n| n.key.as_str()).collect();
+        assert!(keys.contains(&cm) && keys.contains(&ns), "{keys:?}");
+        assert_eq!(sel(&["fleet/*"], &[]), Ok(vec![]));
+        // The host alone: the repository and all its objects are left out together.
+        assert_eq!(sel(&["host:git"], &[]).map(|l| l.len()), Ok(3));
+        assert_eq!(sel(&[cm], &[]), split(cm, ns));
+        assert_eq!(sel(&[], &[cm]), split(ns, cm));
     }
 
     #[test]

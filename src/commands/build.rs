@@ -66,7 +66,9 @@ pub fn build(
         source: source_commit(file),
     };
     let narrow = Some((&args.targeted, ui));
-    realize(file, &env.spec, &env.files, &request, args.json, target, narrow)
+    realize(
+        file, &env.spec, &env.files, &request, args.json, target, narrow,
+    )
 }
 
 pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &TargetArgs) -> Outcome {
@@ -131,15 +133,21 @@ fn realize(
 ) -> Outcome {
     let session = session(file, target)?;
     let mut spec = spec.clone();
-    super::prepare(&session, &mut spec, file, &target.shared, true)?;
+    // Narrowed first: a targeted build needs only the secrets and stacks of what it takes up.
     if let Some((targeted, ui)) = narrow {
         targeted.narrow(&session, &mut spec, ui)?;
     }
+    super::prepare(&session, &mut spec, file, &target.shared, true)?;
     let progress = Progress::new(json_out, &spec);
     let result = session.build(&spec, files, request, &progress, &SigInt);
     progress.finish();
     let report = result.map_err(Failure::Session)?;
-    summary(&report, &request.command, json_out, spec.targeted.as_deref());
+    summary(
+        &report,
+        &request.command,
+        json_out,
+        spec.targeted.as_deref(),
+    );
     if let Some(e) = &report.error {
         crate::output::errln!("error: {e}");
     }

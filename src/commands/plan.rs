@@ -32,8 +32,8 @@ pub fn plan_command(
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
-    super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     targeted.narrow(&session, &mut env.spec, ui)?;
+    super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
     let p = &report.plan;
@@ -300,14 +300,26 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
         out.push_str(&format!("\n**Secrets:** {}\n", cell(&note)));
     }
     if let Some(t) = &spec.targeted {
-        let keys = |ks: &[String]| ks.iter().map(|k| format!("`{}`", cell(k))).collect::<Vec<_>>().join(", ");
-        out.push_str(&format!("\n**Targeted** (`{}`): {} left out", cell(&t.flags()), t.left_out.len()));
+        let keys = |ks: &[String]| {
+            ks.iter()
+                .map(|k| format!("`{}`", cell(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "\n**Targeted** (`{}`): {} left out",
+            cell(&t.flags()),
+            t.left_out.len()
+        ));
         if !t.left_out.is_empty() {
             out.push_str(&format!(": {}", keys(&t.left_out)));
         }
         out.push('\n');
         if !t.kept.is_empty() {
-            out.push_str(&format!("\n**Not deleted** (no longer in the source, not selected): {}\n", keys(&t.kept)));
+            out.push_str(&format!(
+                "\n**Not deleted** (no longer in the source, not selected): {}\n",
+                keys(&t.kept)
+            ));
         }
     }
     if !p.has_changes() {

@@ -65,7 +65,9 @@ pub fn diagnostic(e: &SelectError) -> Diagnostic {
             );
             match &m.closest {
                 Some(c) => d.help(format!("did you mean `{c}`?")),
-                None => d.help("`envc graph FILE` lists the nodes; `envc plan FILE` the records that leave"),
+                None => d.help(
+                    "`envc graph FILE` lists the nodes; `envc plan FILE` the records that leave",
+                ),
             }
         }
         e @ SelectError::SplitRepository { repository, .. } => {
