@@ -223,6 +223,8 @@ enum Command {
         #[arg(long)]
         refresh: bool,
         #[command(flatten)]
+        targeted: commands::targeted::TargetedArgs,
+        #[command(flatten)]
         params: Params,
         #[command(flatten)]
         target: TargetArgs,
@@ -253,6 +255,8 @@ enum Command {
         /// are the locked ones. The default when `CI` is set; `--locked=false` overrides.
         #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
         locked: Option<bool>,
+        #[command(flatten)]
+        targeted: commands::targeted::TargetedArgs,
         #[command(flatten)]
         params: Params,
         #[command(flatten)]
@@ -486,11 +490,12 @@ fn run(cli: Cli) -> Exit {
             json,
             format,
             refresh,
+            targeted,
             params,
             target,
         } => {
             let format = if json { PlanFormat::Json } else { format };
-            commands::plan::plan_command(&file, format, refresh, &params, &target, ui)
+            commands::plan::plan_command(&file, format, refresh, &targeted, &params, &target, ui)
         }
         Command::Build {
             file,
@@ -501,6 +506,7 @@ fn run(cli: Cli) -> Exit {
             json,
             push,
             locked,
+            targeted,
             params,
             target,
         } => {
@@ -512,6 +518,7 @@ fn run(cli: Cli) -> Exit {
                 json,
                 push,
                 locked,
+                targeted,
             };
             commands::build::build(&file, &args, &params, &target, ui)
         }

@@ -8,3 +8,5 @@ pub mod exit;
 mod lsp;
 mod output;
 pub mod render;
+/// The diagnostic of an `--only`/`--exclude` pattern that cannot be used (tests snapshot it).
+pub use commands::targeted::diagnostic as selection_diagnostic;

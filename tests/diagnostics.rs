@@ -491,3 +491,47 @@ fn every_code_has_a_snapshot() {
         "error codes without a snapshot case: {missing:?}"
     );
 }
+
+/// `--only` / `--exclude` patterns that cannot be used (`select::*`), as `plan` and
+/// `build` render them: the closest key when one is close, else where the keys are listed.
+#[test]
+fn selection_diagnostics_render() {
+    let src = "let h = host(name = \"web-0\", address = \"192.0.2.1\")\nlet f = file(path = \"/etc/nginx/nginx.conf\", content = \"x\", target = h)\n";
+    let recorded: BTreeSet<String> = ["web-0/file:/etc/motd".to_string()].into();
+    for (name, only, exclude) in [
+        (
+            "select-no-match",
+            vec!["web-0/file:/etc/nginx/nginx.cnf"],
+            vec![],
+        ),
+        (
+            "select-no-match-record",
+            vec![],
+            vec!["web-0/file:/etc/mtod"],
+        ),
+        ("select-no-match-glob", vec!["db-*/service:*"], vec![]),
+    ] {
+        let compiled = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src)]),
+            &CompileOptions::default(),
+        );
+        let spec =
+            envc_executor::Spec::from_graph(compiled.graph.as_ref().unwrap(), &compiled.sources);
+        let strings = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e = envc_executor::select_nodes(&spec, &recorded, &strings(&only), &strings(&exclude))
+            .unwrap_err();
+        let rendered = Renderer::new(&compiled.sources, "", false, 100)
+            .render_all(&[envc::selection_diagnostic(&e)]);
+        let flags: Vec<String> = (only.iter().map(|p| format!("--only '{p}'")))
+            .chain(exclude.iter().map(|p| format!("--exclude '{p}'")))
+            .collect();
+        insta::assert_snapshot!(
+            name,
+            format!(
+                "-- main.env\n{src}-- recorded, no longer in the source: web-0/file:/etc/motd\n-- envc build main.env {}\n\n== rendered ==\n{rendered}",
+                flags.join(" ")
+            )
+        );
+    }
+}

@@ -49,6 +49,7 @@ pub(crate) mod stack;
 pub(crate) mod state;
 pub mod store;
 pub mod substitute;
+pub(crate) mod targeting;
 pub(crate) mod templates;
 pub(crate) mod tools;
 pub mod transport;
@@ -80,6 +81,9 @@ pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use spec::{on_target, Spec};
 pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};
+pub use targeting::{
+    matches as key_matches, restrict, select as select_nodes, NoMatch, SelectError, Targeted,
+};
 pub use templates::check_templates;
 
 // `envc secret edit`: the plaintext in an editor, removed on every way out.

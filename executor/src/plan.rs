@@ -348,7 +348,9 @@ pub fn plan(
     }
     let in_graph: std::collections::BTreeSet<&str> =
         spec.nodes.iter().map(|n| n.key.as_str()).collect();
-    let deletions = leaving(&|k| in_graph.contains(k), records, intents)
+    let stays =
+        |k: &str| in_graph.contains(k) || spec.targeted.as_ref().is_some_and(|t| t.spares(k));
+    let deletions = leaving(&stays, records, intents)
         .into_iter()
         .map(|r| (r.node.clone(), r))
         .collect();

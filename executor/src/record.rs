@@ -237,6 +237,9 @@ pub struct RunRecord {
     /// The environments it read outputs from (`stack`), and the run of each it read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stacks: BTreeMap<String, String>,
+    /// A targeted run (`--only`, `--exclude`): its patterns and what it left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targeted: Option<crate::targeting::Targeted>,
 }
 
 /// An environment's state after a run: its live records by node, and the state before.

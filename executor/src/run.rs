@@ -787,7 +787,14 @@ impl<'s> Scheduler<'s> {
         let reserve = env.store.reserve(&self.run_id, RESERVE).ok();
         self.record_run(env, RunResult::Unfinished)?;
         let ended = self.realize(env).await;
-        env.state.outputs = self.resolve_outputs();
+        let mut outputs = self.resolve_outputs();
+        // A targeted run leaves the outputs that read what it left out as they were.
+        for name in self.spec.targeted.iter().flat_map(|t| &t.outputs_left_out) {
+            if let Some(v) = env.state.outputs.get(name) {
+                outputs.insert(name.clone(), v.clone());
+            }
+        }
+        env.state.outputs = outputs;
         // A lock forced open since the last renewal is known before the last commit, which
         // it then refuses.
         env.lock.confirm();
@@ -864,6 +871,7 @@ impl<'s> Scheduler<'s> {
             stacks: (self.spec.stacks.iter())
                 .map(|(env, p)| (env.clone(), p.run.clone()))
                 .collect(),
+            targeted: self.spec.targeted.as_deref().cloned(),
         };
         let id = env.store.put_json(&run)?;
         if checkpoint {
@@ -1342,7 +1350,11 @@ impl<'s> Scheduler<'s> {
     /// graph: services first, then files, then packages; what envc did not create is
     /// left in place and forgotten.
     async fn delete_removed(&mut self, env: &mut Env<'_>) -> Result<(), RunError> {
-        let in_graph: BTreeSet<&str> = self.spec.nodes.iter().map(|n| n.key.as_str()).collect();
+        // A targeted run spares what it left out and the records it keeps.
+        let spared = (self.spec.targeted.iter()).flat_map(|t| t.left_out.iter().chain(&t.kept));
+        let in_graph: BTreeSet<&str> = (self.spec.nodes.iter().map(|n| n.key.as_str()))
+            .chain(spared.map(String::as_str))
+            .collect();
         let gone = leaving(&|k| in_graph.contains(k), &env.records, &env.intents);
         let mut by_target: BTreeMap<String, Vec<RealizationRecord>> = BTreeMap::new();
         for r in gone {

@@ -142,6 +142,9 @@ pub struct Spec {
     pub moved: BTreeMap<usize, MovedFrom>,
     /// The `moved` declarations as written: (old key, new key).
     pub moves: Vec<(String, String)>,
+    /// A targeted plan or build (`--only`, `--exclude`): what was left out of this graph,
+    /// which deletions spare (`crate::targeting`). Not part of `graph_hash`.
+    pub targeted: Option<std::sync::Arc<crate::targeting::Targeted>>,
 }
 
 /// What a moved node was called before: its key in the state and its name.
@@ -282,6 +285,7 @@ impl Spec {
             moves: (graph.moved.iter())
                 .map(|m| (m.from.to_string(), m.to.to_string()))
                 .collect(),
+            targeted: None,
         }
     }
 

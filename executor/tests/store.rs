@@ -207,6 +207,11 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),
+        targeted: Some(envc_executor::Targeted {
+            only: vec!["h1/file:*".into()],
+            left_out: vec!["h2/file:/etc/motd".into()],
+            ..Default::default()
+        }),
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -318,6 +323,7 @@ fn run_record(s: &Store, env: &str, n: u64) -> ObjectId {
         nodes: Vec::new(),
         error: None,
         stacks: Default::default(),
+        targeted: None,
     })
     .unwrap()
 }
@@ -556,6 +562,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
             nodes,
             error: None,
             stacks: Default::default(),
+            targeted: None,
         })
         .unwrap()
     };

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use envc_executor::{
     locked_problems, project_dir, BuildReport, BuildRequest, DriftFacts, Event, FsLoader,
-    Interrupts, Reporter, Spec, StepOutcome,
+    Interrupts, Reporter, Spec, StepOutcome, Targeted,
 };
 use serde_json::json;
 
@@ -26,6 +26,8 @@ pub struct BuildArgs {
     pub push: bool,
     /// `--locked`; `None` is locked when `CI` is set.
     pub locked: Option<bool>,
+    /// `--only`, `--exclude`.
+    pub targeted: super::targeted::TargetedArgs,
 }
 
 pub fn build(
@@ -63,7 +65,10 @@ pub fn build(
         push: args.push,
         source: source_commit(file),
     };
-    realize(file, &env.spec, &env.files, &request, args.json, target)
+    let narrow = Some((&args.targeted, ui));
+    realize(
+        file, &env.spec, &env.files, &request, args.json, target, narrow,
+    )
 }
 
 pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &TargetArgs) -> Outcome {
@@ -85,7 +90,7 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
         push: false,
         source: source_commit(file),
     };
-    realize(file, &spec, &files, &request, json_out, target)
+    realize(file, &spec, &files, &request, json_out, target, None)
 }
 
 /// The commit the environment's source is at, `-dirty` when its work tree has changes
@@ -124,15 +129,25 @@ fn realize(
     request: &BuildRequest,
     json_out: bool,
     target: &TargetArgs,
+    narrow: Option<(&super::targeted::TargetedArgs, Ui)>,
 ) -> Outcome {
     let session = session(file, target)?;
     let mut spec = spec.clone();
+    // Narrowed first: a targeted build needs only the secrets and stacks of what it takes up.
+    if let Some((targeted, ui)) = narrow {
+        targeted.narrow(&session, &mut spec, ui)?;
+    }
     super::prepare(&session, &mut spec, file, &target.shared, true)?;
     let progress = Progress::new(json_out, &spec);
     let result = session.build(&spec, files, request, &progress, &SigInt);
     progress.finish();
     let report = result.map_err(Failure::Session)?;
-    summary(&report, &request.command, json_out);
+    summary(
+        &report,
+        &request.command,
+        json_out,
+        spec.targeted.as_deref(),
+    );
     if let Some(e) = &report.error {
         crate::output::errln!("error: {e}");
     }
@@ -157,10 +172,10 @@ fn realize(
     })
 }
 
-fn summary(r: &BuildReport, command: &str, json_out: bool) {
+fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Targeted>) {
     if json_out {
         output::line(
-            json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex()), "warnings": r.notes}}),
+            json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex()), "warnings": r.notes, "targeted": targeted}}),
         );
     } else {
         let moved = match r.moved {
@@ -171,6 +186,9 @@ fn summary(r: &BuildReport, command: &str, json_out: bool) {
             "{command}: {} ran, {} cached{moved}, {} deleted, {} failed, {} skipped",
             r.ran, r.cached, r.deleted, r.failed, r.skipped
         ));
+        for line in super::targeted::left_out_lines(command, targeted) {
+            output::line(line);
+        }
     }
     if !json_out {
         for note in &r.notes {

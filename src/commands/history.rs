@@ -37,7 +37,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                 .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from}))
                 .collect();
             output::line(
-                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "nodes": steps}),
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "nodes": steps}),
             );
             continue;
         }
@@ -49,6 +49,11 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             run.started_unix,
             run.finished_unix.saturating_sub(run.started_unix)
         ));
+        if let Some(t) = &run.targeted {
+            for line in super::targeted::left_out_lines("   ", Some(t)) {
+                output::line(line);
+            }
+        }
         for (env, read) in &run.stacks {
             output::line(format!(
                 "    read the outputs of `{env}` from its run {read}"

@@ -17,6 +17,7 @@ pub mod render;
 pub mod secret;
 pub mod shown;
 pub mod store;
+pub mod targeted;
 pub mod team;
 pub mod verify;
 

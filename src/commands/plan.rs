@@ -28,12 +28,14 @@ pub fn plan_command(
     file: &Path,
     format: PlanFormat,
     refresh: bool,
+    targeted: &super::targeted::TargetedArgs,
     params: &Params,
     target: &TargetArgs,
     ui: Ui,
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
+    targeted.narrow(&session, &mut env.spec, ui)?;
     super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
     warn_unreachable(&report);
@@ -243,7 +245,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         }
         let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}})
                 .to_string(),
         );
         out.push('\n');
@@ -291,6 +293,10 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
     if let Some(note) = unread_note(spec) {
         out.push_str(&format!("plan: {note}\n"));
     }
+    for line in super::targeted::left_out_lines("plan", spec.targeted.as_deref()) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 
@@ -319,6 +325,29 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
     }
     if let Some(note) = unread_note(spec) {
         out.push_str(&format!("\n**Secrets:** {}\n", cell(&note)));
+    }
+    if let Some(t) = &spec.targeted {
+        let keys = |ks: &[String]| {
+            ks.iter()
+                .map(|k| format!("`{}`", cell(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "\n**Targeted** (`{}`): {} left out",
+            cell(&t.flags()),
+            t.left_out.len()
+        ));
+        if !t.left_out.is_empty() {
+            out.push_str(&format!(": {}", keys(&t.left_out)));
+        }
+        out.push('\n');
+        if !t.kept.is_empty() {
+            out.push_str(&format!(
+                "\n**Not deleted** (no longer in the source, not selected): {}\n",
+                keys(&t.kept)
+            ));
+        }
     }
     if !p.has_changes() {
         out.push_str("\nNo changes.\n");
