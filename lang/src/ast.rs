@@ -53,7 +53,30 @@ pub enum ItemKind {
     Policy(Rc<Policy>),
     /// `default tags = { owner = "platform" }`: tags every node made in this module gets.
     DefaultTags(Expr),
+    /// `rollout "web": webs, batch = 2, max_failures = 0`: a group of machines that a build
+    /// updates batch by batch.
+    Rollout(Rc<Rollout>),
     Error,
+}
+
+/// A group of machines updated a batch at a time (Ansible's `serial`): what `rollout` says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rollout {
+    pub name: Rc<str>,
+    pub name_span: Span,
+    /// The machines, in the order the batches take them.
+    pub targets: Expr,
+    /// `batch = …`, `max_failures = …`, as written (names checked by the parser).
+    pub options: Vec<RecordField>,
+}
+
+impl Rollout {
+    /// The options a rollout takes.
+    pub const OPTIONS: [&'static str; 2] = ["batch", "max_failures"];
+
+    pub fn option(&self, name: &str) -> Option<&RecordField> {
+        self.options.iter().find(|o| &*o.name.name == name)
+    }
 }
 
 /// A rule every node it ranges over must keep, checked on the evaluated graph.

@@ -201,6 +201,7 @@ impl<'a> Fmt<'a> {
             ItemKind::Assert(a) => self.assertion(a, ind),
             ItemKind::Policy(p) => self.policy(p, ind),
             ItemKind::DefaultTags(value) => self.expr_after("default tags = ", value, ind),
+            ItemKind::Rollout(r) => self.rollout(r, ind),
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }
@@ -220,6 +221,16 @@ impl<'a> Fmt<'a> {
         if let Some(m) = &a.message {
             s.push_str(", ");
             s.push_str(&self.expr(m, ind));
+        }
+        s
+    }
+
+    fn rollout(&mut self, r: &Rollout, ind: usize) -> String {
+        let head = format!("rollout {}: ", self.text(r.name_span));
+        let mut s = self.expr_after(&head, &r.targets, ind);
+        for o in &r.options {
+            s.push_str(", ");
+            s.push_str(&format!("{} = {}", o.name.name, self.expr(&o.value, ind)));
         }
         s
     }
@@ -1000,6 +1011,15 @@ mod tests {
             "let s = \"\"\"\n  a\n  b\n\"\"\"",
             "let s = \"\"\"\n  a\n  b\n\"\"\"\n",
         );
+    }
+
+    #[test]
+    fn rollouts() {
+        check(
+            "rollout   \"web\" :[web0,web1 ],batch=\"25%\" ,  max_failures= 1",
+            "rollout \"web\": [web0, web1], batch = \"25%\", max_failures = 1\n",
+        );
+        check("rollout \"db\": dbs", "rollout \"db\": dbs\n");
     }
 
     #[test]
