@@ -428,7 +428,7 @@ fn rollouts() {
     );
     check(
         "rollout web: webs\nlet x = 1",
-        "ERR\n(let x 1)\n! parse::expected",
+        "ERR\n(let x 1)\n! parse::unexpected-token",
     );
 }
 
