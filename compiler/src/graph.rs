@@ -24,6 +24,9 @@ pub struct Graph {
     pub lab_images: Vec<Rc<Node>>,
     /// How many policies judged it (every one kept, or there would be no graph).
     pub policies: usize,
+    /// Its `rollout` groups: which machines a build updates batch by batch. Not part of
+    /// any node's id.
+    pub rollouts: Vec<crate::rollout::Rollout>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -107,6 +110,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         outputs: ev.outputs.clone(),
         lab_images,
         policies: 0,
+        rollouts: Vec::new(),
     })
 }
 

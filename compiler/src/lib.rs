@@ -19,6 +19,7 @@ pub mod manifest;
 mod names;
 pub mod network;
 pub mod program;
+pub mod rollout;
 pub mod size;
 pub mod source;
 pub mod stack;
@@ -157,6 +158,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         let (broken_advisory, count) = evaluator.policies(g.nodes().cloned().collect());
         warnings.extend(broken_advisory);
         g.policies = count;
+        g.rollouts = rollout::evaluate(&mut evaluator);
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

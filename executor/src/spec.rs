@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use envc_compiler::pin::PinKey;
+pub use envc_compiler::rollout::Amount;
 use envc_compiler::types::{CheckKind, NodeKind};
 use envc_compiler::value::{Check, Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph, SourceMap};
@@ -137,6 +138,19 @@ pub struct Spec {
     /// holds it now: read by the CLI before anything is resolved; absent if never built.
     /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
     pub stacks: BTreeMap<String, Published>,
+    /// Its `rollout` groups, machines by index. Not part of `graph_hash`: a rollout orders
+    /// the work, it changes none of it.
+    pub rollouts: Vec<RolloutSpec>,
+}
+
+/// A `rollout`: machines (host and VM nodes, by index, in the order written) that a build
+/// updates a batch at a time.
+#[derive(Clone, Debug)]
+pub struct RolloutSpec {
+    pub name: String,
+    pub targets: Vec<usize>,
+    pub batch: Amount,
+    pub max_failures: Amount,
 }
 
 /// The names of the secrets a value holds.
@@ -265,6 +279,17 @@ impl Spec {
             graph_hash: hasher.finalize().to_hex().to_string(),
             debs: BTreeMap::new(),
             stacks: BTreeMap::new(),
+            rollouts: graph
+                .rollouts
+                .iter()
+                .map(|r| RolloutSpec {
+                    name: r.name.to_string(),
+                    // A machine nothing is placed on, nor anything reaches, is in no graph.
+                    targets: r.targets.iter().filter_map(|t| index.get(&t.id).copied()).collect(),
+                    batch: r.batch,
+                    max_failures: r.max_failures,
+                })
+                .collect(),
         }
     }
 

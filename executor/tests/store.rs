@@ -206,6 +206,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),
+        rollouts: Vec::new(),
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -317,6 +318,7 @@ fn run_record(s: &Store, env: &str, n: u64) -> ObjectId {
         nodes: Vec::new(),
         error: None,
         stacks: Default::default(),
+        rollouts: Vec::new(),
     })
     .unwrap()
 }
@@ -554,6 +556,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
             nodes,
             error: None,
             stacks: Default::default(),
+            rollouts: Vec::new(),
         })
         .unwrap()
     };
