@@ -178,7 +178,7 @@ fn summary(r: &BuildReport, command: &str, json_out: bool) {
 }
 
 /// `rollout web: batch 1 of 3 ran (web-0 web-1); …`: what a build did of a rollout.
-fn rollout_line(ro: &envc_executor::RolloutOutcome) -> String {
+pub(crate) fn rollout_line(ro: &envc_executor::RolloutOutcome) -> String {
     let total = ro.batches.len();
     let ran: Vec<String> = (ro.batches.iter().take(ro.started))
         .map(|ms| ms.join(" "))
