@@ -48,7 +48,8 @@ impl Case {
 const HOST: &str = "let h = host(name = \"h1\", address = \"192.0.2.1\")\n";
 
 /// Four web hosts, `webs`, for the rollout cases.
-const WEBS: &str = "let webs = [for i in 0..4 => host(name = \"web-${i}\", address = \"192.0.2.${10 + i}\")]\n";
+const WEBS: &str =
+    "let webs = [for i in 0..4 => host(name = \"web-${i}\", address = \"192.0.2.${10 + i}\")]\n";
 
 fn webs(rest: &str) -> String {
     format!("{WEBS}{rest}")
@@ -58,11 +59,26 @@ fn webs(rest: &str) -> String {
 /// `cases`).
 fn rollout_cases() -> Vec<Case> {
     vec![
-        case("rollout-batch-zero-percent", &webs("rollout \"web\": webs, batch = \"0%\"\n")),
-        case("rollout-batch-over-100-percent", &webs("rollout \"web\": webs, batch = \"150%\"\n")),
-        case("rollout-batch-not-a-number", &webs("rollout \"web\": webs, batch = \"2\"\n")),
-        case("rollout-batch-wrong-type", &webs("rollout \"web\": webs, batch = 2GiB\n")),
-        case("rollout-max-failures-over-100-percent", &webs("rollout \"web\": webs, max_failures = \"101%\"\n")),
+        case(
+            "rollout-batch-zero-percent",
+            &webs("rollout \"web\": webs, batch = \"0%\"\n"),
+        ),
+        case(
+            "rollout-batch-over-100-percent",
+            &webs("rollout \"web\": webs, batch = \"150%\"\n"),
+        ),
+        case(
+            "rollout-batch-not-a-number",
+            &webs("rollout \"web\": webs, batch = \"2\"\n"),
+        ),
+        case(
+            "rollout-batch-wrong-type",
+            &webs("rollout \"web\": webs, batch = 2GiB\n"),
+        ),
+        case(
+            "rollout-max-failures-over-100-percent",
+            &webs("rollout \"web\": webs, max_failures = \"101%\"\n"),
+        ),
         case("rollout-not-a-list", &webs("rollout \"web\": webs[0]\n")),
     ]
 }
@@ -443,7 +459,11 @@ fn source_of(c: &Case) -> String {
 #[test]
 fn diagnostics_render() {
     with_big_stack(|| {
-        for c in cases().into_iter().chain(hint_cases()).chain(rollout_cases()) {
+        for c in cases()
+            .into_iter()
+            .chain(hint_cases())
+            .chain(rollout_cases())
+        {
             let (rendered, codes) = run(&c);
             assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
             insta::assert_snapshot!(

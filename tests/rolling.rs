@@ -155,7 +155,11 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
             (key, b)
         })
         .collect();
-    assert_eq!(finished.len(), 2 * WEBS, "a file and a restart per host: {finished:?}");
+    assert_eq!(
+        finished.len(),
+        2 * WEBS,
+        "a file and a restart per host: {finished:?}"
+    );
     assert!(
         finished.windows(2).all(|w| w[0].1 <= w[1].1),
         "batches out of order: {finished:?}"
@@ -175,7 +179,11 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
     assert_ne!(stopped.status.code(), Some(0), "{}", text(&stopped));
     let outcome = &lines_with(&stopped, "rollout")[0]["rollout"];
     assert_eq!(outcome["started"], 1, "{outcome}");
-    assert_eq!(outcome["failed"], serde_json::json!(["web-0", "web-1"]), "{outcome}");
+    assert_eq!(
+        outcome["failed"],
+        serde_json::json!(["web-0", "web-1"]),
+        "{outcome}"
+    );
     assert_eq!(
         outcome["untouched"],
         serde_json::json!(["web-2", "web-3", "web-4", "web-5"]),

@@ -337,7 +337,11 @@ impl<'p> Checker<'p> {
                 // Machines and amounts are read once the graph is lowered: known values.
                 let t = self.infer(&r.targets);
                 self.expect_known(&t, r.targets.span, "a rollout's machines");
-                self.expect_ty(&t, &Ty::List(Rc::new(Ty::Node(NodeTy::Any))), r.targets.span);
+                self.expect_ty(
+                    &t,
+                    &Ty::List(Rc::new(Ty::Node(NodeTy::Any))),
+                    r.targets.span,
+                );
                 for o in &r.options {
                     let t = self.infer(&o.value);
                     self.expect_known(&t, o.value.span, "a rollout's option");

@@ -151,7 +151,10 @@ fn machines_of(ev: &mut Evaluator, v: &Value, e: &Expr, file: FileId) -> Option<
         ev.errors.push(
             Diagnostic::new(
                 "rollout::not-a-machine",
-                format!("a rollout takes a list of machines, not `{}`", v.type_name()),
+                format!(
+                    "a rollout takes a list of machines, not `{}`",
+                    v.type_name()
+                ),
             )
             .label(file, e.span, format!("a value of type `{}`", v.type_name()))
             .help("write the machines as a list: `rollout \"web\": [web0, web1], batch = 1`"),
@@ -242,7 +245,9 @@ fn amount(name: &str, v: &Value, file: FileId, span: Span) -> Result<Amount, Box
                     "a percentage is written \"N%\"",
                 );
                 if let Ok(n) = s.trim().parse::<i64>() {
-                    *d = (*d).clone().help(format!("drop the quotes: `{name} = {n}`"));
+                    *d = (*d)
+                        .clone()
+                        .help(format!("drop the quotes: `{name} = {n}`"));
                 }
                 return Err(d);
             };
@@ -261,7 +266,10 @@ fn amount(name: &str, v: &Value, file: FileId, span: Span) -> Result<Amount, Box
             }
         }
         other => Err(bad(
-            format!("`{name}` is of type `{}`, not a number or a percentage", other.type_name()),
+            format!(
+                "`{name}` is of type `{}`, not a number or a percentage",
+                other.type_name()
+            ),
             "an int or a string \"N%\"",
         )),
     }

@@ -233,7 +233,11 @@ impl<T> Gate<T> {
                 let over = ro.b.batches[..ro.open.min(ro.b.batches.len())]
                     .iter()
                     .flatten()
-                    .all(|t| self.nodes_on.get(t).is_none_or(|ns| ns.iter().all(|n| settled(*n))));
+                    .all(|t| {
+                        self.nodes_on
+                            .get(t)
+                            .is_none_or(|ns| ns.iter().all(|n| settled(*n)))
+                    });
                 if !over && !forced {
                     break;
                 }
@@ -291,7 +295,10 @@ impl<T> Gate<T> {
 }
 
 fn stop_reason(spec: &Spec, b: &Batches, done: usize, failed: &BTreeSet<usize>) -> String {
-    let names: Vec<&str> = failed.iter().map(|t| spec.nodes[*t].name.as_str()).collect();
+    let names: Vec<&str> = failed
+        .iter()
+        .map(|t| spec.nodes[*t].name.as_str())
+        .collect();
     let limit = match b.max_failures {
         Amount::Count(_) => format!("max_failures = {}", b.max_failures),
         Amount::Percent(_) => format!("max_failures = {} ({})", b.max_failures, b.tolerated),

@@ -997,9 +997,8 @@ impl<'s> Scheduler<'s> {
             // else can move, a held batch opens anyway (its nodes wait for a later one's).
             let idle = to_run.is_empty() && tasks.is_empty() && ready.is_empty();
             let status = &self.status;
-            let settled = |j: usize| {
-                matches!(status[j], Status::Done | Status::Failed | Status::Skipped)
-            };
+            let settled =
+                |j: usize| matches!(status[j], Status::Done | Status::Failed | Status::Skipped);
             let (open, stopped) = self.gate.advance(spec, &settled, idle);
             for item in open {
                 if self.cancel.load(Ordering::SeqCst) || env.lock.lost() {

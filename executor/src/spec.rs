@@ -285,7 +285,11 @@ impl Spec {
                 .map(|r| RolloutSpec {
                     name: r.name.to_string(),
                     // A machine nothing is placed on, nor anything reaches, is in no graph.
-                    targets: r.targets.iter().filter_map(|t| index.get(&t.id).copied()).collect(),
+                    targets: r
+                        .targets
+                        .iter()
+                        .filter_map(|t| index.get(&t.id).copied())
+                        .collect(),
                     batch: r.batch,
                     max_failures: r.max_failures,
                 })
