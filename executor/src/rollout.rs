@@ -314,3 +314,131 @@ fn stop_reason(spec: &Spec, b: &Batches, done: usize, failed: &BTreeSet<usize>) 
         names.join(", "),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
+
+    use super::*;
+    use envc_compiler::{compile, CompileOptions, MemoryLoader};
+
+    /// Five web hosts and a db, a file on each; `web-2` has nothing to do.
+    fn spec(rollout: &str) -> (Spec, Vec<Action>) {
+        let src = format!(
+            "let webs = [for i in 0..5 => host(name = \"web-${{i}}\", address = \"192.0.2.${{10 + i}}\")]\n\
+             let db = host(name = \"db\", address = \"192.0.2.20\")\n\
+             let fs = [for h in webs + [db] => file(path = \"/etc/x\", content = \"x\", target = h)]\n\
+             {rollout}\n"
+        );
+        let c = compile(
+            "main.env",
+            &MemoryLoader::new([("main.env", src.as_str())]),
+            &CompileOptions::default(),
+        );
+        assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+        let spec = Spec::from_graph(&c.graph.unwrap(), &c.sources);
+        let actions = (0..spec.nodes.len())
+            .map(|i| match machine_of(&spec, i) {
+                m if spec.nodes[m].name == "web-2" => Action::Unchanged,
+                _ => Action::Create,
+            })
+            .collect();
+        (spec, actions)
+    }
+
+    fn names(spec: &Spec, ms: &[usize]) -> Vec<String> {
+        ms.iter().map(|m| spec.nodes[*m].name.clone()).collect()
+    }
+
+    #[test]
+    fn batches_take_only_machines_with_something_to_do() {
+        for (rollout, expected, tolerated) in [
+            (
+                "rollout \"web\": webs, batch = 2",
+                vec![vec!["web-0", "web-1"], vec!["web-3", "web-4"]],
+                0,
+            ),
+            (
+                "rollout \"web\": webs, batch = \"50%\", max_failures = \"50%\"",
+                vec![vec!["web-0", "web-1"], vec!["web-3", "web-4"]],
+                2,
+            ),
+            (
+                "rollout \"web\": [webs[4], webs[0]], batch = 5",
+                vec![vec!["web-4", "web-0"]],
+                0,
+            ),
+        ] {
+            let (spec, actions) = spec(rollout);
+            let b = &batches(&spec, &actions)[0];
+            let got: Vec<Vec<String>> = b.batches.iter().map(|ms| names(&spec, ms)).collect();
+            assert_eq!(got, expected, "{rollout}");
+            assert_eq!(b.tolerated, tolerated, "{rollout}");
+        }
+    }
+
+    /// Every file is ready at once; the first batch's nodes finish, with a failure on
+    /// each machine of `failing`: which files run, and which are skipped, after the batch.
+    fn check(max_failures: u32, failing: &[&str], run: &[&str], skipped: &[&str]) {
+        let rollout = format!("rollout \"web\": webs, batch = 2, max_failures = {max_failures}");
+        let (spec, actions) = spec(&rollout);
+        let mut gate: Gate<usize> = Gate::new(&spec, batches(&spec, &actions));
+        let files: Vec<usize> = (0..spec.nodes.len())
+            .filter(|i| spec.nodes[*i].target.is_some())
+            .collect();
+        let mut first = Vec::new();
+        for f in &files {
+            match gate.admit(machine_of(&spec, *f), *f) {
+                Admit::Run(i) => first.push(i),
+                Admit::Held => {}
+                Admit::Stopped(why) => panic!("stopped before anything ran: {why}"),
+            }
+        }
+        let on = |is: &[usize]| -> Vec<String> {
+            let mut v: Vec<String> = is
+                .iter()
+                .map(|i| spec.nodes[machine_of(&spec, *i)].name.clone())
+                .collect();
+            v.sort();
+            v
+        };
+        // The first batch and the db (in no rollout) run at once; web-2 had nothing to do in
+        // the plan, so what it turns out to need waits until every batch is over.
+        assert_eq!(on(&first), ["db", "web-0", "web-1"]);
+        let (none, _) = gate.advance(&spec, &|_| false, false);
+        assert!(none.is_empty(), "a batch under way opens nothing");
+        for m in failing {
+            gate.failed(spec.find(&format!("host:{m}")).unwrap());
+        }
+        let batch1: Vec<usize> = (0..spec.nodes.len())
+            .filter(|i| {
+                ["web-0", "web-1"].contains(&spec.nodes[machine_of(&spec, *i)].name.as_str())
+            })
+            .collect();
+        let (now, stop) = gate.advance(&spec, &|i| batch1.contains(&i), false);
+        assert_eq!(
+            on(&now),
+            run,
+            "max_failures {max_failures}, failing {failing:?}"
+        );
+        let stopped: Vec<usize> = stop.iter().map(|(i, _)| *i).collect();
+        assert_eq!(
+            on(&stopped),
+            skipped,
+            "max_failures {max_failures}, failing {failing:?}"
+        );
+        let outcome = &gate.outcomes(&spec)[0];
+        assert_eq!(outcome.started, if skipped.is_empty() { 2 } else { 1 });
+        let batches_untouched: Vec<&str> =
+            skipped.iter().copied().filter(|m| *m != "web-2").collect();
+        assert_eq!(outcome.untouched, batches_untouched);
+    }
+
+    #[test]
+    fn a_batch_opens_the_next_unless_too_many_machines_failed() {
+        check(0, &[], &["web-3", "web-4"], &[]);
+        check(0, &["web-1"], &[], &["web-2", "web-3", "web-4"]);
+        check(1, &["web-1"], &["web-3", "web-4"], &[]);
+        check(1, &["web-0", "web-1"], &[], &["web-2", "web-3", "web-4"]);
+    }
+}
