@@ -220,6 +220,17 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
     // (Automatic rollback puts the first batch back: asserted once it lands.)
     assert_eq!(conf_on(0), broken);
 
+    // The next plan still has the untouched hosts' changes to do.
+    let plan = p.run(&hosts, &["plan"]);
+    ok(&plan);
+    for i in 2..WEBS {
+        assert!(
+            stdout(&plan).contains(&format!("update    web-{i}/file:{CONF}")),
+            "{}",
+            text(&plan)
+        );
+    }
+
     // The run record says the same.
     let log = p.run(&hosts, &["log", "--json"]);
     ok(&log);
