@@ -47,6 +47,42 @@ impl Case {
 
 const HOST: &str = "let h = host(name = \"h1\", address = \"192.0.2.1\")\n";
 
+/// Four web hosts, `webs`, for the rollout cases.
+const WEBS: &str =
+    "let webs = [for i in 0..4 => host(name = \"web-${i}\", address = \"192.0.2.${10 + i}\")]\n";
+
+fn webs(rest: &str) -> String {
+    format!("{WEBS}{rest}")
+}
+
+/// A rollout's `batch` and `max_failures` wrong in each other way (the codes are in
+/// `cases`).
+fn rollout_cases() -> Vec<Case> {
+    vec![
+        case(
+            "rollout-batch-zero-percent",
+            &webs("rollout \"web\": webs, batch = \"0%\"\n"),
+        ),
+        case(
+            "rollout-batch-over-100-percent",
+            &webs("rollout \"web\": webs, batch = \"150%\"\n"),
+        ),
+        case(
+            "rollout-batch-not-a-number",
+            &webs("rollout \"web\": webs, batch = \"2\"\n"),
+        ),
+        case(
+            "rollout-batch-wrong-type",
+            &webs("rollout \"web\": webs, batch = 2GiB\n"),
+        ),
+        case(
+            "rollout-max-failures-over-100-percent",
+            &webs("rollout \"web\": webs, max_failures = \"101%\"\n"),
+        ),
+        case("rollout-not-a-list", &webs("rollout \"web\": webs[0]\n")),
+    ]
+}
+
 fn cases() -> Vec<Case> {
     let h = |rest: &str| format!("{HOST}{rest}");
     let mut deep_imports = case("load-too-deep", "import \"./m0.env\"\n");
@@ -211,6 +247,13 @@ fn cases() -> Vec<Case> {
         too_long,
         case("eval-unreadable-file", &h("let f = file(path = \"/etc/x\", source = path(\"missing.conf\"), target = h)\n")),
         case("eval-unset-attribute", &h("let p = package(name = \"curl\", target = h)\nlet v = \"${p.version}\"\n")),
+        // rollouts
+        case("parse-rollout-option", &webs("rollout \"web\": webs, batch = 2, max_failure = 1\n")),
+        case("rollout-batch", &webs("rollout \"web\": webs, batch = 0\n")),
+        case("rollout-max-failures", &webs("rollout \"web\": webs, batch = 2, max_failures = -1\n")),
+        case("rollout-not-a-machine", &webs("let confs = [for w in webs => file(path = \"/etc/web.conf\", content = \"x\", target = w)]\nrollout \"web\": [webs[0], confs[1]]\n")),
+        case("rollout-machine-twice", &webs("let db = host(name = \"db\", address = \"192.0.2.20\")\nrollout \"web\": webs\nrollout \"canary\": [db, webs[0]], max_failures = 0\n")),
+        case("rollout-duplicate", &webs("let db = host(name = \"db\", address = \"192.0.2.20\")\nrollout \"web\": webs, batch = 2\nrollout \"web\": [db]\n")),
         // graph
         case(
             "graph-conflict",
@@ -424,7 +467,11 @@ fn source_of(c: &Case) -> String {
 #[test]
 fn diagnostics_render() {
     with_big_stack(|| {
-        for c in cases().into_iter().chain(hint_cases()) {
+        for c in cases()
+            .into_iter()
+            .chain(hint_cases())
+            .chain(rollout_cases())
+        {
             let (rendered, codes) = run(&c);
             assert!(!codes.is_empty(), "case {} produced no diagnostic", c.name);
             insta::assert_snapshot!(
@@ -454,7 +501,7 @@ fn every_code_has_a_snapshot() {
                     let (area, rest) = code.split_once("::").unwrap();
                     let areas = [
                         "lex", "parse", "load", "name", "type", "eval", "graph", "param", "policy",
-                        "moved",
+                        "moved", "rollout",
                     ];
                     if areas.contains(&area)
                         && !rest.is_empty()

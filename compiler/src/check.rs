@@ -333,6 +333,20 @@ impl<'p> Checker<'p> {
                 self.expect_known(&t, value.span, "default tags");
                 self.expect_ty(&t, &Ty::Dict(Rc::new(Ty::Str)), value.span);
             }
+            ItemKind::Rollout(r) => {
+                // Machines and amounts are read once the graph is lowered: known values.
+                let t = self.infer(&r.targets);
+                self.expect_known(&t, r.targets.span, "a rollout's machines");
+                self.expect_ty(
+                    &t,
+                    &Ty::List(Rc::new(Ty::Node(NodeTy::Any))),
+                    r.targets.span,
+                );
+                for o in &r.options {
+                    let t = self.infer(&o.value);
+                    self.expect_known(&t, o.value.span, "a rollout's option");
+                }
+            }
             ItemKind::Import { .. } | ItemKind::Moved(_) | ItemKind::Error => {}
         }
     }

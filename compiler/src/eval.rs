@@ -247,6 +247,27 @@ impl<'p> Evaluator<'p> {
         }
     }
 
+    /// The program being evaluated.
+    pub fn program(&self) -> &'p Program {
+        self.program
+    }
+
+    /// A top-level expression of module `m` (a rollout's parts), evaluated to a known
+    /// value; `None` when it fails, with the diagnostic in `errors`.
+    pub fn top_level(&mut self, m: ModuleId, e: &Expr, what: &str) -> Option<Value> {
+        self.module = m;
+        let r = self
+            .eval(e, &Env::default())
+            .and_then(|v| self.known(v, e.span, what));
+        match r {
+            Ok(v) => Some(v),
+            Err(stop) => {
+                self.record(Err(stop));
+                None
+            }
+        }
+    }
+
     /// Checks every `policy` of the program against the lowered graph: the broken
     /// mandatory ones as errors (in `errors`, with any failure to evaluate one), the broken
     /// advisory ones returned as warnings, with how many policies there are. `nodes`: the

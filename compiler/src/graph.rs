@@ -26,6 +26,9 @@ pub struct Graph {
     pub policies: usize,
     /// Its `moved` declarations, checked against it (`moved.rs`).
     pub moved: Vec<crate::moved::Move>,
+    /// Its `rollout` groups: which machines a build updates batch by batch. Not part of
+    /// any node's id.
+    pub rollouts: Vec<crate::rollout::Rollout>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -110,6 +113,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         lab_images,
         policies: 0,
         moved: Vec::new(),
+        rollouts: Vec::new(),
     })
 }
 

@@ -20,6 +20,7 @@ pub mod moved;
 mod names;
 pub mod network;
 pub mod program;
+pub mod rollout;
 pub mod size;
 pub mod source;
 pub mod stack;
@@ -158,6 +159,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         let (broken_advisory, count) = evaluator.policies(g.nodes().cloned().collect());
         warnings.extend(broken_advisory);
         g.policies = count;
+        g.rollouts = rollout::evaluate(&mut evaluator);
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

@@ -37,6 +37,7 @@ pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod resolve;
+pub(crate) mod rollout;
 pub mod run;
 pub(crate) mod script;
 pub(crate) mod secret_edit;
@@ -79,6 +80,8 @@ pub use stack::{facts as stack_facts, StackError};
 // The graph as the executor holds it, and a plan of it.
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
+pub use record::RolloutOutcome;
+pub use rollout::{plan as rollout_plan, RolloutPlan};
 pub use spec::{on_target, Spec};
 pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};
 pub use targeting::{

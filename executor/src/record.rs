@@ -240,6 +240,30 @@ pub struct RunRecord {
     /// A targeted run (`--only`, `--exclude`): its patterns and what it left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targeted: Option<crate::targeting::Targeted>,
+    /// Its rollouts: which batches ran, which machines failed, what was left untouched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<RolloutOutcome>,
+}
+
+/// What a run did of one `rollout`: its batches (machine names, in the order they go),
+/// how many of them it started, the machines that failed (a node on them failed), and
+/// those it left untouched once too many had failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutOutcome {
+    pub name: String,
+    /// `batch` and `max_failures` as declared (`2`, `25%`).
+    pub batch: String,
+    pub max_failures: String,
+    pub batches: Vec<Vec<String>>,
+    /// How many batches were started (all of them unless it stopped).
+    pub started: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// Why it stopped starting batches, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untouched: Vec<String>,
 }
 
 /// An environment's state after a run: its live records by node, and the state before.

@@ -40,6 +40,7 @@ use crate::record::{
 };
 use crate::record::{Applied, CommandLog};
 use crate::resolve::Resolved;
+use crate::rollout::{self, Admit, Gate};
 use crate::spec::{on_target, targetless, Spec};
 use crate::store::{ObjectId, RefConflict, Reserve, Store, StoreError};
 use crate::substitute::{Known, Resolution};
@@ -119,6 +120,8 @@ pub struct BuildReport {
     pub moved: usize,
     /// Warnings about the source against the state (`moved` lines that can go).
     pub notes: Vec<String>,
+    /// What it did of each rollout (as its run record has it).
+    pub rollouts: Vec<crate::record::RolloutOutcome>,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -564,6 +567,8 @@ pub struct Scheduler<'s> {
     delivered: BTreeMap<usize, String>,
     report: BuildReport,
     started_unix: u64,
+    /// The rollouts: nodes on a machine whose batch is not open yet wait here.
+    gate: Gate<(usize, Action, Resolved)>,
 }
 
 impl<'s> Scheduler<'s> {
@@ -612,6 +617,7 @@ impl<'s> Scheduler<'s> {
             delivered: BTreeMap::new(),
             report: BuildReport::default(),
             started_unix: now_unix(),
+            gate: Gate::new(spec, rollout::batches(spec, &opts.planned)),
         }
     }
 
@@ -752,6 +758,7 @@ impl<'s> Scheduler<'s> {
         self.status[i] = status.clone();
         if status == Status::Failed {
             self.report.failed += 1;
+            self.gate.failed(self.target_of(i));
             if !self.opts.keep_going {
                 self.failed_targets.insert(self.target_of(i));
             }
@@ -834,6 +841,7 @@ impl<'s> Scheduler<'s> {
             }
         }
         self.report.outcomes = self.nodes_so_far();
+        self.report.rollouts = self.gate.outcomes(self.spec);
         Ok(self.report)
     }
 
@@ -872,6 +880,7 @@ impl<'s> Scheduler<'s> {
                 .map(|(env, p)| (env.clone(), p.run.clone()))
                 .collect(),
             targeted: self.spec.targeted.as_deref().cloned(),
+            rollouts: self.gate.outcomes(self.spec),
         };
         let id = env.store.put_json(&run)?;
         if checkpoint {
@@ -1020,7 +1029,11 @@ impl<'s> Scheduler<'s> {
                         None => {
                             self.decided[i] = Some((a.action, r.clone()));
                             self.status[i] = Status::Queued;
-                            to_run.push((i, a.action, r));
+                            match self.gate.admit(self.target_of(i), (i, a.action, r)) {
+                                Admit::Run(item) => to_run.push(item),
+                                Admit::Held => {}
+                                Admit::Stopped(why) => self.untouched(i, why, &dependents),
+                            }
                         }
                     },
                 }
@@ -1034,7 +1047,34 @@ impl<'s> Scheduler<'s> {
                 self.launch(to_run, env, &semaphore, &mut tasks);
                 continue;
             }
+            // A batch that is over opens the next (or stops its rollout); when nothing
+            // else can move, a held batch opens anyway (its nodes wait for a later one's).
+            let idle = to_run.is_empty() && tasks.is_empty() && ready.is_empty();
+            let status = &self.status;
+            let settled =
+                |j: usize| matches!(status[j], Status::Done | Status::Failed | Status::Skipped);
+            let (open, stopped) = self.gate.advance(spec, &settled, idle);
+            for item in open {
+                if self.cancel.load(Ordering::SeqCst) || env.lock.lost() {
+                    // What the ready loop would have said, had it come by then.
+                    self.report.interrupted |= self.cancel.load(Ordering::SeqCst);
+                    let why = "interrupted before its batch started".to_string();
+                    self.stop(item.0, Status::Skipped, why, Duration::ZERO, &dependents);
+                } else {
+                    to_run.push(item);
+                }
+            }
+            for ((j, _, _), why) in stopped {
+                self.untouched(j, why, &dependents);
+            }
+            if !ready.is_empty() {
+                self.launch(to_run, env, &semaphore, &mut tasks);
+                continue;
+            }
             self.launch(to_run, env, &semaphore, &mut tasks);
+            if tasks.is_empty() && self.gate.holds() {
+                continue;
+            }
             if tasks.is_empty() {
                 for work in self.deliver(env, true) {
                     self.spawn(work, true, &semaphore, &mut tasks);
@@ -1136,6 +1176,14 @@ impl<'s> Scheduler<'s> {
             self.delete_removed(env).await?;
         }
         Ok(())
+    }
+
+    /// Node `i`, held for a batch its rollout never started: skipped, with what depends
+    /// on it, and its machine left as it was.
+    fn untouched(&mut self, i: usize, why: String, dependents: &[Vec<usize>]) {
+        let m = self.target_name(i).to_string();
+        let why = format!("{why}; `{m}` left untouched");
+        self.stop(i, Status::Skipped, why, Duration::ZERO, dependents);
     }
 
     /// How to reach target `t` (a host or VM node) as this run decided it.

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use envc_compiler::pin::PinKey;
+pub use envc_compiler::rollout::Amount;
 use envc_compiler::types::{CheckKind, NodeKind};
 use envc_compiler::value::{Check, Deferred, Node, Value};
 use envc_compiler::{DerivationId, Graph, SourceMap};
@@ -145,6 +146,9 @@ pub struct Spec {
     /// A targeted plan or build (`--only`, `--exclude`): what was left out of this graph,
     /// which deletions spare (`crate::targeting`). Not part of `graph_hash`.
     pub targeted: Option<std::sync::Arc<crate::targeting::Targeted>>,
+    /// Its `rollout` groups, machines by index. Not part of `graph_hash`: a rollout orders
+    /// the work, it changes none of it.
+    pub rollouts: Vec<RolloutSpec>,
 }
 
 /// What a moved node was called before: its key in the state and its name.
@@ -152,6 +156,16 @@ pub struct Spec {
 pub struct MovedFrom {
     pub key: String,
     pub name: String,
+}
+
+/// A `rollout`: machines (host and VM nodes, by index, in the order written) that a build
+/// updates a batch at a time.
+#[derive(Clone, Debug)]
+pub struct RolloutSpec {
+    pub name: String,
+    pub targets: Vec<usize>,
+    pub batch: Amount,
+    pub max_failures: Amount,
 }
 
 /// The names of the secrets a value holds.
@@ -286,6 +300,21 @@ impl Spec {
                 .map(|m| (m.from.to_string(), m.to.to_string()))
                 .collect(),
             targeted: None,
+            rollouts: graph
+                .rollouts
+                .iter()
+                .map(|r| RolloutSpec {
+                    name: r.name.to_string(),
+                    // A machine nothing is placed on, nor anything reaches, is in no graph.
+                    targets: r
+                        .targets
+                        .iter()
+                        .filter_map(|t| index.get(&t.id).copied())
+                        .collect(),
+                    batch: r.batch,
+                    max_failures: r.max_failures,
+                })
+                .collect(),
         }
     }
 

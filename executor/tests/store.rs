@@ -212,6 +212,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             left_out: vec!["h2/file:/etc/motd".into()],
             ..Default::default()
         }),
+        rollouts: Vec::new(),
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -324,6 +325,7 @@ fn run_record(s: &Store, env: &str, n: u64) -> ObjectId {
         error: None,
         stacks: Default::default(),
         targeted: None,
+        rollouts: Vec::new(),
     })
     .unwrap()
 }
@@ -563,6 +565,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
             error: None,
             stacks: Default::default(),
             targeted: None,
+            rollouts: Vec::new(),
         })
         .unwrap()
     };

@@ -28,6 +28,7 @@ pub enum SymbolKind {
     Type,
     Output,
     Policy,
+    Rollout,
 }
 
 impl Snapshot {
@@ -99,6 +100,19 @@ impl Snapshot {
                         detail: p.level.name().to_string(),
                         span: it.span,
                         name_span: p.name_span,
+                    });
+                    continue;
+                }
+                ItemKind::Rollout(r) => {
+                    let options: Vec<String> = (r.options.iter())
+                        .map(|o| format!("{} = {}", o.name.name, &text[o.value.span.range()]))
+                        .collect();
+                    out.push(Symbol {
+                        name: r.name.to_string(),
+                        kind: SymbolKind::Rollout,
+                        detail: options.join(", "),
+                        span: it.span,
+                        name_span: r.name_span,
                     });
                     continue;
                 }

@@ -34,6 +34,9 @@ fn item_exprs(kind: &ItemKind) -> Vec<&Expr> {
             v
         }
         ItemKind::DefaultTags(value) => vec![value],
+        ItemKind::Rollout(r) => std::iter::once(&r.targets)
+            .chain(r.options.iter().map(|o| &o.value))
+            .collect(),
         ItemKind::Import { .. } | ItemKind::Type { .. } | ItemKind::Moved(_) | ItemKind::Error => {
             vec![]
         }

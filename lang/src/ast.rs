@@ -55,6 +55,9 @@ pub enum ItemKind {
     DefaultTags(Expr),
     /// `moved "vm:web-0" -> "vm:web-a"`: the records of a node carried to its new name.
     Moved(Moved),
+    /// `rollout "web": webs, batch = 2, max_failures = 0`: a group of machines that a build
+    /// updates batch by batch.
+    Rollout(Rc<Rollout>),
     Error,
 }
 
@@ -66,6 +69,26 @@ pub struct Moved {
     pub from_span: Span,
     pub to: Rc<str>,
     pub to_span: Span,
+}
+
+/// A group of machines updated a batch at a time (Ansible's `serial`): what `rollout` says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rollout {
+    pub name: Rc<str>,
+    pub name_span: Span,
+    /// The machines, in the order the batches take them.
+    pub targets: Expr,
+    /// `batch = …`, `max_failures = …`, as written (names checked by the parser).
+    pub options: Vec<RecordField>,
+}
+
+impl Rollout {
+    /// The options a rollout takes.
+    pub const OPTIONS: [&'static str; 2] = ["batch", "max_failures"];
+
+    pub fn option(&self, name: &str) -> Option<&RecordField> {
+        self.options.iter().find(|o| &*o.name.name == name)
+    }
 }
 
 /// A rule every node it ranges over must keep, checked on the evaluated graph.

@@ -206,6 +206,7 @@ impl<'a> Fmt<'a> {
                 self.text(m.from_span),
                 self.text(m.to_span)
             ),
+            ItemKind::Rollout(r) => self.rollout(r, ind),
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }
@@ -225,6 +226,16 @@ impl<'a> Fmt<'a> {
         if let Some(m) = &a.message {
             s.push_str(", ");
             s.push_str(&self.expr(m, ind));
+        }
+        s
+    }
+
+    fn rollout(&mut self, r: &Rollout, ind: usize) -> String {
+        let head = format!("rollout {}: ", self.text(r.name_span));
+        let mut s = self.expr_after(&head, &r.targets, ind);
+        for o in &r.options {
+            s.push_str(", ");
+            s.push_str(&format!("{} = {}", o.name.name, self.expr(&o.value, ind)));
         }
         s
     }
@@ -1013,6 +1024,15 @@ mod tests {
             "moved   \"vm:web-0\"->\"vm:web-a\"\n# kept\nmoved \"host:db\"  ->  \"host:db-0\"",
             "moved \"vm:web-0\" -> \"vm:web-a\"\n# kept\nmoved \"host:db\" -> \"host:db-0\"\n",
         );
+    }
+
+    #[test]
+    fn rollouts() {
+        check(
+            "rollout   \"web\" :[web0,web1 ],batch=\"25%\" ,  max_failures= 1",
+            "rollout \"web\": [web0, web1], batch = \"25%\", max_failures = 1\n",
+        );
+        check("rollout \"db\": dbs", "rollout \"db\": dbs\n");
     }
 
     #[test]

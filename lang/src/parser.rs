@@ -412,6 +412,7 @@ impl<'a> Parser<'a> {
             }
             T::Policy => self.policy_item(),
             T::Moved => self.moved_item(),
+            T::Rollout => self.rollout_item(),
             T::Ident => {
                 // `default tags`: the words are names elsewhere, so not keywords.
                 self.bump();
@@ -514,6 +515,58 @@ impl<'a> Parser<'a> {
             to: to.into(),
             to_span,
         })
+    }
+
+    /// `rollout "NAME": MACHINES [, batch = N|"P%"] [, max_failures = N|"P%"]`.
+    fn rollout_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some((name, name_span)) = self.plain_string("the rollout's name, as a string") else {
+            return ItemKind::Error;
+        };
+        if self.expect(T::Colon, "`:`").is_none() {
+            return ItemKind::Error;
+        }
+        let targets = self.expr();
+        let mut options: Vec<RecordField> = Vec::new();
+        while self.eat(T::Comma).is_some() {
+            let Some(name) = self.ident("`batch` or `max_failures`") else {
+                return ItemKind::Error;
+            };
+            if !Rollout::OPTIONS.contains(&&*name.name) {
+                let d = Diagnostic::new(
+                    "parse::rollout-option",
+                    format!("`{}` is not an option of a rollout", name.name),
+                )
+                .label(self.file, name.span, "not a rollout option")
+                .help(
+                    crate::did_you_mean(&name.name, Rollout::OPTIONS.iter().copied())
+                        .unwrap_or_else(|| {
+                            "a rollout takes `batch = N` (or \"P%\") and `max_failures = N` (or \"P%\")".into()
+                        }),
+                );
+                self.push_error(d);
+            } else if let Some(first) = options.iter().find(|o| o.name.name == name.name) {
+                let d = Diagnostic::new(
+                    "parse::rollout-option",
+                    format!("`{}` is given twice", name.name),
+                )
+                .label(self.file, name.span, "given again here")
+                .label(self.file, first.name.span, "first given here")
+                .help("keep one of them");
+                self.push_error(d);
+            }
+            if self.expect(T::Eq, "`=`").is_none() {
+                return ItemKind::Error;
+            }
+            let value = self.expr();
+            options.push(RecordField { name, value });
+        }
+        ItemKind::Rollout(Rc::new(Rollout {
+            name: name.into(),
+            name_span,
+            targets,
+            options,
+        }))
     }
 
     fn import(&mut self) -> ItemKind {
@@ -1420,6 +1473,7 @@ fn is_keyword(k: T) -> bool {
             | Assert
             | Policy
             | Moved
+            | Rollout
             | True
             | False
             | And

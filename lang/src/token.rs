@@ -32,6 +32,7 @@ pub enum TokenKind {
     Assert,
     Policy,
     Moved,
+    Rollout,
     True,
     False,
     And,
@@ -87,6 +88,7 @@ impl TokenKind {
             "assert" => Assert,
             "policy" => Policy,
             "moved" => Moved,
+            "rollout" => Rollout,
             "true" => True,
             "false" => False,
             "and" => And,
@@ -121,6 +123,7 @@ impl TokenKind {
             Assert => "`assert`",
             Policy => "`policy`",
             Moved => "`moved`",
+            Rollout => "`rollout`",
             True => "`true`",
             False => "`false`",
             And => "`and`",
@@ -162,7 +165,7 @@ impl TokenKind {
         use TokenKind::*;
         matches!(
             self,
-            Let | Fn | Import | Type | Param | Output | Assert | Policy | Moved
+            Let | Fn | Import | Type | Param | Output | Assert | Policy | Moved | Rollout
         )
     }
 }

@@ -221,6 +221,15 @@ fn item_sexp(i: &Item) -> String {
         ),
         ItemKind::DefaultTags(value) => format!("(default-tags {})", sexp(value)),
         ItemKind::Moved(m) => format!("(moved {:?} {:?})", m.from, m.to),
+        ItemKind::Rollout(r) => format!(
+            "(rollout {:?} {}{})",
+            r.name,
+            sexp(&r.targets),
+            r.options
+                .iter()
+                .map(|o| format!(" ({} {})", o.name.name, sexp(&o.value)))
+                .collect::<String>()
+        ),
         ItemKind::Error => "ERR".into(),
     }
 }
@@ -400,6 +409,30 @@ fn nesting_is_bounded() {
 }
 
 /// `policy` is an item; `default tags` is one too, though both words stay names.
+#[test]
+fn rollouts() {
+    check(
+        "rollout \"web\": webs, batch = 2, max_failures = 0",
+        "(rollout \"web\" webs (batch 2) (max_failures 0))",
+    );
+    check(
+        "rollout \"web\": [a, b], batch = \"25%\"\nlet x = 1",
+        "(rollout \"web\" [a b] (batch (str \"25%\")))\n(let x 1)",
+    );
+    check(
+        "rollout \"web\": webs, bacth = 2",
+        "(rollout \"web\" webs (bacth 2))\n! parse::rollout-option",
+    );
+    check(
+        "rollout \"web\": webs, batch = 1, batch = 2",
+        "(rollout \"web\" webs (batch 1) (batch 2))\n! parse::rollout-option",
+    );
+    check(
+        "rollout web: webs\nlet x = 1",
+        "ERR\n(let x 1)\n! parse::unexpected-token",
+    );
+}
+
 #[test]
 fn policies_and_default_tags() {
     check(

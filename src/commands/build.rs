@@ -173,6 +173,13 @@ fn realize(
 }
 
 fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Targeted>) {
+    for ro in &r.rollouts {
+        if json_out {
+            output::line(json!({ "rollout": ro }));
+        } else {
+            output::line(rollout_line(ro));
+        }
+    }
     if json_out {
         output::line(
             json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex()), "warnings": r.notes, "targeted": targeted}}),
@@ -195,6 +202,34 @@ fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Tar
             crate::output::errln!("warning: {note}");
         }
     }
+}
+
+/// `rollout web: batch 1 of 3 ran (web-0 web-1); …`: what a build did of a rollout.
+pub(crate) fn rollout_line(ro: &envc_executor::RolloutOutcome) -> String {
+    let total = ro.batches.len();
+    let ran: Vec<String> = (ro.batches.iter().take(ro.started))
+        .map(|ms| ms.join(" "))
+        .collect();
+    let mut s = match (ro.started, total) {
+        (_, 0) => format!("rollout {}: nothing to do", ro.name),
+        (k, n) => format!(
+            "rollout {}: {} of {n} batch{} ran ({})",
+            ro.name,
+            k,
+            if n == 1 { "" } else { "es" },
+            ran.join(" | ")
+        ),
+    };
+    if !ro.failed.is_empty() {
+        s.push_str(&format!("; failed: {}", ro.failed.join(" ")));
+    }
+    if let Some(why) = &ro.stopped {
+        s.push_str(&format!("\n  {why}"));
+    }
+    if !ro.untouched.is_empty() {
+        s.push_str(&format!("\n  untouched: {}", ro.untouched.join(" ")));
+    }
+    s
 }
 
 /// SIGINT during a build: the first lets running steps finish, the second stops at once.

@@ -37,7 +37,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                 .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from}))
                 .collect();
             output::line(
-                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "nodes": steps}),
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "rollouts": run.rollouts, "nodes": steps}),
             );
             continue;
         }
@@ -58,6 +58,10 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             output::line(format!(
                 "    read the outputs of `{env}` from its run {read}"
             ));
+        }
+        for ro in &run.rollouts {
+            let line = super::build::rollout_line(ro).replace('\n', "\n    ");
+            output::line(format!("    {line}"));
         }
         for n in done() {
             match &n.moved_from {

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::ValueEnum;
 use envc_executor::{
     describe_decl, on_target, Action, Assessment, Plan, PlanReport, RealizationRecord, Resolution,
-    Spec,
+    RolloutPlan, Spec,
 };
 use serde_json::json;
 
@@ -243,6 +243,10 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
             );
             out.push('\n');
         }
+        for ro in envc_executor::rollout_plan(spec, p) {
+            out.push_str(&json!({"rollout": rollout_json(&ro)}).to_string());
+            out.push('\n');
+        }
         let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
             &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}})
@@ -274,6 +278,10 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
     for (key, r) in &p.deletions {
         let note = deletion_note(key, r, false);
         out.push_str(&format!("{:<9} {key}\n          {note}\n", "delete"));
+    }
+    for ro in envc_executor::rollout_plan(spec, p) {
+        out.push_str(&ro.describe());
+        out.push('\n');
     }
     let check = match to_check(p) {
         0 => String::new(),
@@ -349,6 +357,24 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
             ));
         }
     }
+    for ro in envc_executor::rollout_plan(spec, p) {
+        let each: Vec<String> = (ro.batches.iter().enumerate())
+            .map(|(k, ms)| {
+                let names: Vec<String> = ms.iter().map(|m| format!("`{}`", cell(m))).collect();
+                format!("batch {}: {}", k + 1, names.join(", "))
+            })
+            .collect();
+        let batches = if each.is_empty() {
+            "nothing to do".to_string()
+        } else {
+            each.join("; ")
+        };
+        out.push_str(&format!(
+            "\n**Rollout `{}`** (max_failures {}): {batches}\n",
+            cell(&ro.name),
+            ro.max_failures
+        ));
+    }
     if !p.has_changes() {
         out.push_str("\nNo changes.\n");
         return out;
@@ -382,6 +408,18 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
         out.push_str(&format!("| delete | `{}` | {why} |\n", cell(key)));
     }
     out
+}
+
+/// A rollout's batches in `plan --json`.
+fn rollout_json(ro: &RolloutPlan) -> serde_json::Value {
+    json!({
+        "name": ro.name,
+        "batch": ro.batch.to_string(),
+        "max_failures": ro.max_failures.to_string(),
+        "tolerated": ro.tolerated,
+        "batches": ro.batches,
+        "unchanged": ro.unchanged,
+    })
 }
 
 fn why_text(

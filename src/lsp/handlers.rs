@@ -368,5 +368,6 @@ fn symbol_kind(k: envc_ide::SymbolKind) -> SymbolKind {
         S::Type => SymbolKind::STRUCT,
         S::Output => SymbolKind::PROPERTY,
         S::Policy => SymbolKind::EVENT,
+        S::Rollout => SymbolKind::ARRAY,
     }
 }
