@@ -24,6 +24,8 @@ pub struct Graph {
     pub lab_images: Vec<Rc<Node>>,
     /// How many policies judged it (every one kept, or there would be no graph).
     pub policies: usize,
+    /// The root file's `adopt` lines, each naming a node of the graph. Not part of any id.
+    pub adoptions: Vec<crate::adopt::Adoption>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -107,6 +109,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         outputs: ev.outputs.clone(),
         lab_images,
         policies: 0,
+        adoptions: Vec::new(),
     })
 }
 

@@ -7,6 +7,7 @@
 //! Pure and deterministic: the same sources, project files and parameters give the same
 //! graph on any machine.
 
+pub mod adopt;
 pub mod args;
 pub mod builtins;
 pub mod check;
@@ -157,6 +158,9 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         let (broken_advisory, count) = evaluator.policies(g.nodes().cloned().collect());
         warnings.extend(broken_advisory);
         g.policies = count;
+        let (adoptions, wrong) = adopt::collect(&program, &mut evaluator, g);
+        g.adoptions = adoptions;
+        evaluator.errors.extend(wrong);
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

@@ -102,7 +102,10 @@ impl Snapshot {
                     });
                     continue;
                 }
-                ItemKind::Assert(_) | ItemKind::DefaultTags(_) | ItemKind::Error => continue,
+                ItemKind::Assert(_)
+                | ItemKind::DefaultTags(_)
+                | ItemKind::Adopt(_)
+                | ItemKind::Error => continue,
             };
             out.push(Symbol {
                 name: ident.name.to_string(),

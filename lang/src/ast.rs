@@ -53,7 +53,21 @@ pub enum ItemKind {
     Policy(Rc<Policy>),
     /// `default tags = { owner = "platform" }`: tags every node made in this module gets.
     DefaultTags(Expr),
+    /// `adopt "web-0/file:/etc/motd"`: the node takes over what already exists.
+    Adopt(Rc<Adopt>),
     Error,
+}
+
+/// `adopt "NODE" [from { … }]`: a node (named by its state key, as `plan` prints it) that
+/// is recorded as found rather than created (Terraform's `import` block).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adopt {
+    pub node: Rc<str>,
+    pub node_span: Span,
+    /// `from { disk = …, port = … }`: where a machine made outside envc is found.
+    pub from: Option<Expr>,
+    /// Where `from` is written.
+    pub from_span: Option<Span>,
 }
 
 /// A rule every node it ranges over must keep, checked on the evaluated graph.

@@ -201,6 +201,13 @@ impl<'a> Fmt<'a> {
             ItemKind::Assert(a) => self.assertion(a, ind),
             ItemKind::Policy(p) => self.policy(p, ind),
             ItemKind::DefaultTags(value) => self.expr_after("default tags = ", value, ind),
+            ItemKind::Adopt(a) => {
+                let head = format!("adopt {}", self.text(a.node_span));
+                match &a.from {
+                    Some(from) => self.expr_after(&format!("{head} from "), from, ind),
+                    None => head,
+                }
+            }
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }

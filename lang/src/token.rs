@@ -31,6 +31,7 @@ pub enum TokenKind {
     Output,
     Assert,
     Policy,
+    Adopt,
     True,
     False,
     And,
@@ -85,6 +86,7 @@ impl TokenKind {
             "output" => Output,
             "assert" => Assert,
             "policy" => Policy,
+            "adopt" => Adopt,
             "true" => True,
             "false" => False,
             "and" => And,
@@ -118,6 +120,7 @@ impl TokenKind {
             Output => "`output`",
             Assert => "`assert`",
             Policy => "`policy`",
+            Adopt => "`adopt`",
             True => "`true`",
             False => "`false`",
             And => "`and`",
@@ -159,7 +162,7 @@ impl TokenKind {
         use TokenKind::*;
         matches!(
             self,
-            Let | Fn | Import | Type | Param | Output | Assert | Policy
+            Let | Fn | Import | Type | Param | Output | Assert | Policy | Adopt
         )
     }
 }

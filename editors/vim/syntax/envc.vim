@@ -114,6 +114,7 @@ syn keyword envcDecl let nextgroup=envcBindingName skipwhite
 syn keyword envcDecl param nextgroup=envcParamName skipwhite
 syn keyword envcDecl output nextgroup=envcOutputName skipwhite
 syn keyword envcDecl policy
+syn keyword envcDecl adopt
 syn keyword envcTypedef type nextgroup=envcTypeDeclName skipwhite
 syn keyword envcFn fn nextgroup=envcFuncName,envcParams skipwhite
 
