@@ -13,6 +13,7 @@
 // `executor/tests/`) exercises internals against real parts; the CLI goes through the
 // re-exports below, and `tests/architecture.rs` holds it to them.
 pub(crate) mod beneath;
+mod adopt;
 pub mod cache;
 pub(crate) mod checks;
 pub(crate) mod config;
@@ -76,6 +77,7 @@ pub use stack::{facts as stack_facts, StackError};
 
 // The graph as the executor holds it, and a plan of it.
 pub use kinds::manifest::rendered as rendered_manifest;
+pub use adopt::Found as AdoptFound;
 pub use plan::{Action, Assessment, Plan};
 pub use spec::{on_target, Spec};
 pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};

@@ -166,6 +166,10 @@ pub struct PlanReport {
     pub drift: BTreeMap<String, DriftFacts>,
     /// Nodes that could not be probed, and why.
     pub unreachable: BTreeMap<String, String>,
+    /// What the look before the plan found of each node an `adopt` line takes over, by key.
+    pub adoptions: BTreeMap<String, crate::adopt::Found>,
+    /// `adopt` lines whose node already has a record (they can go).
+    pub adopt_warnings: Vec<String>,
 }
 
 /// What `drift --checks` found.
@@ -203,6 +207,9 @@ pub struct BuildRequest {
     pub push: bool,
     /// The commit of the environment's source, for the commits delivering its objects.
     pub source: Option<String>,
+    /// `destroy --adopted`: what `adopt` lines took over is removed too, as if envc had
+    /// made it.
+    pub remove_adopted: bool,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -466,6 +473,28 @@ impl Session {
             )
         };
         let mut plan = plan(spec, &records, &intents, &drift, files);
+        let pending = crate::adopt::pending(spec, &records);
+        let mut adoptions = BTreeMap::new();
+        if !pending.is_empty() {
+            let (conns, _work) = self.connections(&machines)?;
+            let found = runtime()?.block_on(async {
+                let found = crate::adopt::look(
+                    spec,
+                    &plan,
+                    &records,
+                    &graph_hosts(&plan),
+                    &conns,
+                    &self.env,
+                )
+                .await;
+                conns.close().await;
+                found
+            });
+            crate::adopt::mark(spec, &mut plan, &found, &pending);
+            adoptions = (found.into_iter())
+                .map(|(i, f)| (spec.nodes[i].key.clone(), f))
+                .collect();
+        }
         // A message about a node can quote what it was rendered from.
         if let Some(secrets) = &spec.secrets {
             for n in &mut plan.nodes {
@@ -475,9 +504,11 @@ impl Session {
             }
         }
         Ok(PlanReport {
+            adopt_warnings: crate::adopt::already_managed(spec, &records),
             plan,
             drift,
             unreachable,
+            adoptions,
         })
     }
 
@@ -625,7 +656,21 @@ impl Session {
         // What the probes found; what is visible locally is the plan's business.
         reporter.probed(&probed.drift, &probed.unreachable);
         // Every tool the nodes about to run need, before any of them runs.
-        let first = plan(spec, &env.records, &env.intents, &drift, files);
+        let mut first = plan(spec, &env.records, &env.intents, &drift, files);
+        // What adopted nodes find on their targets decides whether they run at all.
+        let pending = crate::adopt::pending(spec, &env.records);
+        let adoptions = match pending.is_empty() {
+            true => BTreeMap::new(),
+            false => rt.block_on(crate::adopt::look(
+                spec,
+                &first,
+                &env.records,
+                &graph_hosts(&first),
+                &conns,
+                &self.env,
+            )),
+        };
+        crate::adopt::mark(spec, &mut first, &adoptions, &pending);
         let missing = missing_tools(
             first
                 .nodes
@@ -652,6 +697,8 @@ impl Session {
             },
             cache,
             source: request.source.clone(),
+            adoptions,
+            remove_adopted: request.remove_adopted,
         };
         let scheduler = Scheduler::new(
             spec,

@@ -137,6 +137,17 @@ pub struct Spec {
     /// holds it now: read by the CLI before anything is resolved; absent if never built.
     /// Not part of `graph_hash`: the `stack` nodes' resolved hashes cover what they read.
     pub stacks: BTreeMap<String, Published>,
+    /// The source's `adopt` lines, by node key. Not part of `graph_hash`: the nodes are
+    /// the same derivations whether envc made their things or found them.
+    pub adoptions: BTreeMap<String, AdoptSpec>,
+}
+
+/// An `adopt` line: where a machine is found (`from`), and where the line is written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdoptSpec {
+    pub from: BTreeMap<String, String>,
+    /// `FILE:LINE:COL` (project-relative), for messages.
+    pub location: String,
 }
 
 /// The names of the secrets a value holds.
@@ -265,6 +276,17 @@ impl Spec {
             graph_hash: hasher.finalize().to_hex().to_string(),
             debs: BTreeMap::new(),
             stacks: BTreeMap::new(),
+            adoptions: graph
+                .adoptions
+                .iter()
+                .map(|a| {
+                    let spec = AdoptSpec {
+                        from: a.from.clone(),
+                        location: sources.location(a.file, a.span.start as usize),
+                    };
+                    (a.key.clone(), spec)
+                })
+                .collect(),
         }
     }
 
