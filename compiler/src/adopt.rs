@@ -78,10 +78,13 @@ pub fn collect(
             Ok(adoption) => {
                 if let Some(first) = out.iter().find(|x| x.key == adoption.key) {
                     errors.push(
-                        Diagnostic::new("adopt::duplicate", format!("`{}` is adopted twice", a.node))
-                            .label(file, a.node_span, "adopted again here")
-                            .label(first.file, first.span, "first adopted here")
-                            .help("remove one of the two lines"),
+                        Diagnostic::new(
+                            "adopt::duplicate",
+                            format!("`{}` is adopted twice", a.node),
+                        )
+                        .label(file, a.node_span, "adopted again here")
+                        .label(first.file, first.span, "first adopted here")
+                        .help("remove one of the two lines"),
                     );
                     continue;
                 }
@@ -121,7 +124,7 @@ fn adoption(
             return Err(Box::new(
                 Diagnostic::new(
                     "adopt::not-adoptable",
-                    format!("a `{}` node cannot be adopted", other.name()),
+                    format!("`{}` nodes cannot be adopted", other.name()),
                 )
                 .label(file, a.node_span, "this node")
                 .message("Files, packages, services and VMs can be adopted: they exist on their own before envc knows them. Other nodes are built or run by envc itself.")
@@ -133,7 +136,9 @@ fn adoption(
     match (fields, &a.from) {
         (None, None) => {}
         (None, Some(e)) => {
-            let at = a.from_span.map_or(e.span, |s| Span::new(s.start as usize, e.span.end as usize));
+            let at = a
+                .from_span
+                .map_or(e.span, |s| Span::new(s.start as usize, e.span.end as usize));
             return Err(Box::new(
                 Diagnostic::new(
                     "adopt::from-not-allowed",
@@ -179,7 +184,11 @@ fn adoption(
                     .message(format!(
                         "{} is adopted with {}.",
                         f.provider,
-                        known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                        known
+                            .iter()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ));
                     if let Some(h) = did_you_mean(name, known.iter().copied()) {
                         d = d.help(h);
@@ -189,7 +198,12 @@ fn adoption(
                 let text = match (&**name, v) {
                     ("port", Value::Int(p)) if (1..=65535).contains(p) => p.to_string(),
                     ("port", _) => {
-                        return Err(Box::new(field_type(file, e, name, "a port number (1 to 65535)")))
+                        return Err(Box::new(field_type(
+                            file,
+                            e,
+                            name,
+                            "a port number (1 to 65535)",
+                        )))
                     }
                     (_, Value::Str(s)) => s.to_string(),
                     _ => return Err(Box::new(field_type(file, e, name, "a string"))),
@@ -198,17 +212,18 @@ fn adoption(
             }
             if let Some(missing) = f.required.iter().find(|r| !from.contains_key(**r)) {
                 return Err(Box::new(
-                    Diagnostic::new(
-                        "adopt::missing-field",
-                        format!("`from` lacks `{missing}`"),
-                    )
-                    .label(file, e.span, format!("no `{missing}` here"))
-                    .message(format!(
-                        "{} is found by {}.",
-                        f.provider,
-                        f.required.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(" and ")
-                    ))
-                    .help(example(&a.node, f)),
+                    Diagnostic::new("adopt::missing-field", format!("`from` lacks `{missing}`"))
+                        .label(file, e.span, format!("no `{missing}` here"))
+                        .message(format!(
+                            "{} is found by {}.",
+                            f.provider,
+                            f.required
+                                .iter()
+                                .map(|r| format!("`{r}`"))
+                                .collect::<Vec<_>>()
+                                .join(" and ")
+                        ))
+                        .help(example(&a.node, f)),
                 ));
             }
         }
@@ -225,7 +240,10 @@ fn example(node: &str, f: &Fields) -> String {
     if f.required.contains(&"instance_id") {
         format!("write `adopt \"{node}\" from {{ instance_id = \"i-0123456789abcdef0\" }}`")
     } else {
-        format!("write `adopt \"{node}\" from {{ disk = \"/var/lib/vms/{}.qcow2\", port = 2222 }}`", node.trim_start_matches("vm:"))
+        format!(
+            "write `adopt \"{node}\" from {{ disk = \"/var/lib/vms/{}.qcow2\", port = 2222 }}`",
+            node.trim_start_matches("vm:")
+        )
     }
 }
 

@@ -161,14 +161,18 @@ pub fn mark(spec: &Spec, plan: &mut Plan, found: &BTreeMap<usize, Found>, pendin
             }
             Some(Found::Differs { differences }) => {
                 let mut r: Vec<String> = (differences.iter())
-                    .map(|(fact, want, seen)| format!("{fact}: found {seen}, the source says {want}"))
+                    .map(|(fact, want, seen)| {
+                        format!("{fact}: found {seen}, the source says {want}")
+                    })
                     .collect();
                 r.push("updated in place to what the source says (not created)".into());
                 r
             }
             Some(Found::Absent) => vec![absent_error(spec, i)],
             Some(Found::Unread { why }) => {
-                vec![format!("could not look at it now ({why}): compared at build")]
+                vec![format!(
+                    "could not look at it now ({why}): compared at build"
+                )]
             }
             None => vec!["compared with what is there when the build reaches it".into()],
         };

@@ -12,8 +12,8 @@
 // The crate's own rooms. Public only where an integration test (`tests/`,
 // `executor/tests/`) exercises internals against real parts; the CLI goes through the
 // re-exports below, and `tests/architecture.rs` holds it to them.
-pub(crate) mod beneath;
 mod adopt;
+pub(crate) mod beneath;
 pub mod cache;
 pub(crate) mod checks;
 pub(crate) mod config;
@@ -76,8 +76,8 @@ pub use sharing::BuildOutput;
 pub use stack::{facts as stack_facts, StackError};
 
 // The graph as the executor holds it, and a plan of it.
-pub use kinds::manifest::rendered as rendered_manifest;
 pub use adopt::Found as AdoptFound;
+pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use spec::{on_target, Spec};
 pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};

@@ -20,6 +20,7 @@ use envc_compiler::SourceLoader;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::adopt::Found;
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::connect::{recorded_key, Connections};
 use crate::envlock::EnvLock;
@@ -34,7 +35,6 @@ use crate::kinds::node_type::{
 use crate::kinds::vm::machines::Machines;
 use crate::plan::{assess, Action};
 use crate::record::DriftFacts;
-use crate::adopt::Found;
 use crate::record::{
     leaving, output_hash, Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult,
     State,
@@ -1069,7 +1069,8 @@ impl<'s> Scheduler<'s> {
                         );
                         if action == Action::Adopt && !applied.created {
                             record.adopted = true;
-                            if applied.note.is_none() || applied.note.as_deref() == Some(TAKEN_OVER) {
+                            if applied.note.is_none() || applied.note.as_deref() == Some(TAKEN_OVER)
+                            {
                                 applied.note = Some(ADOPTED_UPDATED.into());
                             }
                         }
@@ -1421,8 +1422,8 @@ impl<'s> Scheduler<'s> {
             }
             let current = host_ix.and_then(|h| self.reach(h));
             let remove_adopted = self.opts.remove_adopted;
-            let (mine, foreign): (Vec<_>, Vec<_>) = (recs.into_iter())
-                .partition(|r| r.created || (remove_adopted && r.adopted));
+            let (mine, foreign): (Vec<_>, Vec<_>) =
+                (recs.into_iter()).partition(|r| r.created || (remove_adopted && r.adopted));
             let type_of =
                 |r: &RealizationRecord| on_target(&r.node).map(|k| (kinds::of(k.kind), k.name));
             for r in &foreign {

@@ -504,8 +504,8 @@ impl<'a> Parser<'a> {
         else {
             return ItemKind::Error;
         };
-        let from_span = (self.at(T::Ident) && self.text(self.tok().span) == "from")
-            .then(|| self.bump().span);
+        let from_span =
+            (self.at(T::Ident) && self.text(self.tok().span) == "from").then(|| self.bump().span);
         let from = from_span.map(|_| self.expr());
         ItemKind::Adopt(Rc::new(Adopt {
             node: node.into(),

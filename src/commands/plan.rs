@@ -93,12 +93,18 @@ pub fn warn_unreachable(report: &PlanReport) {
 /// nodes).
 fn adopt_json(spec: &Spec, report: &PlanReport, i: usize, action: Action) -> serde_json::Value {
     let node = &spec.nodes[i];
-    let Some(line) = spec.adoptions.get(&node.key).filter(|_| action == Action::Adopt) else {
+    let Some(line) = spec
+        .adoptions
+        .get(&node.key)
+        .filter(|_| action == Action::Adopt)
+    else {
         return serde_json::Value::Null;
     };
     let mut v = json!({"line": line.location, "from": line.from, "found": "at-build"});
     if let Some(found) = report.adoptions.get(&node.key) {
-        if let (Some(o), Ok(serde_json::Value::Object(f))) = (v.as_object_mut(), serde_json::to_value(found)) {
+        if let (Some(o), Ok(serde_json::Value::Object(f))) =
+            (v.as_object_mut(), serde_json::to_value(found))
+        {
             o.extend(f);
         }
     }
