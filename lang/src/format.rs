@@ -1027,6 +1027,16 @@ mod tests {
         );
     }
 
+    #[test]
+    fn adopt_lines() {
+        check(
+            "adopt   \"web-0/file:/etc/motd\"\nadopt \"vm:legacy\"  from {disk=\"/var/lib/vms/legacy.qcow2\",port=2222}",
+            "adopt \"web-0/file:/etc/motd\"\nadopt \"vm:legacy\" from { disk = \"/var/lib/vms/legacy.qcow2\", port = 2222 }\n",
+        );
+        // `from` is a name elsewhere.
+        check("let from = 1\n", "let from = 1\n");
+    }
+
     /// A condition too long for its line breaks before each `and` / `or`, one level in,
     /// never inside a call that fits on its own line (issue 35, item 17).
     #[test]
