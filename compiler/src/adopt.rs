@@ -14,7 +14,6 @@ use envc_lang::ast::{Adopt, ItemKind};
 use envc_lang::{closest, did_you_mean, Diagnostic, FileId, Span};
 
 use crate::eval::Evaluator;
-use crate::graph::Graph;
 use crate::program::Program;
 use crate::types::NodeKind;
 use crate::value::{Node, Value};
@@ -58,14 +57,15 @@ pub fn key_of(n: &Node) -> String {
     envc_ids::NodeKey::new(n.kind, &n.name, n.target.as_ref().map(|t| &*t.name)).to_string()
 }
 
-/// The adoptions of the root module, checked against `graph`; diagnostics for every line
+/// The adoptions of the root module, checked against the graph's nodes; diagnostics for every line
 /// that names no node, a kind that cannot be adopted, or a `from` that does not fit.
 pub fn collect(
     program: &Program,
     evaluator: &mut Evaluator,
-    graph: &Graph,
+    graph_nodes: impl Iterator<Item = Rc<Node>>,
 ) -> (Vec<Adoption>, Vec<Diagnostic>) {
-    let nodes: BTreeMap<String, &Rc<Node>> = graph.nodes().map(|n| (key_of(n), n)).collect();
+    let owned: Vec<Rc<Node>> = graph_nodes.collect();
+    let nodes: BTreeMap<String, &Rc<Node>> = owned.iter().map(|n| (key_of(n), n)).collect();
     let root = program.root;
     let file = program.modules[root].file;
     let mut out: Vec<Adoption> = Vec::new();

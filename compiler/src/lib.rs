@@ -158,7 +158,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         let (broken_advisory, count) = evaluator.policies(g.nodes().cloned().collect());
         warnings.extend(broken_advisory);
         g.policies = count;
-        let (adoptions, wrong) = adopt::collect(&program, &mut evaluator, g);
+        let (adoptions, wrong) = adopt::collect(&program, &mut evaluator, g.nodes().cloned());
         g.adoptions = adoptions;
         evaluator.errors.extend(wrong);
         if !evaluator.errors.is_empty() {

@@ -145,6 +145,22 @@ pub fn absent_error(spec: &Spec, i: usize) -> String {
     )
 }
 
+/// Why a machine's `adopt` line cannot be carried out by this envc: taking over a VM made
+/// outside envc (QEMU by its disk and port, EC2 by its instance id) needs its provider to
+/// find, tag and log in to it, which is not built yet. Refused rather than creating a
+/// second machine beside the one the line names.
+pub fn unsupported(spec: &Spec, i: usize) -> Option<String> {
+    let node = &spec.nodes[i];
+    if node.target.is_some() {
+        return None;
+    }
+    let at = spec.adoptions.get(&node.key)?;
+    Some(format!(
+        "`{}` is adopted (line {}), but envc cannot adopt a machine yet: it would make a new one beside it; remove the `adopt` line to let envc make the machine",
+        node.key, at.location
+    ))
+}
+
 /// Marks the plan's nodes with pending adoptions `adopt`, with what was found as reasons.
 pub fn mark(spec: &Spec, plan: &mut Plan, found: &BTreeMap<usize, Found>, pending: &[usize]) {
     for &i in pending {
@@ -169,6 +185,7 @@ pub fn mark(spec: &Spec, plan: &mut Plan, found: &BTreeMap<usize, Found>, pendin
                 r
             }
             Some(Found::Absent) => vec![absent_error(spec, i)],
+            None if unsupported(spec, i).is_some() => unsupported(spec, i).into_iter().collect(),
             Some(Found::Unread { why }) => {
                 vec![format!(
                     "could not look at it now ({why}): compared at build"

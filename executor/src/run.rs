@@ -939,8 +939,11 @@ impl<'s> Scheduler<'s> {
                     && !env.records.contains_key(key)
                 {
                     a.action = Action::Adopt;
-                    if matches!(self.opts.adoptions.get(&i), Some(Found::Absent)) {
-                        let why = crate::adopt::absent_error(spec, i);
+                    let refused = match self.opts.adoptions.get(&i) {
+                        Some(Found::Absent) => Some(crate::adopt::absent_error(spec, i)),
+                        _ => crate::adopt::unsupported(spec, i),
+                    };
+                    if let Some(why) = refused {
                         self.stop(i, Status::Failed, why, Duration::ZERO, &dependents);
                         continue;
                     }

@@ -90,6 +90,8 @@ pub enum SessionError {
     Io(String),
     /// A secret the environment uses cannot be read; nothing ran.
     Secrets(crate::secrets::SecretError),
+    /// `adopt` lines this envc cannot carry out (a machine's), each with why.
+    Adopt(Vec<String>),
 }
 
 impl std::fmt::Display for SessionError {
@@ -138,6 +140,7 @@ impl std::fmt::Display for SessionError {
             SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
             SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
+            SessionError::Adopt(refused) => write!(f, "{}\n  nothing was run", refused.join("\n")),
         }
     }
 }
@@ -659,6 +662,12 @@ impl Session {
         let mut first = plan(spec, &env.records, &env.intents, &drift, files);
         // What adopted nodes find on their targets decides whether they run at all.
         let pending = crate::adopt::pending(spec, &env.records);
+        let refused: Vec<String> = (pending.iter())
+            .filter_map(|&i| crate::adopt::unsupported(spec, i))
+            .collect();
+        if !refused.is_empty() {
+            return Err(SessionError::Adopt(refused));
+        }
         let adoptions = match pending.is_empty() {
             true => BTreeMap::new(),
             false => rt.block_on(crate::adopt::look(
