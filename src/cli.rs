@@ -368,6 +368,9 @@ enum Command {
         wait: bool,
         #[arg(long)]
         json: bool,
+        /// Also remove what `adopt` lines took over (left as it was found otherwise).
+        #[arg(long)]
+        adopted: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -593,8 +596,9 @@ fn run(cli: Cli) -> Exit {
             yes,
             wait,
             json,
+            adopted,
             target,
-        } => commands::build::destroy(&file, yes, wait, json, &target),
+        } => commands::build::destroy(&file, yes, wait, json, adopted, &target),
         Command::Log { file, json, shared } => commands::history::log(&file, json, &shared),
         Command::Output { file, json, shared } => commands::history::output(&file, json, &shared),
         Command::Render {

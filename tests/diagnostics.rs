@@ -270,6 +270,18 @@ fn cases() -> Vec<Case> {
             "graph-service-selects-nothing",
             "let web = manifest(\n  api_version = \"apps/v1\",\n  kind = \"Deployment\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = {\n    selector = { matchLabels = { app = \"web\" } },\n    template = {\n      metadata = { labels = { app = \"web\" } },\n      spec = { containers = [{ name = \"web\", image = \"nginx:1.27\" }] },\n    },\n  } },\n)\nlet svc = manifest(\n  api_version = \"v1\",\n  kind = \"Service\",\n  name = \"web\",\n  namespace = \"shop\",\n  body = { spec = { selector = { app = \"wbe\" }, ports = [{ port = 80 }] } },\n)\n",
         ),
+        // `adopt` lines: checked against the graph.
+        case("adopt-unknown-node", "let h = host(name = \"web-0\", address = \"192.0.2.10\")\nlet motd = file(path = \"/etc/motd\", content = \"hi\\n\", target = h)\nadopt \"web-0/file:/etc/mtod\"\n"),
+        case("adopt-not-adoptable", "let i = image(name = \"i\")\nadopt \"image:i\"\n"),
+        case("adopt-from-not-allowed", "let h = host(name = \"web-0\", address = \"192.0.2.10\")\nlet motd = file(path = \"/etc/motd\", content = \"hi\\n\", target = h)\nadopt \"web-0/file:/etc/motd\" from { disk = \"/tmp/x\" }\n"),
+        case("adopt-missing-from", "let legacy = vm(name = \"legacy\", image = image(name = \"i\"))\nadopt \"vm:legacy\"\n"),
+        case("adopt-unknown-field", "let legacy = vm(name = \"legacy\", image = image(name = \"i\"))\nadopt \"vm:legacy\" from { disk = \"/var/lib/vms/legacy.qcow2\", prot = 2222 }\n"),
+        case("adopt-missing-field", "let legacy = vm(name = \"legacy\", image = image(name = \"i\"))\nadopt \"vm:legacy\" from { disk = \"/var/lib/vms/legacy.qcow2\" }\n"),
+        case("adopt-field-type", "let legacy = vm(name = \"legacy\", image = image(name = \"i\"))\nadopt \"vm:legacy\" from { disk = \"/var/lib/vms/legacy.qcow2\", port = \"2222\" }\n"),
+        case("adopt-from-not-a-record", "let legacy = vm(name = \"legacy\", image = image(name = \"i\"))\nadopt \"vm:legacy\" from \"/var/lib/vms/legacy.qcow2\"\n"),
+        case("adopt-duplicate", "let h = host(name = \"web-0\", address = \"192.0.2.10\")\nlet motd = file(path = \"/etc/motd\", content = \"hi\\n\", target = h)\nadopt \"web-0/file:/etc/motd\"\nadopt \"web-0/file:/etc/motd\"\n"),
+        case("name-adopt-outside-root", "import \"./lib.env\"\nlet m = lib.motd\n")
+            .file("lib.env", "let h = host(name = \"web-0\", address = \"192.0.2.10\")\nlet motd = file(path = \"/etc/motd\", content = \"hi\\n\", target = h)\nadopt \"web-0/file:/etc/motd\"\n"),
     ]
 }
 
@@ -501,7 +513,7 @@ fn every_code_has_a_snapshot() {
                     let (area, rest) = code.split_once("::").unwrap();
                     let areas = [
                         "lex", "parse", "load", "name", "type", "eval", "graph", "param", "policy",
-                        "moved", "rollout",
+                        "moved", "rollout", "adopt",
                     ];
                     if areas.contains(&area)
                         && !rest.is_empty()

@@ -347,6 +347,21 @@ impl<'p> Checker<'p> {
                     self.expect_known(&t, o.value.span, "a rollout's option");
                 }
             }
+            ItemKind::Adopt(a) => {
+                if !root {
+                    let file = self.file();
+                    self.error(
+                        Diagnostic::new("name::adopt-outside-root", "`adopt` in an imported module")
+                            .label(file, item.span, "adoptions belong to the environment's file")
+                            .message("What an environment takes over is said where it is built: an imported module may be used by several environments.")
+                            .help("move this line to the root file"),
+                    );
+                }
+                if let Some(from) = &a.from {
+                    let t = self.infer(from);
+                    self.expect_known(&t, from.span, "`from`");
+                }
+            }
             ItemKind::Import { .. } | ItemKind::Moved(_) | ItemKind::Error => {}
         }
     }

@@ -268,6 +268,22 @@ impl<'p> Evaluator<'p> {
         }
     }
 
+    /// Evaluates an expression written at the top level of the root module (an `adopt`'s
+    /// `from`).
+    pub fn eval_top_level(&mut self, e: &Expr) -> Result<Value, Diagnostic> {
+        self.module = self.program.root;
+        match self.eval(e, &Env::default()) {
+            Ok(v) => Ok(v),
+            Err(Stop::Error(d)) => Err(*d),
+            Err(Stop::Reported) => Err(Diagnostic::new(
+                "eval::internal",
+                "`from` uses a value that failed",
+            )
+            .label(self.file(), e.span, "not evaluated")
+            .help("fix the error reported above")),
+        }
+    }
+
     /// Checks every `policy` of the program against the lowered graph: the broken
     /// mandatory ones as errors (in `errors`, with any failure to evaluate one), the broken
     /// advisory ones returned as warnings, with how many policies there are. `nodes`: the

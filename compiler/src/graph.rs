@@ -29,6 +29,8 @@ pub struct Graph {
     /// Its `rollout` groups: which machines a build updates batch by batch. Not part of
     /// any node's id.
     pub rollouts: Vec<crate::rollout::Rollout>,
+    /// The root file's `adopt` lines, each naming a node of the graph. Not part of any id.
+    pub adoptions: Vec<crate::adopt::Adoption>,
 }
 
 /// Target name (none first), kind, name, id. Borrowed names: no allocation per comparison.
@@ -114,6 +116,7 @@ pub fn lower(ev: &Evaluated) -> Result<Graph, Vec<Diagnostic>> {
         policies: 0,
         moved: Vec::new(),
         rollouts: Vec::new(),
+        adoptions: Vec::new(),
     })
 }
 

@@ -7,6 +7,7 @@
 //! Pure and deterministic: the same sources, project files and parameters give the same
 //! graph on any machine.
 
+pub mod adopt;
 pub mod args;
 pub mod builtins;
 pub mod check;
@@ -160,6 +161,9 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
         warnings.extend(broken_advisory);
         g.policies = count;
         g.rollouts = rollout::evaluate(&mut evaluator);
+        let (adoptions, wrong) = adopt::collect(&program, &mut evaluator, g.nodes().cloned());
+        g.adoptions = adoptions;
+        evaluator.errors.extend(wrong);
         if !evaluator.errors.is_empty() {
             diagnostics.append(&mut evaluator.errors);
             graph = None;

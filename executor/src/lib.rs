@@ -12,6 +12,7 @@
 // The crate's own rooms. Public only where an integration test (`tests/`,
 // `executor/tests/`) exercises internals against real parts; the CLI goes through the
 // re-exports below, and `tests/architecture.rs` holds it to them.
+mod adopt;
 pub(crate) mod beneath;
 pub mod cache;
 pub(crate) mod checks;
@@ -78,6 +79,7 @@ pub use sharing::BuildOutput;
 pub use stack::{facts as stack_facts, StackError};
 
 // The graph as the executor holds it, and a plan of it.
+pub use adopt::Found as AdoptFound;
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use record::RolloutOutcome;

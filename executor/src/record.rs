@@ -47,6 +47,11 @@ pub struct RealizationRecord {
     /// runs once the source no longer says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<CommandLine>,
+    /// Taken over by an `adopt` line: found there, recorded as found (or updated in
+    /// place). Never `created`: leaving the source, or `destroy`, leaves it as it is,
+    /// unless `destroy --adopted`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 /// Written (and committed) before a step that may create a node's thing on a target, once a
@@ -82,6 +87,7 @@ impl Intent {
             at_unix: self.at_unix,
             checks_hash: None,
             undo: None,
+            adopted: false,
         }
     }
 }
@@ -391,6 +397,9 @@ pub enum Action {
     /// Renamed by a `moved` declaration and otherwise unchanged: its record is carried to
     /// its new key, and nothing runs on its target.
     Moved,
+    /// No record yet, and an `adopt` line: recorded as found on its target (updated in
+    /// place where it differs from the source), never created.
+    Adopt,
 }
 
 impl Action {
@@ -403,6 +412,7 @@ impl Action {
             Action::Check => "check",
             Action::Unchanged => "unchanged",
             Action::Moved => "moved",
+            Action::Adopt => "adopt",
         }
     }
 }

@@ -20,6 +20,7 @@ use envc_compiler::SourceLoader;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::adopt::Found;
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::connect::{recorded_key, Connections};
 use crate::envlock::EnvLock;
@@ -65,6 +66,12 @@ pub struct BuildOptions {
     /// The commit of the environment's source (`abc123…`, `-dirty` when it has changes),
     /// named in the commits that deliver objects to a GitOps repository.
     pub source: Option<String>,
+    /// What the look before the run found of each node an `adopt` line takes over (and
+    /// that has no record), by node index.
+    pub adoptions: BTreeMap<usize, crate::adopt::Found>,
+    /// `destroy --adopted`: records of adopted things leaving the graph are removed from
+    /// their targets as if envc had created them.
+    pub remove_adopted: bool,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -291,6 +298,7 @@ pub fn realization_record(
         at_unix: now_unix(),
         checks_hash: resolved.checks_hash(),
         undo: resolved.payload.undo(),
+        adopted: previous.is_some_and(|p| p.adopted),
     }
 }
 
@@ -298,6 +306,13 @@ pub fn realization_record(
 /// content, an installed package): not envc's to remove later.
 const TAKEN_OVER: &str =
     "taken over: it was there before envc, so envc will leave it in place when it leaves the source";
+
+/// What a build says of a node an `adopt` line took over, found as the source declares it.
+const ADOPTED_AS_FOUND: &str = "adopted as found: nothing changed on the target";
+
+/// ... and of one found different from the source, then updated in place.
+const ADOPTED_UPDATED: &str =
+    "adopted, and updated in place to what the source says; envc leaves it when it leaves the source";
 
 /// Space set aside in the store at a run's start, to record how it ended on a full store.
 const RESERVE: usize = 1 << 20;
@@ -977,6 +992,21 @@ impl<'s> Scheduler<'s> {
                     // Trusting a new key means contacting the host to learn it.
                     a.action = Action::Update;
                 }
+                // Not recorded yet, and an `adopt` line: taken over as found, never created.
+                if a.action == Action::Create
+                    && spec.adoptions.contains_key(key)
+                    && !env.records.contains_key(key)
+                {
+                    a.action = Action::Adopt;
+                    let refused = match self.opts.adoptions.get(&i) {
+                        Some(Found::Absent) => Some(crate::adopt::absent_error(spec, i)),
+                        _ => crate::adopt::unsupported(spec, i),
+                    };
+                    if let Some(why) = refused {
+                        self.stop(i, Status::Failed, why, Duration::ZERO, &dependents);
+                        continue;
+                    }
+                }
                 match a.resolved {
                     Err(Resolution::Failed(m)) => {
                         self.stop(i, Status::Failed, m, Duration::ZERO, &dependents)
@@ -1125,7 +1155,7 @@ impl<'s> Scheduler<'s> {
                         applied.created |= env.intended(&key, &identity);
                         let first_here =
                             (env.records.get(&key)).is_none_or(|p| p.target_identity != identity);
-                        let record = realization_record(
+                        let mut record = realization_record(
                             spec,
                             i,
                             &resolved,
@@ -1134,6 +1164,13 @@ impl<'s> Scheduler<'s> {
                             env.records.get(&key),
                             &self.run_id,
                         );
+                        if action == Action::Adopt && !applied.created {
+                            record.adopted = true;
+                            if applied.note.is_none() || applied.note.as_deref() == Some(TAKEN_OVER)
+                            {
+                                applied.note = Some(ADOPTED_UPDATED.into());
+                            }
+                        }
                         if let Some(commit) = applied
                             .facts
                             .get(fact::delivery::COMMIT)
@@ -1227,6 +1264,22 @@ impl<'s> Scheduler<'s> {
             });
             let t = self.target_of(i);
             let record = env.records.get(&node.key);
+            if let (Action::Adopt, Some(Found::Same { facts })) =
+                (action, self.opts.adoptions.get(&i))
+            {
+                // Found as declared: nothing to do there but its postconditions.
+                works.push(Work::Verify {
+                    node: i,
+                    target: self.target_for(i, env),
+                    applied: Applied {
+                        facts: facts.clone(),
+                        created: false,
+                        note: Some(ADOPTED_AS_FOUND.into()),
+                        log: None,
+                    },
+                });
+                continue;
+            }
             if action == Action::Check {
                 // Only its postconditions run; it stands as recorded when they hold.
                 works.push(Work::Verify {
@@ -1477,13 +1530,18 @@ impl<'s> Scheduler<'s> {
                 continue;
             }
             let current = host_ix.and_then(|h| self.reach(h));
-            let (mine, foreign): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.created);
+            let remove_adopted = self.opts.remove_adopted;
+            let (mine, foreign): (Vec<_>, Vec<_>) =
+                (recs.into_iter()).partition(|r| r.created || (remove_adopted && r.adopted));
             let type_of =
                 |r: &RealizationRecord| on_target(&r.node).map(|k| (kinds::of(k.kind), k.name));
             for r in &foreign {
-                let said = type_of(r).map_or("left in place: envc did not create it", |t| {
-                    t.0.left_in_place()
-                });
+                let said = match r.adopted {
+                    true => "left as it was found: adopted (`destroy --adopted` removes it)",
+                    false => type_of(r).map_or("left in place: envc did not create it", |t| {
+                        t.0.left_in_place()
+                    }),
+                };
                 results.push(Removal::said(r, said));
             }
             // What is only forgotten needs no visit to its target.

@@ -90,6 +90,8 @@ pub enum SessionError {
     Io(String),
     /// A secret the environment uses cannot be read; nothing ran.
     Secrets(crate::secrets::SecretError),
+    /// `adopt` lines this envc cannot carry out (a machine's), each with why.
+    Adopt(Vec<String>),
 }
 
 impl std::fmt::Display for SessionError {
@@ -138,6 +140,7 @@ impl std::fmt::Display for SessionError {
             SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
             SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
+            SessionError::Adopt(refused) => write!(f, "{}\n  nothing was run", refused.join("\n")),
         }
     }
 }
@@ -169,6 +172,10 @@ pub struct PlanReport {
     /// Warnings about the source against the state: `moved` lines with nothing recorded
     /// under their old key.
     pub notes: Vec<String>,
+    /// What the look before the plan found of each node an `adopt` line takes over, by key.
+    pub adoptions: BTreeMap<String, crate::adopt::Found>,
+    /// `adopt` lines whose node already has a record (they can go).
+    pub adopt_warnings: Vec<String>,
 }
 
 /// What `drift --checks` found.
@@ -206,6 +213,9 @@ pub struct BuildRequest {
     pub push: bool,
     /// The commit of the environment's source, for the commits delivering its objects.
     pub source: Option<String>,
+    /// `destroy --adopted`: what `adopt` lines took over is removed too, as if envc had
+    /// made it.
+    pub remove_adopted: bool,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -471,6 +481,28 @@ impl Session {
             )
         };
         let mut plan = plan(spec, &records, &intents, &drift, files);
+        let pending = crate::adopt::pending(spec, &records);
+        let mut adoptions = BTreeMap::new();
+        if !pending.is_empty() {
+            let (conns, _work) = self.connections(&machines)?;
+            let found = runtime()?.block_on(async {
+                let found = crate::adopt::look(
+                    spec,
+                    &plan,
+                    &records,
+                    &graph_hosts(&plan),
+                    &conns,
+                    &self.env,
+                )
+                .await;
+                conns.close().await;
+                found
+            });
+            crate::adopt::mark(spec, &mut plan, &found, &pending);
+            adoptions = (found.into_iter())
+                .map(|(i, f)| (spec.nodes[i].key.clone(), f))
+                .collect();
+        }
         // A message about a node can quote what it was rendered from.
         if let Some(secrets) = &spec.secrets {
             for n in &mut plan.nodes {
@@ -480,10 +512,12 @@ impl Session {
             }
         }
         Ok(PlanReport {
+            adopt_warnings: crate::adopt::already_managed(spec, &records),
             plan,
             drift,
             unreachable,
             notes,
+            adoptions,
         })
     }
 
@@ -636,7 +670,27 @@ impl Session {
         // What the probes found; what is visible locally is the plan's business.
         reporter.probed(&probed.drift, &probed.unreachable);
         // Every tool the nodes about to run need, before any of them runs.
-        let first = plan(spec, &env.records, &env.intents, &drift, files);
+        let mut first = plan(spec, &env.records, &env.intents, &drift, files);
+        // What adopted nodes find on their targets decides whether they run at all.
+        let pending = crate::adopt::pending(spec, &env.records);
+        let refused: Vec<String> = (pending.iter())
+            .filter_map(|&i| crate::adopt::unsupported(spec, i))
+            .collect();
+        if !refused.is_empty() {
+            return Err(SessionError::Adopt(refused));
+        }
+        let adoptions = match pending.is_empty() {
+            true => BTreeMap::new(),
+            false => rt.block_on(crate::adopt::look(
+                spec,
+                &first,
+                &env.records,
+                &graph_hosts(&first),
+                &conns,
+                &self.env,
+            )),
+        };
+        crate::adopt::mark(spec, &mut first, &adoptions, &pending);
         let missing = missing_tools(
             first
                 .nodes
@@ -663,6 +717,8 @@ impl Session {
             },
             cache,
             source: request.source.clone(),
+            adoptions,
+            remove_adopted: request.remove_adopted,
         };
         let scheduler = Scheduler::new(
             spec,

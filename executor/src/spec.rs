@@ -149,6 +149,9 @@ pub struct Spec {
     /// Its `rollout` groups, machines by index. Not part of `graph_hash`: a rollout orders
     /// the work, it changes none of it.
     pub rollouts: Vec<RolloutSpec>,
+    /// The source's `adopt` lines, by node key. Not part of `graph_hash`: the nodes are
+    /// the same derivations whether envc made their things or found them.
+    pub adoptions: BTreeMap<String, AdoptSpec>,
 }
 
 /// What a moved node was called before: its key in the state and its name.
@@ -166,6 +169,14 @@ pub struct RolloutSpec {
     pub targets: Vec<usize>,
     pub batch: Amount,
     pub max_failures: Amount,
+}
+
+/// An `adopt` line: where a machine is found (`from`), and where the line is written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdoptSpec {
+    pub from: BTreeMap<String, String>,
+    /// `FILE:LINE:COL` (project-relative), for messages.
+    pub location: String,
 }
 
 /// The names of the secrets a value holds.
@@ -313,6 +324,17 @@ impl Spec {
                         .collect(),
                     batch: r.batch,
                     max_failures: r.max_failures,
+                })
+                .collect(),
+            adoptions: graph
+                .adoptions
+                .iter()
+                .map(|a| {
+                    let spec = AdoptSpec {
+                        from: a.from.clone(),
+                        location: sources.location(a.file, a.span.start as usize),
+                    };
+                    (a.key.clone(), spec)
                 })
                 .collect(),
         }

@@ -175,6 +175,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         at_unix: 1,
         checks_hash: None,
         undo: None,
+        adopted: false,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }

@@ -119,6 +119,7 @@ impl Snapshot {
                 ItemKind::Assert(_)
                 | ItemKind::DefaultTags(_)
                 | ItemKind::Moved(_)
+                | ItemKind::Adopt(_)
                 | ItemKind::Error => continue,
             };
             out.push(Symbol {

@@ -34,6 +34,7 @@ fn item_exprs(kind: &ItemKind) -> Vec<&Expr> {
             v
         }
         ItemKind::DefaultTags(value) => vec![value],
+        ItemKind::Adopt(a) => a.from.iter().collect(),
         ItemKind::Rollout(r) => std::iter::once(&r.targets)
             .chain(r.options.iter().map(|o| &o.value))
             .collect(),

@@ -58,6 +58,8 @@ pub enum ItemKind {
     /// `rollout "web": webs, batch = 2, max_failures = 0`: a group of machines that a build
     /// updates batch by batch.
     Rollout(Rc<Rollout>),
+    /// `adopt "web-0/file:/etc/motd"`: the node takes over what already exists.
+    Adopt(Rc<Adopt>),
     Error,
 }
 
@@ -89,6 +91,18 @@ impl Rollout {
     pub fn option(&self, name: &str) -> Option<&RecordField> {
         self.options.iter().find(|o| &*o.name.name == name)
     }
+}
+
+/// `adopt "NODE" [from { … }]`: a node (named by its state key, as `plan` prints it) that
+/// is recorded as found rather than created (Terraform's `import` block).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adopt {
+    pub node: Rc<str>,
+    pub node_span: Span,
+    /// `from { disk = …, port = … }`: where a machine made outside envc is found.
+    pub from: Option<Expr>,
+    /// Where `from` is written.
+    pub from_span: Option<Span>,
 }
 
 /// A rule every node it ranges over must keep, checked on the evaluated graph.

@@ -207,6 +207,13 @@ impl<'a> Fmt<'a> {
                 self.text(m.to_span)
             ),
             ItemKind::Rollout(r) => self.rollout(r, ind),
+            ItemKind::Adopt(a) => {
+                let head = format!("adopt {}", self.text(a.node_span));
+                match &a.from {
+                    Some(from) => self.expr_after(&format!("{head} from "), from, ind),
+                    None => head,
+                }
+            }
             ItemKind::Error => self.text(item.span).to_string(),
         }
     }
@@ -1051,6 +1058,16 @@ mod tests {
                 "policy \"p\": for n in nodes(\"vm\") => n.memory <= limits.vm_memory,\n  {long}\n"
             ),
         );
+    }
+
+    #[test]
+    fn adopt_lines() {
+        check(
+            "adopt   \"web-0/file:/etc/motd\"\nadopt \"vm:legacy\"  from {disk=\"/var/lib/vms/legacy.qcow2\",port=2222}",
+            "adopt \"web-0/file:/etc/motd\"\nadopt \"vm:legacy\" from { disk = \"/var/lib/vms/legacy.qcow2\", port = 2222 }\n",
+        );
+        // `from` is a name elsewhere.
+        check("let from = 1\n", "let from = 1\n");
     }
 
     /// A condition too long for its line breaks before each `and` / `or`, one level in,

@@ -331,7 +331,7 @@ impl<'a> Parser<'a> {
                         format!("expected an item, found {}", t.kind.describe()),
                     )
                     .label(self.file, t.span, "not allowed at the top level")
-                    .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output`, `assert`, `policy` and `default tags` items");
+                    .help("a file is a list of `let`, `fn`, `type`, `param`, `import`, `output`, `assert`, `policy`, `adopt` and `default tags` items");
                     if t.kind == T::Ident && self.nth(1) == T::Eq {
                         d = d.help(format!(
                             "to bind a name, write `let {} = …`",
@@ -413,6 +413,7 @@ impl<'a> Parser<'a> {
             T::Policy => self.policy_item(),
             T::Moved => self.moved_item(),
             T::Rollout => self.rollout_item(),
+            T::Adopt => self.adopt_item(),
             T::Ident => {
                 // `default tags`: the words are names elsewhere, so not keywords.
                 self.bump();
@@ -566,6 +567,25 @@ impl<'a> Parser<'a> {
             name_span,
             targets,
             options,
+        }))
+    }
+
+    /// `adopt "NODE" [from EXPR]` (`from` is a name elsewhere, so not a keyword).
+    fn adopt_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some((node, node_span)) =
+            self.plain_string("the adopted node, as a string (`\"web-0/file:/etc/motd\"`)")
+        else {
+            return ItemKind::Error;
+        };
+        let from_span =
+            (self.at(T::Ident) && self.text(self.tok().span) == "from").then(|| self.bump().span);
+        let from = from_span.map(|_| self.expr());
+        ItemKind::Adopt(Rc::new(Adopt {
+            node: node.into(),
+            node_span,
+            from,
+            from_span,
         }))
     }
 
@@ -1474,6 +1494,7 @@ fn is_keyword(k: T) -> bool {
             | Policy
             | Moved
             | Rollout
+            | Adopt
             | True
             | False
             | And

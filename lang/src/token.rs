@@ -33,6 +33,7 @@ pub enum TokenKind {
     Policy,
     Moved,
     Rollout,
+    Adopt,
     True,
     False,
     And,
@@ -89,6 +90,7 @@ impl TokenKind {
             "policy" => Policy,
             "moved" => Moved,
             "rollout" => Rollout,
+            "adopt" => Adopt,
             "true" => True,
             "false" => False,
             "and" => And,
@@ -124,6 +126,7 @@ impl TokenKind {
             Policy => "`policy`",
             Moved => "`moved`",
             Rollout => "`rollout`",
+            Adopt => "`adopt`",
             True => "`true`",
             False => "`false`",
             And => "`and`",
@@ -165,7 +168,7 @@ impl TokenKind {
         use TokenKind::*;
         matches!(
             self,
-            Let | Fn | Import | Type | Param | Output | Assert | Policy | Moved | Rollout
+            Let | Fn | Import | Type | Param | Output | Assert | Policy | Moved | Rollout | Adopt
         )
     }
 }

@@ -230,6 +230,13 @@ fn item_sexp(i: &Item) -> String {
                 .map(|o| format!(" ({} {})", o.name.name, sexp(&o.value)))
                 .collect::<String>()
         ),
+        ItemKind::Adopt(a) => format!(
+            "(adopt {:?}{})",
+            &*a.node,
+            a.from
+                .as_ref()
+                .map_or(String::new(), |f| format!(" from {}", sexp(f)))
+        ),
         ItemKind::Error => "ERR".into(),
     }
 }
@@ -406,6 +413,16 @@ fn nesting_is_bounded() {
             p.errors.iter().map(|e| e.code).collect::<Vec<_>>()
         );
     }
+}
+
+/// `adopt "NODE" [from EXPR]`: `from` stays a name.
+#[test]
+fn adopt_lines() {
+    check(
+        "adopt \"web-0/file:/etc/motd\"\nadopt \"vm:legacy\" from { port = 2222 }\nlet from = 1",
+        "(adopt \"web-0/file:/etc/motd\")\n(adopt \"vm:legacy\" from {port=2222})\n(let from 1)",
+    );
+    check("adopt web", "ERR\n! parse::unexpected-token");
 }
 
 /// `policy` is an item; `default tags` is one too, though both words stay names.

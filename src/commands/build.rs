@@ -64,6 +64,7 @@ pub fn build(
         lock_hash: env.lock.map(|l| l.hash),
         push: args.push,
         source: source_commit(file),
+        remove_adopted: false,
     };
     let narrow = Some((&args.targeted, ui));
     realize(
@@ -71,7 +72,14 @@ pub fn build(
     )
 }
 
-pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &TargetArgs) -> Outcome {
+pub fn destroy(
+    file: &Path,
+    yes: bool,
+    wait: bool,
+    json_out: bool,
+    adopted: bool,
+    target: &TargetArgs,
+) -> Outcome {
     let spec = Spec::default();
     let files = FsLoader::new(&project_dir(file));
     if !yes {
@@ -89,6 +97,7 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
         lock_hash: None,
         push: false,
         source: source_commit(file),
+        remove_adopted: adopted,
     };
     realize(file, &spec, &files, &request, json_out, target, None)
 }

@@ -88,11 +88,36 @@ pub fn unread_note(spec: &Spec) -> Option<String> {
     ))
 }
 
-/// Nodes a probe could not reach, one warning each.
+/// Nodes a probe could not reach, one warning each; `adopt` lines that can go.
 pub fn warn_unreachable(report: &PlanReport) {
     for (key, e) in &report.unreachable {
         crate::output::errln!("warning: could not probe `{key}`: {e}");
     }
+    for w in &report.adopt_warnings {
+        crate::output::errln!("warning: {w}");
+    }
+}
+
+/// A node's `adopt` in `--json`: the line, and what the look found (`null` for other
+/// nodes).
+fn adopt_json(spec: &Spec, report: &PlanReport, i: usize, action: Action) -> serde_json::Value {
+    let node = &spec.nodes[i];
+    let Some(line) = spec
+        .adoptions
+        .get(&node.key)
+        .filter(|_| action == Action::Adopt)
+    else {
+        return serde_json::Value::Null;
+    };
+    let mut v = json!({"line": line.location, "from": line.from, "found": "at-build"});
+    if let Some(found) = report.adoptions.get(&node.key) {
+        if let (Some(o), Ok(serde_json::Value::Object(f))) =
+            (v.as_object_mut(), serde_json::to_value(found))
+        {
+            o.extend(f);
+        }
+    }
+    v
 }
 
 pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> Outcome {
@@ -143,6 +168,19 @@ fn to_check(p: &Plan) -> usize {
     p.counts().get(&Action::Check).copied().unwrap_or(0)
 }
 
+/// How many nodes an `adopt` line takes over.
+fn to_adopt(p: &Plan) -> usize {
+    p.counts().get(&Action::Adopt).copied().unwrap_or(0)
+}
+
+/// ", N to adopt" when some are.
+fn adopt_part(p: &Plan) -> String {
+    match to_adopt(p) {
+        0 => String::new(),
+        n => format!(", {n} to adopt"),
+    }
+}
+
 fn counts_line(p: &Plan) -> [usize; 5] {
     let c = p.counts();
     [
@@ -174,6 +212,9 @@ fn deletion_note(key: &str, r: &RealizationRecord, in_table: bool) -> String {
         };
     }
     let targetless = on_target(key).is_none();
+    if r.adopted && !targetless {
+        return "no longer in the source; adopted, so it stays as it was found (`destroy --adopted` removes it)".into();
+    }
     match (r.created || targetless, in_table) {
         (true, _) => "no longer in the source",
         (false, false) => {
@@ -231,6 +272,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
                         .into_iter()
                         .map(|(phase, check, location)| json!({"phase": phase, "check": check, "location": location}))
                         .collect::<Vec<_>>(),
+                    "adopt": adopt_json(spec, report, n.index, a.action),
                 })
                 .to_string(),
             );
@@ -249,7 +291,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         }
         let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}})
+            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "adopt": to_adopt(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}})
                 .to_string(),
         );
         out.push('\n');
@@ -288,8 +330,9 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
         n => format!(", {n} to check"),
     };
     let moved = moved_part(p);
+    let adopt = adopt_part(p);
     out.push_str(&format!(
-        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}, {unchanged} unchanged\n"
+        "plan: {create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}{adopt}, {unchanged} unchanged\n"
     ));
 
     if unchecked > 0 {
@@ -320,7 +363,8 @@ pub fn plan_markdown(spec: &Spec, report: &PlanReport, env: &str) -> String {
     };
     let moved = moved_part(p);
     let mut out = format!(
-        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}**, {unchanged} unchanged\n"
+        "### envc plan: `{env}`\n\n**{create} to create, {update} to update, {replace} to replace, {delete} to delete{check}{moved}{}**, {unchanged} unchanged\n",
+        adopt_part(p)
     );
     for note in &report.notes {
         out.push_str(&format!("\n**Warning:** {}\n", cell(note)));

@@ -113,7 +113,7 @@ syn keyword envcLogical and or not
 syn keyword envcDecl let nextgroup=envcBindingName skipwhite
 syn keyword envcDecl param nextgroup=envcParamName skipwhite
 syn keyword envcDecl output nextgroup=envcOutputName skipwhite
-syn keyword envcDecl policy moved rollout
+syn keyword envcDecl policy moved rollout adopt
 syn keyword envcTypedef type nextgroup=envcTypeDeclName skipwhite
 syn keyword envcFn fn nextgroup=envcFuncName,envcParams skipwhite
 

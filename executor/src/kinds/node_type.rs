@@ -215,6 +215,13 @@ pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
         None
     }
 
+    /// What an `adopt` line expects to find on the target, as the kind's probe reads it:
+    /// the facts the source declares (a file's content hash, owner and mode; a pinned
+    /// package's version; a service enabled and running).
+    fn adopt_facts(&self) -> Option<Facts> {
+        self.predicted_facts()
+    }
+
     /// For a machine nodes are deployed onto: how to reach it, given what it reported.
     fn reach(&self, _name: &str, _facts: Option<&Facts>, _cx: &Connections) -> Option<HostSpec> {
         None

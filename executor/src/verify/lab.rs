@@ -142,6 +142,7 @@ impl Session {
                 lock_hash: request.lock_hash.clone(),
                 push: false,
                 source: None,
+                remove_adopted: false,
             };
             session.build(spec, files, &r, reporter, interrupts)
         };

@@ -84,6 +84,15 @@ impl NodeType for Service {
 }
 
 impl Realize for ServiceNode {
+    fn adopt_facts(&self) -> Option<Facts> {
+        let enabled = if self.enabled { "enabled" } else { "disabled" };
+        let active = if self.running { "active" } else { "inactive" };
+        Some(Facts::from([
+            ("enabled".to_string(), enabled.to_string()),
+            ("active".to_string(), active.to_string()),
+        ]))
+    }
+
     fn launch(&self, cx: &Launching<'_>) -> Launch {
         // Restarted when what it reads changed since its record, or was just written by
         // this run: a unit its package already started must read the configuration
