@@ -139,7 +139,7 @@ pub struct Spec {
     pub stacks: BTreeMap<String, Published>,
     /// A targeted plan or build (`--only`, `--exclude`): what was left out of this graph,
     /// which deletions spare (`crate::targeting`). Not part of `graph_hash`.
-    pub targeted: Option<std::sync::Arc<crate::targeting::Targeted>>,
+    pub targeted: Option<std::sync::Arc<crate::record::Targeted>>,
 }
 
 /// The names of the secrets a value holds.
