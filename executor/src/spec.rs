@@ -145,7 +145,7 @@ pub struct Spec {
     pub moves: Vec<(String, String)>,
     /// A targeted plan or build (`--only`, `--exclude`): what was left out of this graph,
     /// which deletions spare (`crate::targeting`). Not part of `graph_hash`.
-    pub targeted: Option<std::sync::Arc<crate::targeting::Targeted>>,
+    pub targeted: Option<std::sync::Arc<crate::record::Targeted>>,
     /// Its `rollout` groups, machines by index. Not part of `graph_hash`: a rollout orders
     /// the work, it changes none of it.
     pub rollouts: Vec<RolloutSpec>,

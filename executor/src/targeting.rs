@@ -10,55 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envc_compiler::types::NodeKind;
-use serde::{Deserialize, Serialize};
-
+pub use crate::record::Targeted;
 use crate::spec::{on_target, targetless, CheckDecl, Spec, Val};
-
-/// What a targeted run left out, as its run record keeps it and plans show it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Targeted {
-    /// The `--only` patterns, as given.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub only: Vec<String>,
-    /// The `--exclude` patterns, as given.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exclude: Vec<String>,
-    /// Keys of the graph's nodes left out (not planned, not run).
-    #[serde(default)]
-    pub left_out: Vec<String>,
-    /// Keys of records whose node left the graph and which this run does not delete.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kept: Vec<String>,
-    /// The outputs that read a node left out: their last values stand.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub outputs_left_out: Vec<String>,
-}
-
-impl Targeted {
-    /// Whether the record under `key`, whose node is not in the restricted graph, stays:
-    /// its node was left out, or it left the graph and the selection spares it.
-    pub fn spares(&self, key: &str) -> bool {
-        self.left_out.iter().any(|k| k == key) || self.kept.iter().any(|k| k == key)
-    }
-
-    /// "--only a --exclude b": the flags that made it, as a reader would type them.
-    pub fn flags(&self) -> String {
-        let only = self.only.iter().map(|p| format!("--only {p}"));
-        let exclude = self.exclude.iter().map(|p| format!("--exclude {p}"));
-        only.chain(exclude).collect::<Vec<_>>().join(" ")
-    }
-
-    /// "left out: 5 nodes (--only web-0/file:/etc/x)".
-    pub fn summary(&self) -> String {
-        let n = self.left_out.len();
-        format!(
-            "left out: {n} node{} ({})",
-            if n == 1 { "" } else { "s" },
-            self.flags()
-        )
-    }
-}
+use envc_compiler::types::NodeKind;
 
 /// A pattern that names no node of the graph nor any record.
 #[derive(Clone, Debug, PartialEq, Eq)]
