@@ -237,6 +237,11 @@ enum Command {
         /// After a failure, go on with every step that does not depend on it.
         #[arg(long)]
         keep_going: bool,
+        /// When an update fails its postconditions (or its service does not restart),
+        /// leave what it changed in place instead of putting the previous files and
+        /// services back.
+        #[arg(long)]
+        no_rollback: bool,
         /// Probe the targets first and repair what drifted from its record.
         #[arg(long)]
         refresh: bool,
@@ -496,6 +501,7 @@ fn run(cli: Cli) -> Exit {
             file,
             jobs,
             keep_going,
+            no_rollback,
             refresh,
             wait,
             json,
@@ -507,6 +513,7 @@ fn run(cli: Cli) -> Exit {
             let args = BuildArgs {
                 jobs,
                 keep_going,
+                no_rollback,
                 refresh,
                 wait,
                 json,

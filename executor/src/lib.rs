@@ -36,6 +36,7 @@ pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod resolve;
+mod rollback;
 pub mod run;
 pub(crate) mod script;
 pub(crate) mod secret_edit;

@@ -47,6 +47,12 @@ pub struct RealizationRecord {
     /// runs once the source no longer says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<CommandLine>,
+    /// A file's bytes, as an object in the store: what a rollback puts back on the target
+    /// (`rollback.rs`). None for a file that holds a secret (its plain text is never
+    /// stored), for other kinds, and in records written before rollback existed: such a
+    /// record cannot be rolled back to, and the rollback says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<ObjectId>,
 }
 
 /// Written (and committed) before a step that may create a node's thing on a target, once a
@@ -82,6 +88,7 @@ impl Intent {
             at_unix: self.at_unix,
             checks_hash: None,
             undo: None,
+            content: None,
         }
     }
 }
@@ -209,6 +216,11 @@ pub struct NodeOutcome {
     /// attributed to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// What a rollback did about it: on a node whose update failed, how what the update
+    /// changed on its target was put back (`rolled back: …`, or why it could not be); on a
+    /// node that ran and was undone with it, `rolled back`. Runs before rollback have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,6 +64,8 @@ pub struct BuildOptions {
     /// The commit of the environment's source (`abc123…`, `-dirty` when it has changes),
     /// named in the commits that deliver objects to a GitOps repository.
     pub source: Option<String>,
+    /// Put back what a failed update changed on its target (`build --no-rollback`: no).
+    pub rollback: bool,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -98,6 +100,9 @@ pub trait Reporter: Send + Sync {
     /// The run took the environment's shared lock over (a lease left unrenewed, or a lock
     /// object that held no lease): said before anything runs.
     fn took_over(&self, _what: &crate::shared_state::TakenOver) {}
+
+    /// A failed update on `target` was rolled back (`note`: what was put back, or why not).
+    fn rolled_back(&self, _key: &str, _target: &str, _note: &str) {}
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +120,8 @@ pub struct BuildReport {
     /// The run lost the environment's lock (forced open, or its lease ran out) or found its
     /// state moved by another: it started nothing after it knew, and committed nothing.
     pub lock_lost: bool,
+    /// Nodes whose changes a rollback put back (`run/rollback.rs`).
+    pub rolled_back: usize,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -214,6 +221,13 @@ impl<'a> Env<'a> {
         id
     }
 
+    /// `bytes` as an object the state's records name, written by the next commit.
+    fn write_bytes_later(&mut self, bytes: Vec<u8>) -> ObjectId {
+        let id = ObjectId::of(&bytes);
+        self.unwritten.push((id, bytes));
+        id
+    }
+
     fn put_record(&mut self, r: RealizationRecord) {
         let id = self.write_later(&r);
         self.state.records.insert(r.node.clone(), id);
@@ -284,6 +298,7 @@ pub fn realization_record(
         at_unix: now_unix(),
         checks_hash: resolved.checks_hash(),
         undo: resolved.payload.undo(),
+        content: None,
     }
 }
 
@@ -560,7 +575,12 @@ pub struct Scheduler<'s> {
     delivered: BTreeMap<usize, String>,
     report: BuildReport,
     started_unix: u64,
+    /// The live records when the run started, by node (with their objects): what a
+    /// rollback goes back to.
+    before: BTreeMap<String, (ObjectId, RealizationRecord)>,
 }
+
+mod rollback;
 
 impl<'s> Scheduler<'s> {
     pub fn new(
@@ -608,6 +628,7 @@ impl<'s> Scheduler<'s> {
             delivered: BTreeMap::new(),
             report: BuildReport::default(),
             started_unix: now_unix(),
+            before: BTreeMap::new(),
         }
     }
 
@@ -691,6 +712,7 @@ impl<'s> Scheduler<'s> {
                 checks,
                 log: None,
                 tags: node.tags.clone(),
+                rollback: None,
             },
         );
     }
@@ -743,6 +765,11 @@ impl<'s> Scheduler<'s> {
     /// and the report says why.
     pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, RunError> {
         let reserve = env.store.reserve(&self.run_id, RESERVE).ok();
+        if self.opts.rollback {
+            self.before = (env.state.records.iter())
+                .filter_map(|(k, id)| Some((k.clone(), (*id, env.records.get(k)?.clone()))))
+                .collect();
+        }
         self.record_run(env, RunResult::Unfinished)?;
         let ended = self.realize(env).await;
         env.state.outputs = self.resolve_outputs();
@@ -1031,7 +1058,7 @@ impl<'s> Scheduler<'s> {
                         applied.created |= env.intended(&key, &identity);
                         let first_here =
                             (env.records.get(&key)).is_none_or(|p| p.target_identity != identity);
-                        let record = realization_record(
+                        let mut record = realization_record(
                             spec,
                             i,
                             &resolved,
@@ -1040,6 +1067,9 @@ impl<'s> Scheduler<'s> {
                             env.records.get(&key),
                             &self.run_id,
                         );
+                        if let Some(bytes) = resolved.payload.kept() {
+                            record.content = Some(env.write_bytes_later(bytes.to_vec()));
+                        }
                         if let Some(commit) = applied
                             .facts
                             .get(fact::delivery::COMMIT)
@@ -1070,7 +1100,10 @@ impl<'s> Scheduler<'s> {
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => {
-                        self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents)
+                        self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents);
+                        if self.opts.rollback {
+                            self.after_failure(i, env).await?;
+                        }
                     }
                 }
             }
@@ -1624,6 +1657,7 @@ impl<'s> Scheduler<'s> {
             checks: Vec::new(),
             log,
             tags: BTreeMap::new(),
+            rollback: None,
         });
     }
 }

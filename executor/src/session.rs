@@ -203,6 +203,8 @@ pub struct BuildRequest {
     pub push: bool,
     /// The commit of the environment's source, for the commits delivering its objects.
     pub source: Option<String>,
+    /// `--no-rollback`: a failed update leaves what it changed in place.
+    pub no_rollback: bool,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -652,6 +654,7 @@ impl Session {
             },
             cache,
             source: request.source.clone(),
+            rollback: !request.no_rollback,
         };
         let scheduler = Scheduler::new(
             spec,

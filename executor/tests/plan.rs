@@ -417,6 +417,7 @@ fn deletions_follow_intents_as_build_does() {
         at_unix: 1,
         checks_hash: None,
         undo: None,
+        content: None,
     };
     let intent = |node: &str, identity: &str| Intent {
         node: node.into(),

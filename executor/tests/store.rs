@@ -175,6 +175,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         at_unix: 1,
         checks_hash: None,
         undo: None,
+        content: None,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }
@@ -203,6 +204,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             checks: Vec::new(),
             log: None,
             tags: [("owner".to_string(), "platform".to_string())].into(),
+            rollback: None,
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),
@@ -539,6 +541,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
         checks: Vec::new(),
         log: None,
         tags: BTreeMap::new(),
+        rollback: None,
     };
     let checkpoint = |nodes: Vec<NodeOutcome>, earlier: Option<ObjectId>| {
         s.put_json(&RunRecord {

@@ -20,6 +20,7 @@ use crate::output;
 pub struct BuildArgs {
     pub jobs: usize,
     pub keep_going: bool,
+    pub no_rollback: bool,
     pub refresh: bool,
     pub wait: bool,
     pub json: bool,
@@ -62,6 +63,7 @@ pub fn build(
         lock_hash: env.lock.map(|l| l.hash),
         push: args.push,
         source: source_commit(file),
+        no_rollback: args.no_rollback,
     };
     realize(file, &env.spec, &env.files, &request, args.json, target)
 }
@@ -84,6 +86,7 @@ pub fn destroy(file: &Path, yes: bool, wait: bool, json_out: bool, target: &Targ
         lock_hash: None,
         push: false,
         source: source_commit(file),
+        no_rollback: true,
     };
     realize(file, &spec, &files, &request, json_out, target)
 }
@@ -148,6 +151,9 @@ fn realize(
             for o in &report.outcomes {
                 if let Some(why) = o.outcome.failure() {
                     crate::output::errln!("error: {}: {why}", o.node);
+                    if let Some(note) = &o.rollback {
+                        crate::output::errln!("  {note}");
+                    }
                 }
             }
         }
@@ -160,11 +166,15 @@ fn realize(
 fn summary(r: &BuildReport, command: &str, json_out: bool) {
     if json_out {
         output::line(
-            json!({"summary": {"ran": r.ran, "cached": r.cached, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex())}}),
+            json!({"summary": {"ran": r.ran, "cached": r.cached, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "rolled_back": r.rolled_back, "run": r.run.map(|r| r.hex())}}),
         );
     } else {
+        let rolled_back = match r.rolled_back {
+            0 => String::new(),
+            n => format!(", {n} rolled back"),
+        };
         output::line(format!(
-            "{command}: {} ran, {} cached, {} deleted, {} failed, {} skipped",
+            "{command}: {} ran, {} cached, {} deleted, {} failed, {} skipped{rolled_back}",
             r.ran, r.cached, r.deleted, r.failed, r.skipped
         ));
     }
@@ -297,5 +307,14 @@ impl Reporter for Progress {
 
     fn took_over(&self, what: &envc_executor::TakenOver) {
         crate::output::errln!("warning: {what}");
+    }
+
+    fn rolled_back(&self, key: &str, _target: &str, note: &str) {
+        let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if self.json {
+            output::line(json!({"event": "rollback", "node": key, "note": note}));
+        } else {
+            crate::output::errln!("rollback  {key}: {note}");
+        }
     }
 }

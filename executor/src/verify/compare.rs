@@ -362,6 +362,7 @@ mod tests {
             at_unix: 0,
             checks_hash: None,
             undo: None,
+            content: None,
         }
     }
 

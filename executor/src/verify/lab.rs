@@ -142,6 +142,8 @@ impl Session {
                 lock_hash: request.lock_hash.clone(),
                 push: false,
                 source: None,
+                // The lab shows what a build does to a clean machine, failures as they are.
+                no_rollback: true,
             };
             session.build(spec, files, &r, reporter, interrupts)
         };
