@@ -118,6 +118,7 @@ impl Failure {
                     | SessionError::NeverBuilt { .. }
                     | SessionError::Config(_)
                     | SessionError::Secrets(_)
+                    | SessionError::Rollback(_)
                     | SessionError::Io(_) => Exit::Input,
                 }
             }

@@ -37,6 +37,7 @@ pub mod remote;
 pub mod repair;
 pub mod resolve;
 mod rollback;
+mod rollback_to;
 pub mod run;
 pub(crate) mod script;
 pub(crate) mod secret_edit;
@@ -72,6 +73,7 @@ pub use config::{
 // team commands (`sharing.rs`), with what they report and why they fail.
 pub use run::{BuildReport, Event, Reporter, RunError};
 pub use session::{BuildRequest, Interrupts, PlanReport, Session, SessionError, TargetOptions};
+pub use rollback_to::{RollbackError, RollbackItem, RollbackPlan};
 pub use sharing::BuildOutput;
 pub use stack::{facts as stack_facts, StackError};
 

@@ -90,6 +90,8 @@ pub enum SessionError {
     Io(String),
     /// A secret the environment uses cannot be read; nothing ran.
     Secrets(crate::secrets::SecretError),
+    /// `envc rollback --to` names no run it can go back to.
+    Rollback(crate::rollback_to::RollbackError),
 }
 
 impl std::fmt::Display for SessionError {
@@ -138,6 +140,7 @@ impl std::fmt::Display for SessionError {
             SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
             SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
+            SessionError::Rollback(e) => write!(f, "{e}"),
         }
     }
 }
@@ -353,7 +356,7 @@ impl Session {
         )
     }
 
-    fn connections(&self, machines: &Machines) -> Result<(Connections, HeldDir), SessionError> {
+    pub(crate) fn connections(&self, machines: &Machines) -> Result<(Connections, HeldDir), SessionError> {
         // Control sockets need short paths (108 bytes): keep them under the system temp dir.
         // The run's scratch directory for ssh control sockets and git clones, held while
         // the run lives, so that the next run removes those of runs that were killed. Kept
