@@ -359,6 +359,25 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Put FILE's files and services back as they stood after an earlier run (ids as
+    /// `envc log` prints them), from the store; recorded as a run of its own.
+    Rollback {
+        file: PathBuf,
+        /// The run to go back to: its id, or a prefix of it that names only it.
+        #[arg(long = "to", value_name = "RUN")]
+        to: String,
+        /// Show what it would do, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Wait for another run of the same environment instead of failing.
+        #[arg(long)]
+        wait: bool,
+        /// One JSON object per line: the plan's items, each node as it finishes, a summary.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
     /// Remove everything envc created for FILE's environment from its targets.
     Destroy {
         file: PathBuf,
@@ -591,6 +610,14 @@ fn run(cli: Cli) -> Exit {
             json,
             target,
         } => commands::build::destroy(&file, yes, wait, json, &target),
+        Command::Rollback {
+            file,
+            to,
+            dry_run,
+            wait,
+            json,
+            target,
+        } => commands::rollback::rollback(&file, &to, dry_run, wait, json, &target),
         Command::Log { file, json, shared } => commands::history::log(&file, json, &shared),
         Command::Output { file, json, shared } => commands::history::output(&file, json, &shared),
         Command::Render {

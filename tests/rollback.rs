@@ -110,7 +110,9 @@ fn runs(p: &Project, hosts: &TestHosts) -> Vec<String> {
 #[test]
 fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deployment() {
     let mut hosts = TestHosts::start_empty();
-    hosts.set_boot_hook(&Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testhosts/systemd-stand-in"));
+    hosts.set_boot_hook(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testhosts/systemd-stand-in"),
+    );
     hosts.add_host(&["10.77.0.10".parse().unwrap()], None);
     let p = Project::new(&hosts, "envc-rollback-");
     let env_file = p.path("prod.env");
@@ -130,7 +132,10 @@ fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deplo
     assert_eq!(broken.status.code(), Some(4), "{}", text(&broken));
     let said = text(&broken);
     assert!(said.contains("rolled back"), "{said}");
-    assert!(said.contains("3 rolled back"), "the site, the page and the service: {said}");
+    assert!(
+        said.contains("3 rolled back"),
+        "the site, the page and the service: {said}"
+    );
     assert_eq!(remote(&hosts, &format!("cat {SITE}")), good_conf);
     assert_eq!(page(&hosts), "<h1>v1</h1>\n");
     // The state kept the first run's records: the update is still to do.
@@ -143,7 +148,8 @@ fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deplo
     let log = p.run(&hosts, &["log"]);
     ok(&log);
     assert!(
-        stdout(&log).contains("rolled back: restarted"),
+        stdout(&log).contains(&format!("rolled back on `{}`: restored", hosts.name(0)))
+            && stdout(&log).contains(&format!("restarted `{}/service:nginx`", hosts.name(0))),
         "{}",
         stdout(&log)
     );
@@ -152,7 +158,11 @@ fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deplo
     p.write(&source(&hosts, WRONG_ROOT, "<h1>v2</h1>\\n"));
     let wrong = p.run(&hosts, &["build", "--locked"]);
     assert_eq!(wrong.status.code(), Some(4), "{}", text(&wrong));
-    assert!(text(&wrong).contains("postcondition http("), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("postcondition http("),
+        "{}",
+        text(&wrong)
+    );
     assert!(text(&wrong).contains("rolled back"), "{}", text(&wrong));
     assert_eq!(remote(&hosts, &format!("cat {SITE}")), good_conf);
     assert_eq!(page(&hosts), "<h1>v1</h1>\n");
@@ -171,12 +181,23 @@ fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deplo
 
     // Back to the first deployment, from the store: its files, nginx restarted.
     let ids = runs(&p, &hosts);
-    let unknown = p.run(&hosts, &["rollback", "--to", &format!("{}x", &ids[0][..10])]);
-    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
-    assert!(text(&unknown).contains(&format!("did you mean `{}`", ids[0])), "{}", text(&unknown));
+    let unknown = p.run(
+        &hosts,
+        &["rollback", "--to", &format!("{}x", &ids[0][..10])],
+    );
+    assert_eq!(unknown.status.code(), Some(1), "{}", text(&unknown));
+    assert!(
+        text(&unknown).contains(&format!("did you mean `{}`", ids[0])),
+        "{}",
+        text(&unknown)
+    );
     let dry = p.run(&hosts, &["rollback", "--to", &ids[0], "--dry-run"]);
     ok(&dry);
-    assert!(stdout(&dry).contains(&format!("file:{PAGE}")), "{}", text(&dry));
+    assert!(
+        stdout(&dry).contains(&format!("file:{PAGE}")),
+        "{}",
+        text(&dry)
+    );
     assert_eq!(page(&hosts), "<h1>v3</h1>\n", "a dry run changes nothing");
     let back = p.run(&hosts, &["rollback", "--to", &ids[0]]);
     ok(&back);
@@ -185,7 +206,7 @@ fn a_broken_nginx_config_is_rolled_back_and_rollback_to_restores_the_first_deplo
     let ids_now = runs(&p, &hosts);
     let log = p.run(&hosts, &["log"]);
     assert!(
-        stdout(&log).contains(&format!("run {} rollback", ids_now.last().unwrap())),
+        stdout(&log).contains(&format!("run {}  rollback", ids_now.last().unwrap())),
         "{}",
         stdout(&log)
     );

@@ -71,9 +71,9 @@ pub use config::{
 
 // One environment's commands: plan, build, destroy, drift, log, output, checks, and the
 // team commands (`sharing.rs`), with what they report and why they fail.
+pub use rollback_to::{RollbackError, RollbackItem, RollbackPlan};
 pub use run::{BuildReport, Event, Reporter, RunError};
 pub use session::{BuildRequest, Interrupts, PlanReport, Session, SessionError, TargetOptions};
-pub use rollback_to::{RollbackError, RollbackItem, RollbackPlan};
 pub use sharing::BuildOutput;
 pub use stack::{facts as stack_facts, StackError};
 

@@ -86,7 +86,9 @@ pub async fn restore(t: &Transport, store: &Store, items: &[Restore]) -> Vec<Res
             results[*i] = Some(r.map(|done| match done {
                 Removed::Deleted => "removed (it did not exist before)".to_string(),
                 Removed::Absent => "already absent".to_string(),
-                Removed::Changed => "left in place: its content changed since envc wrote it".to_string(),
+                Removed::Changed => {
+                    "left in place: its content changed since envc wrote it".to_string()
+                }
             }));
         }
     }
@@ -155,10 +157,7 @@ fn file_spec(path: &str, r: &RealizationRecord, store: &Store) -> Result<FileSpe
 
 /// The kinds a rollback puts back (or reports on).
 pub fn rolls_back(kind: NodeKind) -> bool {
-    matches!(
-        kind,
-        NodeKind::File | NodeKind::Service | NodeKind::Package
-    )
+    matches!(kind, NodeKind::File | NodeKind::Service | NodeKind::Package)
 }
 
 /// One line for what a rollback did: `restored /etc/x; restarted nginx`, failures after.

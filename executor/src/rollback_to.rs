@@ -96,10 +96,13 @@ impl Session {
     /// What `envc rollback --to RUN` would do, without the lock and without contacting
     /// any target.
     pub fn rollback_plan(&self, run: &str) -> Result<RollbackPlan, SessionError> {
-        let (_, state) =
-            State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
-        let records = state.load_records(&self.store).map_err(|e| self.store_error(e))?;
-        let intents = state.load_intents(&self.store).map_err(|e| self.store_error(e))?;
+        let (_, state) = State::current(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        let records = state
+            .load_records(&self.store)
+            .map_err(|e| self.store_error(e))?;
+        let intents = state
+            .load_intents(&self.store)
+            .map_err(|e| self.store_error(e))?;
         self.plan_back(run, &records, &intents)
     }
 
@@ -134,10 +137,12 @@ impl Session {
             conns.close().await;
             r
         });
-        report.map(|r| (plan, r)).map_err(|error| SessionError::Run {
-            error: Box::new(error),
-            commit: None,
-        })
+        report
+            .map(|r| (plan, r))
+            .map_err(|error| SessionError::Run {
+                error: Box::new(error),
+                commit: None,
+            })
     }
 
     fn plan_back(
@@ -190,7 +195,8 @@ impl Session {
             };
             if !rolls_back(parsed.kind) || parsed.kind == NodeKind::Package {
                 let what = if parsed.kind == NodeKind::Package {
-                    "packages are not rolled back: it stays at the version installed now".to_string()
+                    "packages are not rolled back: it stays at the version installed now"
+                        .to_string()
                 } else {
                     format!("a `{}` is not rolled back: left as it is now", parsed.kind)
                 };
@@ -244,8 +250,7 @@ impl Session {
 
     /// The run `given` names (its id or a prefix of one only), and the state it left.
     fn find_run(&self, given: &str) -> Result<(RunRecord, State), SessionError> {
-        let history =
-            readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
+        let history = readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
         let mut ids: Vec<String> = Vec::new();
         let mut found: Vec<(RunRecord, State)> = Vec::new();
         for (_, state) in history.states {
@@ -276,7 +281,11 @@ impl Session {
 /// The id nearest to `given` (edit distance), when near enough to be a typo.
 fn closest(given: &str, ids: &[String]) -> Option<String> {
     ids.iter()
-        .map(|id| (distance(given, id), id))
+        .map(|id| {
+            // A mistyped prefix is as near as the prefix it was meant to be.
+            let prefix = id.get(..given.len()).unwrap_or(id);
+            (distance(given, id).min(distance(given, prefix)), id)
+        })
         .filter(|(d, _)| *d <= given.len().max(4) / 2)
         .min_by_key(|(d, _)| *d)
         .map(|(_, id)| id.clone())
@@ -290,7 +299,9 @@ fn distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(here + 1);
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
             prev = here;
         }
     }
@@ -318,7 +329,11 @@ fn reach(
         let host = HostSpec {
             name: target.to_string(),
             address: text(r, "address")?,
-            port: r.attrs.get("port").and_then(|p| p.parse().ok()).unwrap_or(22),
+            port: r
+                .attrs
+                .get("port")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(22),
             user: text(r, "user").unwrap_or_default(),
             identity: None,
         };
@@ -353,27 +368,29 @@ async fn apply(
         ..BuildReport::default()
     };
     let current = env.records.clone();
-    let record_run =
-        |env: &mut Env<'_>, result: RunResult, nodes: Vec<NodeOutcome>| -> Result<ObjectId, crate::run::RunError> {
-            let run = RunRecord {
-                run: run_id.clone(),
-                env: env.lock.env().to_string(),
-                command: "rollback".into(),
-                graph_hash: plan.graph_hash.clone(),
-                lock_hash: None,
-                started_unix: started,
-                finished_unix: now_unix(),
-                result,
-                nodes,
-                earlier: None,
-                error: None,
-                stacks: BTreeMap::new(),
-            };
-            let id = env.store.put_json(&run)?;
-            env.state.run = Some(id);
-            env.commit()?;
-            Ok(id)
+    let record_run = |env: &mut Env<'_>,
+                      result: RunResult,
+                      nodes: Vec<NodeOutcome>|
+     -> Result<ObjectId, crate::run::RunError> {
+        let run = RunRecord {
+            run: run_id.clone(),
+            env: env.lock.env().to_string(),
+            command: "rollback".into(),
+            graph_hash: plan.graph_hash.clone(),
+            lock_hash: None,
+            started_unix: started,
+            finished_unix: now_unix(),
+            result,
+            nodes,
+            earlier: None,
+            error: None,
+            stacks: BTreeMap::new(),
         };
+        let id = env.store.put_json(&run)?;
+        env.state.run = Some(id);
+        env.commit()?;
+        Ok(id)
+    };
     // The state first: killed from here on, it says what the rollback goes back to (an
     // intent for what it removes), and the next build or rollback converges from there.
     for item in &plan.items {
@@ -451,7 +468,10 @@ async fn apply(
         let done = match reach(&current, &target, conns.vm_identity.as_deref()) {
             Some((key, host, recorded)) => match conns.get(&key, &host, recorded).await {
                 Ok((transport, _)) => restore(&transport, env.store, &restores).await,
-                Err(e) => restores.iter().map(|r| (r.key.clone(), Err(e.clone()))).collect(),
+                Err(e) => restores
+                    .iter()
+                    .map(|r| (r.key.clone(), Err(e.clone())))
+                    .collect(),
             },
             None => restores
                 .iter()

@@ -356,7 +356,10 @@ impl Session {
         )
     }
 
-    pub(crate) fn connections(&self, machines: &Machines) -> Result<(Connections, HeldDir), SessionError> {
+    pub(crate) fn connections(
+        &self,
+        machines: &Machines,
+    ) -> Result<(Connections, HeldDir), SessionError> {
         // Control sockets need short paths (108 bytes): keep them under the system temp dir.
         // The run's scratch directory for ssh control sockets and git clones, held while
         // the run lives, so that the next run removes those of runs that were killed. Kept

@@ -163,7 +163,7 @@ fn realize(
     })
 }
 
-fn summary(r: &BuildReport, command: &str, json_out: bool) {
+pub fn summary(r: &BuildReport, command: &str, json_out: bool) {
     if json_out {
         output::line(
             json!({"summary": {"ran": r.ran, "cached": r.cached, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "rolled_back": r.rolled_back, "run": r.run.map(|r| r.hex())}}),

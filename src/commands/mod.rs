@@ -13,6 +13,7 @@ pub mod lock;
 pub mod manual;
 pub mod plan;
 pub mod render;
+pub mod rollback;
 pub mod secret;
 pub mod store;
 pub mod team;

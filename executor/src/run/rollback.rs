@@ -173,6 +173,9 @@ impl Scheduler<'_> {
                 o.rollback = Some(note.clone());
             }
         }
-        Ok(format!("rolled back on `{target_name}`: {}", summary(&done)))
+        Ok(format!(
+            "rolled back on `{target_name}`: {}",
+            summary(&done)
+        ))
     }
 }
