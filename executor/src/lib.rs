@@ -71,7 +71,8 @@ pub use config::{
 
 // One environment's commands: plan, build, destroy, drift, log, output, checks, and the
 // team commands (`sharing.rs`), with what they report and why they fail.
-pub use rollback_to::{RollbackError, RollbackItem, RollbackPlan};
+pub use rollback::RollbackError;
+pub use rollback_to::{RollbackItem, RollbackPlan};
 pub use run::{BuildReport, Event, Reporter, RunError};
 pub use session::{BuildRequest, Interrupts, PlanReport, Session, SessionError, TargetOptions};
 pub use sharing::BuildOutput;

@@ -7,6 +7,8 @@
 //! of its day, which the record does not keep; a package in a rollback is reported as left
 //! at the version the update installed.
 
+use std::fmt;
+
 use envc_ids::fact::content::SHA256;
 use envc_ids::NodeKind;
 
@@ -174,3 +176,40 @@ pub fn summary(done: &[Restored]) -> String {
     );
     parts.join("; ")
 }
+
+/// Why `envc rollback --to` cannot go back to a run.
+#[derive(Debug)]
+pub enum RollbackError {
+    /// No run of that id (or unique prefix) in the environment's history.
+    UnknownRun {
+        env: String,
+        given: String,
+        closest: Option<String>,
+    },
+    /// The run is in the history, but the records of its state are not in the store.
+    Gone { run: String, error: String },
+}
+
+impl fmt::Display for RollbackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RollbackError::UnknownRun {
+                env,
+                given,
+                closest,
+            } => {
+                write!(f, "no run `{given}` in the history of `{env}`")?;
+                match closest {
+                    Some(c) => write!(f, "\n  hint: did you mean `{c}`? (`envc log` lists the runs)"),
+                    None => write!(f, "\n  hint: `envc log` lists the runs"),
+                }
+            }
+            RollbackError::Gone { run, error } => write!(
+                f,
+                "the records of run `{run}` are no longer in the store ({error}); it cannot be rolled back to"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RollbackError {}

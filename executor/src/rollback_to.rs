@@ -10,7 +10,6 @@
 //! where theirs differ, the plan says so and leaves them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use envc_ids::{fact, NodeKey, NodeKind, TargetIdentity};
 
@@ -19,48 +18,11 @@ use crate::envlock::{EnvLock, Holder};
 use crate::plan::Action;
 use crate::record::{Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State};
 use crate::repair::readable_history;
-use crate::rollback::{restore, rolls_back, Restore};
+use crate::rollback::{restore, rolls_back, Restore, RollbackError};
 use crate::run::{BuildReport, Env, Event, Reporter};
 use crate::session::{runtime, Session, SessionError};
 use crate::store::{ObjectId, Store};
 use crate::transport::HostSpec;
-
-/// Why `envc rollback --to` cannot go back to a run.
-#[derive(Debug)]
-pub enum RollbackError {
-    /// No run of that id (or unique prefix) in the environment's history.
-    UnknownRun {
-        env: String,
-        given: String,
-        closest: Option<String>,
-    },
-    /// The run is in the history, but the records of its state are not in the store.
-    Gone { run: String, error: String },
-}
-
-impl fmt::Display for RollbackError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RollbackError::UnknownRun {
-                env,
-                given,
-                closest,
-            } => {
-                write!(f, "no run `{given}` in the history of `{env}`")?;
-                match closest {
-                    Some(c) => write!(f, "\n  hint: did you mean `{c}`? (`envc log` lists the runs)"),
-                    None => write!(f, "\n  hint: `envc log` lists the runs"),
-                }
-            }
-            RollbackError::Gone { run, error } => write!(
-                f,
-                "the records of run `{run}` are no longer in the store ({error}); it cannot be rolled back to"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for RollbackError {}
 
 /// What going back to a run does to one node.
 #[derive(Clone, Debug)]

@@ -91,7 +91,7 @@ pub enum SessionError {
     /// A secret the environment uses cannot be read; nothing ran.
     Secrets(crate::secrets::SecretError),
     /// `envc rollback --to` names no run it can go back to.
-    Rollback(crate::rollback_to::RollbackError),
+    Rollback(crate::rollback::RollbackError),
 }
 
 impl std::fmt::Display for SessionError {
