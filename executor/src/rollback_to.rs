@@ -515,3 +515,24 @@ fn outcome(item: &RollbackItem, outcome: Outcome) -> NodeOutcome {
         rollback: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::closest;
+
+    fn check(given: &str, expected: Option<&str>) {
+        let ids = ["3570a7f384b2540b", "6ef61e1098ed34d7", "a1b2c3d4e5f60718"].map(String::from);
+        assert_eq!(closest(given, &ids).as_deref(), expected, "{given}");
+    }
+
+    /// A mistyped id or prefix is answered with the run it was meant to be; something
+    /// unlike every id is not.
+    #[test]
+    fn an_unknown_run_is_answered_with_the_nearest_id() {
+        check("3570a7f384b2540c", Some("3570a7f384b2540b"));
+        check("6ef61e1098x", Some("6ef61e1098ed34d7"));
+        check("6ef61f", Some("6ef61e1098ed34d7"));
+        check("zzzzzzzzzzzzzzzz", None);
+        check("latest", None);
+    }
+}
