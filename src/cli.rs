@@ -239,6 +239,11 @@ enum Command {
         /// After a failure, go on with every step that does not depend on it.
         #[arg(long)]
         keep_going: bool,
+        /// When an update fails its postconditions (or its service does not restart),
+        /// leave what it changed in place instead of putting the previous files and
+        /// services back.
+        #[arg(long)]
+        no_rollback: bool,
         /// Probe the targets first and repair what drifted from its record.
         #[arg(long)]
         refresh: bool,
@@ -355,6 +360,25 @@ enum Command {
         format: commands::verify::VerifyFormat,
         #[command(flatten)]
         params: Params,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Put FILE's files and services back as they stood after an earlier run (ids as
+    /// `envc log` prints them), from the store; recorded as a run of its own.
+    Rollback {
+        file: PathBuf,
+        /// The run to go back to: its id, or a prefix of it that names only it.
+        #[arg(long = "to", value_name = "RUN")]
+        to: String,
+        /// Show what it would do, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Wait for another run of the same environment instead of failing.
+        #[arg(long)]
+        wait: bool,
+        /// One JSON object per line: the plan's items, each node as it finishes, a summary.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -504,6 +528,7 @@ fn run(cli: Cli) -> Exit {
             file,
             jobs,
             keep_going,
+            no_rollback,
             refresh,
             wait,
             json,
@@ -516,6 +541,7 @@ fn run(cli: Cli) -> Exit {
             let args = BuildArgs {
                 jobs,
                 keep_going,
+                no_rollback,
                 refresh,
                 wait,
                 json,
@@ -599,6 +625,14 @@ fn run(cli: Cli) -> Exit {
             adopted,
             target,
         } => commands::build::destroy(&file, yes, wait, json, adopted, &target),
+        Command::Rollback {
+            file,
+            to,
+            dry_run,
+            wait,
+            json,
+            target,
+        } => commands::rollback::rollback(&file, &to, dry_run, wait, json, &target),
         Command::Log { file, json, shared } => commands::history::log(&file, json, &shared),
         Command::Output { file, json, shared } => commands::history::output(&file, json, &shared),
         Command::Render {

@@ -119,6 +119,7 @@ impl Failure {
                     | SessionError::Config(_)
                     | SessionError::Secrets(_)
                     | SessionError::Adopt(_)
+                    | SessionError::Rollback(_)
                     | SessionError::Io(_) => Exit::Input,
                 }
             }

@@ -341,6 +341,10 @@ const TAGS: AttrSchema = attr("tags", t_tags, false, None);
 const EXPECT: AttrSchema = attr("expect", t_checks, false, None);
 const REQUIRE: AttrSchema = attr("require", t_checks, false, None);
 
+/// `rollback = false` opts a package, file or service out of automatic rollback. Kept
+/// apart from the attributes (see `eval.rs::node`): not hashed into the id.
+const ROLLBACK: AttrSchema = attr("rollback", t_bool, false, None);
+
 /// The node attributes that hold checks.
 pub const CHECK_ATTRS: [&str; 2] = ["expect", "require"];
 
@@ -505,6 +509,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
             EXPECT,
             REQUIRE,
+            ROLLBACK,
         ],
         outputs: &[("installed_version", t_deferred_str)],
         doc: "a Debian package installed with apt, its version pinned",
@@ -526,6 +531,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
             EXPECT,
             REQUIRE,
+            ROLLBACK,
         ],
         outputs: &[("content_hash", t_deferred_str)],
         doc: "a file placed on the target: inline content, a template, or a project file",
@@ -543,6 +549,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
             EXPECT,
             REQUIRE,
+            ROLLBACK,
         ],
         outputs: &[],
         doc: "a systemd service, enabled and started, restarted when what it depends on changes",

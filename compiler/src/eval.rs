@@ -1205,6 +1205,9 @@ impl<'p> Evaluator<'p> {
                     let list: Vec<Value> = checks.iter().cloned().map(Value::Check).collect();
                     return Ok(Value::List(list.into()));
                 }
+                if &*field.name == "rollback" && schema.attrs.iter().any(|a| a.name == "rollback") {
+                    return Ok(Value::Bool(n.rollback));
+                }
                 if n.kind == NodeKind::Exec
                     && &*field.name == "stdout"
                     && !matches!(n.attrs.get("capture"), Some(Value::Bool(true)))
@@ -2086,6 +2089,7 @@ impl<'p> Evaluator<'p> {
         let mut name: Option<(Rc<str>, Span)> = None;
         let mut target: Option<Rc<Node>> = None;
         let (mut expect, mut require) = (Vec::new(), Vec::new());
+        let mut rollback = true;
         let mut given_tags: Option<Rc<BTreeMap<Rc<str>, Value>>> = None;
         // Where each given attribute's value was written, for cross-attribute messages.
         let mut spans: BTreeMap<Rc<str>, Span> = BTreeMap::new();
@@ -2110,6 +2114,9 @@ impl<'p> Evaluator<'p> {
                     }));
                 }
                 (_, "expect" | "require") => {}
+                // What to do when an update fails, not what is on the target: not in the id.
+                (Some((Value::Bool(b), _)), "rollback") => rollback = b,
+                (_, "rollback") => {}
                 // Tags too: they are not part of the id (but a manifest's labels are).
                 (Some((Value::Record(r), _)), "tags") => given_tags = Some(r),
                 (_, "tags") => {}
@@ -2421,6 +2428,7 @@ impl<'p> Evaluator<'p> {
             check_inputs,
             lab_inputs,
             stands_in,
+            rollback,
             tags,
             called_from: self.user_call(),
             file,

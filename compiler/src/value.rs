@@ -149,6 +149,10 @@ pub struct Node {
     /// A VM the lab boots in place of a host (`StandIn::Vm`): its private address comes
     /// after the environment's own VMs', which keep theirs.
     pub stands_in: bool,
+    /// `rollback = false`: a failed postcondition leaves what this node changed in place
+    /// (automatic rollback is on otherwise). Not part of its id, as checks are not: it says
+    /// what to do when an update fails, not what is on the target.
+    pub rollback: bool,
     /// Its tags, `default tags` merged in: for people and policies. Not part of its id (a
     /// manifest's are, as its labels): changing a tag re-runs only where it is materialized.
     pub tags: Tags,

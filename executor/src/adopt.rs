@@ -130,6 +130,7 @@ fn as_recorded(key: &str, facts: &Facts) -> RealizationRecord {
         checks_hash: None,
         undo: None,
         adopted: true,
+        content: None,
     }
 }
 

@@ -38,6 +38,8 @@ pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod resolve;
+mod rollback;
+mod rollback_to;
 pub(crate) mod rollout;
 pub mod run;
 pub(crate) mod script;
@@ -73,6 +75,8 @@ pub use config::{
 
 // One environment's commands: plan, build, destroy, drift, log, output, checks, and the
 // team commands (`sharing.rs`), with what they report and why they fail.
+pub use rollback::RollbackError;
+pub use rollback_to::{RollbackItem, RollbackPlan};
 pub use run::{BuildReport, Event, Reporter, RunError};
 pub use session::{BuildRequest, Interrupts, PlanReport, Session, SessionError, TargetOptions};
 pub use sharing::BuildOutput;

@@ -52,6 +52,12 @@ pub struct RealizationRecord {
     /// unless `destroy --adopted`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopted: bool,
+    /// A file's bytes, as an object in the store: what a rollback puts back on the target
+    /// (`rollback.rs`). None for a file that holds a secret (its plain text is never
+    /// stored), for other kinds, and in records written before rollback existed: such a
+    /// record cannot be rolled back to, and the rollback says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<ObjectId>,
 }
 
 /// Written (and committed) before a step that may create a node's thing on a target, once a
@@ -88,6 +94,7 @@ impl Intent {
             checks_hash: None,
             undo: None,
             adopted: false,
+            content: None,
         }
     }
 }
@@ -218,6 +225,11 @@ pub struct NodeOutcome {
     /// The key its record was carried from (a `moved` declaration), in the run that did it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<String>,
+    /// What a rollback did about it: on a node whose update failed, how what the update
+    /// changed on its target was put back (`rolled back: …`, or why it could not be); on a
+    /// node that ran and was undone with it, `rolled back`. Runs before rollback have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -72,6 +72,8 @@ pub struct BuildOptions {
     /// `destroy --adopted`: records of adopted things leaving the graph are removed from
     /// their targets as if envc had created them.
     pub remove_adopted: bool,
+    /// Put back what a failed update changed on its target (`build --no-rollback`: no).
+    pub rollback: bool,
 }
 
 /// What the scheduler tells its user as it goes.
@@ -106,6 +108,9 @@ pub trait Reporter: Send + Sync {
     /// The run took the environment's shared lock over (a lease left unrenewed, or a lock
     /// object that held no lease): said before anything runs.
     fn took_over(&self, _what: &crate::shared_state::TakenOver) {}
+
+    /// A failed update on `target` was rolled back (`note`: what was put back, or why not).
+    fn rolled_back(&self, _key: &str, _target: &str, _note: &str) {}
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +134,8 @@ pub struct BuildReport {
     pub notes: Vec<String>,
     /// What it did of each rollout (as its run record has it).
     pub rollouts: Vec<crate::record::RolloutOutcome>,
+    /// Nodes whose changes a rollback put back (`run/rollback.rs`).
+    pub rolled_back: usize,
 }
 
 /// Why a run broke off (its state is committed as far as it got); a failed step is not
@@ -228,6 +235,13 @@ impl<'a> Env<'a> {
         id
     }
 
+    /// `bytes` as an object the state's records name, written by the next commit.
+    fn write_bytes_later(&mut self, bytes: Vec<u8>) -> ObjectId {
+        let id = ObjectId::of(&bytes);
+        self.unwritten.push((id, bytes));
+        id
+    }
+
     fn put_record(&mut self, r: RealizationRecord) {
         let id = self.write_later(&r);
         self.state.records.insert(r.node.clone(), id);
@@ -299,6 +313,7 @@ pub fn realization_record(
         checks_hash: resolved.checks_hash(),
         undo: resolved.payload.undo(),
         adopted: previous.is_some_and(|p| p.adopted),
+        content: None,
     }
 }
 
@@ -584,7 +599,12 @@ pub struct Scheduler<'s> {
     started_unix: u64,
     /// The rollouts: nodes on a machine whose batch is not open yet wait here.
     gate: Gate<(usize, Action, Resolved)>,
+    /// The live records when the run started, by node (with their objects): what a
+    /// rollback goes back to.
+    before: BTreeMap<String, (ObjectId, RealizationRecord)>,
 }
+
+mod rollback;
 
 impl<'s> Scheduler<'s> {
     pub fn new(
@@ -633,6 +653,7 @@ impl<'s> Scheduler<'s> {
             report: BuildReport::default(),
             started_unix: now_unix(),
             gate: Gate::new(spec, rollout::batches(spec, &opts.planned)),
+            before: BTreeMap::new(),
         }
     }
 
@@ -717,6 +738,7 @@ impl<'s> Scheduler<'s> {
                 log: None,
                 tags: node.tags.clone(),
                 moved_from: None,
+                rollback: None,
             },
         );
     }
@@ -807,6 +829,11 @@ impl<'s> Scheduler<'s> {
     /// and the report says why.
     pub async fn run(mut self, env: &mut Env<'_>) -> Result<BuildReport, RunError> {
         let reserve = env.store.reserve(&self.run_id, RESERVE).ok();
+        if self.opts.rollback {
+            self.before = (env.state.records.iter())
+                .filter_map(|(k, id)| Some((k.clone(), (*id, env.records.get(k)?.clone()))))
+                .collect();
+        }
         self.record_run(env, RunResult::Unfinished)?;
         let ended = self.realize(env).await;
         let mut outputs = self.resolve_outputs();
@@ -1171,6 +1198,9 @@ impl<'s> Scheduler<'s> {
                                 applied.note = Some(ADOPTED_UPDATED.into());
                             }
                         }
+                        if let Some(bytes) = resolved.payload.kept() {
+                            record.content = Some(env.write_bytes_later(bytes.to_vec()));
+                        }
                         if let Some(commit) = applied
                             .facts
                             .get(fact::delivery::COMMIT)
@@ -1201,7 +1231,10 @@ impl<'s> Scheduler<'s> {
                         release(i, &dependents, &mut waiting_on, &mut ready);
                     }
                     Err(e) => {
-                        self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents)
+                        self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents);
+                        if self.opts.rollback {
+                            self.after_failure(i, env).await?;
+                        }
                     }
                 }
             }
@@ -1789,6 +1822,7 @@ impl<'s> Scheduler<'s> {
             log,
             tags: BTreeMap::new(),
             moved_from: None,
+            rollback: None,
         });
     }
 }

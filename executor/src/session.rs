@@ -92,6 +92,8 @@ pub enum SessionError {
     Secrets(crate::secrets::SecretError),
     /// `adopt` lines this envc cannot carry out (a machine's), each with why.
     Adopt(Vec<String>),
+    /// `envc rollback --to` names no run it can go back to.
+    Rollback(crate::rollback::RollbackError),
 }
 
 impl std::fmt::Display for SessionError {
@@ -141,6 +143,7 @@ impl std::fmt::Display for SessionError {
             SessionError::Io(e) => f.write_str(e),
             SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
             SessionError::Adopt(refused) => write!(f, "{}\n  nothing was run", refused.join("\n")),
+            SessionError::Rollback(e) => write!(f, "{e}"),
         }
     }
 }
@@ -216,6 +219,8 @@ pub struct BuildRequest {
     /// `destroy --adopted`: what `adopt` lines took over is removed too, as if envc had
     /// made it.
     pub remove_adopted: bool,
+    /// `--no-rollback`: a failed update leaves what it changed in place.
+    pub no_rollback: bool,
 }
 
 /// An environment's runs as far back as they can be read.
@@ -364,7 +369,10 @@ impl Session {
         )
     }
 
-    fn connections(&self, machines: &Machines) -> Result<(Connections, HeldDir), SessionError> {
+    pub(crate) fn connections(
+        &self,
+        machines: &Machines,
+    ) -> Result<(Connections, HeldDir), SessionError> {
         // Control sockets need short paths (108 bytes): keep them under the system temp dir.
         // The run's scratch directory for ssh control sockets and git clones, held while
         // the run lives, so that the next run removes those of runs that were killed. Kept
@@ -719,6 +727,7 @@ impl Session {
             source: request.source.clone(),
             adoptions,
             remove_adopted: request.remove_adopted,
+            rollback: !request.no_rollback,
         };
         let scheduler = Scheduler::new(
             spec,

@@ -87,6 +87,8 @@ pub struct NodeSpec {
     pub stands_in: bool,
     /// Its tags (not part of its id): recorded with what the run did to it.
     pub tags: BTreeMap<String, String>,
+    /// Whether a failed update is rolled back (`rollback = false` says no; not in its id).
+    pub rollback: bool,
 }
 
 /// A check as declared: arguments may still hold deferred values (`Val::Output`).
@@ -398,6 +400,7 @@ fn node_spec(n: &Node, index: &HashMap<DerivationId, usize>) -> NodeSpec {
         checks: Vec::new(),
         base: None,
         stands_in: n.stands_in,
+        rollback: n.rollback,
         tags: n
             .tags
             .iter()

@@ -418,6 +418,7 @@ fn deletions_follow_intents_as_build_does() {
         checks_hash: None,
         undo: None,
         adopted: false,
+        content: None,
     };
     let intent = |node: &str, identity: &str| Intent {
         node: node.into(),

@@ -176,6 +176,7 @@ fn record(store: &Store, run: ObjectId, node: &str, hash: &str) -> (String, Obje
         checks_hash: None,
         undo: None,
         adopted: false,
+        content: None,
     };
     (node.to_string(), store.put_json(&r).unwrap())
 }
@@ -205,6 +206,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             log: None,
             tags: [("owner".to_string(), "platform".to_string())].into(),
             moved_from: None,
+            rollback: None,
         }],
         error: None,
         stacks: [("core.env".to_string(), "r0".to_string())].into(),
@@ -550,6 +552,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
         log: None,
         tags: BTreeMap::new(),
         moved_from: None,
+        rollback: None,
     };
     let checkpoint = |nodes: Vec<NodeOutcome>, earlier: Option<ObjectId>| {
         s.put_json(&RunRecord {

@@ -20,6 +20,7 @@ use crate::output;
 pub struct BuildArgs {
     pub jobs: usize,
     pub keep_going: bool,
+    pub no_rollback: bool,
     pub refresh: bool,
     pub wait: bool,
     pub json: bool,
@@ -65,6 +66,7 @@ pub fn build(
         push: args.push,
         source: source_commit(file),
         remove_adopted: false,
+        no_rollback: args.no_rollback,
     };
     let narrow = Some((&args.targeted, ui));
     realize(
@@ -98,6 +100,7 @@ pub fn destroy(
         push: false,
         source: source_commit(file),
         remove_adopted: adopted,
+        no_rollback: true,
     };
     realize(file, &spec, &files, &request, json_out, target, None)
 }
@@ -172,6 +175,9 @@ fn realize(
             for o in &report.outcomes {
                 if let Some(why) = o.outcome.failure() {
                     crate::output::errln!("error: {}: {why}", o.node);
+                    if let Some(note) = &o.rollback {
+                        crate::output::errln!("  {note}");
+                    }
                 }
             }
         }
@@ -181,7 +187,7 @@ fn realize(
     })
 }
 
-fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Targeted>) {
+pub fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Targeted>) {
     for ro in &r.rollouts {
         if json_out {
             output::line(json!({ "rollout": ro }));
@@ -191,15 +197,19 @@ fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Tar
     }
     if json_out {
         output::line(
-            json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "run": r.run.map(|r| r.hex()), "warnings": r.notes, "targeted": targeted}}),
+            json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "rolled_back": r.rolled_back, "run": r.run.map(|r| r.hex()), "warnings": r.notes, "targeted": targeted}}),
         );
     } else {
         let moved = match r.moved {
             0 => String::new(),
             n => format!(", {n} moved"),
         };
+        let rolled_back = match r.rolled_back {
+            0 => String::new(),
+            n => format!(", {n} rolled back"),
+        };
         output::line(format!(
-            "{command}: {} ran, {} cached{moved}, {} deleted, {} failed, {} skipped",
+            "{command}: {} ran, {} cached{moved}, {} deleted, {} failed, {} skipped{rolled_back}",
             r.ran, r.cached, r.deleted, r.failed, r.skipped
         ));
         for line in super::targeted::left_out_lines(command, targeted) {
@@ -368,5 +378,14 @@ impl Reporter for Progress {
 
     fn took_over(&self, what: &envc_executor::TakenOver) {
         crate::output::errln!("warning: {what}");
+    }
+
+    fn rolled_back(&self, key: &str, _target: &str, note: &str) {
+        let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if self.json {
+            output::line(json!({"event": "rollback", "node": key, "note": note}));
+        } else {
+            crate::output::errln!("rollback  {key}: {note}");
+        }
     }
 }

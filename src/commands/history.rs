@@ -34,7 +34,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
         if json_out {
             // Each with the tags it ran with.
             let steps: Vec<serde_json::Value> = done()
-                .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from}))
+                .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from, "rollback": n.rollback}))
                 .collect();
             output::line(
                 json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "rollouts": run.rollouts, "nodes": steps}),
@@ -76,6 +76,9 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                     n.node,
                     n.outcome
                 )),
+            }
+            if let Some(note) = &n.rollback {
+                output::line(format!("              {note}"));
             }
             if let Some(log) = &n.log {
                 for (name, text) in [("stdout", &log.stdout), ("stderr", &log.stderr)] {

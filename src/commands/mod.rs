@@ -14,6 +14,7 @@ pub mod manual;
 pub mod picture;
 pub mod plan;
 pub mod render;
+pub mod rollback;
 pub mod secret;
 pub mod shown;
 pub mod store;

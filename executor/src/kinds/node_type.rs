@@ -235,6 +235,13 @@ pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
     /// How the scheduler runs it.
     fn launch(&self, cx: &Launching<'_>) -> Launch;
 
+    /// Bytes the record cannot hold that putting the thing back needs (a file's content,
+    /// kept as an object in the store that the record names): `None` for kinds a record
+    /// describes whole, and for what must never be stored (a secret).
+    fn kept(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// What undoes it when it leaves the graph, kept in its record (a command's `undo`).
     fn undo(&self) -> Option<CommandLine> {
         None

@@ -363,6 +363,7 @@ mod tests {
             checks_hash: None,
             undo: None,
             adopted: false,
+            content: None,
         }
     }
 

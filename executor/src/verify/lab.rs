@@ -143,6 +143,8 @@ impl Session {
                 push: false,
                 source: None,
                 remove_adopted: false,
+                // The lab shows what a build does to a clean machine, failures as they are.
+                no_rollback: true,
             };
             session.build(spec, files, &r, reporter, interrupts)
         };

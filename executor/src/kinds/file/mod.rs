@@ -216,6 +216,11 @@ impl Realize for FileSpec {
             .and_then(|r| r.facts.get(SHA256).cloned());
         Launch::OnTarget(Box::new(Files(vec![(cx.node, f)])))
     }
+
+    // A rollback writes these bytes back; a sealed file's are a secret's, never stored.
+    fn kept(&self) -> Option<&[u8]> {
+        self.sealed.is_none().then_some(self.content.as_slice())
+    }
 }
 
 /// Files placed on one target in one batch.
