@@ -94,6 +94,7 @@ mod tests {
                     base: None,
                     stands_in: false,
                     tags: BTreeMap::new(),
+                    rollback: true,
                 })
                 .collect(),
             moved: moved
@@ -133,6 +134,8 @@ mod tests {
             at_unix: 0,
             checks_hash: None,
             undo: None,
+            adopted: false,
+            content: None,
         };
         let mut records: BTreeMap<String, RealizationRecord> = before
             .iter()
