@@ -171,7 +171,7 @@ fn run(root: &str, loader: &dyn SourceLoader, options: &CompileOptions, indexed:
     }
     drop(evaluator);
     if let Some(g) = &mut graph {
-        let (moves, errors) = moved::check(&program, g);
+        let (moves, errors) = moved::check(&program, g.nodes());
         if errors.is_empty() {
             g.moved = moves;
         } else {

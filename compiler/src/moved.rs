@@ -12,7 +12,6 @@ use envc_ids::NodeKey;
 use envc_lang::ast::{ItemKind, Moved};
 use envc_lang::{Diagnostic, FileId, Span};
 
-use crate::graph::Graph;
 use crate::program::Program;
 use crate::types::NodeKind;
 use crate::value::Node;
@@ -50,9 +49,12 @@ struct Declared<'a> {
     span: Span,
 }
 
-/// The `moved` declarations of the program, checked against `graph`: the moves, or why
-/// some are wrong.
-pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
+/// The `moved` declarations of the program, checked against the graph's `nodes`: the
+/// moves, or why some are wrong.
+pub fn check<'g>(
+    program: &Program,
+    nodes: impl Iterator<Item = &'g Rc<Node>>,
+) -> (Vec<Move>, Vec<Diagnostic>) {
     let mut declared = Vec::new();
     for m in &program.modules {
         for item in &m.ast.items {
@@ -68,8 +70,7 @@ pub fn check(program: &Program, graph: &Graph) -> (Vec<Move>, Vec<Diagnostic>) {
     if declared.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let nodes: BTreeMap<String, &Rc<Node>> =
-        graph.nodes().map(|n| (key_of(n).to_string(), n)).collect();
+    let nodes: BTreeMap<String, &Rc<Node>> = nodes.map(|n| (key_of(n).to_string(), n)).collect();
     let mut errors = Vec::new();
     let mut moves: Vec<(Move, &Declared)> = Vec::new();
     for d in &declared {

@@ -746,17 +746,15 @@ impl<'s> Scheduler<'s> {
     /// Node `i`, renamed and otherwise what its record describes (`Action::Moved`): its
     /// record under its new key, nothing run on its target; its kind follows the rename
     /// where it keeps something by name (a QEMU VM's directory).
-    fn carry(&mut self, i: usize, r: Resolved, env: &mut Env) -> Result<(), String> {
+    fn carry(&mut self, i: usize, r: Resolved, env: &mut Env) -> Result<(), StepError> {
         let node = &self.spec.nodes[i];
         let old = (env.records.get(&node.key).cloned()).ok_or_else(|| {
-            format!(
+            StepError::new(format!(
                 "`{}` has no record to carry (this is a bug in envc)",
                 node.key
-            )
+            ))
         })?;
-        let facts = crate::kinds::of(node.kind)
-            .moved(&self.machines, &old, &node.name)
-            .map_err(|e| e.to_string())?;
+        let facts = crate::kinds::of(node.kind).moved(&self.machines, &old, &node.name)?;
         let rec = crate::moved::rekeyed(
             &old,
             &node.key,
@@ -1060,7 +1058,13 @@ impl<'s> Scheduler<'s> {
                     ),
                     Ok(r) if a.action == Action::Moved => match self.carry(i, r, env) {
                         Ok(()) => newly_done.push(i),
-                        Err(why) => self.stop(i, Status::Failed, why, Duration::ZERO, &dependents),
+                        Err(why) => self.stop(
+                            i,
+                            Status::Failed,
+                            why.to_string(),
+                            Duration::ZERO,
+                            &dependents,
+                        ),
                     },
                     Ok(r) if a.action == Action::Unchanged => {
                         let known = Known::of_record(&env.records[key]);
