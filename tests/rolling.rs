@@ -199,7 +199,7 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
     // Nothing ran on the later batches' hosts: their files were held and skipped, and
     // the restarts waiting for them with them.
     let events = lines_with(&stopped, "event");
-    for e in &events {
+    for e in events.iter().filter(|e| e["event"] == "node") {
         let key = e["node"].as_str().unwrap();
         let why = e["outcome"].as_str().unwrap();
         if batch_of(key) > 0 && key.contains("/file:") {
@@ -217,13 +217,37 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
         let o = hosts.ssh(i, "pgrep -x nginx >/dev/null && echo running");
         assert_eq!(stdout(&o).trim(), "running", "web-{i}: {}", text(&o));
     }
-    // (Automatic rollback puts the first batch back: asserted once it lands.)
-    assert_eq!(conf_on(0), broken);
+    // Automatic rollback put the first batch back: v2 again, nginx serving it, and the
+    // run says so for each of the two hosts' config and restart.
+    for i in 0..2 {
+        assert_eq!(conf_on(i), v2, "web-{i} is rolled back");
+        let o = hosts.ssh(i, "pgrep -x nginx >/dev/null && echo running");
+        assert_eq!(stdout(&o).trim(), "running", "web-{i}: {}", text(&o));
+    }
+    let mut rolled_back: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "rollback")
+        .map(|e| e["node"].as_str().unwrap())
+        .collect();
+    rolled_back.sort();
+    rolled_back.dedup();
+    let hosts_rolled_back: Vec<&str> = rolled_back.iter().map(|k| host_of(k)).collect();
+    assert!(
+        hosts_rolled_back
+            .iter()
+            .all(|h| *h == "web-0" || *h == "web-1")
+            && rolled_back.iter().any(|k| k.starts_with("web-0/file:"))
+            && rolled_back.iter().any(|k| k.starts_with("web-1/file:")),
+        "the first batch's configs, and nothing of the later batches, rolled back: {rolled_back:?}"
+    );
+    let summary = &lines_with(&stopped, "summary")[0]["summary"];
+    assert!(summary["rolled_back"].as_u64().unwrap() >= 2, "{summary}");
 
     // The next plan still has the untouched hosts' changes to do.
     let plan = p.run(&hosts, &["plan"]);
     ok(&plan);
-    for i in 2..WEBS {
+    // (web-0 and web-1 too: a rollback keeps the records from before the update.)
+    for i in 0..WEBS {
         assert!(
             stdout(&plan).contains(&format!("update    web-{i}/file:{CONF}")),
             "{}",
