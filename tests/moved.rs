@@ -9,6 +9,8 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
@@ -18,38 +20,7 @@ use std::process::{Output, Stdio};
 
 use nshosts::TestHosts;
 use output::{stderr, stdout, summary, text};
-
-struct Project {
-    dir: tempfile::TempDir,
-    ssh_config: PathBuf,
-}
-
-impl Project {
-    fn new(hosts: &TestHosts) -> Project {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-moved-")
-            .tempdir()
-            .unwrap();
-        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
-        Project { dir, ssh_config }
-    }
-
-    fn write(&self, text: &str) {
-        std::fs::write(self.dir.path().join("prod.env"), text).unwrap();
-    }
-
-    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        let mut cmd = hosts.in_controller(env!("CARGO_BIN_EXE_envc"));
-        cmd.arg(args[0])
-            .arg(self.dir.path().join("prod.env"))
-            .args(&args[1..])
-            .env("ENVC_SSH_CONFIG", &self.ssh_config)
-            .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null());
-        cmd.output().unwrap()
-    }
-}
+use project::Project;
 
 fn ok(o: &Output) {
     assert_eq!(o.status.code(), Some(0), "{}", text(o));
@@ -97,7 +68,7 @@ fn host_state(hosts: &TestHosts) -> String {
 #[test]
 fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
     let hosts = TestHosts::start(1);
-    let p = Project::new(&hosts);
+    let p = Project::new(&hosts, "envc-moved-");
     p.write(&source(&hosts, "web-0", ""));
     ok(&p.run(&hosts, &["build"]));
     let before = host_state(&hosts);

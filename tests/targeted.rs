@@ -9,6 +9,8 @@
 mod nshosts;
 #[path = "support/output.rs"]
 mod output;
+#[path = "support/project.rs"]
+mod project;
 #[path = "support/ssh_config.rs"]
 mod ssh_config;
 
@@ -18,41 +20,8 @@ use std::process::{Output, Stdio};
 
 use nshosts::TestHosts;
 use output::{node_outcomes, stdout, text};
+use project::Project;
 use serde_json::Value;
-
-struct Project {
-    dir: tempfile::TempDir,
-    ssh_config: PathBuf,
-}
-
-impl Project {
-    fn new(hosts: &TestHosts) -> Project {
-        let dir = tempfile::Builder::new()
-            .prefix("envc-targeted-")
-            .tempdir()
-            .unwrap();
-        let ssh_config = ssh_config::write(dir.path(), hosts.key_path());
-        Project { dir, ssh_config }
-    }
-
-    fn write(&self, text: &str) {
-        std::fs::write(self.dir.path().join("prod.env"), text).unwrap();
-    }
-
-    fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
-        hosts
-            .in_controller(env!("CARGO_BIN_EXE_envc"))
-            .arg(args[0])
-            .arg(self.dir.path().join("prod.env"))
-            .args(&args[1..])
-            .env("ENVC_SSH_CONFIG", &self.ssh_config)
-            .env_remove("ENVC_STORE")
-            .env_remove("CI")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
 
 /// Per host an app config; on the first also an `exec` that reads the config (so it
 /// depends on it) and a marker file (when `marker`).
@@ -114,7 +83,7 @@ fn strings(v: &Value) -> Vec<String> {
 #[test]
 fn only_and_exclude_on_two_hosts() {
     let hosts = TestHosts::start(2);
-    let p = Project::new(&hosts);
+    let p = Project::new(&hosts, "envc-targeted-");
     let (a, b) = (hosts.name(0).to_string(), hosts.name(1).to_string());
     let conf0 = format!("{a}/file:/etc/app.conf");
     let key = |s: &str| s.replace("A", &a).replace("B", &b);

@@ -240,34 +240,13 @@ impl Session {
     }
 }
 
-/// The id nearest to `given` (edit distance), when near enough to be a typo.
+/// The run `given` was likely meant to name, by the measure every "did you mean" uses
+/// (`envc_lang::closest`): a mistyped prefix is as near as the prefix it was meant to be.
 fn closest(given: &str, ids: &[String]) -> Option<String> {
-    ids.iter()
-        .map(|id| {
-            // A mistyped prefix is as near as the prefix it was meant to be.
-            let prefix = id.get(..given.len()).unwrap_or(id);
-            (distance(given, id).min(distance(given, prefix)), id)
-        })
-        .filter(|(d, _)| *d <= given.len().max(4) / 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, id)| id.clone())
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
+    let prefixes = ids.iter().map(|id| id.get(..given.len()).unwrap_or(id));
+    let near = envc_lang::closest(given, prefixes)
+        .or_else(|| envc_lang::closest(given, ids.iter().map(String::as_str)))?;
+    ids.iter().find(|id| id.starts_with(near)).cloned()
 }
 
 fn now_unix() -> u64 {
@@ -313,18 +292,7 @@ async fn apply(
     reporter: &dyn Reporter,
 ) -> Result<BuildReport, crate::run::RunError> {
     let started = now_unix();
-    let run_id = {
-        let mut h = blake3::Hasher::new();
-        h.update(&std::process::id().to_le_bytes());
-        h.update(
-            &std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-                .to_le_bytes(),
-        );
-        h.update(plan.run.as_bytes());
-        h.finalize().to_hex()[..16].to_string()
-    };
+    let run_id = crate::run::new_run_id(&plan.run);
     let mut report = BuildReport {
         cached: plan.unchanged,
         ..BuildReport::default()

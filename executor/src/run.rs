@@ -552,6 +552,21 @@ async fn execute_step(
     step.run(cx).await
 }
 
+/// A new run's id: unique to this process and moment, and to what it runs (`what`: the
+/// graph's hash, or the run a rollback goes back to). Names the run, never part of a hash.
+pub(crate) fn new_run_id(what: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&std::process::id().to_le_bytes());
+    h.update(
+        &std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+            .to_le_bytes(),
+    );
+    h.update(what.as_bytes());
+    h.finalize().to_hex()[..16].to_string()
+}
+
 /// Node `i` is done: its dependents wait for one input less.
 fn release(
     i: usize,
@@ -617,18 +632,7 @@ impl<'s> Scheduler<'s> {
         reporter: &'s dyn Reporter,
     ) -> Scheduler<'s> {
         let n = spec.nodes.len();
-        let run_id = {
-            let mut h = blake3::Hasher::new();
-            h.update(&std::process::id().to_le_bytes());
-            h.update(
-                &std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos())
-                    .to_le_bytes(),
-            );
-            h.update(spec.graph_hash.as_bytes());
-            h.finalize().to_hex()[..16].to_string()
-        };
+        let run_id = new_run_id(&spec.graph_hash);
         Scheduler {
             spec,
             files,
