@@ -506,8 +506,12 @@ fn run(cli: Cli) -> Exit {
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
         Command::Init { dir, ci } => commands::init::init(&dir, ci),
-        Command::Completions { shell } => commands::manual::completions(shell),
-        Command::Man { dir } => commands::manual::man(&dir),
+        Command::Completions { shell } => {
+            commands::manual::completions(<Cli as clap::CommandFactory>::command(), shell)
+        }
+        Command::Man { dir } => {
+            commands::manual::man(<Cli as clap::CommandFactory>::command(), &dir)
+        }
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()
             .map(|()| Exit::Ok)

@@ -1,17 +1,15 @@
 //! `envc completions SHELL` and `envc man DIR`: shell completions and man pages, made from
 //! the same clap definitions the command line parses with, so they cannot drift from it.
+//! The command line hands its definition in (`Cli::command()`), so this module, below it,
+//! does not import it back.
 
 use std::path::Path;
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
 
 /// The completion script for `shell`, on stdout (`envc completions bash > …`).
-pub fn completions(shell: clap_complete::Shell) -> Outcome {
-    let mut cmd = Cli::command();
+pub fn completions(mut cmd: clap::Command, shell: clap_complete::Shell) -> Outcome {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "envc", &mut out);
     match std::io::Write::write_all(&mut std::io::stdout().lock(), &out) {
@@ -25,14 +23,13 @@ pub fn completions(shell: clap_complete::Shell) -> Outcome {
 }
 
 /// `envc.1` and one page per subcommand (`envc-build.1`, `envc-store-verify.1`, …) in `dir`.
-pub fn man(dir: &Path) -> Outcome {
+pub fn man(mut cmd: clap::Command, dir: &Path) -> Outcome {
     let fail = |what: String| Failure::Errors {
         errors: vec![what],
         exit: Exit::Failed,
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-    let mut cmd = Cli::command();
     cmd.build();
     let mut pages = Vec::new();
     collect(&cmd, "envc", &mut pages);
