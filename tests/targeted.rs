@@ -15,8 +15,7 @@ mod project;
 mod ssh_config;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use nshosts::TestHosts;
 use output::{node_outcomes, stdout, text};
