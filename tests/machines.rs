@@ -238,6 +238,14 @@ fn in_vm(p: &Project, port: u64, command: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// The phases `envc verify` said it went through, in order.
+fn phases(o: &Output) -> Vec<String> {
+    (String::from_utf8_lossy(&o.stderr).lines())
+        .filter_map(|l| l.strip_prefix("verify: "))
+        .map(str::to_string)
+        .collect()
+}
+
 fn vm_dir(p: &Project) -> PathBuf {
     p.store().join("machines/t/t-0")
 }
@@ -443,6 +451,19 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
         text(&o)
     );
     assert!(out.contains("verify: reproducible"), "{}", text(&o));
+    // What it was doing, phase by phase, on stderr (a terminal gets a spinner instead).
+    assert_eq!(
+        phases(&o),
+        [
+            "rebuild image:debian-12 (1 of 1)",
+            "boot the lab's 2 machines",
+            "deploy in the lab",
+            "compare with production",
+            "tear the lab down"
+        ],
+        "{}",
+        text(&o)
+    );
     let labs = p.store().join("labs");
     assert_eq!(std::fs::read_dir(&labs).map(|d| d.count()).unwrap_or(0), 0);
     assert!(processes_naming(&labs).is_empty(), "a lab VM still runs");
@@ -643,6 +664,12 @@ fn a_locked_image_rebuilds_offline_from_the_store_and_noise_in_it_is_caught() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        phases(&o),
+        ["rebuild image:debian-12 (1 of 1)"],
+        "{}",
+        text(&o)
+    );
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("bit for bit the same as production's record"),
         "{}",

@@ -117,6 +117,32 @@ impl Machine {
     }
 }
 
+/// `cmd` run with its output on a terminal (util-linux's `script`, 200 columns wide), as a
+/// person at a shell sees it: stdout is what the terminal showed, escape codes and all.
+fn on_a_terminal(cmd: &Command) -> Output {
+    let quote = |a: &std::ffi::OsStr| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''"));
+    let line: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(quote)
+        .collect();
+    let mut script = Command::new("script");
+    script
+        .arg("-qec")
+        .arg(format!("stty cols 200 rows 50; exec {}", line.join(" ")))
+        .arg("/dev/null")
+        .stdin(Stdio::null());
+    if let Some(dir) = cmd.get_current_dir() {
+        script.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    script.output().unwrap()
+}
+
 fn code(o: &Output, expected: i32) {
     assert_eq!(o.status.code(), Some(expected), "{}", text(o));
 }
@@ -151,11 +177,11 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     let o = laptop.envc(&["lock", "FILE"]);
     code(&o, 0);
     let lock = std::fs::read_to_string(laptop.dir.path().join("i.lock")).unwrap();
-    let o = laptop
-        .command(&["build", "FILE", "--push"])
-        .env("ENVC_SIGNING_KEY", &secret)
-        .output()
-        .unwrap();
+    // On a terminal, as a person at a shell: the push has a bar of its own, left saying
+    // what it sent.
+    let mut build = laptop.command(&["build", "FILE", "--push"]);
+    build.env("ENVC_SIGNING_KEY", &secret);
+    let o = on_a_terminal(&build);
     code(&o, 0);
     assert!(
         text(&o).contains("pushed to s3://envc/cache"),
@@ -163,6 +189,19 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
         text(&o)
     );
     let image = image_of(&laptop);
+    let drawn = String::from_utf8_lossy(&o.stdout);
+    // The bar's last words (only a transfer's bar says them; the step's line says
+    // "pushed to").
+    let objects: usize = drawn
+        .split("pushed image:debian-12: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" objects, ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no finished push bar in what the terminal showed:\n{drawn}"));
+    assert_eq!(
+        objects, 4,
+        "the disk, kernel, file tree and package list: {drawn}"
+    );
     // `cache push` sends what a locked build takes, and leaves out what no build would:
     // the same image, with the lockfile gone, is unlocked.
     let push = |m: &Machine| {
@@ -202,13 +241,31 @@ fn a_ci_runner_fetches_the_laptops_image_and_shares_its_state() {
     // The plan reviewed in a pull request already knows the image is built (shared state).
     let o = runner.envc(&["plan", "FILE"]);
     code(&o, 0);
-    let o = runner.envc(&["build", "FILE", "--locked"]);
+    let o = runner.envc(&["build", "FILE", "--locked", "--json"]);
     code(&o, 0);
     assert!(
         text(&o).contains("fetched from s3://envc/cache") && text(&o).contains("signed by laptop"),
         "{}",
         text(&o)
     );
+    // `--json` says what the fetch moved: every object the laptop pushed, none twice.
+    let transfers: Vec<serde_json::Value> = (String::from_utf8_lossy(&o.stdout).lines())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "transfer")
+        .collect();
+    assert_eq!(transfers.len(), 1, "{}", text(&o));
+    let t = &transfers[0];
+    assert_eq!(
+        (&t["node"], &t["direction"], &t["url"], &t["objects"]),
+        (
+            &serde_json::json!("image:debian-12"),
+            &serde_json::json!("fetch"),
+            &serde_json::json!("s3://envc/cache"),
+            &serde_json::json!(objects)
+        ),
+        "{t}"
+    );
+    assert!(t["bytes"].as_u64().unwrap() > 1 << 20, "{t}");
     assert!(
         !runner.mmdebstrap_ran(),
         "the runner built the image instead of fetching it"

@@ -215,11 +215,47 @@ pub struct Output {
 pub trait Progress: Send + Sync {
     fn object(&self, _id: &ObjectId, _size: u64) {}
     fn bytes(&self, _n: u64) {}
+    /// The transfer ended: what it moved, or `None` when it moved nothing (no entry to
+    /// fetch) or failed (its caller says why).
+    fn finished(&self, _moved: Option<&Transfer>) {}
 }
 
 /// No progress shown.
 pub struct Quiet;
 impl Progress for Quiet {}
+
+/// Which way a transfer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Fetch,
+    Push,
+}
+
+impl Direction {
+    /// How a person reads it when done: `fetched`, `pushed`.
+    pub fn done(self) -> &'static str {
+        match self {
+            Direction::Fetch => "fetched",
+            Direction::Push => "pushed",
+        }
+    }
+}
+
+/// Where a run tells the transfers its nodes make to and from the binary cache. The
+/// engine's reporter hands one down to the node kinds (an image's fetch or push), which sit
+/// below the engine and so cannot see the reporter itself.
+pub trait Transfers: Send + Sync {
+    /// `node`'s outputs start to move `direction`, to or from `url`: what comes back is
+    /// told as they go.
+    fn begin(&self, node: &str, direction: Direction, url: &str) -> Box<dyn Progress>;
+}
+
+impl Transfers for Quiet {
+    fn begin(&self, _node: &str, _direction: Direction, _url: &str) -> Box<dyn Progress> {
+        Box::new(Quiet)
+    }
+}
 
 /// What a push or fetch moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -414,6 +450,45 @@ impl BinaryCache {
         }
         store.put_substitute(resolved_hash, &entry.body.facts)?;
         Ok(Some((entry, moved)))
+    }
+
+    /// [`pull`](Self::pull) on the cache's own runtime, told to `transfers` as `node`'s
+    /// fetch (a build's or a verify's progress).
+    pub async fn pull_told(
+        &self,
+        store: &Store,
+        resolved_hash: &ResolvedHash,
+        named: impl Fn(&Facts) -> Vec<ObjectId> + Send + 'static,
+        node: &str,
+        transfers: &dyn Transfers,
+    ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
+        let progress = transfers.begin(node, Direction::Fetch, self.url());
+        let (c, s, hash) = (self.clone(), store.clone(), resolved_hash.clone());
+        let pull = async move {
+            let pulled = c.pull(&s, &hash, named, &*progress).await;
+            progress.finished(pulled.as_ref().ok().and_then(|p| p.as_ref().map(|p| &p.1)));
+            pulled
+        };
+        self.remote.run(pull).await
+    }
+
+    /// [`push`](Self::push) on the cache's own runtime, told to `transfers` as the output's
+    /// node's push.
+    pub async fn push_told(
+        &self,
+        store: &Store,
+        output: Output,
+        repair: bool,
+        transfers: &dyn Transfers,
+    ) -> Result<Transfer, CacheError> {
+        let progress = transfers.begin(&output.node, Direction::Push, self.url());
+        let (c, s) = (self.clone(), store.clone());
+        let push = async move {
+            let pushed = c.push(&s, &output, repair, &*progress).await;
+            progress.finished(pushed.as_ref().ok());
+            pushed
+        };
+        self.remote.run(push).await
     }
 
     /// Brings an entry's objects into the local store (those it lacks), each verified.

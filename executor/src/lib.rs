@@ -103,7 +103,7 @@ pub use record::{DriftFacts, Outcome as StepOutcome, RealizationRecord, RunRecor
 
 // The store and the environment lock; `envc store verify`'s repair; the binary cache's
 // keys and errors.
-pub use cache::{CacheError, Progress};
+pub use cache::{CacheError, Direction, Progress, Transfer, Transfers};
 pub use envlock::{EnvLock, EnvLockError, Holder};
 pub use keys::SecretKey;
 pub use repair::{RepairError, StoreReport};
@@ -122,7 +122,7 @@ pub use verify::rebuild::{Rebuild, RebuildOutcome, Reference};
 pub use verify::stand_ins::{
     complete as complete_stand_ins, read as read_stand_ins, StandInsError,
 };
-pub use verify::{VerifyReport, VerifyRequest};
+pub use verify::{VerifyPhase, VerifyReport, VerifyReporter, VerifyRequest};
 
 // Quoting for text the CLI shows as a command line.
 pub use transport::shell_quote;

@@ -111,6 +111,12 @@ pub trait Reporter: Send + Sync {
 
     /// A failed update on `target` was rolled back (`note`: what was put back, or why not).
     fn rolled_back(&self, _key: &str, _target: &str, _note: &str) {}
+
+    /// Where the nodes' transfers to and from the binary cache are told (an image's fetch
+    /// or push), owned: the kinds carry it into the tasks that move the bytes.
+    fn transfers(&self) -> Arc<dyn crate::cache::Transfers> {
+        Arc::new(crate::cache::Quiet)
+    }
 }
 
 #[derive(Debug, Default)]

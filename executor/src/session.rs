@@ -325,7 +325,7 @@ impl Session {
             return Err(SessionError::Config(ConfigError::NoSigningKey));
         }
         let push = push || (settings.push && cache.can_push());
-        Ok(Some(CacheUse { cache, push }))
+        Ok(Some(CacheUse::new(cache, push)))
     }
 
     /// The project's binary cache, opened (with its signing key, if one is set).
@@ -628,7 +628,10 @@ impl Session {
         reporter: &dyn Reporter,
         interrupts: &'static dyn Interrupts,
     ) -> Result<BuildReport, SessionError> {
-        let cache = self.cache_use(request.push)?;
+        let cache = (self.cache_use(request.push)?).map(|c| CacheUse {
+            transfers: reporter.transfers(),
+            ..c
+        });
         let lock = EnvLock::acquire(
             &self.store,
             &self.env,

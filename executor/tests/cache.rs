@@ -301,10 +301,10 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     let using = |store: &Store, push: bool| {
         store
             .clone()
-            .with_deb_cache(Some(envc_executor::kinds::image::build::CacheUse {
-                cache: w.cache(&[], None),
+            .with_deb_cache(Some(envc_executor::kinds::image::build::CacheUse::new(
+                w.cache(&[], None),
                 push,
-            }))
+            )))
     };
     // The laptop fetches it from the mirror, keeps it, and pushes it (no key needed: the
     // pin is what it is checked against).

@@ -1,18 +1,15 @@
 //! `envc build FILE` and `envc destroy FILE`: realize the graph (or an empty one) on its
 //! targets, with progress as it goes and a summary at the end.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Mutex;
 
 use envc_executor::{
-    locked_problems, project_dir, BuildReport, BuildRequest, DriftFacts, Event, FsLoader,
-    Interrupts, Reporter, Spec, StepOutcome, Targeted,
+    locked_problems, project_dir, BuildReport, BuildRequest, FsLoader, Interrupts, Spec, Targeted,
 };
 use serde_json::json;
 
 use super::plan::plan_text;
+use super::progress::Progress;
 use super::{compile_env, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
@@ -260,132 +257,5 @@ impl Interrupts for SigInt {
             std::process::exit(i32::from(Exit::Interrupted.code()));
         }
         crate::output::errln!("envc: interrupted; letting running steps finish and recording them (interrupt again to stop at once)");
-    }
-}
-
-/// Progress: one bar per host on a terminal, one line per step otherwise, JSON lines
-/// with `--json`.
-pub struct Progress {
-    json: bool,
-    bars: Option<(
-        indicatif::MultiProgress,
-        Mutex<BTreeMap<String, indicatif::ProgressBar>>,
-    )>,
-    /// Nodes per target, for the bars' lengths.
-    totals: BTreeMap<String, u64>,
-    lines: Mutex<()>,
-}
-
-impl Progress {
-    pub fn new(json: bool, spec: &Spec) -> Progress {
-        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
-        for n in &spec.nodes {
-            let t = n.target.map_or(&n.name, |t| &spec.nodes[t].name);
-            *totals.entry(t.clone()).or_default() += 1;
-        }
-        let bars = (!json && std::io::stderr().is_terminal())
-            .then(|| (indicatif::MultiProgress::new(), Mutex::new(BTreeMap::new())));
-        Progress {
-            json,
-            bars,
-            totals,
-            lines: Mutex::new(()),
-        }
-    }
-
-    fn bar(&self, target: &str) -> Option<indicatif::ProgressBar> {
-        let (multi, bars) = self.bars.as_ref()?;
-        let mut bars = bars.lock().unwrap_or_else(|e| e.into_inner());
-        Some(
-            bars.entry(target.to_string())
-                .or_insert_with(|| {
-                    let b = multi.add(indicatif::ProgressBar::new(
-                        self.totals.get(target).copied().unwrap_or(0),
-                    ));
-                    b.set_style(
-                        indicatif::ProgressStyle::with_template(
-                            "{prefix:>16} {bar:24} {pos}/{len} {wide_msg}",
-                        )
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-                    );
-                    b.set_prefix(target.to_string());
-                    b
-                })
-                .clone(),
-        )
-    }
-
-    pub fn finish(&self) {
-        if let Some((_, bars)) = &self.bars {
-            for b in bars.lock().unwrap_or_else(|e| e.into_inner()).values() {
-                b.finish();
-            }
-        }
-    }
-}
-
-impl Reporter for Progress {
-    fn event(&self, e: Event<'_>) {
-        match e {
-            Event::Started { key, target, .. } => {
-                if let Some(b) = self.bar(target) {
-                    b.set_message(key.to_string());
-                }
-            }
-            Event::Finished {
-                key,
-                target,
-                action,
-                outcome,
-                duration,
-            } => {
-                let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-                if self.json {
-                    output::line(
-                        json!({"event": "node", "node": key, "action": action, "outcome": outcome, "duration_ms": duration.as_millis() as u64}),
-                    );
-                    return;
-                }
-                let line = format!(
-                    "{:<9} {key}: {outcome} ({} ms)",
-                    action.name(),
-                    duration.as_millis()
-                );
-                match self.bar(target) {
-                    Some(b) => {
-                        b.inc(1);
-                        if *outcome != StepOutcome::Cached {
-                            b.set_message(output::terminal_safe(&line).into_owned());
-                        }
-                    }
-                    None if *outcome == StepOutcome::Cached => {}
-                    None => crate::output::errln!("{line}"),
-                }
-            }
-        }
-    }
-
-    fn probed(&self, drift: &BTreeMap<String, DriftFacts>, unreachable: &BTreeMap<String, String>) {
-        for (key, d) in drift {
-            for (fact, was, now) in d {
-                crate::output::errln!("drift     {key}: {fact} was {was}, found {now}");
-            }
-        }
-        for (key, e) in unreachable {
-            crate::output::errln!("warning: could not probe `{key}`: {e}");
-        }
-    }
-
-    fn took_over(&self, what: &envc_executor::TakenOver) {
-        crate::output::errln!("warning: {what}");
-    }
-
-    fn rolled_back(&self, key: &str, _target: &str, note: &str) {
-        let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        if self.json {
-            output::line(json!({"event": "rollback", "node": key, "note": note}));
-        } else {
-            crate::output::errln!("rollback  {key}: {note}");
-        }
     }
 }

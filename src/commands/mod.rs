@@ -13,6 +13,7 @@ pub mod lock;
 pub mod manual;
 pub mod picture;
 pub mod plan;
+pub mod progress;
 pub mod render;
 pub mod rollback;
 pub mod secret;

@@ -6,7 +6,8 @@ use std::path::Path;
 use envc_executor::{Action, RollbackPlan, Spec};
 use serde_json::json;
 
-use super::build::{summary, Progress};
+use super::build::summary;
+use super::progress::Progress;
 use super::{session, TargetArgs};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;

@@ -5,10 +5,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use envc_executor::{
-    entry_key, CacheError, ConfigError, LockObject, ObjectId, Progress, SecretKey, SessionError,
+    entry_key, CacheError, ConfigError, Direction, LockObject, SecretKey, SessionError,
     StateSettings,
 };
 
+use super::progress::TransferBar;
 use super::{compile_env, store_session, Params, SharedArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output::{errln, outln};
@@ -28,37 +29,6 @@ pub fn key_generate(name: &str, out: &Path) -> Outcome {
         key.public()
     );
     Ok(Exit::Ok)
-}
-
-/// A bar per object on a terminal; nothing otherwise (CI logs get one line per output).
-struct Bar(indicatif::ProgressBar);
-
-impl Bar {
-    fn new() -> Bar {
-        use std::io::IsTerminal;
-        let bar = if std::io::stderr().is_terminal() {
-            let style = indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-            indicatif::ProgressBar::new(0).with_style(style)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        Bar(bar)
-    }
-}
-
-impl Progress for Bar {
-    fn object(&self, id: &ObjectId, size: u64) {
-        self.0.set_message(format!("{id:?}"));
-        self.0.set_position(0);
-        self.0.set_length(size);
-    }
-
-    fn bytes(&self, n: u64) {
-        self.0.inc(n);
-    }
 }
 
 fn mib(bytes: u64) -> String {
@@ -101,12 +71,12 @@ pub fn cache_push(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> 
             failed += 1;
             continue;
         }
-        let bar = Bar::new();
+        let bar = TransferBar::alone(&out.node, Direction::Push, cache.url());
         let started = Instant::now();
         // Chunks the cache has are read back and replaced if damaged: `cache push` is
         // what mends a cache (a build's push only checks that they are there).
         let pushed = session.push_output(&cache, &out, true, &bar);
-        bar.0.finish_and_clear();
+        bar.clear();
         match pushed {
             Ok(moved) => outln!(
                 "pushed {} to {}: {} objects, {} sent in {:.1} s",
@@ -133,10 +103,10 @@ pub fn cache_pull(file: &Path, params: &Params, shared: &SharedArgs, ui: Ui) -> 
     let cache = session.cache()?;
     let mut failed = 0;
     for out in session.build_outputs(&env.spec, &env.files)? {
-        let bar = Bar::new();
+        let bar = TransferBar::alone(&out.node, Direction::Fetch, cache.url());
         let started = Instant::now();
         let pulled = session.pull_output(&cache, &out, &bar);
-        bar.0.finish_and_clear();
+        bar.clear();
         match pulled {
             Ok(Some((entry, moved))) => {
                 outln!(

@@ -12,7 +12,8 @@ use envc_executor::{
 };
 use serde_json::json;
 
-use super::build::{Progress, SigInt};
+use super::build::SigInt;
+use super::progress::Progress;
 use super::{compile_env, compile_with, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use envc_compiler::types::NodeKind;
@@ -11,13 +13,13 @@ use envc_compiler::SourceLoader;
 
 use crate::config::Shared;
 use crate::record::{Facts, Outcome};
-use crate::run::Reporter;
+use crate::run::{Event, Reporter};
 use crate::session::{BuildRequest, Interrupts, Session, SessionError};
 use crate::spec::{node_key, Spec};
 use crate::store::Store;
 
 use super::compare::{compare, Records, Sides};
-use super::{LabReport, Timings, VerifyRequest};
+use super::{LabReport, Timings, VerifyPhase, VerifyReporter, VerifyRequest};
 
 /// Removed when dropped, unless [`Lab::keep`] was called: an error anywhere in `verify`
 /// leaves nothing behind.
@@ -127,12 +129,12 @@ impl Session {
         files: &dyn SourceLoader,
         production: &Records,
         request: &VerifyRequest,
-        reporter: &dyn Reporter,
+        reporter: &dyn VerifyReporter,
         interrupts: &'static dyn Interrupts,
         timings: &mut Timings,
     ) -> Result<LabReport, SessionError> {
         let session = self.lab_session(lab);
-        let build = |spec: &Spec, command: &str| {
+        let build = |spec: &Spec, command: &str, reporter: &dyn Reporter| {
             let r = BuildRequest {
                 jobs: request.jobs,
                 keep_going: true,
@@ -149,7 +151,7 @@ impl Session {
             session.build(spec, files, &r, reporter, interrupts)
         };
         let started = Instant::now();
-        let deployed = build(lab_spec, "verify");
+        let deployed = build(lab_spec, "verify", &BootThenDeploy::new(lab_spec, reporter));
         let elapsed = started.elapsed().as_secs_f64();
         let compared = deployed.and_then(|report| {
             let boot = report
@@ -165,6 +167,7 @@ impl Session {
                 / 1000.0;
             timings.lab_boot = boot;
             timings.deploy = (elapsed - boot).max(0.0);
+            reporter.phase(VerifyPhase::Compare);
             let started = Instant::now();
             // A host stood in for by a fresh VM: the lab's `vm:NAME` is compared as the
             // production's `host:NAME` (what is on it has the same keys on both sides).
@@ -212,9 +215,9 @@ impl Session {
         });
         // Torn down whatever the deploy or the comparison did, unless asked to keep it.
         let started = Instant::now();
-        let teardown_error = match request.keep {
-            true => None,
-            false => match build(&Spec::default(), "verify teardown") {
+        let teardown = || {
+            reporter.phase(VerifyPhase::Teardown);
+            match build(&Spec::default(), "verify teardown", reporter) {
                 Ok(r) if r.failed == 0 && r.error.is_none() => None,
                 Ok(r) => Some(
                     r.outcomes
@@ -225,7 +228,11 @@ impl Session {
                         .join("; "),
                 ),
                 Err(e) => Some(e.to_string()),
-            },
+            }
+        };
+        let teardown_error = match request.keep {
+            true => None,
+            false => teardown(),
         };
         timings.teardown = started.elapsed().as_secs_f64();
         // What could not be torn down stays where it can be found (and destroyed).
@@ -240,5 +247,69 @@ impl Session {
             kept,
             teardown_error,
         })
+    }
+}
+
+/// The lab's deploy as its phases: the machines boot, then the rest is deployed; said as
+/// the last machine's node finishes. Everything else goes to the verify's reporter as is.
+struct BootThenDeploy<'a> {
+    inner: &'a dyn VerifyReporter,
+    booting: AtomicUsize,
+}
+
+impl<'a> BootThenDeploy<'a> {
+    fn new(lab_spec: &Spec, inner: &'a dyn VerifyReporter) -> BootThenDeploy<'a> {
+        let machines = (lab_spec.nodes.iter())
+            .filter(|n| n.kind == NodeKind::Vm)
+            .count();
+        inner.phase(match machines {
+            0 => VerifyPhase::Deploy,
+            machines => VerifyPhase::Boot { machines },
+        });
+        BootThenDeploy {
+            inner,
+            booting: AtomicUsize::new(machines),
+        }
+    }
+}
+
+impl Reporter for BootThenDeploy<'_> {
+    fn event(&self, e: Event<'_>) {
+        let machine = match &e {
+            Event::Finished { key, .. } => {
+                crate::spec::targetless(key).is_some_and(|k| k.kind == NodeKind::Vm)
+            }
+            Event::Started { .. } => false,
+        };
+        self.inner.event(e);
+        let left = |n: usize| n.checked_sub(1);
+        if machine
+            && self
+                .booting
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, left)
+                == Ok(1)
+        {
+            self.inner.phase(VerifyPhase::Deploy);
+        }
+    }
+
+    fn probed(
+        &self,
+        drift: &BTreeMap<String, crate::record::DriftFacts>,
+        unreachable: &BTreeMap<String, String>,
+    ) {
+        self.inner.probed(drift, unreachable);
+    }
+
+    fn took_over(&self, what: &crate::shared_state::TakenOver) {
+        self.inner.took_over(what);
+    }
+
+    fn rolled_back(&self, key: &str, target: &str, note: &str) {
+        self.inner.rolled_back(key, target, note);
+    }
+
+    fn transfers(&self) -> Arc<dyn crate::cache::Transfers> {
+        self.inner.transfers()
     }
 }

@@ -58,6 +58,46 @@ pub struct VerifyRequest {
     pub lock_hash: Option<String>,
 }
 
+/// A part of `envc verify`, told as it begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyPhase<'a> {
+    /// Image `image` is built again: the `index`th (from 1) of `of`.
+    Rebuild {
+        image: &'a str,
+        index: usize,
+        of: usize,
+    },
+    /// The lab's machines boot, side by side.
+    Boot { machines: usize },
+    /// The rest of the environment is deployed in the lab.
+    Deploy,
+    /// Production's targets are probed, its postconditions run, and the two compared.
+    Compare,
+    /// The lab is torn down.
+    Teardown,
+}
+
+impl std::fmt::Display for VerifyPhase<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerifyPhase::Rebuild { image, index, of } => {
+                write!(f, "rebuild {image} ({index} of {of})")
+            }
+            VerifyPhase::Boot { machines: 1 } => write!(f, "boot the lab's machine"),
+            VerifyPhase::Boot { machines } => write!(f, "boot the lab's {machines} machines"),
+            VerifyPhase::Deploy => write!(f, "deploy in the lab"),
+            VerifyPhase::Compare => write!(f, "compare with production"),
+            VerifyPhase::Teardown => write!(f, "tear the lab down"),
+        }
+    }
+}
+
+/// Where `envc verify` tells what it does: the lab's deploy as a build's steps, and each
+/// phase as it begins.
+pub trait VerifyReporter: Reporter {
+    fn phase(&self, _phase: VerifyPhase<'_>) {}
+}
+
 /// Seconds spent in each part.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Timings {
@@ -129,7 +169,7 @@ impl Session {
         lab_spec: &Spec,
         files: &dyn SourceLoader,
         request: &VerifyRequest,
-        reporter: &dyn Reporter,
+        reporter: &dyn VerifyReporter,
         interrupts: &'static dyn Interrupts,
     ) -> Result<VerifyReport, SessionError> {
         let production = match self.production(request.against.as_deref()) {
@@ -193,16 +233,28 @@ impl Session {
             let debs = self.store.clone().with_deb_cache(
                 cache
                     .clone()
-                    .map(|cache| crate::kinds::image::build::CacheUse { cache, push: false }),
+                    .map(|cache| crate::kinds::image::build::CacheUse::new(cache, false)),
             );
             let builds = lab.store().clone().with_debs_of(&debs);
             let second = Store::open(&lab.dir().join("second-build"))
                 .map_err(|e| SessionError::Io(format!("cannot open a scratch store: {e}")))?
                 .with_debs_of(&debs);
-            for (key, hash, img) in &images {
+            let transfers = reporter.transfers();
+            for (i, (key, hash, img)) in images.iter().enumerate() {
+                reporter.phase(VerifyPhase::Rebuild {
+                    image: key,
+                    index: i + 1,
+                    of: images.len(),
+                });
                 let reference = rt.block_on(self.reference(&records, cache.as_ref(), key, hash));
                 let r = rt.block_on(rebuild::rebuild(
-                    &builds, &second, key, hash, img, reference,
+                    &builds,
+                    &second,
+                    key,
+                    hash,
+                    img,
+                    reference,
+                    &*transfers,
                 ));
                 rebuilds.push(r);
             }

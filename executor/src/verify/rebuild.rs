@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cache::BinaryCache;
+use crate::cache::{BinaryCache, Transfers};
 use crate::kinds::image::build::{build_image, fact, objects, ImageSpec};
 use crate::record::Facts;
 use crate::store::{ObjectId, Store};
@@ -109,6 +109,7 @@ pub async fn rebuild(
     resolved_hash: &ResolvedHash,
     spec: &ImageSpec,
     reference: Option<(Reference, Facts, ReferenceBytes<'_>)>,
+    transfers: &dyn Transfers,
 ) -> Rebuild {
     let started = Instant::now();
     let done = |reference, outcome| Rebuild {
@@ -159,7 +160,16 @@ pub async fn rebuild(
     if outputs.is_empty() {
         return done(reference, RebuildOutcome::Same);
     }
-    let outcome = match inside(lab, resolved_hash, &expected, &found, bytes).await {
+    let looked = inside(
+        lab,
+        node,
+        resolved_hash,
+        &expected,
+        &found,
+        bytes,
+        transfers,
+    );
+    let outcome = match looked.await {
         Ok((paths, paths_total, disk_offset)) => RebuildOutcome::Differs {
             outputs,
             paths,
@@ -210,19 +220,19 @@ impl std::fmt::Display for NoLookInside {
 /// What differs inside: the trees' differing paths, else the disks' first differing block.
 async fn inside(
     lab: &Store,
+    node: &str,
     resolved_hash: &ResolvedHash,
     expected: &Facts,
     found: &Facts,
     bytes: ReferenceBytes<'_>,
+    transfers: &dyn Transfers,
 ) -> Result<(Vec<PathChange>, usize, Option<u64>), NoLookInside> {
     let store = match bytes {
         ReferenceBytes::Store(s) => s,
         ReferenceBytes::Cache(cache) => {
-            let (c, s, hash) = (cache.clone(), lab.clone(), resolved_hash.clone());
-            cache
-                .remote()
-                .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })
-                .await
+            (cache
+                .pull_told(lab, resolved_hash, objects, node, transfers)
+                .await)
                 .map_err(NoLookInside::CacheFetch)?;
             lab
         }

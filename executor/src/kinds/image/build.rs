@@ -422,11 +422,33 @@ mod tests {
     }
 }
 
-/// The binary cache as a build uses it: looked up before building, pushed to after.
-#[derive(Clone, Debug)]
+/// The binary cache as a build uses it: looked up before building, pushed to after, each
+/// transfer told to `transfers` (the run's progress).
+#[derive(Clone)]
 pub struct CacheUse {
     pub cache: crate::cache::BinaryCache,
     pub push: bool,
+    pub transfers: std::sync::Arc<dyn crate::cache::Transfers>,
+}
+
+impl CacheUse {
+    /// Using `cache`, its transfers told to nobody.
+    pub fn new(cache: crate::cache::BinaryCache, push: bool) -> CacheUse {
+        CacheUse {
+            cache,
+            push,
+            transfers: std::sync::Arc::new(crate::cache::Quiet),
+        }
+    }
+}
+
+impl std::fmt::Debug for CacheUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheUse")
+            .field("cache", &self.cache)
+            .field("push", &self.push)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The binary cache is where the store finds pinned `.deb`s it lacks, before the mirror.
@@ -506,13 +528,14 @@ pub async fn realize_image(
             notes.push("from the store (built before)".to_string());
             (facts, Came::Store)
         }
-        (None, Some(CacheUse { cache, .. })) => {
-            let (c, s, hash) = (cache.clone(), store.clone(), resolved_hash.clone());
-            let pulled = cache
-                .remote()
-                .run(async move { c.pull(&s, &hash, objects, &crate::cache::Quiet).await })
-                .await;
-            match pulled {
+        (
+            None,
+            Some(CacheUse {
+                cache, transfers, ..
+            }),
+        ) => {
+            let pulled = cache.pull_told(store, resolved_hash, objects, node, &**transfers);
+            match pulled.await {
                 Ok(Some((entry, moved))) => {
                     notes.push(format!(
                         "fetched from {} ({} objects, {} MiB, signed by {})",
@@ -534,15 +557,16 @@ pub async fn realize_image(
         }
         (None, None) => (build(store, resolved_hash, spec, None).await?, Came::Build),
     };
-    if let Some(CacheUse { cache, push: true }) = cache.filter(|_| came != Came::Cache) {
-        let (c, s) = (cache.clone(), store.clone());
+    if let Some(CacheUse {
+        cache,
+        push: true,
+        transfers,
+    }) = cache.filter(|_| came != Came::Cache)
+    {
         let output = output(node, resolved_hash, &facts);
         // Chunks are read back and mended where a fetch of them was refused.
         let repair = came == Came::BuildAfterRefusal;
-        let pushed = cache
-            .remote()
-            .run(async move { c.push(&s, &output, repair, &crate::cache::Quiet).await })
-            .await;
+        let pushed = cache.push_told(store, output, repair, &**transfers).await;
         notes.push(match pushed {
             Ok(moved) => format!("pushed to {} ({} MiB)", cache.url(), moved.bytes >> 20),
             Err(e) => format!("not pushed: {}", one_line(&e)),
