@@ -4,7 +4,7 @@
 //! finds would fail there, at the template alone; here it is a diagnostic with two labels:
 //! the call in the `.env` file, and the place in the template.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use envc_compiler::source::SourceMap;
@@ -21,48 +21,35 @@ pub fn check_templates(
     files: &dyn SourceLoader,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    // A template used by many nodes is shown once in the map.
+    // A template used by many nodes (one per host, say) is read and parsed once, and shown
+    // once in the map.
+    let mut parsed: BTreeMap<Rc<str>, Option<Parsed>> = BTreeMap::new();
     let mut added: Vec<(Rc<str>, u32)> = Vec::new();
+    let env = crate::substitute::template_environment();
+    let globals: BTreeSet<&str> = env.globals().map(|(k, _)| k).collect();
     for node in graph.nodes().filter(|n| n.kind == NodeKind::File) {
         let Some(Value::Path(template)) = node.attrs.get("template") else {
             continue;
         };
-        // Unreadable or not text: the build says so, naming the file.
-        let Ok(bytes) = files.read(&template.path) else {
-            continue;
-        };
-        let Ok(text) = String::from_utf8(bytes) else {
-            continue;
-        };
-        let given: Option<BTreeSet<&str>> = match node.attrs.get("vars") {
-            Some(Value::Record(r)) => Some(r.keys().map(|k| &**k).collect()),
-            None => Some(BTreeSet::new()),
-            // Not a record of names known now: nothing to compare with.
-            Some(_) => None,
-        };
-        let mut file_id =
-            |sources: &mut SourceMap| match added.iter().find(|(p, _)| **p == *template.path) {
-                Some((_, id)) => *id,
-                None => {
-                    let id = sources.add(template.path.to_string(), Rc::from(text.as_str()));
-                    added.push((template.path.clone(), id));
-                    id
-                }
-            };
         let path = &template.path;
-        let env = crate::substitute::template_environment();
-        let parsed = env.template_from_named_str(path, &text);
-        let t = match parsed {
-            Ok(t) => t,
-            Err(e) => {
-                let detail = e
-                    .detail()
-                    .map_or_else(|| e.kind().to_string(), str::to_string);
-                let span = e
-                    .range()
-                    .map(|r| Span::new(r.start, r.end))
-                    .or_else(|| e.line().map(|l| line_span(&text, l)))
-                    .unwrap_or(Span::at(0));
+        let Some(template) = parsed
+            .entry(path.clone())
+            .or_insert_with(|| Parsed::read(&env, path, files))
+        else {
+            // Unreadable or not text: the build says so, naming the file.
+            continue;
+        };
+        let mut file_id = |sources: &mut SourceMap| match added.iter().find(|(p, _)| p == path) {
+            Some((_, id)) => *id,
+            None => {
+                let id = sources.add(path.to_string(), template.text.clone());
+                added.push((path.clone(), id));
+                id
+            }
+        };
+        let undeclared = match &template.reads {
+            Ok(undeclared) => undeclared,
+            Err((detail, span)) => {
                 let id = file_id(sources);
                 out.push(
                     Diagnostic::new(
@@ -70,26 +57,24 @@ pub fn check_templates(
                         format!("template `{path}` does not parse: {detail}"),
                     )
                     .label(node.file, node.span, format!("renders `{path}`"))
-                    .label(id, span, detail)
+                    .label(id, *span, detail.clone())
                     .message("A build renders the template with minijinja (Jinja2's syntax); it cannot render one that does not parse."),
                 );
                 continue;
             }
         };
-        let Some(given) = given else {
-            continue;
+        let given: BTreeSet<&str> = match node.attrs.get("vars") {
+            Some(Value::Record(r)) => r.keys().map(|k| &**k).collect(),
+            None => BTreeSet::new(),
+            // Not a record of names known now: nothing to compare with.
+            Some(_) => continue,
         };
-        let globals: BTreeSet<&str> = env.globals().map(|(k, _)| k).collect();
-        let mut missing: Vec<String> = t
-            .undeclared_variables(false)
-            .into_iter()
-            .filter(|v| !given.contains(v.as_str()) && !globals.contains(v.as_str()))
-            .collect();
-        missing.sort();
+        let missing = (undeclared.iter())
+            .filter(|v| !given.contains(v.as_str()) && !globals.contains(v.as_str()));
         for name in missing {
             let id = file_id(sources);
-            let span = first_use(&text, &name).unwrap_or(Span::at(0));
-            let help = envc_lang::did_you_mean(&name, given.iter().copied())
+            let span = first_use(&template.text, name).unwrap_or(Span::at(0));
+            let help = envc_lang::did_you_mean(name, given.iter().copied())
                 .map(|d| format!("{d} (a name in `vars`)"))
                 .unwrap_or_else(|| format!("add `{name} = …` to the node's `vars`"));
             let have = match given.is_empty() {
@@ -118,6 +103,42 @@ pub fn check_templates(
         }
     }
     out
+}
+
+/// A template file as the check needs it: its text, and the variables it reads (in
+/// order), or why it does not parse (the detail and where).
+struct Parsed {
+    text: Rc<str>,
+    reads: Result<BTreeSet<String>, (String, Span)>,
+}
+
+impl Parsed {
+    /// `None` when the file cannot be read or is not text.
+    fn read(
+        env: &minijinja::Environment<'_>,
+        path: &str,
+        files: &dyn SourceLoader,
+    ) -> Option<Parsed> {
+        let text = String::from_utf8(files.read(path).ok()?).ok()?;
+        let reads = match env.template_from_named_str(path, &text) {
+            Ok(t) => Ok(t.undeclared_variables(false).into_iter().collect()),
+            Err(e) => {
+                let detail = e
+                    .detail()
+                    .map_or_else(|| e.kind().to_string(), str::to_string);
+                let span = e
+                    .range()
+                    .map(|r| Span::new(r.start, r.end))
+                    .or_else(|| e.line().map(|l| line_span(&text, l)))
+                    .unwrap_or(Span::at(0));
+                Err((detail, span))
+            }
+        };
+        Some(Parsed {
+            text: Rc::from(text),
+            reads,
+        })
+    }
 }
 
 /// Line `line` (1-based) of `text`, without its newline.

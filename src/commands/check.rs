@@ -5,11 +5,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{compile_env, prefix, Params, Ui};
+use super::{compile_checked, prefix, Params, Ui};
 use crate::exit::{Exit, Failure, Outcome};
 
 pub fn check(file: &Path, params: &Params, ui: Ui) -> Outcome {
-    let mut env = compile_env(file, params, true, ui)?;
+    let mut env = compile_checked(file, params, true, Default::default(), ui)?;
     let Some(g) = env.compiled.graph.as_ref() else {
         return Err(Failure::Input("the environment has no graph".into()));
     };

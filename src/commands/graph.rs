@@ -5,7 +5,9 @@ use std::path::Path;
 
 use clap::ValueEnum;
 
-use super::{compile_env, graph, prefix, prepare, session, Params, TargetArgs, Ui};
+use super::{
+    compile_checked, compile_env, graph, prefix, prepare, session, Params, TargetArgs, Ui,
+};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output;
 
@@ -22,12 +24,14 @@ pub enum GraphFormat {
 }
 
 pub fn graph_command(file: &Path, format: GraphFormat, params: &Params, ui: Ui) -> Outcome {
-    let mut env = compile_env(file, params, true, ui)?;
+    // The graph as the compiler made it: the executor's view of it is for the pictures.
+    let compiled = || compile_checked(file, params, true, Default::default(), ui);
     output::print(&match format {
-        GraphFormat::Json => graph(&env)?.to_json() + "\n",
-        GraphFormat::Dot => graph(&env)?.to_dot(),
-        GraphFormat::Text => text_graph(graph(&env)?),
+        GraphFormat::Json => graph(&compiled()?.compiled)?.to_json() + "\n",
+        GraphFormat::Dot => graph(&compiled()?.compiled)?.to_dot(),
+        GraphFormat::Text => text_graph(graph(&compiled()?.compiled)?),
         GraphFormat::Html | GraphFormat::Svg => {
+            let mut env = compile_env(file, params, true, ui)?;
             // Coloured by the plan against the last records, as `envc plan` would say
             // offline: no target is contacted.
             let target = TargetArgs::default();
@@ -47,7 +51,7 @@ pub fn graph_command(file: &Path, format: GraphFormat, params: &Params, ui: Ui) 
 
 pub fn show(file: &Path, node: &str, params: &Params, ui: Ui) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
-    match graph(&env)?.select(node) {
+    match graph(&env.compiled)?.select(node) {
         Ok(n) => {
             let json = envc_compiler::derivation::node_json(n);
             let text = serde_json::to_string_pretty(&json)
