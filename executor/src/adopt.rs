@@ -176,6 +176,7 @@ pub async fn look_machines(
         let cx = Adopting {
             machines,
             ssh: &conns.ssh,
+            tags: &node.tags,
             take: false,
         };
         let Some(finding) = resolved.payload.find_adopted(&line.from, cx) else {

@@ -298,6 +298,8 @@ pub struct Launching<'a> {
 pub struct Adopting<'a> {
     pub machines: &'a Machines,
     pub ssh: &'a SshOptions,
+    /// The node's tags (a cloud machine is tagged with them, as if envc had made it).
+    pub tags: &'a BTreeMap<String, String>,
     /// Make it the node's (at build), or only look (at plan).
     pub take: bool,
 }

@@ -224,6 +224,7 @@ impl Realize for VmSpec {
                 key: cx.spec.key.clone(),
                 payload: Arc::new(self.clone()),
                 line: line.clone(),
+                tags: cx.spec.tags.clone(),
             }));
         }
         Launch::Alone(Box::new(Make {
@@ -270,6 +271,7 @@ pub(crate) struct TakeOver {
     pub key: String,
     pub payload: Payload,
     pub line: AdoptSpec,
+    pub tags: BTreeMap<String, String>,
 }
 
 impl Unit for TakeOver {
@@ -278,6 +280,7 @@ impl Unit for TakeOver {
             let adopting = Adopting {
                 machines: cx.machines,
                 ssh: &cx.conns.ssh,
+                tags: &self.tags,
                 take: true,
             };
             let found = self
