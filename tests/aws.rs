@@ -404,7 +404,7 @@ adopt "vm:legacy" from {{ instance_id = "{id}", host_key = "{host_pub}" }}
         .into_iter()
         .map(|i| i.id)
         .collect();
-    assert_eq!(before, [id.clone()]);
+    assert_eq!(before, std::slice::from_ref(&id));
 
     // An id EC2 does not know: said at the node, and the build fails naming the line.
     c.project.write(&source("i-0123456789abcdef0"));
@@ -433,7 +433,7 @@ adopt "vm:legacy" from {{ instance_id = "{id}", host_key = "{host_pub}" }}
         .filter(|i| i.state != "terminated")
         .map(|i| i.id)
         .collect();
-    assert_eq!(after, [id.clone()]);
+    assert_eq!(after, std::slice::from_ref(&id));
     let tags = instance(&c, &id).tags;
     for (k, v) in [
         ("envc:node", "legacy"),

@@ -47,6 +47,8 @@ pub(super) const STARTED_AS: &str = "started-as";
 /// Such a VM is not envc's to stop or delete, save by `destroy --adopted`, nor to boot
 /// again (envc does not know how it was started).
 pub(super) const ADOPTED: &str = "adopted";
+/// The fact of an adopted VM naming its disk, as its QEMU's command line has it.
+pub const ADOPTED_DISK: &str = "adopted_disk";
 /// The line the guest prints on its console once its host key exists.
 const HOST_KEY_LINE: &str = "envc-host-key: ";
 
@@ -474,7 +476,7 @@ fn remove_dir(dir: &Path) -> Result<(), StepError> {
 
 /// The disk of a VM envc adopted, as its record says.
 fn adopted_disk(facts: &Facts) -> Option<String> {
-    facts.get(super::qemu_adopt::ADOPTED_DISK).cloned()
+    facts.get(ADOPTED_DISK).cloned()
 }
 
 /// Stops the QEMU of the VM in `dir`, if one runs: SIGTERM, then SIGKILL after 10 s.

@@ -14,13 +14,10 @@ use std::time::Duration;
 
 use crate::error::StepError;
 use crate::kinds::vm::provider::{Realized, VmSpec};
-use crate::kinds::vm::qemu::{fact, Qemu};
+use crate::kinds::vm::qemu::{fact, Qemu, ADOPTED_DISK};
 use crate::record::{DriftFacts, Facts};
 use crate::store::ObjectId;
 use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport};
-
-/// The fact of an adopted VM naming its disk, as its QEMU's command line has it.
-pub const ADOPTED_DISK: &str = "adopted_disk";
 
 /// A VM found where an `adopt` line says.
 pub struct FoundVm {

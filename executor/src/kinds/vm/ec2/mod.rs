@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StepError;
 use crate::future::BoxFuture;
-use crate::kinds::node_type::Adopted;
 use crate::kinds::vm::login::LoginKey;
 use crate::kinds::vm::provider::{Realized, VmProvider, PROVIDER};
 use crate::record::{DriftFacts, Facts};
@@ -685,7 +684,7 @@ impl Ec2 {
         tags: &BTreeMap<String, String>,
         ssh: &SshOptions,
         take: bool,
-    ) -> Result<Adopted, StepError> {
+    ) -> Result<(Realized, DriftFacts, String), StepError> {
         let id = from.get("instance_id").cloned().unwrap_or_default();
         let ec2 = self.client(&m.region)?;
         let subject = format!("instance {id}");
@@ -778,13 +777,8 @@ impl Ec2 {
         let state = inst.state.as_str().to_string();
         let (mut facts, transport, host_key) = self.connect(m, inst, known, ssh).await?;
         facts.insert(ADOPTED_TAGS.to_string(), added.join(","));
-        Ok(Adopted {
-            how: format!("instance {id}, {state}, host key {}", host_key.fingerprint),
-            facts,
-            transport,
-            host_key,
-            differences,
-        })
+        let how = format!("instance {id}, {state}, host key {}", host_key.fingerprint);
+        Ok(((facts, transport, host_key), differences, how))
     }
 
     /// An adopted instance let go: the tags envc added taken off, nothing else.

@@ -112,11 +112,18 @@ impl Realize for Ec2Machine {
         from: &'a BTreeMap<String, String>,
         cx: Adopting<'a>,
     ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
-        Some(Box::pin(
-            cx.machines
-                .ec2()
-                .find_adopted(self, from, cx.tags, cx.ssh, cx.take),
-        ))
+        Some(Box::pin(async move {
+            let ((facts, transport, host_key), differences, how) = (cx.machines.ec2())
+                .find_adopted(self, from, cx.tags, cx.ssh, cx.take)
+                .await?;
+            Ok(Adopted {
+                facts,
+                transport,
+                host_key,
+                differences,
+                how,
+            })
+        }))
     }
 
     fn launch(&self, cx: &Launching<'_>) -> Launch {
