@@ -118,7 +118,6 @@ impl Failure {
                     | SessionError::NeverBuilt { .. }
                     | SessionError::Config(_)
                     | SessionError::Secrets(_)
-                    | SessionError::Adopt(_)
                     | SessionError::Rollback(_)
                     | SessionError::Io(_) => Exit::Input,
                 }

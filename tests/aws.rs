@@ -345,3 +345,137 @@ fn credentials_aws_refuses_are_an_error_naming_the_fix() {
         "{said}"
     );
 }
+
+/// A new ed25519 key pair at `path` (and `path.pub`).
+fn keygen(path: &std::path::Path) {
+    let o = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "made-by-hand", "-f"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// What moto says of instance `id`.
+fn instance(c: &Cloud, id: &str) -> cloud::Instance {
+    cloud::instances(&c.ec2, &[("instance-id", id)])
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no instance {id}"))
+}
+
+/// An instance made outside envc, straight through EC2's API (the test support's boto3,
+/// with a host key in its user data and envc's login key as its key pair: what its owner
+/// gave it), is adopted by its id: no instance is made, it is tagged as envc's and
+/// `envc:adopted`, what differs is shown, and what is declared on it is placed. `destroy`
+/// takes envc's tags off it and leaves it running; adopted again, `destroy --adopted`
+/// terminates it.
+#[test]
+fn an_instance_made_outside_envc_is_adopted_and_left_running_by_destroy() {
+    let mut c = Cloud::start();
+    let keys = tempfile::tempdir().unwrap();
+    let host_key = keys.path().join("host");
+    keygen(&host_key);
+    let login = c.project.store_dir().join("machines/id_ed25519");
+    std::fs::create_dir_all(login.parent().unwrap()).unwrap();
+    keygen(&login);
+    let id = cloud::create_test_instance(&c.ec2, &host_key, Some(&login.with_extension("pub")));
+    let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
+    let host_pub: Vec<&str> = host_pub.split_whitespace().take(2).collect();
+    let host_pub = host_pub.join(" ");
+    let source = |id: &str| {
+        format!(
+            r#"import "std/aws"
+
+let net = aws.network("lab", region = "eu-west-1")
+let legacy = aws.machine(
+  "legacy",
+  network = net,
+  instance_type = "t3.small",
+  image = {{ name = "debian", owner = "136693071363", pattern = "debian-12-amd64-*" }},
+  tags = {{ team = "ops" }},
+)
+let motd = file(path = "/etc/motd", content = "adopted ${{legacy.instance_id}}\n", target = legacy)
+adopt "vm:legacy" from {{ instance_id = "{id}", host_key = "{host_pub}" }}
+"#
+        )
+    };
+    let before: Vec<String> = cloud::instances(&c.ec2, &[])
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(before, std::slice::from_ref(&id));
+
+    // An id EC2 does not know: said at the node, and the build fails naming the line.
+    c.project.write(&source("i-0123456789abcdef0"));
+    let o = c.envc(&["build", "--locked=false"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        text(&o).contains("`vm:legacy` is adopted (line prod.env:12:1), but it was not found: there is no instance i-0123456789abcdef0 in eu-west-1"),
+        "{}",
+        text(&o)
+    );
+
+    c.project.write(&source(&id));
+    let plan = c.envc(&["plan"]);
+    ok(&plan);
+    assert!(
+        text(&plan).contains(&format!("adopt     vm:legacy\n          found running (instance {id}, running, host key SHA256:"))
+            && text(&plan).contains("instance_type: found t3.micro, the source says t3.small (kept as it is"),
+        "{}",
+        text(&plan)
+    );
+    let built = c.envc(&["build", "--locked=false"]);
+    ok(&built);
+    assert_eq!(summary(&built), (2, 0, 0), "{}", text(&built));
+    // No instance was made: the one there is envc's now, by its tags.
+    let after: Vec<String> = (cloud::instances(&c.ec2, &[]).into_iter())
+        .filter(|i| i.state != "terminated")
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(after, std::slice::from_ref(&id));
+    let tags = instance(&c, &id).tags;
+    for (k, v) in [
+        ("envc:node", "legacy"),
+        ("envc:environment", "prod"),
+        ("envc:managed-by", "envc"),
+        ("envc:adopted", "true"),
+        ("team", "ops"),
+    ] {
+        assert_eq!(tags.get(k).map(String::as_str), Some(v), "{tags:?}");
+    }
+    assert_eq!(c.on(&id, "cat /etc/motd"), format!("adopted {id}\n"));
+    let again = c.envc(&["build", "--locked=false"]);
+    ok(&again);
+    assert_eq!(summary(&again).0, 0, "{}", text(&again));
+
+    // Destroyed: left running as found, without envc's tags.
+    let destroyed = c.envc(&["destroy", "--yes"]);
+    ok(&destroyed);
+    assert!(
+        text(&destroyed).contains(&format!(
+            "left running as it was found: adopted (instance {id}"
+        )),
+        "{}",
+        text(&destroyed)
+    );
+    let found = instance(&c, &id);
+    assert_eq!(found.state, "running");
+    assert!(
+        !found.tags.keys().any(|k| k.starts_with("envc:")) && !found.tags.contains_key("team"),
+        "{:?}",
+        found.tags
+    );
+
+    // Adopted again, and destroyed with --adopted: terminated.
+    let built = c.envc(&["build", "--locked=false"]);
+    ok(&built);
+    let destroyed = c.envc(&["destroy", "--yes", "--adopted"]);
+    ok(&destroyed);
+    assert_eq!(
+        instance(&c, &id).state,
+        "terminated",
+        "{}",
+        text(&destroyed)
+    );
+}

@@ -304,6 +304,15 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     // Again: nothing runs, the VM is found running.
     assert_eq!(build_ok(&p, &[]).0, 0);
 
+    // Another project adopts it, a VM made outside envc from where it stands, and hands it
+    // back as it found it.
+    adopted_by_another_project(&p, port);
+    assert_eq!(
+        build_ok(&p, &[]).0,
+        0,
+        "the VM is still this project's, as it was"
+    );
+
     // A change to what the service reads restarts it: the file and the service run.
     let pid_before = in_vm(&p, port, "systemctl show -p MainPID --value envc-tick");
     assert_eq!(build_ok(&p, &["--set", "greeting=\"bonjour\""]).0, 2);
@@ -564,6 +573,180 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_err(),
         "port {port} still answers"
+    );
+}
+
+/// A project with a store of its own and no records (its image's objects linked in from
+/// `p`'s store, so nothing is built) adopts `p`'s running VM by its disk and port: each
+/// way of not finding it fails naming the line and the fix; found, it is taken over with
+/// no boot (the same QEMU, the same disk) and what differs from its source is shown; a file
+/// declared on it is placed; `destroy` removes that file and leaves the VM running.
+fn adopted_by_another_project(p: &Project, port: u64) {
+    let disk = vm_dir(p).join("disk.qcow2");
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&disk).unwrap());
+    let (pid, disk_inode) = (qemu_pid(p).expect("QEMU runs"), inode());
+    let source = |disk: &str, port: u64| {
+        format!(
+            r#"import "std/debian"
+let vm0 = debian.machine("t-0", memory = 768MiB, disk = 3GiB)
+let mark = file(path = "/etc/envc-adopted.conf", content = "adopted\n", target = vm0)
+adopt "vm:t-0" from {{ disk = "{disk}", port = {port} }}
+"#
+        )
+    };
+    let lock = p.dir.path().join("t.lock");
+    let b = Project::of_test_user("a.env", &source(disk.to_str().unwrap(), port), Some(&lock));
+    std::fs::create_dir_all(b.store()).unwrap();
+    for dir in ["objects", "substitutes"] {
+        let o = Command::new("cp")
+            .arg("-al")
+            .arg(p.store().join(dir))
+            .arg(b.store().join(dir))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = Command::new("chown")
+        .args(["-R", &format!("{TEST_USER}:{TEST_USER}")])
+        .arg(b.store())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let write = |text: String| std::fs::write(b.dir.path().join("a.env"), text).unwrap();
+    // Its image first, from the store (built before): then the plan knows what the VM is.
+    let o = b.envc("a.env", &["build", "--only", "image:*"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o).0, 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("from the store (built before)"),
+        "{}",
+        text(&o)
+    );
+
+    // envc's login key of this store is not the VM's: the plan says so and how to fix it,
+    // the build fails naming the line, and nothing is booted.
+    let o = b.envc("a.env", &["plan"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plan = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        plan.contains("adopt     vm:t-0\n          `vm:t-0` is adopted (line a.env:4:1), but it was not found:")
+            && plan.contains(&format!("but 127.0.0.1:{port} does not let envc in as root"))
+            && plan.contains("authorized_keys on the VM"),
+        "{}",
+        text(&o)
+    );
+    let o = b.envc("a.env", &["build"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        text(&o).contains("`vm:t-0` is adopted (line a.env:4:1), but it was not found"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(qemu_pid(p), Some(pid), "{}", text(&o));
+    let key = std::fs::read_to_string(b.store().join("machines/id_ed25519.pub")).unwrap();
+    let key = key.trim();
+    in_vm(
+        p,
+        port,
+        &format!("echo '{key}' >> /root/.ssh/authorized_keys"),
+    );
+
+    // A port its QEMU does not forward to ssh, a disk no QEMU runs: each named, with the fix.
+    write(source(disk.to_str().unwrap(), port + 1));
+    let o = b.envc("a.env", &["plan"]);
+    assert!(
+        text(&o).contains(&format!(
+            "QEMU (pid {pid}) forwards port {port} to the guest's ssh, not {}; write `port = {port}`",
+            port + 1
+        )),
+        "{}",
+        text(&o)
+    );
+    let not_a_vm = b.dir.path().join("a.env");
+    write(source(not_a_vm.to_str().unwrap(), port));
+    let o = b.envc("a.env", &["build"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "but it was not found: no QEMU process runs with the disk {}",
+            not_a_vm.display()
+        )) && text(&o).contains("or remove the `adopt` line to let envc make the machine"),
+        "{}",
+        text(&o)
+    );
+
+    // Found: the plan says adopt, with what differs (shown, not changed).
+    write(source(disk.to_str().unwrap(), port));
+    let o = b.envc("a.env", &["plan"]);
+    let plan = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        plan.contains(&format!(
+            "adopt     vm:t-0\n          found running (QEMU pid {pid}, ssh on 127.0.0.1:{port}, host key SHA256:"
+        )) && plan.contains("memory: found 512 MiB, the source says 768 MiB (kept as it is"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !plan.contains("cpus:") && !plan.contains("image:"),
+        "{plan}"
+    );
+    // The build boots nothing: the same QEMU, the same disk; the file is placed.
+    let o = b.envc("a.env", &["build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        summary(&o),
+        (2, 1, 0),
+        "the VM taken over, the file: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("adopted as found running (QEMU pid"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(qemu_pid(p), Some(pid));
+    assert_eq!(inode(), disk_inode);
+    assert_eq!(in_vm(p, port, "cat /etc/envc-adopted.conf"), "adopted");
+    let recorded = b.store().join("machines/a/t-0");
+    assert_eq!(
+        std::fs::read_to_string(recorded.join("qemu.pid"))
+            .unwrap()
+            .trim(),
+        pid.to_string()
+    );
+    assert!(
+        !recorded.join("disk.qcow2").exists(),
+        "a disk of envc's own"
+    );
+    // Again: nothing to do; it is found running as its record says.
+    let o = b.envc("a.env", &["build"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o).0, 0, "{}", text(&o));
+
+    // Destroyed: what envc put there goes, the VM stays running with its disk.
+    let o = b.envc("a.env", &["destroy", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("left running as it was found: adopted"),
+        "{}",
+        text(&o)
+    );
+    assert!(!ended_now(pid), "QEMU stopped: {}", text(&o));
+    assert_eq!(inode(), disk_inode);
+    assert!(!recorded.exists());
+    assert_eq!(
+        in_vm(
+            p,
+            port,
+            "test -e /etc/envc-adopted.conf && echo present || echo gone"
+        ),
+        "gone"
+    );
+    // Handed back as found: its key no longer lets that project in.
+    in_vm(
+        p,
+        port,
+        &format!("grep -vF '{key}' /root/.ssh/authorized_keys > /root/k; cat /root/k > /root/.ssh/authorized_keys; rm /root/k"),
     );
 }
 

@@ -625,6 +625,28 @@ impl Ec2Client {
             .map(drop)
     }
 
+    /// Tags an existing resource (an instance envc adopts: made outside envc, it was
+    /// created without envc's tags).
+    pub async fn create_tags(&self, id: &str, tags: &Tags) -> Result<(), AwsError> {
+        let mut p = Params::new();
+        p.set("ResourceId.1", id);
+        for (i, (k, v)) in tags.iter().enumerate() {
+            p.set(format!("Tag.{}.Key", i + 1), k.as_str())
+                .set(format!("Tag.{}.Value", i + 1), v.as_str());
+        }
+        self.call("CreateTags", &p).await.map(drop)
+    }
+
+    /// Removes tags `keys` (whatever their values) from a resource.
+    pub async fn delete_tags(&self, id: &str, keys: &[String]) -> Result<(), AwsError> {
+        let mut p = Params::new();
+        p.set("ResourceId.1", id);
+        for (i, k) in keys.iter().enumerate() {
+            p.set(format!("Tag.{}.Key", i + 1), k.as_str());
+        }
+        self.call("DeleteTags", &p).await.map(drop)
+    }
+
     pub async fn terminate_instance(&self, id: &str) -> Result<(), AwsError> {
         self.call("TerminateInstances", Params::new().set("InstanceId.1", id))
             .await

@@ -5,12 +5,19 @@
 //! it fails, naming the line. Either way the record is `adopted` and never `created`, so
 //! leaving the source (or `destroy`) leaves the thing where it was found, unless
 //! `destroy --adopted`.
+//!
+//! A machine made outside envc (a QEMU VM by its disk and port, an EC2 instance by its id)
+//! is found by its provider where its `adopt` line's `from` says, and logged in to: found
+//! `running`, it is taken over as it runs (nothing rebooted), and what differs from the
+//! source is shown, not changed.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::connect::Connections;
+use crate::kinds::node_type::Adopting;
+use crate::kinds::vm::machines::Machines;
 use crate::plan::{Action, Plan};
 use crate::probe::{probe, Reading};
 use crate::record::{DriftFacts, Facts, RealizationRecord};
@@ -26,8 +33,18 @@ pub enum Found {
     Same { facts: Facts },
     /// There, different: (fact, what the source says, what was found); updated in place.
     Differs { differences: DriftFacts },
-    /// Not there: adopting it fails.
-    Absent,
+    /// Not there: adopting it fails (`why`: what the provider looked for, for a machine).
+    Absent {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// A machine, found running and logged in to: taken over as it runs. `differences`:
+    /// what the source declares that it is not (shown, not changed).
+    Running {
+        facts: Facts,
+        differences: DriftFacts,
+        how: String,
+    },
     /// Could not be looked at (the target did not answer): decided at build.
     Unread { why: String },
 }
@@ -103,7 +120,9 @@ pub async fn look(
             let key = &spec.nodes[i].key;
             let found = match (seen.unreachable.get(key), seen.drift.get(key)) {
                 (Some(why), _) => Found::Unread { why: why.clone() },
-                (None, Some(d)) if d.iter().any(|(fact, _, _)| fact == "exists") => Found::Absent,
+                (None, Some(d)) if d.iter().any(|(fact, _, _)| fact == "exists") => {
+                    Found::Absent { why: None }
+                }
                 (None, Some(d)) => Found::Differs {
                     differences: d.clone(),
                 },
@@ -134,32 +153,73 @@ fn as_recorded(key: &str, facts: &Facts) -> RealizationRecord {
     }
 }
 
-/// The error of a node whose adopted thing is not on its target.
-pub fn absent_error(spec: &Spec, i: usize) -> String {
+/// Looks for every pending adoption of a machine where its `from` says, with its provider:
+/// found running (logged in to, then the connection closed) or absent, and why. Nothing is
+/// changed on the machine nor in the store.
+pub async fn look_machines(
+    spec: &Spec,
+    plan: &Plan,
+    records: &BTreeMap<String, RealizationRecord>,
+    machines: &Machines,
+    conns: &Connections,
+) -> BTreeMap<usize, Found> {
+    let mut out = BTreeMap::new();
+    for i in pending(spec, records) {
+        let node = &spec.nodes[i];
+        let Some(line) = (spec.adoptions.get(&node.key)).filter(|_| node.target.is_none()) else {
+            continue;
+        };
+        let Some(resolved) = (plan.nodes.get(i)).and_then(|n| n.assessment.resolved.as_ref().ok())
+        else {
+            continue;
+        };
+        let cx = Adopting {
+            machines,
+            ssh: &conns.ssh,
+            tags: &node.tags,
+            take: false,
+        };
+        let Some(finding) = resolved.payload.find_adopted(&line.from, cx) else {
+            continue;
+        };
+        let found = match finding.await {
+            Ok(a) => {
+                a.transport.close().await;
+                Found::Running {
+                    facts: a.facts,
+                    differences: a.differences,
+                    how: a.how,
+                }
+            }
+            Err(e) => Found::Absent {
+                why: Some(match e.hint {
+                    Some(h) => format!("{}; {h}", e.cause),
+                    None => e.cause,
+                }),
+            },
+        };
+        out.insert(i, found);
+    }
+    out
+}
+
+/// The error of a node whose adopted thing is not on its target (or, a machine, not where
+/// its `from` says: `why`).
+pub fn absent_error(spec: &Spec, i: usize, why: Option<&str>) -> String {
     let node = &spec.nodes[i];
     let at = (spec.adoptions.get(&node.key)).map_or("", |a| a.location.as_str());
+    if let Some(why) = why {
+        return format!(
+            "`{}` is adopted (line {at}), but it was not found: {why}",
+            node.key
+        );
+    }
     let target = node.target.map_or("", |t| spec.nodes[t].name.as_str());
     format!(
         "`{}` is adopted (line {at}), but there is no such {} on `{target}`: create it there first, or remove the `adopt` line to let envc create it",
         node.key,
         node.kind.name()
     )
-}
-
-/// Why a machine's `adopt` line cannot be carried out by this envc: taking over a VM made
-/// outside envc (QEMU by its disk and port, EC2 by its instance id) needs its provider to
-/// find, tag and log in to it, which is not built yet. Refused rather than creating a
-/// second machine beside the one the line names.
-pub fn unsupported(spec: &Spec, i: usize) -> Option<String> {
-    let node = &spec.nodes[i];
-    if node.target.is_some() {
-        return None;
-    }
-    let at = spec.adoptions.get(&node.key)?;
-    Some(format!(
-        "`{}` is adopted (line {}), but envc cannot adopt a machine yet: it would make a new one beside it; remove the `adopt` line to let envc make the machine",
-        node.key, at.location
-    ))
 }
 
 /// Marks the plan's nodes with pending adoptions `adopt`, with what was found as reasons.
@@ -185,8 +245,18 @@ pub fn mark(spec: &Spec, plan: &mut Plan, found: &BTreeMap<usize, Found>, pendin
                 r.push("updated in place to what the source says (not created)".into());
                 r
             }
-            Some(Found::Absent) => vec![absent_error(spec, i)],
-            None if unsupported(spec, i).is_some() => unsupported(spec, i).into_iter().collect(),
+            Some(Found::Absent { why }) => vec![absent_error(spec, i, why.as_deref())],
+            Some(Found::Running {
+                differences, how, ..
+            }) => {
+                let mut r = vec![format!(
+                    "found running ({how}): taken over as it runs, nothing rebooted"
+                )];
+                r.extend((differences.iter()).map(|(fact, want, seen)| {
+                    format!("{fact}: found {seen}, the source says {want} (kept as it is: adopting does not change a running machine)")
+                }));
+                r
+            }
             Some(Found::Unread { why }) => {
                 vec![format!(
                     "could not look at it now ({why}): compared at build"

@@ -1034,8 +1034,10 @@ impl<'s> Scheduler<'s> {
                 {
                     a.action = Action::Adopt;
                     let refused = match self.opts.adoptions.get(&i) {
-                        Some(Found::Absent) => Some(crate::adopt::absent_error(spec, i)),
-                        _ => crate::adopt::unsupported(spec, i),
+                        Some(Found::Absent { why }) => {
+                            Some(crate::adopt::absent_error(spec, i, why.as_deref()))
+                        }
+                        _ => None,
                     };
                     if let Some(why) = refused {
                         self.stop(i, Status::Failed, why, Duration::ZERO, &dependents);
@@ -1353,6 +1355,8 @@ impl<'s> Scheduler<'s> {
                 record_here: record.filter(|r| Some(&r.target_identity) == identity.as_ref()),
                 ran_now: &ran_now,
                 cache: self.opts.cache.as_ref(),
+                adopt: (self.spec.adoptions.get(&node.key))
+                    .filter(|_| action == Action::Adopt && node.target.is_none()),
             };
             match r.payload.launch(&cx) {
                 Launch::Alone(unit) => works.push(Work::Alone(i, unit)),
@@ -1524,8 +1528,11 @@ impl<'s> Scheduler<'s> {
             self.checkpoint(env)?;
         }
         // Machines that leave and take what is on them along (a VM and its disk), by kind.
-        let taken_along: BTreeMap<String, &str> = (env.records.keys())
-            .filter(|k| !in_graph.contains(k.as_str()))
+        // (An adopted one stays unless `--adopted`: what envc put on it is removed there.)
+        let remove_adopted = self.opts.remove_adopted;
+        let taken_along: BTreeMap<String, &str> = (env.records.iter())
+            .filter(|(k, r)| !in_graph.contains(k.as_str()) && (!r.adopted || remove_adopted))
+            .map(|(k, _)| k)
             .filter_map(|k| targetless(k))
             .filter_map(|k| Some((k.name, kinds::of(k.kind).takes_along()?)))
             .collect();
@@ -1651,6 +1658,16 @@ impl<'s> Scheduler<'s> {
             let started = Instant::now();
             let record = env.records[&key].clone();
             let machines = self.machines.clone();
+            if record.adopted && !remove_adopted && kind == NodeKind::Vm {
+                // Adopted: it stays as it was found, running; only envc's hold on it goes.
+                let res = match machines.of(&record.facts) {
+                    Some(p) => p.release(&record.facts).await,
+                    None => Ok("left as it was found: adopted".into()),
+                };
+                self.report_deletion(env, &key, &name, res, started.elapsed(), None);
+                self.checkpoint(env)?;
+                continue;
+            }
             let res =
                 match kinds::of(kind).retire(&machines, &record) {
                     Some(done) => done.await,

@@ -90,8 +90,6 @@ pub enum SessionError {
     Io(String),
     /// A secret the environment uses cannot be read; nothing ran.
     Secrets(crate::secrets::SecretError),
-    /// `adopt` lines this envc cannot carry out (a machine's), each with why.
-    Adopt(Vec<String>),
     /// `envc rollback --to` names no run it can go back to.
     Rollback(crate::rollback::RollbackError),
 }
@@ -142,7 +140,6 @@ impl std::fmt::Display for SessionError {
             SessionError::Remote(e) => write!(f, "{e}"),
             SessionError::Io(e) => f.write_str(e),
             SessionError::Secrets(e) => write!(f, "{e}\n  nothing was run"),
-            SessionError::Adopt(refused) => write!(f, "{}\n  nothing was run", refused.join("\n")),
             SessionError::Rollback(e) => write!(f, "{e}"),
         }
     }
@@ -494,7 +491,7 @@ impl Session {
         if !pending.is_empty() {
             let (conns, _work) = self.connections(&machines)?;
             let found = runtime()?.block_on(async {
-                let found = crate::adopt::look(
+                let mut found = crate::adopt::look(
                     spec,
                     &plan,
                     &records,
@@ -503,6 +500,9 @@ impl Session {
                     &self.env,
                 )
                 .await;
+                found.extend(
+                    crate::adopt::look_machines(spec, &plan, &records, &machines, &conns).await,
+                );
                 conns.close().await;
                 found
             });
@@ -684,22 +684,24 @@ impl Session {
         let mut first = plan(spec, &env.records, &env.intents, &drift, files);
         // What adopted nodes find on their targets decides whether they run at all.
         let pending = crate::adopt::pending(spec, &env.records);
-        let refused: Vec<String> = (pending.iter())
-            .filter_map(|&i| crate::adopt::unsupported(spec, i))
-            .collect();
-        if !refused.is_empty() {
-            return Err(SessionError::Adopt(refused));
-        }
         let adoptions = match pending.is_empty() {
             true => BTreeMap::new(),
-            false => rt.block_on(crate::adopt::look(
-                spec,
-                &first,
-                &env.records,
-                &graph_hosts(&first),
-                &conns,
-                &self.env,
-            )),
+            false => rt.block_on(async {
+                let mut found = crate::adopt::look(
+                    spec,
+                    &first,
+                    &env.records,
+                    &graph_hosts(&first),
+                    &conns,
+                    &self.env,
+                )
+                .await;
+                found.extend(
+                    crate::adopt::look_machines(spec, &first, &env.records, &machines, &conns)
+                        .await,
+                );
+                found
+            }),
         };
         crate::adopt::mark(spec, &mut first, &adoptions, &pending);
         let missing = missing_tools(

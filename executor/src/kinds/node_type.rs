@@ -22,7 +22,7 @@ use crate::spec::NodeSpec;
 use crate::store::Store;
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
-use crate::transport::{HostKey, HostSpec, Transport, TransportError};
+use crate::transport::{HostKey, HostSpec, SshOptions, Transport, TransportError};
 
 /// A resolved node's typed payload: what executing it needs (a file's bytes and mode, a
 /// package's pinned `.deb`s, a VM's size and image).
@@ -222,6 +222,17 @@ pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
         self.predicted_facts()
     }
 
+    /// For a machine an `adopt` line takes over: finds it where `from` says and logs in,
+    /// changing nothing on it; with `cx.take`, also makes it this node's (what its
+    /// provider keeps of a machine). `None`: this kind of payload is not adopted this way.
+    fn find_adopted<'a>(
+        &'a self,
+        _from: &'a BTreeMap<String, String>,
+        _cx: Adopting<'a>,
+    ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
+        None
+    }
+
     /// For a machine nodes are deployed onto: how to reach it, given what it reported.
     fn reach(&self, _name: &str, _facts: Option<&Facts>, _cx: &Connections) -> Option<HostSpec> {
         None
@@ -278,6 +289,31 @@ pub struct Launching<'a> {
     /// Whether node `j` ran (changed something) in this run.
     pub ran_now: &'a dyn Fn(usize) -> bool,
     pub cache: Option<&'a CacheUse>,
+    /// The `adopt` line that takes this machine over, in this run.
+    pub adopt: Option<&'a crate::spec::AdoptSpec>,
+}
+
+/// What finding an adopted machine may use.
+#[derive(Clone, Copy)]
+pub struct Adopting<'a> {
+    pub machines: &'a Machines,
+    pub ssh: &'a SshOptions,
+    /// The node's tags (a cloud machine is tagged with them, as if envc had made it).
+    pub tags: &'a BTreeMap<String, String>,
+    /// Make it the node's (at build), or only look (at plan).
+    pub take: bool,
+}
+
+/// A machine an `adopt` line named, found.
+pub struct Adopted {
+    pub facts: Facts,
+    pub transport: Transport,
+    pub host_key: HostKey,
+    /// (what, the source's, found): shown, not changed (a running machine is not
+    /// resized or re-imaged by adopting it).
+    pub differences: DriftFacts,
+    /// How it was found (`QEMU pid 4242`, `instance i-0abc, running`).
+    pub how: String,
 }
 
 /// How a launched node runs.

@@ -7,6 +7,7 @@ pub mod login;
 pub mod machines;
 pub mod provider;
 pub mod qemu;
+pub mod qemu_adopt;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,11 +19,12 @@ use serde_json::json;
 use crate::connect::{vm_host, Connections};
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit, UnitCx,
+    Adopted, Adopting, BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit,
+    UnitCx,
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
-use crate::spec::{NodeSpec, Val};
+use crate::spec::{AdoptSpec, NodeSpec, Val};
 use crate::store::ObjectId;
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
@@ -191,7 +193,40 @@ impl Realize for VmSpec {
         vm_host(name, facts?, cx.vm_identity.clone()?)
     }
 
+    fn find_adopted<'a>(
+        &'a self,
+        from: &'a BTreeMap<String, String>,
+        cx: Adopting<'a>,
+    ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
+        Some(Box::pin(async move {
+            let found = (cx.machines.qemu())
+                .find_adopted(self, from, cx.ssh, cx.take)
+                .await?;
+            let (facts, transport, host_key) = found.realized;
+            Ok(Adopted {
+                how: format!(
+                    "QEMU pid {}, ssh on 127.0.0.1:{}, host key {}",
+                    found.pid,
+                    facts.get(qemu::fact::PORT).map_or("", String::as_str),
+                    host_key.fingerprint
+                ),
+                facts,
+                transport,
+                host_key,
+                differences: found.differences,
+            })
+        }))
+    }
+
     fn launch(&self, cx: &Launching<'_>) -> Launch {
+        if let Some(line) = cx.adopt {
+            return Launch::Alone(Box::new(TakeOver {
+                key: cx.spec.key.clone(),
+                payload: Arc::new(self.clone()),
+                line: line.clone(),
+                tags: cx.spec.tags.clone(),
+            }));
+        }
         Launch::Alone(Box::new(Make {
             key: cx.spec.key.clone(),
             spec: self.clone(),
@@ -226,6 +261,58 @@ impl Unit for Make {
                 )
                 .await?;
             Ok(made(&cx, &self.key, (facts, transport, host_key)))
+        })
+    }
+}
+
+/// Take over machine `key`, made outside envc, where its `adopt` line says: nothing on it
+/// changes, it is not rebooted; its connection is kept for what is deployed onto it.
+pub(crate) struct TakeOver {
+    pub key: String,
+    pub payload: Payload,
+    pub line: AdoptSpec,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Unit for TakeOver {
+    fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
+        Box::pin(async move {
+            let adopting = Adopting {
+                machines: cx.machines,
+                ssh: &cx.conns.ssh,
+                tags: &self.tags,
+                take: true,
+            };
+            let found = self
+                .payload
+                .find_adopted(&self.line.from, adopting)
+                .ok_or_else(|| StepError::new(format!("`{}` cannot be adopted", self.key)))?
+                .await
+                .map_err(|e| StepError {
+                    cause: format!(
+                        "`{}` is adopted (line {}), but it was not found: {}",
+                        self.key, self.line.location, e.cause
+                    ),
+                    hint: e.hint,
+                })?;
+            let mut note = format!("adopted as found running ({}): nothing rebooted", found.how);
+            if !found.differences.is_empty() {
+                let d: Vec<String> = (found.differences.iter())
+                    .map(|(what, want, seen)| format!("{what} {seen} (the source says {want})"))
+                    .collect();
+                note.push_str(&format!(
+                    "; kept as it is, unlike the source: {}",
+                    d.join(", ")
+                ));
+            }
+            let mut applied = made(
+                &cx,
+                &self.key,
+                (found.facts, found.transport, found.host_key),
+            );
+            applied.created = false;
+            applied.note = Some(note);
+            Ok(applied)
         })
     }
 }

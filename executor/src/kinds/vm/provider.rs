@@ -73,6 +73,15 @@ pub trait VmProvider: Send + Sync {
         Ok(facts.clone())
     }
 
+    /// An adopted machine leaves envc (its node left the source, or `destroy` without
+    /// `--adopted`): what envc keeps of it goes, the machine stays as it was found. What is
+    /// said of it.
+    fn release<'a>(&'a self, _facts: &'a Facts) -> BoxFuture<'a, Result<String, StepError>> {
+        Box::pin(async {
+            Ok("left as it was found: adopted (`destroy --adopted` removes it)".to_string())
+        })
+    }
+
     /// Stops the machine and deletes its disk.
     fn destroy<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<(), StepError>>;
 

@@ -37,12 +37,18 @@ use crate::transport::{fingerprint, HostKey, HostSpec, SshOptions, Transport, Tr
 pub use envc_ids::fact::machine as fact;
 
 const CONSOLE: &str = "console.log";
-const PID: &str = "qemu.pid";
+pub(super) const PID: &str = "qemu.pid";
 const LAUNCH: &str = "launch.json";
 const DISK: &str = "disk.qcow2";
 /// In a VM's directory that was renamed while its QEMU ran (a `moved` declaration): the
 /// disk paths that QEMU was started with, one a line, by which it is still known.
-const STARTED_AS: &str = "started-as";
+pub(super) const STARTED_AS: &str = "started-as";
+/// In the directory of a VM envc adopted (made outside envc): the disk path its QEMU runs.
+/// Such a VM is not envc's to stop or delete, save by `destroy --adopted`, nor to boot
+/// again (envc does not know how it was started).
+pub(super) const ADOPTED: &str = "adopted";
+/// The fact of an adopted VM naming its disk, as its QEMU's command line has it.
+pub const ADOPTED_DISK: &str = "adopted_disk";
 /// The line the guest prints on its console once its host key exists.
 const HOST_KEY_LINE: &str = "envc-host-key: ";
 
@@ -92,6 +98,16 @@ impl Qemu {
         ssh: &SshOptions,
     ) -> Result<(Facts, Transport, HostKey), StepError> {
         if let Some(p) = previous {
+            if let Some(disk) = adopted_disk(p) {
+                let why = match restart {
+                    true => "its QEMU no longer runs",
+                    false => "the source changed what it is made of (a new VM would replace it)",
+                };
+                return Err(StepError::with_hint(
+                    format!("`{}` was adopted (envc did not make it) and {why}: envc neither boots nor deletes a machine it adopted", spec.name),
+                    format!("start it again as it was started (its disk {disk}) and build again; or remove the VM from the source and build (it is forgotten, left as it is), then add it back without the `adopt` line for envc to make one"),
+                ));
+            }
             let disk_kept = p
                 .get(fact::DIR)
                 .is_some_and(|d| Path::new(d).join(DISK).exists());
@@ -105,6 +121,15 @@ impl Qemu {
 
     fn vm_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    pub(super) fn vm_dir_of(&self, name: &str) -> PathBuf {
+        self.vm_dir(name)
+    }
+
+    /// Whether a QEMU runs the VM of directory `dir`.
+    pub(super) fn running_in(&self, dir: &Path) -> bool {
+        running_pid(dir).is_some()
     }
 
     /// Whether the VM these facts describe runs: its pid file names a live QEMU that uses
@@ -394,12 +419,22 @@ impl Qemu {
         }
     }
 
-    /// Stops the VM these facts describe and deletes its directory (its disk with it).
+    /// Stops the VM these facts describe and deletes its directory (its disk with it). An
+    /// adopted VM's disk is where it was found: deleted there (`destroy --adopted`).
     async fn destroy_vm(&self, facts: &Facts) -> Result<(), StepError> {
-        match facts.get(fact::DIR) {
-            Some(d) => self.destroy_dir(Path::new(d)).await,
-            None => Ok(()),
+        let Some(d) = facts.get(fact::DIR).map(Path::new) else {
+            return Ok(());
+        };
+        if let Some(disk) = adopted_disk(facts) {
+            stop(d).await?;
+            match std::fs::remove_file(&disk) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StepError::new(format!("cannot delete {disk}: {e}"))),
+            }
+            return remove_dir(d);
         }
+        self.destroy_dir(d).await
     }
 
     /// Destroys every VM of the environment not named in `keep`, recorded or not (what a
@@ -418,17 +453,30 @@ impl Qemu {
         Ok(())
     }
 
+    /// Stops the VM of `dir` and deletes the directory; only the directory for a VM envc
+    /// adopted (what a sweep or a new VM in its place finds): that VM is not envc's.
     async fn destroy_dir(&self, dir: &Path) -> Result<(), StepError> {
-        stop(dir).await?;
-        match std::fs::remove_dir_all(dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StepError::new(format!(
-                "cannot delete {}: {e}",
-                dir.display()
-            ))),
+        if !dir.join(ADOPTED).exists() {
+            stop(dir).await?;
         }
+        remove_dir(dir)
     }
+}
+
+fn remove_dir(dir: &Path) -> Result<(), StepError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StepError::new(format!(
+            "cannot delete {}: {e}",
+            dir.display()
+        ))),
+    }
+}
+
+/// The disk of a VM envc adopted, as its record says.
+fn adopted_disk(facts: &Facts) -> Option<String> {
+    facts.get(ADOPTED_DISK).cloned()
 }
 
 /// Stops the QEMU of the VM in `dir`, if one runs: SIGTERM, then SIGKILL after 10 s.
@@ -781,6 +829,19 @@ impl VmProvider for Qemu {
 
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_vms(keep))
+    }
+
+    /// Only envc's directory for it goes: its QEMU runs on, its disk stays.
+    fn release<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<String, StepError>> {
+        Box::pin(async move {
+            if let Some(d) = facts.get(fact::DIR) {
+                remove_dir(Path::new(d))?;
+            }
+            Ok(format!(
+                "left running as it was found: adopted (its disk {} stays; `destroy --adopted` stops it and deletes the disk)",
+                adopted_disk(facts).unwrap_or_default()
+            ))
+        })
     }
 
     /// The VM's directory is renamed to the new name, QEMU left running: it holds its disk

@@ -45,6 +45,12 @@ pub const TAG_ENVIRONMENT: &str = "envc:environment";
 pub const TAG_NODE: &str = "envc:node";
 pub const TAG_NETWORK: &str = "envc:network";
 const TAG_MANAGED: &str = "envc:managed-by";
+/// On an instance envc adopted (made outside envc): a sweep never terminates it, and
+/// `destroy` without `--adopted` takes envc's tags off it again.
+pub const TAG_ADOPTED: &str = "envc:adopted";
+/// The fact of an adopted instance naming the tags envc added to it (comma-separated):
+/// those it takes off again when it lets the instance go.
+const ADOPTED_TAGS: &str = "adopted_tags";
 
 /// The facts of an EC2 machine beyond every machine's.
 pub mod ec2_fact {
@@ -429,6 +435,12 @@ impl Ec2 {
             let same = inst.image_id == image
                 && placed_same
                 && recorded_volume.is_none_or(|v| v == m.root_volume_gib);
+            if !same && previous.is_some_and(|p| p.contains_key(ADOPTED_TAGS)) {
+                return Err(StepError::with_hint(
+                    format!("`{}` was adopted (envc did not make instance {}), and the source changed what it is made of: a new instance would replace it, and envc does not terminate a machine it adopted", m.name, inst.id),
+                    "put the source back as it was; or remove the machine from the source and build (it is left running, envc's tags taken off), then add it back without the `adopt` line for envc to make one",
+                ));
+            }
             if same {
                 let inst = self.converge(&ec2, inst, m).await?;
                 let host_key = match previous.filter(|_| recorded == Some(&inst.id)) {
@@ -661,6 +673,138 @@ impl Ec2 {
         Ok((facts, transport, host_key))
     }
 
+    /// Finds the instance an `adopt` line names (`from.instance_id`) in the machine's
+    /// region, running, and logs in to it; with `take`, tags it as envc tags what it makes
+    /// (the node's tags, the owner tags, `envc:node`) plus `envc:adopted`. Nothing else on
+    /// it changes, and no instance is made.
+    pub async fn find_adopted(
+        &self,
+        m: &Ec2Machine,
+        from: &BTreeMap<String, String>,
+        tags: &BTreeMap<String, String>,
+        ssh: &SshOptions,
+        take: bool,
+    ) -> Result<(Realized, DriftFacts, String), StepError> {
+        let id = from.get("instance_id").cloned().unwrap_or_default();
+        let ec2 = self.client(&m.region)?;
+        let subject = format!("instance {id}");
+        let found = match ec2.describe_instances(std::slice::from_ref(&id), &[]).await {
+            Ok(found) => found,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound) => Vec::new(),
+            Err(e) => return Err(aws_error(e, &subject)),
+        };
+        let Some(inst) = found.into_iter().next() else {
+            return Err(StepError::with_hint(
+                format!("there is no instance {id} in {}", m.region),
+                "write in `instance_id` the id of a running instance of the node's region, or remove the `adopt` line to let envc make the machine",
+            ));
+        };
+        if inst.state != InstanceState::Running {
+            return Err(StepError::with_hint(
+                format!("instance {id} is {}, not running", inst.state.as_str()),
+                "start it and build again; envc does not start a machine it did not make",
+            ));
+        }
+        if let Some(other) = inst.tags.get(TAG_ENVIRONMENT).filter(|e| **e != self.env) {
+            return Err(StepError::with_hint(
+                format!("instance {id} is environment `{other}`'s (its `{TAG_ENVIRONMENT}` tag)"),
+                "one environment manages a machine: adopt it there, or remove that tag first",
+            ));
+        }
+        let mut differences = DriftFacts::new();
+        if inst.instance_type != m.instance_type {
+            differences.push((
+                ec2_fact::INSTANCE_TYPE.into(),
+                m.instance_type.clone(),
+                inst.instance_type.clone(),
+            ));
+        }
+        if let ImageChoice::Pinned { id: ami, .. } = &m.image {
+            if *ami != inst.image_id {
+                differences.push((ec2_fact::IMAGE.into(), ami.clone(), inst.image_id.clone()));
+            }
+        }
+        let known = match from.get("host_key") {
+            Some(k) => {
+                let key = k.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                let fingerprint = crate::transport::fingerprint(&key).ok_or_else(|| {
+                    StepError::new(format!("`host_key` is not a public key: {k}"))
+                })?;
+                HostKey { key, fingerprint }
+            }
+            None => {
+                // Not given: the key the machine shows at the first connection, pinned.
+                let address = (inst.public_ip.clone().filter(|_| m.public_address))
+                    .or(inst.private_ip.clone())
+                    .unwrap_or_default();
+                let host = HostSpec {
+                    name: m.name.clone(),
+                    address: address.clone(),
+                    port: 22,
+                    user: m.user.clone(),
+                    identity: Some(self.key.path.clone()),
+                };
+                let opts = SshOptions {
+                    connect_timeout: Duration::from_secs(10),
+                    ..ssh.clone()
+                };
+                let login = self.key.public().await?;
+                let (t, key) = Transport::connect(&host, None, &opts).await.map_err(|e| {
+                    StepError::with_hint(
+                        format!("instance {id} runs, but {address} does not let envc in as {}: {e}", m.user),
+                        format!("envc logs in with its key {}: add `{login}` to {}'s authorized_keys there", self.key.path.display(), m.user),
+                    )
+                })?;
+                t.close().await;
+                key
+            }
+        };
+        let mut added: Vec<String> = Vec::new();
+        if take {
+            self.remember_region(&m.region)?;
+            let mut mine: Tags = tags.clone();
+            mine.extend(owner_tags(&self.env));
+            mine.insert(TAG_NODE.to_string(), m.name.clone());
+            mine.insert(TAG_ADOPTED.to_string(), "true".to_string());
+            added = (mine.keys())
+                .filter(|k| !inst.tags.contains_key(*k))
+                .cloned()
+                .collect();
+            ec2.create_tags(&id, &mine)
+                .await
+                .map_err(|e| aws_error(e, &subject))?;
+        }
+        let state = inst.state.as_str().to_string();
+        let (mut facts, transport, host_key) = self.connect(m, inst, known, ssh).await?;
+        facts.insert(ADOPTED_TAGS.to_string(), added.join(","));
+        let how = format!("instance {id}, {state}, host key {}", host_key.fingerprint);
+        Ok(((facts, transport, host_key), differences, how))
+    }
+
+    /// An adopted instance let go: the tags envc added taken off, nothing else.
+    async fn release_machine(&self, facts: &Facts) -> Result<String, StepError> {
+        let (Some(region), Some(id)) = (facts.get(ec2_fact::REGION), facts.get(fact::INSTANCE_ID))
+        else {
+            return Ok("forgotten".into());
+        };
+        let keys: Vec<String> = (facts.get(ADOPTED_TAGS).map_or("", String::as_str))
+            .split(',')
+            .filter(|k| !k.is_empty())
+            .map(str::to_string)
+            .collect();
+        if !keys.is_empty() {
+            let ec2 = self.client(region)?;
+            match ec2.delete_tags(id, &keys).await {
+                Ok(()) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound) => {}
+                Err(e) => return Err(aws_error(e, &format!("instance {id}"))),
+            }
+        }
+        Ok(format!(
+            "left running as it was found: adopted (instance {id}, envc's tags taken off; `destroy --adopted` terminates it)"
+        ))
+    }
+
     /// Terminates instance `id` and waits (at most the boot timeout) until EC2 says it is.
     async fn terminate(&self, ec2: &Ec2Client, id: &str) -> Result<(), AwsError> {
         ec2.terminate_instance(id).await?;
@@ -724,7 +868,7 @@ impl Ec2 {
             let live = self.live_instances(&ec2, None).await.map_err(err)?;
             for inst in &live {
                 let node = inst.tags.get(TAG_NODE).cloned().unwrap_or_default();
-                if keep.contains(&node) {
+                if keep.contains(&node) || inst.tags.get(TAG_ADOPTED).is_some_and(|v| v == "true") {
                     continue;
                 }
                 self.terminate(&ec2, &inst.id).await.map_err(err)?;
@@ -814,6 +958,10 @@ impl VmProvider for Ec2 {
 
     fn sweep<'a>(&'a self, keep: &'a BTreeSet<String>) -> BoxFuture<'a, Result<(), StepError>> {
         Box::pin(self.sweep_machines(keep))
+    }
+
+    fn release<'a>(&'a self, facts: &'a Facts) -> BoxFuture<'a, Result<String, StepError>> {
+        Box::pin(self.release_machine(facts))
     }
 }
 

@@ -10,7 +10,9 @@ use super::network::NetworkSpec;
 use super::{Ec2Machine, ImageChoice, NAME};
 use crate::connect::{vm_host, Connections};
 use crate::error::StepError;
-use crate::kinds::node_type::{BoxFuture, Launch, Launching, Payload, Realize, Unit, UnitCx};
+use crate::kinds::node_type::{
+    Adopted, Adopting, BoxFuture, Launch, Launching, Payload, Realize, Unit, UnitCx,
+};
 use crate::record::{Applied, Facts};
 use crate::spec::{strings, Val};
 use crate::substitute::{Resolution, Resolving};
@@ -105,7 +107,34 @@ impl Realize for Ec2Machine {
         vm_host(name, facts?, cx.vm_identity.clone()?)
     }
 
+    fn find_adopted<'a>(
+        &'a self,
+        from: &'a BTreeMap<String, String>,
+        cx: Adopting<'a>,
+    ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
+        Some(Box::pin(async move {
+            let ((facts, transport, host_key), differences, how) = (cx.machines.ec2())
+                .find_adopted(self, from, cx.tags, cx.ssh, cx.take)
+                .await?;
+            Ok(Adopted {
+                facts,
+                transport,
+                host_key,
+                differences,
+                how,
+            })
+        }))
+    }
+
     fn launch(&self, cx: &Launching<'_>) -> Launch {
+        if let Some(line) = cx.adopt {
+            return Launch::Alone(Box::new(crate::kinds::vm::TakeOver {
+                key: cx.spec.key.clone(),
+                payload: Arc::new(self.clone()),
+                line: line.clone(),
+                tags: cx.spec.tags.clone(),
+            }));
+        }
         Launch::Alone(Box::new(Make {
             key: cx.spec.key.clone(),
             hash: cx.hash.to_string(),
