@@ -237,6 +237,23 @@ fn item_sexp(i: &Item) -> String {
                 .as_ref()
                 .map_or(String::new(), |f| format!(" from {}", sexp(f)))
         ),
+        ItemKind::Test(t) => format!(
+            "(test {:?}{})",
+            &*t.name,
+            t.body
+                .iter()
+                .map(|l| match l {
+                    TestLine::Field(f) => format!(" ({} {})", f.name.name, sexp(&f.value)),
+                    TestLine::Expect(a) => format!(
+                        " (expect {}{})",
+                        sexp(&a.cond),
+                        a.message
+                            .as_ref()
+                            .map_or(String::new(), |m| format!(" {}", sexp(m)))
+                    ),
+                })
+                .collect::<String>()
+        ),
         ItemKind::Error => "ERR".into(),
     }
 }
