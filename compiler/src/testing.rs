@@ -283,7 +283,7 @@ pub fn run(req: &TestRequest) -> TestRun {
         ));
     }
 
-    if run.failures.is_empty() || reads_errors {
+    if diagnostics.is_empty() || reads_errors {
         let files = rendered_files(&nodes, req, &mut run, file, test.name_span);
         // The test's names come first: `nodes` is the graph's, even where the environment
         // binds a `nodes` of its own.

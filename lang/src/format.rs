@@ -969,6 +969,22 @@ mod tests {
     }
 
     #[test]
+    fn tests() {
+        check(
+            "test  \"t\"{\nenv=\"./prod.env\"\n  expect   len(xs)==3 ,  \"three\"\n}",
+            "test \"t\" {\n  env = \"./prod.env\"\n  expect len(xs) == 3, \"three\"\n}\n",
+        );
+        check(
+            "test \"t\" {\n  # mocked\n  mocks = {}  # none\n\n  expect true\n}\n",
+            "test \"t\" {\n  # mocked\n  mocks = {}  # none\n\n  expect true\n}\n",
+        );
+        check(
+            "test \"t\" { expect a; expect b }",
+            "test \"t\" {\n  expect a\n  expect b\n}\n",
+        );
+    }
+
+    #[test]
     fn comments_are_kept() {
         check(
             "# head\nlet x = 1 # trailing\n\n# lead\nlet y = 2\n# tail\n",

@@ -510,6 +510,11 @@ impl<'a> Parser<'a> {
                     }
                     body.push(TestLine::Field(RecordField { name, value }));
                 }
+                k if self.tok().newline_before && k.starts_item() => {
+                    // The next item: the body was not closed.
+                    self.error_expected("`}` closing the test");
+                    return ItemKind::Error;
+                }
                 _ => {
                     let t = self.tok();
                     let d = Diagnostic::new(
