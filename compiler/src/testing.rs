@@ -270,7 +270,7 @@ pub fn run(req: &TestRequest) -> TestRun {
         let d = Diagnostic::new("test::not-compiled", "the environment does not compile")
             .label(file, test.name_span, "this test's environment")
             .message("Each problem follows. A test that expects the environment to fail says so with `expect` lines over `errors`.")
-            .help("fix the problems below, or test them: `expect errors[0].code == \"eval::assert\"`");
+            .help("fix the problems below, or test them: `expect errors[0].code == \"eval::assertion\"`");
         run.failures.push(fail(d));
         run.failures.extend(diagnostics.iter().cloned().map(fail));
     }

@@ -522,7 +522,7 @@ impl<'a> Parser<'a> {
                         format!("expected a test's field or `expect`, found {}", t.kind.describe()),
                     )
                     .label(self.file, t.span, "not a line of a test")
-                    .help("a test's body is `env = …`, `set = …`, `mocks = …`, `policies = …` and `expect CONDITION` lines");
+                    .help("write `expect` before a condition; a test's other lines are `env = …`, `set = …`, `mocks = …` and `policies = …`");
                     self.push_error(d);
                     self.recover(&[T::RBrace]);
                     if self.at(T::RBrace) {
