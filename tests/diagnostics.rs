@@ -427,7 +427,11 @@ fn test_diagnostics_render() {
     let page = "let h = host(name = \"h1\", address = \"192.0.2.1\")\nlet page = file(path = \"/etc/page\", template = path(\"page.j2\"), vars = {}, target = h)\n";
     let mut produced = BTreeSet::new();
     for (name, body) in cases {
-        let root = if name == "test-render" { "page.env" } else { "main.env" };
+        let root = if name == "test-render" {
+            "page.env"
+        } else {
+            "main.env"
+        };
         let text = format!("test \"{name}\" {{\n  env = \"./{root}\"\n{body}}}\n");
         let loader = MemoryLoader {
             files: [
@@ -464,12 +468,19 @@ fn test_diagnostics_render() {
             produced.contains(&name.replacen('-', "::", 1)),
             "case {name} should produce {}, produced {:?}",
             name.replacen('-', "::", 1),
-            run.failures.iter().map(|f| f.diagnostic.code).collect::<Vec<_>>()
+            run.failures
+                .iter()
+                .map(|f| f.diagnostic.code)
+                .collect::<Vec<_>>()
         );
         insta::assert_snapshot!(name, format!("{text}\n== rendered ==\n{rendered}"));
     }
     // Every `test::` code the compiler has, but the two no test file reaches.
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/compiler/src/testing.rs")).unwrap();
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/compiler/src/testing.rs"
+    ))
+    .unwrap();
     for (i, _) in source.match_indices("\"test::") {
         let code: String = source[i + 1..].chars().take_while(|c| *c != '"').collect();
         if ["test::internal", "test::unevaluated"].contains(&code.as_str()) {

@@ -75,11 +75,21 @@ fn envc_test_runs_passes_fails_and_reports() {
     let out = envc(dir, &["test"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert_eq!(stdout.lines().last(), Some("0 passed, 2 failed"), "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("0 passed, 2 failed"),
+        "{stdout}"
+    );
     assert!(stderr.contains("test::snapshot-missing"), "{stderr}");
     // The failing comparison shows both sides and the line's message.
-    assert!(stderr.contains("   left: \"10.0.0.1\"\n  right: \"10.0.0.9\""), "{stderr}");
-    assert!(stderr.contains("the output is the first VM's address"), "{stderr}");
+    assert!(
+        stderr.contains("   left: \"10.0.0.1\"\n  right: \"10.0.0.9\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the output is the first VM's address"),
+        "{stderr}"
+    );
 
     // --update writes the snapshot: the rendered template with the mocked addresses.
     let out = envc(dir, &["test", "--update", "--filter", "know each other"]);
@@ -91,7 +101,11 @@ fn envc_test_runs_passes_fails_and_reports() {
     // Now only the deliberate failure fails; a changed template shows as a snapshot diff.
     let out = envc(dir, &["test", "prod_test.env"]);
     assert_eq!(text(&out.stdout).lines().last(), Some("1 passed, 1 failed"));
-    std::fs::write(dir.join("peers.conf.j2"), TEMPLATE.replace("me =", "self =")).unwrap();
+    std::fs::write(
+        dir.join("peers.conf.j2"),
+        TEMPLATE.replace("me =", "self ="),
+    )
+    .unwrap();
     let out = envc(dir, &["test", "--filter", "know each other"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -149,7 +163,11 @@ fn envc_test_runs_passes_fails_and_reports() {
 fn envc_test_refuses_bad_input() {
     let p = project();
     let dir = p.path();
-    std::fs::write(dir.join("broken_test.env"), "test \"t\" {\n  evn = \"./prod.env\"\n  expect true\n}\n").unwrap();
+    std::fs::write(
+        dir.join("broken_test.env"),
+        "test \"t\" {\n  evn = \"./prod.env\"\n  expect true\n}\n",
+    )
+    .unwrap();
     let out = envc(dir, &["test"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -159,7 +177,11 @@ fn envc_test_refuses_bad_input() {
     let empty = tempfile::tempdir().unwrap();
     let out = envc(empty.path(), &["test"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("no test files"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no test files"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// The suites of a JUnit document: each suite's name and its cases (name, the failure's

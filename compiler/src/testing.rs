@@ -159,7 +159,11 @@ pub fn run(req: &TestRequest) -> TestRun {
     };
     let Some(test) = tests_of(&parsed.module).get(req.index).cloned() else {
         run.failures.push(plain(
-            Diagnostic::new("test::internal", "no such test").label(file, Span::at(0), "in this file"),
+            Diagnostic::new("test::internal", "no such test").label(
+                file,
+                Span::at(0),
+                "in this file",
+            ),
         ));
         run.sources = program.sources;
         return run;
@@ -173,7 +177,10 @@ pub fn run(req: &TestRequest) -> TestRun {
         match &set.value.kind {
             ExprKind::Record(fields) => {
                 for f in fields {
-                    params.insert(f.name.name.to_string(), req.text[f.value.span.range()].to_string());
+                    params.insert(
+                        f.name.name.to_string(),
+                        req.text[f.value.span.range()].to_string(),
+                    );
                 }
             }
             _ => run.failures.push(fail(
@@ -277,9 +284,12 @@ pub fn run(req: &TestRequest) -> TestRun {
 
     if test.expects().next().is_none() {
         run.failures.push(fail(
-            Diagnostic::new("test::no-expect", format!("test \"{}\" expects nothing", test.name))
-                .label(file, test.name_span, "no `expect` line")
-                .help("add what must hold: `expect len(nodes(\"vm\")) == 3`"),
+            Diagnostic::new(
+                "test::no-expect",
+                format!("test \"{}\" expects nothing", test.name),
+            )
+            .label(file, test.name_span, "no `expect` line")
+            .help("add what must hold: `expect len(nodes(\"vm\")) == 3`"),
         ));
     }
 
@@ -288,9 +298,19 @@ pub fn run(req: &TestRequest) -> TestRun {
         // The test's names come first: `nodes` is the graph's, even where the environment
         // binds a `nodes` of its own.
         let env = Env::default()
-            .bind("nodes".into(), Value::Builtin(crate::builtins::Builtin::Nodes))
+            .bind(
+                "nodes".into(),
+                Value::Builtin(crate::builtins::Builtin::Nodes),
+            )
             .bind("outputs".into(), record(outputs.into_iter()))
-            .bind("files".into(), record(files.into_iter().map(|(k, v)| (k.into(), Value::Str(v.into())))))
+            .bind(
+                "files".into(),
+                record(
+                    files
+                        .into_iter()
+                        .map(|(k, v)| (k.into(), Value::Str(v.into()))),
+                ),
+            )
             .bind("violations".into(), violations(&ev.violations))
             .bind("errors".into(), errors(&diagnostics));
         for a in test.expects() {
@@ -362,7 +382,9 @@ fn expect(
                         format!("`{}` differs from snapshot `{name}`", text(left)),
                     )
                     .label(file, a.cond.span, "not as the snapshot")
-                    .help("if the change is meant, run `envc test --update` and commit the snapshot"),
+                    .help(
+                        "if the change is meant, run `envc test --update` and commit the snapshot",
+                    ),
                     compared: Some(Compared {
                         op: "==",
                         left: got,
@@ -370,9 +392,12 @@ fn expect(
                     }),
                 }),
                 None => run.failures.push(plain(
-                    Diagnostic::new("test::snapshot-missing", format!("no snapshot `{name}` yet"))
-                        .label(file, name_span, "not in `snapshots/` beside the test")
-                        .help("run `envc test --update` to write it, review it, and commit it"),
+                    Diagnostic::new(
+                        "test::snapshot-missing",
+                        format!("no snapshot `{name}` yet"),
+                    )
+                    .label(file, name_span, "not in `snapshots/` beside the test")
+                    .help("run `envc test --update` to write it, review it, and commit it"),
                 )),
             }
             return;
@@ -401,15 +426,19 @@ fn expect(
                 },
                 None => None,
             };
-            let mut d = Diagnostic::new("test::expect-failed", format!("expected `{}`", text(&a.cond)))
-                .label(
-                    file,
-                    a.cond.span,
-                    message.unwrap_or_else(|| "false".to_string()),
-                );
+            let mut d = Diagnostic::new(
+                "test::expect-failed",
+                format!("expected `{}`", text(&a.cond)),
+            )
+            .label(
+                file,
+                a.cond.span,
+                message.unwrap_or_else(|| "false".to_string()),
+            );
             if let Some(c) = &compared {
                 if c.left.contains(NOT_MOCKED) || c.right.contains(NOT_MOCKED) {
-                    d = d.help("a value known only after a build is not mocked: give it in `mocks`");
+                    d = d
+                        .help("a value known only after a build is not mocked: give it in `mocks`");
                 }
             }
             run.failures.push(Failure {
@@ -594,7 +623,9 @@ fn literal(e: &Expr) -> Option<Value> {
             _ => return None,
         },
         ExprKind::Paren(x) => literal(x)?,
-        ExprKind::List(xs) => Value::List(xs.iter().map(literal).collect::<Option<Vec<_>>>()?.into()),
+        ExprKind::List(xs) => {
+            Value::List(xs.iter().map(literal).collect::<Option<Vec<_>>>()?.into())
+        }
         ExprKind::Record(fs) => Value::Record(Rc::new(
             fs.iter()
                 .map(|f| Some((f.name.name.clone(), literal(&f.value)?)))
@@ -669,7 +700,10 @@ fn rendered_files(
                 .read(&t.path)
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok());
-            let vars = n.attrs.get("vars").map_or(serde_json::json!({}), template_json);
+            let vars = n
+                .attrs
+                .get("vars")
+                .map_or(serde_json::json!({}), template_json);
             match text.map(|text| req.world.render(&t.path, &text, &vars)) {
                 Some(Ok(s)) => Some(s),
                 Some(Err(e)) => {
@@ -743,10 +777,7 @@ fn template_json(v: &Value) -> serde_json::Value {
 pub fn shown(v: &Value) -> String {
     match v {
         Value::Str(s) => quoted(s),
-        Value::List(xs) => format!(
-            "[{}]",
-            xs.iter().map(shown).collect::<Vec<_>>().join(", ")
-        ),
+        Value::List(xs) => format!("[{}]", xs.iter().map(shown).collect::<Vec<_>>().join(", ")),
         Value::Record(r) if r.is_empty() => "{}".into(),
         Value::Record(r) => format!(
             "{{ {} }}",
@@ -782,7 +813,10 @@ fn quoted(s: &str) -> String {
 }
 
 fn field_name(k: &str) -> String {
-    let plain = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    let plain = k
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if plain {
         k.to_string()

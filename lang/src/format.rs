@@ -238,7 +238,11 @@ impl<'a> Fmt<'a> {
             "",
             t.body_span.end,
         );
-        format!("test {} {{\n{body}{}}}", self.text(t.name_span), indent(ind))
+        format!(
+            "test {} {{\n{body}{}}}",
+            self.text(t.name_span),
+            indent(ind)
+        )
     }
 
     fn binding(&mut self, b: &Binding, ind: usize) -> String {

@@ -94,7 +94,9 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
         cases.extend(cases_of(f, ui)?);
     }
     if let Some(filter) = &args.filter {
-        cases.retain(|c| c.name.contains(filter.as_str()) || shown_file(&c.file).contains(filter.as_str()));
+        cases.retain(|c| {
+            c.name.contains(filter.as_str()) || shown_file(&c.file).contains(filter.as_str())
+        });
     }
 
     let results: Vec<Mutex<Option<Outcome1>>> = cases.iter().map(|_| Mutex::new(None)).collect();
@@ -118,7 +120,9 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
         .filter_map(|m| m.into_inner().ok().flatten())
         .collect();
     if outcomes.len() != cases.len() {
-        return Err(Failure::Input("a test stopped without a result (a bug in envc)".into()));
+        return Err(Failure::Input(
+            "a test stopped without a result (a bug in envc)".into(),
+        ));
     }
 
     let mut written = 0;
@@ -141,7 +145,8 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
         for o in &outcomes {
             crate::output::line(&json_of(o).to_string());
         }
-        crate::output::line(&serde_json::json!({
+        crate::output::line(
+            &serde_json::json!({
                 "type": "summary",
                 "passed": passed,
                 "failed": failed,
@@ -151,7 +156,11 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
         );
     } else {
         for o in &outcomes {
-            let verdict = if o.failures.is_empty() { "ok  " } else { "FAIL" };
+            let verdict = if o.failures.is_empty() {
+                "ok  "
+            } else {
+                "FAIL"
+            };
             crate::output::line(&format!("{verdict} {} :: {}", o.file, o.name));
         }
         for o in outcomes.iter().filter(|o| !o.failures.is_empty()) {
@@ -161,8 +170,10 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
             }
         }
         if written > 0 {
-            crate::output::line(&format!("wrote {written} snapshot{}", if written == 1 { "" } else { "s" }),
-            );
+            crate::output::line(&format!(
+                "wrote {written} snapshot{}",
+                if written == 1 { "" } else { "s" }
+            ));
         }
     }
     let summary = format!("{passed} passed, {failed} failed");
@@ -224,16 +235,23 @@ fn shown_file(p: &Path) -> String {
 /// The tests of a file; its syntax errors (and a test's `env` or `policies` that is not a
 /// plain string) are bad input, reported as `check` reports them.
 fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
-    let bytes = envc_lockfiles::file::read_bounded(file, envc_compiler::program::MAX_SOURCE_BYTES as u64)
-        .map_err(|e| Failure::Input(format!("cannot read `{}`: {e}", file.display())))?;
+    let bytes =
+        envc_lockfiles::file::read_bounded(file, envc_compiler::program::MAX_SOURCE_BYTES as u64)
+            .map_err(|e| Failure::Input(format!("cannot read `{}`: {e}", file.display())))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Failure::Input(format!("`{}` is not UTF-8 text", file.display())))?;
     let mut sources = envc_compiler::SourceMap::default();
     let id = sources.add_verbatim(shown_file(file), text.as_str().into());
     let parsed = envc_lang::parse(&text, id);
     let mut problems = parsed.errors.clone();
-    let dir = file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let dir = file
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
     let mut cases = Vec::new();
     for (index, t) in testing::tests_of(&parsed.module).into_iter().enumerate() {
         let env = match t.field("env") {
@@ -356,7 +374,10 @@ fn run_one(case: &Case, update: bool, ui: Ui) -> Outcome1 {
     }
     let (dir, root) = split_root(&case.env);
     let loader = FsLoader::new(&dir);
-    let test_dir = case.file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let test_dir = case
+        .file
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let world = World {
         snapshots: test_dir.join(SNAPSHOTS),
     };
@@ -387,7 +408,11 @@ fn run_one(case: &Case, update: bool, ui: Ui) -> Outcome1 {
             left: f.compared.as_ref().map(|c| c.left.clone()),
             right: f.compared.as_ref().map(|c| c.right.clone()),
             op: f.compared.as_ref().map(|c| c.op.to_string()),
-            rendered: format!("{}{}", renderer.render(d), f.compared.as_ref().map_or(String::new(), compared_text)),
+            rendered: format!(
+                "{}{}",
+                renderer.render(d),
+                f.compared.as_ref().map_or(String::new(), compared_text)
+            ),
         });
     }
     outcome.snapshots = run
