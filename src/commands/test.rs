@@ -143,17 +143,14 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
     let failed = outcomes.len() - passed;
     if args.json {
         for o in &outcomes {
-            crate::output::line(&json_of(o).to_string());
+            crate::output::line(json_of(o));
         }
-        crate::output::line(
-            &serde_json::json!({
-                "type": "summary",
-                "passed": passed,
-                "failed": failed,
-                "snapshots_written": written,
-            })
-            .to_string(),
-        );
+        crate::output::line(serde_json::json!({
+            "type": "summary",
+            "passed": passed,
+            "failed": failed,
+            "snapshots_written": written,
+        }));
     } else {
         for o in &outcomes {
             let verdict = if o.failures.is_empty() {
@@ -161,7 +158,7 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
             } else {
                 "FAIL"
             };
-            crate::output::line(&format!("{verdict} {} :: {}", o.file, o.name));
+            crate::output::line(format!("{verdict} {} :: {}", o.file, o.name));
         }
         for o in outcomes.iter().filter(|o| !o.failures.is_empty()) {
             crate::output::errln!("\n---- {} :: {} ----", o.file, o.name);
@@ -170,7 +167,7 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
             }
         }
         if written > 0 {
-            crate::output::line(&format!(
+            crate::output::line(format!(
                 "wrote {written} snapshot{}",
                 if written == 1 { "" } else { "s" }
             ));
