@@ -317,7 +317,7 @@ impl TestWorld for World {
         text: &str,
         vars: &serde_json::Value,
     ) -> Result<String, RenderFailure> {
-        envc_executor::substitute::render_template(path, text, vars)
+        envc_executor::render_template(path, text, vars)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .map_err(|e| RenderFailure(e.to_string()))
     }
