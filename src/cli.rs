@@ -166,6 +166,25 @@ enum Command {
         #[command(flatten)]
         params: Params,
     },
+    /// Run the `test` items of every `*_test.env` under PATH (default: here), each in
+    /// isolation and in parallel: the environment it names evaluated with its parameters
+    /// and mocked outputs, no store, no targets, no network. Prints a line per test and
+    /// `N passed, M failed`; exit 0 when every test passed, 1 otherwise.
+    Test {
+        paths: Vec<PathBuf>,
+        /// Only the tests whose name (or file) holds TEXT.
+        #[arg(long, value_name = "TEXT")]
+        filter: Option<String>,
+        /// One JSON object per test, then a summary (see docs/cli.md).
+        #[arg(long)]
+        json: bool,
+        /// Also write the results to FILE as JUnit XML, for CI systems.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Rewrite the snapshots that differ or are missing (then review and commit them).
+        #[arg(long)]
+        update: bool,
+    },
     /// A language server for editors (Language Server Protocol over stdin and stdout):
     /// diagnostics as you type, hover, definitions, references, completion, formatting,
     /// symbols, rename and quick fixes. See docs/editors.md.
@@ -499,6 +518,22 @@ fn run(cli: Cli) -> Exit {
     };
     let outcome = match cli.command {
         Command::Check { file, params } => commands::check::check(&file, &params, ui),
+        Command::Test {
+            paths,
+            filter,
+            json,
+            junit,
+            update,
+        } => commands::test::test(
+            &commands::test::TestArgs {
+                paths,
+                filter,
+                json,
+                junit,
+                update,
+            },
+            ui,
+        ),
         Command::Graph {
             file,
             format,

@@ -249,6 +249,9 @@ fn cases() -> Vec<Case> {
         case("eval-unset-attribute", &h("let p = package(name = \"curl\", target = h)\nlet v = \"${p.version}\"\n")),
         // rollouts
         case("parse-rollout-option", &webs("rollout \"web\": webs, batch = 2, max_failure = 1\n")),
+        // tests
+        case("parse-test-field", "test \"t\" {\n  envv = \"./prod.env\"\n  expect true\n}\n"),
+        case("parse-test-line", "test \"t\" {\n  len(xs) == 1\n}\n"),
         case("rollout-batch", &webs("rollout \"web\": webs, batch = 0\n")),
         case("rollout-max-failures", &webs("rollout \"web\": webs, batch = 2, max_failures = -1\n")),
         case("rollout-not-a-machine", &webs("let confs = [for w in webs => file(path = \"/etc/web.conf\", content = \"x\", target = w)]\nrollout \"web\": [webs[0], confs[1]]\n")),
@@ -381,6 +384,109 @@ fn template_diagnostics_render() {
             name,
             format!("{}\n== rendered ==\n{rendered}", source_of(&c))
         );
+    }
+}
+
+/// `envc test`'s own diagnostics (`test::*`), one test each, as `envc test` renders them
+/// (each comparison's sides after it); every `test::` code of the compiler has a case.
+#[test]
+fn test_diagnostics_render() {
+    use envc_compiler::testing::{self, RenderFailure, TestRequest, TestWorld};
+    struct World;
+    impl TestWorld for World {
+        fn render(
+            &self,
+            path: &str,
+            text: &str,
+            vars: &serde_json::Value,
+        ) -> Result<String, RenderFailure> {
+            envc_executor::render_template(path, text, vars)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| RenderFailure(e.to_string()))
+        }
+        fn snapshot(&self, name: &str) -> Option<String> {
+            (name == "app.conf").then(|| "at 10.0.0.9\n".to_string())
+        }
+    }
+    let env = "param n: int = 1\nlet h = host(name = \"h1\", address = \"192.0.2.1\")\nlet dbs = [for i in 0..n => vm(name = \"db-${i}\", image = image(name = \"debian-12\", packages = []))]\nlet conf = file(path = \"/etc/app.conf\", content = \"at ${dbs[0].address}\\n\", target = h)\noutput first = dbs[0].address\n";
+    let mock = "  mocks = { \"vm:db-0\" = { address = \"10.0.0.5\" } }\n";
+    let cases = [
+        ("test-expect-failed", format!("{mock}  expect outputs.first == \"10.0.0.6\"\n")),
+        ("test-no-node", "  mocks = { \"vm:db-9\" = { address = \"10.0.0.5\" } }\n  expect true\n".to_string()),
+        ("test-mock-unread", "  mocks = { \"vm:db-0\" = { address = \"10.0.0.5\", host_key = \"k\" } }\n  expect true\n".to_string()),
+        ("test-mocks", "  mocks = { \"vm:db-0\" = { address = 1 + 1 } }\n  expect true\n".to_string()),
+        ("test-field", "  set = [1]\n  expect true\n".to_string()),
+        ("test-not-compiled", "  set = { n = 0 }\n  expect true\n".to_string()),
+        ("test-no-expect", mock.to_string()),
+        ("test-not-a-bool", "  expect len(nodes(\"vm\"))\n".to_string()),
+        ("test-snapshot", "  expect len(nodes()) == snapshot(\"app.conf\")\n".to_string()),
+        ("test-snapshot-differs", format!("{mock}  expect files[\"h1/file:/etc/app.conf\"] == snapshot(\"app.conf\")\n")),
+        ("test-snapshot-missing", format!("{mock}  expect files[\"h1/file:/etc/app.conf\"] == snapshot(\"new.conf\")\n")),
+        ("test-render", "  expect true\n".to_string()),
+    ];
+    let page = "let h = host(name = \"h1\", address = \"192.0.2.1\")\nlet page = file(path = \"/etc/page\", template = path(\"page.j2\"), vars = {}, target = h)\n";
+    let mut produced = BTreeSet::new();
+    for (name, body) in cases {
+        let root = if name == "test-render" {
+            "page.env"
+        } else {
+            "main.env"
+        };
+        let text = format!("test \"{name}\" {{\n  env = \"./{root}\"\n{body}}}\n");
+        let loader = MemoryLoader {
+            files: [
+                ("main.env".to_string(), env.as_bytes().to_vec()),
+                ("page.env".to_string(), page.as_bytes().to_vec()),
+                ("page.j2".to_string(), b"{{ missing }}\n".to_vec()),
+            ]
+            .into_iter()
+            .collect(),
+            ..MemoryLoader::default()
+        };
+        let world = World;
+        let run = testing::run(&TestRequest {
+            file_name: "main_test.env".into(),
+            text: &text,
+            index: 0,
+            root,
+            loader: &loader,
+            pins: Default::default(),
+            packs: Vec::new(),
+            world: &world,
+            update: false,
+        });
+        let renderer = Renderer::new(&run.sources, "", false, 100);
+        let mut rendered = String::new();
+        for f in &run.failures {
+            produced.insert(f.diagnostic.code.to_string());
+            rendered.push_str(&renderer.render(&f.diagnostic));
+            if let Some(c) = &f.compared {
+                rendered.push_str(&format!("left: {}\nright: {}\n", c.left, c.right));
+            }
+        }
+        assert!(
+            produced.contains(&name.replacen('-', "::", 1)),
+            "case {name} should produce {}, produced {:?}",
+            name.replacen('-', "::", 1),
+            run.failures
+                .iter()
+                .map(|f| f.diagnostic.code)
+                .collect::<Vec<_>>()
+        );
+        insta::assert_snapshot!(name, format!("{text}\n== rendered ==\n{rendered}"));
+    }
+    // Every `test::` code the compiler has, but the two no test file reaches.
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/compiler/src/testing.rs"
+    ))
+    .unwrap();
+    for (i, _) in source.match_indices("\"test::") {
+        let code: String = source[i + 1..].chars().take_while(|c| *c != '"').collect();
+        if ["test::internal", "test::unevaluated"].contains(&code.as_str()) {
+            continue;
+        }
+        assert!(produced.contains(&code), "no case produces {code}");
     }
 }
 

@@ -92,7 +92,27 @@ pub struct Evaluator<'p> {
     /// The graph's nodes in its canonical order, once it is lowered: what a policy's
     /// `nodes(…)` reads.
     graph_nodes: Option<Vec<Rc<Node>>>,
+    /// While a test's line is evaluated in the root module's scope (`envc test`): the test
+    /// file it is written in, where its diagnostics point. Cleared inside any call.
+    written_in: Option<FileId>,
+    /// A test's mocks: the value output `(node key, output)` stands for, known at once
+    /// instead of deferred to a build; and those read so far.
+    mocks: BTreeMap<(String, String), Value>,
+    pub mocks_read: std::collections::BTreeSet<(String, String)>,
+    /// Every node that broke a policy, as `policies` found them, in order.
+    pub violations: Vec<Violation>,
     pub errors: Vec<Diagnostic>,
+}
+
+/// A node (or value) that broke a policy: the policy, the node's key, its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub policy: Rc<str>,
+    pub level: PolicyLevel,
+    /// The node's state key (`web-0/file:/etc/motd`), or the values a policy over plain
+    /// values was false for.
+    pub node: String,
+    pub message: Option<Rc<str>>,
 }
 
 /// A call of a function: where it is written, and what it calls.
@@ -146,6 +166,10 @@ impl<'p> Evaluator<'p> {
             failed_asserts: HashMap::new(),
             module_tags: HashMap::new(),
             graph_nodes: None,
+            written_in: None,
+            mocks: BTreeMap::new(),
+            mocks_read: std::collections::BTreeSet::new(),
+            violations: Vec::new(),
             record_sites: program
                 .sources
                 .files
@@ -157,7 +181,34 @@ impl<'p> Evaluator<'p> {
     }
 
     fn file(&self) -> FileId {
-        self.program.modules[self.module].file
+        self.written_in
+            .unwrap_or(self.program.modules[self.module].file)
+    }
+
+    /// Evaluates with these outputs known (a test's mocks): reading output `o` of the node
+    /// keyed `k` gives `mocks[(k, o)]` rather than a deferred value.
+    pub fn with_mocks(mut self, mocks: BTreeMap<(String, String), Value>) -> Self {
+        self.mocks = mocks;
+        self
+    }
+
+    /// Evaluates `e`, written in `file` (a test's line), in the root module's scope, with
+    /// `env`'s names bound besides the root's own.
+    pub fn eval_written_in(
+        &mut self,
+        file: FileId,
+        e: &Expr,
+        env: &Env,
+    ) -> Result<Value, Option<Diagnostic>> {
+        self.module = self.program.root;
+        self.written_in = Some(file);
+        let r = self.eval(e, env);
+        self.written_in = None;
+        match r {
+            Ok(v) => Ok(v),
+            Err(Stop::Error(d)) => Err(Some(*d)),
+            Err(Stop::Reported) => Err(None),
+        }
     }
 
     fn fail<T>(&mut self, d: Diagnostic) -> R<T> {
@@ -362,6 +413,22 @@ impl<'p> Evaluator<'p> {
             }
             Ok(())
         })?;
+        for (n, message) in &broken {
+            self.violations.push(Violation {
+                policy: p.name.clone(),
+                level: p.level,
+                node: crate::moved::key_of(n).to_string(),
+                message: message.clone(),
+            });
+        }
+        for (held, message) in &unbound {
+            self.violations.push(Violation {
+                policy: p.name.clone(),
+                level: p.level,
+                node: held.clone(),
+                message: message.clone(),
+            });
+        }
         if broken.is_empty() && unbound.is_empty() {
             return Ok(None);
         }
@@ -426,6 +493,7 @@ impl<'p> Evaluator<'p> {
         self.slots.insert(key.clone(), Slot::InProgress);
         self.forcing.push(key.clone());
         let saved = std::mem::replace(&mut self.module, m);
+        let saved_in = self.written_in.take();
         // A top-level value is the same wherever it is first asked for: the calls that
         // happen to force it are not where its nodes were made.
         let saved_frames = std::mem::take(&mut self.frames);
@@ -457,6 +525,7 @@ impl<'p> Evaluator<'p> {
             Global::Type(_) | Global::Output(_) | Global::Broken => Err(Stop::Reported),
         };
         self.module = saved;
+        self.written_in = saved_in;
         self.frames = saved_frames;
         self.forcing.pop();
         match r {
@@ -1224,6 +1293,16 @@ impl<'p> Evaluator<'p> {
                     );
                 }
                 if schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
+                    if !self.mocks.is_empty() {
+                        let key = (
+                            crate::moved::key_of(n).to_string(),
+                            field.name.to_string(),
+                        );
+                        if let Some(v) = self.mocks.get(&key).cloned() {
+                            self.mocks_read.insert(key);
+                            return Ok(v);
+                        }
+                    }
                     return Ok(Value::Deferred(Rc::new(Deferred::Output {
                         node: n.clone(),
                         output: field.name.clone(),
@@ -1537,6 +1616,7 @@ impl<'p> Evaluator<'p> {
         }
         let caller_file = self.file();
         let saved = std::mem::replace(&mut self.module, c.module);
+        let saved_in = self.written_in.take();
         self.depth += 1;
         let callee_is_std = self.program.modules[c.module].is_std;
         self.frames.push(Frame {
@@ -1578,6 +1658,7 @@ impl<'p> Evaluator<'p> {
         })();
         self.depth -= 1;
         self.module = saved;
+        self.written_in = saved_in;
         self.frames.pop();
         // A failure inside the standard library is the user's first: it points at the
         // call, on the way out, written outside `std/` (at the argument, when what failed
@@ -1800,8 +1881,10 @@ impl<'p> Evaluator<'p> {
                         (Some(x), _) => x.clone(),
                         (None, Some((m, d))) => {
                             let saved = std::mem::replace(&mut self.module, *m);
+                            let saved_in = self.written_in.take();
                             let dv = self.eval(d, &Env::default());
                             self.module = saved;
+                            self.written_in = saved_in;
                             dv?
                         }
                         (None, None) => {
@@ -2507,11 +2590,13 @@ impl<'p> Evaluator<'p> {
         };
         self.module_tags.insert(m, Slot::InProgress);
         let saved = std::mem::replace(&mut self.module, m);
+        let saved_in = self.written_in.take();
         let file = self.file();
         let r = self
             .eval(value, &Env::default())
             .and_then(|v| self.coerce(v, &builtins::t_tags(), value.span, file));
         self.module = saved;
+        self.written_in = saved_in;
         match r {
             Ok(v) => {
                 self.module_tags.insert(m, Slot::Done(v.clone()));

@@ -29,6 +29,7 @@ pub mod stack_load;
 mod stand_in;
 pub mod stdlib;
 mod stop;
+pub mod testing;
 
 /// The pin codec lives with the other identities, below the compiler (the lockfile crate
 /// uses it without the language).

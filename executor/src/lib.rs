@@ -89,7 +89,7 @@ pub use plan::{Action, Assessment, Plan};
 pub use record::RolloutOutcome;
 pub use rollout::{plan as rollout_plan, RolloutPlan};
 pub use spec::{on_target, Spec};
-pub use substitute::{describe_decl, placeholders_in, Resolution, PLACEHOLDER};
+pub use substitute::{describe_decl, placeholders_in, render_template, Resolution, PLACEHOLDER};
 pub use targeting::{
     matches as key_matches, restrict, select as select_nodes, NoMatch, SelectError, Targeted,
 };

@@ -120,6 +120,7 @@ impl Snapshot {
                 | ItemKind::DefaultTags(_)
                 | ItemKind::Moved(_)
                 | ItemKind::Adopt(_)
+                | ItemKind::Test(_)
                 | ItemKind::Error => continue,
             };
             out.push(Symbol {

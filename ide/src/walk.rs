@@ -35,6 +35,16 @@ fn item_exprs(kind: &ItemKind) -> Vec<&Expr> {
         }
         ItemKind::DefaultTags(value) => vec![value],
         ItemKind::Adopt(a) => a.from.iter().collect(),
+        ItemKind::Test(t) => t
+            .body
+            .iter()
+            .flat_map(|l| match l {
+                envc_lang::ast::TestLine::Field(f) => vec![&f.value],
+                envc_lang::ast::TestLine::Expect(a) => {
+                    std::iter::once(&a.cond).chain(a.message.as_ref()).collect()
+                }
+            })
+            .collect(),
         ItemKind::Rollout(r) => std::iter::once(&r.targets)
             .chain(r.options.iter().map(|o| &o.value))
             .collect(),

@@ -60,7 +60,49 @@ pub enum ItemKind {
     Rollout(Rc<Rollout>),
     /// `adopt "web-0/file:/etc/motd"`: the node takes over what already exists.
     Adopt(Rc<Adopt>),
+    /// `test "NAME" { env = "./prod.env"  mocks = {…}  expect COND }`: a unit test of an
+    /// environment or a component, run by `envc test` (never by a build).
+    Test(Rc<Test>),
     Error,
+}
+
+/// A test: what to evaluate (`env`, `set`, `mocks`, `policies`) and what must hold of the
+/// result (`expect` lines), in the order written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Test {
+    pub name: Rc<str>,
+    pub name_span: Span,
+    pub body: Vec<TestLine>,
+    /// Where the body's `{` … `}` is.
+    pub body_span: Span,
+}
+
+/// One line of a test's body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TestLine {
+    /// `env = "./prod.env"`, `set = { replicas = 1 }`, `mocks = {…}`, `policies = […]`.
+    Field(RecordField),
+    /// `expect COND [, MESSAGE]`.
+    Expect(Assertion),
+}
+
+impl Test {
+    /// The fields a test takes.
+    pub const FIELDS: [&'static str; 4] = ["env", "set", "mocks", "policies"];
+
+    pub fn field(&self, name: &str) -> Option<&RecordField> {
+        self.body.iter().find_map(|l| match l {
+            TestLine::Field(f) if &*f.name.name == name => Some(f),
+            _ => None,
+        })
+    }
+
+    pub fn expects(&self) -> impl Iterator<Item = &Assertion> {
+        self.body.iter().filter_map(|l| match l {
+            TestLine::Expect(a) => Some(a),
+            TestLine::Field(_) => None,
+        })
+    }
 }
 
 /// A rename: the node keyed `from` in the state is now the node keyed `to`. Both are state

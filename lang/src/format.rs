@@ -214,8 +214,35 @@ impl<'a> Fmt<'a> {
                     None => head,
                 }
             }
+            ItemKind::Test(t) => self.test(t, ind),
             ItemKind::Error => self.text(item.span).to_string(),
         }
+    }
+
+    /// `test "NAME" {`, a line per field and `expect`, `}`.
+    fn test(&mut self, t: &Test, ind: usize) -> String {
+        let span_of = |l: &TestLine| match l {
+            TestLine::Field(f) => f.name.span.to(f.value.span),
+            TestLine::Expect(a) => a.span,
+        };
+        let body = self.seq(
+            &t.body,
+            span_of,
+            &mut |f, l, i| match l {
+                TestLine::Field(field) => {
+                    f.expr_after(&format!("{} = ", field.name.name), &field.value, i)
+                }
+                TestLine::Expect(a) => f.keyword_assertion("expect", a, i),
+            },
+            ind + 1,
+            "",
+            t.body_span.end,
+        );
+        format!(
+            "test {} {{\n{body}{}}}",
+            self.text(t.name_span),
+            indent(ind)
+        )
     }
 
     fn binding(&mut self, b: &Binding, ind: usize) -> String {
@@ -229,7 +256,12 @@ impl<'a> Fmt<'a> {
     }
 
     fn assertion(&mut self, a: &Assertion, ind: usize) -> String {
-        let mut s = format!("assert {}", self.expr(&a.cond, ind));
+        self.keyword_assertion("assert", a, ind)
+    }
+
+    /// `assert COND [, MESSAGE]`, or a test's `expect` line.
+    fn keyword_assertion(&mut self, keyword: &str, a: &Assertion, ind: usize) -> String {
+        let mut s = format!("{keyword} {}", self.expr(&a.cond, ind));
         if let Some(m) = &a.message {
             s.push_str(", ");
             s.push_str(&self.expr(m, ind));
@@ -938,6 +970,22 @@ mod tests {
         );
         check("param n : int( 1 ..= 7 ) = 3", "param n: int(1..=7) = 3\n");
         check("", "");
+    }
+
+    #[test]
+    fn tests() {
+        check(
+            "test  \"t\"{\nenv=\"./prod.env\"\n  expect   len(xs)==3 ,  \"three\"\n}",
+            "test \"t\" {\n  env = \"./prod.env\"\n  expect len(xs) == 3, \"three\"\n}\n",
+        );
+        check(
+            "test \"t\" {\n  # mocked\n  mocks = {}  # none\n\n  expect true\n}\n",
+            "test \"t\" {\n  # mocked\n  mocks = {}  # none\n\n  expect true\n}\n",
+        );
+        check(
+            "test \"t\" { expect a; expect b }",
+            "test \"t\" {\n  expect a\n  expect b\n}\n",
+        );
     }
 
     #[test]

@@ -315,7 +315,7 @@ impl<'a> Parser<'a> {
         let mut items = Vec::new();
         while !self.at(T::Eof) {
             let start = self.pos;
-            if self.kind().starts_item() || self.at_default_tags() {
+            if self.kind().starts_item() || self.at_default_tags() || self.at_test() {
                 self.abandoned = false;
                 let item = self.item();
                 items.push(item);
@@ -357,7 +357,8 @@ impl<'a> Parser<'a> {
         loop {
             let t = self.tok();
             if t.kind == T::Eof
-                || (t.newline_before && (t.kind.starts_item() || self.at_default_tags()))
+                || (t.newline_before
+                    && (t.kind.starts_item() || self.at_default_tags() || self.at_test()))
             {
                 break;
             }
@@ -414,6 +415,7 @@ impl<'a> Parser<'a> {
             T::Moved => self.moved_item(),
             T::Rollout => self.rollout_item(),
             T::Adopt => self.adopt_item(),
+            T::Ident if self.at_test() => self.test_item(),
             T::Ident => {
                 // `default tags`: the words are names elsewhere, so not keywords.
                 self.bump();
@@ -443,6 +445,105 @@ impl<'a> Parser<'a> {
                 .is_some_and(|t| t.kind == T::Ident && self.text(t.span) == w)
         };
         word(0, "default") && word(1, "tags")
+    }
+
+    /// At `test "…"` (`test` is a name elsewhere, so not a keyword).
+    fn at_test(&self) -> bool {
+        self.at(T::Ident)
+            && self.text(self.tok().span) == "test"
+            && matches!(self.nth(1), T::StrStart { .. })
+    }
+
+    /// `test "NAME" { FIELD = EXPR … expect COND [, MESSAGE] … }`, a line each.
+    fn test_item(&mut self) -> ItemKind {
+        self.bump();
+        let Some((name, name_span)) = self.plain_string("the test's name, as a string") else {
+            return ItemKind::Error;
+        };
+        let Some(open) = self.expect(T::LBrace, "`{` and the test's body") else {
+            return ItemKind::Error;
+        };
+        let mut body: Vec<TestLine> = Vec::new();
+        loop {
+            match self.kind() {
+                T::RBrace => break,
+                T::Eof => {
+                    self.error_expected("`}` closing the test");
+                    return ItemKind::Error;
+                }
+                T::Ident if self.text(self.tok().span) == "expect" && self.nth(1) != T::Eq => {
+                    body.push(TestLine::Expect(self.assertion()));
+                }
+                T::Ident if self.nth(1) == T::Eq => {
+                    let t = self.bump();
+                    let name = Ident {
+                        name: self.text(t.span).into(),
+                        span: t.span,
+                    };
+                    self.bump();
+                    let value = self.expr();
+                    if !Test::FIELDS.contains(&&*name.name) {
+                        let d = Diagnostic::new(
+                            "parse::test-field",
+                            format!("`{}` is not a field of a test", name.name),
+                        )
+                        .label(self.file, name.span, "not a test field")
+                        .help(
+                            crate::did_you_mean(&name.name, Test::FIELDS.iter().copied())
+                                .unwrap_or_else(|| {
+                                    "a test takes `env`, `set`, `mocks` and `policies`, then `expect` lines".into()
+                                }),
+                        );
+                        self.push_error(d);
+                    } else if let Some(first) = body.iter().find_map(|l| match l {
+                        TestLine::Field(f) if f.name.name == name.name => Some(f.name.span),
+                        _ => None,
+                    }) {
+                        let d = Diagnostic::new(
+                            "parse::test-field",
+                            format!("`{}` is given twice", name.name),
+                        )
+                        .label(self.file, name.span, "given again here")
+                        .label(self.file, first, "first given here")
+                        .help("keep one of them");
+                        self.push_error(d);
+                    }
+                    body.push(TestLine::Field(RecordField { name, value }));
+                }
+                k if self.tok().newline_before && k.starts_item() => {
+                    // The next item: the body was not closed.
+                    self.error_expected("`}` closing the test");
+                    return ItemKind::Error;
+                }
+                _ => {
+                    let t = self.tok();
+                    let d = Diagnostic::new(
+                        "parse::test-line",
+                        format!("expected a test's field or `expect`, found {}", t.kind.describe()),
+                    )
+                    .label(self.file, t.span, "not a line of a test")
+                    .help("write `expect` before a condition; a test's other lines are `env = …`, `set = …`, `mocks = …` and `policies = …`");
+                    self.push_error(d);
+                    self.recover(&[T::RBrace]);
+                    if self.at(T::RBrace) {
+                        break;
+                    }
+                    // `recover` stops before a line that starts an item: the body is over.
+                    return ItemKind::Error;
+                }
+            }
+            if !self.at(T::RBrace) && !self.tok().newline_before && self.eat(T::Semi).is_none() {
+                self.error_expected("a new line after this line of the test");
+                self.recover(&[T::RBrace]);
+            }
+        }
+        let close = self.bump();
+        ItemKind::Test(Rc::new(Test {
+            name: name.into(),
+            name_span,
+            body,
+            body_span: Span::new(open.span.start as usize, close.span.end as usize),
+        }))
     }
 
     /// `policy "NAME" [LEVEL]: for x in xs [if …] => cond [, message]`.

@@ -237,6 +237,23 @@ fn item_sexp(i: &Item) -> String {
                 .as_ref()
                 .map_or(String::new(), |f| format!(" from {}", sexp(f)))
         ),
+        ItemKind::Test(t) => format!(
+            "(test {:?}{})",
+            &*t.name,
+            t.body
+                .iter()
+                .map(|l| match l {
+                    TestLine::Field(f) => format!(" ({} {})", f.name.name, sexp(&f.value)),
+                    TestLine::Expect(a) => format!(
+                        " (expect {}{})",
+                        sexp(&a.cond),
+                        a.message
+                            .as_ref()
+                            .map_or(String::new(), |m| format!(" {}", sexp(m)))
+                    ),
+                })
+                .collect::<String>()
+        ),
         ItemKind::Error => "ERR".into(),
     }
 }
@@ -492,4 +509,39 @@ fn moved_items() {
         "ERR\n(let x 1)\n! parse::unexpected-token",
     );
     check("moved vm -> \"vm:b\"", "ERR\n! parse::unexpected-token");
+}
+
+#[test]
+fn tests() {
+    check(
+        "test \"t\" {\n  env = \"./prod.env\"\n  set = { n = 1 }\n  expect len(xs) == 3\n  expect ok, \"why\"\n}",
+        "(test \"t\" (env (str \"./prod.env\")) (set {n=1}) (expect (== (call len xs) 3)) (expect ok (str \"why\")))",
+    );
+    // `test` and `expect` are names elsewhere: a binding, a node's `expect` field.
+    check(
+        "let test = 1\nlet e = f(expect = [1])",
+        "(let test 1)\n(let e (call f expect=[1]))",
+    );
+    check(
+        "test \"t\" { expect a; expect b }\nlet x = 1",
+        "(test \"t\" (expect a) (expect b))\n(let x 1)",
+    );
+    check(
+        "test \"t\" {\n  evn = \"./a.env\"\n  expect true\n}",
+        "(test \"t\" (evn (str \"./a.env\")) (expect true))\n! parse::test-field",
+    );
+    check(
+        "test \"t\" {\n  env = \"a\"\n  env = \"b\"\n  expect true\n}",
+        "(test \"t\" (env (str \"a\")) (env (str \"b\")) (expect true))\n! parse::test-field",
+    );
+    check(
+        "test \"t\" {\n  1 + 2\n  expect true\n}\nlet x = 1",
+        "(test \"t\")\n(let x 1)\n! parse::test-line",
+    );
+    check(
+        "test \"t\" {\n  expect true\nlet x = 1",
+        "ERR\n(let x 1)\n! parse::unexpected-token",
+    );
+    // Without a string after it, `test` is a name, not a test.
+    check("test t { }\nlet x = 1", "(let x 1)\n! parse::expected-item");
 }

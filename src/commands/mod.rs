@@ -21,6 +21,7 @@ pub mod shown;
 pub mod store;
 pub mod targeted;
 pub mod team;
+pub mod test;
 pub mod verify;
 
 use std::collections::BTreeMap;
@@ -110,7 +111,7 @@ pub(crate) fn policy_packs(
     Ok(packs)
 }
 
-fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
+pub(crate) fn read_policy_pack(dir: &Path) -> Result<envc_compiler::PolicyPack, Failure> {
     let shown = dir.display().to_string();
     let fail = |why: String| {
         Failure::Input(format!(
