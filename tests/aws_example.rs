@@ -141,15 +141,8 @@ fn the_aws_example_builds_locked_is_a_no_op_again_drifts_and_destroys_on_moto() 
     // `envc lock` fetches only the packages named (to check their bytes); a build fetches
     // their closures from the lockfile's mirror, which the lab's namespace cannot reach.
     // Fetched here, as a build beside the test would, into the store the build reads.
+    c.project.fetch_pinned_debs(&lock_file);
     let pinned = std::fs::read_to_string(&lock_file).unwrap();
-    let parsed = envc_lockfiles::Lockfile::parse(&pinned).unwrap();
-    let (debs, errors) = envc_lockfiles::environment::fetch_pinned(&parsed, &parsed.packages);
-    assert!(errors.is_empty(), "{errors:?}");
-    let store_debs = c.project.store_dir().join("debs");
-    std::fs::create_dir_all(&store_debs).unwrap();
-    for (sha256, bytes) in &debs {
-        std::fs::write(store_debs.join(format!("{sha256}.deb")), bytes).unwrap();
-    }
     let t_lock = t0.elapsed();
     let image = cloud_image(&pinned, "debian-12", "eu-west-1");
     assert!(

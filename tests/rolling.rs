@@ -108,15 +108,7 @@ fn a_rollout_goes_batch_by_batch_and_stops_after_a_batch_that_breaks_nginx() {
         .output()
         .unwrap();
     ok(&lock);
-    let pinned = std::fs::read_to_string(p.root().join("prod.lock")).unwrap();
-    let parsed = envc_lockfiles::Lockfile::parse(&pinned).unwrap();
-    let (debs, errors) = envc_lockfiles::environment::fetch_pinned(&parsed, &parsed.packages);
-    assert!(errors.is_empty(), "{errors:?}");
-    let store_debs = p.store_dir().join("debs");
-    std::fs::create_dir_all(&store_debs).unwrap();
-    for (sha256, bytes) in &debs {
-        std::fs::write(store_debs.join(format!("{sha256}.deb")), bytes).unwrap();
-    }
+    p.fetch_pinned_debs(&p.root().join("prod.lock"));
 
     // The install: no rollout yet, every host at once.
     ok(&p.run(&hosts, &["build", "--locked"]));

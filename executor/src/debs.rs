@@ -13,6 +13,8 @@ use envc_lockfiles::fetch::{fetch_deb, sha256_hex, FetchError};
 use envc_lockfiles::installable::Package;
 use envc_lockfiles::{Lockfile, PackagePin};
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::StepError;
 use crate::store::Store;
 use envc_compiler::pin::{ClosureDeb, PinKey};
@@ -122,6 +124,91 @@ pub fn pinned<'a>(
         .collect()
 }
 
+/// The pinned `.deb`s a locked package was installed from (itself first, then its
+/// closure), as a store object its record names (`RealizationRecord::content`): what a
+/// rollback installs again, from the store alone. The lock that pinned them may have moved
+/// on since: the set keeps what the store needs to find and check each `.deb`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptDebs {
+    pub debs: Vec<KeptDeb>,
+}
+
+/// One pinned `.deb` of a [`KeptDebs`]: its pin, without the mirror (a rollback never
+/// fetches) and without the closure (the set is the closure).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptDeb {
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    /// The archive it was locked from, as the lockfile named it.
+    pub archive: String,
+    /// Its path under that archive's mirror (the name it is shipped under).
+    pub filename: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+impl KeptDebs {
+    /// The set a package installs from `debs` (its `PackageSpec`'s).
+    pub fn of(debs: &[DebSource]) -> KeptDebs {
+        let debs = debs
+            .iter()
+            .map(|d| KeptDeb {
+                name: d.pin.name.clone(),
+                version: d.pin.version.clone(),
+                architecture: d.pin.architecture.clone(),
+                archive: d.pin.archive.clone(),
+                filename: d.pin.filename.clone(),
+                size: d.pin.size,
+                sha256: d.pin.sha256.clone(),
+            })
+            .collect();
+        KeptDebs { debs }
+    }
+
+    /// The set as sources for an install from the store: no mirror ([`from_store`]
+    /// checks first that the store, or the binary cache, has each one).
+    pub fn sources(&self) -> Vec<DebSource> {
+        self.debs
+            .iter()
+            .map(|d| DebSource {
+                pin: PackagePin {
+                    name: d.name.clone(),
+                    archive: d.archive.clone(),
+                    version: d.version.clone(),
+                    architecture: d.architecture.clone(),
+                    filename: d.filename.clone(),
+                    size: d.size,
+                    sha256: d.sha256.clone(),
+                    closure: None,
+                },
+                mirror: String::new(),
+            })
+            .collect()
+    }
+}
+
+/// That the store holds `deb` with its pinned bytes, taking it from the binary cache when
+/// it does not, and never from a mirror: what a rollback installs must be what was
+/// installed, whatever the archive serves now.
+pub async fn from_store(store: &Store, deb: &DebSource) -> Result<(), StepError> {
+    let path = store.deb_path(&deb.pin.sha256);
+    let slot = in_flight(&path);
+    let _turn = slot.lock().await;
+    if stored_or_cached(store, deb).await? {
+        return Ok(());
+    }
+    let p = &deb.pin;
+    Err(StepError::with_hint(
+        format!(
+            "the .deb of `{}` {} (sha256 {}) is no longer in the store, nor in a binary cache",
+            p.name, p.version, p.sha256
+        ),
+        "a rollback installs only what the store kept; `envc store verify --repair` removes \
+         damaged .debs, and a store that was cleared has none",
+    ))
+}
+
 /// Where the store keeps a pinned `.deb`, with the pinned bytes: the store's copy while it
 /// still has the pinned hash, otherwise the binary cache's (when the store has one) or the
 /// mirror's, checked against the pin (size, sha256) and kept, and pushed to the cache when
@@ -185,11 +272,33 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
     let path = store.deb_path(&deb.pin.sha256);
     let slot = in_flight(&path);
     let _turn = slot.lock().await;
+    if stored_or_cached(store, deb).await? {
+        return Ok(());
+    }
+    let bytes = fetch_deb(&deb.mirror, &deb.pin)
+        .await
+        .map_err(|e| fetch_error(deb, owner, e))?;
+    store.put_deb(&deb.pin.sha256, &bytes)?;
+    let cache = store.deb_cache().filter(|c| !unreachable(&c.url(), false));
+    if let Some(c) = cache.filter(|c| c.push()) {
+        // Best effort: a .deb the cache lacks is fetched from the mirror next time.
+        if c.put_deb(&deb.pin.sha256, bytes).await.is_err() {
+            unreachable(&c.url(), true);
+        }
+    }
+    Ok(())
+}
+
+/// Whether the store has `deb` with its pinned bytes, or has it now from the binary cache
+/// (kept in the store): the two places [`keep_checked`] looks before the mirror. The
+/// caller holds the `.deb`'s turn ([`in_flight`]).
+async fn stored_or_cached(store: &Store, deb: &DebSource) -> Result<bool, StepError> {
+    let path = store.deb_path(&deb.pin.sha256);
     let pinned =
         |bytes: &[u8]| bytes.len() as u64 == deb.pin.size && sha256_hex(bytes) == deb.pin.sha256;
     if let Ok(bytes) = tokio::fs::read(&path).await {
         if pinned(&bytes) {
-            return Ok(());
+            return Ok(true);
         }
     }
     // The binary cache, then the mirror. A cache that cannot be read, or that holds other
@@ -202,7 +311,7 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
         match cached {
             Ok(Some(bytes)) if pinned(&bytes) => {
                 store.put_deb(&deb.pin.sha256, &bytes)?;
-                return Ok(());
+                return Ok(true);
             }
             Ok(_) => {}
             Err(_) => {
@@ -210,17 +319,7 @@ async fn keep_checked(store: &Store, deb: &DebSource, owner: &PinKey) -> Result<
             }
         }
     }
-    let bytes = fetch_deb(&deb.mirror, &deb.pin)
-        .await
-        .map_err(|e| fetch_error(deb, owner, e))?;
-    store.put_deb(&deb.pin.sha256, &bytes)?;
-    if let Some(c) = cache.filter(|c| c.push() && !unreachable(&c.url(), false)) {
-        // Best effort: a .deb the cache lacks is fetched from the mirror next time.
-        if c.put_deb(&deb.pin.sha256, bytes).await.is_err() {
-            unreachable(&c.url(), true);
-        }
-    }
-    Ok(())
+    Ok(false)
 }
 
 /// Whether the binary cache at `url` failed in this process; `failed` records that it did.

@@ -52,10 +52,13 @@ pub struct RealizationRecord {
     /// unless `destroy --adopted`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopted: bool,
-    /// A file's bytes, as an object in the store: what a rollback puts back on the target
-    /// (`rollback.rs`). None for a file that holds a secret (its plain text is never
-    /// stored), for other kinds, and in records written before rollback existed: such a
-    /// record cannot be rolled back to, and the rollback says so.
+    /// What a rollback puts back on the target (`rollback.rs`), as an object in the store:
+    /// a file's bytes; a locked package's pinned `.deb`s (`debs::KeptDebs` as JSON: name,
+    /// version, sha256… of the package and its closure, each `.deb` kept in the store by
+    /// its sha256). None for a file that holds a secret (its plain text is never stored), an
+    /// unlocked package (the target's apt chose what it installed), other kinds, and records
+    /// written before envc kept these: such a record cannot be rolled back to, and the
+    /// rollback says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<ObjectId>,
 }

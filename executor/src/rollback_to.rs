@@ -1,13 +1,14 @@
-//! `envc rollback FILE --to RUN`: the environment's files and services put back as they
-//! stood after an earlier run, from the store alone (that run's state names its records,
-//! a file's record names its content object), recorded as a run of its own (`rollback`).
+//! `envc rollback FILE --to RUN`: the environment's packages, files and services put back
+//! as they stood after an earlier run, from the store alone (that run's state names its
+//! records; a file's record names its content object, a locked package's the set of pinned
+//! `.deb`s it installed), recorded as a run of its own (`rollback`).
 //! Today's source is not read: what is restored is what was recorded, and the targets are
 //! reached as their records say, each checked against its recorded host key.
 //!
 //! What the run's state did not have (nodes added since) is removed as a build removes
 //! nodes that left the graph: only what envc created; the rest is forgotten, left in
-//! place. Machines, images, commands and packages are not put back (see `rollback.rs`):
-//! where theirs differ, the plan says so and leaves them.
+//! place. Machines, images and commands are not put back, nor a package whose record names
+//! no `.deb`s (see `rollback.rs`): where theirs differ, the plan says so and leaves them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +19,7 @@ use crate::envlock::{EnvLock, Holder};
 use crate::plan::Action;
 use crate::record::{Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State};
 use crate::repair::readable_history;
-use crate::rollback::{restore, rolls_back, Restore, RollbackError};
+use crate::rollback::{package_not_kept, restore, rolls_back, Restore, RollbackError};
 use crate::run::{BuildReport, Env, Event, Reporter};
 use crate::session::{runtime, Session, SessionError};
 use crate::store::{ObjectId, Store};
@@ -35,7 +36,8 @@ pub struct RollbackItem {
     pub note: Option<String>,
     /// The record to go back to and its object (`update`).
     to: Option<(ObjectId, RealizationRecord)>,
-    /// What is there now (`delete`: what envc wrote, for the removal; `None` forgets it).
+    /// What is there now: `update`: its record now (a package's closure moved since goes
+    /// back); `delete`: what envc wrote, for the removal (`None` forgets it).
     now: Option<RealizationRecord>,
 }
 
@@ -155,14 +157,16 @@ impl Session {
                 to,
                 now,
             };
-            if !rolls_back(parsed.kind) || parsed.kind == NodeKind::Package {
-                let what = if parsed.kind == NodeKind::Package {
-                    "packages are not rolled back: it stays at the version installed now"
-                        .to_string()
-                } else {
-                    format!("a `{}` is not rolled back: left as it is now", parsed.kind)
-                };
+            if !rolls_back(parsed.kind) {
+                let what = format!("a `{}` is not rolled back: left as it is now", parsed.kind);
                 items.push(item(Action::Unchanged, Some(what), None, None));
+                continue;
+            }
+            let not_kept = was
+                .filter(|_| parsed.kind == NodeKind::Package)
+                .and_then(|(_, r)| package_not_kept(&parsed.name, r));
+            if let Some(why) = not_kept {
+                items.push(item(Action::Unchanged, Some(why), None, None));
                 continue;
             }
             match was {
@@ -176,7 +180,9 @@ impl Session {
                             None,
                         ));
                     } else {
-                        items.push(item(Action::Update, None, Some((*id, r.clone())), None));
+                        // What is there now: the packages of a closure it moved go back.
+                        let now = is.cloned();
+                        items.push(item(Action::Update, None, Some((*id, r.clone())), now));
                     }
                 }
                 None => {
@@ -361,12 +367,12 @@ async fn apply(
             continue;
         };
         let restore = match (&item.action, &item.to, &item.now) {
-            (Action::Update, Some((_, r)), _) => Restore {
+            (Action::Update, Some((_, r)), now) => Restore {
                 key: item.node.clone(),
                 kind: key.kind,
                 name: key.name.clone(),
                 to: Some(r.clone()),
-                written: None,
+                written: now.clone(),
             },
             (Action::Delete, _, Some(w)) => Restore {
                 key: item.node.clone(),

@@ -1215,7 +1215,7 @@ impl<'s> Scheduler<'s> {
                             }
                         }
                         if let Some(bytes) = resolved.payload.kept() {
-                            record.content = Some(env.write_bytes_later(bytes.to_vec()));
+                            record.content = Some(env.write_bytes_later(bytes.into_owned()));
                         }
                         if let Some(commit) = applied
                             .facts
@@ -1248,9 +1248,7 @@ impl<'s> Scheduler<'s> {
                     }
                     Err(e) => {
                         self.stop(i, Status::Failed, e.to_string(), done.elapsed, &dependents);
-                        if self.opts.rollback {
-                            self.after_failure(i, env).await?;
-                        }
+                        self.after_failure(i, env, &dependents).await?;
                     }
                 }
             }

@@ -54,6 +54,21 @@ impl Project {
         self.env_file.with_file_name(".envc")
     }
 
+    /// Puts the `.deb`s the lockfile `lock_file` pins (its packages and their closures) into
+    /// the store, fetched from the lockfile's mirrors from this test's own network: a build
+    /// in the hosts' namespace, which has no route to any mirror, installs them from there.
+    pub fn fetch_pinned_debs(&self, lock_file: &Path) {
+        let pinned = std::fs::read_to_string(lock_file).unwrap();
+        let parsed = envc_lockfiles::Lockfile::parse(&pinned).unwrap();
+        let (debs, errors) = envc_lockfiles::environment::fetch_pinned(&parsed, &parsed.packages);
+        assert!(errors.is_empty(), "{errors:?}");
+        let store_debs = self.store_dir().join("debs");
+        std::fs::create_dir_all(&store_debs).unwrap();
+        for (sha256, bytes) in &debs {
+            std::fs::write(store_debs.join(format!("{sha256}.deb")), bytes).unwrap();
+        }
+    }
+
     /// `envc ARGS[0] prod.env ARGS[1..]`.
     pub fn run(&self, hosts: &TestHosts, args: &[&str]) -> Output {
         self.command(hosts, args)

@@ -246,10 +246,11 @@ pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
     /// How the scheduler runs it.
     fn launch(&self, cx: &Launching<'_>) -> Launch;
 
-    /// Bytes the record cannot hold that putting the thing back needs (a file's content,
-    /// kept as an object in the store that the record names): `None` for kinds a record
-    /// describes whole, and for what must never be stored (a secret).
-    fn kept(&self) -> Option<&[u8]> {
+    /// Bytes the record cannot hold that putting the thing back needs, kept as an object
+    /// in the store that the record names (`RealizationRecord::content`): a file's content,
+    /// a locked package's pinned `.deb`s (`crate::debs::KeptDebs`, as JSON). `None` for
+    /// kinds a record describes whole, and for what must never be stored (a secret).
+    fn kept(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
         None
     }
 

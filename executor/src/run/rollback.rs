@@ -10,15 +10,23 @@
 
 use super::*;
 use crate::record::Phase;
-use crate::rollback::{restore, rolls_back, summary, Restore};
+use crate::rollback::{package_not_kept, restore, rolls_back, summary, Restore};
+
+/// A node's rollback note while its rollback runs: what the log of a run killed then says.
+const UNDER_WAY: &str = "rolling back: the state holds the previous record again (the next \
+    build redoes the update if the run ends before the target is put back)";
 
 impl Scheduler<'_> {
     /// After node `i` failed: when that was an update failing on its target, rolls back
-    /// what this run changed there that it was made from ([`Scheduler::rollback_set`]).
+    /// what this run changed there that it was made from ([`Scheduler::rollback_set`]);
+    /// with `--no-rollback`, says that it did not. What was built on a node put back and
+    /// has not started yet does not start: with `--keep-going`, or on another target, it
+    /// would run on what the rollback just took away.
     pub(super) async fn after_failure(
         &mut self,
         i: usize,
         env: &mut Env<'_>,
+        dependents: &[Vec<usize>],
     ) -> Result<(), RunError> {
         let node = &self.spec.nodes[i];
         let updated = matches!(self.decided[i], Some((Action::Update, _)));
@@ -30,50 +38,106 @@ impl Scheduler<'_> {
         let Some(t) = node.target else {
             return Ok(());
         };
-        let nodes = self.rollback_set(i);
-        if nodes.is_empty() {
+        let target_name = self.spec.nodes[t].name.clone();
+        if !self.opts.rollback {
+            let note = format!(
+                "not rolled back (`--no-rollback`): what this run changed on `{target_name}` stays"
+            );
+            self.note_rollback(i, &target_name, note);
             return Ok(());
         }
-        let note = self.roll_back(env, t, &nodes).await?;
+        let (nodes, opted_out) = self.rollback_set(i);
+        for &j in opted_out.iter().filter(|j| **j != i) {
+            let note = "not rolled back: it says `rollback = false`".to_string();
+            self.note_rollback(j, &target_name, note);
+        }
+        let itself = opted_out
+            .contains(&i)
+            .then_some("not rolled back itself (it says `rollback = false`)");
+        let note = match (nodes.is_empty(), itself) {
+            (true, None) => return Ok(()),
+            (true, Some(itself)) => {
+                self.note_rollback(i, &target_name, itself.to_string());
+                return Ok(());
+            }
+            (false, _) => self.roll_back(env, t, &nodes).await?,
+        };
+        for &j in &nodes {
+            let key = &self.spec.nodes[j].key;
+            let why = format!("its input `{key}` was rolled back");
+            for &d in &dependents[j] {
+                if self.status[d] == Status::Waiting {
+                    self.stop(d, Status::Skipped, why.clone(), Duration::ZERO, dependents);
+                }
+            }
+        }
+        let note = match itself {
+            Some(itself) => format!("{itself}; {note}"),
+            None => note,
+        };
         if let Some(o) = self.outcomes.get_mut(&i) {
             o.rollback = Some(note);
         }
         Ok(())
     }
 
+    /// Node `j`'s rollback note, in its outcome and told to the reporter.
+    fn note_rollback(&mut self, j: usize, target_name: &str, note: String) {
+        let key = self.spec.nodes[j].key.clone();
+        self.reporter.rolled_back(&key, target_name, &note);
+        if let Some(o) = self.outcomes.get_mut(&j) {
+            o.rollback = Some(note);
+        }
+    }
+
     /// What rolling back failed node `i` puts back: itself, and the nodes on its target it
     /// was made from (its inputs, transitively) that ran in this run, with the services on
     /// that target that ran in this run reading any of those (restarted with them), in
-    /// the graph's order. Nodes that say `rollback = false` stay as the update left them.
-    pub(crate) fn rollback_set(&self, i: usize) -> Vec<usize> {
+    /// the graph's order. Then the nodes that would be in it but say `rollback = false`:
+    /// they stay as the update left them.
+    pub(crate) fn rollback_set(&self, i: usize) -> (Vec<usize>, Vec<usize>) {
         let t = self.target_of(i);
         let ran = |j: usize| self.outcomes.get(&j).is_some_and(|o| o.outcome.ran());
-        let eligible = |j: usize| {
+        let here = |j: usize| {
             let n = &self.spec.nodes[j];
-            n.rollback && rolls_back(n.kind) && n.target == Some(t)
+            rolls_back(n.kind) && n.target == Some(t)
         };
+        let eligible = |j: usize| here(j) && self.spec.nodes[j].rollback;
         let mut set = BTreeSet::from([i]);
+        let mut opted_out = BTreeSet::new();
+        if here(i) && !eligible(i) {
+            opted_out.insert(i);
+        }
         let mut seen = BTreeSet::new();
         let mut work = self.spec.nodes[i].inputs.clone();
         while let Some(j) = work.pop() {
             if !seen.insert(j) {
                 continue;
             }
-            if eligible(j) && ran(j) {
-                set.insert(j);
+            if here(j) && ran(j) {
+                if eligible(j) {
+                    set.insert(j);
+                } else {
+                    opted_out.insert(j);
+                }
             }
             work.extend(self.spec.nodes[j].inputs.iter().copied());
         }
         for (j, n) in self.spec.nodes.iter().enumerate() {
             if n.kind == NodeKind::Service
-                && eligible(j)
+                && here(j)
                 && ran(j)
                 && n.inputs.iter().any(|x| set.contains(x))
             {
-                set.insert(j);
+                if eligible(j) {
+                    set.insert(j);
+                } else if j != i {
+                    opted_out.insert(j);
+                }
             }
         }
-        set.into_iter().filter(|j| eligible(*j)).collect()
+        let set = set.into_iter().filter(|j| eligible(*j)).collect();
+        (set, opted_out.into_iter().collect())
     }
 
     /// Puts `nodes` on target `t` back as this run's starting records had them: the state
@@ -103,9 +167,18 @@ impl Scheduler<'_> {
                 written,
             };
             if let Some((id, r)) = before {
+                if let Some(why) = (n.kind == NodeKind::Package)
+                    .then(|| package_not_kept(&n.name, r))
+                    .flatten()
+                {
+                    // Left as the update made it: its record says so.
+                    left.push((j, why));
+                    continue;
+                }
+                let since = env.records.get(&key).cloned();
                 env.state.records.insert(key.clone(), *id);
                 env.records.insert(key.clone(), r.clone());
-                items.push((j, restore(Some(r.clone()), None)));
+                items.push((j, restore(Some(r.clone()), since)));
                 continue;
             }
             let made_now = (env.records.get(&key))
@@ -132,6 +205,16 @@ impl Scheduler<'_> {
                     "not rolled back: it was there before envc, and no record says what it held"
                         .to_string(),
                 )),
+            }
+        }
+        // Said in this checkpoint, so that a run killed while it rolls back says so in the
+        // log; what is done replaces it.
+        for (j, _) in &items {
+            if let Some(o) = self.outcomes.get_mut(j) {
+                o.rollback = Some(UNDER_WAY.to_string());
+                if !self.unrecorded.contains(j) {
+                    self.unrecorded.push(*j);
+                }
             }
         }
         self.record_run(env, RunResult::Unfinished)?;

@@ -218,8 +218,8 @@ impl Realize for FileSpec {
     }
 
     // A rollback writes these bytes back; a sealed file's are a secret's, never stored.
-    fn kept(&self) -> Option<&[u8]> {
-        self.sealed.is_none().then_some(self.content.as_slice())
+    fn kept(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        (self.sealed.is_none()).then_some(std::borrow::Cow::Borrowed(self.content.as_slice()))
     }
 }
 

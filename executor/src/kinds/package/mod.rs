@@ -10,7 +10,7 @@ use envc_compiler::pin::{ClosureDeb, PackageValue, PinKey, PinValue};
 use envc_ids::NodeKind;
 use serde_json::json;
 
-use crate::debs::DebSource;
+use crate::debs::{DebSource, KeptDebs};
 use crate::error::StepError;
 use crate::kinds::node_type::{
     absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize,
@@ -124,6 +124,17 @@ impl Realize for PackageSpec {
             items: vec![(cx.node, self.clone())],
             listing: None,
         }))
+    }
+
+    // A rollback installs exactly these `.deb`s again, from the store. An unlocked package
+    // is whatever the target's apt chose: nothing to keep.
+    fn kept(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        if self.debs.is_empty() {
+            return None;
+        }
+        serde_json::to_vec(&KeptDebs::of(&self.debs))
+            .ok()
+            .map(std::borrow::Cow::Owned)
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn install_packages(
         }
         let these: Vec<PackageSpec> = part.iter().map(|&i| packages[i].clone()).collect();
         let done = if locked {
-            install_pinned(t, store, &these, listing.take()).await?
+            install_pinned(t, store, &these, listing.take(), &BTreeMap::new()).await?
         } else {
             install_from_sources(t, &these).await?
         };
@@ -103,14 +103,31 @@ async fn install_from_sources(
     outcome(t, packages, &out, None)
 }
 
+/// Installs `packages` again as their records had them, in one transaction: each from the
+/// pinned `.deb`s its record kept (`crate::debs::KeptDebs`), which have no mirror: the
+/// caller has made sure that the store holds each one (`crate::debs::from_store`). A
+/// package goes back to exactly its version; a package of its closure is moved back to its
+/// pin where the target has it at the version `undo` names (what the update being rolled
+/// back installed), and is otherwise treated as an install treats it (never downgraded).
+/// What `install_packages` returns.
+pub async fn reinstall_packages(
+    t: &Transport,
+    store: &Store,
+    packages: &[PackageSpec],
+    undo: &BTreeMap<String, String>,
+) -> Result<Vec<Applied>, StepError> {
+    install_pinned(t, store, packages, None, undo).await
+}
+
 /// Exactly the pinned `.deb`s: those the target does not have at their pinned version are
 /// fetched into the store (or taken from it), checked against their pins and against what
-/// the target has, and shipped in one tar.
+/// the target has, and shipped in one tar. `undo`: see [`reinstall_packages`].
 async fn install_pinned(
     t: &Transport,
     store: &Store,
     packages: &[PackageSpec],
     mut listing: Option<Listing>,
+    undo: &BTreeMap<String, String>,
 ) -> Result<Vec<Applied>, StepError> {
     let mut debs: BTreeMap<&str, &DebSource> = BTreeMap::new();
     for p in packages {
@@ -138,7 +155,7 @@ async fn install_pinned(
             Some(l) => l,
             None => list_packages(t).await?,
         };
-        if let Some(applied) = ship_pinned(t, store, packages, &debs, &listed).await? {
+        if let Some(applied) = ship_pinned(t, store, packages, &debs, &listed, undo).await? {
             return Ok(applied);
         }
     }
@@ -161,6 +178,7 @@ async fn ship_pinned(
     packages: &[PackageSpec],
     debs: &BTreeMap<&str, &DebSource>,
     listing: &Listing,
+    undo: &BTreeMap<String, String>,
 ) -> Result<Option<Vec<Applied>>, StepError> {
     let roots: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
     let (needed, kept): (Vec<&DebSource>, Vec<&DebSource>) =
@@ -169,6 +187,7 @@ async fn ship_pinned(
                 &d.pin.version,
                 listing.version_of(&d.pin.name),
                 roots.contains(&&*d.pin.name),
+                undo.get(&d.pin.name).map(String::as_str),
             )
         });
     // A pinned version the host already has is still held to its bytes: the lockfile says
@@ -234,11 +253,17 @@ async fn ship_pinned(
 /// Whether a pinned `.deb` goes to a target that has `installed` of it: a package the
 /// environment names is exactly its pin (upgraded or downgraded to it); a package of its
 /// closure is there to satisfy a dependency, so a newer one the target already has (a
-/// security update) is kept, never downgraded.
-fn needs_shipping(pinned: &str, installed: Option<&str>, named: bool) -> bool {
+/// security update) is kept, never downgraded, unless it is the version `undone` names:
+/// a rollback moves back what the update it undoes installed.
+fn needs_shipping(
+    pinned: &str,
+    installed: Option<&str>,
+    named: bool,
+    undone: Option<&str>,
+) -> bool {
     match installed {
         None => true,
-        Some(have) if named => have != pinned,
+        Some(have) if named || undone == Some(have) => have != pinned,
         Some(have) => envc_lockfiles::version::compare(have, pinned).is_lt(),
     }
 }
@@ -727,16 +752,30 @@ mod tests {
     }
 
     #[test]
-    fn a_named_package_is_its_pin_and_a_dependency_is_never_downgraded() {
-        assert!(needs_shipping("1.0-1", None, true));
-        assert!(needs_shipping("1.0-1", None, false));
-        assert!(!needs_shipping("1.0-1", Some("1.0-1"), true));
-        assert!(needs_shipping("1.0-1", Some("1.0-2"), true));
-        assert!(needs_shipping("1.0-1", Some("0.9"), true));
-        assert!(!needs_shipping("1.0-1", Some("1.0-1"), false));
-        assert!(!needs_shipping("1.0-1", Some("1.0-1+deb12u1"), false));
-        assert!(needs_shipping("1.0-1+deb12u1", Some("1.0-1"), false));
-        assert!(!needs_shipping("1:1.0", Some("2:0.1"), false));
+    fn a_named_package_is_its_pin_and_a_dependency_is_downgraded_only_by_a_rollback() {
+        assert!(needs_shipping("1.0-1", None, true, None));
+        assert!(needs_shipping("1.0-1", None, false, None));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1"), true, None));
+        assert!(needs_shipping("1.0-1", Some("1.0-2"), true, None));
+        assert!(needs_shipping("1.0-1", Some("0.9"), true, None));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1"), false, None));
+        assert!(!needs_shipping("1.0-1", Some("1.0-1+deb12u1"), false, None));
+        assert!(needs_shipping("1.0-1+deb12u1", Some("1.0-1"), false, None));
+        assert!(!needs_shipping("1:1.0", Some("2:0.1"), false, None));
+        // A rollback moves back what the update installed, and only that.
+        assert!(needs_shipping("1.0-1", Some("1.0-2"), false, Some("1.0-2")));
+        assert!(!needs_shipping(
+            "1.0-1",
+            Some("1.0-3"),
+            false,
+            Some("1.0-2")
+        ));
+        assert!(!needs_shipping(
+            "1.0-1",
+            Some("1.0-1"),
+            false,
+            Some("1.0-2")
+        ));
     }
 
     #[test]
