@@ -2,7 +2,6 @@
 //! checked too (they parse, and read only what their `vars` give), as a build would find
 //! them, but before anything runs and at both places: the call and the template.
 
-use std::io::Write;
 use std::path::Path;
 
 use super::{compile_checked, prefix, Params, Ui};
@@ -15,17 +14,14 @@ pub fn check(file: &Path, params: &Params, ui: Ui) -> Outcome {
     };
     let problems = envc_executor::check_templates(g, &mut env.compiled.sources, &env.files);
     if !problems.is_empty() {
-        let renderer = ui.renderer(&env.compiled.sources, &prefix(file));
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}", renderer.render_all(&problems));
-        let n = problems.len();
-        let _ = writeln!(
-            err,
-            "error: envc found {n} problem{} in {}",
-            if n == 1 { "" } else { "s" },
-            file.display()
-        );
-        return Err(Failure::Reported(Exit::Input));
+        let sources = &env.compiled.sources;
+        return Err(super::report_problems(
+            &problems,
+            sources,
+            &prefix(file),
+            file,
+            ui,
+        ));
     }
     let policies = match g.policies {
         0 => String::new(),

@@ -443,6 +443,28 @@ pub fn prefix(file: &Path) -> String {
     }
 }
 
+/// Prints `problems` found in FILE (paths shown under `prefix`) and how many there were;
+/// the failure a command returns then.
+pub fn report_problems(
+    problems: &[envc_lang::Diagnostic],
+    sources: &envc_compiler::SourceMap,
+    prefix: &str,
+    file: &Path,
+    ui: Ui,
+) -> Failure {
+    let renderer = ui.renderer(sources, prefix);
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", renderer.render_all(problems));
+    let n = problems.len();
+    let _ = writeln!(
+        err,
+        "error: envc found {n} problem{} in {}",
+        if n == 1 { "" } else { "s" },
+        file.display()
+    );
+    Failure::Reported(Exit::Input)
+}
+
 /// Prints the diagnostics; the graph when there were none.
 pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c envc_compiler::Graph> {
     let renderer = ui.renderer(&compiled.sources, &prefix(file));

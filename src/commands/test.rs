@@ -5,7 +5,6 @@
 //! executor's engine, keeps snapshots and reports.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -289,17 +288,7 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
         });
     }
     if !problems.is_empty() {
-        let renderer = ui.renderer(&sources, "");
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}", renderer.render_all(&problems));
-        let n = problems.len();
-        let _ = writeln!(
-            err,
-            "error: envc found {n} problem{} in {}",
-            if n == 1 { "" } else { "s" },
-            file.display()
-        );
-        return Err(Failure::Reported(Exit::Input));
+        return Err(super::report_problems(&problems, &sources, "", file, ui));
     }
     Ok(cases)
 }
