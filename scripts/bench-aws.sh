@@ -22,10 +22,10 @@ work=$PWD/target/bench-aws
 rm -rf "$work"
 mkdir -p "$work"
 
-cargo test --release --locked --test aws_bench --no-run --quiet
+cargo test --release --locked --test integration --no-run --quiet
 for i in $(seq 1 "$runs"); do
     echo "bench-aws: run $i of $runs" >&2
-    cargo test --release --locked --quiet --test aws_bench -- --ignored --nocapture \
+    cargo test --release --locked --quiet --test integration -- aws_bench:: --ignored --nocapture \
         >"$work/run-$i.txt" 2>&1 || { cat "$work/run-$i.txt"; exit 1; }
     grep -E '^(\||calls of)' "$work/run-$i.txt"
     echo

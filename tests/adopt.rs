@@ -6,16 +6,7 @@
 //! found. A file that differs is listed by the plan and updated in place by the build; one
 //! that is not there fails, naming the line; `destroy --adopted` removes what was adopted.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;

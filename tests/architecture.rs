@@ -8,8 +8,6 @@
 //! (`mod.rs`) and the crate root's re-exports, which are followed to the module that
 //! defines the name.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -941,4 +939,75 @@ fn executor_paths_are_read() {
     assert_eq!(exports["complete_stand_ins"], "verify::stand_ins");
     assert_eq!(exports["read"], "verify::stand_ins");
     assert_eq!(exports["rendered_manifest"], "kinds::manifest");
+}
+
+/// Every file in `tests/` is a module of the one integration-test binary (tests/main.rs,
+/// `autotests = false`): a file not declared there would be neither compiled nor run, and
+/// its tests would pass by not existing.
+#[test]
+fn every_test_file_is_a_module_of_the_test_binary() {
+    let tests = repo().join("tests");
+    let main = std::fs::read_to_string(tests.join("main.rs")).unwrap();
+    let declared: BTreeSet<&str> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(&tests)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|p| Some(p.file_stem()?.to_str()?.to_string()))
+        .filter(|stem| stem != "main")
+        .collect();
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !declared.contains(f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "tests/{{{}}}.rs: not declared in tests/main.rs, so never compiled or run: add `mod NAME;` there",
+        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+    );
+}
+
+/// `cargo build` and `cargo test` resolve the same features for every dependency they share:
+/// where a dev-dependency turns one more on, everything above that crate (the executor and
+/// envc among them) is compiled twice in every CI run, minutes of it (issue 39). The fix is
+/// to name the feature in envc's `[dependencies]`, as num-traits and zerocopy are.
+#[test]
+fn the_build_and_the_tests_resolve_the_same_features() {
+    let tree = |edges: &str| -> BTreeMap<String, String> {
+        let o = std::process::Command::new(env!("CARGO"))
+            .current_dir(repo())
+            .args([
+                "tree",
+                "--workspace",
+                "--offline",
+                "--locked",
+                "--prefix",
+                "none",
+            ])
+            .args(["--edges", edges, "--format", "{p}|{f}"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim_end_matches(" (*)").split_once('|'))
+            .map(|(p, f)| (p.to_string(), f.to_string()))
+            .collect()
+    };
+    let build = tree("no-dev");
+    let tests = tree("normal,build,dev");
+    let differing: Vec<String> = build
+        .iter()
+        .filter(|(p, f)| tests.get(*p).is_some_and(|t| t != *f))
+        .map(|(p, f)| format!("{p}: built with [{f}], tested with [{}]", tests[p]))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "features the tests turn on and the build does not (name them in envc's [dependencies]):\n{}",
+        differing.join("\n")
+    );
 }

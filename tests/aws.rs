@@ -9,22 +9,7 @@
 //! would do). AWS's checkip service is a loopback server answering the controller's address.
 //! moto, the hosts and envc all live in the test's own network namespace.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/cloud_lab.rs"]
-mod cloud_lab;
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/servers.rs"]
-mod servers;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{cloud, cloud_lab, output, servers};
 
 use std::process::Output;
 

@@ -18,22 +18,7 @@
 //! come from `/usr/bin/time -f '%M %U %S'` around `nsenter … envc` (nsenter execs envc): they
 //! cover envc and the processes it waited for (ssh), `%M` being the largest RSS of any one.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/cloud_lab.rs"]
-mod cloud_lab;
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/servers.rs"]
-mod servers;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{cloud, cloud_lab, output, servers};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};

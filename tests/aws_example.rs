@@ -11,22 +11,7 @@
 //! test hosts do not. Needs the network (Debian's archive), root, and what tests/aws.rs
 //! needs.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/cloud_lab.rs"]
-mod cloud_lab;
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/servers.rs"]
-mod servers;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{cloud, cloud_lab, output, servers};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -2,16 +2,7 @@
 //! binary runs inside the hosts' controller network namespace, as a user's would run on
 //! their network, with its own store and an ssh_config naming the test key.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/signing_key.rs"]
-mod signing_key;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, signing_key, ssh_config};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -4,16 +4,7 @@
 //! run record, a changed postcondition is checked without redeploying, and `drift --checks`
 //! runs them on demand.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::time::{Duration, Instant};
 

@@ -5,12 +5,7 @@
 //! The scheduled security update (examples/ci/*-security-updates.yml and the script they
 //! share) is also run, against the project's local test archive, in a git repository.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "../lockfiles/tests/support/mod.rs"]
-mod archive;
-#[path = "support/output.rs"]
-mod output;
+use crate::support::{archive, output};
 
 use std::collections::BTreeMap;
 use std::path::Path;

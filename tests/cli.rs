@@ -1,10 +1,7 @@
 //! End-to-end tests of the `envc` binary: exit codes, output shapes, determinism across
 //! processes, and that no input makes it panic.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/output.rs"]
-mod output;
+use crate::support::output;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -6,12 +6,7 @@
 //! Needs what scripts/s3-server needs (nsenter, python3 with venv; the venv is cached under
 //! target/testhosts).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/servers.rs"]
-mod servers;
+use crate::support::{output, servers};
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,14 +4,7 @@
 //! key its user data gives (tests/support/cloud.rs), the checkip stand-in answers with the
 //! controller's address, and newer images appear without losing the account's state.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/cloud.rs"]
-mod cloud;
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/servers.rs"]
-mod servers;
+use crate::support::{cloud, nshosts, servers};
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -2,8 +2,6 @@
 //! source and the message together. `every_code_has_a_snapshot` fails when a new error code
 //! appears in the compiler without a case here.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::collections::BTreeSet;
 
 use envc::render::Renderer;

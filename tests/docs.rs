@@ -3,10 +3,7 @@
 //! table in its shortest and its longest form, each example in its prose), and what it says
 //! `render` writes is what `render` writes.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/offline.rs"]
-mod offline;
+use crate::support::offline;
 
 use clap::Parser;
 use envc_compiler::{compile, CompileOptions, MemoryLoader};

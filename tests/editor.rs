@@ -3,8 +3,6 @@
 //! up, and reads back what it shows: the diagnostics, a hover, a definition in another
 //! file, completions, and the buffer after formatting and after the quick fix.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

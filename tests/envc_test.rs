@@ -3,8 +3,6 @@
 //! `--junit` (the XML parsed back) and `--update` of snapshots. Nothing is built: no store,
 //! no targets.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::path::Path;
 use std::process::{Command, Output};
 

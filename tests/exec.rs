@@ -3,16 +3,7 @@
 //! flows into other nodes, values reach it only as data, a failure or a timeout is an error
 //! that leaves no record, and leaving the source runs its undo or forgets it.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use nshosts::TestHosts;
 use output::{node_outcomes, stdout, summary, text};

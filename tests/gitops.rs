@@ -6,16 +6,7 @@
 //! their commit, never over it; a kustomization envc did not write is refused; and with the
 //! host down the build exits 4 and the state still knows what is not delivered.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use nshosts::TestHosts;
 use output::{node_outcomes, stderr, stdout, text};

@@ -2,14 +2,7 @@
 //! `plan --format markdown`, end to end, against a small Debian archive the test writes and
 //! serves on loopback (so that version moves and failures are deterministic).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "../lockfiles/tests/support/mod.rs"]
-mod archive;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/signing_key.rs"]
-mod signing_key;
+use crate::support::{archive, output, signing_key};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

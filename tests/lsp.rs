@@ -3,8 +3,6 @@
 //! every feature asked for and answered. The editor's side of it (Neovim, headless) is
 //! `tests/editor.rs`.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -16,15 +16,10 @@
 //! root (the offline rebuild needs a network namespace; setpriv switches users).
 //! `./scripts/setup` installs mmdebstrap, uidmap and qemu-system-x86.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{output, ssh_config};
 use output::{summary, text};
 
 const ENV: &str = r#"

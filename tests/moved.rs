@@ -3,16 +3,7 @@
 //! what is on it, the build changes nothing on the host and re-keys the records, the next
 //! plan is all unchanged and says the `moved` line can go, and the log shows the moves.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::collections::BTreeMap;
 use std::process::Output;

@@ -2,10 +2,7 @@
 //! (tests/support/nshosts.rs): real sshd, isolated file systems, a host that dies, and a
 //! teardown that leaves nothing behind.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
+use crate::support::nshosts;
 
 use std::collections::BTreeMap;
 use std::fs;

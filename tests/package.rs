@@ -6,10 +6,7 @@
 //! A second compile of the binary packaged the same is checked by `.ci/run` (a test cannot
 //! run cargo in the target directory cargo holds while it tests).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
+use crate::support::nshosts;
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

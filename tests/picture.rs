@@ -6,12 +6,7 @@
 //!
 //! The nodes of the local environments are files on the machine envc runs on (`@local`).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/offline.rs"]
-mod offline;
-#[path = "support/output.rs"]
-mod output;
+use crate::support::{offline, output};
 
 use std::fs;
 use std::path::Path;

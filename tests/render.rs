@@ -5,18 +5,7 @@
 //! envc did not render refused. `envc build` runs everything else and skips each object
 //! without a `gitops` target, saying so (tests/gitops.rs delivers them).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/offline.rs"]
-mod offline;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, offline, output, project};
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

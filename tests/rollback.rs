@@ -21,18 +21,7 @@
 //!
 //! Needs the network (Debian's archive, for the locks) and root, as tests/aws_example.rs.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/signing_key.rs"]
-mod signing_key;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project, signing_key};
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

@@ -8,16 +8,7 @@
 //! Needs root, the network (Debian's archive, for `envc lock`) and what
 //! tests/support/nshosts.rs needs.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

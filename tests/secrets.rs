@@ -5,14 +5,7 @@
 //! error. A rotated secret re-runs exactly the nodes that use it; a missing one stops the
 //! build before anything runs.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, ssh_config};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

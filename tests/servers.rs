@@ -16,10 +16,7 @@
 //!   (NotImplemented: one PUT per object, of any size), and COPY into a directory that does
 //!   not exist yet (nginx answers 500, which object_store does not retry with MKCOL).
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/servers.rs"]
-mod servers;
+use crate::support::servers;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;

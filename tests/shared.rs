@@ -6,12 +6,7 @@
 //! lease go unrenewed. Damage in the bucket (a garbage head, a truncated object, a garbage
 //! lock) is named there and repaired without losing the history.
 
-#![allow(clippy::unwrap_used)]
-
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/servers.rs"]
-mod servers;
+use crate::support::{output, servers};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -3,12 +3,7 @@
 //! read, and says what to do when the other was never built or lacks an output. The nodes
 //! are files on the machine envc runs on (`@local`): what is under test is the state.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/offline.rs"]
-mod offline;
-#[path = "support/output.rs"]
-mod output;
+use crate::support::{offline, output};
 
 use std::path::Path;
 use std::process::Output;

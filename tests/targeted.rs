@@ -3,16 +3,7 @@
 //! need, says what it left out (summary, run record, `envc log`), spares records of nodes
 //! it left out, and the next full plan shows what is still to do.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::collections::BTreeMap;
 use std::process::Output;

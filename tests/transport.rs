@@ -1,10 +1,7 @@
 //! The transport and the remote operations of the executor against real SSH hosts
 //! (tests/support/nshosts.rs) and the local machine.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
+use crate::support::nshosts;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

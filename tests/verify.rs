@@ -4,16 +4,7 @@
 //! expected); a file changed by hand on a production host is named, node and fact; the lab
 //! leaves nothing behind; a lab-hosts file that misses or misnames a host is refused.
 
-#![allow(clippy::unwrap_used)] // a test that cannot go on fails by panicking
-
-#[path = "support/nshosts.rs"]
-mod nshosts;
-#[path = "support/output.rs"]
-mod output;
-#[path = "support/project.rs"]
-mod project;
-#[path = "support/ssh_config.rs"]
-mod ssh_config;
+use crate::support::{nshosts, output, project};
 
 use std::process::Output;
 

@@ -40,8 +40,8 @@ use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::nshosts::TestHosts;
-use crate::servers::{fake_ec2_authorization, http_request, in_netns, s3_venv, Ec2Server};
+use super::nshosts::TestHosts;
+use super::servers::{fake_ec2_authorization, http_request, in_netns, s3_venv, Ec2Server};
 
 /// One instance as DescribeInstances shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]

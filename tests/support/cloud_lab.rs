@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::process::Output;
 
-use crate::cloud::{self, instances, run_booting};
-use crate::nshosts::TestHosts;
-use crate::output::text;
-use crate::project::Project;
-use crate::servers::{CheckIpServer, Ec2Options, Ec2Server};
+use super::cloud::{self, instances, run_booting};
+use super::nshosts::TestHosts;
+use super::output::text;
+use super::project::Project;
+use super::servers::{CheckIpServer, Ec2Options, Ec2Server};
 
 /// A lab: test hosts that instances boot into, moto's EC2 and the checkip stand-in.
 pub struct Cloud {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::nshosts::TestHosts;
+use super::nshosts::TestHosts;
 
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -26,7 +26,7 @@ impl Project {
     /// the ssh_config outside).
     pub fn in_subdir(hosts: &TestHosts, prefix: &str, subdir: &str) -> Project {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
-        let ssh_config = crate::ssh_config::write(dir.path(), hosts.key_path());
+        let ssh_config = super::ssh_config::write(dir.path(), hosts.key_path());
         let env_dir = dir.path().join(subdir);
         std::fs::create_dir_all(&env_dir).unwrap();
         Project {
