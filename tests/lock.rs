@@ -1101,3 +1101,105 @@ fn locks_from_older_formats_read_compare_and_migrate_moving_nothing() {
         assert_eq!(p.lockfile_of("quickstart.lock"), migrated);
     }
 }
+
+/// The quickstart and its lock, in a project of their own, with tools stood in for on
+/// `PATH`: `lock --check`, `build --locked` and `verify` against this machine's tools as
+/// the shims report them. Nothing here builds: each refusal comes before anything runs, and
+/// the passing side is tests/machines.rs's, which boots a VM through the same shims.
+#[test]
+fn tools_that_differ_stop_a_locked_build_only_where_they_change_what_is_built() {
+    use crate::support::tool_shims::{locked_tool, KvmHangs, ToolShims};
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("templates")).unwrap();
+    for (from, to) in [
+        ("examples/quickstart.env", "prod.env"),
+        ("examples/quickstart.lock", "prod.lock"),
+        (
+            "examples/templates/upstreams.conf.j2",
+            "templates/upstreams.conf.j2",
+        ),
+    ] {
+        std::fs::copy(repo.join(from), dir.path().join(to)).unwrap();
+    }
+    let shims = ToolShims::new(&dir.path().join("shims"));
+    let envc = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_envc"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("PATH", shims.path())
+            .env("ENVC_STORE", dir.path().join(".envc"))
+            .env_remove("CI")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let lock = std::fs::read_to_string(dir.path().join("prod.lock")).unwrap();
+    assert_eq!(locked_tool(&lock, "ssh"), "9.2p1 Debian-2+deb12u10");
+    assert_eq!(locked_tool(&lock, "mmdebstrap"), "1.3.5");
+
+    // Other Debian revisions of the locked ssh and QEMU, the locked mmdebstrap: the lock
+    // holds, and the differences are said.
+    shims.ssh("9.2p1 Debian-2+deb12u2");
+    shims.qemu("1:7.2+dfsg-7+deb12u2", KvmHangs::Never);
+    shims.mmdebstrap("1.3.5");
+    let o = envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 0);
+    for said in [
+        "ssh is 9.2p1 Debian-2+deb12u2 here, the lock says 9.2p1 Debian-2+deb12u10: the same \
+         upstream version (9.2p1), and ssh only carries bytes",
+        "qemu-system-x86_64 is 1:7.2+dfsg-7+deb12u2 here, the lock says \
+         1:7.2+dfsg-7+deb12u18+b3: the same upstream version (7.2+dfsg)",
+    ] {
+        assert!(stderr(&o).contains(said), "{}", text(&o));
+    }
+
+    // Another mmdebstrap, which lays out the image: every command that builds from the lock
+    // refuses, naming it, and nothing is run or recorded.
+    shims.mmdebstrap("1.3.6");
+    let refusal = "mmdebstrap is 1.3.6 here, the lock says 1.3.5: mmdebstrap's version can \
+                   change what is built, so it is held exactly";
+    let o = envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains(&format!("tool:mmdebstrap: {refusal}")),
+        "{}",
+        text(&o)
+    );
+    let o = envc(&["build", "--locked", "prod.env"]);
+    expect(&o, 1);
+    assert!(stderr(&o).contains(refusal), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("note: ssh is 9.2p1 Debian-2+deb12u2 here"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        stderr(&o).contains("a locked build refuses to start (`--locked`); nothing was changed"),
+        "{}",
+        text(&o)
+    );
+    let o = envc(&["verify", "prod.env"]);
+    expect(&o, 1);
+    assert!(stderr(&o).contains(refusal), "{}", text(&o));
+    assert!(
+        !dir.path().join(".envc/machines").exists(),
+        "a refused build started a machine"
+    );
+    let o = envc(&["log", "prod.env"]);
+    assert!(!stdout(&o).contains("run "), "{}", text(&o));
+
+    // Another upstream ssh is another program: refused too.
+    shims.mmdebstrap("1.3.5");
+    shims.ssh("9.3p1 Debian-1");
+    let o = envc(&["lock", "--check", "prod.env"]);
+    expect(&o, 3);
+    assert!(
+        stderr(&o).contains(
+            "tool:ssh: ssh is 9.3p1 Debian-1 here, the lock says 9.2p1 Debian-2+deb12u10: \
+             another upstream version (9.3p1 for 9.2p1)"
+        ),
+        "{}",
+        text(&o)
+    );
+}

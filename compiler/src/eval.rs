@@ -2896,7 +2896,13 @@ fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec
         }
         NodeKind::Package => vec![PinKey::Package(name.to_string())],
         NodeKind::Image => {
-            let mut keys = vec![PinKey::Image(name.to_string()), PinKey::SourceDateEpoch];
+            // mmdebstrap lays out every file of the image's root: its version is an input.
+            // (ssh and QEMU only carry bytes or run what was built: they are in no node.)
+            let mut keys = vec![
+                PinKey::Image(name.to_string()),
+                PinKey::SourceDateEpoch,
+                PinKey::Tool("mmdebstrap".into()),
+            ];
             if let Some(Value::Str(suite)) = attrs.get("suite") {
                 keys.push(PinKey::debian_archive(suite));
             }

@@ -96,6 +96,23 @@ fn a_moved_pin_changes_exactly_its_users_and_their_dependents() {
         &[image_a, ("source_date_epoch", "1700086400")],
         &["image:base", "vm:v", "v/file:/etc/on-vm"],
     );
+    // mmdebstrap, which lays out the image's root, moves: the same three. ssh and QEMU only
+    // carry bytes or run what was built: no node is made with them.
+    check(
+        &[image_a, ("tool:mmdebstrap", "1.3.5")],
+        &[image_a, ("tool:mmdebstrap", "1.5.7")],
+        &["image:base", "vm:v", "v/file:/etc/on-vm"],
+    );
+    check(
+        &[("tool:ssh", "9.2p1 Debian-2+deb12u6")],
+        &[("tool:ssh", "9.2p1 Debian-2+deb12u10")],
+        &[],
+    );
+    check(
+        &[("tool:qemu-system-x86_64", "1:7.2+dfsg-7+deb12u16")],
+        &[("tool:qemu-system-x86_64", "1:7.2+dfsg-7+deb12u18+b3")],
+        &[],
+    );
     // A pin no node uses changes nothing.
     check(&[], &[("package:nginx", "1.22.1-9 amd64 cccc")], &[]);
     // A cloud machine's image moves: the machine, what is on it.

@@ -14,7 +14,7 @@ use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
 use envc_lockfiles::outdated::Outdated;
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, CloudImagePin, LockDiff, LockProblem,
-    Lockfile, Needs, ToolPin, REQUIRED,
+    Lockfile, Needs, ToolMismatch, ToolPin, REQUIRED,
 };
 
 use crate::kinds::image::build::lock_includes;
@@ -311,42 +311,95 @@ fn vendor_archive(
     ))
 }
 
+/// What `build --locked` and `verify` found before anything runs.
+#[derive(Debug, Default)]
+pub struct LockedCheck {
+    /// Why they refuse, one per line: the lock does not cover the environment, or a tool
+    /// here differs from the locked one where that can change what is built.
+    pub problems: Vec<String>,
+    /// Tools that differ where it cannot (another Debian revision of ssh or QEMU): said, not
+    /// refused.
+    pub notes: Vec<String>,
+}
+
 /// What `build --locked` checks before anything runs: the lock covers the environment, and
-/// the tools here are the locked ones. Problems, one per line.
-pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) -> Vec<String> {
+/// the tools here are the locked ones, as closely as each tool's role asks
+/// ([`envc_lockfiles::ToolRole`]).
+pub fn locked_problems(lock: Option<&Lockfile>, spec: &Spec, env_file: &Path) -> LockedCheck {
     let Some(lock) = lock else {
-        return vec![format!(
-            "{} does not exist; a locked build needs one: run `envc lock {}` and commit it",
-            lock_path(env_file).display(),
-            env_file.display()
-        )];
+        return LockedCheck {
+            problems: vec![format!(
+                "{} does not exist; a locked build needs one: run `envc lock {}` and commit it",
+                lock_path(env_file).display(),
+                env_file.display()
+            )],
+            notes: Vec::new(),
+        };
     };
     let needs = match needs_of(spec) {
         Ok(n) => n,
-        Err(e) => return e,
+        Err(problems) => {
+            return LockedCheck {
+                problems,
+                notes: Vec::new(),
+            }
+        }
     };
-    let mut out: Vec<String> = stale_pins(lock, &needs)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    // Only the tools this environment uses are checked (`stale` reports leftovers).
-    let mut used = lock.clone();
-    used.tools.retain(|t| needs.tools.contains(&t.name));
-    let mut probed: Vec<ToolPin> = Vec::new();
+    let mut check = LockedCheck {
+        problems: stale_pins(lock, &needs)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        notes: Vec::new(),
+    };
+    let (probed, errors) = probe_needed(&needs);
+    check.problems.extend(errors);
+    // A tool that could not be probed is already reported, with why.
+    for m in tool_mismatches(lock, &needs, &probed) {
+        match m.matters() {
+            true => check.problems.push(m.to_string()),
+            false => check.notes.push(m.to_string()),
+        }
+    }
+    check
+}
+
+/// The versions here of the tools `needs` names, and why any could not be probed.
+fn probe_needed(needs: &Needs) -> (Vec<ToolPin>, Vec<String>) {
+    let mut probed = Vec::new();
+    let mut errors = Vec::new();
     for t in &needs.tools {
         match probe_tool(t) {
             Ok(p) => probed.push(p),
-            Err(e) => out.push(e.to_string()),
+            Err(e) => errors.push(e.to_string()),
         }
     }
-    out.extend(
-        check_tools(&used, &probed)
-            .into_iter()
-            // A tool that could not be probed is already reported, with why.
-            .filter(|m| m.found.is_some())
-            .map(|m| m.to_string()),
-    );
-    out
+    (probed, errors)
+}
+
+/// The locked tools this environment uses (`stale` reports leftovers) that differ here from
+/// the lock; the ones not found here at all were reported by the probe.
+fn tool_mismatches(lock: &Lockfile, needs: &Needs, probed: &[ToolPin]) -> Vec<ToolMismatch> {
+    let mut used = lock.clone();
+    used.tools.retain(|t| needs.tools.contains(&t.name));
+    check_tools(&used, probed)
+        .into_iter()
+        .filter(|m| m.found.is_some())
+        .collect()
+}
+
+/// The exact versions here of the tools the environment uses, as a run records them: what
+/// a reviewer of a run compares with the lock. Tools that cannot be probed are left out
+/// (the run fails on them, naming them, before it needs them).
+pub fn tools_here(spec: &Spec) -> BTreeMap<String, String> {
+    let Ok(needs) = needs_of(spec) else {
+        return BTreeMap::new();
+    };
+    probe_needed(&needs)
+        .0
+        .into_iter()
+        .map(|p| (p.name, p.version))
+        .collect()
 }
 
 /// The pins of `new` (packages and images' sets) at a newer version than in `old`.
@@ -449,6 +502,20 @@ pub fn lock_environment(
         };
         let mut problems = stale_pins(old, &needs);
         let mut notes = Vec::new();
+        // The tools here against the lock, as a locked build will find them: a difference
+        // that can change what is built is a problem (`--update=tool:NAME` mends it), one
+        // that cannot is said.
+        let (probed, errors) = probe_needed(&needs);
+        notes.extend(errors);
+        for m in tool_mismatches(old, &needs, &probed) {
+            match m.matters() {
+                true => problems.push(LockProblem::Stale(Stale {
+                    key: PinKey::Tool(m.tool.clone()),
+                    problem: m.to_string(),
+                })),
+                false => notes.push(m.to_string()),
+            }
+        }
         // Online, where the offline checks found nothing: each cloud image the environment
         // boots is asked of its cloud, so an id edited into another valid-looking one is
         // caught. Without credentials that is only said.

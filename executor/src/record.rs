@@ -264,6 +264,11 @@ pub struct RunRecord {
     /// Its rollouts: which batches ran, which machines failed, what was left untouched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rollouts: Vec<RolloutOutcome>,
+    /// The tools the environment uses, at their exact versions on the machine that ran it
+    /// (`ssh` → `9.2p1 Debian-2+deb12u6`): a lock holds ssh and QEMU only to their upstream
+    /// version, so this is where a reviewer sees which build of them ran.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, String>,
 }
 
 /// What a run did of one `rollout`: its batches (machine names, in the order they go),

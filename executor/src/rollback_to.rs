@@ -323,6 +323,8 @@ async fn apply(
             stacks: BTreeMap::new(),
             targeted: None,
             rollouts: Vec::new(),
+            // Put back from the store alone: no tool of the lock's built anything.
+            tools: BTreeMap::new(),
         };
         let id = env.store.put_json(&run)?;
         env.state.run = Some(id);

@@ -57,6 +57,8 @@ pub struct BuildOptions {
     pub drift: BTreeMap<String, DriftFacts>,
     /// blake3 of the lockfile this run used.
     pub lock_hash: Option<String>,
+    /// The tools the environment uses, as found on this machine (for the run record).
+    pub tools: BTreeMap<String, String>,
     /// Per node, the action `plan` gives it before the run: the label of a node that
     /// fails or is skipped before the run assesses it, so that `build` and `plan` agree
     /// (a first-time node is `create`, not `update`). Missing entries read `update`.
@@ -931,6 +933,7 @@ impl<'s> Scheduler<'s> {
                 .collect(),
             targeted: self.spec.targeted.as_deref().cloned(),
             rollouts: self.gate.outcomes(self.spec),
+            tools: self.opts.tools.clone(),
         };
         let id = env.store.put_json(&run)?;
         if checkpoint {

@@ -721,6 +721,7 @@ impl Session {
             command: request.command.clone(),
             drift,
             lock_hash: request.lock_hash.clone(),
+            tools: crate::locking::tools_here(spec),
             planned: {
                 let mut planned = vec![Action::Update; spec.nodes.len()];
                 for n in &first.nodes {

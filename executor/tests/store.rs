@@ -216,6 +216,7 @@ fn states_commit_by_compare_and_swap_and_keep_history() {
             ..Default::default()
         }),
         rollouts: Vec::new(),
+        tools: Default::default(),
     };
     let run_id = s.put_json(&run).unwrap();
     assert_eq!(s.get_json::<RunRecord>(&run_id).unwrap(), run);
@@ -329,6 +330,7 @@ fn run_record(s: &Store, env: &str, n: u64) -> ObjectId {
         stacks: Default::default(),
         targeted: None,
         rollouts: Vec::new(),
+        tools: Default::default(),
     })
     .unwrap()
 }
@@ -570,6 +572,7 @@ fn a_chain_of_checkpoints_loads_as_one_run_earliest_outcomes_first() {
             stacks: Default::default(),
             targeted: None,
             rollouts: Vec::new(),
+            tools: Default::default(),
         })
         .unwrap()
     };

@@ -61,5 +61,5 @@ pub use needs::{
     stale, CloudImageConflict, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict,
     VendorConflict,
 };
-pub use probe::{check_tools, probe_tool, ToolMismatch};
+pub use probe::{check_tools, probe_tool, upstream, ToolMismatch, ToolRole};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

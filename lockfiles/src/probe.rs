@@ -138,6 +138,42 @@ pub fn parse_version(tool: &str, output: &str) -> Option<String> {
     }
 }
 
+/// What a tool's version can change, and so how closely a lock holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolRole {
+    /// Its version can change what a derivation is: mmdebstrap lays out every file of an
+    /// image's root (the image's node id is made with the locked version), and the
+    /// Kubernetes schema decides which objects are valid. Held exactly.
+    Shapes,
+    /// It only carries bytes (ssh) or runs what was built (QEMU boots the image, whose bytes
+    /// it does not write). Any build of the locked upstream version will do: a Debian
+    /// security update to it changes nothing envc makes.
+    Carries,
+}
+
+impl ToolRole {
+    pub fn of(tool: &str) -> ToolRole {
+        match tool {
+            "ssh" | "qemu-system-x86_64" => ToolRole::Carries,
+            _ => ToolRole::Shapes,
+        }
+    }
+}
+
+/// The upstream part of a version as a tool or Debian prints it: without the epoch (`1:`)
+/// and without the Debian revision (`-7+deb12u18+b3`, which ssh prints as ` Debian-2+deb12u6`).
+/// A version with neither is its own upstream.
+pub fn upstream(version: &str) -> &str {
+    let v = version.split_whitespace().next().unwrap_or(version);
+    let v = match v.split_once(':') {
+        Some((epoch, rest)) if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) => {
+            rest
+        }
+        _ => v,
+    };
+    v.rsplit_once('-').map_or(v, |(up, _)| up)
+}
+
 /// A tool whose version here is not the locked one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolMismatch {
@@ -147,35 +183,70 @@ pub struct ToolMismatch {
     pub found: Option<String>,
 }
 
+impl ToolMismatch {
+    /// Whether the difference can change what envc makes, so that a locked build refuses:
+    /// a tool that shapes derivations at any other version; one that carries bytes or runs
+    /// what was built only at another upstream version (or when it is missing).
+    pub fn matters(&self) -> bool {
+        match (&self.found, ToolRole::of(&self.tool)) {
+            (None, _) => true,
+            (Some(_), ToolRole::Shapes) => true,
+            (Some(found), ToolRole::Carries) => upstream(found) != upstream(&self.locked),
+        }
+    }
+}
+
 impl fmt::Display for ToolMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let key = PinKey::Tool(self.tool.clone());
+        let (tool, locked) = (&self.tool, &self.locked);
         match &self.found {
             Some(found) if self.tool == KUBERNETES => write!(
                 f,
-                "this envc checks objects against the Kubernetes {found} API, the lock says {}: \
-                 use an envc that carries {}, or run `envc lock FILE --update={key}` and check \
-                 the objects again",
-                self.locked, self.locked
+                "this envc checks objects against the Kubernetes {found} API, the lock says \
+                 {locked}: use an envc that carries {locked}, or run `envc lock FILE \
+                 --update={key}` and check the objects again"
             ),
-            Some(found) => write!(
+            Some(found) if !self.matters() => write!(
                 f,
-                "{} is {found} here, the lock says {}: install that version or run `envc lock FILE \
-                 --update={key}`",
-                self.tool, self.locked
+                "{tool} is {found} here, the lock says {locked}: the same upstream version \
+                 ({}), and {tool} {}, so what is built is the same; `envc lock FILE \
+                 --update={key}` records this one",
+                upstream(found),
+                match self.tool.as_str() {
+                    "ssh" => "only carries bytes",
+                    _ => "only runs what was built",
+                }
             ),
+            Some(found) => match ToolRole::of(tool) {
+                ToolRole::Shapes => write!(
+                    f,
+                    "{tool} is {found} here, the lock says {locked}: {tool}'s version can \
+                     change what is built, so it is held exactly; install {locked}, or run \
+                     `envc lock FILE --update={key}` to build with {found} (new ids for what \
+                     it builds)"
+                ),
+                ToolRole::Carries => write!(
+                    f,
+                    "{tool} is {found} here, the lock says {locked}: another upstream version \
+                     ({} for {}); install a {} build, or run `envc lock FILE --update={key}`",
+                    upstream(found),
+                    upstream(locked),
+                    upstream(locked)
+                ),
+            },
             None => write!(
                 f,
-                "{} is not installed here, the lock says {}: install that version or run `envc \
-                 lock FILE --update={key}`",
-                self.tool, self.locked
+                "{tool} is not installed here, the lock says {locked}: install that version or \
+                 run `envc lock FILE --update={key}`"
             ),
         }
     }
 }
 
-/// The locked tools whose probed version differs (or which were not found). Tools probed
-/// but not locked are not mismatches: the lock decides what is checked.
+/// The locked tools whose probed version differs (or which were not found), each with
+/// whether that matters ([`ToolMismatch::matters`]). Tools probed but not locked are not
+/// mismatches: the lock decides what is checked.
 pub fn check_tools(lock: &Lockfile, probed: &[ToolPin]) -> Vec<ToolMismatch> {
     let mut out = Vec::new();
     for t in &lock.tools {
@@ -231,37 +302,101 @@ mod tests {
     }
 
     #[test]
-    fn mismatches_name_the_tool_both_versions_and_the_fix() {
-        let lock = sample();
-        let probed = vec![
-            ToolPin {
-                name: "qemu-system-x86_64".into(),
-                version: "1:7.2+dfsg-7+deb12u16".into(),
-            },
-            ToolPin {
-                name: "mmdebstrap".into(),
-                version: "1.3.5".into(),
-            },
-            ToolPin {
-                name: "unlocked".into(),
-                version: "1".into(),
-            },
-        ];
-        let got: Vec<String> = check_tools(&lock, &probed)
-            .iter()
-            .map(|m| m.to_string())
+    fn upstream_versions_drop_the_epoch_and_the_debian_revision() {
+        for (version, up) in [
+            ("1:7.2+dfsg-7+deb12u18+b3", "7.2+dfsg"),
+            ("1:10.0.2+ds-2+deb13u1~bpo12+1", "10.0.2+ds"),
+            ("9.2p1 Debian-2+deb12u10", "9.2p1"),
+            ("10.0p2", "10.0p2"),
+            ("1.3.5", "1.3.5"),
+            ("1.3.5-1", "1.3.5"),
+            ("2:1.0-rc1-3", "1.0-rc1"),
+            ("a:1", "a:1"),
+        ] {
+            assert_eq!(upstream(version), up, "{version}");
+        }
+    }
+
+    /// One locked tool at a time against what is found here: whether it matters, and what
+    /// is said.
+    fn check_mismatch(tool: &str, locked: &str, found: Option<&str>, matters: bool, says: &str) {
+        let mut lock = sample();
+        lock.tools = vec![ToolPin {
+            name: tool.into(),
+            version: locked.into(),
+        }];
+        let probed: Vec<ToolPin> = found
+            .map(|v| ToolPin {
+                name: tool.into(),
+                version: v.into(),
+            })
+            .into_iter()
             .collect();
-        assert_eq!(
-            got,
-            [
-                "qemu-system-x86_64 is 1:7.2+dfsg-7+deb12u16 here, the lock says \
-                 1:7.2+dfsg-7+deb12u18+b3: install that version or run `envc lock FILE \
-                 --update=tool:qemu-system-x86_64`",
-                "ssh is not installed here, the lock says 9.2p1 Debian-2+deb12u6: install that \
-                 version or run `envc lock FILE --update=tool:ssh`",
-            ]
+        let got = check_tools(&lock, &probed);
+        assert_eq!(got.len(), 1, "{tool} {locked} vs {found:?}");
+        assert_eq!(got[0].matters(), matters, "{tool} {locked} vs {found:?}");
+        assert_eq!(got[0].to_string(), says);
+    }
+
+    #[test]
+    fn mismatches_matter_only_where_the_version_can_change_what_is_built() {
+        check_mismatch(
+            "ssh",
+            "9.2p1 Debian-2+deb12u10",
+            Some("9.2p1 Debian-2+deb12u6"),
+            false,
+            "ssh is 9.2p1 Debian-2+deb12u6 here, the lock says 9.2p1 Debian-2+deb12u10: the \
+             same upstream version (9.2p1), and ssh only carries bytes, so what is built is the \
+             same; `envc lock FILE --update=tool:ssh` records this one",
         );
+        check_mismatch(
+            "qemu-system-x86_64",
+            "1:7.2+dfsg-7+deb12u18+b3",
+            Some("1:7.2+dfsg-7+deb12u16"),
+            false,
+            "qemu-system-x86_64 is 1:7.2+dfsg-7+deb12u16 here, the lock says \
+             1:7.2+dfsg-7+deb12u18+b3: the same upstream version (7.2+dfsg), and \
+             qemu-system-x86_64 only runs what was built, so what is built is the same; `envc \
+             lock FILE --update=tool:qemu-system-x86_64` records this one",
+        );
+        check_mismatch(
+            "qemu-system-x86_64",
+            "1:7.2+dfsg-7+deb12u18+b3",
+            Some("1:10.0.2+ds-2+deb13u1~bpo12+1"),
+            true,
+            "qemu-system-x86_64 is 1:10.0.2+ds-2+deb13u1~bpo12+1 here, the lock says \
+             1:7.2+dfsg-7+deb12u18+b3: another upstream version (10.0.2+ds for 7.2+dfsg); \
+             install a 7.2+dfsg build, or run `envc lock FILE --update=tool:qemu-system-x86_64`",
+        );
+        check_mismatch(
+            "mmdebstrap",
+            "1.3.5",
+            Some("1.3.5-2"),
+            true,
+            "mmdebstrap is 1.3.5-2 here, the lock says 1.3.5: mmdebstrap's version can change \
+             what is built, so it is held exactly; install 1.3.5, or run `envc lock FILE \
+             --update=tool:mmdebstrap` to build with 1.3.5-2 (new ids for what it builds)",
+        );
+        check_mismatch(
+            "ssh",
+            "9.2p1 Debian-2+deb12u6",
+            None,
+            true,
+            "ssh is not installed here, the lock says 9.2p1 Debian-2+deb12u6: install that \
+             version or run `envc lock FILE --update=tool:ssh`",
+        );
+    }
+
+    #[test]
+    fn tools_at_the_locked_version_and_unlocked_tools_are_no_mismatch() {
+        let lock = sample();
         assert_eq!(check_tools(&lock, &lock.tools), []);
+        let mut probed = lock.tools.clone();
+        probed.push(ToolPin {
+            name: "unlocked".into(),
+            version: "1".into(),
+        });
+        assert_eq!(check_tools(&lock, &probed), []);
     }
 
     /// The schema is envc's own: pinned without running anything, and a lock of another

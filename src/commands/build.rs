@@ -37,9 +37,12 @@ pub fn build(
 ) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
     if args.locked.unwrap_or_else(in_ci) {
-        let problems = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
-        if !problems.is_empty() {
-            for p in &problems {
+        let check = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
+        for n in &check.notes {
+            crate::output::errln!("note: {n}");
+        }
+        if !check.problems.is_empty() {
+            for p in &check.problems {
                 crate::output::errln!("error: {p}");
             }
             crate::output::errln!(

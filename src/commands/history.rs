@@ -37,7 +37,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
                 .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from, "rollback": n.rollback}))
                 .collect();
             output::line(
-                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "rollouts": run.rollouts, "nodes": steps}),
+                json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "rollouts": run.rollouts, "tools": run.tools, "nodes": steps}),
             );
             continue;
         }
@@ -53,6 +53,10 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             for line in super::targeted::left_out_lines("   ", Some(t)) {
                 output::line(line);
             }
+        }
+        if !run.tools.is_empty() {
+            let tools: Vec<String> = (run.tools.iter()).map(|(t, v)| format!("{t} {v}")).collect();
+            output::line(format!("    with {}", tools.join(", ")));
         }
         for (env, read) in &run.stacks {
             output::line(format!(

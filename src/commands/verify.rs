@@ -48,9 +48,12 @@ pub fn verify(
     let mut env = compile_env(file, params, true, ui)?;
     // The lab is built from the lockfile: without one that covers everything, a match
     // would prove nothing about the next rebuild.
-    let problems = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
-    if !problems.is_empty() {
-        for p in &problems {
+    let check = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
+    for n in &check.notes {
+        crate::output::errln!("note: {n}");
+    }
+    if !check.problems.is_empty() {
+        for p in &check.problems {
             crate::output::errln!("error: {p}");
         }
         crate::output::errln!("error: verify rebuilds from the lockfile, and it does not cover the environment; nothing was run");

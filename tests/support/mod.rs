@@ -10,6 +10,7 @@ pub mod project;
 pub mod servers;
 pub mod signing_key;
 pub mod ssh_config;
+pub mod tool_shims;
 
 // The small Debian archive the lockfile crate's tests serve, shared with them.
 #[path = "../../lockfiles/tests/support/mod.rs"]
