@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::support::tool_shims::{locked_tool, KvmHangs, ToolShims};
 use crate::support::{output, ssh_config};
 use output::{summary, text};
 
@@ -92,6 +93,8 @@ struct Project {
     dir: tempfile::TempDir,
     /// Who runs envc: root, or `TEST_USER`.
     as_user: bool,
+    /// `PATH` for envc, where tools are stood in for (`ToolShims`).
+    path: Option<String>,
 }
 
 impl Project {
@@ -104,6 +107,7 @@ impl Project {
         Project {
             dir,
             as_user: false,
+            path: None,
         }
     }
 
@@ -165,6 +169,9 @@ impl Project {
             // The host `h` is the VM again: envc reaches it with the VMs' key.
             .env("ENVC_SSH_CONFIG", self.ssh_config())
             .stdin(Stdio::null());
+        if let Some(path) = &self.path {
+            cmd.env("PATH", path);
+        }
         cmd
     }
 
@@ -259,13 +266,62 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     // All of it as an ordinary user: the image, the VM, its configuration and `verify`.
     // Locked against Debian's archive: `verify` rebuilds from the lockfile. The image's
     // pins are the quickstart's, so it is the golden's image (`lock` adds `hello`).
-    let p = Project::of_test_user("t.env", ENV, Some(&repo().join("examples/quickstart.lock")));
+    let mut p =
+        Project::of_test_user("t.env", ENV, Some(&repo().join("examples/quickstart.lock")));
     let o = p.envc("t.env", &["lock"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
-    // Cold: the image is built, the VM created and configured.
-    let (ran, _) = build_ok(&p, &[]);
-    assert_eq!(ran, 6, "image, vm, package, two files, service");
+    // From here on, this machine is at another patch level than the lock's, and its KVM
+    // opens but runs no guest: ssh and QEMU report other Debian revisions of the locked
+    // upstream versions, and a VM that QEMU is asked to run under KVM never prints (the
+    // probe's kernel still boots, as where the probe passed and every guest then hung).
+    // (Each a revision past the lock's, whatever this machine has.)
+    let lock = std::fs::read_to_string(p.dir.path().join("t.lock")).unwrap();
+    let ssh = format!("{}+shim1", locked_tool(&lock, "ssh"));
+    let qemu = format!("{}+shim1", locked_tool(&lock, "qemu-system-x86_64"));
+    let shims = ToolShims::new(&p.dir.path().join("shims"));
+    shims.ssh(&ssh);
+    shims.qemu(&qemu, KvmHangs::Machines);
+    p.path = Some(shims.path());
+
+    // Cold and locked: the image is built, the VM created and configured. The other
+    // revisions are said and do not stop the build: ssh carries bytes, QEMU runs the image.
+    // The boot timeout is far below the 300 s default: only a guest found hung within
+    // seconds and started again under TCG boots in time.
+    let o = p.envc("t.env", &["build", "--locked", "--boot-timeout", "150"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (ran, _, failed) = summary(&o);
+    assert_eq!((ran, failed), (6, 0), "image, vm, package, two files, service");
+    let err = String::from_utf8_lossy(&o.stderr);
+    for (tool, version) in [("ssh", &ssh), ("qemu-system-x86_64", &qemu)] {
+        assert!(
+            err.contains(&format!("note: {tool} is {version} here")),
+            "{err}"
+        );
+    }
+    // The probe's kernel booted under "KVM"; the VM printed nothing, so it was stopped and
+    // started under TCG, which the rest of the machine's boot then uses.
+    assert_eq!(
+        shims.qemu_log(),
+        [
+            "kvm=yes daemonize=no hang=no",
+            "kvm=yes daemonize=yes hang=yes",
+            "kvm=no daemonize=yes hang=no"
+        ]
+    );
+    let accel = std::fs::read_to_string(p.store().join("machines/accel")).unwrap();
+    assert!(
+        accel.starts_with("tcg ")
+            && accel.contains("`t-0` printed nothing on its console in 15 s under KVM"),
+        "{accel}"
+    );
+    // The run record holds the tools as they were found here.
+    let log = p.envc("t.env", &["log", "--json"]);
+    let run: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&log.stdout).lines().last().unwrap())
+            .unwrap();
+    assert_eq!(run["tools"]["ssh"], ssh.as_str(), "{run}");
+    assert_eq!(run["tools"]["qemu-system-x86_64"], qemu.as_str(), "{run}");
     // Built without root, it is the bits root built where the golden was written (and
     // builds beside this test, in the next one). Only the bits: adding `hello` moved the
     // archive pins its image hash covers, not one of the image's `.deb`s.
@@ -355,7 +411,7 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("`t-1` did not answer ssh within 2 s"), "{err}");
+    assert!(err.contains("`t-1` did not answer ssh within 2 s: it "), "{err}");
     assert!(
         err.contains("console") && err.contains("last lines"),
         "{err}"
@@ -383,6 +439,11 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
     let pid = qemu_pid(&p).expect("QEMU runs");
     kill_hard(pid);
+    // Now the probe's kernel hangs too, on a machine whose answer is not known yet: the
+    // restart probes, finds no guest running under KVM and boots under TCG at once.
+    shims.qemu(&qemu, KvmHangs::Always);
+    std::fs::remove_file(p.store().join("machines/accel")).unwrap();
+    let before = shims.qemu_log().len();
     let o = p.envc("t.env", &["plan", "--set", "greeting=\"bonjour\""]);
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("drift: running was yes, found no"),
@@ -390,6 +451,18 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
         text(&o)
     );
     assert_eq!(build_ok(&p, &["--set", "greeting=\"bonjour\""]).0, 1);
+    assert_eq!(
+        shims.qemu_log()[before..],
+        [
+            "kvm=yes daemonize=no hang=yes",
+            "kvm=no daemonize=yes hang=no"
+        ]
+    );
+    let accel = std::fs::read_to_string(p.store().join("machines/accel")).unwrap();
+    assert!(
+        accel.starts_with("tcg ") && accel.contains("printed nothing in 30 s"),
+        "{accel}"
+    );
     let port = outputs(&p, "t.env")["port"].as_u64().unwrap();
     assert!(in_vm(&p, port, "cat /etc/envc-test.conf").contains("bonjour"));
 

@@ -262,7 +262,8 @@ impl Qemu {
     }
 
     /// Starts QEMU as `launch` says (on its port if it has one and it is free), records how,
-    /// and waits for ssh.
+    /// and waits for ssh. A guest that stays silent under KVM is taken for hung: it is
+    /// stopped and started again under TCG, which the rest of the machine's boot then uses.
     async fn boot(
         &self,
         dir: &Path,
@@ -271,84 +272,56 @@ impl Qemu {
     ) -> Result<(Facts, Transport, HostKey), StepError> {
         let login = self.key.public().await?;
         let accel_cache = self.key.path.with_file_name("accel");
-        let mut accel = accelerator(&accel_cache).await;
         let spec = launch.spec.clone();
+        let kernel = std::path::absolute(self.store.object_file(&spec.kernel))
+            .map_err(|e| StepError::new(e.to_string()))?;
+        let mut accel = accelerator(&accel_cache, &kernel).await;
         let mut port = Some(launch.port).filter(|p| *p != 0 && port_is_free(*p));
-        let mut last_error = String::new();
-        let mut launched = None;
-        for _ in 0..5 {
-            let p = match port.take() {
-                Some(p) => p,
-                None => free_port()?,
-            };
-            // Started from this directory, it is known by it.
-            let _ = std::fs::remove_file(dir.join(STARTED_AS));
-            let console = dir.join(CONSOLE);
-            if console.exists() {
-                let _ = std::fs::rename(&console, dir.join(format!("{CONSOLE}.1")));
-            }
-            let kernel = std::path::absolute(self.store.object_file(&spec.kernel))
-                .map_err(|e| StepError::new(e.to_string()))?;
-            let net = Net {
-                ssh_port: p,
+        let (transport, key) = loop {
+            let net = |ssh_port| Net {
+                ssh_port,
                 lan: launch.lan,
                 lan_socket: self.lan_socket(),
             };
-            let args = qemu_args(dir, &spec, &kernel, &net, &login, accel)?;
-            let out = tokio::process::Command::new("qemu-system-x86_64")
-                .args(&args)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await
-                .map_err(|e| {
-                    StepError::with_hint(
-                        format!("cannot run qemu-system-x86_64: {e}"),
-                        "install qemu-system-x86",
-                    )
-                })?;
-            if out.status.success() {
-                launched = Some(p);
-                break;
-            }
-            last_error = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            if accel == Accel::Kvm && !last_error.contains("host forwarding") {
-                // The probe passed but a real VM does not start under KVM: TCG from now on.
-                accel = Accel::Tcg;
-                kvm_failed(&accel_cache);
-                port = Some(p);
-                continue;
-            }
-            // Another process took the port between our check and QEMU's bind: try another.
-            if !last_error.contains("host forwarding") {
-                break;
-            }
-        }
-        let Some(port) = launched else {
-            return Err(StepError::new(format!(
-                "QEMU could not start `{}`: {last_error}",
-                spec.name
-            )));
+            launch.port = self
+                .launch(dir, &spec, &kernel, &login, port.take(), net, &mut accel, &accel_cache)
+                .await?;
+            let waited = match write_launch(dir, &launch) {
+                Ok(()) => self.wait_for_ssh(dir, &spec, launch.port, ssh, accel).await,
+                Err(e) => Err(Waited::Failed(e)),
+            };
+            let e = match waited {
+                Ok(x) => break x,
+                Err(Waited::Silent) => {
+                    kvm_failed(
+                        &accel_cache,
+                        &format!(
+                            "`{}` printed nothing on its console in {} s under KVM",
+                            spec.name,
+                            KVM_SILENCE.as_secs()
+                        ),
+                    );
+                    accel = Accel::Tcg;
+                    port = Some(launch.port);
+                    match stop(dir).await {
+                        Ok(()) => continue,
+                        Err(e) => e,
+                    }
+                }
+                Err(Waited::Failed(e)) => e,
+            };
+            // A VM that never answered is stopped, not left running unrecorded; its
+            // directory stays for the console log until it is created again or `destroy`
+            // sweeps it.
+            return Err(match stop(dir).await {
+                Ok(()) => e,
+                Err(stop_error) => StepError {
+                    cause: format!("{}\n  and then: {stop_error}", e.cause),
+                    hint: e.hint,
+                },
+            });
         };
-        launch.port = port;
-        let waited = match write_launch(dir, &launch) {
-            Ok(()) => self.wait_for_ssh(dir, &spec, port, ssh).await,
-            Err(e) => Err(e),
-        };
-        let (transport, key) = match waited {
-            Ok(x) => x,
-            Err(e) => {
-                // A VM that never answered is stopped, not left running unrecorded; its
-                // directory stays for the console log until it is created again or
-                // `destroy` sweeps it.
-                return Err(match stop(dir).await {
-                    Ok(()) => e,
-                    Err(stop_error) => StepError {
-                        cause: format!("{}\n  and then: {stop_error}", e.cause),
-                        hint: e.hint,
-                    },
-                });
-            }
-        };
+        let port = launch.port;
         let address = format!("{LAN_PREFIX}.{}", launch.lan);
         let facts = Facts::from([
             (fact::ADDRESS.to_string(), address.clone()),
@@ -365,15 +338,81 @@ impl Qemu {
         Ok((facts, transport, key))
     }
 
+    /// Starts QEMU, daemonized, on `port` (or a free one): the port it listens on. A start
+    /// that fails under KVM is tried again under TCG (`accel` then says so); one that lost
+    /// its port to another process, on another port.
+    #[allow(clippy::too_many_arguments)]
+    async fn launch(
+        &self,
+        dir: &Path,
+        spec: &VmSpec,
+        kernel: &Path,
+        login: &str,
+        mut port: Option<u16>,
+        net: impl Fn(u16) -> Net,
+        accel: &mut Accel,
+        accel_cache: &Path,
+    ) -> Result<u16, StepError> {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let p = match port.take() {
+                Some(p) => p,
+                None => free_port()?,
+            };
+            // Started from this directory, it is known by it.
+            let _ = std::fs::remove_file(dir.join(STARTED_AS));
+            let console = dir.join(CONSOLE);
+            if console.exists() {
+                let _ = std::fs::rename(&console, dir.join(format!("{CONSOLE}.1")));
+            }
+            let args = qemu_args(dir, spec, kernel, &net(p), login, *accel)?;
+            let out = tokio::process::Command::new("qemu-system-x86_64")
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .map_err(|e| {
+                    StepError::with_hint(
+                        format!("cannot run qemu-system-x86_64: {e}"),
+                        "install qemu-system-x86",
+                    )
+                })?;
+            if out.status.success() {
+                return Ok(p);
+            }
+            last_error = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            if *accel == Accel::Kvm && !last_error.contains("host forwarding") {
+                // The probe passed but a real VM does not start under KVM: TCG from now on.
+                *accel = Accel::Tcg;
+                kvm_failed(
+                    accel_cache,
+                    &format!("QEMU could not start `{}` under KVM: {last_error}", spec.name),
+                );
+                port = Some(p);
+                continue;
+            }
+            // Another process took the port between our check and QEMU's bind: try another.
+            if !last_error.contains("host forwarding") {
+                break;
+            }
+        }
+        Err(StepError::new(format!(
+            "QEMU could not start `{}`: {last_error}",
+            spec.name
+        )))
+    }
+
     /// Waits, at most the boot timeout, for the guest to print its host key and for sshd to
-    /// accept envc's key with that host key.
+    /// accept envc's key with that host key. Under KVM, a console still empty after
+    /// [`KVM_SILENCE`] is [`Waited::Silent`]: the guest is not running.
     async fn wait_for_ssh(
         &self,
         dir: &Path,
         spec: &VmSpec,
         port: u16,
         ssh: &SshOptions,
-    ) -> Result<(Transport, HostKey), StepError> {
+        accel: Accel,
+    ) -> Result<(Transport, HostKey), Waited> {
         let started = Instant::now();
         let host = HostSpec {
             name: spec.name.clone(),
@@ -386,33 +425,67 @@ impl Qemu {
             connect_timeout: Duration::from_secs(5),
             ..ssh.clone()
         };
-        let fail = |what: String| {
-            StepError::new(format!(
-                "{what}\n  console ({}), last lines:\n{}",
-                dir.join(CONSOLE).display(),
-                console_tail(&dir.join(CONSOLE), 15)
+        let console = dir.join(CONSOLE);
+        let fail = |what: String, hint: String| {
+            Waited::Failed(StepError::with_hint(
+                format!(
+                    "{what}\n  console ({}), last lines:\n{}",
+                    console.display(),
+                    console_tail(&console, 15)
+                ),
+                hint,
             ))
         };
-        let mut last = String::from("the guest never printed its host key");
+        let mut last = None;
         loop {
+            let printed = std::fs::metadata(&console).map(|m| m.len()).unwrap_or(0) > 0;
+            if accel == Accel::Kvm && !printed && started.elapsed() > KVM_SILENCE {
+                return Err(Waited::Silent);
+            }
             if started.elapsed() > self.boot_timeout {
-                return Err(fail(format!(
-                    "`{}` did not answer ssh within {} s ({last}); a slow machine may need \
-                     a longer --boot-timeout",
-                    spec.name,
-                    self.boot_timeout.as_secs()
-                )));
+                let secs = self.boot_timeout.as_secs();
+                let name = &spec.name;
+                let cause = match (&last, printed) {
+                    (_, false) => format!(
+                        "it printed nothing on its console under {}, so the guest never ran",
+                        accel.name()
+                    ),
+                    (None, true) => format!(
+                        "it booted under {} (its console below) but had not printed its host \
+                         key yet",
+                        accel.name()
+                    ),
+                    (Some(e), true) => format!(
+                        "it printed its host key, but sshd did not accept envc's key: {e}"
+                    ),
+                };
+                let hint = match printed {
+                    false => "QEMU's accelerator here may be broken: ENVC_QEMU_ACCEL=tcg (or \
+                              kvm) chooses it instead of the probe",
+                    true => "a slow machine may need a longer --boot-timeout; a console that \
+                             stops at an error says what the guest lacks",
+                };
+                return Err(fail(
+                    format!("`{name}` did not answer ssh within {secs} s: {cause}"),
+                    hint.into(),
+                ));
             }
             if running_pid(dir).is_none() {
-                return Err(fail(format!("`{}` stopped while booting", spec.name)));
+                return Err(fail(
+                    format!("`{}` stopped while booting", spec.name),
+                    "the console's last lines say why".into(),
+                ));
             }
-            if let Some(key) = console_host_key(&dir.join(CONSOLE)) {
+            if let Some(key) = console_host_key(&console) {
                 match Transport::connect(&host, Some(&key), &opts).await {
                     Ok((t, k)) => return Ok((t, k)),
                     Err(e @ TransportError::HostKeyChanged { .. }) => {
-                        return Err(fail(e.to_string()))
+                        return Err(fail(
+                            e.to_string(),
+                            "the guest's host key is not the one it printed".into(),
+                        ))
                     }
-                    Err(e) => last = e.to_string(),
+                    Err(e) => last = Some(e.to_string()),
                 }
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -604,6 +677,13 @@ struct Net {
     lan_socket: String,
 }
 
+/// Why waiting for a booting VM ended without ssh.
+enum Waited {
+    /// Under KVM, the console stayed empty: the guest is not running.
+    Silent,
+    Failed(StepError),
+}
+
 fn qemu_args(
     dir: &Path,
     spec: &VmSpec,
@@ -699,20 +779,52 @@ pub enum Accel {
     Tcg,
 }
 
-static KVM_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// KVM failed to start a VM although the probe passed: remember TCG, in this process and
-/// in the cache, for the rest of the machine's boot.
-fn kvm_failed(cache: &Path) {
-    KVM_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let _ = std::fs::write(cache, format!("tcg {}", boot.trim()));
+impl Accel {
+    fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "KVM",
+            Accel::Tcg => "TCG (software emulation)",
+        }
+    }
 }
 
-/// KVM when a short probe shows it works, TCG otherwise (`/dev/kvm` can exist and hang).
+/// How long a guest under KVM may leave its console empty before it is taken for hung: a
+/// kernel under KVM prints within a second or two (seen here: `/dev/kvm` opened, QEMU ran,
+/// and the guest never printed one byte).
+const KVM_SILENCE: Duration = Duration::from_secs(15);
+
+/// How long the probe's kernel has to boot to its panic. Under a working KVM it takes
+/// about a second; under TCG on a loaded machine of two cores, about ten.
+const PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+static KVM_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Remembers the accelerator, with why, for the rest of the machine's boot: the first line
+/// is `kvm|tcg BOOT_ID`, the second says what the probe or a VM saw.
+fn remember(cache: &Path, accel: Accel, why: &str) {
+    let name = if accel == Accel::Kvm { "kvm" } else { "tcg" };
+    let _ = std::fs::write(cache, format!("{name} {}\n{why}\n", boot_id()));
+}
+
+/// KVM failed a VM although the probe passed: TCG from now on, in this process and in the
+/// cache.
+fn kvm_failed(cache: &Path, why: &str) {
+    KVM_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+    remember(cache, Accel::Tcg, why);
+}
+
+/// KVM when the probe boots a guest's kernel under it, TCG otherwise: `/dev/kvm` can open
+/// and still fail every vCPU ("failed to set MSR") or run guests that never execute.
 /// `$ENVC_QEMU_ACCEL` (`kvm` or `tcg`) skips the probe. The answer is kept in `cache` for
-/// the rest of the machine's boot (a hanging probe costs its whole 3 s timeout).
-pub async fn accelerator(cache: &Path) -> Accel {
+/// the rest of the machine's boot (a hung probe costs its whole [`PROBE_LIMIT`]).
+pub async fn accelerator(cache: &Path, kernel: &Path) -> Accel {
     static ACCEL: tokio::sync::OnceCell<Accel> = tokio::sync::OnceCell::const_new();
     if KVM_FAILED.load(std::sync::atomic::Ordering::SeqCst) {
         return Accel::Tcg;
@@ -724,79 +836,95 @@ pub async fn accelerator(cache: &Path) -> Accel {
                 Ok("tcg") => return Accel::Tcg,
                 _ => {}
             }
-            let boot =
-                std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+            let boot = boot_id();
             let cached = std::fs::read_to_string(cache).unwrap_or_default();
-            match cached.split_once(' ') {
-                Some(("kvm", b)) if !boot.is_empty() && b == boot.trim() => return Accel::Kvm,
-                Some(("tcg", b)) if !boot.is_empty() && b == boot.trim() => return Accel::Tcg,
+            let first = cached.lines().next().unwrap_or_default();
+            match first.split_once(' ') {
+                Some(("kvm", b)) if !boot.is_empty() && b == boot => return Accel::Kvm,
+                Some(("tcg", b)) if !boot.is_empty() && b == boot => return Accel::Tcg,
                 _ => {}
             }
-            let found = probe_kvm().await;
-            let name = if found == Accel::Kvm { "kvm" } else { "tcg" };
-            let _ = std::fs::write(cache, format!("{name} {}", boot.trim()));
+            let (found, why) = match probe_kvm(kernel, cache).await {
+                Ok(()) => (Accel::Kvm, "the probe's kernel booted under KVM".to_string()),
+                Err(why) => (Accel::Tcg, why),
+            };
+            remember(cache, found, &why);
             found
         })
         .await
 }
 
-async fn probe_kvm() -> Accel {
-    if std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_err()
-    {
-        return Accel::Tcg;
-    }
-    // The machine and CPU a VM gets, run for a moment: KVM can open fine and still fail
-    // at the first vCPU reset (seen here: "failed to set MSR"), and a probe that does not
-    // run a vCPU would not see it.
+/// Boots `kernel` under KVM with no disk: it prints, panics for want of a root and powers
+/// off (`panic=-1` with `-no-reboot`). Only a guest that really runs gets there; a vCPU
+/// that runs a moment under `-S`/`cont` proves nothing (seen passing where every guest then
+/// hung). Err says what went wrong.
+async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), String> {
+    // No look at /dev/kvm first: QEMU says why it cannot use it (absent, or not this
+    // user's to open) as it fails, at once.
+    let console = cache.with_file_name("accel-probe-console.log");
+    let _ = std::fs::remove_file(&console);
+    let serial = format!("file:{}", console.display());
     let child = tokio::process::Command::new("qemu-system-x86_64")
-        .args([
-            "-machine",
-            "q35",
-            "-accel",
-            "kvm",
-            "-cpu",
-            "host",
-            "-m",
-            "64",
-            "-nodefaults",
-            "-display",
-            "none",
-            "-monitor",
-            "none",
-            "-serial",
-            "none",
-            "-no-user-config",
-            "-S",
-        ])
-        .args(["-qmp", "stdio"])
-        .stdin(std::process::Stdio::piped())
+        .args(["-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256"])
+        .args(["-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none"])
+        .args(["-no-reboot", "-serial", &serial, "-kernel"])
+        .arg(kernel)
+        .args(["-append", "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1"])
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn();
-    let Ok(mut child) = child else {
-        return Accel::Tcg;
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => return Err(format!("cannot run qemu-system-x86_64: {e}")),
     };
-    // QEMU does not exit when QMP's input ends: it has to be asked, after the handshake.
-    let talk = async {
-        use tokio::io::AsyncWriteExt;
-        let mut stdin = child.stdin.take()?;
-        stdin
-            .write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"cont\"}\n")
-            .await
-            .ok()?;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        stdin.write_all(b"{\"execute\":\"quit\"}\n").await.ok()?;
-        child.wait().await.ok()
+    let mut child = child;
+    let read = || std::fs::read(&console).unwrap_or_default();
+    // The kernel got through its whole boot to the root it was not given: it runs.
+    let panicked = |text: &[u8]| text.windows(12).any(|w| w == b"Kernel panic");
+    let started = Instant::now();
+    let result = loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() && !read().is_empty() => break Ok(()),
+            Ok(Some(status)) => {
+                let mut stderr = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use tokio::io::AsyncReadExt as _;
+                    let _ = e.read_to_string(&mut stderr).await;
+                }
+                let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                break Err(format!(
+                    "a guest kernel under KVM ended without booting ({status}){}",
+                    if first.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", first.trim())
+                    }
+                ));
+            }
+            Ok(None) if panicked(&read()) => break Ok(()),
+            Ok(None) if started.elapsed() > PROBE_LIMIT => {
+                break Err(match read().is_empty() {
+                    true => format!(
+                        "a guest kernel under KVM printed nothing in {} s: /dev/kvm opens but \
+                         runs no guest",
+                        PROBE_LIMIT.as_secs()
+                    ),
+                    false => format!(
+                        "a guest kernel under KVM printed but had not booted after {} s",
+                        PROBE_LIMIT.as_secs()
+                    ),
+                })
+            }
+            Ok(None) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => break Err(format!("waiting for QEMU failed: {e}")),
+        }
     };
-    match tokio::time::timeout(Duration::from_secs(3), talk).await {
-        Ok(Some(status)) if status.success() => Accel::Kvm,
-        _ => Accel::Tcg,
-    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let _ = std::fs::remove_file(&console);
+    result
 }
 
 /// What QEMU VMs need on this machine.
