@@ -40,7 +40,10 @@ fn browse(dir: &Path, name: &str, page: &str, fragment: &str) -> String {
             .args(["--headless", "--no-sandbox", "--disable-gpu"])
             .arg("--no-first-run")
             // No calls to Google's hosts as it starts: the network here is closed.
-            .args(["--disable-background-networking", "--disable-component-update"])
+            .args([
+                "--disable-background-networking",
+                "--disable-component-update",
+            ])
             .args(["--disable-sync", "--disable-quic"])
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .args(extra)

@@ -55,7 +55,9 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             }
         }
         if !run.tools.is_empty() {
-            let tools: Vec<String> = (run.tools.iter()).map(|(t, v)| format!("{t} {v}")).collect();
+            let tools: Vec<String> = (run.tools.iter())
+                .map(|(t, v)| format!("{t} {v}"))
+                .collect();
             output::line(format!("    with {}", tools.join(", ")));
         }
         for (env, read) in &run.stacks {

@@ -61,7 +61,10 @@ impl ToolShims {
             .output()
             .unwrap();
         let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        assert!(!path.is_empty(), "{name} is not installed (./scripts/setup installs it)");
+        assert!(
+            !path.is_empty(),
+            "{name} is not installed (./scripts/setup installs it)"
+        );
         path
     }
 

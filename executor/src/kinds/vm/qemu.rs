@@ -284,7 +284,16 @@ impl Qemu {
                 lan_socket: self.lan_socket(),
             };
             launch.port = self
-                .launch(dir, &spec, &kernel, &login, port.take(), net, &mut accel, &accel_cache)
+                .launch(
+                    dir,
+                    &spec,
+                    &kernel,
+                    &login,
+                    port.take(),
+                    net,
+                    &mut accel,
+                    &accel_cache,
+                )
                 .await?;
             let waited = match write_launch(dir, &launch) {
                 Ok(()) => self.wait_for_ssh(dir, &spec, launch.port, ssh, accel).await,
@@ -386,7 +395,10 @@ impl Qemu {
                 *accel = Accel::Tcg;
                 kvm_failed(
                     accel_cache,
-                    &format!("QEMU could not start `{}` under KVM: {last_error}", spec.name),
+                    &format!(
+                        "QEMU could not start `{}` under KVM: {last_error}",
+                        spec.name
+                    ),
                 );
                 port = Some(p);
                 continue;
@@ -455,15 +467,19 @@ impl Qemu {
                          key yet",
                         accel.name()
                     ),
-                    (Some(e), true) => format!(
-                        "it printed its host key, but sshd did not accept envc's key: {e}"
-                    ),
+                    (Some(e), true) => {
+                        format!("it printed its host key, but sshd did not accept envc's key: {e}")
+                    }
                 };
                 let hint = match printed {
-                    false => "QEMU's accelerator here may be broken: ENVC_QEMU_ACCEL=tcg (or \
-                              kvm) chooses it instead of the probe",
-                    true => "a slow machine may need a longer --boot-timeout; a console that \
-                             stops at an error says what the guest lacks",
+                    false => {
+                        "QEMU's accelerator here may be broken: ENVC_QEMU_ACCEL=tcg (or \
+                              kvm) chooses it instead of the probe"
+                    }
+                    true => {
+                        "a slow machine may need a longer --boot-timeout; a console that \
+                             stops at an error says what the guest lacks"
+                    }
                 };
                 return Err(fail(
                     format!("`{name}` did not answer ssh within {secs} s: {cause}"),
@@ -845,7 +861,10 @@ pub async fn accelerator(cache: &Path, kernel: &Path) -> Accel {
                 _ => {}
             }
             let (found, why) = match probe_kvm(kernel, cache).await {
-                Ok(()) => (Accel::Kvm, "the probe's kernel booted under KVM".to_string()),
+                Ok(()) => (
+                    Accel::Kvm,
+                    "the probe's kernel booted under KVM".to_string(),
+                ),
                 Err(why) => (Accel::Tcg, why),
             };
             remember(cache, found, &why);
@@ -865,11 +884,23 @@ async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), String> {
     let _ = std::fs::remove_file(&console);
     let serial = format!("file:{}", console.display());
     let child = tokio::process::Command::new("qemu-system-x86_64")
-        .args(["-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256"])
-        .args(["-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none"])
+        .args([
+            "-machine", "q35", "-accel", "kvm", "-cpu", "host", "-m", "256",
+        ])
+        .args([
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+        ])
         .args(["-no-reboot", "-serial", &serial, "-kernel"])
         .arg(kernel)
-        .args(["-append", "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1"])
+        .args([
+            "-append",
+            "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1",
+        ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
