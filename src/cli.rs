@@ -490,6 +490,12 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread starts (so no one reads the environment as it changes): the tools
+    // envc runs are found where Debian puts them, even from a PATH without /usr/sbin.
+    std::env::set_var(
+        "PATH",
+        envc_executor::with_system_dirs(std::env::var_os("PATH").as_deref()),
+    );
     // Deeply nested input is bounded by the parser and the evaluator's limits; the large
     // stack makes those limits, not the platform's default stack, the ones that apply.
     let worker = std::thread::Builder::new()

@@ -93,9 +93,13 @@ struct Project {
     dir: tempfile::TempDir,
     /// Who runs envc: root, or `TEST_USER`.
     as_user: bool,
-    /// `PATH` for envc, where tools are stood in for (`ToolShims`).
-    path: Option<String>,
+    /// Where tools are stood in for (`ToolShims`), first on envc's `PATH`.
+    shims: Option<PathBuf>,
 }
+
+/// An ordinary user's login `PATH` on Debian (`su -l`): no `/usr/sbin`, where `mke2fs`,
+/// `debugfs` and `e2fsck` are. envc finds them there all the same.
+const USER_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/games";
 
 impl Project {
     fn new(name: &str, text: &str) -> Project {
@@ -107,7 +111,7 @@ impl Project {
         Project {
             dir,
             as_user: false,
-            path: None,
+            shims: None,
         }
     }
 
@@ -169,9 +173,17 @@ impl Project {
             // The host `h` is the VM again: envc reaches it with the VMs' key.
             .env("ENVC_SSH_CONFIG", self.ssh_config())
             .stdin(Stdio::null());
-        if let Some(path) = &self.path {
-            cmd.env("PATH", path);
-        }
+        let base = match self.as_user {
+            true => USER_PATH.to_string(),
+            false => std::env::var("PATH").unwrap_or_default(),
+        };
+        cmd.env(
+            "PATH",
+            match &self.shims {
+                Some(dir) => format!("{}:{base}", dir.display()),
+                None => base,
+            },
+        );
         cmd
     }
 
@@ -266,8 +278,7 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     // All of it as an ordinary user: the image, the VM, its configuration and `verify`.
     // Locked against Debian's archive: `verify` rebuilds from the lockfile. The image's
     // pins are the quickstart's, so it is the golden's image (`lock` adds `hello`).
-    let mut p =
-        Project::of_test_user("t.env", ENV, Some(&repo().join("examples/quickstart.lock")));
+    let mut p = Project::of_test_user("t.env", ENV, Some(&repo().join("examples/quickstart.lock")));
     let o = p.envc("t.env", &["lock"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
@@ -282,7 +293,7 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     let shims = ToolShims::new(&p.dir.path().join("shims"));
     shims.ssh(&ssh);
     shims.qemu(&qemu, KvmHangs::Machines);
-    p.path = Some(shims.path());
+    p.shims = Some(shims.dir.clone());
 
     // Cold and locked: the image is built, the VM created and configured. The other
     // revisions are said and do not stop the build: ssh carries bytes, QEMU runs the image.
@@ -291,7 +302,11 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     let o = p.envc("t.env", &["build", "--locked", "--boot-timeout", "150"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let (ran, _, failed) = summary(&o);
-    assert_eq!((ran, failed), (6, 0), "image, vm, package, two files, service");
+    assert_eq!(
+        (ran, failed),
+        (6, 0),
+        "image, vm, package, two files, service"
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     for (tool, version) in [("ssh", &ssh), ("qemu-system-x86_64", &qemu)] {
         assert!(
@@ -318,8 +333,7 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     // The run record holds the tools as they were found here.
     let log = p.envc("t.env", &["log", "--json"]);
     let run: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&log.stdout).lines().last().unwrap())
-            .unwrap();
+        serde_json::from_str(String::from_utf8_lossy(&log.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(run["tools"]["ssh"], ssh.as_str(), "{run}");
     assert_eq!(run["tools"]["qemu-system-x86_64"], qemu.as_str(), "{run}");
     // Built without root, it is the bits root built where the golden was written (and
@@ -411,7 +425,10 @@ fn a_vm_from_a_reproducible_image_lives_its_whole_life() {
     );
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("`t-1` did not answer ssh within 2 s: it "), "{err}");
+    assert!(
+        err.contains("`t-1` did not answer ssh within 2 s: it "),
+        "{err}"
+    );
     assert!(
         err.contains("console") && err.contains("last lines"),
         "{err}"

@@ -131,6 +131,33 @@ fn runs(tool: &Tool) -> Result<(), ToolFault> {
 
 /// An executable file of that name in a `$PATH` directory (for tools with no harmless
 /// version argument: `ssh-keygen` with none would start making a key).
+/// Where Debian puts the programs envc runs, whether or not the `PATH` envc was started
+/// with names them: an ordinary user's login `PATH` has no `/usr/sbin`, where `mke2fs`,
+/// `debugfs` and `e2fsck` are, so a first image build there failed with "not installed"
+/// (tests/machines.rs builds as such a user, with such a `PATH`).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// `path` with each of [`SYSTEM_DIRS`] it lacks appended, in that order: what is already
+/// there keeps its place, so a user's own choice of a tool still wins.
+pub fn with_system_dirs(path: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+    let mut dirs: Vec<std::path::PathBuf> = path
+        .map(|p| std::env::split_paths(p).collect())
+        .unwrap_or_default();
+    for d in SYSTEM_DIRS {
+        if !dirs.iter().any(|x| x == std::path::Path::new(d)) {
+            dirs.push(d.into());
+        }
+    }
+    std::env::join_paths(dirs).unwrap_or_else(|_| path.map(ToOwned::to_owned).unwrap_or_default())
+}
+
 fn on_path(name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").is_some_and(|path| {
@@ -147,6 +174,27 @@ mod tests {
 
     /// A tool that is surely absent is reported with its package; one that surely runs is
     /// not (`sh` stands in for an installed tool).
+    #[test]
+    fn the_system_directories_are_added_after_what_path_has() {
+        let check = |path: Option<&str>, expected: &str| {
+            let got = with_system_dirs(path.map(std::ffi::OsStr::new));
+            assert_eq!(got.to_str(), Some(expected), "{path:?}");
+        };
+        // An ordinary user's login PATH on Debian.
+        check(
+            Some("/usr/local/bin:/usr/bin:/bin:/usr/games"),
+            "/usr/local/bin:/usr/bin:/bin:/usr/games:/usr/local/sbin:/usr/sbin:/sbin",
+        );
+        check(
+            Some("/opt/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+            "/opt/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        );
+        check(
+            None,
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        );
+    }
+
     #[test]
     fn reports_what_does_not_run() {
         let absent = tool("envc-no-such-tool", Some("--version"), "envc-test");
