@@ -129,20 +129,11 @@ fn runs(tool: &Tool) -> Result<(), ToolFault> {
     }
 }
 
-/// An executable file of that name in a `$PATH` directory (for tools with no harmless
-/// version argument: `ssh-keygen` with none would start making a key).
-/// Where Debian puts the programs envc runs, whether or not the `PATH` envc was started
-/// with names them: an ordinary user's login `PATH` has no `/usr/sbin`, where `mke2fs`,
-/// `debugfs` and `e2fsck` are, so a first image build there failed with "not installed"
-/// (tests/machines.rs builds as such a user, with such a `PATH`).
-pub const SYSTEM_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
+/// Where Debian puts the administrator's programs envc runs, whether or not the `PATH` envc
+/// was started with names them: an ordinary user's login `PATH` has no `/usr/sbin`, where
+/// `mke2fs`, `debugfs` and `e2fsck` are, so a first image build there failed with "not
+/// installed" (tests/machines.rs builds as such a user, with such a `PATH`).
+pub const SYSTEM_DIRS: &[&str] = &["/usr/local/sbin", "/usr/sbin", "/sbin"];
 
 /// `path` with each of [`SYSTEM_DIRS`] it lacks appended, in that order: what is already
 /// there keeps its place, so a user's own choice of a tool still wins.
@@ -158,6 +149,8 @@ pub fn with_system_dirs(path: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
     std::env::join_paths(dirs).unwrap_or_else(|_| path.map(ToOwned::to_owned).unwrap_or_default())
 }
 
+/// An executable file of that name in a `$PATH` directory (for tools with no harmless
+/// version argument: `ssh-keygen` with none would start making a key).
 fn on_path(name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").is_some_and(|path| {
@@ -189,10 +182,7 @@ mod tests {
             Some("/opt/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
             "/opt/shims:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         );
-        check(
-            None,
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
+        check(None, "/usr/local/sbin:/usr/sbin:/sbin");
     }
 
     #[test]

@@ -865,7 +865,7 @@ pub async fn accelerator(cache: &Path, kernel: &Path) -> Accel {
                     Accel::Kvm,
                     "the probe's kernel booted under KVM".to_string(),
                 ),
-                Err(why) => (Accel::Tcg, why),
+                Err(why) => (Accel::Tcg, why.to_string()),
             };
             remember(cache, found, &why);
             found
@@ -877,7 +877,50 @@ pub async fn accelerator(cache: &Path, kernel: &Path) -> Accel {
 /// off (`panic=-1` with `-no-reboot`). Only a guest that really runs gets there; a vCPU
 /// that runs a moment under `-S`/`cont` proves nothing (seen passing where every guest then
 /// hung). Err says what went wrong.
-async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), String> {
+/// Why the probe found that KVM runs no guest here.
+#[derive(Debug)]
+enum NoKvm {
+    /// QEMU could not be started or waited for.
+    CannotRun(std::io::Error),
+    /// QEMU ended before the kernel booted ("failed to set MSR", no /dev/kvm, …): its
+    /// first line on stderr.
+    Ended {
+        status: std::process::ExitStatus,
+        said: String,
+    },
+    /// The kernel had not booted within [`PROBE_LIMIT`]; whether it printed at all.
+    TimedOut { printed: bool },
+}
+
+impl std::fmt::Display for NoKvm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = PROBE_LIMIT.as_secs();
+        match self {
+            NoKvm::CannotRun(e) => write!(f, "cannot run qemu-system-x86_64: {e}"),
+            NoKvm::Ended { status, said } if said.is_empty() => {
+                write!(
+                    f,
+                    "a guest kernel under KVM ended without booting ({status})"
+                )
+            }
+            NoKvm::Ended { status, said } => write!(
+                f,
+                "a guest kernel under KVM ended without booting ({status}): {said}"
+            ),
+            NoKvm::TimedOut { printed: false } => write!(
+                f,
+                "a guest kernel under KVM printed nothing in {secs} s: /dev/kvm opens but runs \
+                 no guest"
+            ),
+            NoKvm::TimedOut { printed: true } => write!(
+                f,
+                "a guest kernel under KVM printed but had not booted after {secs} s"
+            ),
+        }
+    }
+}
+
+async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), NoKvm> {
     // No look at /dev/kvm first: QEMU says why it cannot use it (absent, or not this
     // user's to open) as it fails, at once.
     let console = cache.with_file_name("accel-probe-console.log");
@@ -908,7 +951,7 @@ async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), String> {
         .spawn();
     let child = match child {
         Ok(c) => c,
-        Err(e) => return Err(format!("cannot run qemu-system-x86_64: {e}")),
+        Err(e) => return Err(NoKvm::CannotRun(e)),
     };
     let mut child = child;
     let read = || std::fs::read(&console).unwrap_or_default();
@@ -925,31 +968,19 @@ async fn probe_kvm(kernel: &Path, cache: &Path) -> Result<(), String> {
                     let _ = e.read_to_string(&mut stderr).await;
                 }
                 let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                break Err(format!(
-                    "a guest kernel under KVM ended without booting ({status}){}",
-                    if first.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", first.trim())
-                    }
-                ));
+                break Err(NoKvm::Ended {
+                    status,
+                    said: first.trim().to_string(),
+                });
             }
             Ok(None) if panicked(&read()) => break Ok(()),
             Ok(None) if started.elapsed() > PROBE_LIMIT => {
-                break Err(match read().is_empty() {
-                    true => format!(
-                        "a guest kernel under KVM printed nothing in {} s: /dev/kvm opens but \
-                         runs no guest",
-                        PROBE_LIMIT.as_secs()
-                    ),
-                    false => format!(
-                        "a guest kernel under KVM printed but had not booted after {} s",
-                        PROBE_LIMIT.as_secs()
-                    ),
-                })
+                break Err(NoKvm::TimedOut {
+                    printed: !read().is_empty(),
+                });
             }
             Ok(None) => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => break Err(format!("waiting for QEMU failed: {e}")),
+            Err(e) => break Err(NoKvm::CannotRun(e)),
         }
     };
     let _ = child.start_kill();
