@@ -223,3 +223,104 @@ fn junit(xml: &str) -> Vec<(String, Vec<(String, Option<String>)>)> {
     assert_eq!(depth, 0, "every element is closed: {xml}");
     suites
 }
+
+/// A test reads only its project (issue 59): an `env` or policy pack that is absolute, goes
+/// up past the project root, or is a link out of it is refused before anything is read, and
+/// the outside file's lines appear nowhere in what envc prints.
+#[test]
+fn envc_test_reads_nothing_outside_the_project() {
+    let p = project();
+    let dir = p.path();
+    // A file outside the project, with a line that must never be shown.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.env");
+    std::fs::write(&secret, "root:$y$j9T$not-to-be-shown:19000:0:99999:7:::\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("linked.env")).unwrap();
+    let up = pathdiff(&secret, dir);
+    for (field, value) in [
+        ("env", secret.display().to_string()),
+        ("env", up.clone()),
+        ("env", "./linked.env".to_string()),
+        ("policies", up),
+    ] {
+        std::fs::write(
+            dir.join("escape_test.env"),
+            format!("test \"t\" {{\n  {field} = \"{value}\"\n  expect true\n}}\n"),
+        )
+        .unwrap();
+        let out = envc(dir, &["test", "escape_test.env"]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{field} = {value}: {stdout}{stderr}"
+        );
+        assert!(
+            stderr.contains("test::outside-project")
+                && stderr.contains(&format!("a test's `{field}` is outside the project")),
+            "{field} = {value}: {stderr}"
+        );
+        assert!(
+            !stdout.contains("not-to-be-shown") && !stderr.contains("not-to-be-shown"),
+            "{field} = {value}: {stdout}{stderr}"
+        );
+        if value == "./linked.env" {
+            insta::assert_snapshot!("test-outside-project", stderr);
+        }
+    }
+}
+
+/// Snapshots are read and written beneath the test's directory only (issue 59): through a
+/// `snapshots` directory or a snapshot file linked out of it, nothing outside is shown in a
+/// diff, and `--update` never writes there (a linked directory is refused, a linked file
+/// replaced); the outside file stays as it was.
+#[test]
+fn envc_test_snapshots_never_follow_a_link_out() {
+    for linked_dir in [true, false] {
+        let p = project();
+        let dir = p.path();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("web-0.conf");
+        std::fs::write(&victim, "outside line not-to-be-shown\n").unwrap();
+        if linked_dir {
+            std::os::unix::fs::symlink(outside.path(), dir.join("snapshots")).unwrap();
+        } else {
+            std::fs::create_dir(dir.join("snapshots")).unwrap();
+            std::os::unix::fs::symlink(&victim, dir.join("snapshots/web-0.conf")).unwrap();
+        }
+        let out = envc(dir, &["test", "--filter", "two members"]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(
+            !stdout.contains("not-to-be-shown") && !stderr.contains("not-to-be-shown"),
+            "{stdout}{stderr}"
+        );
+        let out = envc(dir, &["test", "--update", "--filter", "two members"]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        if linked_dir {
+            // A link on the way is refused, not followed.
+            assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+            assert!(stderr.contains("cannot write the snapshot"), "{stderr}");
+        } else {
+            // A link at the snapshot's own name is replaced by the snapshot, as `render`
+            // replaces one.
+            assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+            let kept = dir.join("snapshots/web-0.conf");
+            assert!(std::fs::symlink_metadata(&kept).unwrap().is_file());
+            assert!(std::fs::read_to_string(&kept).unwrap().starts_with("me = "));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "outside line not-to-be-shown\n",
+            "written through the link"
+        );
+    }
+}
+
+/// `to` as a path relative to `from` (a directory), up with `..` as far as needed.
+fn pathdiff(to: &Path, from: &Path) -> String {
+    let ups = from.components().count() - 1;
+    let mut rel = "../".repeat(ups);
+    rel.push_str(to.strip_prefix("/").unwrap().to_str().unwrap());
+    rel
+}

@@ -67,6 +67,8 @@ pub(crate) mod verify;
 // reads them.
 pub use project::{project_dir, split_root, FsLoader, MAX_PROJECT_FILE_BYTES};
 pub use session::store_root;
+// Files beneath a directory, never through a link out of it (`envc test`'s snapshots).
+pub use beneath::{Beneath, BeneathError};
 // The PATH envc runs tools with: where Debian puts them, whatever PATH it was started with.
 pub use tools::with_system_dirs;
 

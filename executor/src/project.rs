@@ -38,6 +38,13 @@ impl FsLoader {
     }
 }
 
+impl FsLoader {
+    /// The project root on disk, resolved (`None` when the root file's directory cannot be).
+    pub fn canonical_root(&self) -> Option<&Path> {
+        self.canonical_root.as_deref()
+    }
+}
+
 /// The project root of the root file's directory `dir` (canonical) and where `dir` is in
 /// it; `None` when `dir` cannot be resolved (nothing of it can be read either).
 fn find_project_root(dir: &Path) -> Option<(PathBuf, ProjectRoot)> {

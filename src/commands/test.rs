@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use envc_compiler::testing::{self, RenderFailure, TestRequest, TestWorld};
-use envc_executor::{split_root, FsLoader};
+use envc_executor::{split_root, Beneath, FsLoader};
 
 use super::Ui;
 use crate::exit::{Exit, Failure, Outcome};
@@ -49,8 +49,9 @@ struct Outcome1 {
     name: String,
     held: usize,
     failures: Vec<Shown>,
-    /// Snapshots to write: path and content.
-    snapshots: Vec<(PathBuf, String)>,
+    /// Snapshots to write: the test file's directory, the snapshot's path beneath it
+    /// (`snapshots/NAME`) and its content.
+    snapshots: Vec<(PathBuf, String, String)>,
     duration: Duration,
 }
 
@@ -126,14 +127,16 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
 
     let mut written = 0;
     for o in &outcomes {
-        for (path, text) in &o.snapshots {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Failure::Input(format!("cannot create `{}`: {e}", dir.display()))
+        for (dir, rel, text) in &o.snapshots {
+            // Whole or not at all, and never through a link out of the test's directory.
+            Beneath::open(dir, false)
+                .and_then(|tests| tests.write(rel, text.as_bytes()))
+                .map_err(|e| {
+                    Failure::Input(format!(
+                        "cannot write the snapshot `{}`: {e}",
+                        dir.join(rel).display()
+                    ))
                 })?;
-            }
-            std::fs::write(path, text)
-                .map_err(|e| Failure::Input(format!("cannot write `{}`: {e}", path.display())))?;
             written += 1;
         }
     }
@@ -228,6 +231,47 @@ fn shown_file(p: &Path) -> String {
     s.strip_prefix("./").map_or(s.clone(), str::to_string)
 }
 
+/// The directory a test file is in (`.` for a bare file name).
+fn dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A snapshot's path beneath its test file's directory.
+fn snapshot_path(name: &str) -> String {
+    format!("{SNAPSHOTS}/{name}")
+}
+
+/// Whether `path` (a test's `env` or policy pack, as written) lies under the project root
+/// `root` (canonical), links resolved: a test reads only its project, as imports and
+/// `path()` do. One that does not exist is judged by its words.
+fn inside_project(root: &Path, dir: &Path, path: &str) -> bool {
+    if Path::new(path).is_absolute() {
+        return false;
+    }
+    let joined = dir.join(path);
+    match joined.canonicalize() {
+        Ok(c) => c.starts_with(root),
+        Err(_) => {
+            let Ok(mut at) = dir.canonicalize() else {
+                return false;
+            };
+            for c in Path::new(path).components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        at.pop();
+                    }
+                    std::path::Component::Normal(n) => at.push(n),
+                    _ => {}
+                }
+            }
+            at.starts_with(root)
+        }
+    }
+}
+
 /// The tests of a file; its syntax errors (and a test's `env` or `policies` that is not a
 /// plain string) are bad input, reported as `check` reports them.
 fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
@@ -240,19 +284,39 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
     let id = sources.add_verbatim(shown_file(file), text.as_str().into());
     let parsed = envc_lang::parse(&text, id);
     let mut problems = parsed.errors.clone();
-    let dir = file
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dir = if dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        dir
+    let dir = dir_of(file);
+    let root = FsLoader::new(&dir).canonical_root().map(Path::to_path_buf);
+    // A test's `env` and policy packs are the project's files: a path out of it (absolute,
+    // `../` past the root, a link) would show another file's lines in the errors.
+    let outside = |what: &str, span: envc_lang::Span, path: &str| {
+        let found = root
+            .as_deref()
+            .is_some_and(|r| inside_project(r, &dir, path));
+        (!found).then(|| {
+            envc_lang::Diagnostic::new(
+                "test::outside-project",
+                format!("a test's `{what}` is outside the project"),
+            )
+            .label(id, span, format!("`{path}` leaves the project"))
+            .message(
+                "A test reads only its project's files, as imports and `path()` do; the \
+                 project root is the nearest directory above the test that holds an envc.toml \
+                 or is a git work tree, else the test's own directory.",
+            )
+            .help("name a file under the project root, relative to the test file")
+        })
     };
     let mut cases = Vec::new();
     for (index, t) in testing::tests_of(&parsed.module).into_iter().enumerate() {
         let env = match t.field("env") {
             Some(f) => match testing::plain_strings(&f.value, id, "env") {
-                Ok(v) if v.len() == 1 => dir.join(&v[0]),
+                Ok(v) if v.len() == 1 => match outside("env", f.value.span, &v[0]) {
+                    Some(d) => {
+                        problems.push(d);
+                        continue;
+                    }
+                    None => dir.join(&v[0]),
+                },
                 Ok(_) => {
                     problems.push(
                         envc_lang::Diagnostic::new("test::field", "a test's `env` is one path")
@@ -270,7 +334,13 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
         };
         let policies = match t.field("policies") {
             Some(f) => match testing::plain_strings(&f.value, id, "policies") {
-                Ok(v) => v.iter().map(|p| dir.join(p)).collect(),
+                Ok(v) => match v.iter().find_map(|p| outside("policies", f.value.span, p)) {
+                    Some(d) => {
+                        problems.push(d);
+                        continue;
+                    }
+                    None => v.iter().map(|p| dir.join(p)).collect(),
+                },
                 Err(d) => {
                     problems.push(d);
                     continue;
@@ -294,9 +364,11 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
 }
 
 /// Templates rendered by the executor's engine (the one a build uses), snapshots read from
-/// `snapshots/` beside the test file.
+/// `snapshots/` beside the test file: beneath its directory, never through a link (a
+/// `snapshots` linked to `/etc` would show `/etc`'s files in a diff). `None` where the
+/// directory cannot be opened: every snapshot is then missing.
 struct World {
-    snapshots: PathBuf,
+    tests: Option<Beneath>,
 }
 
 impl TestWorld for World {
@@ -312,7 +384,8 @@ impl TestWorld for World {
     }
 
     fn snapshot(&self, name: &str) -> Option<String> {
-        std::fs::read_to_string(self.snapshots.join(name)).ok()
+        let bytes = self.tests.as_ref()?.read(&snapshot_path(name)).ok()??;
+        String::from_utf8(bytes).ok()
     }
 }
 
@@ -360,12 +433,9 @@ fn run_one(case: &Case, update: bool, ui: Ui) -> Outcome1 {
     }
     let (dir, root) = split_root(&case.env);
     let loader = FsLoader::new(&dir);
-    let test_dir = case
-        .file
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let test_dir = dir_of(&case.file);
     let world = World {
-        snapshots: test_dir.join(SNAPSHOTS),
+        tests: Beneath::open(&test_dir, false).ok(),
     };
     let run = testing::run(&TestRequest {
         file_name: file,
@@ -404,7 +474,7 @@ fn run_one(case: &Case, update: bool, ui: Ui) -> Outcome1 {
     outcome.snapshots = run
         .snapshots
         .into_iter()
-        .map(|(name, text)| (world.snapshots.join(name), text))
+        .map(|(name, text)| (test_dir.clone(), snapshot_path(&name), text))
         .collect();
     outcome.duration = started.elapsed();
     outcome
