@@ -159,6 +159,22 @@ fn lock_pins_packages_checks_moves_and_explains_the_move() {
         "{}",
         text(&o)
     );
+    // A revision that git would take for an option is refused; git never sees it (it wrote
+    // its output to the file the option named).
+    let o = p.envc(&[
+        "lock",
+        "diff",
+        "--",
+        "--output=written:prod.lock",
+        "prod.lock",
+    ]);
+    expect(&o, 1);
+    assert!(
+        stderr(&o).contains("a revision does not start with `-`"),
+        "{}",
+        text(&o)
+    );
+    assert!(!p.path("written:prod.lock").exists() && !p.path("written").exists());
 
     // The images' clock moves to the pinned archive's own date (Sat, 11 Jul 2026 10:16:37).
     let o = p.envc(&["lock", "prod.env", "--update=source_date_epoch"]);

@@ -258,6 +258,9 @@ pub enum ReadLockError {
     NotInGit { arg: String, stderr: String },
     /// An argument that is neither a file nor `REV:PATH`.
     NoSuchFile { arg: String },
+    /// A `REV:PATH` whose revision starts with `-`: git would read it as an option
+    /// (`--output=/tmp/x:y` wrote a file).
+    RevisionIsAnOption { arg: String },
     /// The lockfile an argument names is read but broken: every problem in it.
     ArgInvalid { arg: String, errors: Vec<LockError> },
 }
@@ -291,6 +294,11 @@ impl std::fmt::Display for ReadLockError {
             ReadLockError::NoSuchFile { arg } => write!(
                 f,
                 "{arg}: no such file (a git revision is written `REV:PATH`)"
+            ),
+            ReadLockError::RevisionIsAnOption { arg } => write!(
+                f,
+                "{arg}: a revision does not start with `-` (git would take it for an option); \
+                 write `./{arg}` for a file of that name"
             ),
             ReadLockError::ArgInvalid { arg, errors } => invalid(f, arg, errors),
         }
@@ -337,8 +345,13 @@ pub fn read_lock_arg(arg: &str) -> Result<Lockfile, ReadLockError> {
             arg: arg.to_string(),
         })?
     } else if let Some((rev, path)) = arg.split_once(':') {
+        if rev.starts_with('-') {
+            return Err(ReadLockError::RevisionIsAnOption {
+                arg: arg.to_string(),
+            });
+        }
         let out = std::process::Command::new("git")
-            .args(["show", &format!("{rev}:{path}")])
+            .args(["show", "--end-of-options", &format!("{rev}:{path}")])
             .output()
             .map_err(|error| ReadLockError::CannotRunGit {
                 arg: arg.to_string(),
