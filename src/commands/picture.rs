@@ -354,12 +354,10 @@ impl Picture {
 
     /// One self-contained page: the model inline, laid out by the page's own script.
     pub fn to_html(&self) -> String {
-        // `</` cannot end the script element it sits in, whatever a node's name holds.
-        let json = serde_json::to_string(self)
-            .unwrap_or_else(|_| "null".into())
-            .replace("</", "<\\/")
-            .replace('\u{2028}', "\\u2028")
-            .replace('\u{2029}', "\\u2029");
+        // Whatever a node's name or a tag holds, nothing in it can end or change the script
+        // element it sits in (`</script>`, `<!--<script>`, which left the page blank): `<`,
+        // `>` and `&` only appear inside JSON strings, where their escapes mean the same.
+        let json = inline_json(&serde_json::to_string(self).unwrap_or_else(|_| "null".into()));
         PAGE.replacen(MARKER, &json, 1).replacen(
             "<title>envc</title>",
             &format!("<title>envc: {}</title>", xml(&self.env)),
@@ -543,9 +541,33 @@ fn xml(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// JSON made safe to sit inside an HTML `<script>` element, as frameworks inline it.
+fn inline_json(json: &str) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::natural;
+    use super::{inline_json, natural};
+
+    /// A tag value that once left the page blank, and the rest of HTML's script hazards:
+    /// none survives into the page raw, and the JSON still reads back to the same value.
+    #[test]
+    fn inline_json_cannot_leave_or_change_its_script_element() {
+        let value = serde_json::json!({"tags": {"note": "<!--<script> </script> a & b \u{2028}"}});
+        let inlined = inline_json(&value.to_string());
+        for raw in ["<", ">", "&", "\u{2028}"] {
+            assert!(!inlined.contains(raw), "{raw} in {inlined}");
+        }
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&inlined).unwrap(),
+            value
+        );
+    }
 
     fn check(names: &[&str], expected: &[&str]) {
         let mut sorted = names.to_vec();
