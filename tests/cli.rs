@@ -1117,6 +1117,44 @@ fn init_starts_a_project_that_checks_and_plans_and_overwrites_nothing() {
     );
 }
 
+/// `envc init` writes only inside DIR (issue 59, item 7): a `.github` linked elsewhere is
+/// refused with nothing written there; a DIR that is a file, a device or a dangling link is
+/// bad input (exit 1), said before anything is written.
+#[test]
+fn init_writes_nothing_through_a_link_and_refuses_a_dir_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let project = dir.path().join("new");
+    std::fs::create_dir(&project).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), project.join(".github")).unwrap();
+    let o = envc(&["init", "new", "--ci", "github"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(".github is a link, and envc init writes only inside"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    assert!(!project.join("prod.env").exists(), "written anyway");
+
+    std::fs::write(dir.path().join("a-file"), "mine\n").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("gone"), dir.path().join("dangling")).unwrap();
+    for (target, says) in [
+        ("a-file", "is not a directory"),
+        ("/dev/null", "is not a directory"),
+        ("dangling", "is a link to nothing"),
+    ] {
+        let o = envc(&["init", target], dir.path());
+        assert_eq!(o.status.code(), Some(1), "{target}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{target}: {}", stderr(&o));
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a-file")).unwrap(),
+        "mine\n"
+    );
+    assert!(!dir.path().join("gone").exists());
+}
+
 /// Completions and man pages come from the command line's own definitions: every
 /// subcommand is in them, and bash reads its script without a syntax error.
 #[test]

@@ -43,8 +43,56 @@ fn files(ci: Option<Ci>) -> Vec<(&'static str, String)> {
     files
 }
 
+/// The first directory on `rel`'s way beneath `dir` that is a symbolic link.
+fn link_on_the_way(dir: &Path, rel: &str) -> Option<PathBuf> {
+    let mut at = dir.to_path_buf();
+    let parent = Path::new(rel).parent()?;
+    for c in parent.components() {
+        at.push(c);
+        if at
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return Some(at);
+        }
+    }
+    None
+}
+
 pub fn init(dir: &Path, ci: Option<Ci>) -> Outcome {
+    // DIR is the user's choice, links followed; anything but a directory (or nothing yet)
+    // is bad input, said before anything is written.
+    match (dir.symlink_metadata(), dir.metadata()) {
+        (Err(_), _) => {}
+        (Ok(_), Ok(m)) if m.is_dir() => {}
+        (Ok(_), Ok(_)) => {
+            return Err(Failure::Input(format!(
+                "{} is not a directory
+  hint: name a new or existing directory: `envc init DIR`",
+                dir.display()
+            )))
+        }
+        (Ok(_), Err(e)) => {
+            return Err(Failure::Input(format!(
+                "{} is a link to nothing ({e})
+  hint: name a new or existing directory, or \
+                 remove the link",
+                dir.display()
+            )))
+        }
+    }
     let files = files(ci);
+    // Beneath DIR nothing is followed out of it: a `.github` that is a link (to another
+    // project, or to /etc) is refused, not written through.
+    if let Some(link) = files.iter().find_map(|(rel, _)| link_on_the_way(dir, rel)) {
+        return Err(Failure::Input(format!(
+            "envc init writes nothing: {} is a link, and envc init writes only inside {}
+  \
+             hint: remove the link, or init another directory",
+            link.display(),
+            dir.display()
+        )));
+    }
     let taken: Vec<PathBuf> = files
         .iter()
         .map(|(rel, _)| dir.join(rel))
