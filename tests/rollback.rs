@@ -181,25 +181,29 @@ fn vendor_archive(
     key.sign(&dists);
     std::fs::create_dir_all(p.path("keys")).unwrap();
     std::fs::write(p.path("keys/acme.asc"), key.public()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new("python3")
-        .args([
-            "-m",
-            "http.server",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ])
+    // The server binds a port of the kernel's choosing and says which: a port picked here
+    // and released could be taken by another test before it binds, and then answered by
+    // that test's server.
+    let mut server = Command::new("python3")
+        .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
         .arg("--directory")
         .arg(dir)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    // "Serving HTTP on 127.0.0.1 port 38215 (http://127.0.0.1:38215/) ..."
+    let port: u16 = said
+        .split(" port ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the archive's server said {said:?}"));
     wait_until(Duration::from_secs(20), "the archive's server", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
