@@ -2896,12 +2896,15 @@ fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec
         }
         NodeKind::Package => vec![PinKey::Package(name.to_string())],
         NodeKind::Image => {
-            // mmdebstrap lays out every file of the image's root: its version is an input.
-            // (ssh and QEMU only carry bytes or run what was built: they are in no node.)
+            // What writes the image's bytes is an input: mmdebstrap lays out its root, GNU
+            // tar writes the root's tarball, mke2fs its disk. (ssh and QEMU only carry bytes
+            // or run what was built: they are in no node.)
             let mut keys = vec![
                 PinKey::Image(name.to_string()),
                 PinKey::SourceDateEpoch,
+                PinKey::Tool("mke2fs".into()),
                 PinKey::Tool("mmdebstrap".into()),
+                PinKey::Tool("tar".into()),
             ];
             if let Some(Value::Str(suite)) = attrs.get("suite") {
                 keys.push(PinKey::debian_archive(suite));

@@ -96,13 +96,19 @@ fn a_moved_pin_changes_exactly_its_users_and_their_dependents() {
         &[image_a, ("source_date_epoch", "1700086400")],
         &["image:base", "vm:v", "v/file:/etc/on-vm"],
     );
-    // mmdebstrap, which lays out the image's root, moves: the same three. ssh and QEMU only
-    // carry bytes or run what was built: no node is made with them.
-    check(
-        &[image_a, ("tool:mmdebstrap", "1.3.5")],
-        &[image_a, ("tool:mmdebstrap", "1.5.7")],
-        &["image:base", "vm:v", "v/file:/etc/on-vm"],
-    );
+    // mmdebstrap, tar or mke2fs, which write the image's bytes, moves: the same three. ssh
+    // and QEMU only carry bytes or run what was built: no node is made with them.
+    for (tool, from, to) in [
+        ("tool:mmdebstrap", "1.3.5", "1.5.7"),
+        ("tool:tar", "1.34", "1.35"),
+        ("tool:mke2fs", "1.47.0", "1.47.2"),
+    ] {
+        check(
+            &[image_a, (tool, from)],
+            &[image_a, (tool, to)],
+            &["image:base", "vm:v", "v/file:/etc/on-vm"],
+        );
+    }
     check(
         &[("tool:ssh", "9.2p1 Debian-2+deb12u6")],
         &[("tool:ssh", "9.2p1 Debian-2+deb12u10")],

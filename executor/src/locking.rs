@@ -20,6 +20,11 @@ use envc_lockfiles::{
 use crate::kinds::image::build::lock_includes;
 use crate::spec::{NodeSpec, Spec, Val};
 
+/// The tools whose versions can change an image's bytes: mmdebstrap lays out its root, GNU
+/// tar writes the root's tarball, `mke2fs -d` its disk. Pinned for every image, and in its
+/// id (`compiler/src/eval.rs::pin_keys`).
+const IMAGE_TOOLS: &[&str] = &["mke2fs", "mmdebstrap", "tar"];
+
 /// The hash of this envc's standard library, as lockfiles pin it.
 fn stdlib_hash() -> String {
     envc_compiler::stdlib::hash().to_hex().to_string()
@@ -41,7 +46,10 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
         match n.kind {
             NodeKind::Image => {
                 image_needs(n, &mut needs, &mut conflicts);
-                needs.tools.insert("mmdebstrap".into());
+                // What writes the image's bytes (`ToolRole::Shapes`).
+                for tool in IMAGE_TOOLS {
+                    needs.tools.insert((*tool).into());
+                }
             }
             // A cloud machine boots its cloud's image, pinned per region; QEMU is not used.
             NodeKind::Vm => {

@@ -12,9 +12,11 @@ use crate::model::{Lockfile, PinKey, ToolPin};
 
 /// The tools envc probes, and the argument that makes each print its version.
 pub const TOOLS: &[(&str, &str)] = &[
+    ("mke2fs", "-V"),
     ("mmdebstrap", "--version"),
     ("qemu-system-x86_64", "--version"),
     ("ssh", "-V"),
+    ("tar", "--version"),
 ];
 
 /// Not a program: the Kubernetes API schema built into envc, that `manifest`s are checked
@@ -130,7 +132,9 @@ pub fn parse_version(tool: &str, output: &str) -> Option<String> {
             let v = rest.split(',').next()?.trim();
             (!v.is_empty()).then(|| v.to_string())
         }
-        // "mmdebstrap 1.3.5"
+        // "tar (GNU tar) 1.34"
+        "tar" => line.split_whitespace().last().map(str::to_string),
+        // "mmdebstrap 1.3.5", "mke2fs 1.47.0 (5-Feb-2023)"
         _ => {
             let rest = line.strip_prefix(tool)?.trim();
             rest.split_whitespace().next().map(str::to_string)
@@ -142,8 +146,9 @@ pub fn parse_version(tool: &str, output: &str) -> Option<String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolRole {
     /// Its version can change what a derivation is: mmdebstrap lays out every file of an
-    /// image's root (the image's node id is made with the locked version), and the
-    /// Kubernetes schema decides which objects are valid. Held exactly.
+    /// image's root, GNU tar writes the root's tarball and `mke2fs -d` (e2fsprogs, with
+    /// `debugfs`) the disk image (the image's node id is made with the locked versions of
+    /// all three); the Kubernetes schema decides which objects are valid. Held exactly.
     Shapes,
     /// It only carries bytes (ssh) or runs what was built (QEMU boots the image, whose bytes
     /// it does not write). Any build of the locked upstream version will do: a Debian
@@ -291,6 +296,16 @@ mod tests {
         );
         check("mmdebstrap", "mmdebstrap 1.3.5\n", Some("1.3.5"));
         check(
+            "mke2fs",
+            "\nmke2fs 1.47.0 (5-Feb-2023)\n\tUsing EXT2FS Library version 1.47.0\n",
+            Some("1.47.0"),
+        );
+        check(
+            "tar",
+            "tar (GNU tar) 1.34\nCopyright (C) 2021 Free Software Foundation, Inc.\n",
+            Some("1.34"),
+        );
+        check(
             "ssh",
             "\nOpenSSH_9.2p1 Debian-2+deb12u6, OpenSSL 3.0.19 27 Jan 2026\n",
             Some("9.2p1 Debian-2+deb12u6"),
@@ -430,7 +445,7 @@ mod tests {
         let e = probe_tool("rm").unwrap_err();
         assert_eq!(
             e.message,
-            "envc does not probe `rm` (it probes mmdebstrap, qemu-system-x86_64, ssh)"
+            "envc does not probe `rm` (it probes mke2fs, mmdebstrap, qemu-system-x86_64, ssh, tar)"
         );
     }
 }
