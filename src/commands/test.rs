@@ -244,7 +244,7 @@ fn snapshot_path(name: &str) -> String {
     format!("{SNAPSHOTS}/{name}")
 }
 
-/// Whether `path` (a test's `env` or policy pack, as written) lies under the project root
+/// Whether `path` (a test's `env`, as written) lies under the project root
 /// `root` (canonical), links resolved: a test reads only its project, as imports and
 /// `path()` do. One that does not exist is judged by its words.
 fn inside_project(root: &Path, dir: &Path, path: &str) -> bool {
@@ -286,8 +286,8 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
     let mut problems = parsed.errors.clone();
     let dir = dir_of(file);
     let root = FsLoader::new(&dir).canonical_root().map(Path::to_path_buf);
-    // A test's `env` and policy packs are the project's files: a path out of it (absolute,
-    // `../` past the root, a link) would show another file's lines in the errors.
+    // A test's `env` is the project's file: a path out of it (absolute, `../` past the
+    // root, a link) would show another file's lines in the errors.
     let outside = |what: &str, span: envc_lang::Span, path: &str| {
         let found = root
             .as_deref()
@@ -334,13 +334,9 @@ fn cases_of(file: &Path, ui: Ui) -> Result<Vec<Case>, Failure> {
         };
         let policies = match t.field("policies") {
             Some(f) => match testing::plain_strings(&f.value, id, "policies") {
-                Ok(v) => match v.iter().find_map(|p| outside("policies", f.value.span, p)) {
-                    Some(d) => {
-                        problems.push(d);
-                        continue;
-                    }
-                    None => v.iter().map(|p| dir.join(p)).collect(),
-                },
+                // Like `--policy DIR`, a pack may be anywhere (an organisation's shared
+                // packs): it is a tree of its own, whose `.env` files alone are read.
+                Ok(v) => v.iter().map(|p| dir.join(p)).collect(),
                 Err(d) => {
                     problems.push(d);
                     continue;
