@@ -932,14 +932,16 @@ mod tests {
             &format!("{host}, suite = \"trixie\", base = image(name = \"t\", suite = \"trixie\"))\n{curl}"),
             &["image t trixie", "package curl trixie", "tool ssh"],
         );
-        // A VM's image is built here: its tools are needed.
+        // A VM's image is built here: its tools are needed (all three that write its bytes).
         check(
             "let v = vm(name = \"v\", image = image(name = \"i\"))\n",
             &[
                 "image i bookworm",
+                "tool mke2fs",
                 "tool mmdebstrap",
                 "tool qemu-system-x86_64",
                 "tool ssh",
+                "tool tar",
             ],
         );
     }
