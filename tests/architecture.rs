@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &str, u8)] = &[
     ("envc-k8s", "k8s", 2),
     ("envc-lockfiles", "lockfiles", 2),
     ("envc-compiler", "compiler", 3),
+    ("envc-store", "store", 3),
     ("envc-ide", "ide", 4),
     ("envc-executor", "executor", 4),
     ("envc", ".", 5),

@@ -159,41 +159,39 @@ pub fn checks_hash(checks: &[CheckSpec]) -> Option<String> {
     Some(h.finalize().to_hex().to_string())
 }
 
-impl CheckResult {
-    /// The failure of its node's step this result stands for.
-    pub fn error(&self) -> StepError {
-        let waited = if self.attempts > 1 {
-            format!(
-                " after {} attempts in {:.0}s",
-                self.attempts,
-                Duration::from_millis(self.duration_ms).as_secs_f64()
-            )
-        } else {
-            String::new()
-        };
-        let output: String = self
-            .output
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .rev()
-            .take(20)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .map(|l| format!("\n    | {l}"))
-            .collect();
-        let cause = format!(
-            "{} {} at {} does not hold{waited}:{output}",
-            self.phase.noun(),
-            self.check,
-            self.location
-        );
-        let hint = match self.phase {
-            Phase::Require => "nothing was changed for this node; make the precondition true on the target, or change the check, and build again",
-            Phase::Expect => "the node is not recorded as done, so the next build tries it again; if it needs longer, give the check `timeout = SECONDS`",
-        };
-        StepError::with_hint(cause, hint)
-    }
+/// The failure of its node's step a check that did not hold stands for.
+pub fn check_failure(result: &CheckResult) -> StepError {
+    let waited = if result.attempts > 1 {
+        format!(
+            " after {} attempts in {:.0}s",
+            result.attempts,
+            Duration::from_millis(result.duration_ms).as_secs_f64()
+        )
+    } else {
+        String::new()
+    };
+    let output: String = result
+        .output
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .map(|l| format!("\n    | {l}"))
+        .collect();
+    let cause = format!(
+        "{} {} at {} does not hold{waited}:{output}",
+        result.phase.noun(),
+        result.check,
+        result.location
+    );
+    let hint = match result.phase {
+        Phase::Require => "nothing was changed for this node; make the precondition true on the target, or change the check, and build again",
+        Phase::Expect => "the node is not recorded as done, so the next build tries it again; if it needs longer, give the check `timeout = SECONDS`",
+    };
+    StepError::with_hint(cause, hint)
 }
 
 /// Runs one check on `t`: attempts until it holds or its timeout has passed.
@@ -272,7 +270,7 @@ pub async fn run_phase(
     let mut results = Vec::new();
     for c in checks.iter().filter(|c| c.phase == phase) {
         let r = run_check(t, c).await;
-        let failed = (!r.ok).then(|| r.error());
+        let failed = (!r.ok).then(|| check_failure(&r));
         results.push(r);
         if let Some(e) = failed {
             return (results, Err(e));

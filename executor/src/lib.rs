@@ -9,6 +9,11 @@
 //! commands report, verify, the store's plain data. The modules are its own rooms; the
 //! few that are `pub` are for integration tests that exercise them against real parts.
 
+// The store's modules under their old names, so that `crate::store::…` and the
+// integration tests' `envc_executor::record::…` read as before.
+pub use envc_store::{envlock, record, remote, shared_state, store};
+pub(crate) use envc_store::{held, names};
+
 // The crate's own rooms. Public only where an integration test (`tests/`,
 // `executor/tests/`) exercises internals against real parts; the CLI goes through the
 // re-exports below, and `tests/architecture.rs` holds it to them.
@@ -19,23 +24,17 @@ pub(crate) mod checks;
 pub(crate) mod config;
 pub(crate) mod connect;
 pub mod debs;
-pub mod envlock;
 pub(crate) mod error;
 pub(crate) mod future;
-pub(crate) mod held;
 pub mod kept;
 pub mod keys;
 pub mod kinds;
 pub mod kustomize;
 pub(crate) mod locking;
 mod moved;
-mod names;
-pub(crate) mod object_id;
 pub mod plan;
 pub(crate) mod probe;
 pub(crate) mod project;
-pub mod record;
-pub mod remote;
 pub mod repair;
 pub mod resolve;
 mod rollback;
@@ -46,12 +45,9 @@ pub(crate) mod script;
 pub(crate) mod secret_edit;
 pub mod secrets;
 pub(crate) mod session;
-pub mod shared_state;
 pub(crate) mod sharing;
 pub mod spec;
 pub(crate) mod stack;
-pub(crate) mod state;
-pub mod store;
 pub mod substitute;
 pub(crate) mod targeting;
 pub(crate) mod templates;
@@ -88,6 +84,7 @@ pub use stack::{facts as stack_facts, StackError};
 
 // The graph as the executor holds it, and a plan of it.
 pub use adopt::Found as AdoptFound;
+pub use checks::check_failure;
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use record::RolloutOutcome;

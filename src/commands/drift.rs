@@ -34,7 +34,10 @@ pub fn drift(
                         json!({"node": key, "check": r.check, "phase": r.phase, "location": r.location, "ok": r.ok, "output": r.output, "attempts": r.attempts, "duration_ms": r.duration_ms}),
                     );
                 } else if !r.ok {
-                    output::line(format!("check     {key}: {}", r.error().cause));
+                    output::line(format!(
+                        "check     {key}: {}",
+                        envc_executor::check_failure(r).cause
+                    ));
                 }
             }
         }

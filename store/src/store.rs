@@ -853,7 +853,7 @@ impl Store {
 
 /// A value's bytes as an object: struct fields in declaration order and `BTreeMap`s, so
 /// equal values give equal bytes.
-pub(crate) fn json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+pub fn json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("records serialise")
 }
 
@@ -874,7 +874,7 @@ fn start_writeback(file: &File) {
 }
 
 /// A new random key for keyed hashes.
-pub(crate) fn new_key() -> io::Result<[u8; 32]> {
+pub fn new_key() -> io::Result<[u8; 32]> {
     let mut key = [0u8; 32];
     getrandom::fill(&mut key).map_err(|e| io::Error::other(e.to_string()))?;
     Ok(key)

@@ -3,7 +3,7 @@
 
 /// Environment names become file names: keep the readable ones, hex-encode the rest
 /// (with an `x-` prefix that readable names may not start with, so no two names meet).
-pub(crate) fn safe_name(env: &str) -> String {
+pub fn safe_name(env: &str) -> String {
     let readable = !env.is_empty()
         && env.len() <= 100
         && !env.starts_with('.')
@@ -21,11 +21,11 @@ pub(crate) fn safe_name(env: &str) -> String {
     }
 }
 
-pub(crate) fn hex_key(key: &[u8; 32]) -> String {
+pub fn hex_key(key: &[u8; 32]) -> String {
     key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub(crate) fn parse_key(text: &str) -> Option<[u8; 32]> {
+pub fn parse_key(text: &str) -> Option<[u8; 32]> {
     let t = text.trim();
     if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -38,7 +38,7 @@ pub(crate) fn parse_key(text: &str) -> Option<[u8; 32]> {
 }
 
 /// The environment whose ref file is named `name`, if `name` is one [`safe_name`] makes.
-pub(crate) fn env_of_safe_name(name: &str) -> Option<String> {
+pub fn env_of_safe_name(name: &str) -> Option<String> {
     let env = match name.strip_prefix("x-") {
         Some(hex) if hex.len() % 2 == 0 => {
             let bytes: Option<Vec<u8>> = (0..hex.len())
@@ -56,7 +56,7 @@ pub(crate) fn env_of_safe_name(name: &str) -> Option<String> {
 /// 16 hex digits no other caller gets: names of things made beside others' (staging
 /// directories on targets, control sockets being started). Random; should the system's
 /// randomness fail, the process id, the clock and a counter still keep it unique here.
-pub(crate) fn unique_tag() -> String {
+pub fn unique_tag() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut bytes = [0u8; 8];
