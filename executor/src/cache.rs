@@ -810,3 +810,75 @@ impl BinaryCache {
         Ok(entry)
     }
 }
+
+/// The binary cache as a build uses it: looked up before building, pushed to after, each
+/// transfer told to `transfers` (the run's progress).
+#[derive(Clone)]
+pub struct CacheUse {
+    pub cache: BinaryCache,
+    pub push: bool,
+    pub transfers: Arc<dyn Transfers>,
+}
+
+impl CacheUse {
+    /// Using `cache`, its transfers told to nobody.
+    pub fn new(cache: BinaryCache, push: bool) -> CacheUse {
+        CacheUse {
+            cache,
+            push,
+            transfers: Arc::new(Quiet),
+        }
+    }
+}
+
+impl std::fmt::Debug for CacheUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheUse")
+            .field("cache", &self.cache)
+            .field("push", &self.push)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The binary cache is where the store finds pinned `.deb`s it lacks, before the mirror.
+impl crate::store::DebSubstituter for CacheUse {
+    fn url(&self) -> String {
+        self.cache.url().to_string()
+    }
+
+    fn push(&self) -> bool {
+        self.push
+    }
+
+    fn get_deb(
+        &self,
+        sha256: &str,
+        size: u64,
+    ) -> futures::future::BoxFuture<'static, Result<Option<Vec<u8>>, crate::store::SubstituteError>>
+    {
+        let (cache, sha256) = (self.cache.clone(), sha256.to_string());
+        Box::pin(async move {
+            let remote = cache.remote().clone();
+            remote
+                .run(async move { cache.get_deb(&sha256, size).await })
+                .await
+                .map(|found| found.map(|b| b.to_vec()))
+                .map_err(Into::into)
+        })
+    }
+
+    fn put_deb(
+        &self,
+        sha256: &str,
+        bytes: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, Result<(), crate::store::SubstituteError>> {
+        let (cache, sha256) = (self.cache.clone(), sha256.to_string());
+        Box::pin(async move {
+            let remote = cache.remote().clone();
+            remote
+                .run(async move { cache.put_deb(&sha256, bytes::Bytes::from(bytes)).await })
+                .await
+                .map_err(Into::into)
+        })
+    }
+}

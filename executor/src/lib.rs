@@ -50,7 +50,6 @@ pub mod spec;
 pub(crate) mod stack;
 pub mod substitute;
 pub(crate) mod targeting;
-pub(crate) mod templates;
 pub(crate) mod tools;
 pub mod transport;
 pub(crate) mod verify;
@@ -85,6 +84,7 @@ pub use stack::{facts as stack_facts, StackError};
 // The graph as the executor holds it, and a plan of it.
 pub use adopt::Found as AdoptFound;
 pub use checks::check_failure;
+pub use kinds::file::templates::check_templates;
 pub use kinds::manifest::rendered as rendered_manifest;
 pub use plan::{Action, Assessment, Plan};
 pub use record::RolloutOutcome;
@@ -94,7 +94,6 @@ pub use substitute::{describe_decl, placeholders_in, render_template, Resolution
 pub use targeting::{
     matches as key_matches, restrict, select as select_nodes, NoMatch, SelectError, Targeted,
 };
-pub use templates::check_templates;
 
 // `envc secret edit`: the plaintext in an editor, removed on every way out.
 pub use secret_edit::{edit as edit_secrets, EditError};

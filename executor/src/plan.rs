@@ -337,7 +337,7 @@ pub fn plan(
     let mut previews = BTreeMap::new();
     for n in &nodes {
         let i = n.index;
-        if spec.nodes[i].kind == envc_compiler::types::NodeKind::Manifest
+        if kinds::of(spec.nodes[i].kind).previewed()
             && matches!(n.assessment.resolved, Err(Resolution::Pending(_)))
         {
             let lookup = |j: usize| known[j].as_ref();

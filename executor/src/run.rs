@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::adopt::Found;
+use crate::cache::CacheUse;
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::connect::{recorded_key, Connections};
 use crate::envlock::EnvLock;
@@ -28,7 +29,6 @@ use crate::error::StepError;
 use crate::kinds;
 use crate::kinds::gitops::remote::{self, Delivery, GitopsSpec};
 use crate::kinds::gitops::{short, Deliver};
-use crate::kinds::image::build::CacheUse;
 use crate::kinds::node_type::{
     payload_of, Absent, Launch, Launching, Removal, Removing, Step, StepCx, Unit, UnitCx,
 };
@@ -1023,7 +1023,7 @@ impl<'s> Scheduler<'s> {
                     )
                 };
                 let node = &spec.nodes[i];
-                if node.kind == NodeKind::Host
+                if kinds::of(node.kind).renews_trust()
                     && a.action == Action::Unchanged
                     && self.conns.trusted.contains(&node.name)
                 {
@@ -1220,10 +1220,12 @@ impl<'s> Scheduler<'s> {
                         if let Some(bytes) = resolved.payload.kept() {
                             record.content = Some(env.write_bytes_later(bytes.into_owned()));
                         }
-                        if let Some(commit) = applied
-                            .facts
-                            .get(fact::delivery::COMMIT)
-                            .filter(|_| spec.nodes[i].kind == NodeKind::Manifest)
+                        if let Some(commit) =
+                            applied.facts.get(fact::delivery::COMMIT).filter(|_| {
+                                spec.nodes[i]
+                                    .target
+                                    .is_some_and(|t| kinds::of(spec.nodes[t].kind).holds())
+                            })
                         {
                             self.delivered.insert(self.target_of(i), commit.clone());
                         }
@@ -1541,7 +1543,7 @@ impl<'s> Scheduler<'s> {
             // A repository is forgotten (it stays as it is) once no object is recorded in it.
             let repos: Vec<RealizationRecord> = recs
                 .extract_if(.., |r| {
-                    on_target(&r.node).is_some_and(|k| k.kind == NodeKind::Gitops)
+                    on_target(&r.node).is_some_and(|k| kinds::of(k.kind).holds())
                 })
                 .collect();
             for r in repos {
@@ -1706,14 +1708,14 @@ impl<'s> Scheduler<'s> {
             .spec
             .nodes
             .iter()
-            .position(|n| n.kind == NodeKind::Gitops && n.name == name);
+            .position(|n| kinds::of(n.kind).holds() && n.name == name);
         if let Some(ix) = in_graph {
             if let Some(g) = self.repository_spec(ix) {
                 return Some((self.target_name(ix).to_string(), g.clone(), Some(ix)));
             }
         }
         let (key, record) = env.records.iter().find(|(k, _)| {
-            on_target(k).is_some_and(|k| k.kind == NodeKind::Gitops && k.name == name)
+            on_target(k).is_some_and(|k| kinds::of(k.kind).holds() && k.name == name)
         })?;
         let spec = GitopsSpec::of_record(record)?;
         Some((on_target(key)?.target?, spec, in_graph))
@@ -1792,7 +1794,7 @@ impl<'s> Scheduler<'s> {
         self.objects_of(ix)
             .map(|j| {
                 let yaml = (self.decided[j].as_ref())
-                    .and_then(|(_, r)| kinds::manifest::rendered(&r.payload))
+                    .and_then(|(_, r)| r.payload.rendered())
                     .map(|(_, yaml)| yaml);
                 (envc_k8s::file_of_node(&self.spec.nodes[j].name), yaml)
             })
@@ -1804,11 +1806,11 @@ impl<'s> Scheduler<'s> {
         (self.spec.nodes.iter()).position(|n| n.kind.is_target() && n.name == name)
     }
 
-    /// The `manifest` nodes delivered to repository node `ix`.
+    /// The nodes delivered to repository node `ix`: what targets a holder is delivered to it
+    /// (the compiler lets only objects target one).
     fn objects_of(&self, ix: usize) -> impl Iterator<Item = usize> + '_ {
         let nodes = &self.spec.nodes;
-        (0..nodes.len())
-            .filter(move |&j| nodes[j].kind == NodeKind::Manifest && nodes[j].target == Some(ix))
+        (0..nodes.len()).filter(move |&j| nodes[j].target == Some(ix))
     }
 
     fn report_deletion(

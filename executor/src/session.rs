@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use envc_compiler::SourceLoader;
 
+use crate::cache::CacheUse;
 use crate::checks::{run_phase, CheckResult, CheckSpec, Phase};
 use crate::config::{ConfigError, Shared, StateSettings};
 use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::held::HeldDir;
 use crate::kept::Persist;
-use crate::kinds::image::build::CacheUse;
 use crate::kinds::vm::machines::Machines;
 use crate::plan::{plan, Action, Plan};
 use crate::probe::{local_drift, probe, remote_drift, Probed, Reading};

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::record::Targeted;
 use crate::spec::{on_target, targetless, CheckDecl, Spec, Val};
-use envc_compiler::types::NodeKind;
 
 /// A pattern that names no node of the graph nor any record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,7 +249,7 @@ fn split_repositories(spec: &Spec, keep: &[bool]) -> Result<(), SelectError> {
     let mut by_repo: BTreeMap<usize, (Option<usize>, Option<usize>)> = BTreeMap::new();
     for (i, node) in spec.nodes.iter().enumerate() {
         let Some(t) = node.target else { continue };
-        if spec.nodes[t].kind != NodeKind::Gitops {
+        if !crate::kinds::of(spec.nodes[t].kind).holds() {
             continue;
         }
         let e = by_repo.entry(t).or_default();

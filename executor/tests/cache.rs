@@ -301,7 +301,7 @@ fn a_pinned_deb_goes_through_the_cache_to_a_machine_the_mirror_no_longer_serves(
     let using = |store: &Store, push: bool| {
         store
             .clone()
-            .with_deb_cache(Some(envc_executor::kinds::image::build::CacheUse::new(
+            .with_deb_cache(Some(envc_executor::cache::CacheUse::new(
                 w.cache(&[], None),
                 push,
             )))

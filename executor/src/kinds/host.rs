@@ -23,6 +23,15 @@ impl NodeType for Host {
         NodeKind::Host
     }
 
+    fn renews_trust(&self) -> bool {
+        true
+    }
+
+    fn identity_facts(&self) -> &'static [&'static str] {
+        use envc_ids::fact::machine::{FINGERPRINT, HOST_KEY};
+        &[HOST_KEY, FINGERPRINT]
+    }
+
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let port = match r.attrs.get("port") {
             Some(Val::Int(p)) => u16::try_from(*p).unwrap_or(22),

@@ -22,6 +22,10 @@ impl NodeType for Manifest {
         NodeKind::Manifest
     }
 
+    fn previewed(&self) -> bool {
+        true
+    }
+
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let attrs = &r.attrs;
         let text = |k: &str| match attrs.get(k) {
@@ -61,6 +65,10 @@ impl NodeType for Manifest {
 }
 
 impl Realize for ManifestSpec {
+    fn rendered(&self) -> Option<(String, String)> {
+        Some((self.file_name(), self.yaml()))
+    }
+
     fn not_run(&self, node: &NodeSpec) -> Option<String> {
         node.target.is_none().then(|| {
             "not delivered: it has no `target` (a `gitops` repository); `envc render FILE --out DIR` writes it".to_string()
@@ -100,5 +108,5 @@ impl ManifestSpec {
 /// The file name and canonical YAML of a resolved node that is a manifest (`envc render`
 /// writes them), `None` for any other kind.
 pub fn rendered(payload: &Payload) -> Option<(String, String)> {
-    super::node_type::payload_of::<ManifestSpec>(payload).map(|m| (m.file_name(), m.yaml()))
+    payload.rendered()
 }

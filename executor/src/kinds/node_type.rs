@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use envc_ids::{NodeKind, ResolvedHash};
 
+use crate::cache::CacheUse;
 use crate::connect::Connections;
 use crate::error::StepError;
 pub use crate::future::BoxFuture;
-use crate::kinds::image::build::CacheUse;
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, CommandLine, CommandLog, DriftFacts, Facts, RealizationRecord};
 use crate::secrets::Secrets;
@@ -76,10 +76,41 @@ pub trait NodeType: Sync {
         false
     }
 
+    /// Whether such a node is a machine envc makes and boots (a VM): `envc verify`'s lab
+    /// counts them as its boot, and a machine envc only reaches (a host) is stood in for
+    /// by one.
+    fn boots(&self) -> bool {
+        false
+    }
+
+    /// Whether `--trust-host-key NAME` updates such a node that is otherwise unchanged:
+    /// trusting a new key means contacting the machine to learn it.
+    fn renews_trust(&self) -> bool {
+        false
+    }
+
+    /// Whether a plan shows what such a node would be while values it needs are still
+    /// pending (an object's YAML, with placeholders where they go).
+    fn previewed(&self) -> bool {
+        false
+    }
+
     /// When what is on it goes with it as it leaves (a VM's disk holds it all): what is
     /// said of each such thing.
     fn takes_along(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Facts that say which machine this is or where envc reaches it: a lab machine that
+    /// `envc verify` boots has its own, so they are expected to differ from production's.
+    fn identity_facts(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Facts that follow from what it ran with (a command's inputs and output): in a lab
+    /// they are expected to differ wherever its attributes took the lab's own values.
+    fn run_facts(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// What envc sees of a record without contacting anything: a VM whose QEMU no longer
@@ -240,6 +271,12 @@ pub trait Realize: PayloadValue + fmt::Debug + Send + Sync {
 
     /// Why it cannot run in a build at all (a Kubernetes object without a repository).
     fn not_run(&self, _node: &NodeSpec) -> Option<String> {
+        None
+    }
+
+    /// The file name and canonical text it is written as, when it is an object delivered
+    /// to a repository or rendered into a directory (a Kubernetes manifest).
+    fn rendered(&self) -> Option<(String, String)> {
         None
     }
 

@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envc_compiler::types::NodeKind;
 use serde::Serialize;
 
 use crate::checks::{CheckResult, Phase};
@@ -92,25 +91,11 @@ impl NodeComparison {
     }
 }
 
-/// Facts that say which machine this is or where envc reaches it: a lab machine has its
-/// own. By the kind of the node (`host`, `vm`).
-fn machine_facts(kind: Option<NodeKind>) -> &'static [&'static str] {
-    use envc_ids::fact::machine::{
-        DIR, FINGERPRINT, HOST_KEY, INSTANCE_ID, PORT, PUBLIC_ADDRESS, SSH_ADDRESS,
-    };
-    match kind {
-        Some(NodeKind::Host) => &[HOST_KEY, FINGERPRINT],
-        Some(NodeKind::Vm) => &[
-            SSH_ADDRESS,
-            PORT,
-            HOST_KEY,
-            FINGERPRINT,
-            DIR,
-            INSTANCE_ID,
-            PUBLIC_ADDRESS,
-        ],
-        _ => &[],
-    }
+/// The kind's type of a node key (`target/kind:name` or `kind:name`).
+fn type_of(key: &str) -> Option<&'static dyn crate::kinds::node_type::NodeType> {
+    key.parse::<envc_ids::NodeKey>()
+        .ok()
+        .map(|k| crate::kinds::of(k.kind))
 }
 
 /// The attribute a fact is derived from, when it is not the fact's own name.
@@ -119,16 +104,6 @@ fn source_attr(fact: &str) -> &str {
         envc_ids::fact::content::SHA256 | "size" => "content",
         other => other,
     }
-}
-
-/// The facts of an `exec` that come from its command having run with its inputs.
-fn command_output(fact: &str) -> bool {
-    matches!(fact, "inputs" | "stdout")
-}
-
-/// The kind of a node key: `target/kind:name` or `kind:name`.
-fn kind_of(key: &str) -> Option<NodeKind> {
-    key.parse::<envc_ids::NodeKey>().ok().map(|k| k.kind)
 }
 
 pub fn compare(sides: &Sides<'_>) -> Vec<NodeComparison> {
@@ -232,10 +207,9 @@ fn compare_node(sides: &Sides<'_>, key: &str) -> NodeComparison {
             Verdict::Same
         } else if sides.vm_stand_ins.contains(key) {
             Verdict::Expected("the lab's own machine: a fresh VM from the host's base".into())
-        } else if machine_facts(kind_of(key)).contains(&name) {
+        } else if type_of(key).is_some_and(|t| t.identity_facts().contains(&name)) {
             Verdict::Expected("the lab's own machine".into())
-        } else if kind_of(key) == Some(NodeKind::Exec)
-            && command_output(name)
+        } else if type_of(key).is_some_and(|t| t.run_facts().contains(&name))
             && !changed_attrs.is_empty()
         {
             // A command's run and output follow from all of what it runs with.

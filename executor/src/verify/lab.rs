@@ -8,14 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 
 use crate::config::Shared;
 use crate::record::{Facts, Outcome};
 use crate::run::{Event, Reporter};
 use crate::session::{BuildRequest, Interrupts, Session, SessionError};
-use crate::spec::{node_key, Spec};
+use crate::spec::Spec;
 use crate::store::Store;
 
 use super::compare::{compare, Records, Sides};
@@ -157,10 +156,7 @@ impl Session {
             let boot = report
                 .outcomes
                 .iter()
-                .filter(|o| {
-                    crate::spec::targetless(&o.node)
-                        .is_some_and(|k| k.kind == envc_compiler::types::NodeKind::Vm)
-                })
+                .filter(|o| boots(&o.node))
                 .map(|o| o.duration_ms)
                 .max()
                 .unwrap_or(0) as f64
@@ -171,15 +167,14 @@ impl Session {
             let started = Instant::now();
             // A host stood in for by a fresh VM: the lab's `vm:NAME` is compared as the
             // production's `host:NAME` (what is on it has the same keys on both sides).
-            let vm_stand_ins: BTreeMap<String, String> = spec
-                .nodes
-                .iter()
-                .filter(|n| n.kind == NodeKind::Host)
-                .map(|h| (node_key(NodeKind::Vm, &h.name, None), h.key.clone()))
-                .filter(|(vm, _)| {
-                    lab_spec
-                        .find(vm)
-                        .is_some_and(|i| lab_spec.nodes[i].stands_in)
+            let vm_stand_ins: BTreeMap<String, String> = (lab_spec.nodes.iter())
+                .filter(|n| n.stands_in)
+                .filter_map(|n| {
+                    let machine = spec
+                        .nodes
+                        .iter()
+                        .find(|m| m.name == n.name && m.kind.is_target() && m.kind != n.kind)?;
+                    Some((n.key.clone(), machine.key.clone()))
                 })
                 .collect();
             let key = |k: &String| vm_stand_ins.get(k).unwrap_or(k).clone();
@@ -260,7 +255,7 @@ struct BootThenDeploy<'a> {
 impl<'a> BootThenDeploy<'a> {
     fn new(lab_spec: &Spec, inner: &'a dyn VerifyReporter) -> BootThenDeploy<'a> {
         let machines = (lab_spec.nodes.iter())
-            .filter(|n| n.kind == NodeKind::Vm)
+            .filter(|n| crate::kinds::of(n.kind).boots())
             .count();
         inner.phase(match machines {
             0 => VerifyPhase::Deploy,
@@ -276,9 +271,7 @@ impl<'a> BootThenDeploy<'a> {
 impl Reporter for BootThenDeploy<'_> {
     fn event(&self, e: Event<'_>) {
         let machine = match &e {
-            Event::Finished { key, .. } => {
-                crate::spec::targetless(key).is_some_and(|k| k.kind == NodeKind::Vm)
-            }
+            Event::Finished { key, .. } => boots(key),
             Event::Started { .. } => false,
         };
         self.inner.event(e);
@@ -312,4 +305,9 @@ impl Reporter for BootThenDeploy<'_> {
     fn transfers(&self) -> Arc<dyn crate::cache::Transfers> {
         self.inner.transfers()
     }
+}
+
+/// Whether the node of `key` is a machine the lab boots.
+fn boots(key: &str) -> bool {
+    crate::spec::targetless(key).is_some_and(|k| crate::kinds::of(k.kind).boots())
 }

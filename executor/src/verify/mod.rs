@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use envc_compiler::types::NodeKind;
 use envc_compiler::SourceLoader;
 use serde::Serialize;
 
@@ -35,7 +34,7 @@ use crate::record::{Facts, RunRecord, State};
 use crate::repair::readable_history;
 use crate::run::Reporter;
 use crate::session::{Interrupts, Session, SessionError};
-use crate::spec::Spec;
+use crate::spec::{NodeSpec, Spec};
 use crate::store::Store;
 use crate::tools::missing_tools;
 
@@ -202,18 +201,22 @@ impl Session {
                 (key, n.assessment.reasons.clone())
             })
             .collect();
-        let images: Vec<(String, ResolvedHash, ImageSpec)> = p
+        let (rebuilt, images): (Vec<&NodeSpec>, Vec<(String, ResolvedHash, ImageSpec)>) = p
             .nodes
             .iter()
             .filter_map(|n| {
                 let r = n.assessment.resolved.as_ref().ok()?;
                 let img = payload_of::<ImageSpec>(&r.payload)?;
-                Some((spec.nodes[n.index].key.clone(), r.hash.clone(), img.clone()))
+                let node = &spec.nodes[n.index];
+                Some((node, (node.key.clone(), r.hash.clone(), img.clone())))
             })
-            .collect();
+            .unzip();
         if request.rebuild && !images.is_empty() {
-            let missing =
-                missing_tools([(NodeKind::Image, crate::kinds::of(NodeKind::Image).tools())]);
+            let missing = missing_tools(
+                rebuilt
+                    .iter()
+                    .map(|n| (n.kind, crate::kinds::of(n.kind).tools_for(n))),
+            );
             if !missing.is_empty() {
                 return Err(SessionError::MissingTools(missing));
             }
@@ -233,7 +236,7 @@ impl Session {
             let debs = self.store.clone().with_deb_cache(
                 cache
                     .clone()
-                    .map(|cache| crate::kinds::image::build::CacheUse::new(cache, false)),
+                    .map(|cache| crate::cache::CacheUse::new(cache, false)),
             );
             let builds = lab.store().clone().with_debs_of(&debs);
             let second = Store::open(&lab.dir().join("second-build"))

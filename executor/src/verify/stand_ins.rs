@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use envc_compiler::types::NodeKind;
 use envc_compiler::StandIn;
 
 use crate::spec::{NodeSpec, Spec};
@@ -160,7 +159,7 @@ pub fn complete(
     let hosts: Vec<&NodeSpec> = spec
         .nodes
         .iter()
-        .filter(|n| n.kind == NodeKind::Host)
+        .filter(|n| n.kind.is_target() && !crate::kinds::of(n.kind).boots())
         .collect();
     for name in named.keys() {
         if !hosts.iter().any(|h| h.name == *name) {

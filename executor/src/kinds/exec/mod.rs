@@ -25,6 +25,10 @@ impl NodeType for Exec {
         NodeKind::Exec
     }
 
+    fn run_facts(&self) -> &'static [&'static str] {
+        &["inputs", "stdout"]
+    }
+
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let spec = exec_spec(r.node, &r.attrs)?;
         // What it runs, as whom, where, with what, and what decides or undoes it: a

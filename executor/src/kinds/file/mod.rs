@@ -2,6 +2,7 @@
 //! target, read back, and removed while they still hold what envc wrote.
 
 pub mod remote;
+pub(crate) mod templates;
 
 use std::collections::BTreeSet;
 

@@ -10,6 +10,7 @@ use envc_compiler::pin::{ArchiveValue, ImageValue, PinKey, PinValue};
 use envc_ids::{NodeKind, ResolvedHash};
 use serde_json::json;
 
+use crate::cache::CacheUse;
 use crate::error::StepError;
 use crate::kinds::node_type::{
     BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit, UnitCx,
@@ -19,7 +20,7 @@ use crate::record::{Applied, DriftFacts, RealizationRecord};
 use crate::spec::{NodeSpec, Val};
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::{tool, Tool};
-use build::{objects, realize_image, CacheUse, ImageSpec};
+use build::{objects, realize_image, ImageSpec};
 
 pub struct Image;
 

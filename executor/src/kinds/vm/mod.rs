@@ -38,6 +38,25 @@ impl NodeType for Vm {
         NodeKind::Vm
     }
 
+    fn boots(&self) -> bool {
+        true
+    }
+
+    fn identity_facts(&self) -> &'static [&'static str] {
+        use envc_ids::fact::machine::{
+            DIR, FINGERPRINT, HOST_KEY, INSTANCE_ID, PORT, PUBLIC_ADDRESS, SSH_ADDRESS,
+        };
+        &[
+            SSH_ADDRESS,
+            PORT,
+            HOST_KEY,
+            FINGERPRINT,
+            DIR,
+            INSTANCE_ID,
+            PUBLIC_ADDRESS,
+        ]
+    }
+
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let node = r.node;
         if let Some(Val::Record(cloud)) = r.attrs.get("cloud") {
