@@ -16,21 +16,32 @@ use crate::transport::{HostKey, HostSpec, SshOptions, Transport};
 
 pub type Connected = Result<(Arc<Transport>, HostKey), StepError>;
 
+/// How a target is reached from its record, by the kind that made the record (a host
+/// where its attributes say, a VM where its facts say). The registry's answer, handed in
+/// by the session: this layer is below the kinds, which reach their machines through it.
+pub type ReachRecord = fn(&str, &RealizationRecord, &Connections) -> Option<HostSpec>;
+
 pub struct Connections {
     pub ssh: SshOptions,
     /// Hosts whose recorded key is not checked (`--trust-host-key NAME`).
     pub trusted: BTreeSet<String>,
     /// The key envc logs in to its own VMs with.
     pub vm_identity: Option<PathBuf>,
+    reach_record: ReachRecord,
     cells: Mutex<BTreeMap<String, Arc<OnceCell<Connected>>>>,
 }
 
 impl Connections {
-    pub fn new(ssh: SshOptions, trusted: BTreeSet<String>) -> Connections {
+    pub fn new(
+        ssh: SshOptions,
+        trusted: BTreeSet<String>,
+        reach_record: ReachRecord,
+    ) -> Connections {
         Connections {
             ssh,
             trusted,
             vm_identity: None,
+            reach_record,
             cells: Mutex::new(BTreeMap::new()),
         }
     }
@@ -46,13 +57,9 @@ impl Connections {
         cells.insert(key.to_string(), cell);
     }
 
-    /// How to reach a target from its record: a host where its attributes say, a VM where
-    /// its facts say.
+    /// How to reach a target from its record (see [`ReachRecord`]).
     pub fn reach_from_record(&self, name: &str, r: &RealizationRecord) -> Option<HostSpec> {
-        match crate::spec::targetless(&r.node).map(|k| k.kind) {
-            Some(NodeKind::Vm) => vm_host(name, &r.facts, self.vm_identity.clone()?),
-            _ => host_from_record(name, r),
-        }
+        (self.reach_record)(name, r, self)
     }
 
     fn cell(&self, host_key: &str) -> Arc<OnceCell<Connected>> {
@@ -119,15 +126,16 @@ impl Connections {
     }
 }
 
-/// The state key of the target named `name`: its VM's if it has a VM record, else its
-/// host's.
+/// The state key of the target named `name`: the first of the target kinds (in their
+/// order, a machine envc makes before one it only reaches) that has a record, else the
+/// last of them.
 pub fn target_key(name: &str, records: &BTreeMap<String, RealizationRecord>) -> String {
-    let vm = crate::spec::node_key(NodeKind::Vm, name, None);
-    if records.contains_key(&vm) {
-        vm
-    } else {
-        crate::spec::node_key(NodeKind::Host, name, None)
-    }
+    let keys: Vec<String> = (NodeKind::ALL.into_iter())
+        .filter(|k| k.is_target())
+        .map(|k| crate::spec::node_key(k, name, None))
+        .collect();
+    let recorded = keys.iter().find(|k| records.contains_key(k.as_str()));
+    recorded.or(keys.last()).cloned().unwrap_or_default()
 }
 
 /// How to reach a VM, from its facts.

@@ -173,15 +173,15 @@ pub async fn probe(
             Err(e) => return vec![(all(), Err(e.to_string()))],
         };
         let mut found: Vec<Seen> = Vec::new();
-        for kind in NodeKind::ALL {
+        for node_type in kinds::all() {
             let (names, recs): (Vec<String>, Vec<&RealizationRecord>) = (on.items.iter())
-                .filter(|x| x.0 == kind)
+                .filter(|x| x.0 == node_type.kind())
                 .map(|x| (x.1.clone(), x.2))
                 .unzip();
             if names.is_empty() {
                 continue;
             }
-            match kinds::of(kind).probe(&t, &names).await {
+            match node_type.probe(&t, &names).await {
                 Ok(facts) => found.push((recs, Ok(facts))),
                 Err(ProbeError::Kind(e)) => found.push((recs, Err(e))),
                 // Nothing more is asked of this target.

@@ -12,18 +12,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envc_ids::{fact, NodeKey, NodeKind, TargetIdentity};
+use envc_ids::{fact, NodeKey, TargetIdentity};
 
-use crate::connect::{recorded_key, vm_host};
 use crate::envlock::{EnvLock, Holder};
+use crate::kinds::node_type::Restore;
 use crate::plan::Action;
 use crate::record::{Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State};
 use crate::repair::readable_history;
-use crate::rollback::{package_not_kept, restore, rolls_back, Restore, RollbackError};
+use crate::rollback::{not_restorable, restore, rolls_back, RollbackError};
 use crate::run::{BuildReport, Env, Event, Reporter};
 use crate::session::{runtime, Session, SessionError};
 use crate::store::{ObjectId, Store};
-use crate::transport::HostSpec;
 
 /// What going back to a run does to one node.
 #[derive(Clone, Debug)]
@@ -162,9 +161,7 @@ impl Session {
                 items.push(item(Action::Unchanged, Some(what), None, None));
                 continue;
             }
-            let not_kept = was
-                .filter(|_| parsed.kind == NodeKind::Package)
-                .and_then(|(_, r)| package_not_kept(&parsed.name, r));
+            let not_kept = was.and_then(|(_, r)| not_restorable(parsed.kind, &parsed.name, r));
             if let Some(why) = not_kept {
                 items.push(item(Action::Unchanged, Some(why), None, None));
                 continue;
@@ -259,36 +256,6 @@ fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// How a target is reached, from its record as it stands now: a host by the address its
-/// record shows, a VM by what it reported; either checked against its recorded key.
-fn reach(
-    current: &BTreeMap<String, RealizationRecord>,
-    target: &str,
-    vm_identity: Option<&std::path::Path>,
-) -> Option<(String, HostSpec, Option<crate::transport::HostKey>)> {
-    let text = |r: &RealizationRecord, k: &str| {
-        let v = r.attrs.get(k)?;
-        Some(serde_json::from_str::<String>(v).unwrap_or_else(|_| v.clone()))
-    };
-    if let Some(r) = current.get(&format!("host:{target}")) {
-        let host = HostSpec {
-            name: target.to_string(),
-            address: text(r, "address")?,
-            port: r
-                .attrs
-                .get("port")
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(22),
-            user: text(r, "user").unwrap_or_default(),
-            identity: None,
-        };
-        return Some((r.node.clone(), host, recorded_key(&r.facts)));
-    }
-    let r = current.get(&format!("vm:{target}"))?;
-    let host = vm_host(target, &r.facts, vm_identity?.to_path_buf())?;
-    Some((r.node.clone(), host, recorded_key(&r.facts)))
 }
 
 async fn apply(
@@ -405,20 +372,13 @@ async fn apply(
         }
         let t0 = std::time::Instant::now();
         let restores: Vec<Restore> = items.iter().map(|(_, r)| r.clone()).collect();
-        let done = match reach(&current, &target, conns.vm_identity.as_deref()) {
-            Some((key, host, recorded)) => match conns.get(&key, &host, recorded).await {
-                Ok((transport, _)) => restore(&transport, env.store, &restores).await,
-                Err(e) => restores
-                    .iter()
-                    .map(|r| (r.key.clone(), Err(e.clone())))
-                    .collect(),
-            },
-            None => restores
+        // Reached as the records stand now: a host where its record says, a VM where it
+        // reported, either held to its recorded key.
+        let done = match conns.to_target(&target, None, &current).await {
+            Ok((transport, _)) => restore(&transport, env.store, &restores).await,
+            Err(e) => restores
                 .iter()
-                .map(|r| {
-                    let e = format!("`{target}` has no record to reach it by");
-                    (r.key.clone(), Err(crate::error::StepError::new(e)))
-                })
+                .map(|r| (r.key.clone(), Err(e.clone())))
                 .collect(),
         };
         let elapsed = t0.elapsed();

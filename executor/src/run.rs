@@ -1661,12 +1661,11 @@ impl<'s> Scheduler<'s> {
             let started = Instant::now();
             let record = env.records[&key].clone();
             let machines = self.machines.clone();
-            if record.adopted && !remove_adopted && kind == NodeKind::Vm {
-                // Adopted: it stays as it was found, running; only envc's hold on it goes.
-                let res = match machines.of(&record.facts) {
-                    Some(p) => p.release(&record.facts).await,
-                    None => Ok("left as it was found: adopted".into()),
-                };
+            let released = (record.adopted && !remove_adopted)
+                .then(|| kinds::of(kind).release(&machines, &record))
+                .flatten();
+            if let Some(released) = released {
+                let res = released.await;
                 self.report_deletion(env, &key, &name, res, started.elapsed(), None);
                 self.checkpoint(env)?;
                 continue;
@@ -1686,17 +1685,19 @@ impl<'s> Scheduler<'s> {
             self.checkpoint(env)?;
         }
         if self.spec.nodes.is_empty() {
-            // `destroy`: VMs that never got a record (a failed creation) go too.
-            let recorded: BTreeSet<String> = env
-                .records
-                .keys()
-                .filter_map(|k| targetless(k).filter(|k| k.kind == NodeKind::Vm))
-                .map(|k| k.name)
-                .collect();
-            self.machines
-                .sweep(&recorded)
-                .await
-                .map_err(RunError::Sweep)?;
+            // `destroy`: machines that never got a record (a failed creation) go too.
+            for node_type in kinds::all() {
+                let recorded: BTreeSet<String> = env
+                    .records
+                    .keys()
+                    .filter_map(|k| targetless(k).filter(|k| k.kind == node_type.kind()))
+                    .map(|k| k.name)
+                    .collect();
+                let swept = node_type.sweep(&self.machines, &recorded);
+                if let Some(swept) = swept {
+                    swept.await.map_err(RunError::Sweep)?;
+                }
+            }
         }
         Ok(())
     }

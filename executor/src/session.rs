@@ -388,7 +388,11 @@ impl Session {
             work_dir: work.path().to_path_buf(),
             persist,
         };
-        let mut conns = Connections::new(ssh, self.target.trust_host_key.clone());
+        let mut conns = Connections::new(
+            ssh,
+            self.target.trust_host_key.clone(),
+            crate::kinds::reach_record,
+        );
         conns.vm_identity = Some(machines.login_key().to_path_buf());
         Ok((conns, work))
     }

@@ -11,7 +11,7 @@ use crate::error::StepError;
 use crate::kinds::node_type::{
     BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx,
 };
-use crate::record::{Applied, Facts};
+use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::Val;
 use crate::substitute::{Resolution, Resolving};
 use crate::transport::{HostKey, HostSpec};
@@ -25,6 +25,15 @@ impl NodeType for Host {
 
     fn renews_trust(&self) -> bool {
         true
+    }
+
+    fn reach_record(
+        &self,
+        name: &str,
+        record: &RealizationRecord,
+        _cx: &Connections,
+    ) -> Option<HostSpec> {
+        crate::connect::host_from_record(name, record)
     }
 
     fn identity_facts(&self) -> &'static [&'static str] {

@@ -32,14 +32,26 @@ pub fn of(kind: NodeKind) -> &'static dyn node_type::NodeType {
     }
 }
 
+/// How the target of `record` is reached, by its kind (`connect::ReachRecord`).
+pub fn reach_record(
+    name: &str,
+    record: &crate::record::RealizationRecord,
+    cx: &crate::connect::Connections,
+) -> Option<crate::transport::HostSpec> {
+    let key = crate::spec::targetless(&record.node)?;
+    of(key.kind).reach_record(name, record, cx)
+}
+
+/// Every kind's type.
+pub fn all() -> impl Iterator<Item = &'static dyn node_type::NodeType> {
+    NodeKind::ALL.into_iter().map(of)
+}
+
 /// Every kind's type, in the order removals from a target run (see
 /// `NodeType::removal_rank`).
 pub fn by_removal_rank() -> Vec<&'static dyn node_type::NodeType> {
-    let mut all: Vec<&'static dyn node_type::NodeType> = NodeKind::ALL
-        .into_iter()
-        .map(of)
-        .filter(|t| t.removal_rank().is_some())
-        .collect();
-    all.sort_by_key(|t| t.removal_rank());
-    all
+    let mut ranked: Vec<&'static dyn node_type::NodeType> =
+        all().filter(|t| t.removal_rank().is_some()).collect();
+    ranked.sort_by_key(|t| t.removal_rank());
+    ranked
 }

@@ -83,6 +83,17 @@ pub trait NodeType: Sync {
         false
     }
 
+    /// For a machine nodes are deployed onto: how to reach it from its record, when its
+    /// node is not in the graph to say (what is on it is removed, read back, rolled back).
+    fn reach_record(
+        &self,
+        _name: &str,
+        _record: &RealizationRecord,
+        _cx: &Connections,
+    ) -> Option<HostSpec> {
+        None
+    }
+
     /// Whether `--trust-host-key NAME` updates such a node that is otherwise unchanged:
     /// trusting a new key means contacting the machine to learn it.
     fn renews_trust(&self) -> bool {
@@ -224,6 +235,33 @@ pub trait NodeType: Sync {
         None
     }
 
+    /// For a record an `adopt` line took over whose node left the graph (and `destroy`
+    /// without `--remove-adopted`): lets go of it as it was found, or `None` when the kind
+    /// retires adopted records like its own.
+    fn release<'a>(
+        &'a self,
+        _machines: &'a Machines,
+        _record: &'a RealizationRecord,
+    ) -> Option<BoxFuture<'a, Result<String, StepError>>> {
+        None
+    }
+
+    /// On `destroy`: removes what the kind made that no record knows (a VM whose creation
+    /// failed before its record), keeping the names in `recorded`.
+    fn sweep<'a>(
+        &'a self,
+        _machines: &'a Machines,
+        _recorded: &'a BTreeSet<String>,
+    ) -> Option<BoxFuture<'a, Result<(), StepError>>> {
+        None
+    }
+
+    /// How what it put on a target is put back as a record had it (`envc rollback --to`,
+    /// the automatic rollback of a failed update), or `None` when it is not rolled back.
+    fn restores(&self) -> Option<&dyn Restores> {
+        None
+    }
+
     /// A node renamed by a `moved` declaration (to `name`): what its record's facts are once
     /// what envc keeps of it here follows the new name (a QEMU VM's directory). Nothing on
     /// the target changes. Most kinds keep nothing by name: the facts as they were.
@@ -234,6 +272,58 @@ pub trait NodeType: Sync {
         _name: &str,
     ) -> Result<Facts, StepError> {
         Ok(record.facts.clone())
+    }
+}
+
+/// One thing on a target to put back.
+#[derive(Clone, Debug)]
+pub struct Restore {
+    /// `target/kind:name`.
+    pub key: String,
+    pub kind: NodeKind,
+    /// The file's path, the service's or package's name.
+    pub name: String,
+    /// The record to go back to; `None`: the thing did not exist then (envc made it
+    /// since), so it is removed.
+    pub to: Option<RealizationRecord>,
+    /// What envc made it since, from its record (or, for a removal, its intent): a file is
+    /// removed only while it holds that; the packages of a package's closure that it moved
+    /// are moved back.
+    pub written: Option<RealizationRecord>,
+}
+
+/// A kind whose things on a target are put back from the store alone, as records had them.
+pub trait Restores: Sync {
+    /// Its turn among the kinds put back on one target, lower first (packages, so that
+    /// their files do not overwrite the files put back after them; services last, started
+    /// again once what they read is as it was).
+    fn restore_rank(&self) -> u8;
+
+    /// Puts `items` back on `t`, in one batch where the kind can: one result per item, in
+    /// the order given.
+    fn restore<'a>(
+        &'a self,
+        t: &'a Transport,
+        store: &'a Store,
+        items: &'a [&'a Restore],
+    ) -> BoxFuture<'a, Vec<Result<String, StepError>>>;
+
+    /// Why the record of `name` cannot be gone back to at all (it kept nothing to put
+    /// back), or `None`.
+    fn not_restorable(&self, _name: &str, _record: &RealizationRecord) -> Option<String> {
+        None
+    }
+
+    /// Whether a failed update of it is rolled back even when no postcondition failed (a
+    /// service that did not start is the failure).
+    fn failure_rolls_back(&self) -> bool {
+        false
+    }
+
+    /// Whether it is put back too, once it ran, when something it reads is (a service is
+    /// started again on the files put back).
+    fn follows_inputs(&self) -> bool {
+        false
     }
 }
 

@@ -9,8 +9,9 @@
 //! it needs is lost, as the previous records and their content objects stay in the store.
 
 use super::*;
+use crate::kinds::node_type::Restore;
 use crate::record::Phase;
-use crate::rollback::{package_not_kept, restore, rolls_back, summary, Restore};
+use crate::rollback::{not_restorable, restore, rolls_back, summary};
 
 /// A node's rollback note while its rollback runs: what the log of a run killed then says.
 const UNDER_WAY: &str = "rolling back: the state holds the previous record again (the next \
@@ -32,7 +33,10 @@ impl Scheduler<'_> {
         let updated = matches!(self.decided[i], Some((Action::Update, _)));
         let postcondition = (self.outcomes.get(&i))
             .is_some_and(|o| o.checks.iter().any(|c| c.phase == Phase::Expect && !c.ok));
-        if !updated || !(postcondition || node.kind == NodeKind::Service) {
+        let failure_rolls_back = kinds::of(node.kind)
+            .restores()
+            .is_some_and(|r| r.failure_rolls_back());
+        if !updated || !(postcondition || failure_rolls_back) {
             return Ok(());
         }
         let Some(t) = node.target else {
@@ -124,7 +128,9 @@ impl Scheduler<'_> {
             work.extend(self.spec.nodes[j].inputs.iter().copied());
         }
         for (j, n) in self.spec.nodes.iter().enumerate() {
-            if n.kind == NodeKind::Service
+            if kinds::of(n.kind)
+                .restores()
+                .is_some_and(|r| r.follows_inputs())
                 && here(j)
                 && ran(j)
                 && n.inputs.iter().any(|x| set.contains(x))
@@ -167,10 +173,7 @@ impl Scheduler<'_> {
                 written,
             };
             if let Some((id, r)) = before {
-                if let Some(why) = (n.kind == NodeKind::Package)
-                    .then(|| package_not_kept(&n.name, r))
-                    .flatten()
-                {
+                if let Some(why) = not_restorable(n.kind, &n.name, r) {
                     // Left as the update made it: its record says so.
                     left.push((j, why));
                     continue;

@@ -2,6 +2,7 @@
 //! target, read back, and removed while they still hold what envc wrote.
 
 pub mod remote;
+mod restore;
 pub(crate) mod templates;
 
 use std::collections::BTreeSet;
@@ -13,7 +14,7 @@ use serde_json::json;
 use crate::error::StepError;
 use crate::kinds::node_type::{
     absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize,
-    Removal, Removing, Step, StepCx,
+    Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Spec, Val};
@@ -29,6 +30,10 @@ pub struct File;
 impl NodeType for File {
     fn kind(&self) -> NodeKind {
         NodeKind::File
+    }
+
+    fn restores(&self) -> Option<&dyn Restores> {
+        Some(self)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

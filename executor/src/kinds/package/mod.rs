@@ -2,6 +2,7 @@
 //! (from its pinned `.deb`s when locked, else by the target's apt), read back, and purged.
 
 pub mod remote;
+mod restore;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use crate::debs::{DebSource, KeptDebs};
 use crate::error::StepError;
 use crate::kinds::node_type::{
     absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize,
-    Removal, Removing, Step, StepCx,
+    Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Spec, Val};
@@ -29,6 +30,10 @@ pub struct Package;
 impl NodeType for Package {
     fn kind(&self) -> NodeKind {
         NodeKind::Package
+    }
+
+    fn restores(&self) -> Option<&dyn Restores> {
+        Some(self)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

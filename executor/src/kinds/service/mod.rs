@@ -2,6 +2,7 @@
 //! when what it reads changed; read back, and stopped and disabled when it leaves.
 
 pub mod remote;
+mod restore;
 
 use std::sync::Arc;
 
@@ -10,8 +11,8 @@ use serde_json::json;
 
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize, Removal, Removing, Step,
-    StepCx,
+    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize, Removal, Removing,
+    Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::substitute::{Resolution, Resolving};
@@ -33,6 +34,10 @@ pub struct ServiceNode {
 impl NodeType for Service {
     fn kind(&self) -> NodeKind {
         NodeKind::Service
+    }
+
+    fn restores(&self) -> Option<&dyn Restores> {
+        Some(self)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

@@ -9,7 +9,7 @@ pub mod provider;
 pub mod qemu;
 pub mod qemu_adopt;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use envc_ids::fact::image as image_fact;
@@ -40,6 +40,15 @@ impl NodeType for Vm {
 
     fn boots(&self) -> bool {
         true
+    }
+
+    fn reach_record(
+        &self,
+        name: &str,
+        record: &RealizationRecord,
+        cx: &Connections,
+    ) -> Option<HostSpec> {
+        vm_host(name, &record.facts, cx.vm_identity.clone()?)
     }
 
     fn identity_facts(&self) -> &'static [&'static str] {
@@ -204,6 +213,28 @@ impl NodeType for Vm {
                 .await
                 .map(|()| provider.destroyed().to_string())
         }))
+    }
+
+    fn release<'a>(
+        &'a self,
+        machines: &'a Machines,
+        record: &'a RealizationRecord,
+    ) -> Option<BoxFuture<'a, Result<String, StepError>>> {
+        // Adopted: it stays as it was found, running; only envc's hold on it goes.
+        Some(Box::pin(async move {
+            match machines.of(&record.facts) {
+                Some(p) => p.release(&record.facts).await,
+                None => Ok("left as it was found: adopted".into()),
+            }
+        }))
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        machines: &'a Machines,
+        recorded: &'a BTreeSet<String>,
+    ) -> Option<BoxFuture<'a, Result<(), StepError>>> {
+        Some(Box::pin(machines.sweep(recorded)))
     }
 }
 
