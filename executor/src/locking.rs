@@ -7,23 +7,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use envc_compiler::pin::PinKey;
-use envc_compiler::types::NodeKind;
 use envc_lockfiles::changelog::Fix;
 use envc_lockfiles::needs::Stale;
-use envc_lockfiles::needs::{ImageNeed, VendorArchive, DEFAULT_SUITE};
 use envc_lockfiles::outdated::Outdated;
 use envc_lockfiles::{
     check_tools, lock_path, probe_tool, read_lock, stale, CloudImagePin, LockDiff, LockProblem,
-    Lockfile, Needs, ToolMismatch, ToolPin, REQUIRED,
+    Lockfile, Needs, ToolMismatch, ToolPin,
 };
 
-use crate::kinds::image::build::lock_includes;
-use crate::spec::{NodeSpec, Spec, Val};
-
-/// The tools whose versions can change an image's bytes: mmdebstrap lays out its root, GNU
-/// tar writes the root's tarball, `mke2fs -d` its disk. Pinned for every image, and in its
-/// id (`compiler/src/eval.rs::pin_keys`).
-const IMAGE_TOOLS: &[&str] = &["mke2fs", "mmdebstrap", "tar"];
+use crate::kinds;
+use crate::kinds::node_type::LockNeeds;
+use crate::spec::Spec;
 
 /// The hash of this envc's standard library, as lockfiles pin it.
 fn stdlib_hash() -> String {
@@ -40,113 +34,22 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
     // (mmdebstrap, QEMU) are the lab's, not production's: a build of plain hosts must not
     // need them, so they are not pinned for it.
     for n in &spec.lab_images {
-        image_needs(n, &mut needs, &mut conflicts);
+        let mut cx = LockNeeds {
+            spec,
+            needs: &mut needs,
+            conflicts: &mut conflicts,
+            lab: true,
+        };
+        kinds::of(n.kind).lock_needs(n, &mut cx);
     }
     for n in &spec.nodes {
-        match n.kind {
-            NodeKind::Image => {
-                image_needs(n, &mut needs, &mut conflicts);
-                // What writes the image's bytes (`ToolRole::Shapes`).
-                for tool in IMAGE_TOOLS {
-                    needs.tools.insert((*tool).into());
-                }
-            }
-            // A cloud machine boots its cloud's image, pinned per region; QEMU is not used.
-            NodeKind::Vm => {
-                match cloud_of(n) {
-                    Some(cloud) => match cloud_image_need(n, cloud) {
-                        Ok(need) => {
-                            if let Err(c) = needs.add_cloud_image(need) {
-                                conflicts.push(c.to_string());
-                            }
-                        }
-                        Err(e) => conflicts.push(format!("`{}`: {e}", n.key)),
-                    },
-                    None => {
-                        needs.tools.insert("qemu-system-x86_64".into());
-                    }
-                }
-                needs.tools.insert("ssh".into());
-            }
-            NodeKind::Host => {
-                needs.tools.insert("ssh".into());
-            }
-            NodeKind::Manifest => {
-                needs.tools.insert(envc_lockfiles::probe::KUBERNETES.into());
-            }
-            NodeKind::Package => {
-                let target = n.target.map(|t| &spec.nodes[t]);
-                let image = target.and_then(|t| match t.attr("image") {
-                    Some(Val::Node(img)) => Some(&spec.nodes[*img]),
-                    _ => t.base.as_deref().and_then(|key| {
-                        (spec.nodes.iter().chain(&spec.lab_images)).find(|i| i.key == key)
-                    }),
-                });
-                // A cloud image's Debian suite is known, the packages it ships are not: its
-                // packages are locked as for a host without a base, their closure pinned
-                // whole from `required` up.
-                let cloud_suite = target
-                    .and_then(cloud_of)
-                    .and_then(|c| match c.get("image") {
-                        Some(Val::Record(i)) => match i.get("suite") {
-                            Some(Val::Str(s)) if !s.is_empty() => Some(s.clone()),
-                            _ => None,
-                        },
-                        _ => None,
-                    });
-                // The suite its image was built from, else the one its host says it runs.
-                let suite = match (image, cloud_suite) {
-                    (Some(i), _) => suite_of(i),
-                    (None, Some(s)) => s,
-                    (None, None) => target
-                        .and_then(|t| t.str_attr("suite"))
-                        .unwrap_or(DEFAULT_SUITE)
-                        .to_string(),
-                };
-                // Whether the suite comes with its updates: its image says (recorded with
-                // the image), else its host.
-                if let (None, Some(t)) = (image, target) {
-                    if let Err(c) = needs.add_suite(&suite, takes_updates(t), &t.key) {
-                        conflicts.push(c.to_string());
-                    }
-                }
-                // The image's name is its pin's: what the VM boots, what the host was
-                // provisioned from. A host without a base is any Debian system.
-                let starts_from = image.map_or(REQUIRED.to_string(), |i| {
-                    PinKey::Image(i.name.clone()).to_string()
-                });
-                let version = n
-                    .str_attr("version")
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_string);
-                let vendor = match n.attr("archive") {
-                    Some(Val::Record(fields)) => match vendor_archive(fields) {
-                        Ok((name, archive)) => {
-                            if let Err(e) = needs.add_vendor(&name, archive) {
-                                conflicts.push(e.to_string());
-                            }
-                            Some(name)
-                        }
-                        Err(e) => {
-                            conflicts.push(format!("`{}`: {e}", n.key));
-                            None
-                        }
-                    },
-                    _ => None,
-                };
-                if let Err(c) = needs.add_package(
-                    &n.name,
-                    &suite,
-                    vendor.as_deref(),
-                    version,
-                    &n.key,
-                    &starts_from,
-                ) {
-                    conflicts.push(c.to_string());
-                }
-            }
-            _ => {}
-        }
+        let mut cx = LockNeeds {
+            spec,
+            needs: &mut needs,
+            conflicts: &mut conflicts,
+            lab: false,
+        };
+        kinds::of(n.kind).lock_needs(n, &mut cx);
     }
     if conflicts.is_empty() {
         Ok(needs)
@@ -155,168 +58,9 @@ pub fn needs_of(spec: &Spec) -> Result<Needs, Vec<String>> {
     }
 }
 
-/// A vm's `cloud` record (std/aws's machines), `None` for a vm envc boots itself.
-fn cloud_of(n: &NodeSpec) -> Option<&BTreeMap<String, Val>> {
-    match n.attr("cloud") {
-        Some(Val::Record(c)) => Some(c),
-        _ => None,
-    }
-}
-
-/// Why a vm's `cloud` does not name a cloud image envc can pin.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BadCloud {
-    /// A field std/aws always gives is missing, or empty.
-    NoField(&'static str),
-    /// A provider envc cannot resolve images with.
-    Provider(String),
-}
-
-impl std::fmt::Display for BadCloud {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BadCloud::NoField(k) => write!(f, "its cloud has no `{k}`"),
-            BadCloud::Provider(p) => {
-                write!(
-                    f,
-                    "cloud provider {p:?} is not one envc can lock images of (aws)"
-                )
-            }
-        }
-    }
-}
-
-/// The cloud image a cloud vm boots, in its region.
-fn cloud_image_need(
-    n: &NodeSpec,
-    cloud: &BTreeMap<String, Val>,
-) -> Result<envc_lockfiles::CloudImageNeed, BadCloud> {
-    fn text(fields: &BTreeMap<String, Val>, k: &'static str) -> Result<String, BadCloud> {
-        match fields.get(k) {
-            Some(Val::Str(s)) if !s.is_empty() => Ok(s.clone()),
-            _ => Err(BadCloud::NoField(k)),
-        }
-    }
-    let provider = text(cloud, "provider")?;
-    if provider != "aws" {
-        return Err(BadCloud::Provider(provider));
-    }
-    let image = match cloud.get("image") {
-        Some(Val::Record(i)) => i,
-        _ => return Err(BadCloud::NoField("image")),
-    };
-    Ok(envc_lockfiles::CloudImageNeed {
-        name: text(image, "name")?,
-        provider,
-        region: text(cloud, "region")?,
-        owner: text(image, "owner")?,
-        pattern: text(image, "pattern")?,
-        architecture: text(image, "architecture")?,
-        used_by: vec![n.key.clone()],
-    })
-}
-
-/// The Debian suite an image installs from.
-fn suite_of(image: &NodeSpec) -> String {
-    image.str_attr("suite").unwrap_or(DEFAULT_SUITE).to_string()
-}
-
-/// Whether a node (an image, a host) takes its Debian suite with the suites apt reads
-/// beside it (`-updates`, `-security`): unless it says `updates = false`.
-fn takes_updates(n: &NodeSpec) -> bool {
-    !matches!(n.attr("updates"), Some(Val::Bool(false)))
-}
-
-fn image_needs(n: &NodeSpec, needs: &mut Needs, conflicts: &mut Vec<String>) {
-    let key = PinKey::Image(n.name.clone()).to_string();
-    if let Err(c) = needs.add_suite(&suite_of(n), takes_updates(n), &key) {
-        conflicts.push(c.to_string());
-    }
-    needs.images.insert(
-        n.name.clone(),
-        ImageNeed {
-            suite: suite_of(n),
-            includes: lock_includes(&n.str_list("packages")),
-        },
-    );
-}
-
 /// Where the lockfile falls short of the environment, offline.
 pub fn stale_pins(lock: &Lockfile, needs: &Needs) -> Vec<LockProblem> {
     stale(lock, needs, &stdlib_hash())
-}
-
-/// Why a package's `archive` is not a vendor archive envc can pin.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BadVendorArchive {
-    /// A field `debian.vendor_archive` always gives is missing or not a string.
-    NoField(&'static str),
-    NotAFingerprint {
-        name: String,
-        fingerprint: String,
-    },
-    BadName(String),
-    NotHttp {
-        name: String,
-        url: String,
-    },
-    NoKey(String),
-}
-
-impl std::fmt::Display for BadVendorArchive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BadVendorArchive::NoField(k) => write!(f, "its archive has no `{k}` string"),
-            BadVendorArchive::NotAFingerprint { name, fingerprint } => write!(
-                f,
-                "archive `{name}`: {fingerprint:?} is not an OpenPGP fingerprint (40 hex digits)"
-            ),
-            BadVendorArchive::BadName(name) => write!(
-                f,
-                "archive name {name:?}: a vendor archive's name is one word, not Debian's `debian/…`"
-            ),
-            BadVendorArchive::NotHttp { name, url } => {
-                write!(f, "archive `{name}`: url {url:?} is not http(s)")
-            }
-            BadVendorArchive::NoKey(name) => write!(f, "archive `{name}` has no `key` file"),
-        }
-    }
-}
-
-/// A package's `archive` (what `debian.vendor_archive` makes): its name and declaration.
-fn vendor_archive(
-    fields: &BTreeMap<String, Val>,
-) -> Result<(String, VendorArchive), BadVendorArchive> {
-    let text = |k: &'static str| match fields.get(k) {
-        Some(Val::Str(s)) => Ok(s.clone()),
-        _ => Err(BadVendorArchive::NoField(k)),
-    };
-    let name = text("name")?;
-    let url = text("url")?.trim_end_matches('/').to_string();
-    let fingerprint = text("fingerprint")?.replace(' ', "").to_ascii_uppercase();
-    if !envc_lockfiles::text::is_fingerprint(&fingerprint) {
-        return Err(BadVendorArchive::NotAFingerprint { name, fingerprint });
-    }
-    if name.is_empty() || name.contains(char::is_whitespace) || name.starts_with("debian/") {
-        return Err(BadVendorArchive::BadName(name));
-    }
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(BadVendorArchive::NotHttp { name, url });
-    }
-    let key = match fields.get("key") {
-        Some(Val::Path { path, .. }) => path.clone(),
-        _ => return Err(BadVendorArchive::NoKey(name)),
-    };
-    Ok((
-        name,
-        VendorArchive {
-            url,
-            suite: text("suite")?,
-            components: crate::spec::strings(fields.get("components")),
-            key,
-            fingerprint,
-        },
-    ))
 }
 
 /// What `build --locked` and `verify` found before anything runs.
@@ -535,7 +279,7 @@ pub fn lock_environment(
             .filter(|c| !offline.contains(&c.key()))
             .collect();
         if !pins.is_empty() {
-            let clouds = crate::kinds::vm::ec2::images::clouds();
+            let clouds = kinds::cloud_images();
             for pin in pins {
                 match clouds.check(pin) {
                     Ok(()) => {}
@@ -560,7 +304,7 @@ pub fn lock_environment(
             }
         });
     }
-    let clouds = crate::kinds::vm::ec2::images::clouds();
+    let clouds = kinds::cloud_images();
     // Project files (a vendor archive's key) are relative to the project's directory.
     let project = crate::project::project_dir(env_file);
     let resolved = envc_lockfiles::environment::resolve_environment(

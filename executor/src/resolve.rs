@@ -59,7 +59,11 @@ pub fn resolve<'a>(
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
     files: &'a dyn SourceLoader,
 ) -> Result<Resolved, Resolution> {
-    resolve_with(Resolver::new(spec, known), i, files)
+    resolve_with(
+        Resolver::new(spec, known, crate::kinds::read_output),
+        i,
+        files,
+    )
 }
 
 /// [`resolve`] for a preview: each deferred value not known yet is its placeholder
@@ -71,7 +75,11 @@ pub fn preview<'a>(
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
     files: &'a dyn SourceLoader,
 ) -> Result<Resolved, Resolution> {
-    resolve_with(Resolver::previewing(spec, known), i, files)
+    resolve_with(
+        Resolver::previewing(spec, known, crate::kinds::read_output),
+        i,
+        files,
+    )
 }
 
 /// [`resolve`] as before the `moved` declarations: the moved nodes under their old names
@@ -83,7 +91,7 @@ pub fn resolve_as_before<'a>(
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
     files: &'a dyn SourceLoader,
 ) -> Result<Resolved, Resolution> {
-    let mut resolver = Resolver::new(spec, known);
+    let mut resolver = Resolver::new(spec, known, crate::kinds::read_output);
     resolver.as_before = true;
     resolve_with(resolver, i, files)
 }

@@ -1495,7 +1495,12 @@ impl<'s> Scheduler<'s> {
             .map(|(name, v)| {
                 (
                     name.clone(),
-                    crate::substitute::output_json(self.spec, v, &|j| self.known[j].as_ref()),
+                    crate::substitute::output_json(
+                        self.spec,
+                        v,
+                        &|j| self.known[j].as_ref(),
+                        kinds::read_output,
+                    ),
                 )
             })
             .collect()

@@ -50,13 +50,33 @@ pub enum Resolution {
     Unread(String),
 }
 
-/// The fact that a node's deferred output reads.
-pub fn fact_of_output(kind: NodeKind, output: &str) -> String {
-    match (kind, output) {
-        (NodeKind::Stack, o) => crate::stack::fact(o),
-        (NodeKind::File, "content_hash") => "sha256".into(),
-        (NodeKind::Package, "installed_version") => "version".into(),
-        (_, o) => o.into(),
+/// How a deferred output's value is read from the facts its producer reported: by the
+/// producer's kind (`NodeType::read_output`). The registry's answer, handed in by whoever
+/// makes the resolver: this layer is below the kinds, which resolve through it.
+pub type ReadOutput = fn(&NodeSpec, &str, &Facts) -> Result<Val, Resolution>;
+
+/// Output `output` of `producer` read from its fact `fact`: text, or a number where the
+/// output is declared `deferred int` (a port).
+pub fn read_fact(
+    producer: &NodeSpec,
+    output: &str,
+    fact: &str,
+    facts: &Facts,
+) -> Result<Val, Resolution> {
+    match facts.get(fact) {
+        // Facts are text; an output declared `deferred int` (a port) is a number.
+        Some(s) if output_is_int(producer.kind, output) => match s.parse() {
+            Ok(n) => Ok(Val::Int(n)),
+            Err(_) => Err(Resolution::Failed(format!(
+                "`{}` reported `{output}` = {s:?}, which is not a number",
+                producer.key
+            ))),
+        },
+        Some(s) => Ok(Val::Str(s.clone())),
+        None => Err(Resolution::Failed(format!(
+            "`{}` reported no `{output}`",
+            producer.key
+        ))),
     }
 }
 
@@ -94,6 +114,7 @@ fn output_is_int(kind: NodeKind, output: &str) -> bool {
 pub(crate) struct Resolver<'a> {
     spec: &'a Spec,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    read_output: ReadOutput,
     /// A deferred value not known yet becomes its [`placeholder`] rather than `Pending`.
     preview: bool,
     /// Moved nodes are hashed under their old keys (`Spec::moved`): what the record of a
@@ -105,10 +126,12 @@ impl<'a> Resolver<'a> {
     pub(crate) fn new(
         spec: &'a Spec,
         known: &'a dyn Fn(usize) -> Option<&'a Known>,
+        read_output: ReadOutput,
     ) -> Resolver<'a> {
         Resolver {
             spec,
             known,
+            read_output,
             preview: false,
             as_before: false,
         }
@@ -118,10 +141,11 @@ impl<'a> Resolver<'a> {
     pub(crate) fn previewing(
         spec: &'a Spec,
         known: &'a dyn Fn(usize) -> Option<&'a Known>,
+        read_output: ReadOutput,
     ) -> Resolver<'a> {
         Resolver {
             preview: true,
-            ..Resolver::new(spec, known)
+            ..Resolver::new(spec, known, read_output)
         }
     }
 
@@ -159,7 +183,6 @@ impl<'a> Resolver<'a> {
         Ok(match v {
             Val::Output { node, output } => {
                 let producer = &self.spec.nodes[*node];
-                let fact = fact_of_output(producer.kind, output);
                 let facts = match self.known(*node) {
                     Ok(k) => &k.facts,
                     // A string even where the field is a number (a port): the preview is
@@ -169,44 +192,7 @@ impl<'a> Resolver<'a> {
                     }
                     Err(e) => return Err(e),
                 };
-                if producer.kind == NodeKind::Stack {
-                    let ty = crate::stack::reads(producer)
-                        .into_iter()
-                        .find(|(n, _)| n == output)
-                        .map(|(_, t)| t);
-                    return match (facts.get(&fact), ty) {
-                        (Some(s), Some(ty)) => crate::stack::value(&ty, s).ok_or_else(|| {
-                            Resolution::Failed(format!(
-                                "`{}` read `{output}` = {s:?}, which is not {}",
-                                producer.key,
-                                ty.name()
-                            ))
-                        }),
-                        _ => Err(Resolution::Failed(format!(
-                            "`{}` has no `{output}` to read: `{}` was never built, and `{output}` has no default (`defaults = {{ {output} = … }}`); build `{}` first",
-                            producer.key, producer.name, producer.name
-                        ))),
-                    };
-                }
-                match facts.get(&fact) {
-                    // Facts are text; an output declared `deferred int` (a port) is a number.
-                    Some(s) if output_is_int(producer.kind, output) => match s.parse() {
-                        Ok(n) => Val::Int(n),
-                        Err(_) => {
-                            return Err(Resolution::Failed(format!(
-                                "`{}` reported `{output}` = {s:?}, which is not a number",
-                                producer.key
-                            )))
-                        }
-                    },
-                    Some(s) => Val::Str(s.clone()),
-                    None => {
-                        return Err(Resolution::Failed(format!(
-                            "`{}` reported no `{output}`",
-                            producer.key
-                        )))
-                    }
-                }
+                (self.read_output)(producer, output, facts)?
             }
             Val::Concat(parts) => {
                 let mut s = String::new();
@@ -593,8 +579,9 @@ pub fn output_json<'a>(
     spec: &'a Spec,
     v: &Val,
     known: &'a dyn Fn(usize) -> Option<&'a Known>,
+    read_output: ReadOutput,
 ) -> Json {
-    let r = Resolver::new(spec, known);
+    let r = Resolver::new(spec, known, read_output);
     match r.substitute(v) {
         Ok(v) => shown_json(&v, spec),
         Err(_) => Json::Null,
@@ -649,7 +636,7 @@ mod tests {
             })
             .collect();
         let (_, v) = &spec.outputs[0];
-        let text = output_json(&spec, v, &|j| known[j].as_ref());
+        let text = output_json(&spec, v, &|j| known[j].as_ref(), crate::kinds::read_output);
         let Json::String(text) = text else {
             panic!("not a string: {text}")
         };

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::connect::{host_facts, recorded_key, Connections};
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx,
+    BoxFuture, Launch, Launching, LockNeeds, NodeType, Payload, Realize, Unit, UnitCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::Val;
@@ -25,6 +25,10 @@ impl NodeType for Host {
 
     fn renews_trust(&self) -> bool {
         true
+    }
+
+    fn lock_needs(&self, _node: &crate::spec::NodeSpec, cx: &mut LockNeeds<'_>) {
+        cx.tool("ssh");
     }
 
     fn reach_record(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use envc_ids::NodeKind;
 use serde_json::{json, Value as Json};
 
-use crate::kinds::node_type::{Launch, Launching, NodeType, Payload, Realize};
+use crate::kinds::node_type::{Launch, Launching, LockNeeds, NodeType, Payload, Realize};
 use crate::spec::{NodeSpec, Val};
 use crate::substitute::{content_display, k8s_json, Resolution, Resolving};
 use crate::tools::{tool, Tool};
@@ -24,6 +24,10 @@ impl NodeType for Manifest {
 
     fn previewed(&self) -> bool {
         true
+    }
+
+    fn lock_needs(&self, _node: &NodeSpec, cx: &mut LockNeeds<'_>) {
+        cx.tool(envc_lockfiles::probe::KUBERNETES);
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

@@ -42,6 +42,21 @@ pub fn reach_record(
     of(key.kind).reach_record(name, record, cx)
 }
 
+/// Output `output` of `producer`, read by its kind (`substitute::ReadOutput`).
+pub fn read_output(
+    producer: &crate::spec::NodeSpec,
+    output: &str,
+    facts: &crate::record::Facts,
+) -> Result<crate::spec::Val, crate::substitute::Resolution> {
+    of(producer.kind).read_output(producer, output, facts)
+}
+
+/// The clouds whose machine images `envc lock` resolves and checks, as this process's
+/// environment reaches them.
+pub fn cloud_images() -> Box<dyn envc_lockfiles::CloudImages> {
+    vm::ec2::images::clouds()
+}
+
 /// Every kind's type.
 pub fn all() -> impl Iterator<Item = &'static dyn node_type::NodeType> {
     NodeKind::ALL.into_iter().map(of)

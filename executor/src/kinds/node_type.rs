@@ -18,7 +18,7 @@ pub use crate::future::BoxFuture;
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, CommandLine, CommandLog, DriftFacts, Facts, RealizationRecord};
 use crate::secrets::Secrets;
-use crate::spec::NodeSpec;
+use crate::spec::{NodeSpec, Spec, Val};
 use crate::store::Store;
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
@@ -36,6 +36,23 @@ pub trait NodeType: Sync {
     /// The node's payload from its substituted attributes, putting each attribute that
     /// determines it into `r`'s hashed (and shown) attributes.
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution>;
+
+    /// The value of output `output` of `producer`, a node of this kind, from the facts it
+    /// reported (what a deferred value `${producer.output}` becomes). Most kinds report an
+    /// output as the fact of its name.
+    fn read_output(
+        &self,
+        producer: &NodeSpec,
+        output: &str,
+        facts: &Facts,
+    ) -> Result<Val, Resolution> {
+        crate::substitute::read_fact(producer, output, output, facts)
+    }
+
+    /// What the lockfile must pin for `node`, a node of this kind: its packages, images,
+    /// cloud images and the tools that build and reach it, added to `cx.needs`; what
+    /// cannot be pinned as declared goes to `cx.conflicts`.
+    fn lock_needs(&self, _node: &NodeSpec, _cx: &mut LockNeeds<'_>) {}
 
     /// The programs this machine runs to realize a node of this kind (targets reached over
     /// SSH need only the `ssh` client, which every run already depends on).
@@ -272,6 +289,28 @@ pub trait NodeType: Sync {
         _name: &str,
     ) -> Result<Facts, StepError> {
         Ok(record.facts.clone())
+    }
+}
+
+/// What `envc lock` gathers from every node (`NodeType::lock_needs`).
+pub struct LockNeeds<'a> {
+    pub spec: &'a Spec,
+    pub needs: &'a mut envc_lockfiles::Needs,
+    pub conflicts: &'a mut Vec<String>,
+    /// The node is the lab's (a host's base, which `envc verify` rebuilds): what builds it
+    /// is the lab's, not pinned for a build of production.
+    pub lab: bool,
+}
+
+impl LockNeeds<'_> {
+    /// A tool whose version the lock pins (`envc_lockfiles::probe`).
+    pub fn tool(&mut self, name: &str) {
+        self.needs.tools.insert(name.into());
+    }
+
+    /// What cannot be pinned as declared.
+    pub fn conflict(&mut self, why: impl fmt::Display) {
+        self.conflicts.push(why.to_string());
     }
 }
 

@@ -11,6 +11,7 @@ use crate::kinds::node_type::{
     BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx,
 };
 use crate::record::{Applied, Facts};
+use crate::spec::{NodeSpec, Val};
 use crate::substitute::{display, Resolution, Resolving};
 
 pub struct Stack;
@@ -22,6 +23,32 @@ pub struct Outputs(pub Facts);
 impl NodeType for Stack {
     fn kind(&self) -> NodeKind {
         NodeKind::Stack
+    }
+
+    /// Typed as the other environment's source declares it.
+    fn read_output(
+        &self,
+        producer: &NodeSpec,
+        output: &str,
+        facts: &Facts,
+    ) -> Result<Val, Resolution> {
+        let ty = crate::stack::reads(producer)
+            .into_iter()
+            .find(|(n, _)| n == output)
+            .map(|(_, t)| t);
+        match (facts.get(&crate::stack::fact(output)), ty) {
+            (Some(s), Some(ty)) => crate::stack::value(&ty, s).ok_or_else(|| {
+                Resolution::Failed(format!(
+                    "`{}` read `{output}` = {s:?}, which is not {}",
+                    producer.key,
+                    ty.name()
+                ))
+            }),
+            _ => Err(Resolution::Failed(format!(
+                "`{}` has no `{output}` to read: `{}` was never built, and `{output}` has no default (`defaults = {{ {output} = … }}`); build `{}` first",
+                producer.key, producer.name, producer.name
+            ))),
+        }
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

@@ -36,6 +36,19 @@ impl NodeType for File {
         Some(self)
     }
 
+    fn read_output(
+        &self,
+        producer: &NodeSpec,
+        output: &str,
+        facts: &Facts,
+    ) -> Result<Val, Resolution> {
+        let fact = match output {
+            "content_hash" => SHA256,
+            other => other,
+        };
+        crate::substitute::read_fact(producer, output, fact, facts)
+    }
+
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
         let content = file_content(r.node, r)?;
         let mode = match r.attrs.get("mode") {

@@ -2,6 +2,7 @@
 //! (`build.rs`, `image.sh`), kept in the store, shared through the binary cache.
 
 pub mod build;
+pub mod lock;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use serde_json::json;
 use crate::cache::CacheUse;
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit, UnitCx,
+    BoxFuture, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize, Unit, UnitCx,
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, RealizationRecord};
@@ -43,6 +44,10 @@ pub fn locked(node: &NodeSpec) -> bool {
 impl NodeType for Image {
     fn kind(&self) -> NodeKind {
         NodeKind::Image
+    }
+
+    fn lock_needs(&self, node: &NodeSpec, cx: &mut LockNeeds<'_>) {
+        lock::lock_needs(node, cx)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

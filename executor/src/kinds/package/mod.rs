@@ -1,6 +1,7 @@
 //! `package` nodes: a Debian package on a target, installed in one transaction per target
 //! (from its pinned `.deb`s when locked, else by the target's apt), read back, and purged.
 
+pub mod lock;
 pub mod remote;
 mod restore;
 
@@ -14,8 +15,8 @@ use serde_json::json;
 use crate::debs::{DebSource, KeptDebs};
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize,
-    Removal, Removing, Restores, Step, StepCx,
+    absorb_same, Absent, BoxFuture, Launch, Launching, LockNeeds, NodeType, Payload, ProbeError,
+    Realize, Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Spec, Val};
@@ -34,6 +35,23 @@ impl NodeType for Package {
 
     fn restores(&self) -> Option<&dyn Restores> {
         Some(self)
+    }
+
+    fn lock_needs(&self, node: &NodeSpec, cx: &mut LockNeeds<'_>) {
+        lock::lock_needs(node, cx)
+    }
+
+    fn read_output(
+        &self,
+        producer: &NodeSpec,
+        output: &str,
+        facts: &Facts,
+    ) -> Result<Val, Resolution> {
+        let fact = match output {
+            "installed_version" => "version",
+            other => other,
+        };
+        crate::substitute::read_fact(producer, output, fact, facts)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {

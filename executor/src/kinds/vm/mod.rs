@@ -3,6 +3,7 @@
 //! (`ec2/`) when the node says `cloud`.
 
 pub mod ec2;
+pub mod lock;
 pub mod login;
 pub mod machines;
 pub mod provider;
@@ -19,8 +20,8 @@ use serde_json::json;
 use crate::connect::{vm_host, Connections};
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    Adopted, Adopting, BoxFuture, Launch, Launching, Local, NodeType, Payload, Realize, Unit,
-    UnitCx,
+    Adopted, Adopting, BoxFuture, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize,
+    Unit, UnitCx,
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
@@ -40,6 +41,10 @@ impl NodeType for Vm {
 
     fn boots(&self) -> bool {
         true
+    }
+
+    fn lock_needs(&self, node: &NodeSpec, cx: &mut LockNeeds<'_>) {
+        lock::lock_needs(node, cx)
     }
 
     fn reach_record(
