@@ -115,7 +115,7 @@ pub async fn probe(
     let holders: BTreeMap<String, (NodeKind, String, &RealizationRecord)> = records
         .iter()
         .filter_map(|(key, r)| {
-            let k = on_target(key).filter(|k| kinds::of(k.kind).holds())?;
+            let k = on_target(key).filter(|k| kinds::of(k.kind).holds().is_some())?;
             Some((k.name, (k.kind, k.target?, r)))
         })
         .collect();
@@ -128,7 +128,8 @@ pub async fn probe(
             let wanted = match reading {
                 Reading::All => true,
                 Reading::EveryBuild(keys) => {
-                    kinds::of(*kind).read_on_every_build() && keys.contains(key)
+                    (kinds::of(*kind).holds()).is_some_and(|h| h.read_on_every_build())
+                        && keys.contains(key)
                 }
             };
             if wanted {
@@ -195,7 +196,10 @@ pub async fn probe(
         };
         for h in &on.held {
             let recs: Vec<&RealizationRecord> = h.items.iter().map(|x| x.1).collect();
-            match kinds::of(h.kind).probe_held(&cx, h.record, &h.items).await {
+            let Some(holds) = kinds::of(h.kind).holds() else {
+                continue;
+            };
+            match holds.probe_held(&cx, h.record, &h.items).await {
                 Ok(facts) => found.push((recs, Ok(facts))),
                 Err(ProbeError::Kind(e)) => found.push((recs, Err(e))),
                 Err(ProbeError::Target(e)) => return vec![(all(), Err(e.to_string()))],

@@ -27,10 +27,9 @@ use crate::connect::{recorded_key, Connections};
 use crate::envlock::EnvLock;
 use crate::error::StepError;
 use crate::kinds;
-use crate::kinds::gitops::remote::{self, Delivery, GitopsSpec};
-use crate::kinds::gitops::{short, Deliver};
 use crate::kinds::node_type::{
-    payload_of, Absent, Launch, Launching, Removal, Removing, Step, StepCx, Unit, UnitCx,
+    Absent, Delivery, Holds, Launch, Launching, Payload, Removal, Removing, Step, StepCx, Unit,
+    UnitCx,
 };
 use crate::kinds::vm::machines::Machines;
 use crate::plan::{assess, Action};
@@ -1222,9 +1221,9 @@ impl<'s> Scheduler<'s> {
                         }
                         if let Some(commit) =
                             applied.facts.get(fact::delivery::COMMIT).filter(|_| {
-                                spec.nodes[i]
-                                    .target
-                                    .is_some_and(|t| kinds::of(spec.nodes[t].kind).holds())
+                                spec.nodes[i].target.is_some_and(|t| {
+                                    kinds::of(spec.nodes[t].kind).holds().is_some()
+                                })
                             })
                         {
                             self.delivered.insert(self.target_of(i), commit.clone());
@@ -1428,24 +1427,23 @@ impl<'s> Scheduler<'s> {
             let Some(objects) = self.deliveries.remove(&t) else {
                 continue;
             };
-            let Some(g) = self.repository_spec(t) else {
+            let Some((holds, payload)) = self.holder(t) else {
                 continue;
             };
             let write = objects.iter().map(|(_, f, y)| (f.clone(), y.clone()));
             let delivery = self.delivery(env, write.collect(), self.files_of(t));
-            let step = Deliver {
-                objects,
-                spec: g.clone(),
-                delivery,
+            let Some(step) = holds.deliver(payload, objects, delivery) else {
+                continue;
             };
-            works.push(Work::OnTarget(self.target_for(t, env), Box::new(step)));
+            works.push(Work::OnTarget(self.target_for(t, env), step));
         }
         works
     }
 
-    /// Where repository node `t` is, as this run decided it.
-    fn repository_spec(&self, t: usize) -> Option<&GitopsSpec> {
-        payload_of::<GitopsSpec>(&self.decided[t].as_ref()?.1.payload)
+    /// Holder node `t` (a repository) as this run decided it, and how it holds.
+    fn holder(&self, t: usize) -> Option<(&'static dyn Holds, &Payload)> {
+        let holds = kinds::of(self.spec.nodes[t].kind).holds()?;
+        Some((holds, &self.decided[t].as_ref()?.1.payload))
     }
 
     /// Starts `work`, with its nodes' checks (preconditions only when `pre`).
@@ -1548,7 +1546,7 @@ impl<'s> Scheduler<'s> {
             // A repository is forgotten (it stays as it is) once no object is recorded in it.
             let repos: Vec<RealizationRecord> = recs
                 .extract_if(.., |r| {
-                    on_target(&r.node).is_some_and(|k| kinds::of(k.kind).holds())
+                    on_target(&r.node).is_some_and(|k| kinds::of(k.kind).holds().is_some())
                 })
                 .collect();
             for r in repos {
@@ -1707,70 +1705,60 @@ impl<'s> Scheduler<'s> {
         Ok(())
     }
 
-    /// The repository node named `name`: its host's name, where it is, and whether it is in
-    /// the graph (its record says where a repository that left the graph was).
-    fn repository(&self, name: &str, env: &Env) -> Option<(String, GitopsSpec, Option<usize>)> {
-        let in_graph = self
-            .spec
-            .nodes
-            .iter()
-            .position(|n| kinds::of(n.kind).holds() && n.name == name);
+    /// The holder node (a repository) named `name`: its machine's name, how it holds, its
+    /// payload, and whether it is in the graph (its record says where one that left the
+    /// graph was).
+    fn repository(
+        &self,
+        name: &str,
+        env: &Env,
+    ) -> Option<(String, &'static dyn Holds, Payload, Option<usize>)> {
+        let in_graph = (self.spec.nodes.iter())
+            .position(|n| kinds::of(n.kind).holds().is_some() && n.name == name);
         if let Some(ix) = in_graph {
-            if let Some(g) = self.repository_spec(ix) {
-                return Some((self.target_name(ix).to_string(), g.clone(), Some(ix)));
+            if let Some((holds, payload)) = self.holder(ix) {
+                let machine = self.target_name(ix).to_string();
+                return Some((machine, holds, payload.clone(), Some(ix)));
             }
         }
-        let (key, record) = env.records.iter().find(|(k, _)| {
-            on_target(k).is_some_and(|k| kinds::of(k.kind).holds() && k.name == name)
+        let (key, record, holds) = env.records.iter().find_map(|(k, r)| {
+            let key = on_target(k).filter(|k| k.name == name)?;
+            let holds = kinds::of(key.kind).holds()?;
+            Some((key, r, holds))
         })?;
-        let spec = GitopsSpec::of_record(record)?;
-        Some((on_target(key)?.target?, spec, in_graph))
+        let payload = holds.holder_of_record(record)?;
+        Some((key.target?, holds, payload, in_graph))
     }
 
     /// Removes the files of objects that left the environment from repository `name`: in
     /// the commit this run delivered there, or in one of their own.
     async fn undeliver(&mut self, env: &mut Env<'_>, name: &str, recs: Vec<RealizationRecord>) {
         let started = Instant::now();
-        let Some((host, g, ix)) = self.repository(name, env) else {
+        let Some((machine, holds, payload, ix)) = self.repository(name, env) else {
             return;
         };
-        let results: Vec<Result<String, StepError>> = match ix
-            .and_then(|ix| self.delivered.get(&ix))
-        {
-            Some(commit) => {
-                let said = format!("removed in commit {}", short(commit));
-                recs.iter().map(|_| Ok(said.clone())).collect()
-            }
-            None => {
-                let current = self.machine_named(&host).and_then(|h| self.reach(h));
-                let keep = ix.map(|ix| self.files_of(ix)).unwrap_or_default();
-                let delivery = self.delivery(env, Vec::new(), keep);
-                let done = match self
-                    .conns
-                    .to_target(&host, current.as_ref(), &env.records)
-                    .await
-                {
-                    Ok((t, _)) => {
-                        remote::deliver(&t, &g, &delivery, &self.conns.ssh.work_dir).await
+        let results: Vec<Result<String, StepError>> =
+            match ix.and_then(|ix| self.delivered.get(&ix)) {
+                Some(commit) => {
+                    let said = holds.removed_in(commit);
+                    recs.iter().map(|_| Ok(said.clone())).collect()
+                }
+                None => {
+                    let current = self.machine_named(&machine).and_then(|h| self.reach(h));
+                    let keep = ix.map(|ix| self.files_of(ix)).unwrap_or_default();
+                    let delivery = self.delivery(env, Vec::new(), keep);
+                    match (self.conns)
+                        .to_target(&machine, current.as_ref(), &env.records)
+                        .await
+                    {
+                        Ok((t, _)) => {
+                            let work_dir = &self.conns.ssh.work_dir;
+                            (holds.undeliver(&t, &payload, &delivery, work_dir, &recs)).await
+                        }
+                        Err(e) => recs.iter().map(|_| Err(e.clone())).collect(),
                     }
-                    Err(e) => Err(e),
-                };
-                recs.iter()
-                        .map(|r| {
-                            let d = done.as_ref().map_err(Clone::clone)?;
-                            let left = r
-                                .facts
-                                .get(fact::delivery::FILE)
-                                .is_some_and(|f| d.change.left.contains(f));
-                            Ok(match (left, d.committed, &d.commit) {
-                                (true, _, _) => "left in the repository: someone changed its file since envc wrote it".to_string(),
-                                (false, true, Some(c)) => format!("removed in commit {}", short(c)),
-                                _ => "already absent".to_string(),
-                            })
-                        })
-                        .collect()
-            }
-        };
+                }
+            };
         for (r, res) in recs.iter().zip(results) {
             self.report_deletion(env, &r.node, name, res, started.elapsed(), None);
         }

@@ -428,8 +428,7 @@ impl Session {
         // A build of an environment that delivers to no repository contacts nothing first.
         let some_read = all
             || records.keys().filter_map(|k| on_target(k)).any(|k| {
-                let kind = crate::kinds::of(k.kind);
-                kind.holds() && kind.read_on_every_build()
+                (crate::kinds::of(k.kind).holds()).is_some_and(|h| h.read_on_every_build())
             });
         let Some(conns) = conns.filter(|_| some_read) else {
             let nothing = Probed {

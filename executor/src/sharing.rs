@@ -9,13 +9,13 @@ use envc_compiler::SourceLoader;
 use crate::cache::{BinaryCache, CacheEntry, CacheError, Output, Progress, Transfer};
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
-use crate::kinds::image::build::output;
+use crate::kinds;
+use crate::kinds::node_type::cached_objects;
 use crate::record::State;
 use crate::session::{Session, SessionError};
 use crate::shared_state::LockObject;
 use crate::spec::Spec;
 use crate::store::ObjectId;
-use envc_compiler::types::NodeKind;
 
 /// A build derivation of the graph: its node key and resolved hash (what the cache is
 /// keyed by).
@@ -46,8 +46,10 @@ impl Session {
             .plan
             .nodes
             .iter()
-            .filter(|n| spec.nodes[n.index].kind == NodeKind::Image)
-            .filter(|n| crate::kinds::image::locked(&spec.nodes[n.index]))
+            .filter(|n| {
+                let node = &spec.nodes[n.index];
+                (kinds::of(node.kind).cached()).is_some_and(|c| c.looked_up(node))
+            })
             .filter_map(|n| {
                 let r = n.assessment.resolved.as_ref().ok()?;
                 Some(BuildOutput {
@@ -66,10 +68,11 @@ impl Session {
         out: &BuildOutput,
         progress: &dyn Progress,
     ) -> Result<Option<(CacheEntry, Transfer)>, CacheError> {
+        let key = out.node.clone();
         cache.remote().block(cache.pull(
             &self.store,
             &out.resolved_hash,
-            crate::kinds::image::build::objects,
+            move |facts| cached_objects(&key, facts),
             progress,
         ))
     }
@@ -128,19 +131,23 @@ impl Session {
             .collect();
         let (records, _) = self.live()?;
         let mut pushable = Pushable::default();
-        let images = records.into_values().filter(|r| {
-            crate::spec::targetless(&r.node).is_some_and(|k| k.kind == NodeKind::Image)
+        let built = records.into_values().filter_map(|r| {
+            let cached = kinds::of(crate::spec::targetless(&r.node)?.kind).cached()?;
+            Some((r, cached))
         });
-        for r in images {
+        for (r, cached) in built {
             if wanted.contains(&(r.node.clone(), r.resolved_hash.clone())) {
-                pushable
-                    .outputs
-                    .push(output(&r.node, &r.resolved_hash, &r.facts));
+                pushable.outputs.push(Output {
+                    objects: cached.objects(&r.facts),
+                    node: r.node,
+                    resolved_hash: r.resolved_hash,
+                    facts: r.facts,
+                });
                 continue;
             }
             let in_graph = spec.nodes.iter().find(|n| n.key == r.node);
             let why = match in_graph {
-                Some(n) if !crate::kinds::image::locked(n) => {
+                Some(n) if !cached.looked_up(n) => {
                     "no lockfile pins it, so it is whatever the mirror served, and no build takes it from the cache: run `envc lock FILE`, build, then push"
                 }
                 Some(_) => {

@@ -249,7 +249,7 @@ fn split_repositories(spec: &Spec, keep: &[bool]) -> Result<(), SelectError> {
     let mut by_repo: BTreeMap<usize, (Option<usize>, Option<usize>)> = BTreeMap::new();
     for (i, node) in spec.nodes.iter().enumerate() {
         let Some(t) = node.target else { continue };
-        if !crate::kinds::of(spec.nodes[t].kind).holds() {
+        if crate::kinds::of(spec.nodes[t].kind).holds().is_none() {
             continue;
         }
         let e = by_repo.entry(t).or_default();

@@ -19,7 +19,7 @@ use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, CommandLine, CommandLog, DriftFacts, Facts, RealizationRecord};
 use crate::secrets::Secrets;
 use crate::spec::{NodeSpec, Spec, Val};
-use crate::store::Store;
+use crate::store::{ObjectId, Store};
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
 use crate::transport::{HostKey, HostSpec, SshOptions, Transport, TransportError};
@@ -179,35 +179,11 @@ pub trait NodeType: Sync {
         })
     }
 
-    /// Whether a node of this kind, without being a machine, holds what other nodes are
-    /// delivered to (a repository holds the objects committed to it): the records on it
-    /// are read back through it, by [`NodeType::probe_held`], not by their own kind.
-    fn holds(&self) -> bool {
-        false
-    }
-
-    /// Whether every build reads back what such a node holds before it decides, not only
-    /// `drift` and `--refresh`: a repository is shared with whoever may push to it (a
-    /// force-push, a colleague's commit), and reading it back is one fetch.
-    fn read_on_every_build(&self) -> bool {
-        false
-    }
-
-    /// Reads back what the node of `record` holds (`held`: each record with its node's
-    /// name), in one read through the connection to the machine the node is on: facts per
-    /// item, in order, `None` for one that is gone. Asked only when it `holds`.
-    fn probe_held<'a>(
-        &'a self,
-        _cx: &'a Probing<'a>,
-        _record: &'a RealizationRecord,
-        _held: &'a [(String, &'a RealizationRecord)],
-    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
-        let kind = self.kind();
-        Box::pin(async move {
-            Err(ProbeError::Kind(format!(
-                "`{kind}` records hold nothing that is read back"
-            )))
-        })
+    /// When a node of this kind, without being a machine, holds what other nodes are
+    /// delivered to (a repository holds the objects committed to it): how. The records on
+    /// it are read back through it, not by their own kind.
+    fn holds(&self) -> Option<&dyn Holds> {
+        None
     }
 
     /// Its place when what left the graph is removed from a target (lower first: a
@@ -279,6 +255,12 @@ pub trait NodeType: Sync {
         None
     }
 
+    /// How the binary cache shares what nodes of this kind build (an image), or `None` when
+    /// they build nothing a cache would hold.
+    fn cached(&self) -> Option<&dyn Cached> {
+        None
+    }
+
     /// A node renamed by a `moved` declaration (to `name`): what its record's facts are once
     /// what envc keeps of it here follows the new name (a QEMU VM's directory). Nothing on
     /// the target changes. Most kinds keep nothing by name: the facts as they were.
@@ -312,6 +294,90 @@ impl LockNeeds<'_> {
     pub fn conflict(&mut self, why: impl fmt::Display) {
         self.conflicts.push(why.to_string());
     }
+}
+
+/// A kind whose outputs are build products, shared through the binary cache by the
+/// resolved hash that built them.
+pub trait Cached: Sync {
+    /// Whether a build looks `node` up in the cache: only what the lockfile pins is the
+    /// same bits on every machine.
+    fn looked_up(&self, node: &NodeSpec) -> bool;
+
+    /// The store objects a record's facts name: all of them come with an entry, or none.
+    fn objects(&self, facts: &Facts) -> Vec<ObjectId>;
+}
+
+/// The objects the record of node `key` names, by its kind (none for a kind that builds
+/// nothing a cache holds).
+pub fn cached_objects(key: &str, facts: &Facts) -> Vec<ObjectId> {
+    crate::spec::targetless(key)
+        .and_then(|k| crate::kinds::of(k.kind).cached())
+        .map_or_else(Vec::new, |c| c.objects(facts))
+}
+
+/// A kind whose node holds what other nodes are delivered to (a repository, the objects
+/// committed to it). The engine gathers the objects of one holder and asks it for the one
+/// step that delivers them all, and for their removal when they leave.
+pub trait Holds: Sync {
+    /// Whether every build reads back what such a node holds before it decides, not only
+    /// `drift` and `--refresh`: a repository is shared with whoever may push to it (a
+    /// force-push, a colleague's commit), and reading it back is one fetch.
+    fn read_on_every_build(&self) -> bool {
+        false
+    }
+
+    /// Reads back what the node of `record` holds (`held`: each record with its node's
+    /// name), in one read through the connection to the machine the node is on: facts per
+    /// item, in order, `None` for one that is gone.
+    fn probe_held<'a>(
+        &'a self,
+        cx: &'a Probing<'a>,
+        record: &'a RealizationRecord,
+        held: &'a [(String, &'a RealizationRecord)],
+    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>>;
+
+    /// The holder as its record says it was, for one that left the graph.
+    fn holder_of_record(&self, record: &RealizationRecord) -> Option<Payload>;
+
+    /// The one step that delivers `objects` (node, file, text) to the holder `payload`.
+    fn deliver(
+        &self,
+        payload: &Payload,
+        objects: Vec<(usize, String, String)>,
+        delivery: Delivery,
+    ) -> Option<Box<dyn Step>>;
+
+    /// Removes from the holder `payload`, reached by `t`, what `records` delivered: per
+    /// record, what was done or why not.
+    fn undeliver<'a>(
+        &'a self,
+        t: &'a Transport,
+        payload: &'a Payload,
+        delivery: &'a Delivery,
+        work_dir: &'a Path,
+        records: &'a [RealizationRecord],
+    ) -> BoxFuture<'a, Vec<Result<String, StepError>>>;
+
+    /// What is said of an object that left, removed by the delivery of this run that
+    /// made `commit`.
+    fn removed_in(&self, commit: &str) -> String;
+}
+
+/// One delivery to a holder: what to write, what the environment has there, and who is
+/// delivering.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// Objects to write: file name (relative to the holder's directory), text.
+    pub write: Vec<(String, String)>,
+    /// Every object the environment delivers there now, by file name, with its text where
+    /// this run knows it: listed files not among them are removed, and one the holder lost
+    /// is written again (`kustomize::apply`).
+    pub keep: BTreeMap<String, Option<String>>,
+    /// The environment (the kustomization's owner and the commit's subject).
+    pub environment: String,
+    pub run: String,
+    /// The commit of the environment's source, when it is in a git work tree.
+    pub source: Option<String>,
 }
 
 /// One thing on a target to put back.

@@ -65,10 +65,11 @@ impl Lab {
     pub fn seed(
         &self,
         production: &Store,
+        key: &str,
         hash: &envc_ids::ResolvedHash,
         facts: &Facts,
     ) -> Result<(), SessionError> {
-        let objects = crate::kinds::image::build::objects(facts);
+        let objects = crate::kinds::node_type::cached_objects(key, facts);
         if !objects.iter().all(|id| production.contains(id)) {
             return Ok(());
         }

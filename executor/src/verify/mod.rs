@@ -266,7 +266,7 @@ impl Session {
             // The lab deploys production's own image bytes, when they are here.
             for (key, hash, _) in &images {
                 if let Some(rec) = records.get(key).filter(|r| r.resolved_hash == *hash) {
-                    lab.seed(&self.store, hash, &rec.facts)?;
+                    lab.seed(&self.store, key, hash, &rec.facts)?;
                 }
             }
         }

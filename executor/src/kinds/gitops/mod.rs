@@ -14,13 +14,16 @@ use serde_json::json;
 use crate::error::StepError;
 use crate::kinds::manifest::GIT;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Probing, Realize, Step, StepCx,
+    payload_of, BoxFuture, Holds, Launch, Launching, NodeType, Payload, ProbeError, Probing,
+    Realize, Step, StepCx,
 };
 use crate::kustomize::{self, NotOurs};
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
+use crate::transport::Transport;
 use remote::{Delivery, GitopsSpec, ReadBack};
+use std::path::Path;
 
 pub struct Gitops;
 
@@ -45,10 +48,12 @@ impl NodeType for Gitops {
         GIT
     }
 
-    fn holds(&self) -> bool {
-        true
+    fn holds(&self) -> Option<&dyn Holds> {
+        Some(self)
     }
+}
 
+impl Holds for Gitops {
     fn read_on_every_build(&self) -> bool {
         true
     }
@@ -75,6 +80,64 @@ impl NodeType for Gitops {
                 .map(|((_, r), file)| read_object(r, file, &read, &listing, &spec))
                 .collect())
         })
+    }
+
+    fn holder_of_record(&self, record: &RealizationRecord) -> Option<Payload> {
+        Some(Arc::new(GitopsSpec::of_record(record)?))
+    }
+
+    fn deliver(
+        &self,
+        payload: &Payload,
+        objects: Vec<(usize, String, String)>,
+        delivery: Delivery,
+    ) -> Option<Box<dyn Step>> {
+        let spec = payload_of::<GitopsSpec>(payload)?.clone();
+        Some(Box::new(Deliver {
+            objects,
+            spec,
+            delivery,
+        }))
+    }
+
+    fn undeliver<'a>(
+        &'a self,
+        t: &'a Transport,
+        payload: &'a Payload,
+        delivery: &'a Delivery,
+        work_dir: &'a Path,
+        records: &'a [RealizationRecord],
+    ) -> BoxFuture<'a, Vec<Result<String, StepError>>> {
+        Box::pin(async move {
+            let done = match payload_of::<GitopsSpec>(payload) {
+                Some(g) => remote::deliver(t, g, delivery, work_dir).await,
+                None => Err(StepError::new(
+                    "internal error: a repository's payload is not a repository",
+                )),
+            };
+            records
+                .iter()
+                .map(|r| {
+                    let d = done.as_ref().map_err(Clone::clone)?;
+                    let left = r
+                        .facts
+                        .get(fact::delivery::FILE)
+                        .is_some_and(|f| d.change.left.contains(f));
+                    Ok(match (left, d.committed, &d.commit) {
+                        (true, _, _) => {
+                            "left in the repository: someone changed its file since envc wrote it"
+                                .to_string()
+                        }
+                        (false, true, Some(c)) => format!("removed in commit {}", short(c)),
+                        _ => "already absent".to_string(),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn removed_in(&self, commit: &str) -> String {
+        format!("removed in commit {}", short(commit))
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::StepError;
+pub use crate::kinds::node_type::Delivery;
 use crate::kustomize;
 use crate::transport::{GitRemote, Transport};
 
@@ -24,22 +25,6 @@ pub struct GitopsSpec {
     pub branch: String,
     /// Relative to the repository's top; empty for the top.
     pub path: String,
-}
-
-/// One delivery: what to write, what the environment has there, and who is delivering.
-#[derive(Clone, Debug)]
-pub struct Delivery {
-    /// Objects to write: file name (relative to `path`), YAML.
-    pub write: Vec<(String, String)>,
-    /// Every object the environment delivers there now, by file name, with its YAML where
-    /// this run knows it: listed files not among them are removed, and one the branch lost
-    /// is written again ([`kustomize::apply`]).
-    pub keep: BTreeMap<String, Option<String>>,
-    /// The environment (the kustomization's owner and the commit's subject).
-    pub environment: String,
-    pub run: String,
-    /// The commit of the environment's source, when it is in a git work tree.
-    pub source: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

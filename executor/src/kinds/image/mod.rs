@@ -14,7 +14,8 @@ use serde_json::json;
 use crate::cache::CacheUse;
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize, Unit, UnitCx,
+    BoxFuture, Cached, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize, Unit,
+    UnitCx,
 };
 use crate::kinds::vm::machines::Machines;
 use crate::record::{Applied, DriftFacts, RealizationRecord};
@@ -24,6 +25,16 @@ use crate::tools::{tool, Tool};
 use build::{objects, realize_image, ImageSpec};
 
 pub struct Image;
+
+impl Cached for Image {
+    fn looked_up(&self, node: &NodeSpec) -> bool {
+        locked(node)
+    }
+
+    fn objects(&self, facts: &crate::record::Facts) -> Vec<crate::store::ObjectId> {
+        objects(facts)
+    }
+}
 
 /// What image builds need on this machine.
 const TOOLS: &[Tool] = &[
@@ -48,6 +59,10 @@ impl NodeType for Image {
 
     fn lock_needs(&self, node: &NodeSpec, cx: &mut LockNeeds<'_>) {
         lock::lock_needs(node, cx)
+    }
+
+    fn cached(&self) -> Option<&dyn Cached> {
+        Some(self)
     }
 
     fn resolve(&self, r: &mut Resolving<'_>) -> Result<Payload, Resolution> {
