@@ -352,22 +352,18 @@ fn fetch_error(deb: &DebSource, owner: &PinKey, e: FetchError) -> StepError {
     let what = format!("package `{}` {} (pin {owner})", p.name, p.version);
     match e {
         // A vendor's archive: nobody keeps its old states for it.
-        FetchError::Mismatch(m)
-            if m.got.starts_with("404") && !p.archive.starts_with("debian/") =>
-        {
-            StepError::with_hint(
-                format!(
-                    "{what}: {} no longer serves {}; nothing was installed",
-                    deb.mirror, p.filename
-                ),
-                format!(
-                    "the vendor's archive dropped this version: a binary cache that has the \
+        FetchError::Gone(_) if !p.archive.starts_with("debian/") => StepError::with_hint(
+            format!(
+                "{what}: {} no longer serves {}; nothing was installed",
+                deb.mirror, p.filename
+            ),
+            format!(
+                "the vendor's archive dropped this version: a binary cache that has the \
                      .deb serves it (`envc.toml` [cache]), or move the pin with `envc lock \
                      FILE --update={owner}`"
-                ),
-            )
-        }
-        FetchError::Mismatch(m) if m.got.starts_with("404") => StepError::with_hint(
+            ),
+        ),
+        FetchError::Gone(_) => StepError::with_hint(
             format!(
                 "{what}: {} no longer serves {}; nothing was installed",
                 deb.mirror, p.filename

@@ -82,9 +82,7 @@ pub fn assess<'a>(
         Err(Resolution::Failed(_) | Resolution::Unread(_)) => {}
     }
     if let (true, Some(d)) = (reasons.is_empty(), drift) {
-        for (fact, was, now) in d {
-            reasons.push(format!("drift: {fact} was {was}, found {now}"));
-        }
+        reasons.extend(drift_reasons(d));
     }
     let action = if reasons.is_empty() && resolved.is_ok() {
         match resolved.as_ref().map(|r| check_changes(spec, r, rec)) {
@@ -147,6 +145,11 @@ fn check_changes(spec: &Spec, r: &Resolved, rec: &RealizationRecord) -> Option<S
     }
 }
 
+/// What a probe found different from the record, one reason each.
+fn drift_reasons(drift: &DriftFacts) -> impl Iterator<Item = String> + '_ {
+    (drift.iter()).map(|(fact, was, now)| format!("drift: {fact} was {was}, found {now}"))
+}
+
 /// A node that uses a secret whose value is not at hand (a plan without it), decided from
 /// what is known: unchanged when its source is the recorded derivation and nothing it
 /// reads changes (only the secret's value could differ, and no plan without it can tell);
@@ -156,6 +159,7 @@ fn without_secret(
     i: usize,
     secret: &str,
     rec: &RealizationRecord,
+    drift: Option<&DriftFacts>,
     mut a: Assessment,
     planned: &[PlannedNode],
 ) -> Assessment {
@@ -164,10 +168,7 @@ fn without_secret(
     if a.action == Action::Create {
         return a;
     }
-    let mut reasons: Vec<String> = (a.reasons.iter())
-        .filter(|r| r.starts_with("drift:"))
-        .cloned()
-        .collect();
+    let mut reasons: Vec<String> = drift.into_iter().flat_map(drift_reasons).collect();
     if rec.derivation != node.id {
         reasons.push("its source changed".to_string());
     }
@@ -310,7 +311,7 @@ pub fn plan(
         };
         if let (Err(Resolution::Unread(secret)), Some(rec)) = (&a.resolved, record) {
             let secret = secret.clone();
-            a = without_secret(spec, i, &secret, rec, a, &nodes);
+            a = without_secret(spec, i, &secret, rec, drift.get(key), a, &nodes);
         }
         known[i] = match (&a.action, record, &a.resolved) {
             (Action::Unchanged | Action::Check | Action::Moved, Some(r), _) => {

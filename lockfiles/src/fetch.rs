@@ -42,6 +42,9 @@ pub enum FetchError {
     },
     /// Bytes that do not match the hash or size they are verified against.
     Mismatch(Box<Mismatch>),
+    /// A pinned file the mirror no longer serves (404): Debian's mirrors keep only the
+    /// current versions, a vendor's archive may drop any.
+    Gone(Box<Mismatch>),
     /// A file that cannot be decompressed or parsed.
     Corrupt { url: String, detail: String },
     /// The signature could not be checked (no gpgv, no keyring, no InRelease).
@@ -81,7 +84,7 @@ impl FetchError {
             FetchError::MissingIndex { .. } => {
                 "check the archive's components and architecture".into()
             }
-            FetchError::Mismatch(m) => m.hint.clone(),
+            FetchError::Mismatch(m) | FetchError::Gone(m) => m.hint.clone(),
             FetchError::Corrupt { .. } => {
                 "the mirror served a broken file: run again, or use another mirror".into()
             }
@@ -117,7 +120,7 @@ impl fmt::Display for FetchError {
                 f,
                 "the Release of {archive} does not list `{path}` ({available})"
             )?,
-            FetchError::Mismatch(m) => write!(
+            FetchError::Mismatch(m) | FetchError::Gone(m) => write!(
                 f,
                 "`{}` of {} does not match {}: expected {}, got {}",
                 m.file, m.archive, m.against, m.expected, m.got
@@ -405,7 +408,7 @@ pub async fn fetch_deb(mirror: &str, pin: &PackagePin) -> Result<Vec<u8>, FetchE
     let client = client()?;
     let url = format!("{}/{}", mirror.trim_end_matches('/'), pin.filename);
     let Some(body) = get(&client, &url).await? else {
-        return Err(FetchError::Mismatch(Box::new(Mismatch {
+        return Err(FetchError::Gone(Box::new(Mismatch {
             archive: pin.archive.clone(),
             file: pin.filename.clone(),
             against: format!("its pin ({})", pin.key()),

@@ -168,14 +168,17 @@ impl Picture {
         records: &BTreeMap<String, RealizationRecord>,
         last_run: Option<&RunRecord>,
     ) -> Picture {
-        let last: BTreeMap<&str, String> = last_run
+        let last: BTreeMap<&str, &envc_executor::StepOutcome> = last_run
             .map(|r| {
                 (r.nodes.iter())
-                    .map(|o| (o.node.as_str(), outcome_text(&o.outcome)))
+                    .map(|o| (o.node.as_str(), &o.outcome))
                     .collect()
             })
             .unwrap_or_default();
-        let failed_last = |key: &str| last.get(key).is_some_and(|l| l.starts_with("failed"));
+        let failed_last = |key: &str| {
+            last.get(key)
+                .is_some_and(|o| matches!(o, envc_executor::StepOutcome::Failed(_)))
+        };
 
         // Boxes: one per machine (in the graph's order), then namespaces, images, the rest.
         let machine_set = machines(spec);
@@ -272,7 +275,7 @@ impl Picture {
                 },
                 tags: n.tags.clone(),
                 record: record.map(RecordView::of),
-                last: last.get(n.key.as_str()).cloned(),
+                last: last.get(n.key.as_str()).map(|o| outcome_text(o)),
             });
         }
         // Records whose node left the graph: in their machine's box when it is still there.
@@ -303,7 +306,7 @@ impl Picture {
                 attrs: r.attrs.clone(),
                 tags: BTreeMap::new(),
                 record: Some(RecordView::of(r)),
-                last: last.get(key.as_str()).cloned(),
+                last: last.get(key.as_str()).map(|o| outcome_text(o)),
             });
         }
 
