@@ -146,7 +146,7 @@ pub async fn probe(
         }
         // A kind that reads nothing back (a command; a repository, whose objects are read
         // back through it) has no drift of its own.
-        if matches!(reading, Reading::All) && kinds::of(k.kind).reads_back() {
+        if matches!(reading, Reading::All) && kinds::of(k.kind).reads_back().is_some() {
             by_target
                 .entry(target)
                 .or_default()
@@ -179,10 +179,10 @@ pub async fn probe(
                 .filter(|x| x.0 == node_type.kind())
                 .map(|x| (x.1.clone(), x.2))
                 .unzip();
-            if names.is_empty() {
+            let Some(reader) = node_type.reads_back().filter(|_| !names.is_empty()) else {
                 continue;
-            }
-            match node_type.probe(&t, &names).await {
+            };
+            match reader.probe(&t, &names).await {
                 Ok(facts) => found.push((recs, Ok(facts))),
                 Err(ProbeError::Kind(e)) => found.push((recs, Err(e))),
                 // Nothing more is asked of this target.

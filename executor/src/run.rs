@@ -1233,7 +1233,7 @@ impl<'s> Scheduler<'s> {
                         if first_here
                             && !record.created
                             && applied.note.is_none()
-                            && kinds::of(spec.nodes[i].kind).removal_rank().is_some()
+                            && kinds::of(spec.nodes[i].kind).removable().is_some()
                         {
                             applied.note = Some(TAKEN_OVER.to_string());
                         }
@@ -1595,6 +1595,10 @@ impl<'s> Scheduler<'s> {
                 (recs.into_iter()).partition(|r| r.created || (remove_adopted && r.adopted));
             let type_of =
                 |r: &RealizationRecord| on_target(&r.node).map(|k| (kinds::of(k.kind), k.name));
+            let forgotten_why = |r: &RealizationRecord| {
+                let removable = type_of(r)?.0.removable()?;
+                removable.forgotten(r)
+            };
             for r in &foreign {
                 let said = match r.adopted {
                     true => "left as it was found: adopted (`destroy --adopted` removes it)",
@@ -1605,13 +1609,10 @@ impl<'s> Scheduler<'s> {
                 results.push(Removal::said(r, said));
             }
             // What is only forgotten needs no visit to its target.
-            let (mine, forgotten): (Vec<_>, Vec<_>) = mine
-                .into_iter()
-                .partition(|r| type_of(r).is_none_or(|t| t.0.forgotten(r).is_none()));
+            let (mine, forgotten): (Vec<_>, Vec<_>) =
+                mine.into_iter().partition(|r| forgotten_why(r).is_none());
             for r in &forgotten {
-                let said = type_of(r)
-                    .and_then(|t| t.0.forgotten(r))
-                    .unwrap_or("forgotten");
+                let said = forgotten_why(r).unwrap_or("forgotten");
                 results.push(Removal::said(r, said));
             }
             if !mine.is_empty() {
@@ -1628,16 +1629,16 @@ impl<'s> Scheduler<'s> {
                         };
                         // Kind by kind, in their removal order: a command's undo may need
                         // the files and services removed after it.
-                        for kind in kinds::by_removal_rank() {
+                        for (kind, removable) in kinds::by_removal_rank() {
                             let of_kind: Vec<(&RealizationRecord, String)> = mine
                                 .iter()
                                 .filter_map(|r| {
                                     let key = on_target(&r.node)?;
-                                    (key.kind == kind.kind()).then_some((r, key.name))
+                                    (key.kind == kind).then_some((r, key.name))
                                 })
                                 .collect();
                             if !of_kind.is_empty() {
-                                results.extend(kind.remove(&cx, of_kind).await);
+                                results.extend(removable.remove(&cx, of_kind).await);
                             }
                         }
                     }

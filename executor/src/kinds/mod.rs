@@ -62,11 +62,12 @@ pub fn all() -> impl Iterator<Item = &'static dyn node_type::NodeType> {
     NodeKind::ALL.into_iter().map(of)
 }
 
-/// Every kind's type, in the order removals from a target run (see
-/// `NodeType::removal_rank`).
-pub fn by_removal_rank() -> Vec<&'static dyn node_type::NodeType> {
-    let mut ranked: Vec<&'static dyn node_type::NodeType> =
-        all().filter(|t| t.removal_rank().is_some()).collect();
-    ranked.sort_by_key(|t| t.removal_rank());
+/// The kinds removed from a target, each with how, in the order removals run (see
+/// `Removable::removal_rank`).
+pub fn by_removal_rank() -> Vec<(NodeKind, &'static dyn node_type::Removable)> {
+    let mut ranked: Vec<_> = all()
+        .filter_map(|t| Some((t.kind(), t.removable()?)))
+        .collect();
+    ranked.sort_by_key(|(_, r)| r.removal_rank());
     ranked
 }

@@ -157,26 +157,11 @@ pub trait NodeType: Sync {
         None
     }
 
-    /// Whether records of this kind are read back from their target to find drift (a
+    /// When records of this kind are read back from their target to find drift: how (a
     /// command leaves nothing to read; what a repository holds is read back through it,
     /// [`NodeType::holds`]).
-    fn reads_back(&self) -> bool {
-        false
-    }
-
-    /// Reads back from their target the facts of records of this kind (by node name, in
-    /// order; `None` for an item that is gone). Asked only when it `reads_back`.
-    fn probe<'a>(
-        &'a self,
-        _t: &'a Transport,
-        _names: &'a [String],
-    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
-        let kind = self.kind();
-        Box::pin(async move {
-            Err(ProbeError::Kind(format!(
-                "`{kind}` records are not read back"
-            )))
-        })
+    fn reads_back(&self) -> Option<&dyn ReadsBack> {
+        None
     }
 
     /// When a node of this kind, without being a machine, holds what other nodes are
@@ -186,36 +171,15 @@ pub trait NodeType: Sync {
         None
     }
 
-    /// Its place when what left the graph is removed from a target (lower first: a
-    /// command's undo may need the files and services removed after it), or `None` when
-    /// it is not removed from a target by itself.
-    fn removal_rank(&self) -> Option<u8> {
+    /// When what it put on a target is removed from there as its node leaves the graph:
+    /// how.
+    fn removable(&self) -> Option<&dyn Removable> {
         None
     }
 
     /// What is said of a record of a node envc found in place and so did not create.
     fn left_in_place(&self) -> &'static str {
         "left in place: envc did not create it"
-    }
-
-    /// Why a record it created is forgotten without reaching its target (a command without
-    /// an undo), or `None` when it is removed there.
-    fn forgotten(&self, _record: &RealizationRecord) -> Option<&'static str> {
-        None
-    }
-
-    /// Removes from the target `cx` reaches the things of `records` (each with its node's
-    /// name), in one batch where the kind can: per record, what was done or why not.
-    fn remove<'a>(
-        &'a self,
-        _cx: &'a Removing<'a>,
-        records: Vec<(&'a RealizationRecord, String)>,
-    ) -> BoxFuture<'a, Vec<Removal>> {
-        let all = records
-            .into_iter()
-            .map(|(r, _)| Removal::said(r, "forgotten"))
-            .collect();
-        Box::pin(async move { all })
     }
 
     /// For a record without a target (a machine, an image) whose node left the graph: what
@@ -313,6 +277,39 @@ pub fn cached_objects(key: &str, facts: &Facts) -> Vec<ObjectId> {
     crate::spec::targetless(key)
         .and_then(|k| crate::kinds::of(k.kind).cached())
         .map_or_else(Vec::new, |c| c.objects(facts))
+}
+
+/// A kind whose things on a target are read back from it to find drift (a file's bytes, a
+/// package's version, a service's state).
+pub trait ReadsBack: Sync {
+    /// The facts of records of this kind on `t` (by node name, in order; `None` for an item
+    /// that is gone), in one visit.
+    fn probe<'a>(
+        &'a self,
+        t: &'a Transport,
+        names: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>>;
+}
+
+/// A kind whose things are removed from their target when their node leaves the graph.
+pub trait Removable: Sync {
+    /// Its turn when what left the graph is removed from a target, lower first (a
+    /// command's undo may need the files and services removed after it).
+    fn removal_rank(&self) -> u8;
+
+    /// Why a record it created is forgotten without reaching its target (a command without
+    /// an undo), or `None` when it is removed there.
+    fn forgotten(&self, _record: &RealizationRecord) -> Option<&'static str> {
+        None
+    }
+
+    /// Removes from the target `cx` reaches the things of `records` (each with its node's
+    /// name), in one batch where the kind can: per record, what was done or why not.
+    fn remove<'a>(
+        &'a self,
+        cx: &'a Removing<'a>,
+        records: Vec<(&'a RealizationRecord, String)>,
+    ) -> BoxFuture<'a, Vec<Removal>>;
 }
 
 /// A kind whose node holds what other nodes are delivered to (a repository, the objects

@@ -11,7 +11,8 @@ use serde_json::json;
 
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Removal, Removing, Step, StepCx,
+    BoxFuture, Launch, Launching, NodeType, Payload, Realize, Removable, Removal, Removing, Step,
+    StepCx,
 };
 use crate::record::{Applied, RealizationRecord};
 use crate::spec::{NodeSpec, Val};
@@ -53,12 +54,18 @@ impl NodeType for Exec {
         Ok(Arc::new(spec))
     }
 
-    fn removal_rank(&self) -> Option<u8> {
-        Some(0)
-    }
-
     fn left_in_place(&self) -> &'static str {
         "forgotten: it never ran here (a guard found it unnecessary)"
+    }
+
+    fn removable(&self) -> Option<&dyn Removable> {
+        Some(self)
+    }
+}
+
+impl Removable for Exec {
+    fn removal_rank(&self) -> u8 {
+        0
     }
 
     fn forgotten(&self, record: &RealizationRecord) -> Option<&'static str> {

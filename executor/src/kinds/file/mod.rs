@@ -13,8 +13,8 @@ use serde_json::json;
 
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize,
-    Removal, Removing, Restores, Step, StepCx,
+    absorb_same, Absent, BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, ReadsBack,
+    Realize, Removable, Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Spec, Val};
@@ -107,10 +107,16 @@ impl NodeType for File {
         Ok(std::sync::Arc::new(f))
     }
 
-    fn reads_back(&self) -> bool {
-        true
+    fn reads_back(&self) -> Option<&dyn ReadsBack> {
+        Some(self)
     }
 
+    fn removable(&self) -> Option<&dyn Removable> {
+        Some(self)
+    }
+}
+
+impl ReadsBack for File {
     fn probe<'a>(
         &'a self,
         t: &'a Transport,
@@ -118,9 +124,11 @@ impl NodeType for File {
     ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
         Box::pin(async move { Ok(probe_files(t, names).await?) })
     }
+}
 
-    fn removal_rank(&self) -> Option<u8> {
-        Some(2)
+impl Removable for File {
+    fn removal_rank(&self) -> u8 {
+        2
     }
 
     fn remove<'a>(

@@ -16,7 +16,7 @@ use crate::debs::{DebSource, KeptDebs};
 use crate::error::StepError;
 use crate::kinds::node_type::{
     absorb_same, Absent, BoxFuture, Launch, Launching, LockNeeds, NodeType, Payload, ProbeError,
-    Realize, Removal, Removing, Restores, Step, StepCx,
+    ReadsBack, Realize, Removable, Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Spec, Val};
@@ -81,10 +81,16 @@ impl NodeType for Package {
         }))
     }
 
-    fn reads_back(&self) -> bool {
-        true
+    fn reads_back(&self) -> Option<&dyn ReadsBack> {
+        Some(self)
     }
 
+    fn removable(&self) -> Option<&dyn Removable> {
+        Some(self)
+    }
+}
+
+impl ReadsBack for Package {
     fn probe<'a>(
         &'a self,
         t: &'a Transport,
@@ -92,9 +98,11 @@ impl NodeType for Package {
     ) -> BoxFuture<'a, Result<Vec<Option<Facts>>, ProbeError>> {
         Box::pin(async move { Ok(probe_packages(t, names).await?) })
     }
+}
 
-    fn removal_rank(&self) -> Option<u8> {
-        Some(3)
+impl Removable for Package {
+    fn removal_rank(&self) -> u8 {
+        3
     }
 
     fn remove<'a>(

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::error::StepError;
 use crate::kinds::node_type::{
-    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, Realize, Removal, Removing,
-    Restores, Step, StepCx,
+    BoxFuture, Launch, Launching, NodeType, Payload, ProbeError, ReadsBack, Realize, Removable,
+    Removal, Removing, Restores, Step, StepCx,
 };
 use crate::record::{Applied, Facts, RealizationRecord};
 use crate::substitute::{Resolution, Resolving};
@@ -53,10 +53,16 @@ impl NodeType for Service {
         }))
     }
 
-    fn reads_back(&self) -> bool {
-        true
+    fn reads_back(&self) -> Option<&dyn ReadsBack> {
+        Some(self)
     }
 
+    fn removable(&self) -> Option<&dyn Removable> {
+        Some(self)
+    }
+}
+
+impl ReadsBack for Service {
     fn probe<'a>(
         &'a self,
         t: &'a Transport,
@@ -65,9 +71,11 @@ impl NodeType for Service {
         // No systemd on the host is an answer about the services alone.
         Box::pin(async move { Ok(probe_services(t, names).await?) })
     }
+}
 
-    fn removal_rank(&self) -> Option<u8> {
-        Some(1)
+impl Removable for Service {
+    fn removal_rank(&self) -> u8 {
+        1
     }
 
     fn remove<'a>(
