@@ -16,7 +16,9 @@ use crate::exit::{Exit, Failure};
 #[derive(Parser)]
 #[command(
     name = "envc",
-    version,
+    // The commit, its date and the target, from build.rs: `envc version --json` has them
+    // as fields.
+    version = env!("BUILT_VERSION_LINE"),
     about = "Reproducible environments from a typed, declarative language"
 )]
 pub struct Cli {
@@ -207,6 +209,16 @@ enum Command {
     /// Write the man pages (envc.1, envc-build.1, …) into DIR: `envc man
     /// /usr/local/share/man/man1`.
     Man { dir: PathBuf },
+    /// The version, the commit it was built from (`-dirty` when it had changes), the
+    /// commit's date and the target (as `--version`).
+    ///
+    /// `--json` is here and not on `--version`, which clap answers while it parses,
+    /// before any other flag is read.
+    Version {
+        /// One JSON object: version, commit, dirty, commit_date, commit_unix, target.
+        #[arg(long)]
+        json: bool,
+    },
     /// Format files in place (or only check that they are formatted).
     Fmt {
         /// Change nothing; exit 1 if a file is not formatted.
@@ -553,6 +565,7 @@ fn run(cli: Cli) -> Exit {
         Command::Man { dir } => {
             commands::manual::man(<Cli as clap::CommandFactory>::command(), &dir)
         }
+        Command::Version { json } => Ok(crate::version::print(json)),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()
             .map(|()| Exit::Ok)

@@ -8,5 +8,7 @@ pub mod exit;
 mod lsp;
 mod output;
 pub mod render;
+mod utc;
+pub mod version;
 /// The diagnostic of an `--only`/`--exclude` pattern that cannot be used (tests snapshot it).
 pub use commands::targeted::diagnostic as selection_diagnostic;

@@ -1202,3 +1202,77 @@ fn completions_and_man_pages_cover_every_subcommand() {
         assert!(text.contains(says), "{page} does not say {says}:\n{text}");
     }
 }
+
+/// `git ARGS` in the checkout the tests are built from, or None outside one (a tarball).
+fn git(args: &[&str]) -> Option<String> {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+#[test]
+fn version_names_the_commit_its_date_and_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = envc(&["version", "--json"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["format_version"], "1.0");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    let target = v["target"].as_str().unwrap();
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),
+        "{target}"
+    );
+    let top = git(&["rev-parse", "--show-toplevel"]);
+    let in_checkout = top
+        .is_some_and(|t| Path::new(&t).canonicalize().unwrap() == repo().canonicalize().unwrap());
+    if in_checkout {
+        let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap();
+        assert_eq!(v["commit"], head.as_str(), "{v}");
+        let dirty = !git(&["status", "--porcelain", "--untracked-files=no"])
+            .unwrap()
+            .is_empty();
+        assert_eq!(v["dirty"], dirty, "{v}");
+        if std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
+            let unix: u64 = git(&["log", "-1", "--format=%ct", "HEAD"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                v["commit_unix"], unix,
+                "the commit's date, not the build's: {v}"
+            );
+        }
+    } else {
+        assert!(v["commit"].is_null(), "{v}");
+    }
+    let date = v["commit_date"].as_str().unwrap_or("date unknown");
+
+    // --version says the same in a line, as `envc version` does.
+    let line = format!(
+        "envc {} (commit {}{}, {date}, {target})",
+        v["version"].as_str().unwrap(),
+        v["commit"].as_str().unwrap_or("unknown"),
+        if v["dirty"] == true { "-dirty" } else { "" },
+    );
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let o = envc(args, dir.path());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), line, "{args:?}");
+    }
+    if let Some(date) = v["commit_date"].as_str() {
+        // RFC 3339 in UTC, to the second.
+        let shape: String = date
+            .chars()
+            .map(|c| if c.is_ascii_digit() { 'D' } else { c })
+            .collect();
+        assert_eq!(shape, "DDDD-DD-DDTDD:DD:DDZ", "{date}");
+    }
+}
