@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::commands::graph::GraphFormat;
 use crate::commands::plan::PlanFormat;
@@ -19,7 +19,8 @@ use crate::exit::{Exit, Failure};
     // The commit, its date and the target, from build.rs: `envc version --json` has them
     // as fields.
     version = env!("BUILT_VERSION_LINE"),
-    about = "Reproducible environments from a typed, declarative language"
+    about = "Reproducible environments from a typed, declarative language",
+    after_help = "Exit status and environment variables: envc --help"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -500,8 +501,14 @@ enum Command {
     },
 }
 
+/// The command line as clap parses it, with the exit codes and environment variables after
+/// the top-level `--help`.
+pub fn command() -> clap::Command {
+    Cli::command().after_long_help(crate::help::after_long_help())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // Before any thread starts (so no one reads the environment as it changes): the tools
     // envc runs are found where Debian puts them, even from a PATH without /usr/sbin.
     std::env::set_var(
@@ -559,12 +566,9 @@ fn run(cli: Cli) -> Exit {
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
         Command::Init { dir, ci } => commands::init::init(&dir, ci),
-        Command::Completions { shell } => {
-            commands::manual::completions(<Cli as clap::CommandFactory>::command(), shell)
-        }
-        Command::Man { dir } => {
-            commands::manual::man(<Cli as clap::CommandFactory>::command(), &dir)
-        }
+        Command::Completions { shell } => commands::manual::completions(command(), shell),
+        // The pages have the exit codes and variables as sections of their own.
+        Command::Man { dir } => commands::manual::man(Cli::command(), &dir),
         Command::Version { json } => Ok(crate::version::print(json)),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()

@@ -4,7 +4,9 @@
 
 pub mod cli;
 mod commands;
+pub mod environment;
 pub mod exit;
+mod help;
 mod lsp;
 mod output;
 pub mod render;

@@ -1276,3 +1276,183 @@ fn version_names_the_commit_its_date_and_the_target() {
         assert_eq!(shape, "DDDD-DD-DDTDD:DD:DDZ", "{date}");
     }
 }
+
+/// The exit codes docs/cli.md's table lists.
+fn documented_exit_codes() -> Vec<u8> {
+    let doc = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let table = doc.split("## Exit codes").nth(1).unwrap();
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("| code"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn help_and_man_pages_give_the_exit_codes_and_the_environment() {
+    let codes: Vec<u8> = envc::exit::Exit::ALL.iter().map(|e| e.code()).collect();
+    assert_eq!(
+        codes,
+        documented_exit_codes(),
+        "docs/cli.md's table and exit.rs"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = envc(&["--help"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    let status = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("an exit status section");
+    for e in envc::exit::Exit::ALL {
+        let line = format!("  {:<5}{}", e.code(), e.meaning());
+        assert!(status.contains(&line), "--help lacks `{line}`:\n{help}");
+    }
+    let environment = help
+        .split("Environment:")
+        .nth(1)
+        .expect("an environment section");
+    for v in envc::environment::VARIABLES {
+        assert!(
+            environment.contains(v.name),
+            "--help lacks {}:\n{help}",
+            v.name
+        );
+    }
+    let short = envc(&["-h"], dir.path());
+    assert!(stdout(&short).contains("envc --help"), "{}", stdout(&short));
+
+    let o = envc(&["man", "pages"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    for page in ["envc.1", "envc-build.1", "envc-store-verify.1"] {
+        let text = std::fs::read_to_string(dir.path().join("pages").join(page)).unwrap();
+        let status = text.find(".SH \"EXIT STATUS\"").expect(page);
+        let environment = text.find(".SH ENVIRONMENT").expect(page);
+        assert!(status < environment, "{page}");
+        if let Some(version) = text.find(".SH VERSION") {
+            assert!(
+                environment < version,
+                "{page}: the sections go before VERSION"
+            );
+        }
+        for e in envc::exit::Exit::ALL {
+            assert!(
+                text.contains(&format!(".TP\n\\fB{}\\fR\n", e.code())),
+                "{page}"
+            );
+        }
+        for v in envc::environment::VARIABLES {
+            let name = v.name.replace('-', "\\-");
+            assert!(
+                text.contains(&format!("\\fB{name}\\fR")),
+                "{page} lacks {}",
+                v.name
+            );
+        }
+        assert!(
+            !text.contains("Exit status:"),
+            "{page} has the --help text as well"
+        );
+    }
+    // man(1) reads them without a warning.
+    let man = Command::new("man")
+        .args(["--warnings", "-l", "-Tutf8"])
+        .arg(dir.path().join("pages/envc.1"))
+        .env("MANWIDTH", "100")
+        .output();
+    if let Some(man) = man.ok().filter(|m| m.status.success()) {
+        // Without the overstrikes of bold (`X\x08X`).
+        let mut shown = String::new();
+        for c in String::from_utf8_lossy(&man.stdout).chars() {
+            if c == '\x08' {
+                shown.pop();
+            } else {
+                shown.push(c);
+            }
+        }
+        assert!(
+            shown.contains("EXIT STATUS") && shown.contains("ENVC_STORE"),
+            "{shown}"
+        );
+        assert!(
+            man.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&man.stderr)
+        );
+    }
+}
+
+/// `ENVC_*` names in `text`.
+fn envc_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("ENVC_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        if end > "ENVC_".len() {
+            names.insert(tail[..end].to_string());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn every_envc_variable_envc_reads_is_in_the_one_list() {
+    // What envc sets for its own scripts, never a user.
+    const INTERNAL: &[&str] = &["ENVC_PINNED_DEBS", "ENVC_URL", "ENVC_STATUS", "ENVC_NEEDLE"];
+    // The sources of the binary: its crate and the workspace crates it links.
+    let mut found = std::collections::BTreeSet::new();
+    let mut dirs: Vec<PathBuf> = vec![repo().join("src")];
+    for member in [
+        "ids",
+        "lang",
+        "compiler",
+        "lockfiles",
+        "store",
+        "executor",
+        "ide",
+        "k8s",
+        "aws",
+    ] {
+        dirs.push(repo().join(member).join("src"));
+    }
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                found.extend(envc_names(&text));
+            }
+        }
+    }
+    let listed: std::collections::BTreeSet<String> = (envc::environment::VARIABLES.iter())
+        .map(|v| v.name.to_string())
+        .collect();
+    assert_eq!(
+        listed.len(),
+        envc::environment::VARIABLES.len(),
+        "a variable listed twice"
+    );
+    let unlisted: Vec<&String> = (found.iter())
+        .filter(|n| !listed.contains(*n) && !INTERNAL.contains(&n.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "read by envc, missing from src/environment.rs: {unlisted:?}"
+    );
+}

@@ -177,7 +177,7 @@ fn parse_set(s: &str) -> Result<(String, String), BadSetting> {
 #[derive(clap::Args, Clone, Debug)]
 pub struct TargetArgs {
     /// An ssh_config file for reaching hosts (identity files, jump hosts).
-    #[arg(long, env = "ENVC_SSH_CONFIG", value_name = "FILE")]
+    #[arg(long, env = crate::environment::SSH_CONFIG, value_name = "FILE")]
     pub ssh_config: Option<PathBuf>,
     /// Seconds to wait for a host to accept a connection.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
@@ -195,7 +195,7 @@ pub struct TargetArgs {
     /// same host to reuse (as Ansible's ControlPersist); 0 closes them with the command.
     #[arg(
         long,
-        env = "ENVC_SSH_PERSIST",
+        env = crate::environment::SSH_PERSIST,
         default_value_t = 60,
         value_name = "SECONDS"
     )]
@@ -208,17 +208,17 @@ pub struct TargetArgs {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SharedArgs {
     /// The binary cache: s3://BUCKET/PREFIX, gs://, az://, http(s)://, file:///PATH.
-    #[arg(long, env = "ENVC_CACHE", value_name = "URL")]
+    #[arg(long, env = crate::environment::CACHE, value_name = "URL")]
     pub cache: Option<String>,
     /// Neither look anything up in the binary cache nor push to it (wins over --cache,
     /// ENVC_CACHE and envc.toml).
     #[arg(long)]
     pub no_cache: bool,
     /// The shared state: s3://BUCKET/PREFIX, gs://, az://, or file:///PATH (a local store).
-    #[arg(long, env = "ENVC_STATE", value_name = "URL")]
+    #[arg(long, env = crate::environment::STATE, value_name = "URL")]
     pub state: Option<String>,
     /// The secret key that signs what is pushed to the cache (`envc key generate`).
-    #[arg(long, env = "ENVC_SIGNING_KEY", value_name = "FILE")]
+    #[arg(long, env = crate::environment::SIGNING_KEY, value_name = "FILE")]
     pub signing_key: Option<PathBuf>,
 }
 
