@@ -166,6 +166,9 @@ enum Command {
     /// Parse, type-check and evaluate FILE; report every problem.
     Check {
         file: PathBuf,
+        /// One JSON object per problem (warnings too), then a summary (see docs/cli.md).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         params: Params,
     },
@@ -533,6 +536,7 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Exit {
     let ui = Ui {
+        json: false,
         color: match cli.color {
             Color::Always => true,
             Color::Never => false,
@@ -542,7 +546,7 @@ fn run(cli: Cli) -> Exit {
         },
     };
     let outcome = match cli.command {
-        Command::Check { file, params } => commands::check::check(&file, &params, ui),
+        Command::Check { file, json, params } => commands::check::check(&file, json, &params, ui),
         Command::Test {
             paths,
             filter,

@@ -63,6 +63,11 @@ pub fn versioned(value: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// One JSON object on a line of its own, with its `format_version`.
+pub fn json_line(value: serde_json::Value) {
+    line(versioned(value));
+}
+
 /// `println!` that stops quietly on a closed pipe.
 macro_rules! outln {
     ($($arg:tt)*) => {

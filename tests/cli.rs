@@ -1456,3 +1456,117 @@ fn every_envc_variable_envc_reads_is_in_the_one_list() {
         "read by envc, missing from src/environment.rs: {unlisted:?}"
     );
 }
+
+/// Each line of `o`'s stdout as a JSON object carrying the format version.
+fn versioned_lines(args: &[&str], o: &Output) -> Vec<serde_json::Value> {
+    let lines: Vec<serde_json::Value> = stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "{args:?} printed nothing: {}", stderr(o));
+    for l in &lines {
+        assert_eq!(l["format_version"], "1.0", "{args:?}: {l}");
+    }
+    lines
+}
+
+#[test]
+fn check_json_gives_each_problem_then_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.env"),
+        "let h = host(name = \"h\", address = \"@local\")\noutput a = nope\noutput b = 1 +\n",
+    )
+    .unwrap();
+    let args = ["check", "bad.env", "--json"];
+    let o = envc(&args, dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    let lines = versioned_lines(&args, &o);
+    let (summary, problems) = lines.split_last().unwrap();
+    assert_eq!(summary["type"], "summary", "{summary}");
+    assert_eq!(summary["ok"], false);
+    assert_eq!(summary["errors"], problems.len() as u64);
+    assert!(!problems.is_empty());
+    for p in problems {
+        assert_eq!(p["type"], "diagnostic", "{p}");
+        assert_eq!(p["severity"], "error", "{p}");
+        assert!(p["code"].as_str().is_some_and(|c| c.contains("::")), "{p}");
+        let at = p["location"].as_str().unwrap();
+        assert!(at.starts_with("bad.env:"), "{p}");
+    }
+    assert!(
+        problems
+            .iter()
+            .any(|p| p["location"] == "bad.env:2:12" && p["code"] == "name::unknown"),
+        "{lines:?}"
+    );
+    assert!(
+        stderr(&o).is_empty(),
+        "the problems are on stdout only: {}",
+        stderr(&o)
+    );
+
+    std::fs::write(
+        dir.path().join("good.env"),
+        "let h = host(name = \"h\", address = \"@local\")\noutput a = 1\n",
+    )
+    .unwrap();
+    let args = ["check", "good.env", "--json"];
+    let o = envc(&args, dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    let lines = versioned_lines(&args, &o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "summary");
+    assert_eq!(lines[0]["ok"], true);
+    assert_eq!(lines[0]["errors"], 0);
+    assert_eq!(lines[0]["outputs"], 1);
+}
+
+fn text_of(o: &Output) -> String {
+    format!("stdout: {}\nstderr: {}", stdout(o), stderr(o))
+}
+
+#[test]
+fn every_json_object_carries_the_format_version() {
+    use crate::support::offline;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("here.env"),
+        format!(
+            "let h = host(name = \"h\", address = \"@local\")\n\
+             let f = file(path = \"{}/out.txt\", content = \"hi\\n\", target = h)\n\
+             output a = 1\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("envc.toml"), "").unwrap();
+    std::fs::write(
+        d.join("here_test.env"),
+        "test \"one file\" {\n  env = \"./here.env\"\n  expect len(nodes(\"file\")) == 1\n}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let o = offline::envc(d, args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text_of(&o));
+        versioned_lines(args, &o)
+    };
+    run(&["version", "--json"]);
+    run(&["check", "here.env", "--json"]);
+    run(&["test", "--json"]);
+    let plan = run(&["plan", "here.env", "--json"]);
+    run(&["plan", "here.env", "--format", "json"]);
+    let file = (plan.iter())
+        .filter_map(|l| l["node"].as_str())
+        .find(|n| n.contains("file:"))
+        .unwrap()
+        .to_string();
+    run(&["build", "here.env", "--json"]);
+    run(&["why", "here.env", &file, "--json"]);
+    run(&["drift", "here.env", "--json"]);
+    run(&["drift", "here.env", "--checks", "--json"]);
+    let runs = run(&["log", "here.env", "--json"]);
+    assert!(runs[0]["started_unix"].is_u64(), "{runs:?}");
+    run(&["destroy", "here.env", "--yes", "--json"]);
+}

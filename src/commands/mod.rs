@@ -40,6 +40,8 @@ use crate::render::Renderer;
 #[derive(Clone, Copy)]
 pub struct Ui {
     pub color: bool,
+    /// Diagnostics as JSON lines on stdout, not drawn on stderr (`envc check --json`).
+    pub json: bool,
 }
 
 impl Ui {
@@ -468,6 +470,21 @@ pub fn report_problems(
 /// Prints the diagnostics; the graph when there were none.
 pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c envc_compiler::Graph> {
     let renderer = ui.renderer(&compiled.sources, &prefix(file));
+    if ui.json {
+        let warnings = renderer.json_lines(&compiled.warnings, true);
+        let errors = renderer.json_lines(&compiled.diagnostics, false);
+        for line in warnings.into_iter().chain(errors) {
+            crate::output::json_line(line);
+        }
+        if compiled.diagnostics.is_empty() {
+            return compiled.graph.as_ref();
+        }
+        crate::output::json_line(check_summary(
+            compiled.diagnostics.len(),
+            compiled.warnings.len(),
+        ));
+        return None;
+    }
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "{}", renderer.render_warnings(&compiled.warnings));
     if compiled.diagnostics.is_empty() {
@@ -482,6 +499,11 @@ pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c env
         where_problems_are(compiled, file)
     );
     None
+}
+
+/// The last line of `envc check --json` when it found problems.
+pub fn check_summary(errors: usize, warnings: usize) -> serde_json::Value {
+    serde_json::json!({"type": "summary", "ok": false, "errors": errors, "warnings": warnings})
 }
 
 /// The environment file, or the policy pack files the problems are in: a pack's broken

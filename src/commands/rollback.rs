@@ -49,7 +49,7 @@ pub fn rollback(
 fn show(plan: &RollbackPlan, json_out: bool) {
     if json_out {
         for i in &plan.items {
-            output::line(json!({"node": i.node, "action": i.action.name(), "note": i.note}));
+            output::json_line(json!({"node": i.node, "action": i.action.name(), "note": i.note}));
         }
         return;
     }
