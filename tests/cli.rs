@@ -1527,7 +1527,7 @@ fn text_of(o: &Output) -> String {
 }
 
 #[test]
-fn every_json_object_carries_the_format_version() {
+fn every_json_object_carries_the_format_version_and_log_shows_utc_times() {
     use crate::support::offline;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -1567,6 +1567,28 @@ fn every_json_object_carries_the_format_version() {
     run(&["drift", "here.env", "--json"]);
     run(&["drift", "here.env", "--checks", "--json"]);
     let runs = run(&["log", "here.env", "--json"]);
-    assert!(runs[0]["started_unix"].is_u64(), "{runs:?}");
+    let started = runs[0]["started_unix"]
+        .as_u64()
+        .expect("the raw number in --json");
+
+    // The human log says when in UTC, RFC 3339.
+    let o = offline::envc(d, &["log", "here.env"]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    let log = stdout(&o);
+    let when = log
+        .split(" started ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or_else(|| panic!("{log}"));
+    let shape: String = when
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'D' } else { c })
+        .collect();
+    assert_eq!(shape, "DDDD-DD-DDTDD:DD:DDZ", "{log}");
+    let date = Command::new("date")
+        .args(["-u", "-d", &format!("@{started}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    assert_eq!(when, String::from_utf8_lossy(&date.stdout).trim(), "{log}");
     run(&["destroy", "here.env", "--yes", "--json"]);
 }

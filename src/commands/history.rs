@@ -46,7 +46,8 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             run.run,
             run.command,
             run.result.name(),
-            run.started_unix,
+            // UTC, as a person reads it; `--json` keeps the number.
+            crate::utc::rfc3339(run.started_unix),
             run.finished_unix.saturating_sub(run.started_unix)
         ));
         if let Some(t) = &run.targeted {
