@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::commands::graph::GraphFormat;
 use crate::commands::plan::PlanFormat;
@@ -16,8 +16,11 @@ use crate::exit::{Exit, Failure};
 #[derive(Parser)]
 #[command(
     name = "envc",
-    version,
-    about = "Reproducible environments from a typed, declarative language"
+    // The commit, its date and the target, from build.rs: `envc version --json` has them
+    // as fields.
+    version = env!("BUILT_VERSION_LINE"),
+    about = "Reproducible environments from a typed, declarative language",
+    after_help = "Exit status and environment variables: envc --help"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -163,6 +166,9 @@ enum Command {
     /// Parse, type-check and evaluate FILE; report every problem.
     Check {
         file: PathBuf,
+        /// One JSON object per problem (warnings too), then a summary (see docs/cli.md).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         params: Params,
     },
@@ -207,6 +213,16 @@ enum Command {
     /// Write the man pages (envc.1, envc-build.1, …) into DIR: `envc man
     /// /usr/local/share/man/man1`.
     Man { dir: PathBuf },
+    /// The version, the commit it was built from (`-dirty` when it had changes), the
+    /// commit's date and the target (as `--version`).
+    ///
+    /// `--json` is here and not on `--version`, which clap answers while it parses,
+    /// before any other flag is read.
+    Version {
+        /// One JSON object: version, commit, dirty, commit_date, commit_unix, target.
+        #[arg(long)]
+        json: bool,
+    },
     /// Format files in place (or only check that they are formatted).
     Fmt {
         /// Change nothing; exit 1 if a file is not formatted.
@@ -488,8 +504,14 @@ enum Command {
     },
 }
 
+/// The command line as clap parses it, with the exit codes and environment variables after
+/// the top-level `--help`.
+pub fn command() -> clap::Command {
+    Cli::command().after_long_help(crate::help::after_long_help())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // Before any thread starts (so no one reads the environment as it changes): the tools
     // envc runs are found where Debian puts them, even from a PATH without /usr/sbin.
     std::env::set_var(
@@ -514,6 +536,7 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Exit {
     let ui = Ui {
+        json: false,
         color: match cli.color {
             Color::Always => true,
             Color::Never => false,
@@ -523,7 +546,7 @@ fn run(cli: Cli) -> Exit {
         },
     };
     let outcome = match cli.command {
-        Command::Check { file, params } => commands::check::check(&file, &params, ui),
+        Command::Check { file, json, params } => commands::check::check(&file, json, &params, ui),
         Command::Test {
             paths,
             filter,
@@ -547,12 +570,10 @@ fn run(cli: Cli) -> Exit {
         } => commands::graph::graph_command(&file, format, &params, ui),
         Command::Show { file, node, params } => commands::graph::show(&file, &node, &params, ui),
         Command::Init { dir, ci } => commands::init::init(&dir, ci),
-        Command::Completions { shell } => {
-            commands::manual::completions(<Cli as clap::CommandFactory>::command(), shell)
-        }
-        Command::Man { dir } => {
-            commands::manual::man(<Cli as clap::CommandFactory>::command(), &dir)
-        }
+        Command::Completions { shell } => commands::manual::completions(command(), shell),
+        // The pages have the exit codes and variables as sections of their own.
+        Command::Man { dir } => commands::manual::man(Cli::command(), &dir),
+        Command::Version { json } => Ok(crate::version::print(json)),
         Command::Fmt { check, files } => commands::fmt::fmt(&files, check, ui),
         Command::Lsp => crate::lsp::run()
             .map(|()| Exit::Ok)

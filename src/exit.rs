@@ -15,6 +15,8 @@ pub enum Exit {
     Ok,
     /// Bad input: diagnostics, a missing store, a node that does not exist.
     Input,
+    /// The command line is wrong: clap says so and exits with it before anything runs.
+    Usage,
     /// Drift found, `lock --check` found the lockfile stale, or `lock --outdated` a
     /// pending security update.
     Drift,
@@ -37,6 +39,7 @@ impl Exit {
         match self {
             Exit::Ok => 0,
             Exit::Input => 1,
+            Exit::Usage => 2,
             Exit::Drift => 3,
             Exit::Failed => 4,
             Exit::Locked => 5,
@@ -44,6 +47,51 @@ impl Exit {
             Exit::Preview => 7,
             Exit::Interrupted => 130,
             Exit::Bug => 101,
+        }
+    }
+}
+
+impl Exit {
+    /// Every exit code, in order: `envc --help` and the man pages (EXIT STATUS) list them.
+    pub const ALL: [Exit; 10] = [
+        Exit::Ok,
+        Exit::Input,
+        Exit::Usage,
+        Exit::Drift,
+        Exit::Failed,
+        Exit::Locked,
+        Exit::Unchecked,
+        Exit::Preview,
+        Exit::Bug,
+        Exit::Interrupted,
+    ];
+
+    /// What the code means, in a line (docs/cli.md has the details).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Exit::Ok => "success",
+            Exit::Input => {
+                "bad input: diagnostics, an invalid lockfile or store, an unknown \
+                 node; or `fmt --check` found an unformatted file"
+            }
+            Exit::Usage => "the command line is wrong",
+            Exit::Drift => {
+                "a difference: `drift` found one, `verify` found one, `lock --check` found the \
+                 lockfile stale, `store verify` or `cache verify` found damage"
+            }
+            Exit::Failed => {
+                "a step failed, a host, the shared cache or state could not be reached, or a \
+                 tool the build needs is missing"
+            }
+            Exit::Locked => {
+                "another envc holds the environment (or moved its shared state under this run)"
+            }
+            Exit::Unchecked => {
+                "`drift` or `verify` found no difference but could not check every node"
+            }
+            Exit::Preview => "`render --preview` wrote objects holding placeholders",
+            Exit::Bug => "an internal error (a bug: please report it with the input)",
+            Exit::Interrupted => "interrupted (SIGINT)",
         }
     }
 }

@@ -45,6 +45,29 @@ pub fn line(text: impl std::fmt::Display) {
     print(&format!("{text}\n"));
 }
 
+/// The version of every JSON object envc prints (`--json`, `--format json`, `envc version
+/// --json`), as each object's `format_version`: "MAJOR.MINOR". MINOR grows when fields or
+/// values are added (a reader ignores what it does not know); MAJOR when a field is removed,
+/// renamed or changes meaning. The promise is in docs/cli.md ("JSON output").
+pub const FORMAT_VERSION: &str = "1.0";
+
+/// `value` with its `format_version` (an object's; another value as it is).
+pub fn versioned(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(fields) => {
+            let mut object = fields;
+            object.insert("format_version".into(), FORMAT_VERSION.into());
+            serde_json::Value::Object(object)
+        }
+        other => other,
+    }
+}
+
+/// One JSON object on a line of its own, with its `format_version`.
+pub fn json_line(value: serde_json::Value) {
+    line(versioned(value));
+}
+
 /// `println!` that stops quietly on a closed pipe.
 macro_rules! outln {
     ($($arg:tt)*) => {

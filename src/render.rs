@@ -251,6 +251,40 @@ impl<'a> Renderer<'a> {
         let (line, col) = self.sources.line_col(l.file, l.span.start as usize);
         Some(format!("{}:{line}:{col}", self.display_name(src)))
     }
+
+    /// Diagnostics as `envc check --json` prints them, one object each, in reading order:
+    /// `{"type": "diagnostic", "severity", "code", "title", "message", "help", "location",
+    /// "labels": [{"location", "text"}]}` (`location`: `FILE:LINE:COL`, or `null`).
+    pub fn json_lines(&self, diagnostics: &[Diagnostic], warning: bool) -> Vec<serde_json::Value> {
+        let mut sorted: Vec<&Diagnostic> = diagnostics.iter().collect();
+        sorted.sort_by_key(|d| d.primary().map(|l| (l.file, l.span.start)));
+        let place = |file: u32, offset: usize| {
+            let (line, col) = self.sources.line_col(file, offset);
+            format!("{}:{line}:{col}", self.display_name(self.sources.get(file)))
+        };
+        (sorted.into_iter())
+            .map(|d| {
+                let labels: Vec<serde_json::Value> = (d.labels.iter())
+                    .map(|l| {
+                        serde_json::json!({
+                            "location": place(l.file, l.span.start as usize),
+                            "text": l.text,
+                        })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "type": "diagnostic",
+                    "severity": if warning { "warning" } else { "error" },
+                    "code": d.code,
+                    "title": d.title,
+                    "message": d.message,
+                    "help": d.help,
+                    "location": self.location(d),
+                    "labels": labels,
+                })
+            })
+            .collect()
+    }
 }
 
 /// A file as miette reads it, without the cost: miette finds a span's lines by scanning

@@ -1202,3 +1202,393 @@ fn completions_and_man_pages_cover_every_subcommand() {
         assert!(text.contains(says), "{page} does not say {says}:\n{text}");
     }
 }
+
+/// `git ARGS` in the checkout the tests are built from, or None outside one (a tarball).
+fn git(args: &[&str]) -> Option<String> {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+#[test]
+fn version_names_the_commit_its_date_and_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = envc(&["version", "--json"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["format_version"], "1.0");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    let target = v["target"].as_str().unwrap();
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),
+        "{target}"
+    );
+    let top = git(&["rev-parse", "--show-toplevel"]);
+    let in_checkout = top
+        .is_some_and(|t| Path::new(&t).canonicalize().unwrap() == repo().canonicalize().unwrap());
+    if in_checkout {
+        let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap();
+        assert_eq!(v["commit"], head.as_str(), "{v}");
+        let dirty = !git(&["status", "--porcelain", "--untracked-files=no"])
+            .unwrap()
+            .is_empty();
+        assert_eq!(v["dirty"], dirty, "{v}");
+        if std::env::var_os("SOURCE_DATE_EPOCH").is_none() {
+            let unix: u64 = git(&["log", "-1", "--format=%ct", "HEAD"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                v["commit_unix"], unix,
+                "the commit's date, not the build's: {v}"
+            );
+        }
+    } else {
+        assert!(v["commit"].is_null(), "{v}");
+    }
+    let date = v["commit_date"].as_str().unwrap_or("date unknown");
+
+    // --version says the same in a line, as `envc version` does.
+    let line = format!(
+        "envc {} (commit {}{}, {date}, {target})",
+        v["version"].as_str().unwrap(),
+        v["commit"].as_str().unwrap_or("unknown"),
+        if v["dirty"] == true { "-dirty" } else { "" },
+    );
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let o = envc(args, dir.path());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), line, "{args:?}");
+    }
+    if let Some(date) = v["commit_date"].as_str() {
+        // RFC 3339 in UTC, to the second.
+        let shape: String = date
+            .chars()
+            .map(|c| if c.is_ascii_digit() { 'D' } else { c })
+            .collect();
+        assert_eq!(shape, "DDDD-DD-DDTDD:DD:DDZ", "{date}");
+    }
+}
+
+/// The exit codes docs/cli.md's table lists.
+fn documented_exit_codes() -> Vec<u8> {
+    let doc = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let table = doc.split("## Exit codes").nth(1).unwrap();
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("| code"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn help_and_man_pages_give_the_exit_codes_and_the_environment() {
+    let codes: Vec<u8> = envc::exit::Exit::ALL.iter().map(|e| e.code()).collect();
+    assert_eq!(
+        codes,
+        documented_exit_codes(),
+        "docs/cli.md's table and exit.rs"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = envc(&["--help"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    let status = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("an exit status section");
+    for e in envc::exit::Exit::ALL {
+        let line = format!("  {:<5}{}", e.code(), e.meaning());
+        assert!(status.contains(&line), "--help lacks `{line}`:\n{help}");
+    }
+    let environment = help
+        .split("Environment:")
+        .nth(1)
+        .expect("an environment section");
+    for v in envc::environment::VARIABLES {
+        assert!(
+            environment.contains(v.name),
+            "--help lacks {}:\n{help}",
+            v.name
+        );
+    }
+    let short = envc(&["-h"], dir.path());
+    assert!(stdout(&short).contains("envc --help"), "{}", stdout(&short));
+
+    let o = envc(&["man", "pages"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    for page in ["envc.1", "envc-build.1", "envc-store-verify.1"] {
+        let text = std::fs::read_to_string(dir.path().join("pages").join(page)).unwrap();
+        let status = text.find(".SH \"EXIT STATUS\"").expect(page);
+        let environment = text.find(".SH ENVIRONMENT").expect(page);
+        assert!(status < environment, "{page}");
+        if let Some(version) = text.find(".SH VERSION") {
+            assert!(
+                environment < version,
+                "{page}: the sections go before VERSION"
+            );
+        }
+        for e in envc::exit::Exit::ALL {
+            assert!(
+                text.contains(&format!(".TP\n\\fB{}\\fR\n", e.code())),
+                "{page}"
+            );
+        }
+        for v in envc::environment::VARIABLES {
+            let name = v.name.replace('-', "\\-");
+            assert!(
+                text.contains(&format!("\\fB{name}\\fR")),
+                "{page} lacks {}",
+                v.name
+            );
+        }
+        assert!(
+            !text.contains("Exit status:"),
+            "{page} has the --help text as well"
+        );
+    }
+    // man(1) reads them without a warning.
+    let man = Command::new("man")
+        .args(["--warnings", "-l", "-Tutf8"])
+        .arg(dir.path().join("pages/envc.1"))
+        .env("MANWIDTH", "100")
+        .output();
+    if let Some(man) = man.ok().filter(|m| m.status.success()) {
+        // Without the overstrikes of bold (`X\x08X`).
+        let mut shown = String::new();
+        for c in String::from_utf8_lossy(&man.stdout).chars() {
+            if c == '\x08' {
+                shown.pop();
+            } else {
+                shown.push(c);
+            }
+        }
+        assert!(
+            shown.contains("EXIT STATUS") && shown.contains("ENVC_STORE"),
+            "{shown}"
+        );
+        assert!(
+            man.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&man.stderr)
+        );
+    }
+}
+
+/// `ENVC_*` names in `text`.
+fn envc_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("ENVC_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        if end > "ENVC_".len() {
+            names.insert(tail[..end].to_string());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn every_envc_variable_envc_reads_is_in_the_one_list() {
+    // What envc sets for its own scripts, never a user.
+    const INTERNAL: &[&str] = &["ENVC_PINNED_DEBS", "ENVC_URL", "ENVC_STATUS", "ENVC_NEEDLE"];
+    // The sources of the binary: its crate and the workspace crates it links.
+    let mut found = std::collections::BTreeSet::new();
+    let mut dirs: Vec<PathBuf> = vec![repo().join("src")];
+    for member in [
+        "ids",
+        "lang",
+        "compiler",
+        "lockfiles",
+        "store",
+        "executor",
+        "ide",
+        "k8s",
+        "aws",
+    ] {
+        dirs.push(repo().join(member).join("src"));
+    }
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                found.extend(envc_names(&text));
+            }
+        }
+    }
+    let listed: std::collections::BTreeSet<String> = (envc::environment::VARIABLES.iter())
+        .map(|v| v.name.to_string())
+        .collect();
+    assert_eq!(
+        listed.len(),
+        envc::environment::VARIABLES.len(),
+        "a variable listed twice"
+    );
+    let unlisted: Vec<&String> = (found.iter())
+        .filter(|n| !listed.contains(*n) && !INTERNAL.contains(&n.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "read by envc, missing from src/environment.rs: {unlisted:?}"
+    );
+}
+
+/// Each line of `o`'s stdout as a JSON object carrying the format version.
+fn versioned_lines(args: &[&str], o: &Output) -> Vec<serde_json::Value> {
+    let lines: Vec<serde_json::Value> = stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "{args:?} printed nothing: {}", stderr(o));
+    for l in &lines {
+        assert_eq!(l["format_version"], "1.0", "{args:?}: {l}");
+    }
+    lines
+}
+
+#[test]
+fn check_json_gives_each_problem_then_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.env"),
+        "let h = host(name = \"h\", address = \"@local\")\noutput a = nope\noutput b = 1 +\n",
+    )
+    .unwrap();
+    let args = ["check", "bad.env", "--json"];
+    let o = envc(&args, dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    let lines = versioned_lines(&args, &o);
+    let (summary, problems) = lines.split_last().unwrap();
+    assert_eq!(summary["type"], "summary", "{summary}");
+    assert_eq!(summary["ok"], false);
+    assert_eq!(summary["errors"], problems.len() as u64);
+    assert!(!problems.is_empty());
+    for p in problems {
+        assert_eq!(p["type"], "diagnostic", "{p}");
+        assert_eq!(p["severity"], "error", "{p}");
+        assert!(p["code"].as_str().is_some_and(|c| c.contains("::")), "{p}");
+        let at = p["location"].as_str().unwrap();
+        assert!(at.starts_with("bad.env:"), "{p}");
+    }
+    assert!(
+        problems
+            .iter()
+            .any(|p| p["location"] == "bad.env:2:12" && p["code"] == "name::unknown"),
+        "{lines:?}"
+    );
+    assert!(
+        stderr(&o).is_empty(),
+        "the problems are on stdout only: {}",
+        stderr(&o)
+    );
+
+    std::fs::write(
+        dir.path().join("good.env"),
+        "let h = host(name = \"h\", address = \"@local\")\noutput a = 1\n",
+    )
+    .unwrap();
+    let args = ["check", "good.env", "--json"];
+    let o = envc(&args, dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    let lines = versioned_lines(&args, &o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "summary");
+    assert_eq!(lines[0]["ok"], true);
+    assert_eq!(lines[0]["errors"], 0);
+    assert_eq!(lines[0]["outputs"], 1);
+}
+
+fn text_of(o: &Output) -> String {
+    format!("stdout: {}\nstderr: {}", stdout(o), stderr(o))
+}
+
+#[test]
+fn every_json_object_carries_the_format_version_and_log_shows_utc_times() {
+    use crate::support::offline;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("here.env"),
+        format!(
+            "let h = host(name = \"h\", address = \"@local\")\n\
+             let f = file(path = \"{}/out.txt\", content = \"hi\\n\", target = h)\n\
+             output a = 1\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("envc.toml"), "").unwrap();
+    std::fs::write(
+        d.join("here_test.env"),
+        "test \"one file\" {\n  env = \"./here.env\"\n  expect len(nodes(\"file\")) == 1\n}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let o = offline::envc(d, args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text_of(&o));
+        versioned_lines(args, &o)
+    };
+    run(&["version", "--json"]);
+    run(&["check", "here.env", "--json"]);
+    run(&["test", "--json"]);
+    let plan = run(&["plan", "here.env", "--json"]);
+    run(&["plan", "here.env", "--format", "json"]);
+    let file = (plan.iter())
+        .filter_map(|l| l["node"].as_str())
+        .find(|n| n.contains("file:"))
+        .unwrap()
+        .to_string();
+    run(&["build", "here.env", "--json"]);
+    run(&["why", "here.env", &file, "--json"]);
+    run(&["drift", "here.env", "--json"]);
+    run(&["drift", "here.env", "--checks", "--json"]);
+    let runs = run(&["log", "here.env", "--json"]);
+    let started = runs[0]["started_unix"]
+        .as_u64()
+        .expect("the raw number in --json");
+
+    // The human log says when in UTC, RFC 3339.
+    let o = offline::envc(d, &["log", "here.env"]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    let log = stdout(&o);
+    let when = log
+        .split(" started ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or_else(|| panic!("{log}"));
+    let shape: String = when
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'D' } else { c })
+        .collect();
+    assert_eq!(shape, "DDDD-DD-DDTDD:DD:DDZ", "{log}");
+    let date = Command::new("date")
+        .args(["-u", "-d", &format!("@{started}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    assert_eq!(when, String::from_utf8_lossy(&date.stdout).trim(), "{log}");
+    run(&["destroy", "here.env", "--yes", "--json"]);
+}

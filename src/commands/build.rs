@@ -190,13 +190,13 @@ fn realize(
 pub fn summary(r: &BuildReport, command: &str, json_out: bool, targeted: Option<&Targeted>) {
     for ro in &r.rollouts {
         if json_out {
-            output::line(json!({ "rollout": ro }));
+            output::json_line(json!({ "rollout": ro }));
         } else {
             output::line(rollout_line(ro));
         }
     }
     if json_out {
-        output::line(
+        output::json_line(
             json!({"summary": {"ran": r.ran, "cached": r.cached, "moved": r.moved, "deleted": r.deleted, "failed": r.failed, "skipped": r.skipped, "interrupted": r.interrupted, "rolled_back": r.rolled_back, "run": r.run.map(|r| r.hex()), "warnings": r.notes, "targeted": targeted}}),
         );
     } else {

@@ -30,7 +30,7 @@ pub fn drift(
         for (key, results) in &found.results {
             for r in results {
                 if json_out {
-                    output::line(
+                    output::json_line(
                         json!({"node": key, "check": r.check, "phase": r.phase, "location": r.location, "ok": r.ok, "output": r.output, "attempts": r.attempts, "duration_ms": r.duration_ms}),
                     );
                 } else if !r.ok {
@@ -50,7 +50,9 @@ pub fn drift(
     for (key, d) in &report.drift {
         for (fact, was, now) in d {
             if json_out {
-                output::line(json!({"node": key, "fact": fact, "recorded": was, "found": now}));
+                output::json_line(
+                    json!({"node": key, "fact": fact, "recorded": was, "found": now}),
+                );
             } else {
                 output::line(format!("drift     {key}: {fact} was {was}, found {now}"));
             }
@@ -60,13 +62,13 @@ pub fn drift(
     let unchecked = report.unreachable.len();
     if json_out {
         for (key, why) in &report.unreachable {
-            output::line(json!({"node": key, "unchecked": why}));
+            output::json_line(json!({"node": key, "unchecked": why}));
         }
         let mut summary = json!({"drifted": drifted, "unchecked": unchecked});
         if checks {
             summary["checks_failed"] = json!(failed_checks);
         }
-        output::line(json!({ "summary": summary }));
+        output::json_line(json!({ "summary": summary }));
     } else {
         let not_checked = unchecked_note(&report);
         output::line(match (drifted, unchecked) {

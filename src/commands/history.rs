@@ -36,7 +36,7 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             let steps: Vec<serde_json::Value> = done()
                 .map(|n| json!({"node": n.node, "action": n.action.name(), "outcome": n.outcome.to_string(), "tags": n.tags, "moved_from": n.moved_from, "rollback": n.rollback}))
                 .collect();
-            output::line(
+            output::json_line(
                 json!({"run": run.run, "command": run.command, "result": run.result, "started_unix": run.started_unix, "finished_unix": run.finished_unix, "graph": run.graph_hash, "ran": ran, "cached": cached, "failed": failed, "stacks": run.stacks, "targeted": run.targeted, "rollouts": run.rollouts, "tools": run.tools, "nodes": steps}),
             );
             continue;
@@ -46,7 +46,8 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
             run.run,
             run.command,
             run.result.name(),
-            run.started_unix,
+            // UTC, as a person reads it; `--json` keeps the number.
+            crate::utc::rfc3339(run.started_unix),
             run.finished_unix.saturating_sub(run.started_unix)
         ));
         if let Some(t) = &run.targeted {
@@ -112,6 +113,8 @@ pub fn log(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
 pub fn output(file: &Path, json_out: bool, shared: &SharedArgs) -> Outcome {
     let outputs = store_session(file, shared)?.outputs()?;
     if json_out {
+        // The outputs themselves, `jq .NAME` away: no format_version, since an output may
+        // have that name (docs/cli.md).
         output::line(serde_json::Value::Object(outputs.into_iter().collect()));
     } else {
         for (k, v) in outputs {

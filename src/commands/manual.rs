@@ -22,7 +22,8 @@ pub fn completions(mut cmd: clap::Command, shell: clap_complete::Shell) -> Outco
     }
 }
 
-/// `envc.1` and one page per subcommand (`envc-build.1`, `envc-store-verify.1`, …) in `dir`.
+/// `envc.1` and one page per subcommand (`envc-build.1`, `envc-store-verify.1`, …) in `dir`,
+/// each with EXIT STATUS and ENVIRONMENT sections.
 pub fn man(mut cmd: clap::Command, dir: &Path) -> Outcome {
     let fail = |what: String| Failure::Errors {
         errors: vec![what],
@@ -38,8 +39,9 @@ pub fn man(mut cmd: clap::Command, dir: &Path) -> Outcome {
         clap_mangen::Man::new(page.clone())
             .render(&mut bytes)
             .map_err(|e| fail(format!("cannot render {name}.1: {e}")))?;
+        let page = crate::help::with_man_sections(&String::from_utf8_lossy(&bytes));
         let path = dir.join(format!("{name}.1"));
-        std::fs::write(&path, bytes)
+        std::fs::write(&path, page)
             .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
     }
     output::line(format!(

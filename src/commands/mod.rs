@@ -40,6 +40,8 @@ use crate::render::Renderer;
 #[derive(Clone, Copy)]
 pub struct Ui {
     pub color: bool,
+    /// Diagnostics as JSON lines on stdout, not drawn on stderr (`envc check --json`).
+    pub json: bool,
 }
 
 impl Ui {
@@ -177,7 +179,7 @@ fn parse_set(s: &str) -> Result<(String, String), BadSetting> {
 #[derive(clap::Args, Clone, Debug)]
 pub struct TargetArgs {
     /// An ssh_config file for reaching hosts (identity files, jump hosts).
-    #[arg(long, env = "ENVC_SSH_CONFIG", value_name = "FILE")]
+    #[arg(long, env = crate::environment::SSH_CONFIG, value_name = "FILE")]
     pub ssh_config: Option<PathBuf>,
     /// Seconds to wait for a host to accept a connection.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
@@ -195,7 +197,7 @@ pub struct TargetArgs {
     /// same host to reuse (as Ansible's ControlPersist); 0 closes them with the command.
     #[arg(
         long,
-        env = "ENVC_SSH_PERSIST",
+        env = crate::environment::SSH_PERSIST,
         default_value_t = 60,
         value_name = "SECONDS"
     )]
@@ -208,17 +210,17 @@ pub struct TargetArgs {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SharedArgs {
     /// The binary cache: s3://BUCKET/PREFIX, gs://, az://, http(s)://, file:///PATH.
-    #[arg(long, env = "ENVC_CACHE", value_name = "URL")]
+    #[arg(long, env = crate::environment::CACHE, value_name = "URL")]
     pub cache: Option<String>,
     /// Neither look anything up in the binary cache nor push to it (wins over --cache,
     /// ENVC_CACHE and envc.toml).
     #[arg(long)]
     pub no_cache: bool,
     /// The shared state: s3://BUCKET/PREFIX, gs://, az://, or file:///PATH (a local store).
-    #[arg(long, env = "ENVC_STATE", value_name = "URL")]
+    #[arg(long, env = crate::environment::STATE, value_name = "URL")]
     pub state: Option<String>,
     /// The secret key that signs what is pushed to the cache (`envc key generate`).
-    #[arg(long, env = "ENVC_SIGNING_KEY", value_name = "FILE")]
+    #[arg(long, env = crate::environment::SIGNING_KEY, value_name = "FILE")]
     pub signing_key: Option<PathBuf>,
 }
 
@@ -468,6 +470,21 @@ pub fn report_problems(
 /// Prints the diagnostics; the graph when there were none.
 pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c envc_compiler::Graph> {
     let renderer = ui.renderer(&compiled.sources, &prefix(file));
+    if ui.json {
+        let warnings = renderer.json_lines(&compiled.warnings, true);
+        let errors = renderer.json_lines(&compiled.diagnostics, false);
+        for line in warnings.into_iter().chain(errors) {
+            crate::output::json_line(line);
+        }
+        if compiled.diagnostics.is_empty() {
+            return compiled.graph.as_ref();
+        }
+        crate::output::json_line(check_summary(
+            compiled.diagnostics.len(),
+            compiled.warnings.len(),
+        ));
+        return None;
+    }
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "{}", renderer.render_warnings(&compiled.warnings));
     if compiled.diagnostics.is_empty() {
@@ -482,6 +499,11 @@ pub fn report<'c>(compiled: &'c Compiled, ui: Ui, file: &Path) -> Option<&'c env
         where_problems_are(compiled, file)
     );
     None
+}
+
+/// The last line of `envc check --json` when it found problems.
+pub fn check_summary(errors: usize, warnings: usize) -> serde_json::Value {
+    serde_json::json!({"type": "summary", "ok": false, "errors": errors, "warnings": warnings})
 }
 
 /// The environment file, or the policy pack files the problems are in: a pack's broken

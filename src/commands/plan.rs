@@ -9,6 +9,8 @@ use envc_executor::{
 };
 use serde_json::json;
 
+use crate::output::versioned;
+
 use super::{compile_env, select, session, Params, TargetArgs, Ui};
 use crate::exit::{Exit, Outcome};
 use crate::output;
@@ -257,7 +259,7 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
             let node = &spec.nodes[n.index];
             let a = &n.assessment;
             out.push_str(
-                &json!({
+                &versioned(json!({
                     "node": node.key,
                     "id": node.id,
                     "action": a.action,
@@ -273,25 +275,25 @@ pub fn plan_text(spec: &Spec, report: &PlanReport, json_out: bool) -> String {
                         .map(|(phase, check, location)| json!({"phase": phase, "check": check, "location": location}))
                         .collect::<Vec<_>>(),
                     "adopt": adopt_json(spec, report, n.index, a.action),
-                })
+                }))
                 .to_string(),
             );
             out.push('\n');
         }
         for (key, r) in &p.deletions {
             out.push_str(
-                &json!({"node": key, "id": r.derivation, "action": Action::Delete, "reasons": [deletion_note(key, r, false)], "resolved": null, "error": null})
+                &versioned(json!({"node": key, "id": r.derivation, "action": Action::Delete, "reasons": [deletion_note(key, r, false)], "resolved": null, "error": null}))
                     .to_string(),
             );
             out.push('\n');
         }
         for ro in envc_executor::rollout_plan(spec, p) {
-            out.push_str(&json!({"rollout": rollout_json(&ro)}).to_string());
+            out.push_str(&versioned(json!({"rollout": rollout_json(&ro)})).to_string());
             out.push('\n');
         }
         let unread = spec.secrets.as_ref().map(|s| s.unread().clone());
         out.push_str(
-            &json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "adopt": to_adopt(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}})
+            &versioned(json!({"summary": {"create": create, "update": update, "replace": replace, "delete": delete, "check": to_check(p), "moved": moved(p), "adopt": to_adopt(p), "unchanged": unchanged, "unchecked": unchecked, "unread_secrets": unread.unwrap_or_default(), "warnings": report.notes, "targeted": spec.targeted.as_deref()}}))
                 .to_string(),
         );
         out.push('\n');
@@ -481,7 +483,7 @@ fn why_text(
             .iter()
             .map(|j| json!({"node": spec.nodes[*j].key, "action": p.nodes[*j].assessment.action}))
             .collect();
-        return json!({
+        return versioned(json!({
             "node": node.key,
             "id": node.id,
             "action": a.action,
@@ -490,7 +492,7 @@ fn why_text(
             "attrs": a.resolved.as_ref().ok().map(|r| &r.display),
             "inputs": inputs,
             "record": record.map(|r| json!({"resolved": r.resolved_hash, "run": r.run, "at_unix": r.at_unix, "facts": r.facts})),
-        })
+        }))
         .to_string()
             + "\n";
     }

@@ -210,7 +210,7 @@ impl envc_executor::Progress for TransferBar {
             }
         }
         if let (true, Some(m)) = (self.json, moved) {
-            output::line(json!({
+            output::json_line(json!({
                 "event": "transfer",
                 "node": self.node,
                 "direction": self.direction,
@@ -240,7 +240,7 @@ impl Reporter for Progress {
             } => {
                 let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
                 if self.json {
-                    output::line(
+                    output::json_line(
                         json!({"event": "node", "node": key, "action": action, "outcome": outcome, "duration_ms": duration.as_millis() as u64}),
                     );
                     return;
@@ -289,7 +289,7 @@ impl Reporter for Progress {
     fn rolled_back(&self, key: &str, _target: &str, note: &str) {
         let _guard = self.lines.lock().unwrap_or_else(|e| e.into_inner());
         if self.json {
-            output::line(json!({"event": "rollback", "node": key, "note": note}));
+            output::json_line(json!({"event": "rollback", "node": key, "note": note}));
         } else {
             crate::output::errln!("rollback  {key}: {note}");
         }

@@ -49,7 +49,7 @@ pub fn rollback(
 fn show(plan: &RollbackPlan, json_out: bool) {
     if json_out {
         for i in &plan.items {
-            output::line(json!({"node": i.node, "action": i.action.name(), "note": i.note}));
+            output::json_line(json!({"node": i.node, "action": i.action.name(), "note": i.note}));
         }
         return;
     }
@@ -57,7 +57,7 @@ fn show(plan: &RollbackPlan, json_out: bool) {
         "rollback to run {} ({}, finished {}): {} to put back, {} to remove, {} unchanged",
         plan.run,
         plan.command,
-        plan.finished_unix,
+        crate::utc::rfc3339(plan.finished_unix),
         plan.items
             .iter()
             .filter(|i| i.action == Action::Update)

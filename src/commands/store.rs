@@ -62,7 +62,7 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
                     };
                     let finished = f
                         .finished_unix
-                        .map(|t| format!(", its run finished at unix time {t}"))
+                        .map(|t| format!(", its run finished {}", crate::utc::rfc3339(t)))
                         .unwrap_or_default();
                     outln!(
                         "{name}: current state ({at}): {d}; {what} state {}, the newest of \

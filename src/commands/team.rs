@@ -199,12 +199,12 @@ pub fn unlock(file: &Path, shared: &SharedArgs) -> Outcome {
         Some(LockObject::Lease(lease)) => {
             let h = &lease.holder;
             outln!(
-                "removed the lock of `{}` held by `{}` (pid {} on {}, since unix time {}, a lease of {} s renewed {} times)",
+                "removed the lock of `{}` held by `{}` (pid {} on {}, since {}, a lease of {} s renewed {} times)",
                 session.env,
                 h.command,
                 h.pid,
                 h.host,
-                h.since_unix,
+                crate::utc::rfc3339(h.since_unix),
                 lease.lease_seconds,
                 lease.renewals
             );

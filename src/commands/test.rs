@@ -145,9 +145,9 @@ pub fn test(args: &TestArgs, ui: Ui) -> Outcome {
     let failed = outcomes.len() - passed;
     if args.json {
         for o in &outcomes {
-            crate::output::line(json_of(o));
+            crate::output::json_line(json_of(o));
         }
-        crate::output::line(serde_json::json!({
+        crate::output::json_line(serde_json::json!({
             "type": "summary",
             "passed": passed,
             "failed": failed,

@@ -323,7 +323,9 @@ fn json_lines(report: &VerifyReport) -> String {
         "lab_kept": lab.and_then(|l| l.kept.clone()),
         "seconds": report.timings,
     }}));
-    lines.iter().map(|l| format!("{l}\n")).collect()
+    (lines.into_iter())
+        .map(|l| format!("{}\n", crate::output::versioned(l)))
+        .collect()
 }
 
 /// For a pull request: the verdict, then a table of what differs (and what is expected to).
