@@ -13,6 +13,28 @@ include!("src/utc.rs");
 /// The first 12 hex digits, whatever `core.abbrev` the builder's git has.
 const SHORT: usize = 12;
 
+/// What the binary is built from: the workspace's manifests, toolchain and crates, and the
+/// standard library it embeds. `-dirty` says one of them differs from the commit; an edit
+/// of the docs, the tests or the examples changes no byte of the binary, so it neither
+/// marks it dirty nor rebuilds it.
+const SOURCES: &[&str] = &[
+    "Cargo.toml",
+    "Cargo.lock",
+    "rust-toolchain.toml",
+    "build.rs",
+    "src",
+    "std",
+    "ids",
+    "lang",
+    "compiler",
+    "lockfiles",
+    "store",
+    "executor",
+    "ide",
+    "k8s",
+    "aws",
+];
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/utc.rs");
@@ -92,8 +114,9 @@ impl<'a> Checkout<'a> {
             .unwrap_or_default();
         // Tracked files only: an untracked file (a scratch note, a build's output) is not
         // part of what the commit builds.
+        let status = ["status", "--porcelain", "--untracked-files=no", "--"];
         let dirty = self
-            .git(&["status", "--porcelain", "--untracked-files=no"])
+            .git(&[&status[..], SOURCES].concat())
             .is_none_or(|s| !s.is_empty());
         let unix = self
             .git(&["log", "-1", "--format=%ct", "HEAD"])
@@ -102,7 +125,7 @@ impl<'a> Checkout<'a> {
     }
 
     /// Rerun when HEAD moves (a checkout, a commit: HEAD and the ref it names, loose or
-    /// packed) or a tracked file changes (which is what `-dirty` says). Only files that
+    /// packed) or a tracked file of the [`SOURCES`] changes (which is what `-dirty` says). Only files that
     /// exist: Cargo reruns a script on every build while one it watches is missing.
     fn watch(&self) {
         let mut paths: Vec<PathBuf> = Vec::new();
@@ -116,7 +139,7 @@ impl<'a> Checkout<'a> {
         if let Some(head_ref) = self.git(&["symbolic-ref", "-q", "HEAD"]) {
             git_path(&head_ref);
         }
-        if let Some(files) = self.git(&["ls-files", "-z"]) {
+        if let Some(files) = self.git(&[&["ls-files", "-z", "--"][..], SOURCES].concat()) {
             paths.extend(
                 (files.split('\0'))
                     .filter(|f| !f.is_empty())
