@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::connect::Connections;
 use crate::kinds::node_type::Adopting;
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::plan::{Action, Plan};
 use crate::probe::{probe, Reading};
 use crate::record::{DriftFacts, Facts, RealizationRecord};

@@ -31,6 +31,7 @@ pub mod keys;
 pub mod kinds;
 pub mod kustomize;
 pub(crate) mod locking;
+pub(crate) mod machines;
 mod moved;
 pub mod plan;
 pub(crate) mod probe;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::connect::Connections;
 use crate::kinds;
 use crate::kinds::node_type::{Local, ProbeError, Probing};
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::record::{drift_between, DriftFacts};
 use crate::record::{Facts, RealizationRecord};
 use crate::spec::on_target;

@@ -31,7 +31,7 @@ use crate::kinds::node_type::{
     Absent, Delivery, Holds, Launch, Launching, Payload, Removal, Removing, Step, StepCx, Unit,
     UnitCx,
 };
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::plan::{assess, Action};
 use crate::record::DriftFacts;
 use crate::record::{

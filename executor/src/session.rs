@@ -22,7 +22,7 @@ use crate::connect::Connections;
 use crate::envlock::{EnvLock, EnvLockError, Holder};
 use crate::held::HeldDir;
 use crate::kept::Persist;
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::plan::{plan, Action, Plan};
 use crate::probe::{local_drift, probe, remote_drift, Probed, Reading};
 use crate::record::DriftFacts;
@@ -359,7 +359,7 @@ impl Session {
 
     /// The environment's VMs, their store taking pinned `.deb`s from `deb_cache` too.
     fn machines_using(&self, deb_cache: Option<CacheUse>) -> Machines {
-        Machines::new(
+        crate::kinds::vm::machines::machines(
             &self.store.clone().with_deb_cache(deb_cache),
             &self.env,
             self.target.boot_timeout.max(Duration::from_secs(1)),

@@ -10,7 +10,7 @@ use crate::cache::{BinaryCache, CacheEntry, CacheError, Output, Progress, Transf
 use crate::config::StateSettings;
 use crate::envlock::{EnvLock, Holder};
 use crate::kinds;
-use crate::kinds::node_type::cached_objects;
+use crate::kinds::cached_objects;
 use crate::record::State;
 use crate::session::{Session, SessionError};
 use crate::shared_state::LockObject;

@@ -57,6 +57,14 @@ pub fn cloud_images() -> Box<dyn envc_lockfiles::CloudImages> {
     vm::ec2::images::clouds()
 }
 
+/// The objects the record of node `key` names, by its kind (none for a kind that builds
+/// nothing a cache holds).
+pub fn cached_objects(key: &str, facts: &crate::record::Facts) -> Vec<crate::store::ObjectId> {
+    crate::spec::targetless(key)
+        .and_then(|k| of(k.kind).cached())
+        .map_or_else(Vec::new, |c| c.objects(facts))
+}
+
 /// Every kind's type.
 pub fn all() -> impl Iterator<Item = &'static dyn node_type::NodeType> {
     NodeKind::ALL.into_iter().map(of)

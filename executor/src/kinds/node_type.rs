@@ -15,7 +15,7 @@ use crate::cache::CacheUse;
 use crate::connect::Connections;
 use crate::error::StepError;
 pub use crate::future::BoxFuture;
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::record::{Applied, CommandLine, CommandLog, DriftFacts, Facts, RealizationRecord};
 use crate::secrets::Secrets;
 use crate::spec::{NodeSpec, Spec, Val};
@@ -269,14 +269,6 @@ pub trait Cached: Sync {
 
     /// The store objects a record's facts name: all of them come with an entry, or none.
     fn objects(&self, facts: &Facts) -> Vec<ObjectId>;
-}
-
-/// The objects the record of node `key` names, by its kind (none for a kind that builds
-/// nothing a cache holds).
-pub fn cached_objects(key: &str, facts: &Facts) -> Vec<ObjectId> {
-    crate::spec::targetless(key)
-        .and_then(|k| crate::kinds::of(k.kind).cached())
-        .map_or_else(Vec::new, |c| c.objects(facts))
 }
 
 /// A kind whose things on a target are read back from it to find drift (a file's bytes, a

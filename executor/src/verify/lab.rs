@@ -69,7 +69,7 @@ impl Lab {
         hash: &envc_ids::ResolvedHash,
         facts: &Facts,
     ) -> Result<(), SessionError> {
-        let objects = crate::kinds::node_type::cached_objects(key, facts);
+        let objects = crate::kinds::cached_objects(key, facts);
         if !objects.iter().all(|id| production.contains(id)) {
             return Ok(());
         }

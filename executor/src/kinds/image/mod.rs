@@ -17,7 +17,7 @@ use crate::kinds::node_type::{
     BoxFuture, Cached, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize, Unit,
     UnitCx,
 };
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::record::{Applied, DriftFacts, RealizationRecord};
 use crate::spec::{NodeSpec, Val};
 use crate::substitute::{Resolution, Resolving};

@@ -23,7 +23,7 @@ use crate::kinds::node_type::{
     Adopted, Adopting, BoxFuture, Launch, Launching, Local, LockNeeds, NodeType, Payload, Realize,
     Unit, UnitCx,
 };
-use crate::kinds::vm::machines::Machines;
+use crate::machines::Machines;
 use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
 use crate::spec::{AdoptSpec, NodeSpec, Val};
 use crate::store::ObjectId;
@@ -31,6 +31,17 @@ use crate::substitute::{Resolution, Resolving};
 use crate::tools::Tool;
 use crate::transport::HostSpec;
 use provider::{Realized, VmSpec};
+
+/// The provider of type `P` among an environment's machines (`machines::machines` gives
+/// every environment each of them).
+pub fn provider<P: provider::VmProvider + 'static>(machines: &Machines) -> Result<&P, StepError> {
+    machines.provider::<P>().ok_or_else(|| {
+        StepError::new(format!(
+            "internal error: this environment has no {} provider",
+            std::any::type_name::<P>()
+        ))
+    })
+}
 
 pub struct Vm;
 
@@ -254,7 +265,7 @@ impl Realize for VmSpec {
         cx: Adopting<'a>,
     ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
         Some(Box::pin(async move {
-            let found = (cx.machines.qemu())
+            let found = provider::<qemu::Qemu>(cx.machines)?
                 .find_adopted(self, from, cx.ssh, cx.take)
                 .await?;
             let (facts, transport, host_key) = found.realized;
@@ -305,9 +316,7 @@ struct Make {
 impl Unit for Make {
     fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
         Box::pin(async move {
-            let (facts, transport, host_key) = cx
-                .machines
-                .qemu()
+            let (facts, transport, host_key) = provider::<qemu::Qemu>(cx.machines)?
                 .realize(
                     &self.spec,
                     self.previous.as_ref(),

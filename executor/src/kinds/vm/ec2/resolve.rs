@@ -113,9 +113,10 @@ impl Realize for Ec2Machine {
         cx: Adopting<'a>,
     ) -> Option<BoxFuture<'a, Result<Adopted, StepError>>> {
         Some(Box::pin(async move {
-            let ((facts, transport, host_key), differences, how) = (cx.machines.ec2())
-                .find_adopted(self, from, cx.tags, cx.ssh, cx.take)
-                .await?;
+            let ((facts, transport, host_key), differences, how) =
+                crate::kinds::vm::provider::<super::Ec2>(cx.machines)?
+                    .find_adopted(self, from, cx.tags, cx.ssh, cx.take)
+                    .await?;
             Ok(Adopted {
                 facts,
                 transport,
@@ -157,9 +158,7 @@ struct Make {
 impl Unit for Make {
     fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
         Box::pin(async move {
-            let realized = cx
-                .machines
-                .ec2()
+            let realized = crate::kinds::vm::provider::<super::Ec2>(cx.machines)?
                 .realize(
                     &self.machine,
                     &self.key,
