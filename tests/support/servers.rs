@@ -365,17 +365,25 @@ impl Ec2Server {
             sleep(Duration::from_millis(20));
         };
         // The port file is written once the socket serves; a request proves moto answers EC2.
+        // Its first EC2 request builds every region's backend, which on a loaded machine
+        // outlasts one request's timeout: asked again until the server's own deadline.
         if opts.initial_no_auth_action_count.is_none() {
             let port = server.port;
-            let answer = in_netns(netns_pid, move || {
-                http_request(
-                    port,
-                    "GET",
-                    "/?Action=DescribeRegions&Version=2016-11-15",
-                    &[("Authorization", &fake_ec2_authorization())],
-                )
-            })
-            .and_then(|r| r);
+            let answer = loop {
+                let answer = in_netns(netns_pid, move || {
+                    http_request(
+                        port,
+                        "GET",
+                        "/?Action=DescribeRegions&Version=2016-11-15",
+                        &[("Authorization", &fake_ec2_authorization())],
+                    )
+                })
+                .and_then(|r| r);
+                if answer.is_ok() || Instant::now() > deadline {
+                    break answer;
+                }
+                server.check_running()?;
+            };
             match answer {
                 Ok((200, body)) if body.contains("DescribeRegionsResponse") => {}
                 Ok((status, body)) => {
