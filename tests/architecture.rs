@@ -22,8 +22,10 @@ const LAYERS: &[(&str, &str, u8)] = &[
     ("envc-compiler", "compiler", 3),
     ("envc-store", "store", 3),
     ("envc-ide", "ide", 4),
-    ("envc-executor", "executor", 4),
-    ("envc", ".", 5),
+    ("envc-contract", "contract", 4),
+    ("envc-kinds", "kinds", 5),
+    ("envc-executor", "executor", 6),
+    ("envc", ".", 7),
 ];
 
 fn repo() -> PathBuf {
@@ -831,14 +833,29 @@ fn executor_paths(code: &str) -> Vec<(usize, Vec<String>)> {
     out
 }
 
-/// The executor's `pub mod`s, from its crate root.
+/// The executor's public modules, from its crate root: its own `pub mod`s, and the modules
+/// of the crates below it that it makes public under its name (`pub use envc_store::{…}`,
+/// `pub use envc_kinds as kinds`).
 fn executor_public_modules() -> Vec<String> {
     let root = std::fs::read_to_string(repo().join("executor/src/lib.rs")).unwrap();
-    code_of(&root)
+    let code = code_of(&root);
+    let mut modules: Vec<String> = code
         .lines()
         .filter_map(|l| l.trim().strip_prefix("pub mod "))
         .map(|m| m.trim_end_matches(';').trim().to_string())
-        .collect()
+        .collect();
+    for item in code.split(';') {
+        let Some(rest) = item.trim().strip_prefix("pub use envc_") else {
+            continue;
+        };
+        if let Some((_, alias)) = rest.split_once(" as ") {
+            modules.push(alias.trim().to_string());
+        } else if let Some((_, list)) = rest.split_once("::{") {
+            let names = list.trim_end_matches('}').split(',').map(str::trim);
+            modules.extend(names.filter(|n| !n.is_empty()).map(str::to_string));
+        }
+    }
+    modules
 }
 
 /// The CLI (`src/`) uses the executor through its curated API: the crate root's

@@ -11,7 +11,7 @@ use serde_json::{json, Value as Json};
 
 use crate::checks::{checks_hash, CheckSpec, Phase};
 use crate::kinds;
-use crate::kinds::node_type::{payload_of, Payload};
+use crate::kinds::node_type::Payload;
 use crate::record::Facts;
 use crate::spec::{CheckDecl, Spec};
 use crate::substitute::{
@@ -43,7 +43,7 @@ impl Resolved {
 
     /// How to reach the host, when this is a host node.
     pub fn host(&self) -> Option<&HostSpec> {
-        payload_of::<HostSpec>(&self.payload)
+        self.payload.address()
     }
 
     /// The facts a successful realization will observe, when they can be known beforehand.
