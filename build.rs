@@ -13,10 +13,11 @@ include!("src/utc.rs");
 /// The first 12 hex digits, whatever `core.abbrev` the builder's git has.
 const SHORT: usize = 12;
 
-/// What the binary is built from: the workspace's manifests, toolchain and crates, and the
-/// standard library it embeds. `-dirty` says one of them differs from the commit; an edit
-/// of the docs, the tests or the examples changes no byte of the binary, so it neither
-/// marks it dirty nor rebuilds it.
+/// What the binary is built from besides the workspace's member crates (read from
+/// `Cargo.toml`, [`sources`]): the manifests, the toolchain, this script, the CLI's own
+/// crate and the standard library it embeds. `-dirty` says one of them differs from the
+/// commit; an edit of the docs, the tests or the examples changes no byte of the binary,
+/// so it neither marks it dirty nor rebuilds it.
 const SOURCES: &[&str] = &[
     "Cargo.toml",
     "Cargo.lock",
@@ -24,16 +25,28 @@ const SOURCES: &[&str] = &[
     "build.rs",
     "src",
     "std",
-    "ids",
-    "lang",
-    "compiler",
-    "lockfiles",
-    "store",
-    "executor",
-    "ide",
-    "k8s",
-    "aws",
 ];
+
+/// [`SOURCES`] and the folders of the workspace's members (`members = [...]` in the root
+/// manifest): a new crate counts without this script being told.
+fn sources(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    let members = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members"))
+        .and_then(|l| l.split_once('[').map(|(_, rest)| rest))
+        .and_then(|l| l.split_once(']').map(|(list, _)| list))
+        .unwrap_or_default();
+    let mut all: Vec<String> = SOURCES.iter().map(|s| s.to_string()).collect();
+    all.extend(
+        members
+            .split(',')
+            .map(|m| m.trim().trim_matches('"'))
+            .filter(|m| !m.is_empty())
+            .map(str::to_string),
+    );
+    all
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -108,7 +121,9 @@ impl<'a> Checkout<'a> {
     }
 
     fn describe(&self) -> Described {
-        self.watch();
+        let sources = sources(self.root);
+        let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+        self.watch(&sources);
         let hash = self
             .git(&["rev-parse", &format!("--short={SHORT}"), "HEAD"])
             .unwrap_or_default();
@@ -116,7 +131,7 @@ impl<'a> Checkout<'a> {
         // part of what the commit builds.
         let status = ["status", "--porcelain", "--untracked-files=no", "--"];
         let dirty = self
-            .git(&[&status[..], SOURCES].concat())
+            .git(&[&status[..], &sources].concat())
             .is_none_or(|s| !s.is_empty());
         let unix = self
             .git(&["log", "-1", "--format=%ct", "HEAD"])
@@ -125,9 +140,10 @@ impl<'a> Checkout<'a> {
     }
 
     /// Rerun when HEAD moves (a checkout, a commit: HEAD and the ref it names, loose or
-    /// packed) or a tracked file of the [`SOURCES`] changes (which is what `-dirty` says). Only files that
-    /// exist: Cargo reruns a script on every build while one it watches is missing.
-    fn watch(&self) {
+    /// packed) or a tracked file of the `sources` changes (which is what `-dirty` says).
+    /// Only files that exist: Cargo reruns a script on every build while one it watches is
+    /// missing.
+    fn watch(&self, sources: &[&str]) {
         let mut paths: Vec<PathBuf> = Vec::new();
         let mut git_path = |name: &str| {
             if let Some(p) = self.git(&["rev-parse", "--git-path", name]) {
@@ -139,7 +155,7 @@ impl<'a> Checkout<'a> {
         if let Some(head_ref) = self.git(&["symbolic-ref", "-q", "HEAD"]) {
             git_path(&head_ref);
         }
-        if let Some(files) = self.git(&[&["ls-files", "-z", "--"][..], SOURCES].concat()) {
+        if let Some(files) = self.git(&[&["ls-files", "-z", "--"][..], sources].concat()) {
             paths.extend(
                 (files.split('\0'))
                     .filter(|f| !f.is_empty())
