@@ -3,8 +3,9 @@
 //! --check` found unformatted files; 2 bad command-line usage (clap's); 3 drift found or a
 //! stale lockfile; 4 a step failed or a target was unreachable; 5 the environment is
 //! locked by another envc; 6 `drift` found nothing but could not check every node (a
-//! target was unreachable); 7 `render --preview` wrote placeholders; 130 interrupted; 101
-//! an internal error (a bug).
+//! target was unreachable); 7 `render --preview` wrote placeholders; 8 `store verify`
+//! found runs that can no longer be rolled back to; 130 interrupted; 101 an internal error
+//! (a bug).
 
 use std::process::ExitCode;
 
@@ -29,6 +30,10 @@ pub enum Exit {
     Unchecked,
     /// `render --preview` wrote objects that hold placeholders: readable, not deliverable.
     Preview,
+    /// `store verify` found runs that can no longer be rolled back to (an object they would
+    /// put back is gone or damaged), and nothing that repair would change: the store works
+    /// for builds, but `rollback --to` those runs would be refused.
+    Unrestorable,
     Interrupted,
     /// envc itself broke (a panic).
     Bug,
@@ -45,6 +50,7 @@ impl Exit {
             Exit::Locked => 5,
             Exit::Unchecked => 6,
             Exit::Preview => 7,
+            Exit::Unrestorable => 8,
             Exit::Interrupted => 130,
             Exit::Bug => 101,
         }
@@ -53,7 +59,7 @@ impl Exit {
 
 impl Exit {
     /// Every exit code, in order: `envc --help` and the man pages (EXIT STATUS) list them.
-    pub const ALL: [Exit; 10] = [
+    pub const ALL: [Exit; 11] = [
         Exit::Ok,
         Exit::Input,
         Exit::Usage,
@@ -62,6 +68,7 @@ impl Exit {
         Exit::Locked,
         Exit::Unchecked,
         Exit::Preview,
+        Exit::Unrestorable,
         Exit::Bug,
         Exit::Interrupted,
     ];
@@ -90,6 +97,10 @@ impl Exit {
                 "`drift` or `verify` found no difference but could not check every node"
             }
             Exit::Preview => "`render --preview` wrote objects holding placeholders",
+            Exit::Unrestorable => {
+                "`store verify` found runs that can no longer be rolled back to, and nothing to \
+                 repair"
+            }
             Exit::Bug => "an internal error (a bug: please report it with the input)",
             Exit::Interrupted => "interrupted (SIGINT)",
         }

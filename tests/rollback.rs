@@ -606,3 +606,184 @@ fn a_broken_nginx_config_is_rolled_back_with_its_packages_and_rollback_to_restor
     assert_eq!(page(&hosts), "<h1>v3</h1>\n");
     assert_eq!(package(&hosts, "envc-demo"), "installed 2.0");
 }
+
+/// Two files on a host, their contents `a` and `b`, and `extra` after; the host is `name`.
+fn files_source(hosts: &TestHosts, name: &str, a: &str, b: &str, extra: &str) -> String {
+    format!(
+        "let web = host(name = \"{name}\", address = \"{}\")\n\
+         let a = file(path = \"/etc/envc-a\", content = \"{a}\\n\", target = web)\n\
+         let b = file(path = \"/etc/envc-b\", content = \"{b}\\n\", target = web)\n{extra}",
+        hosts.addr(0)
+    )
+}
+
+/// The object file of the store holding exactly `bytes` (a file's content object).
+fn object_holding(p: &Project, bytes: &[u8]) -> std::path::PathBuf {
+    let objects = p.store_dir().join("objects");
+    for shard in std::fs::read_dir(&objects).unwrap() {
+        for entry in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let path = entry.unwrap().path();
+            if std::fs::read(&path).unwrap() == bytes {
+                return path;
+            }
+        }
+    }
+    panic!("no object holds {:?}", String::from_utf8_lossy(bytes));
+}
+
+/// `envc store verify prod.env`.
+fn verify_store(p: &Project, hosts: &TestHosts) -> Output {
+    hosts
+        .in_controller(env!("CARGO_BIN_EXE_envc"))
+        .args(["store", "verify"])
+        .arg(p.store_dir().with_file_name("prod.env"))
+        .env_remove("ENVC_STORE")
+        .output()
+        .unwrap()
+}
+
+/// Its object id, as envc prints it: the shard and the file name.
+fn object_id(path: &Path) -> String {
+    let shard = path
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy();
+    format!("{shard}{}", path.file_name().unwrap().to_string_lossy())
+}
+
+/// Issue 59, item 4: a content object an earlier run needs is gone (then replaced by other
+/// bytes): `rollback --to` that run changes nothing, on any target, and names the object,
+/// its node and the fix; `store verify` says the run can no longer be rolled back to, with
+/// its own exit code. With the object back, the rollback goes through.
+#[test]
+fn a_rollback_whose_objects_are_not_all_sound_changes_nothing_and_verify_names_the_run() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts, "envc-rollback-objects-");
+    let name = hosts.name(0).to_string();
+    p.write(&files_source(&hosts, &name, "a1", "b1", ""));
+    ok(&p.run(&hosts, &["build"]));
+    p.write(&files_source(&hosts, &name, "a2", "b2", ""));
+    ok(&p.run(&hosts, &["build"]));
+    let first = ids(&p, &hosts)[0].clone();
+    let object = object_holding(&p, b"b1\n");
+    let id = object_id(&object);
+    let node_b = format!("{name}/file:/etc/envc-b");
+    let unchanged = |what: &str| {
+        assert_eq!(
+            remote(&hosts, "cat /etc/envc-a /etc/envc-b"),
+            "a2\nb2\n",
+            "{what}"
+        );
+    };
+
+    std::fs::remove_file(&object).unwrap();
+    let verify = verify_store(&p, &hosts);
+    assert_eq!(verify.status.code(), Some(8), "{}", text(&verify));
+    assert!(
+        stdout(&verify).contains(&format!("run {first}"))
+            && stdout(&verify).contains("can no longer be rolled back to")
+            && stdout(&verify).contains(&node_b)
+            && stdout(&verify).contains(&id),
+        "{}",
+        text(&verify)
+    );
+    for args in [
+        &["rollback", "--to", &first, "--dry-run"][..],
+        &["rollback", "--to", &first],
+    ] {
+        let back = p.run(&hosts, args);
+        assert_eq!(back.status.code(), Some(1), "{}", text(&back));
+        let said = stderr(&back);
+        assert!(
+            said.contains(&format!("{node_b}: its content (object {id}) is missing"))
+                && said.contains("nothing was changed")
+                && said.contains("hint: "),
+            "{}",
+            text(&back)
+        );
+        unchanged(&text(&back));
+    }
+    assert_eq!(ids(&p, &hosts).len(), 2, "a refused rollback is no run");
+
+    // Other bytes under its name: the same.
+    std::fs::write(&object, b"b9\n").unwrap();
+    let back = p.run(&hosts, &["rollback", "--to", &first]);
+    assert_eq!(back.status.code(), Some(1), "{}", text(&back));
+    assert!(
+        stderr(&back).contains(&format!("{node_b}: its content (object {id}) is corrupt")),
+        "{}",
+        text(&back)
+    );
+    unchanged(&text(&back));
+
+    // Sound again: it goes back, and verify is content.
+    std::fs::write(&object, b"b1\n").unwrap();
+    let verify = verify_store(&p, &hosts);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    ok(&p.run(&hosts, &["rollback", "--to", &first]));
+    assert_eq!(remote(&hosts, "cat /etc/envc-a /etc/envc-b"), "a1\nb1\n");
+}
+
+/// Issue 60, item 1: a run from before the host was renamed (`moved`) is the same host's:
+/// `rollback --to` it puts its files back under their new keys, removes nothing, and leaves
+/// no record under the old name.
+#[test]
+fn a_rollback_follows_the_moves_recorded_since_the_run() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts, "envc-rollback-moved-");
+    p.write(&files_source(&hosts, "web-1", "a1", "b1", ""));
+    ok(&p.run(&hosts, &["build"]));
+    let first = ids(&p, &hosts)[0].clone();
+    let moved = "moved \"host:web-1\" -> \"host:web-b\"\n";
+    p.write(&files_source(&hosts, "web-b", "a1", "b1", moved));
+    ok(&p.run(&hosts, &["build"]));
+    p.write(&files_source(&hosts, "web-b", "a2", "b1", moved));
+    ok(&p.run(&hosts, &["build"]));
+    assert_eq!(remote(&hosts, "cat /etc/envc-a"), "a2\n");
+
+    let dry = p.run(&hosts, &["rollback", "--to", &first, "--dry-run", "--json"]);
+    ok(&dry);
+    let items: Vec<(String, String)> = stdout(&dry)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["node"].as_str().unwrap().to_string(),
+                v["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        items,
+        [("web-b/file:/etc/envc-a".to_string(), "update".to_string())],
+        "{}",
+        text(&dry)
+    );
+    let back = p.run(&hosts, &["rollback", "--to", &first]);
+    ok(&back);
+    assert_eq!(remote(&hosts, "cat /etc/envc-a /etc/envc-b"), "a1\nb1\n");
+    // Nothing is left under the old name, nothing removed, and the source as it is now
+    // (renamed, a2) is one update away.
+    let plan = p.run(&hosts, &["plan", "--json"]);
+    ok(&plan);
+    let planned: Vec<(String, String)> = stdout(&plan)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("node").is_some())
+        .filter(|v| v["action"] != "unchanged" && v["action"] != "moved")
+        .map(|v| {
+            (
+                v["node"].as_str().unwrap().to_string(),
+                v["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        planned,
+        [("web-b/file:/etc/envc-a".to_string(), "update".to_string())],
+        "{}",
+        text(&plan)
+    );
+}

@@ -13,6 +13,7 @@ use envc_ids::{NodeKind, ResolvedHash};
 
 use crate::cache::CacheUse;
 use crate::connect::Connections;
+use crate::debs::DebSource;
 use crate::error::StepError;
 pub use crate::future::BoxFuture;
 use crate::machines::Machines;
@@ -406,6 +407,13 @@ pub trait Restores: Sync {
     /// back), or `None`.
     fn not_restorable(&self, _name: &str, _record: &RealizationRecord) -> Option<String> {
         None
+    }
+
+    /// The pinned `.deb`s putting `record` back installs, once each object it names reads
+    /// whole from the store (else which one does not, and why): what a rollback checks for
+    /// every item before it touches a target, and `store verify` for every run.
+    fn kept(&self, _: &str, _: &RealizationRecord, _: &Store) -> Result<Vec<DebSource>, StepError> {
+        Ok(Vec::new())
     }
 
     /// Whether a failed update of it is rolled back even when no postcondition failed (a

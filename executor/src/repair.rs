@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::envlock::{EnvLock, EnvLockError, Holder};
+use crate::error::StepError;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
@@ -56,6 +57,16 @@ impl Damage {
     }
 }
 
+/// Why an object something needs cannot be used: `WHAT (object ID) is missing from the
+/// store` (or corrupt, or not the document expected; or cannot be read, with the error).
+pub fn unusable(what: &str, id: &ObjectId, e: StoreError) -> StepError {
+    let why = match Damage::of(e) {
+        Ok(d) => d.to_string(),
+        Err(e) => format!("cannot be read ({e})"),
+    };
+    StepError::new(format!("{what} (object {id}) is {why}"))
+}
+
 impl fmt::Display for Damage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -81,6 +92,19 @@ pub struct DamagedRecord {
 pub struct DamagedRun {
     pub object: ObjectId,
     pub damage: Damage,
+}
+
+/// A run of the history that can no longer be rolled back to (`envc rollback --to`): an
+/// object it would put back is missing or damaged. Repair cannot bring it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostRun {
+    /// The run as `envc log` names it.
+    pub run: String,
+    pub command: String,
+    pub finished_unix: u64,
+    /// Each node of its state whose record, content or `.deb`s are not whole in the store,
+    /// and why (the object, and what is wrong with it).
+    pub why: Vec<(String, String)>,
 }
 
 /// The first state of the chain, going back, that cannot be read: it and everything before
@@ -122,15 +146,24 @@ pub struct EnvDamage {
     /// Newest first.
     pub runs: Vec<DamagedRun>,
     pub cut: Option<Cut>,
+    /// Runs of the readable history that can no longer be rolled back to, newest first.
+    /// Repair leaves them in the history (every other node of theirs is still there) and
+    /// cannot make them whole: only the objects themselves, from a backup, can.
+    pub lost: Vec<LostRun>,
 }
 
 impl EnvDamage {
     pub fn is_empty(&self) -> bool {
-        self.head.is_none()
-            && self.records.is_empty()
-            && self.intents.is_empty()
-            && self.runs.is_empty()
-            && self.cut.is_none()
+        !self.needs_repair() && self.lost.is_empty()
+    }
+
+    /// Whether repair has something to do here: the state refers to objects it cannot read.
+    pub fn needs_repair(&self) -> bool {
+        self.head.is_some()
+            || !self.records.is_empty()
+            || !self.intents.is_empty()
+            || !self.runs.is_empty()
+            || self.cut.is_some()
     }
 }
 
@@ -157,7 +190,19 @@ pub struct StoreReport {
 
 impl StoreReport {
     pub fn is_sound(&self) -> bool {
-        self.corrupt.is_empty() && self.bucket.is_empty() && self.envs.is_empty()
+        !self.needs_repair() && self.lost().next().is_none()
+    }
+
+    /// Whether `store verify --repair` has something to remove or rewrite.
+    pub fn needs_repair(&self) -> bool {
+        !self.corrupt.is_empty()
+            || !self.bucket.is_empty()
+            || self.envs.iter().any(EnvDamage::needs_repair)
+    }
+
+    /// The runs that can no longer be rolled back to, with their environments.
+    pub fn lost(&self) -> impl Iterator<Item = (&str, &LostRun)> {
+        (self.envs.iter()).flat_map(|e| e.lost.iter().map(move |l| (e.env.as_str(), l)))
     }
 }
 
@@ -383,6 +428,10 @@ pub fn repair(store: &Store, holder: &Holder) -> Result<StoreReport, RepairError
         store.remove_damaged(path)?;
     }
     for (damage, chain, lock) in &envs {
+        if !damage.needs_repair() {
+            // Only runs that can no longer be rolled back to: nothing to rewrite.
+            continue;
+        }
         if damage.head.is_some() {
             // Nothing to compare the unreadable ref with: removed, then created anew.
             store.remove_ref(*lock)?;
@@ -461,7 +510,106 @@ fn examine(store: &Store, env: &str) -> Result<(EnvDamage, Vec<(ObjectId, State)
             }
         }
     }
+    // A live record that does not read leaves the current state with the repair (the next
+    // build runs it again): going back to the newest run does not need it then.
+    let dropped: BTreeSet<&str> = d.records.iter().map(|r| r.node.as_str()).collect();
+    d.lost = lost_runs(store, &chain, &dropped);
     Ok((d, chain))
+}
+
+/// The runs of `chain` (newest first) that `envc rollback --to` can no longer go back to:
+/// the state each left (the newest naming it, as the rollback finds it) names a record
+/// that does not read, or one whose content, kept `.deb` set or `.deb`s are not whole in
+/// the store (`Restores::kept`; a `.deb` is looked for in the store only, not in a binary
+/// cache). A run whose own record does not read is not found by a rollback at all (it is
+/// among the damaged runs), and neither are the live records repair drops (`dropped`, of
+/// the current state). Each object is checked once.
+fn lost_runs(store: &Store, chain: &[(ObjectId, State)], dropped: &BTreeSet<&str>) -> Vec<LostRun> {
+    let mut records: BTreeMap<ObjectId, Option<String>> = BTreeMap::new();
+    let mut debs: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    let mut lost = Vec::new();
+    for (i, (_, state)) in chain.iter().enumerate() {
+        let Some(run) = state.run.and_then(|id| RunRecord::load(store, &id).ok()) else {
+            continue;
+        };
+        if !seen.insert(run.run.clone()) {
+            continue;
+        }
+        let mut why = Vec::new();
+        for (node, id) in &state.records {
+            if i == 0 && dropped.contains(node.as_str()) {
+                continue;
+            }
+            let problem = records
+                .entry(*id)
+                .or_insert_with(|| unrestorable(store, node, id, &mut debs));
+            if let Some(p) = problem {
+                why.push((node.clone(), p.clone()));
+            }
+        }
+        if !why.is_empty() {
+            lost.push(LostRun {
+                run: run.run,
+                command: run.command,
+                finished_unix: run.finished_unix,
+                why,
+            });
+        }
+    }
+    lost
+}
+
+/// Why the record `id` of `node` cannot be put back from this store, or `None`.
+fn unrestorable(
+    store: &Store,
+    node: &str,
+    id: &ObjectId,
+    debs: &mut BTreeMap<String, Option<String>>,
+) -> Option<String> {
+    let record = match store.get_json::<RealizationRecord>(id) {
+        Ok(r) => r,
+        Err(e) => return Some(unusable("its record", id, e).cause),
+    };
+    let key = node.parse::<envc_ids::NodeKey>().ok()?;
+    let restores = crate::kinds::of(key.kind).restores()?;
+    if restores.not_restorable(&key.name, &record).is_some() {
+        // It kept nothing to put back: a rollback leaves it and says so; nothing is lost.
+        return None;
+    }
+    let sources = match restores.kept(&key.name, &record, store) {
+        Ok(s) => s,
+        Err(e) => return Some(e.cause),
+    };
+    let missing: Vec<String> = sources
+        .iter()
+        .filter_map(|d| {
+            debs.entry(d.pin.sha256.clone())
+                .or_insert_with(|| deb_damage(store, d))
+                .clone()
+        })
+        .collect();
+    (!missing.is_empty()).then(|| missing.join("; "))
+}
+
+/// Why the store's copy of a pinned `.deb` cannot be installed, or `None`.
+fn deb_damage(store: &Store, d: &crate::debs::DebSource) -> Option<String> {
+    let p = &d.pin;
+    let path = store.deb_path(&p.sha256);
+    let what = match std::fs::read(&path) {
+        Ok(b) if b.len() as u64 == p.size && envc_lockfiles::fetch::sha256_hex(&b) == p.sha256 => {
+            return None
+        }
+        Ok(_) => "is damaged (not its pinned size and sha256)".to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "is not in the store".to_string(),
+        Err(e) => format!("cannot be read ({e})"),
+    };
+    Some(format!(
+        "the .deb of `{}` {} ({}) {what}",
+        p.name,
+        p.version,
+        path.display()
+    ))
 }
 
 /// Stores `chain` again, oldest first, without what `damage` lists, and moves the ref from

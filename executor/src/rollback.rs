@@ -71,6 +71,30 @@ pub fn not_restorable(kind: NodeKind, name: &str, record: &RealizationRecord) ->
         .and_then(|r| r.not_restorable(name, record))
 }
 
+/// What putting `record` (of the node `key`) back needs that the store cannot give whole:
+/// the objects it names (a file's content, a package's kept `.deb` set), then each pinned
+/// `.deb`, looked for as the rollback itself takes it (the store, then a binary cache).
+/// Empty when everything is there.
+pub async fn unsound(store: &Store, key: &str, record: &RealizationRecord) -> Vec<String> {
+    let Ok(parsed) = key.parse::<envc_ids::NodeKey>() else {
+        return Vec::new();
+    };
+    let Some(restores) = kinds::of(parsed.kind).restores() else {
+        return Vec::new();
+    };
+    let debs = match restores.kept(&parsed.name, record, store) {
+        Ok(debs) => debs,
+        Err(e) => return vec![e.cause],
+    };
+    let mut why = Vec::new();
+    for d in &debs {
+        if let Err(e) = crate::debs::from_store(store, d).await {
+            why.push(e.cause);
+        }
+    }
+    why
+}
+
 /// One line for what a rollback did: `restored /etc/x; restarted nginx`, failures after.
 pub fn summary(done: &[Restored]) -> String {
     let (ok, failed): (Vec<_>, Vec<_>) = done.iter().partition(|(_, r)| r.is_ok());
@@ -95,8 +119,12 @@ pub enum RollbackError {
         given: String,
         closest: Option<String>,
     },
-    /// The run is in the history, but the records of its state are not in the store.
-    Gone { run: String, error: String },
+    /// Objects going back to the run needs are missing or damaged: each node, and why.
+    /// Nothing was changed.
+    Unsound {
+        run: String,
+        why: Vec<(String, String)>,
+    },
 }
 
 impl fmt::Display for RollbackError {
@@ -109,14 +137,32 @@ impl fmt::Display for RollbackError {
             } => {
                 write!(f, "no run `{given}` in the history of `{env}`")?;
                 match closest {
-                    Some(c) => write!(f, "\n  hint: did you mean `{c}`? (`envc log` lists the runs)"),
+                    Some(c) => write!(
+                        f,
+                        "\n  hint: did you mean `{c}`? (`envc log` lists the runs)"
+                    ),
                     None => write!(f, "\n  hint: `envc log` lists the runs"),
                 }
             }
-            RollbackError::Gone { run, error } => write!(
-                f,
-                "the records of run `{run}` are no longer in the store ({error}); it cannot be rolled back to"
-            ),
+            RollbackError::Unsound { run, why } => {
+                write!(
+                    f,
+                    "run `{run}` cannot be rolled back to: {} of what it would put back {} not \
+                     whole in the store; nothing was changed",
+                    why.len(),
+                    if why.len() == 1 { "is" } else { "are" }
+                )?;
+                for (node, why) in why {
+                    write!(f, "\n  {node}: {why}")?;
+                }
+                write!(
+                    f,
+                    "\n  hint: put the objects back from a backup of the store (`objects/`, \
+                     `debs/`; a binary cache that has a .deb gives it back), or roll back to \
+                     another run: `envc store verify FILE` names every run that can no longer \
+                     be rolled back to"
+                )
+            }
         }
     }
 }

@@ -12,14 +12,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envc_ids::{fact, NodeKey, TargetIdentity};
+use envc_ids::{fact, NodeKey, NodeKind, TargetIdentity};
 
 use crate::envlock::{EnvLock, Holder};
 use crate::kinds::node_type::Restore;
 use crate::plan::Action;
 use crate::record::{Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State};
-use crate::repair::readable_history;
-use crate::rollback::{not_restorable, restore, rolls_back, RollbackError};
+use crate::repair::{readable_history, unusable};
+use crate::rollback::{not_restorable, restore, rolls_back, unsound, RollbackError};
 use crate::run::{BuildReport, Env, Event, Reporter};
 use crate::session::{runtime, Session, SessionError};
 use crate::store::{ObjectId, Store};
@@ -53,6 +53,8 @@ pub struct RollbackPlan {
     pub unchanged: usize,
     outputs: BTreeMap<String, serde_json::Value>,
     graph_hash: String,
+    /// The records of its state that do not read: each node, and why.
+    unread: Vec<(String, String)>,
 }
 
 impl Session {
@@ -66,7 +68,9 @@ impl Session {
         let intents = state
             .load_intents(&self.store)
             .map_err(|e| self.store_error(e))?;
-        self.plan_back(run, &records, &intents)
+        let plan = self.plan_back(run, &records, &intents)?;
+        runtime()?.block_on(self.sound(&plan))?;
+        Ok(plan)
     }
 
     /// `envc rollback --to RUN`: under the environment's lock, the plan, then each target's
@@ -92,9 +96,11 @@ impl Session {
             error: e.to_string(),
         })?;
         let plan = self.plan_back(run, &env.records, &env.intents)?;
+        let rt = runtime()?;
+        // Every object it needs, before the first target is touched (or even reached).
+        rt.block_on(self.sound(&plan))?;
         let machines = self.machines();
         let (conns, _work) = self.connections(&machines)?;
-        let rt = runtime()?;
         let report = rt.block_on(async {
             let r = apply(&plan, &mut env, &conns, reporter).await;
             conns.close().await;
@@ -114,16 +120,23 @@ impl Session {
         current: &BTreeMap<String, RealizationRecord>,
         intents: &BTreeMap<String, Intent>,
     ) -> Result<RollbackPlan, SessionError> {
-        let (run, state) = self.find_run(given)?;
-        let gone = |e: crate::store::StoreError| {
-            SessionError::Rollback(RollbackError::Gone {
-                run: run.run.clone(),
-                error: e.to_string(),
-            })
-        };
+        let (run, state, since) = self.find_run(given)?;
+        // Its records under the keys they have now: the moves recorded since followed.
+        let follow = Moves::since(&since, current);
         let mut then: BTreeMap<String, (ObjectId, RealizationRecord)> = BTreeMap::new();
+        let mut renamed: BTreeMap<String, String> = BTreeMap::new();
+        let mut unread = Vec::new();
         for (key, id) in &state.records {
-            then.insert(key.clone(), (*id, self.store.get_json(id).map_err(gone)?));
+            match self.store.get_json::<RealizationRecord>(id) {
+                Ok(r) => {
+                    let now = follow.key(key);
+                    if &now != key {
+                        renamed.insert(now.clone(), key.clone());
+                    }
+                    then.insert(now, (*id, r));
+                }
+                Err(e) => unread.push((key.clone(), unusable("its record", id, e).cause)),
+            }
         }
         let now_ids = State::current(&self.store, &self.env)
             .map_err(|e| self.store_error(e))?
@@ -146,6 +159,17 @@ impl Session {
             let was = then.get(key);
             let is = current.get(key);
             if was.is_some_and(|(id, _)| now_ids.get(key) == Some(id)) {
+                unchanged += 1;
+                continue;
+            }
+            // Renamed since and otherwise as it was: the same thing on the same machine
+            // (the rename rewrote its record, not what it describes).
+            let same_thing = |(_, r): &(ObjectId, RealizationRecord)| {
+                is.is_some_and(|n| {
+                    n.output_hash == r.output_hash && n.target_identity == r.target_identity
+                })
+            };
+            if renamed.contains_key(key) && was.is_some_and(same_thing) {
                 unchanged += 1;
                 continue;
             }
@@ -179,7 +203,10 @@ impl Session {
                     } else {
                         // What is there now: the packages of a closure it moved go back.
                         let now = is.cloned();
-                        items.push(item(Action::Update, None, Some((*id, r.clone())), now));
+                        let note = renamed
+                            .get(key)
+                            .map(|old| format!("`{old}` then (renamed since)"));
+                        items.push(item(Action::Update, note, Some((*id, r.clone())), now));
                     }
                 }
                 None => {
@@ -210,28 +237,53 @@ impl Session {
             unchanged,
             outputs: state.outputs.clone(),
             graph_hash: run.graph_hash.clone(),
+            unread,
         })
     }
 
-    /// The run `given` names (its id or a prefix of one only), and the state it left.
-    fn find_run(&self, given: &str) -> Result<(RunRecord, State), SessionError> {
+    /// That every object going back to the plan's run needs is whole: the records of its
+    /// state, and what each record to put back names (`rollback::unsound`: content, a kept
+    /// `.deb` set, the `.deb`s). Otherwise each one, with its node, and nothing is done.
+    async fn sound(&self, plan: &RollbackPlan) -> Result<(), SessionError> {
+        let mut why = plan.unread.clone();
+        for item in &plan.items {
+            if let (Action::Update, Some((_, r))) = (&item.action, &item.to) {
+                for w in unsound(&self.store, &item.node, r).await {
+                    why.push((item.node.clone(), w));
+                }
+            }
+        }
+        if why.is_empty() {
+            return Ok(());
+        }
+        why.sort();
+        Err(SessionError::Rollback(RollbackError::Unsound {
+            run: plan.run.clone(),
+            why,
+        }))
+    }
+
+    /// The run `given` names (its id or a prefix of one only), the state it left, and the
+    /// runs after it, newest first (each as its newest record has it).
+    fn find_run(&self, given: &str) -> Result<(RunRecord, State, Vec<RunRecord>), SessionError> {
         let history = readable_history(&self.store, &self.env).map_err(|e| self.store_error(e))?;
-        let mut ids: Vec<String> = Vec::new();
-        let mut found: Vec<(RunRecord, State)> = Vec::new();
+        let mut runs: Vec<RunRecord> = Vec::new();
+        let mut found: Vec<(RunRecord, State, Vec<RunRecord>)> = Vec::new();
         for (_, state) in history.states {
             let Some(run_id) = state.run else { continue };
             let Ok(run) = self.store.get_json::<RunRecord>(&run_id) else {
                 continue;
             };
-            if ids.contains(&run.run) {
+            if runs.iter().any(|r| r.run == run.run) {
                 continue;
             }
-            ids.push(run.run.clone());
             let matches = run.run == given || (given.len() >= 4 && run.run.starts_with(given));
             if matches {
-                found.push((run, state));
+                found.push((run.clone(), state, runs.clone()));
             }
+            runs.push(run);
         }
+        let ids: Vec<String> = runs.into_iter().map(|r| r.run).collect();
         match found.len() {
             1 => Ok(found.remove(0)),
             _ => Err(SessionError::Rollback(RollbackError::UnknownRun {
@@ -241,6 +293,64 @@ impl Session {
             })),
         }
     }
+}
+
+/// The renames recorded since a run, oldest first: a `moved` node's outcome names the key
+/// it was carried from (`NodeOutcome::moved_from`), and a machine's rename carries every
+/// key on it (`OLD/…` becomes `NEW/…`, even where the node also changed and its outcome is
+/// an update); a record carried and not yet written anew under its new key still names its
+/// old one (`moved.rs`).
+struct Moves(Vec<BTreeMap<String, String>>);
+
+impl Moves {
+    /// From the runs after the one gone back to (newest first), then the live records.
+    fn since(runs: &[RunRecord], current: &BTreeMap<String, RealizationRecord>) -> Moves {
+        let mut steps: Vec<BTreeMap<String, String>> = (runs.iter().rev())
+            .map(|run| {
+                (run.nodes.iter())
+                    .filter_map(|o| Some((o.moved_from.clone()?, o.node.clone())))
+                    .collect()
+            })
+            .collect();
+        steps.push(
+            (current.iter())
+                .filter(|(key, r)| &r.node != *key && !r.node.is_empty())
+                .map(|(key, r)| (r.node.clone(), key.clone()))
+                .collect(),
+        );
+        steps.retain(|s| !s.is_empty());
+        Moves(steps)
+    }
+
+    /// What `key` is called now.
+    fn key(&self, key: &str) -> String {
+        let mut key = key.to_string();
+        for step in &self.0 {
+            if let Some(new) = step.get(&key) {
+                key = new.clone();
+                continue;
+            }
+            // On a renamed machine: `OLD/kind:name` is `NEW/kind:name` now.
+            let on_machine = key.split_once('/').and_then(|(target, rest)| {
+                step.iter().find_map(|(old, new)| {
+                    let (old, new) = (machine(old)?, machine(new)?);
+                    (old == target).then(|| format!("{new}/{rest}"))
+                })
+            });
+            if let Some(new) = on_machine {
+                key = new;
+            }
+        }
+        key
+    }
+}
+
+/// The name of the machine `key` is (`vm:NAME`, `host:NAME`: a key on no target, of a kind
+/// that others are on), or `None`.
+fn machine(key: &str) -> Option<String> {
+    let parsed = key.parse::<NodeKey>().ok()?;
+    let on_it = parsed.target.is_none() && matches!(parsed.kind, NodeKind::Vm | NodeKind::Host);
+    on_it.then_some(parsed.name)
 }
 
 /// The run `given` was likely meant to name, by the measure every "did you mean" uses

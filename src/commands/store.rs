@@ -9,8 +9,10 @@ use super::{session, TargetArgs};
 use crate::exit::{Exit, Failure, Outcome};
 use crate::output::outln;
 
-/// Exit 0 when the store is sound (or was repaired), 3 when verify found damage (like
-/// `drift`: the check found something), 5 when an environment is locked by a running envc.
+/// Exit 0 when the store is sound (or was repaired), 3 when verify found damage that repair
+/// removes (like `drift`: the check found something), 8 when nothing is left to repair but
+/// runs can no longer be rolled back to (repair cannot bring their objects back), 5 when an
+/// environment is locked by a running envc.
 pub fn verify(file: &Path, repair: bool) -> Outcome {
     let session = session(file, &TargetArgs::default())?;
     let report = if repair {
@@ -28,10 +30,12 @@ pub fn verify(file: &Path, repair: bool) -> Outcome {
             .map_err(|e| Failure::Input(e.to_string()))?
     };
     print(&report, repair, file);
-    Ok(if report.is_sound() || repair {
-        Exit::Ok
-    } else {
+    Ok(if report.needs_repair() && !repair {
         Exit::Drift
+    } else if report.lost().next().is_some() {
+        Exit::Unrestorable
+    } else {
+        Exit::Ok
     })
 }
 
@@ -132,8 +136,27 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
             );
         }
     }
+    for (env, lost) in report.lost() {
+        outln!(
+            "{env}: run {} ({}, finished {}) can no longer be rolled back to:",
+            lost.run,
+            lost.command,
+            crate::utc::rfc3339(lost.finished_unix)
+        );
+        for (node, why) in &lost.why {
+            outln!("  {node}: {why}");
+        }
+    }
     let damaged = report.corrupt.len() + report.bucket.len();
-    let envs = report.envs.len();
+    let envs = (report.envs.iter()).filter(|e| e.needs_repair()).count();
+    let lost = report.lost().count();
+    let lost_line = || {
+        outln!(
+            "store: {lost} runs can no longer be rolled back to (`envc rollback --to` refuses \
+             them; repair cannot bring their objects back: a backup of the store's `objects/` \
+             and `debs/` can); the others can"
+        )
+    };
     if report.is_sound() {
         outln!("store: every object hashes to its name; every state reads");
     } else if repaired {
@@ -141,11 +164,20 @@ fn print(report: &StoreReport, repaired: bool, file: &Path) {
             "store: repaired: {damaged} corrupt objects removed, {envs} environments' states \
              made valid"
         );
+        if lost > 0 {
+            lost_line();
+        }
+    } else if !report.needs_repair() {
+        outln!("store: every object hashes to its name; every state reads");
+        lost_line();
     } else {
         outln!(
             "store: {damaged} corrupt objects, {envs} environments affected; `envc store verify \
              --repair {}` removes them and makes the states valid",
             file.display()
         );
+        if lost > 0 {
+            lost_line();
+        }
     }
 }

@@ -6,15 +6,29 @@ use envc_ids::fact::content::SHA256;
 
 use super::remote::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
 use super::File;
+use crate::debs::DebSource;
 use crate::error::StepError;
 use crate::node_type::{BoxFuture, Restore, Restores};
 use crate::record::RealizationRecord;
+use crate::repair::unusable;
 use crate::store::Store;
 use crate::transport::Transport;
 
 impl Restores for File {
     fn restore_rank(&self) -> u8 {
         1
+    }
+
+    fn kept(
+        &self,
+        _: &str,
+        r: &RealizationRecord,
+        store: &Store,
+    ) -> Result<Vec<DebSource>, StepError> {
+        if let Some(id) = &r.content {
+            store.get(id).map_err(|e| unusable("its content", id, e))?;
+        }
+        Ok(Vec::new())
     }
 
     fn restore<'a>(

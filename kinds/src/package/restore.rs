@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 
 use super::remote::{purge_packages, reinstall_packages, PackageSpec};
 use super::Package;
-use crate::debs::KeptDebs;
+use crate::debs::{DebSource, KeptDebs};
 use crate::error::StepError;
 use crate::node_type::{BoxFuture, Restore, Restores};
 use crate::record::RealizationRecord;
+use crate::repair::unusable;
 use crate::store::Store;
 use crate::transport::Transport;
 
@@ -25,6 +26,21 @@ impl Restores for Package {
 
     fn not_restorable(&self, name: &str, record: &RealizationRecord) -> Option<String> {
         package_not_kept(name, record)
+    }
+
+    fn kept(
+        &self,
+        _: &str,
+        r: &RealizationRecord,
+        store: &Store,
+    ) -> Result<Vec<DebSource>, StepError> {
+        // A record that names no set is not restorable, and says so (`not_restorable`).
+        let Some(id) = &r.content else {
+            return Ok(Vec::new());
+        };
+        let kept: KeptDebs = (store.get_json(id))
+            .map_err(|e| unusable("the set of .debs its record names", id, e))?;
+        Ok(kept.sources())
     }
 
     fn restore<'a>(
