@@ -68,3 +68,13 @@ impl From<crate::store::StoreError> for StepError {
         StepError::new(e.to_string())
     }
 }
+
+/// Why an object something needs cannot be used: `WHAT (object ID) is missing from the
+/// store` (or corrupt, or not the document expected; or cannot be read, with the error).
+pub fn unusable(what: &str, id: &crate::store::ObjectId, e: crate::store::StoreError) -> StepError {
+    let why = match envc_store::damage::Damage::of(e) {
+        Ok(d) => d.to_string(),
+        Err(e) => format!("cannot be read ({e})"),
+    };
+    StepError::new(format!("{what} (object {id}) is {why}"))
+}

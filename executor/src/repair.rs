@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::envlock::{EnvLock, EnvLockError, Holder};
-use crate::error::StepError;
+use crate::error::unusable;
 use crate::record::{Intent, RealizationRecord, RunRecord, State};
 use crate::store::{ObjectId, RefConflict, Store, StoreError};
 
@@ -29,54 +29,7 @@ use crate::store::{ObjectId, RefConflict, Store, StoreError};
 /// writer's and removes it.
 const TMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Why an object the state refers to cannot be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Damage {
-    Missing,
-    /// Its content does not hash to its name.
-    Corrupt,
-    /// It hashes right but is not the JSON document expected.
-    Malformed(String),
-    /// The ref holds this instead of an object id.
-    NotAnId(String),
-}
-
-impl Damage {
-    /// The damage a read error shows, or the error itself when it is not damage (an I/O
-    /// error says nothing about the object).
-    pub fn of(e: StoreError) -> Result<Damage, StoreError> {
-        match e {
-            StoreError::Missing(_) => Ok(Damage::Missing),
-            StoreError::Corrupt { .. } => Ok(Damage::Corrupt),
-            StoreError::Malformed { error, .. } => Ok(Damage::Malformed(error)),
-            StoreError::BadRef { content, .. } => Ok(Damage::NotAnId(content)),
-            e @ (StoreError::Io { .. } | StoreError::Remote(_) | StoreError::LockLost { .. }) => {
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Why an object something needs cannot be used: `WHAT (object ID) is missing from the
-/// store` (or corrupt, or not the document expected; or cannot be read, with the error).
-pub fn unusable(what: &str, id: &ObjectId, e: StoreError) -> StepError {
-    let why = match Damage::of(e) {
-        Ok(d) => d.to_string(),
-        Err(e) => format!("cannot be read ({e})"),
-    };
-    StepError::new(format!("{what} (object {id}) is {why}"))
-}
-
-impl fmt::Display for Damage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Damage::Missing => f.write_str("missing from the store"),
-            Damage::Corrupt => f.write_str("corrupt (its content does not hash to its name)"),
-            Damage::Malformed(e) => write!(f, "not the document expected ({e})"),
-            Damage::NotAnId(content) => write!(f, "the ref holds {content:?}, not an object id"),
-        }
-    }
-}
+pub use envc_store::damage::Damage;
 
 /// A live record of the current state that cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq)]

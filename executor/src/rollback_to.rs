@@ -15,10 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use envc_ids::{fact, NodeKey, NodeKind, TargetIdentity};
 
 use crate::envlock::{EnvLock, Holder};
+use crate::error::unusable;
 use crate::kinds::node_type::Restore;
 use crate::plan::Action;
 use crate::record::{Intent, NodeOutcome, Outcome, RealizationRecord, RunRecord, RunResult, State};
-use crate::repair::{readable_history, unusable};
+use crate::repair::readable_history;
 use crate::rollback::{not_restorable, restore, rolls_back, unsound, RollbackError};
 use crate::run::{BuildReport, Env, Event, Reporter};
 use crate::session::{runtime, Session, SessionError};

@@ -7,6 +7,7 @@
 //! connection to a target: Cargo keeps it so, since it depends on none of the crates
 //! that do (Nix's libstore is the model: the engine and the kinds sit on it).
 
+pub mod damage;
 pub mod envlock;
 pub mod held;
 pub mod names;

@@ -7,10 +7,10 @@ use envc_ids::fact::content::SHA256;
 use super::remote::{apply_files, remove_files, FileRemoval, FileSpec, Removed};
 use super::File;
 use crate::debs::DebSource;
+use crate::error::unusable;
 use crate::error::StepError;
 use crate::node_type::{BoxFuture, Restore, Restores};
 use crate::record::RealizationRecord;
-use crate::repair::unusable;
 use crate::store::Store;
 use crate::transport::Transport;
 

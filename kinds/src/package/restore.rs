@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use super::remote::{purge_packages, reinstall_packages, PackageSpec};
 use super::Package;
 use crate::debs::{DebSource, KeptDebs};
+use crate::error::unusable;
 use crate::error::StepError;
 use crate::node_type::{BoxFuture, Restore, Restores};
 use crate::record::RealizationRecord;
-use crate::repair::unusable;
 use crate::store::Store;
 use crate::transport::Transport;
 
