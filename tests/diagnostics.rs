@@ -176,6 +176,8 @@ fn cases() -> Vec<Case> {
         case("moved-identity", &h("let conf = file(path = \"/etc/nginx/site.conf\", content = \"hi\", target = h)\nmoved \"h1/file:/etc/nginx/default.conf\" -> \"h1/file:/etc/nginx/site.conf\"\n")),
         case("moved-duplicate", "let img = image(name = \"i\")\nlet a = vm(name = \"web-a\", image = img)\nlet b = vm(name = \"web-b\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-a\"\nmoved \"vm:web-0\" -> \"vm:web-b\"\n"),
         case("moved-source-exists", "let img = image(name = \"i\")\nlet a = vm(name = \"web-0\", image = img)\nlet b = vm(name = \"web-a\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-a\"\n"),
+        // A chain: which key the state has depends on whether `web-b` was built.
+        case("moved-chain", "let img = image(name = \"i\")\nlet web = vm(name = \"web-c\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-b\"\nmoved \"vm:web-b\" -> \"vm:web-c\"\n"),
         case("moved-target-missing", "let img = image(name = \"i\")\nlet web = vm(name = \"web-a\", image = img)\nmoved \"vm:web-0\" -> \"vm:web-b\"\n"),
         case("moved-other-target", "let a = host(name = \"a\", address = \"192.0.2.1\")\nlet b = host(name = \"b\", address = \"192.0.2.2\")\nlet f = file(path = \"/etc/motd\", content = \"hi\", target = b)\nlet g = file(path = \"/etc/issue\", content = \"hi\", target = a)\nmoved \"a/file:/etc/motd\" -> \"b/file:/etc/motd\"\n"),
         case("parse-policy-level", "policy \"vm-size\" mandatroy: for v in nodes(\"vm\") => v.memory <= 4GiB\n"),

@@ -159,3 +159,117 @@ fn a_renamed_host_keeps_everything_on_it_and_nothing_runs() {
         text(&log)
     );
 }
+
+/// Issue 59, item 3: `moved "host:r" -> "host:s"` while a file and a command on it leave the
+/// source. Their records follow the host (`r/...` to `s/...`), as `terraform state mv`
+/// carries a resource's children: the build deletes the file and runs the command's undo on
+/// the host by its new name, and later builds and `destroy` work. Before, every build and
+/// destroy exited 4 ("no address is known for `r`"), leaving both on the host.
+#[test]
+fn what_leaves_the_source_with_a_rename_is_removed_on_the_renamed_host() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts, "envc-moved-carry-");
+    let source = |name: &str, extra: &str| {
+        format!(
+            "let web = host(name = \"{name}\", address = \"{}\")\n\
+             let motd = file(path = \"/etc/envc-motd\", content = \"managed by envc\\n\", target = web)\n{extra}",
+            hosts.addr(0)
+        )
+    };
+    p.write(&source(
+        "r",
+        "let issue = file(path = \"/etc/envc-issue\", content = \"leaves\\n\", target = web)\n\
+         let join = exec(name = \"join\", target = web, argv = [\"touch\", \"/srv/joined\"], undo = [\"rm\", \"-f\", \"/srv/joined\"])\n",
+    ));
+    ok(&p.run(&hosts, &["build"]));
+    let on_host = |path: &str| hosts.ssh(0, &format!("test -e {path}")).status.success();
+    assert!(on_host("/etc/envc-issue") && on_host("/srv/joined"));
+
+    p.write(&source("s", "moved \"host:r\" -> \"host:s\"\n"));
+    let plan = p.run(&hosts, &["plan", "--json"]);
+    ok(&plan);
+    let nodes = planned(&plan);
+    let actions: BTreeMap<&str, &str> = (nodes.iter())
+        .map(|(k, (a, _))| (k.as_str(), a.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        BTreeMap::from([
+            ("host:s", "moved"),
+            ("s/exec:join", "delete"),
+            ("s/file:/etc/envc-issue", "delete"),
+            ("s/file:/etc/envc-motd", "moved"),
+        ]),
+        "{}",
+        text(&plan)
+    );
+
+    let build = p.run(&hosts, &["build"]);
+    ok(&build);
+    assert!(
+        !on_host("/etc/envc-issue") && !on_host("/srv/joined"),
+        "{}",
+        text(&build)
+    );
+    assert!(on_host("/etc/envc-motd"), "{}", text(&build));
+    let again = p.run(&hosts, &["build"]);
+    ok(&again);
+    assert_eq!(summary(&again), (0, 2, 0), "{}", text(&again));
+    let destroy = p.run(&hosts, &["destroy", "--yes"]);
+    ok(&destroy);
+    assert!(!on_host("/etc/envc-motd"), "{}", text(&destroy));
+}
+
+/// Issue 60, item 2 (and 59, item 10): `moved` onto a key that has records of its own.
+/// Before, the plan carried what the new key lacked and deleted the old machine's records
+/// (for a VM, the VM and its disk) without a word. Now `plan` and `build` refuse the line
+/// with `moved::target-exists` at the line, and change nothing.
+#[test]
+fn a_move_onto_a_key_with_records_of_its_own_is_refused() {
+    let hosts = TestHosts::start(1);
+    let p = Project::new(&hosts, "envc-moved-onto-");
+    let host = |name: &str, path: &str| {
+        format!(
+            "let {v} = host(name = \"{name}\", address = \"{}\")\n\
+             let {v}_f = file(path = \"{path}\", content = \"{name}\\n\", target = {v})\n",
+            hosts.addr(0),
+            v = name.replace('-', "_"),
+        )
+    };
+    p.write(&format!(
+        "{}{}",
+        host("web-0", "/etc/envc-a"),
+        host("web-b", "/etc/envc-b")
+    ));
+    ok(&p.run(&hosts, &["build"]));
+
+    p.write(&format!(
+        "{}moved \"host:web-0\" -> \"host:web-b\"\n",
+        host("web-b", "/etc/envc-b")
+    ));
+    for cmd in ["plan", "build"] {
+        let o = p.run(&hosts, &[cmd]);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {}", text(&o));
+        let err = stderr(&o).replace(&p.root().display().to_string(), "[project]");
+        assert!(err.contains("moved::target-exists"), "{cmd}: {err}");
+        if cmd == "plan" {
+            insta::assert_snapshot!("moved-target-exists", err);
+        }
+    }
+    // Nothing changed: both hosts' files are there and recorded.
+    for path in ["/etc/envc-a", "/etc/envc-b"] {
+        assert!(hosts.ssh(0, &format!("test -e {path}")).status.success());
+    }
+    p.write(&format!(
+        "{}{}",
+        host("web-0", "/etc/envc-a"),
+        host("web-b", "/etc/envc-b")
+    ));
+    let plan = p.run(&hosts, &["plan"]);
+    ok(&plan);
+    assert!(
+        stdout(&plan).contains("0 to delete, 4 unchanged"),
+        "{}",
+        text(&plan)
+    );
+}

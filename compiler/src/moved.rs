@@ -16,11 +16,15 @@ use crate::program::Program;
 use crate::types::NodeKind;
 use crate::value::Node;
 
-/// One declared rename, checked against the graph.
+/// One declared rename, checked against the graph, with where it is written (a plan that
+/// finds the new key already recorded points at the line: `moved::target-exists`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Move {
     pub from: NodeKey,
     pub to: NodeKey,
+    pub file: FileId,
+    pub from_span: Span,
+    pub to_span: Span,
 }
 
 /// The state key of a node, as `envc plan` prints it.
@@ -136,7 +140,16 @@ pub fn check<'g>(
             );
             continue;
         }
-        moves.push((Move { from, to }, d));
+        moves.push((
+            Move {
+                from,
+                to,
+                file: d.file,
+                from_span: d.item.from_span,
+                to_span: d.item.to_span,
+            },
+            d,
+        ));
     }
     // Each side once.
     let mut by_from: BTreeMap<&NodeKey, &Declared> = BTreeMap::new();
@@ -169,7 +182,39 @@ pub fn check<'g>(
         .filter(|(m, _)| m.to.kind.is_target())
         .map(|(m, _)| (&*m.to.name, &*m.from.name))
         .collect();
+    // A chain (`a -> b`, `b -> c`): which of `a` and `b` the state holds depends on whether
+    // `b` was built, which the source cannot say, and the records' hashes name one of them.
+    // One line from the key the state has says it.
+    let mut chained: std::collections::BTreeSet<&NodeKey> = Default::default();
     for (mv, d) in &moves {
+        let Some(next) = by_from.get(&mv.to) else {
+            continue;
+        };
+        chained.extend([&mv.from, &mv.to]);
+        let last = (moves.iter())
+            .find(|(m, _)| m.from == mv.to)
+            .map_or_else(|| mv.to.to_string(), |(m, _)| m.to.to_string());
+        errors.push(
+            Diagnostic::new(
+                "moved::chain",
+                format!("`{}` is moved on again", mv.to),
+            )
+            .label(d.file, d.item.to_span, "moved into here")
+            .label(next.file, next.item.from_span, "and on from here")
+            .message(format!(
+                "`moved` lines do not chain: each carries records from the key the state has to a node of the environment, and whether the state has `{}` or `{}` depends on whether `{}` was built.",
+                mv.from, mv.to, mv.to
+            ))
+            .help(format!(
+                "replace the lines with one: `moved \"{}\" -> \"{last}\"` if `{}` was never built, else `moved \"{}\" -> \"{last}\"` (`envc plan` without them shows which key it would delete)",
+                mv.from, mv.to, mv.to
+            )),
+        );
+    }
+    for (mv, d) in &moves {
+        if chained.contains(&mv.from) || chained.contains(&mv.to) {
+            continue;
+        }
         if let Some(n) = nodes.get(&mv.from.to_string()) {
             errors.push(
                 Diagnostic::new(
@@ -267,6 +312,9 @@ mod tests {
             .map(|(f, t)| Move {
                 from: key(f),
                 to: key(t),
+                file: 0,
+                from_span: Span::default(),
+                to_span: Span::default(),
             })
             .collect();
         let keys: Vec<NodeKey> = keys.iter().map(|k| key(k)).collect();
@@ -325,6 +373,14 @@ mod tests {
         assert_eq!(
             compiled(&with("moved \"image:i\" -> \"image:j\"\n")),
             Err(vec!["moved::source-exists", "moved::target-missing"])
+        );
+        // A chain says neither which key the state has nor, so, which names its records
+        // hash (issue 60, item 2): refused, with both lines to replace.
+        assert_eq!(
+            compiled(&with(
+                "moved \"vm:web-0\" -> \"vm:web-b\"\nmoved \"vm:web-b\" -> \"vm:web-a\"\n"
+            )),
+            Err(vec!["moved::chain"])
         );
         assert_eq!(
             compiled(&with("moved \"vm:\" -> \"vm:web-a\"\n")),

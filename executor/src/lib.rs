@@ -74,6 +74,7 @@ pub use adopt::Found as AdoptFound;
 pub use checks::check_failure;
 pub use kinds::file::templates::check_templates;
 pub use kinds::manifest::rendered as rendered_manifest;
+pub use moved::{conflicts as moved_conflicts, Conflict as MovedConflict};
 pub use plan::{Action, Assessment, Plan};
 pub use record::RolloutOutcome;
 pub use rollout::{plan as rollout_plan, RolloutPlan};

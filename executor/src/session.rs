@@ -649,8 +649,19 @@ impl Session {
             env: self.env.clone(),
             error: e.to_string(),
         })?;
-        // Renamed nodes take their records along; the state commits that with the run.
-        crate::moved::carry(spec, &mut env.records, &mut env.intents);
+        // Renamed nodes take their records along; the state commits that with the run. A
+        // line onto records of their own (the CLI refuses it first) changes nothing.
+        if let Some(c) = crate::moved::carry(spec, &mut env.records, &mut env.intents).first() {
+            return Err(SessionError::State {
+                env: self.env.clone(),
+                error: format!(
+                    "moved {} -> {}: `{}` has records of its own (moved::target-exists); nothing was changed",
+                    c.from,
+                    c.to,
+                    c.taken.join("`, `")
+                ),
+            });
+        }
         let notes = crate::moved::stale(spec, &env.records);
         crate::moved::carry(spec, &mut env.state.records, &mut env.state.intents);
         // Pinned .debs the store lacks come from the binary cache first, and go to it.

@@ -36,6 +36,7 @@ pub fn build(
     ui: Ui,
 ) -> Outcome {
     let env = compile_env(file, params, true, ui)?;
+    super::refuse_moved_onto_records(&session(file, target)?, &env, file, ui)?;
     if args.locked.unwrap_or_else(in_ci) {
         let check = locked_problems(env.lock.as_ref().map(|l| &l.lock), &env.spec, file);
         for n in &check.notes {

@@ -22,6 +22,7 @@ pub fn drift(
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
+    super::refuse_moved_onto_records(&session, &env, file, ui)?;
     super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let mut report = session.plan(&env.spec, &env.files, true)?;
     let mut failed_checks = 0;

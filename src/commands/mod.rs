@@ -329,6 +329,69 @@ pub fn prepare(
     Ok(())
 }
 
+/// Refuses, before anything is planned, a `moved` line whose new key already has records of
+/// its own beside the old key's (issue 60, item 2): carrying would keep one and delete the
+/// other. `envc check` has no state; `plan`, `why`, `drift` and `build` see it here.
+pub fn refuse_moved_onto_records(
+    session: &Session,
+    env: &CompiledEnv,
+    file: &Path,
+    ui: Ui,
+) -> Result<(), Failure> {
+    let Some(graph) = env.compiled.graph.as_ref().filter(|g| !g.moved.is_empty()) else {
+        return Ok(());
+    };
+    let (records, intents) = session.live()?;
+    let conflicts = envc_executor::moved_conflicts(&env.spec, &records, &intents);
+    let problems: Vec<envc_lang::Diagnostic> = (conflicts.iter())
+        .filter_map(|c| {
+            let line = (graph.moved.iter())
+                .find(|m| m.from.to_string() == c.from && m.to.to_string() == c.to)?;
+            Some(moved_onto_records(c, line))
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(report_problems(
+        &problems,
+        &env.compiled.sources,
+        &prefix(file),
+        file,
+        ui,
+    ))
+}
+
+/// `moved::target-exists`, at the line's new key.
+fn moved_onto_records(
+    c: &envc_executor::MovedConflict,
+    line: &envc_compiler::moved::Move,
+) -> envc_lang::Diagnostic {
+    let first = c.taken.first().map_or(c.to.as_str(), String::as_str);
+    let more = match c.taken.len() {
+        0 | 1 => String::new(),
+        n => format!(" (and {} more on it)", n - 1),
+    };
+    let what = match line.to.kind {
+        envc_compiler::types::NodeKind::Vm => ": a VM, with its disk",
+        envc_compiler::types::NodeKind::Host => ": a machine, with what envc put on it",
+        _ => "",
+    };
+    envc_lang::Diagnostic::new(
+        "moved::target-exists",
+        format!("`{first}` already has records of its own{more}"),
+    )
+    .label(line.file, line.to_span, "built under this name too")
+    .message(format!(
+        "`moved` carries what the state recorded under `{}` to `{}`, but the state has both: carrying would keep one and delete the other{what}.",
+        c.from, c.to
+    ))
+    .help(format!(
+        "remove this line: the plan then deletes `{}` and keeps `{}` as it is; to keep `{}` instead, give it its old name in the source again",
+        c.from, c.to, c.from
+    ))
+}
+
 /// `app/../network/core.env` as `network/core.env`: how a user (or an editor) names it. For
 /// names only; a file is opened by the path as joined.
 pub(crate) fn lexical(path: &Path) -> PathBuf {

@@ -37,6 +37,7 @@ pub fn plan_command(
 ) -> Outcome {
     let mut env = compile_env(file, params, true, ui)?;
     let session = session(file, target)?;
+    super::refuse_moved_onto_records(&session, &env, file, ui)?;
     targeted.narrow(&session, &mut env.spec, ui)?;
     super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, refresh)?;
@@ -127,6 +128,7 @@ pub fn why(file: &Path, node: &str, json_out: bool, params: &Params, ui: Ui) -> 
     let index = select(&env, node, ui, file)?;
     let target = TargetArgs::default();
     let session = session(file, &target)?;
+    super::refuse_moved_onto_records(&session, &env, file, ui)?;
     super::prepare(&session, &mut env.spec, file, &target.shared, false)?;
     let report = session.plan(&env.spec, &env.files, false)?;
     let (records, _) = session.live()?;

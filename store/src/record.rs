@@ -319,7 +319,9 @@ pub fn leaving(
     intents: &BTreeMap<String, Intent>,
 ) -> Vec<RealizationRecord> {
     // By the keys they are live under: a record a `moved` declaration carried to its new
-    // key still names its old one (`moved.rs`), and has not left.
+    // key still names its old one (`moved.rs`), and has not left. One that leaves is
+    // deleted under the key it is live under (what was on a renamed machine and left the
+    // source is removed from the machine by its new name), so it names that key.
     let intended = |key: &str, r: &RealizationRecord| {
         intents
             .get(key)
@@ -330,6 +332,7 @@ pub fn leaving(
         .filter(|(k, _)| !in_graph(k))
         .map(|(k, r)| RealizationRecord {
             created: r.created || intended(k, r),
+            node: k.clone(),
             ..r.clone()
         })
         .collect();
@@ -337,7 +340,10 @@ pub fn leaving(
         intents
             .iter()
             .filter(|(k, _)| !in_graph(k) && !records.contains_key(*k))
-            .map(|(_, i)| i.as_record()),
+            .map(|(k, i)| RealizationRecord {
+                node: k.clone(),
+                ..i.as_record()
+            }),
     );
     gone
 }
