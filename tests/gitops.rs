@@ -407,10 +407,14 @@ fn drift_reads_the_repository_back_and_build_repairs_a_force_push() {
     );
     let json = p.run(&hosts, &["drift", "--json"]);
     assert_eq!(json.status.code(), Some(3), "{}", text(&json));
+    let expected = serde_json::json!({
+        "fact": "exists", "found": "no", "node": "fleet/manifest:shop/ConfigMap/web",
+        "recorded": "yes", "format_version": "1.0",
+    });
     assert!(
-        stdout(&json).contains(
-            r#"{"fact":"exists","found":"no","node":"fleet/manifest:shop/ConfigMap/web","recorded":"yes"}"#
-        ),
+        stdout(&json)
+            .lines()
+            .any(|l| serde_json::from_str::<serde_json::Value>(l).ok().as_ref() == Some(&expected)),
         "{}",
         text(&json)
     );
