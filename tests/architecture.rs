@@ -17,6 +17,7 @@ const LAYERS: &[(&str, &str, u8)] = &[
     ("envc-ids", "ids", 0),
     ("envc-lang", "lang", 1),
     ("envc-aws", "aws", 1),
+    ("envc-tfplugin", "tfplugin", 1),
     ("envc-k8s", "k8s", 2),
     ("envc-lockfiles", "lockfiles", 2),
     ("envc-compiler", "compiler", 3),

@@ -150,10 +150,11 @@ impl Provider {
         })?;
 
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let mut stderr_reader = None;
         if let Some(err) = child.stderr.take() {
             let tail = stderr.clone();
             let log = options.log.clone();
-            tokio::spawn(async move {
+            stderr_reader = Some(tokio::spawn(async move {
                 let mut lines = BufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     if let Some(log) = &log {
@@ -166,7 +167,7 @@ impl Provider {
                         tail.push_back(line);
                     }
                 }
-            });
+            }));
         }
         let tail = |stderr: &Arc<Mutex<VecDeque<String>>>| -> Vec<String> {
             stderr
@@ -200,8 +201,11 @@ impl Provider {
             Ok(Err(e)) => return Err(fail(format!("reading its handshake: {e}"), &stderr)),
             Ok(Ok(0)) => {
                 let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                // Give the stderr reader a moment to take the last lines the process wrote.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // The reader ends at stderr's end, so its tail holds the last lines; a
+                // child the provider left holding stderr open is not waited for long.
+                if let Some(reader) = stderr_reader {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+                }
                 let how = match status {
                     Ok(Ok(s)) => format!("it exited ({s}) before its handshake"),
                     _ => "it closed stdout before its handshake".to_string(),
@@ -714,7 +718,11 @@ async fn connect(
             let mut text = e.to_string();
             let mut source = e.source();
             while let Some(s) = source {
-                text.push_str(&format!(": {s}"));
+                // tonic's errors already end with their source's text.
+                let more = s.to_string();
+                if !text.ends_with(&more) {
+                    text.push_str(&format!(": {more}"));
+                }
                 source = s.source();
             }
             text

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 
-use crate::cty::{ObjectType, Type};
+use crate::cty::{ObjectType, Type, Value};
 use crate::diagnostic::Diagnostic;
 use crate::error::ValueError;
 use crate::wire;
@@ -240,6 +240,35 @@ impl Block {
                 .insert(name.clone(), b.nesting.wrap(b.block.implied_type()));
         }
         Type::Object(object)
+    }
+
+    /// What Terraform calls the proposed new state: the configuration, with each computed
+    /// attribute it leaves null kept at its prior value (null on a create, so that the
+    /// provider plans it as unknown). Single nested blocks are merged the same way; other
+    /// nested blocks are taken from the configuration whole.
+    pub fn proposed_new(&self, prior: &Value, config: &Value) -> Value {
+        if config == &Value::Null {
+            return Value::Null;
+        }
+        let Value::Object(config_attrs) = config else {
+            return config.clone();
+        };
+        let mut out = config_attrs.clone();
+        for (name, attribute) in &self.attributes {
+            let configured = config_attrs.get(name).unwrap_or(&Value::Null);
+            if attribute.computed && configured == &Value::Null {
+                out.insert(name.clone(), prior.attr(name).clone());
+            }
+        }
+        for (name, nested) in &self.blocks {
+            if matches!(nested.nesting, Nesting::Single | Nesting::Group) {
+                let merged = nested
+                    .block
+                    .proposed_new(prior.attr(name), config.attr(name));
+                out.insert(name.clone(), merged);
+            }
+        }
+        Value::Object(out)
     }
 
     /// Whether an attribute path names something sensitive: a sensitive attribute, or
