@@ -23,6 +23,17 @@ impl fmt::Display for ValueError {
 
 impl std::error::Error for ValueError {}
 
+/// What is wrong with starting or reaching a provider, as a sentence; [`PluginError`] adds
+/// which provider it is and what it said on stderr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem(pub String);
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[derive(Debug)]
 pub enum PluginError {
     /// The executable could not be run at all.

@@ -4,6 +4,8 @@
 
 use base64::Engine;
 
+use crate::error::Problem;
+
 /// Terraform's cookie. Without it a provider prints that it is a plugin and exits.
 pub const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
 pub const MAGIC_COOKIE_VALUE: &str =
@@ -29,47 +31,50 @@ pub struct Handshake {
 }
 
 /// Reads the handshake line. The error is a sentence about what is wrong with it.
-pub fn parse(line: &str) -> Result<Handshake, String> {
+pub fn parse(line: &str) -> Result<Handshake, Problem> {
     let line = line.trim_end();
     let parts: Vec<&str> = line.split('|').collect();
     if parts.len() < 5 {
-        return Err(format!(
+        return Err(Problem(format!(
             "it printed `{line}`, not a handshake (CORE|APP|NETWORK|ADDRESS|PROTOCOL)"
-        ));
+        )));
     }
     if parts[0] != "1" {
-        return Err(format!(
+        return Err(Problem(format!(
             "it speaks go-plugin core protocol {}, and envc speaks 1",
             parts[0]
-        ));
+        )));
     }
-    let protocol: u32 = parts[1]
-        .parse()
-        .map_err(|_| format!("its protocol version `{}` is not a number", parts[1]))?;
+    let protocol: u32 = parts[1].parse().map_err(|_| {
+        Problem(format!(
+            "its protocol version `{}` is not a number",
+            parts[1]
+        ))
+    })?;
     if !PROTOCOL_VERSIONS.contains(&protocol) {
         let spoken = PROTOCOL_VERSIONS
             .iter()
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(", ");
-        return Err(format!(
+        return Err(Problem(format!(
             "it speaks plugin protocol {protocol}, and envc speaks {spoken}; a provider built on the legacy SDKv2 speaks 5, which envc does not speak yet"
-        ));
+        )));
     }
     let network = match parts[2] {
         "unix" => Network::Unix,
         "tcp" => Network::Tcp,
         other => {
-            return Err(format!(
+            return Err(Problem(format!(
                 "it serves on a `{other}` network, and envc reaches unix and tcp"
-            ))
+            )))
         }
     };
     if parts[4] != "grpc" {
-        return Err(format!(
+        return Err(Problem(format!(
             "it speaks `{}`, and envc speaks grpc (netrpc is Terraform 0.11's)",
             parts[4]
-        ));
+        )));
     }
     let server_cert = match parts
         .get(5)
@@ -80,7 +85,7 @@ pub fn parse(line: &str) -> Result<Handshake, String> {
         Some(cert) => Some(
             base64::engine::general_purpose::STANDARD_NO_PAD
                 .decode(cert)
-                .map_err(|e| format!("its certificate is not base64: {e}"))?,
+                .map_err(|e| Problem(format!("its certificate is not base64: {e}")))?,
         ),
         None => None,
     };
@@ -99,7 +104,7 @@ mod tests {
     type Expected<'a> = Result<(u32, Network, &'a str, Option<&'a [u8]>), &'a str>;
 
     fn check(line: &str, expected: Expected) {
-        let got = parse(line);
+        let got = parse(line).map_err(|p| p.0);
         let expected = expected
             .map(|(protocol, network, address, cert)| Handshake {
                 protocol,

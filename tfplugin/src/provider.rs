@@ -22,7 +22,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::cty::{Type, Value};
 use crate::diagnostic::{path_from_wire, Diagnostic, PathStep};
-use crate::error::{PluginError, ValueError};
+use crate::error::{PluginError, Problem, ValueError};
 use crate::handshake::{self, Handshake, Network};
 use crate::schema::{ProviderSchema, Schema};
 use crate::tls::ClientIdentity;
@@ -106,7 +106,7 @@ impl Provider {
     pub async fn start(executable: &Path, options: StartOptions) -> Result<Provider, PluginError> {
         let identity = ClientIdentity::new().map_err(|problem| PluginError::Handshake {
             executable: executable.to_path_buf(),
-            problem,
+            problem: problem.0,
             stderr: Vec::new(),
         })?;
         // go-plugin leaves its socket behind when it is killed; in a directory of envc's
@@ -212,7 +212,7 @@ impl Provider {
                 };
                 return Err(fail(how, &stderr));
             }
-            Ok(Ok(_)) => handshake::parse(&line).map_err(|p| fail(p, &stderr))?,
+            Ok(Ok(_)) => handshake::parse(&line).map_err(|p| fail(p.0, &stderr))?,
         };
         // Whatever else it prints on stdout is drained, so a chatty provider never blocks
         // on a full pipe.
@@ -233,7 +233,7 @@ impl Provider {
                         .config(cert.clone())
                         .map_err(|problem| PluginError::Connect {
                             executable: executable.to_path_buf(),
-                            problem,
+                            problem: problem.0,
                             stderr: tail(&stderr),
                         })?,
                 )
@@ -244,7 +244,7 @@ impl Provider {
             .await
             .map_err(|problem| PluginError::Connect {
                 executable: executable.to_path_buf(),
-                problem,
+                problem: problem.0,
                 stderr: tail(&stderr),
             })?;
         Ok(Provider {
@@ -681,7 +681,7 @@ fn capabilities() -> wire::ClientCapabilities {
 async fn connect(
     handshake: &Handshake,
     tls: Option<Arc<rustls::ClientConfig>>,
-) -> Result<Channel, String> {
+) -> Result<Channel, Problem> {
     let network = handshake.network.clone();
     let address = handshake.address.clone();
     // The URI is only gRPC's :authority; the connector below decides where bytes go.
@@ -725,6 +725,6 @@ async fn connect(
                 }
                 source = s.source();
             }
-            text
+            Problem(text)
         })
 }

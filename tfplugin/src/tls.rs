@@ -12,6 +12,8 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
+use crate::error::Problem;
+
 /// envc's certificate and key for one provider process.
 pub(crate) struct ClientIdentity {
     pub pem: String,
@@ -20,14 +22,15 @@ pub(crate) struct ClientIdentity {
 }
 
 impl ClientIdentity {
-    pub fn new() -> Result<ClientIdentity, String> {
+    pub fn new() -> Result<ClientIdentity, Problem> {
         use rcgen::{
             BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
             KeyUsagePurpose,
         };
-        let key = KeyPair::generate().map_err(|e| format!("cannot make a client key: {e}"))?;
+        let key =
+            KeyPair::generate().map_err(|e| Problem(format!("cannot make a client key: {e}")))?;
         let mut params = CertificateParams::new(vec!["localhost".to_string()])
-            .map_err(|e| format!("cannot make a client certificate: {e}"))?;
+            .map_err(|e| Problem(format!("cannot make a client certificate: {e}")))?;
         params
             .distinguished_name
             .push(DnType::CommonName, "localhost");
@@ -50,7 +53,7 @@ impl ClientIdentity {
         ];
         let cert = params
             .self_signed(&key)
-            .map_err(|e| format!("cannot sign the client certificate: {e}"))?;
+            .map_err(|e| Problem(format!("cannot sign the client certificate: {e}")))?;
         Ok(ClientIdentity {
             pem: cert.pem(),
             der: cert.der().clone(),
@@ -59,7 +62,7 @@ impl ClientIdentity {
     }
 
     /// A TLS configuration that trusts only `server_cert` and presents this identity.
-    pub fn config(&self, server_cert: Vec<u8>) -> Result<Arc<ClientConfig>, String> {
+    pub fn config(&self, server_cert: Vec<u8>) -> Result<Arc<ClientConfig>, Problem> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = PinnedServer {
             cert: CertificateDer::from(server_cert),
@@ -68,11 +71,11 @@ impl ClientIdentity {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.clone()));
         let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
+            .map_err(|e| Problem(format!("TLS: {e}")))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_client_auth_cert(vec![self.der.clone()], key)
-            .map_err(|e| format!("TLS: {e}"))?;
+            .map_err(|e| Problem(format!("TLS: {e}")))?;
         // gRPC servers in Go refuse a TLS connection that did not agree on HTTP/2.
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Arc::new(config))
