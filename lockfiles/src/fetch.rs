@@ -148,7 +148,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn client() -> Result<reqwest::Client, FetchError> {
+pub(crate) fn client() -> Result<reqwest::Client, FetchError> {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(TIMEOUT)
@@ -172,7 +172,10 @@ const ATTEMPTS: [std::time::Duration; 3] = [
 
 /// GETs a URL: `Ok(None)` on 404 (the callers have fallbacks), the body on success;
 /// retried per [`ATTEMPTS`].
-async fn get(client: &reqwest::Client, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
+pub(crate) async fn get(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<Option<Vec<u8>>, FetchError> {
     let mut last = None;
     for pause in ATTEMPTS {
         tokio::time::sleep(pause).await;
@@ -477,17 +480,49 @@ pub fn verify_signature(archive: &Archive, keyring: &Path) -> Result<(), FetchEr
     if out.status.success() {
         Ok(())
     } else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let detail: Vec<&str> = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
         Err(FetchError::BadSignature {
             archive: name,
-            detail: detail.join("; "),
+            detail: gpgv_detail(&out.stderr),
         })
     }
+}
+
+/// What gpgv said, on one line: its non-empty lines joined with `; `.
+fn gpgv_detail(stderr: &[u8]) -> String {
+    let stderr = String::from_utf8_lossy(stderr);
+    let detail: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    detail.join("; ")
+}
+
+/// Checks a detached signature of `data` with `gpgv` against `keyring`: `Ok(Ok(()))` when
+/// it verifies, `Ok(Err(what gpgv said))` when it does not, `Err` when gpgv cannot run.
+/// Both go through files in `scratch` (gpgv reads a detached signature from a file only).
+pub(crate) fn verify_detached(
+    scratch: &Path,
+    keyring: &Path,
+    signature: &[u8],
+    data: &[u8],
+) -> std::io::Result<Result<(), String>> {
+    let sig = scratch.join("detached.sig");
+    let signed = scratch.join("detached.data");
+    std::fs::write(&sig, signature)?;
+    std::fs::write(&signed, data)?;
+    let out = std::process::Command::new("gpgv")
+        .arg("--keyring")
+        .arg(keyring)
+        .arg(&sig)
+        .arg(&signed)
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    Ok(if out.status.success() {
+        Ok(())
+    } else {
+        Err(gpgv_detail(&out.stderr))
+    })
 }
 
 /// Runs `cmd` with `input` on its stdin, its stdout and stderr captured. The input is
@@ -534,6 +569,64 @@ impl fmt::Display for GpgError {
 }
 
 impl std::error::Error for GpgError {}
+
+/// A scratch GnuPG home, removed when dropped: keys someone hands us (a vendor's key file,
+/// the keys a provider registry offers) are imported here and exported as a keyring for
+/// gpgv, so that no user's keyring is read or changed.
+pub(crate) struct ScratchGpg {
+    home: tempfile::TempDir,
+}
+
+impl ScratchGpg {
+    pub(crate) fn new() -> std::io::Result<ScratchGpg> {
+        Ok(ScratchGpg {
+            home: tempfile::tempdir()?,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// Runs `gpg ARGS` in this home with `stdin`, its stdout on success. No agent is
+    /// started (`--no-autostart`): importing, listing and exporting public keys need none.
+    pub(crate) fn gpg(&self, args: &[&str], stdin: &[u8]) -> Result<Vec<u8>, GpgError> {
+        let mut gpg = std::process::Command::new("gpg");
+        gpg.arg("--homedir")
+            .arg(self.home.path())
+            .args(["--batch", "--quiet", "--no-options", "--no-autostart"])
+            .args(args);
+        let out = run_fed(&mut gpg, stdin).map_err(GpgError::CannotRun)?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(GpgError::Failed {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// The fingerprint of each primary key imported: the `fpr` line after its `pub` line.
+    pub(crate) fn primary_fingerprints(&self) -> Result<Vec<String>, GpgError> {
+        let listing = String::from_utf8_lossy(&self.gpg(&["--with-colons", "--list-keys"], b"")?)
+            .into_owned();
+        let mut primaries = Vec::new();
+        let mut after_pub = false;
+        for line in listing.lines() {
+            let fields: Vec<&str> = line.split(':').collect();
+            match fields.first() {
+                Some(&"pub") => after_pub = true,
+                Some(&"fpr") if after_pub => {
+                    primaries.extend(fields.get(9).map(|f| f.to_string()));
+                    after_pub = false;
+                }
+                _ => {}
+            }
+        }
+        Ok(primaries)
+    }
+}
 
 /// Why a vendor archive's InRelease is not accepted as signed by the key its source pins.
 #[derive(Debug)]
@@ -615,50 +708,23 @@ pub fn verify_vendor_signature(
     key: &[u8],
     fingerprint: &str,
 ) -> Result<(), VendorSignatureError> {
-    let home = tempfile::tempdir().map_err(VendorSignatureError::ScratchHome)?;
-    let gpg = |args: &[&str], stdin: &[u8]| -> Result<Vec<u8>, GpgError> {
-        let mut gpg = std::process::Command::new("gpg");
-        gpg.arg("--homedir")
-            .arg(home.path())
-            .args(["--batch", "--quiet", "--no-options", "--no-autostart"])
-            .args(args);
-        let out = run_fed(&mut gpg, stdin).map_err(GpgError::CannotRun)?;
-        if out.status.success() {
-            Ok(out.stdout)
-        } else {
-            Err(GpgError::Failed {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            })
-        }
-    };
-    gpg(&["--import"], key).map_err(VendorSignatureError::NotAKey)?;
-    let listing = String::from_utf8_lossy(
-        &gpg(&["--with-colons", "--list-keys"], b"").map_err(VendorSignatureError::Gpg)?,
-    )
-    .into_owned();
-    // The fingerprint of each primary key: the `fpr` line after its `pub` line.
-    let mut primaries = Vec::new();
-    let mut after_pub = false;
-    for line in listing.lines() {
-        let fields: Vec<&str> = line.split(':').collect();
-        match fields.first() {
-            Some(&"pub") => after_pub = true,
-            Some(&"fpr") if after_pub => {
-                primaries.extend(fields.get(9).map(|f| f.to_string()));
-                after_pub = false;
-            }
-            _ => {}
-        }
-    }
+    let scratch = ScratchGpg::new().map_err(VendorSignatureError::ScratchHome)?;
+    scratch
+        .gpg(&["--import"], key)
+        .map_err(VendorSignatureError::NotAKey)?;
+    let primaries = scratch
+        .primary_fingerprints()
+        .map_err(VendorSignatureError::Gpg)?;
     if !primaries.iter().any(|f| f == fingerprint) {
         return Err(VendorSignatureError::WrongKey {
             found: primaries,
             fingerprint: fingerprint.to_string(),
         });
     }
-    let keyring = home.path().join("pinned.gpg");
-    let exported = gpg(&["--export", fingerprint], b"").map_err(VendorSignatureError::Gpg)?;
+    let keyring = scratch.path().join("pinned.gpg");
+    let exported = scratch
+        .gpg(&["--export", fingerprint], b"")
+        .map_err(VendorSignatureError::Gpg)?;
     std::fs::write(&keyring, exported).map_err(|error| VendorSignatureError::Keyring {
         path: keyring.clone(),
         error,

@@ -12,7 +12,10 @@
 //! pinned, [`text`] its TOML form ([`error`] what reading it reports) and [`file`](mod@file) its place on disk; [`diff`](mod@diff) explains the
 //! change between two lockfiles, [`changelog`] what each moved package's changelog says it
 //! fixes; [`updates`] is `--update=security`, [`outdated`] `--outdated` (the pins that have
-//! newer versions, against the indices the last lock kept). Every error is a value whose message names the pin and
+//! newer versions, against the indices the last lock kept). [`provider`] resolves
+//! Terraform/OpenTofu providers through the provider registry protocol or a mirror and pins
+//! them by their package hashes (`zh:`/`h1:`, as `.terraform.lock.hcl` does); it is not yet
+//! part of the lockfile model. Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
 //! What `envc lock FILE` does with it, in order: the executor reads the environment's
@@ -41,6 +44,7 @@ pub mod model;
 pub mod needs;
 pub mod outdated;
 pub mod probe;
+pub mod provider;
 pub mod resolve;
 pub mod text;
 pub mod updates;

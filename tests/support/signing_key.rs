@@ -1,5 +1,6 @@
 //! A signing key made for a test, in a scratch GnuPG home: what a vendor's archive is
-//! signed with in the tests of vendor archives (tests/lock.rs, tests/build.rs).
+//! signed with in the tests of vendor archives (tests/lock.rs, tests/build.rs), and a
+//! provider registry's SHA256SUMS in lockfiles/tests/provider_registry.rs.
 
 #![allow(dead_code)]
 
@@ -74,6 +75,23 @@ impl TestKey {
             "--output",
             out.to_str().unwrap(),
             dists.join("Release").to_str().unwrap(),
+        ]);
+    }
+}
+
+impl TestKey {
+    /// Writes `FILE.sig`: a binary detached signature of `FILE` with this key, as a
+    /// provider's publisher signs its SHA256SUMS (lockfiles/tests/provider_registry.rs).
+    pub fn detach_sign(&self, file: &Path) {
+        let out = format!("{}.sig", file.display());
+        let _ = std::fs::remove_file(&out);
+        self.gpg(&[
+            "--local-user",
+            &self.fingerprint,
+            "--detach-sign",
+            "--output",
+            &out,
+            file.to_str().unwrap(),
         ]);
     }
 }
