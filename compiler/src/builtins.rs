@@ -659,6 +659,31 @@ pub const SCHEMAS: &[NodeSchema] = &[
         outputs: &[("stdout", t_deferred_str)],
         doc: "a command run on the target when its inputs change, unless a guard finds it unnecessary",
     },
+    NodeSchema {
+        kind: NodeKind::Resource,
+        name_attr: "name",
+        target: TargetSlot::None,
+        attrs: &[
+            attr("name", t_str, true, None),
+            // The provider, by its source address (`hashicorp/google`,
+            // `registry.example.com/acme/cloud`), and the versions it may be locked at
+            // (`~> 6.0`): the lockfile pins one, by its bytes.
+            attr("provider", t_str, true, None),
+            attr("version", t_str, true, None),
+            // The provider's own configuration (its region, its endpoint).
+            attr("provider_config", t_vars, false, Some(Default::EmptyRecord)),
+            // The resource type, as the provider names it: `google_compute_instance`.
+            attr("resource_type", t_str, true, None),
+            // The resource's arguments, as the provider's schema has them.
+            attr("body", t_vars, false, Some(Default::EmptyRecord)),
+            AFTER,
+            TAGS,
+        ],
+        // Its outputs are the resource's attributes: any name the provider's schema has,
+        // each a deferred value (`check.rs::field_ty`).
+        outputs: &[],
+        doc: "a resource of a Terraform/OpenTofu provider, planned and applied by the provider itself",
+    },
 ];
 
 pub fn schema(kind: NodeKind) -> &'static NodeSchema {

@@ -1292,7 +1292,10 @@ impl<'p> Evaluator<'p> {
                         .help("add `capture = true` to the exec"),
                     );
                 }
-                if schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
+                // A resource's outputs are whatever attributes its provider's schema has.
+                let resource_output = n.kind == NodeKind::Resource
+                    && !schema.attrs.iter().any(|a| a.name == &*field.name);
+                if resource_output || schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
                     if !self.mocks.is_empty() {
                         let key = (
                             crate::moved::key_of(n).to_string(),
@@ -2895,6 +2898,11 @@ fn pin_keys(kind: NodeKind, name: &str, attrs: &BTreeMap<Rc<str>, Value>) -> Vec
             }
         }
         NodeKind::Package => vec![PinKey::Package(name.to_string())],
+        // The provider's version and package hashes: a new provider is a new resource id.
+        NodeKind::Resource => match attrs.get("provider") {
+            Some(Value::Str(address)) => PinKey::provider(address).into_iter().collect(),
+            _ => Vec::new(),
+        },
         NodeKind::Image => {
             // What writes the image's bytes is an input: mmdebstrap lays out its root, GNU
             // tar writes the root's tarball, mke2fs its disk. (ssh and QEMU only carry bytes

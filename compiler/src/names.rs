@@ -83,6 +83,21 @@ pub fn validate_name(kind: NodeKind, name: &str) -> Result<(), (String, String)>
         }
         // Its name is the referenced file's path, which `stack_load.rs` resolved.
         NodeKind::Stack => {}
+        NodeKind::Resource => {
+            // What Terraform allows in a resource's name, so that an address reads the same
+            // in both (`local_file.motd`).
+            let ok = name.len() <= 128
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+                && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+            if !ok {
+                return bad(
+                    "not a resource name",
+                    "name it with letters, digits, `-` and `_`, starting with a letter or `_`, at most 128 characters: `web_sg`",
+                );
+            }
+        }
         NodeKind::Gitops => {
             // It names what its objects are delivered to (`NAME/manifest:…` in the state).
             if !is_label(name) {

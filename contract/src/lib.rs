@@ -29,5 +29,6 @@ pub mod secrets;
 pub mod spec;
 pub mod stack;
 pub mod substitute;
+pub mod terraform;
 pub mod tools;
 pub mod transport;

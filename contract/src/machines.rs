@@ -99,6 +99,7 @@ pub struct Machines {
     store: Store,
     login_key: PathBuf,
     providers: Vec<Box<dyn VmProvider>>,
+    terraform: crate::terraform::TerraformProviders,
 }
 
 impl Machines {
@@ -107,7 +108,13 @@ impl Machines {
             store: store.clone(),
             login_key,
             providers,
+            terraform: Default::default(),
         }
+    }
+
+    /// The Terraform/OpenTofu providers running for this environment's resources.
+    pub fn terraform(&self) -> &crate::terraform::TerraformProviders {
+        &self.terraform
     }
 
     pub fn store(&self) -> &Store {

@@ -16,10 +16,12 @@ pub enum NodeKind {
     Gitops,
     /// Another environment's recorded outputs (`stack("core.env")`): read, never changed.
     Stack,
+    /// A resource of a Terraform/OpenTofu provider (`resource(type = "local_file", …)`).
+    Resource,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 10] = [
+    pub const ALL: [NodeKind; 11] = [
         NodeKind::Vm,
         NodeKind::Host,
         NodeKind::Package,
@@ -30,6 +32,7 @@ impl NodeKind {
         NodeKind::Exec,
         NodeKind::Gitops,
         NodeKind::Stack,
+        NodeKind::Resource,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +47,7 @@ impl NodeKind {
             NodeKind::Exec => "exec",
             NodeKind::Gitops => "gitops",
             NodeKind::Stack => "stack",
+            NodeKind::Resource => "resource",
         }
     }
 

@@ -102,6 +102,19 @@ impl PinKey {
         }
     }
 
+    /// The pin of the provider the source names `address`: its full, lowercase address
+    /// (`hashicorp/google` is `provider:registry.terraform.io/hashicorp/google`), as
+    /// `envc_lockfiles::provider::ProviderAddress` prints it; `None` when `address` does
+    /// not have two or three parts (that parser says what is wrong with it).
+    pub fn provider(address: &str) -> Option<PinKey> {
+        let lower = address.to_lowercase();
+        let full = match lower.split('/').count() {
+            2 => format!("registry.terraform.io/{lower}"),
+            _ => lower,
+        };
+        is_full_address(&full).then_some(PinKey::Provider(full))
+    }
+
     /// A cloud image pin's image and region (`("debian-12", "eu-west-1")`); `None` for any
     /// other pin.
     pub fn cloud_image_parts(&self) -> Option<(&str, &str)> {

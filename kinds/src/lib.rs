@@ -21,6 +21,7 @@ pub mod host;
 pub mod image;
 pub mod manifest;
 pub mod package;
+pub mod resource;
 pub mod service;
 pub mod stack;
 pub mod vm;
@@ -40,6 +41,7 @@ pub fn of(kind: NodeKind) -> &'static dyn node_type::NodeType {
         NodeKind::Exec => &exec::Exec,
         NodeKind::Gitops => &gitops::Gitops,
         NodeKind::Stack => &stack::Stack,
+        NodeKind::Resource => &resource::Resource,
     }
 }
 

@@ -1,0 +1,340 @@
+//! What a resource's record keeps of it, and what is done with a record alone: reading it
+//! back for drift, destroying it once its node is gone. Everything needed for those is in
+//! the record (the provider, its pin and configuration, the resource's type and state), so
+//! a resource removed from the source is still destroyed by the provider that made it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine;
+use envc_tfplugin::{Block, Provider, Value, ValueError};
+
+use crate::error::StepError;
+use crate::machines::Machines;
+use crate::record::{DriftFacts, Facts, RealizationRecord};
+use crate::spec::Val;
+use crate::store::Store;
+
+/// The resource's state as JSON: each attribute as the provider answered it, the sensitive
+/// ones as their keyed hash.
+pub const STATE: &str = "state";
+/// The provider's private state, base64 (opaque to envc, handed back on the next call).
+pub const PRIVATE: &str = "private";
+pub const TYPE: &str = "type";
+pub const SCHEMA_VERSION: &str = "schema_version";
+pub const PROVIDER: &str = "provider";
+pub const PROVIDER_PIN: &str = "provider_pin";
+pub const PROVIDER_CONFIG: &str = "provider_config";
+/// How a sensitive value is kept: `keyed:` and its keyed blake3 under the store's key.
+pub const KEYED: &str = "keyed:";
+
+pub struct Recorded {
+    pub type_name: String,
+    pub schema_version: i64,
+    pub state: serde_json::Map<String, serde_json::Value>,
+    pub private: Vec<u8>,
+    pub provider: String,
+    pub provider_pin: String,
+    pub provider_config: serde_json::Value,
+}
+
+fn keyed(key: &[u8; 32], value: &serde_json::Value) -> String {
+    format!(
+        "{KEYED}{}",
+        blake3::keyed_hash(key, value.to_string().as_bytes()).to_hex()
+    )
+}
+
+pub fn store_key(store: &Store) -> Result<[u8; 32], StepError> {
+    store
+        .secret_key(true)?
+        .ok_or_else(|| StepError::new("the store has no key to keep sensitive values with"))
+}
+
+impl Recorded {
+    pub fn from_facts(facts: &Facts) -> Result<Recorded, StepError> {
+        let get = |k: &str| {
+            facts.get(k).ok_or_else(|| {
+                StepError::new(format!(
+                    "its record has no `{k}`: it was not made by this envc"
+                ))
+            })
+        };
+        let state = match serde_json::from_str(get(STATE)?) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err(StepError::new("its record's state is not a JSON object")),
+        };
+        let private = base64::engine::general_purpose::STANDARD
+            .decode(get(PRIVATE)?)
+            .map_err(|e| {
+                StepError::new(format!("its record's private state is not base64: {e}"))
+            })?;
+        Ok(Recorded {
+            type_name: get(TYPE)?.clone(),
+            schema_version: get(SCHEMA_VERSION)?.parse().unwrap_or(0),
+            state,
+            private,
+            provider: get(PROVIDER)?.clone(),
+            provider_pin: facts.get(PROVIDER_PIN).cloned().unwrap_or_default(),
+            provider_config: serde_json::from_str(get(PROVIDER_CONFIG)?).map_err(|e| {
+                StepError::new(format!(
+                    "its record's provider configuration is not JSON: {e}"
+                ))
+            })?,
+        })
+    }
+
+    /// What a resource answered by its provider is recorded as.
+    pub fn new(
+        spec: &super::ResourceSpec,
+        schema_version: i64,
+        block: &Block,
+        state: &Value,
+        private: &[u8],
+        key: &[u8; 32],
+    ) -> Result<Recorded, StepError> {
+        let json = state
+            .to_json(&block.implied_type())
+            .map_err(|e| StepError::new(format!("the provider's answer: {e}")))?;
+        let serde_json::Value::Object(mut state) = json else {
+            return Err(StepError::new(
+                "the provider answered with something other than an object",
+            ));
+        };
+        for (name, attribute) in &block.attributes {
+            if let Some(v) = state
+                .get_mut(name)
+                .filter(|v| attribute.sensitive && !v.is_null())
+            {
+                *v = serde_json::Value::String(keyed(key, v));
+            }
+        }
+        Ok(Recorded {
+            type_name: spec.type_name.clone(),
+            schema_version,
+            state,
+            private: private.to_vec(),
+            provider: spec.provider.clone(),
+            provider_pin: spec.pin.clone().unwrap_or_default(),
+            provider_config: spec.provider_config.clone(),
+        })
+    }
+
+    pub fn facts(&self) -> Facts {
+        let mut facts = Facts::new();
+        facts.insert(
+            STATE.into(),
+            serde_json::Value::Object(self.state.clone()).to_string(),
+        );
+        facts.insert(
+            PRIVATE.into(),
+            base64::engine::general_purpose::STANDARD.encode(&self.private),
+        );
+        facts.insert(TYPE.into(), self.type_name.clone());
+        facts.insert(SCHEMA_VERSION.into(), self.schema_version.to_string());
+        facts.insert(PROVIDER.into(), self.provider.clone());
+        facts.insert(PROVIDER_PIN.into(), self.provider_pin.clone());
+        facts.insert(PROVIDER_CONFIG.into(), self.provider_config.to_string());
+        facts
+    }
+
+    /// The recorded state as the provider's current schema reads it, each sensitive value
+    /// taken from `config` where its keyed hash is the one recorded (null where it is not:
+    /// the value changed, and the plan says so).
+    pub async fn prior_value(
+        &self,
+        block: &Block,
+        config: &Value,
+        key: &[u8; 32],
+        schema_version: i64,
+        provider: &Provider,
+    ) -> Result<Value, StepError> {
+        let mut state = self.state.clone();
+        for (name, v) in state.iter_mut() {
+            let Some(recorded) = v
+                .as_str()
+                .filter(|s| s.starts_with(KEYED))
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let ty = block.attributes.get(name).map(|a| a.ty.clone());
+            let given = match ty {
+                Some(ty) => config
+                    .attr(name)
+                    .to_json(&ty)
+                    .unwrap_or(serde_json::Value::Null),
+                None => serde_json::Value::Null,
+            };
+            *v = if !given.is_null() && keyed(key, &given) == recorded {
+                given
+            } else {
+                serde_json::Value::Null
+            };
+        }
+        let json = serde_json::Value::Object(state);
+        if schema_version != self.schema_version {
+            let upgraded = provider
+                .upgrade(
+                    &self.type_name,
+                    self.schema_version,
+                    json.to_string().as_bytes(),
+                )
+                .await
+                .map_err(|e| StepError::new(e.to_string()))?;
+            super::refused("upgrade its recorded state", &upgraded.diagnostics)?;
+            return Ok(upgraded.state);
+        }
+        Value::from_json(&json, &block.implied_type()).map_err(|e| {
+            StepError::new(format!(
+                "its recorded state does not fit the provider's schema: {e}"
+            ))
+        })
+    }
+
+    async fn provider(&self, machines: &Machines) -> Result<Arc<Provider>, StepError> {
+        let executable: PathBuf = machines
+            .terraform()
+            .executable(machines.store(), &self.provider, &self.provider_pin)
+            .await?;
+        machines
+            .terraform()
+            .provider(&executable, &self.provider_config)
+            .await
+    }
+}
+
+/// What reading the resource back finds different from its record; `exists: yes → no`
+/// when the provider finds it gone.
+pub async fn drift(
+    record: &RealizationRecord,
+    machines: &Machines,
+) -> Result<DriftFacts, StepError> {
+    let recorded = Recorded::from_facts(&record.facts)?;
+    let provider = recorded.provider(machines).await?;
+    let schema = provider.schema().await.map_err(super::plugin)?;
+    let Some(resource) = schema.resources.get(&recorded.type_name) else {
+        return Err(StepError::new(format!(
+            "its provider no longer has resource type `{}`",
+            recorded.type_name
+        )));
+    };
+    let key = store_key(machines.store())?;
+    // Sensitive values are compared by their keyed hashes: the prior handed over has them
+    // null, and the provider reads the real ones back.
+    let prior = recorded
+        .prior_value(
+            &resource.block,
+            &Value::Null,
+            &key,
+            resource.version,
+            &provider,
+        )
+        .await?;
+    let read = provider
+        .read(&recorded.type_name, &prior, &recorded.private)
+        .await
+        .map_err(super::plugin)?;
+    super::refused("read it back", &read.diagnostics)?;
+    if read.state == Value::Null {
+        return Ok(vec![("exists".into(), "yes".into(), "no".into())]);
+    }
+    let spec_like = super::ResourceSpec {
+        key: record.node.clone(),
+        provider: recorded.provider.clone(),
+        version: String::new(),
+        provider_config: recorded.provider_config.clone(),
+        type_name: recorded.type_name.clone(),
+        body: serde_json::Value::Null,
+        pin: Some(recorded.provider_pin.clone()),
+        prior: None,
+    };
+    let now = Recorded::new(
+        &spec_like,
+        resource.version,
+        &resource.block,
+        &read.state,
+        &read.private,
+        &key,
+    )?;
+    let mut differences = Vec::new();
+    let names: std::collections::BTreeSet<&String> =
+        recorded.state.keys().chain(now.state.keys()).collect();
+    for name in names {
+        let was = recorded
+            .state
+            .get(name)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        let is = now
+            .state
+            .get(name)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        if was != is {
+            let shown = |v: &serde_json::Value| match v {
+                serde_json::Value::String(s) if s.starts_with(KEYED) => "(sensitive)".to_string(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            differences.push((name.clone(), shown(&was), shown(&is)));
+        }
+    }
+    Ok(differences)
+}
+
+/// Destroys what `record` holds, by its provider: a plan to null, applied.
+pub async fn destroy(record: &RealizationRecord, machines: &Machines) -> Result<String, StepError> {
+    let recorded = Recorded::from_facts(&record.facts)?;
+    let provider = recorded.provider(machines).await?;
+    let schema = provider.schema().await.map_err(super::plugin)?;
+    let Some(resource) = schema.resources.get(&recorded.type_name) else {
+        return Err(StepError::new(format!(
+            "its provider no longer has resource type `{}`",
+            recorded.type_name
+        )));
+    };
+    let key = store_key(machines.store())?;
+    let prior = recorded
+        .prior_value(
+            &resource.block,
+            &Value::Null,
+            &key,
+            resource.version,
+            &provider,
+        )
+        .await?;
+    super::destroy(&provider, &recorded.type_name, &prior, &recorded.private).await?;
+    Ok("destroyed by its provider".into())
+}
+
+/// A substituted attribute as JSON: what cty's JSON decoding reads by the provider's schema.
+pub fn val_json(v: &Val) -> Result<serde_json::Value, ValueError> {
+    use serde_json::Value as J;
+    Ok(match v {
+        Val::Int(n) => J::from(*n),
+        Val::Str(s) => J::String(s.clone()),
+        Val::Bool(b) => J::Bool(*b),
+        Val::Size(n) => J::from(*n),
+        Val::Mode(m) => J::String(format!("{m:04o}")),
+        Val::List(xs) => J::Array(xs.iter().map(val_json).collect::<Result<_, _>>()?),
+        Val::Record(r) => J::Object(
+            r.iter()
+                .map(|(k, v)| Ok((k.clone(), val_json(v)?)))
+                .collect::<Result<serde_json::Map<_, _>, ValueError>>()?,
+        ),
+        Val::Sealed(s) => J::String(s.value.clone()),
+        other => {
+            return Err(ValueError::new(format!(
+                "{other:?} cannot be handed to a provider"
+            )))
+        }
+    })
+}
+
+/// `: did you mean `x`?` when a name is close to one of `names`, else nothing.
+pub fn did_you_mean<'a>(name: &str, names: impl IntoIterator<Item = &'a String>) -> String {
+    envc_lang::did_you_mean(name, names.into_iter().map(String::as_str))
+        .map(|s| format!(": {s}"))
+        .unwrap_or_default()
+}
