@@ -72,7 +72,7 @@ syn match envcMember '\%(\%(^\|[^.]\)\.\s*\)\@<=\h\w*\>\%(\s*(\)\@!'
 
 " Calls: the name, then its arguments, where `name =` names an argument.
 syn match envcFuncCall '\<\h\w*\ze\s*(' nextgroup=envcCallArgs skipwhite
-syn match envcNodeCall '\%(\.\s*\)\@<!\<\%(vm\|host\|package\|file\|service\|manifest\|image\|exec\|gitops\|stack\)\ze\s*('
+syn match envcNodeCall '\%(\.\s*\)\@<!\<\%(vm\|host\|package\|file\|service\|manifest\|image\|exec\|gitops\|stack\|resource\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
 syn match envcCheckCall '\%(\.\s*\)\@<!\<\%(tcp\|http\|command\|installed\|os_release\|free_space\|empty_dir\)\ze\s*('
       \ nextgroup=envcCallArgs skipwhite
@@ -88,7 +88,7 @@ syn match envcTypeColon ':' nextgroup=envcRecordType,envcBuiltinType,envcNodeTyp
 syn match envcArrow '->' nextgroup=envcRecordType,envcBuiltinType,envcNodeType,envcTypeModule,envcTypeName skipwhite
 syn keyword envcBuiltinType contained int str bool size mode path secret any target node check list dict
       \ nextgroup=envcTypeArgs,envcTypeRange skipwhite
-syn keyword envcNodeType contained vm host package file service manifest image exec gitops stack
+syn keyword envcNodeType contained vm host package file service manifest image exec gitops stack resource
       \ nextgroup=envcTypeArgs,envcTypeRange skipwhite
 syn match envcTypeName '\h\w*' contained nextgroup=envcTypeArgs,envcTypeRange skipwhite
 " `module.Type`; after envcTypeName so that it wins where both match.
