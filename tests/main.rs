@@ -36,6 +36,7 @@ mod nshosts;
 mod package;
 mod picture;
 mod render;
+mod resource;
 mod rollback;
 mod rolling;
 mod secrets;

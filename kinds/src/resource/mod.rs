@@ -19,7 +19,9 @@ use envc_tfplugin::{Diagnostic, Provider, Value};
 
 use crate::error::StepError;
 use crate::machines::Machines;
-use crate::node_type::{BoxFuture, Launch, Launching, NodeType, Payload, Realize, Unit, UnitCx};
+use crate::node_type::{
+    BoxFuture, Launch, Launching, LockNeeds, NodeType, Payload, Realize, Unit, UnitCx,
+};
 use crate::record::{Applied, DriftFacts, Facts, RealizationRecord};
 use crate::spec::{NodeSpec, Val};
 use crate::substitute::{Resolution, Resolving};
@@ -86,6 +88,19 @@ impl NodeType for Resource {
 
     fn run_facts(&self) -> &'static [&'static str] {
         &[state::STATE, state::PRIVATE]
+    }
+
+    /// Its provider, at the versions its constraint admits.
+    fn lock_needs(&self, node: &NodeSpec, cx: &mut LockNeeds<'_>) {
+        let text = |k: &str| match node.attrs.get(k) {
+            Some(Val::Str(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        if let (Some(address), Some(constraint)) = (text("provider"), text("version")) {
+            if let Err(e) = cx.needs.add_provider(address, constraint, &node.key) {
+                cx.conflict(e);
+            }
+        }
     }
 
     fn remote_drift<'a>(
