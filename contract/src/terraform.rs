@@ -18,66 +18,20 @@ pub struct TerraformProviders {
 
 impl TerraformProviders {
     /// The executable of provider `address` at the version and bytes `pin` (`VERSION
-    /// HASH…`, the lockfile's value) names: the one kept under the store's `providers/`
-    /// when its `h1:` still matches, else fetched from where `ENVC_PROVIDER_MIRROR` says (a
-    /// filesystem mirror's directory, or a network mirror's `https://` URL; the address's
-    /// registry when unset) and verified against the pin before it is kept.
+    /// HASH…`, the lockfile's value) names, kept in the store (`crate::providers`); the
+    /// first run fetches it from where `ENVC_PROVIDER_MIRROR` says (a filesystem mirror's
+    /// directory, or a network mirror's `https://` URL), else from the registry its address
+    /// names.
     pub async fn executable(
         &self,
         store: &crate::store::Store,
         address: &str,
         pin: &str,
     ) -> Result<PathBuf, StepError> {
-        use envc_lockfiles::provider::{
-            self, HttpPolicy, PackageHash, Platform, ProviderAddress, ProviderSource,
-            ResolvedProvider, Version,
-        };
-        let bad_pin = || {
-            StepError::with_hint(
-                format!("the lockfile's pin of provider `{address}` (`{pin}`) cannot be read"),
-                "run `envc lock FILE --update=provider:ADDRESS`",
-            )
-        };
-        let parsed = ProviderAddress::parse(address)
-            .map_err(|e| StepError::new(format!("provider `{address}`: {e}")))?;
-        let mut words = pin.split_whitespace();
-        let version = words
-            .next()
-            .and_then(|v| Version::parse(v).ok())
-            .ok_or_else(bad_pin)?;
-        let hashes: Vec<PackageHash> = words
-            .map(|h| h.parse().map_err(|_| bad_pin()))
-            .collect::<Result<_, _>>()?;
-        let h1 = hashes.iter().find(|h| h.is_h1()).cloned();
-        let pinned = ResolvedProvider::new(parsed.clone(), version.clone(), hashes);
-        let dir = store.root().join("providers").join(
-            blake3::hash(format!("{parsed}@{version}").as_bytes())
-                .to_hex()
-                .as_str(),
-        );
-        let kept = dir.join(format!("{}_v{version}", parsed.binary_prefix()));
-        if kept.is_file() && h1.is_some() && provider::hashes::h1_of_dir(&dir).ok() == h1 {
-            return Ok(kept);
-        }
-        let source = match std::env::var("ENVC_PROVIDER_MIRROR") {
-            Ok(m) if m.starts_with("https://") => ProviderSource::NetworkMirror {
-                base: m,
-                http: HttpPolicy::HttpsOnly,
-            },
-            Ok(m) if !m.is_empty() => ProviderSource::FilesystemMirror { root: m.into() },
-            _ => ProviderSource::Registry {
-                http: HttpPolicy::HttpsOnly,
-            },
-        };
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| StepError::new(format!("cannot replace {}: {e}", dir.display())))?;
-        }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| StepError::new(format!("cannot create {}: {e}", dir.display())))?;
-        provider::fetch(&pinned, &Platform::current(), &source, &dir)
+        let source = source_from_env();
+        crate::providers::provider_executable(store, address, pin, &source)
             .await
-            .map_err(|e| StepError::new(format!("provider `{address}` {version}: {e}")))
+            .map_err(|e| StepError::new(e.to_string()))
     }
 
     /// The provider at `executable`, configured with `config` (JSON, decoded by its schema):
@@ -125,6 +79,24 @@ impl TerraformProviders {
         let provider = Arc::new(provider);
         running.insert(key, provider.clone());
         Ok(provider)
+    }
+}
+
+/// Where provider packages come from: `ENVC_PROVIDER_MIRROR` (a filesystem mirror's
+/// directory, or a network mirror's `https://` URL), else each address's registry. A
+/// machine's setting, like the store's place: it changes where bytes come from, never which
+/// (the lock's hashes decide that).
+pub fn source_from_env() -> envc_lockfiles::provider::ProviderSource {
+    use envc_lockfiles::provider::{HttpPolicy, ProviderSource};
+    match std::env::var("ENVC_PROVIDER_MIRROR") {
+        Ok(m) if m.starts_with("https://") => ProviderSource::NetworkMirror {
+            base: m,
+            http: HttpPolicy::HttpsOnly,
+        },
+        Ok(m) if !m.is_empty() => ProviderSource::FilesystemMirror { root: m.into() },
+        _ => ProviderSource::Registry {
+            http: HttpPolicy::HttpsOnly,
+        },
     }
 }
 

@@ -313,9 +313,7 @@ pub fn lock_environment(
         &stdlib_hash(),
         &project,
         clouds.as_ref(),
-        &envc_lockfiles::provider::ProviderSource::Registry {
-            http: envc_lockfiles::provider::HttpPolicy::HttpsOnly,
-        },
+        &envc_contract::terraform::source_from_env(),
     )
     .map_err(|u| {
         warnings.extend(u.warnings);

@@ -141,9 +141,8 @@ struct Apply(ResourceSpec);
 impl Unit for Apply {
     fn run<'a>(self: Box<Self>, cx: UnitCx<'a>) -> BoxFuture<'a, Result<Applied, StepError>> {
         Box::pin(async move {
-            let spec = self.0;
-            let subject = format!("resource `{}` ({})", spec.key, spec.type_name);
-            apply(&spec, cx.machines).await.map_err(|e| e.of(&subject))
+            // The engine names the node in front of the error.
+            apply(&self.0, cx.machines).await
         })
     }
 }
