@@ -33,6 +33,10 @@ pub const VARIABLES: &[Variable] = &[
         "the age identity that decrypts the project's secrets (over envc.toml's [secrets] identity)",
     ),
     var(
+        "ENVC_PROVIDER_MIRROR",
+        "where Terraform/OpenTofu provider packages come from: a filesystem mirror's directory or a network mirror's https:// URL (default: each provider's registry)",
+    ),
+    var(
         "ENVC_DEBIAN_MIRROR",
         "the Debian mirror `envc lock` and unlocked images read (default: apt's here)",
     ),
