@@ -15,7 +15,8 @@ pub const DEBIAN_VENDOR: &str = "debian";
 /// What a pin is about, and its stable name in lockfiles, diffs and `--update=KEY`.
 ///
 /// The variants are declared in the order of their text (`archive:` < `cloud_image:` <
-/// `image:` < `package:` < `source_date_epoch` < `stdlib` < `tool:`), so keys sort the same
+/// `image:` < `package:` < `provider:` < `source_date_epoch` < `stdlib` < `tool:`), so keys
+/// sort the same
 /// as keys or as text: derivation encodings and lockfiles list pins in text order.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PinKey {
@@ -29,6 +30,10 @@ pub enum PinKey {
     Image(String),
     /// `package:nginx`: one package down to its bytes.
     Package(String),
+    /// `provider:registry.terraform.io/hashicorp/google`: a Terraform/OpenTofu provider,
+    /// named by its full source address `HOSTNAME/NAMESPACE/TYPE` (lowercase, the hostname
+    /// always written, as `.terraform.lock.hcl` spells it), down to its packages' hashes.
+    Provider(String),
     /// `source_date_epoch`: the only clock image builds see.
     SourceDateEpoch,
     /// `stdlib`: the standard library embedded in the envc that locked.
@@ -68,6 +73,9 @@ impl PinKey {
             "package" => PinKey::Package(name),
             "image" => PinKey::Image(name),
             "tool" => PinKey::Tool(name),
+            // Only the full address: `hashicorp/google` would be a second spelling of
+            // `registry.terraform.io/hashicorp/google`, so one provider could have two keys.
+            "provider" if is_full_address(&name) => PinKey::Provider(name),
             _ => return None,
         })
     }
@@ -89,6 +97,7 @@ impl PinKey {
             | PinKey::CloudImage(n)
             | PinKey::Package(n)
             | PinKey::Image(n)
+            | PinKey::Provider(n)
             | PinKey::Tool(n) => n,
         }
     }
@@ -101,6 +110,17 @@ impl PinKey {
             _ => None,
         }
     }
+}
+
+/// Whether `name` has the shape of a full provider source address: three non-empty,
+/// lowercase `/`-separated parts (`registry.terraform.io/hashicorp/google`). The parts'
+/// own rules are `envc_lockfiles::provider::ProviderAddress`'s; this layer only keeps
+/// short and mixed-case spellings out of keys.
+fn is_full_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    parts.len() == 3
+        && parts.iter().all(|p| !p.is_empty())
+        && !name.chars().any(|c| c.is_whitespace() || c.is_uppercase())
 }
 
 /// The name of a Debian suite's archive pin: `debian/SUITE`.
@@ -117,6 +137,7 @@ impl fmt::Display for PinKey {
             PinKey::CloudImage(n) => write!(f, "cloud_image:{n}"),
             PinKey::Package(n) => write!(f, "package:{n}"),
             PinKey::Image(n) => write!(f, "image:{n}"),
+            PinKey::Provider(n) => write!(f, "provider:{n}"),
             PinKey::Tool(n) => write!(f, "tool:{n}"),
         }
     }
@@ -131,8 +152,8 @@ impl fmt::Display for BadPinKey {
         write!(
             f,
             "`{}` is not a pin key; keys are package:NAME, image:NAME, archive:NAME, \
-             cloud_image:NAME@REGION, tool:NAME, source_date_epoch and stdlib, as `envc lock \
-             diff` prints them",
+             cloud_image:NAME@REGION, provider:HOSTNAME/NAMESPACE/TYPE, tool:NAME, \
+             source_date_epoch and stdlib, as `envc lock diff` prints them",
             self.0
         )
     }
@@ -208,6 +229,28 @@ pub struct ArchiveValue {
     pub architecture: String,
     pub components: Vec<String>,
     pub release_sha256: String,
+}
+
+/// `provider:ADDRESS`'s value: `VERSION HASH…`, the version then every pinned package hash
+/// (`h1:…`, `zh:…`) sorted as text, one space between: a provider whose version or
+/// packages move changes the ids of the nodes it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderValue {
+    pub version: String,
+    /// Sorted as text, without repeats: [`PinValue::encode`] sorts them, and
+    /// [`PinValue::decode`] reads only a line in that order, so a pin has one value line.
+    pub hashes: Vec<String>,
+}
+
+impl ProviderValue {
+    /// The value of `version` with `hashes`, sorted and without repeats.
+    pub fn new(version: &str, hashes: impl IntoIterator<Item = String>) -> ProviderValue {
+        let hashes: std::collections::BTreeSet<String> = hashes.into_iter().collect();
+        ProviderValue {
+            version: version.to_string(),
+            hashes: hashes.into_iter().collect(),
+        }
+    }
 }
 
 /// One pin value's line: written by `encode`, read back by `decode` (`None` when the line
@@ -289,6 +332,38 @@ impl PinValue for ArchiveValue {
     }
 }
 
+impl PinValue for ProviderValue {
+    fn encode(&self) -> String {
+        let mut sorted = self.hashes.clone();
+        sorted.sort();
+        sorted.dedup();
+        let mut line = self.version.clone();
+        for h in &sorted {
+            line.push(' ');
+            line.push_str(h);
+        }
+        line
+    }
+
+    /// At least one hash, each `h1:` or `zh:` (the schemes `.terraform.lock.hcl` has), in
+    /// text order without repeats; the hashes' own digits are the lockfile's to check.
+    fn decode(line: &str) -> Option<ProviderValue> {
+        let mut words = line.split(' ');
+        let version = words.next().filter(|v| !v.is_empty())?.to_string();
+        let hashes: Vec<String> = words.map(str::to_string).collect();
+        let scheme_ok = |h: &String| {
+            ["h1:", "zh:"]
+                .iter()
+                .any(|s| h.strip_prefix(s).is_some_and(|rest| !rest.is_empty()))
+        };
+        let in_order = hashes.windows(2).all(|w| w[0] < w[1]);
+        if hashes.is_empty() || !hashes.iter().all(scheme_ok) || !in_order {
+            return None;
+        }
+        Some(ProviderValue { version, hashes })
+    }
+}
+
 /// `source_date_epoch`'s value: seconds, in decimal.
 impl PinValue for u64 {
     fn encode(&self) -> String {
@@ -342,6 +417,21 @@ mod tests {
         check("package:", None);
         check("image:", None);
         check("package:a b", None);
+        check(
+            "provider:registry.terraform.io/hashicorp/google",
+            Some(PinKey::Provider(
+                "registry.terraform.io/hashicorp/google".into(),
+            )),
+        );
+        check(
+            "provider:127.0.0.1:8443/envc/tiny",
+            Some(PinKey::Provider("127.0.0.1:8443/envc/tiny".into())),
+        );
+        // Only the full, lowercase address: one provider, one key.
+        check("provider:hashicorp/google", None);
+        check("provider:registry.terraform.io/HashiCorp/google", None);
+        check("provider:a//b", None);
+        check("provider:a/b/c/d", None);
         check("pkg:nginx", None);
         check("nginx", None);
     }
@@ -354,6 +444,8 @@ mod tests {
             PinKey::SourceDateEpoch,
             PinKey::Package("b".into()),
             PinKey::Package("a".into()),
+            PinKey::Provider("registry.terraform.io/hashicorp/google".into()),
+            PinKey::Provider("example.com/a/b".into()),
             PinKey::Image("z".into()),
             PinKey::cloud_image("debian-12", "eu-west-1"),
             PinKey::Archive("debian/x".into()),
@@ -420,5 +512,37 @@ mod tests {
         assert_eq!(ArchiveValue::decode(&a.encode()), Some(a));
         assert_eq!(u64::decode("1700000000"), Some(1_700_000_000));
         assert_eq!(u64::decode("soon"), None);
+    }
+
+    #[test]
+    fn provider_values_are_the_version_then_the_hashes_sorted() {
+        // `value` → its line; `line` → what it decodes to (`None`: not a value line).
+        let zh = format!("zh:{}", "0f".repeat(32));
+        let h1 = "h1:abc=".to_string();
+        let v = ProviderValue::new("0.1.0", [zh.clone(), h1.clone(), zh.clone()]);
+        assert_eq!(v.hashes, [h1.clone(), zh.clone()]);
+        assert_eq!(v.encode(), format!("0.1.0 {h1} {zh}"));
+        // Built by hand out of order, it still encodes in order.
+        let unsorted = ProviderValue {
+            version: "0.1.0".into(),
+            hashes: vec![zh.clone(), h1.clone()],
+        };
+        assert_eq!(unsorted.encode(), v.encode());
+        let check = |line: &str, expected: Option<&ProviderValue>| {
+            assert_eq!(ProviderValue::decode(line).as_ref(), expected, "{line:?}");
+        };
+        check(&v.encode(), Some(&v));
+        check(
+            "1.2.3-rc.1 h1:x",
+            Some(&ProviderValue::new("1.2.3-rc.1", ["h1:x".into()])),
+        );
+        check("0.1.0", None);
+        check("0.1.0 ", None);
+        check("", None);
+        check(&format!("0.1.0 {zh} {h1}"), None);
+        check(&format!("0.1.0 {h1} {h1}"), None);
+        check("0.1.0 sha256:ab", None);
+        check("0.1.0 h1:", None);
+        check(&format!("0.1.0  {h1}"), None);
     }
 }
