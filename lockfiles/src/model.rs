@@ -34,7 +34,9 @@ pub const OLDEST_FORMAT_VERSION: u32 = 1;
 pub const COMPANION_SUFFIXES: [&str; 2] = ["-updates", "-security"];
 
 pub use envc_ids::pin::PinKey;
-use envc_ids::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue};
+use envc_ids::pin::{ArchiveValue, ClosureDeb, ImageValue, PackageValue, PinValue, ProviderValue};
+
+use crate::provider::{Constraints, PackageHash, ProviderAddress, ResolvedProvider, Version};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lockfile {
@@ -49,6 +51,57 @@ pub struct Lockfile {
     pub tools: Vec<ToolPin>,
     /// The cloud images the environment's cloud machines boot, one per image and region.
     pub cloud_images: Vec<CloudImagePin>,
+    /// The Terraform/OpenTofu providers the environment's `resource` nodes are served by.
+    pub providers: Vec<ProviderPin>,
+}
+
+/// A Terraform/OpenTofu provider as `envc lock` resolved it: the newest version its
+/// constraint admitted then, and the hashes any package of that version must match
+/// (`h1:`/`zh:`, as `.terraform.lock.hcl` holds them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderPin {
+    /// The full source address (`registry.terraform.io/hashicorp/google`): the pin's name.
+    pub address: ProviderAddress,
+    pub version: Version,
+    /// The constraint the source declared when the pin was made, as `Constraints`' Display
+    /// writes it: for the reader, and for `lock --check` to tell a pin the source moved
+    /// away from. Not part of the pin's value: what a node runs is the version and bytes.
+    pub constraints: Constraints,
+    /// Sorted as text (`h1:` before `zh:`), without repeats ([`Lockfile::normalize`]).
+    pub hashes: Vec<PackageHash>,
+}
+
+impl ProviderPin {
+    /// The pin of `resolved`, declared with `constraints`.
+    pub fn of(resolved: &ResolvedProvider, constraints: &Constraints) -> ProviderPin {
+        ProviderPin {
+            address: resolved.address.clone(),
+            version: resolved.version.clone(),
+            constraints: constraints.clone(),
+            hashes: resolved.hashes().to_vec(),
+        }
+    }
+
+    pub fn key(&self) -> PinKey {
+        PinKey::Provider(self.address.to_string())
+    }
+
+    /// What [`crate::provider::fetch`] checks a package against.
+    pub fn resolved(&self) -> ResolvedProvider {
+        ResolvedProvider::new(
+            self.address.clone(),
+            self.version.clone(),
+            self.hashes.iter().cloned(),
+        )
+    }
+
+    /// The pin value a node carries: `VERSION HASH…`.
+    pub fn value(&self) -> ProviderValue {
+        ProviderValue::new(
+            &self.version.to_string(),
+            self.hashes.iter().map(PackageHash::to_string),
+        )
+    }
 }
 
 /// The state of one Debian archive (a mirror's suite) when it was locked.
@@ -261,6 +314,7 @@ impl Lockfile {
             images: Vec::new(),
             tools: Vec::new(),
             cloud_images: Vec::new(),
+            providers: Vec::new(),
         }
     }
 
@@ -285,6 +339,12 @@ impl Lockfile {
         self.tools.sort_by(|a, b| a.name.cmp(&b.name));
         self.cloud_images
             .sort_by(|a, b| (&a.name, &a.region).cmp(&(&b.name, &b.region)));
+        // By the address's text, as keys sort.
+        self.providers.sort_by_key(|p| p.address.to_string());
+        for p in &mut self.providers {
+            p.hashes.sort();
+            p.hashes.dedup();
+        }
     }
 
     /// Every key of this lockfile, sorted: what diff compares and what `--update` accepts.
@@ -295,6 +355,7 @@ impl Lockfile {
         keys.extend(self.images.iter().map(ImagePin::key));
         keys.extend(self.tools.iter().map(ToolPin::key));
         keys.extend(self.cloud_images.iter().map(CloudImagePin::key));
+        keys.extend(self.providers.iter().map(ProviderPin::key));
         keys.sort();
         keys
     }
@@ -366,6 +427,13 @@ impl Lockfile {
             .find(|c| c.name == name && c.region == region)
     }
 
+    /// The pin of the provider at `address` (its full address, as keys name it).
+    pub fn provider(&self, address: &str) -> Option<&ProviderPin> {
+        self.providers
+            .iter()
+            .find(|p| p.address.to_string() == address)
+    }
+
     /// The pins a derivation uses, as the compiler's `pins` map wants them (key → a string
     /// that changes whenever the pin does): a package pin's `version sha256`, an image's
     /// archive state and package set, and so on. `None` for a key this lockfile lacks.
@@ -418,6 +486,9 @@ impl Lockfile {
                 let (name, region) = key.cloud_image_parts()?;
                 self.cloud_image(name, region).map(|c| c.id.clone())
             }
+            // The version and every package hash: a node's id moves with its provider's
+            // bytes, not only with its version.
+            PinKey::Provider(address) => self.provider(address).map(|p| p.value().encode()),
         }
     }
 
@@ -456,8 +527,8 @@ pub fn update(
                 line: None,
                 pin: Some(key.clone()),
                 hint: "keys are package:NAME, image:NAME, archive:NAME, \
-                       cloud_image:NAME@REGION, tool:NAME, source_date_epoch and stdlib, as \
-                       `envc lock diff` prints them"
+                       cloud_image:NAME@REGION, provider:HOSTNAME/NAMESPACE/TYPE, tool:NAME, \
+                       source_date_epoch and stdlib, as `envc lock diff` prints them"
                     .into(),
             });
         }
@@ -576,6 +647,22 @@ pub fn update(
         &old.cloud_images,
         &keep,
     );
+    // A provider kept holds whatever its registry published since, as a package does. Its
+    // `constraints` follow the source where the kept version still satisfies them (a
+    // constraint widened around the pin moves nothing but that line); one that no longer
+    // does is stale, and a plain relock names it (`needs::stale`).
+    for p in out.providers.iter_mut() {
+        if !keep(&p.key()) {
+            continue;
+        }
+        if let Some(o) = old.providers.iter().find(|o| o.address == p.address) {
+            let constraints = p.constraints.clone();
+            *p = o.clone();
+            if constraints.admits(&o.version) {
+                p.constraints = constraints;
+            }
+        }
+    }
     out.normalize();
     Ok(out)
 }
@@ -663,7 +750,8 @@ mod tests {
             &["package:helo"],
             "package:helo: no pin `package:helo` in the lockfile or the environment\n  \
              hint: keys are package:NAME, image:NAME, archive:NAME, cloud_image:NAME@REGION, \
-             tool:NAME, source_date_epoch and stdlib, as `envc lock diff` prints them",
+             provider:HOSTNAME/NAMESPACE/TYPE, tool:NAME, source_date_epoch and stdlib, as \
+             `envc lock diff` prints them",
         );
     }
 

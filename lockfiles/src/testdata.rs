@@ -111,6 +111,7 @@ pub fn sample() -> Lockfile {
             },
         ],
         cloud_images: Vec::new(),
+        providers: Vec::new(),
     }
 }
 
@@ -152,4 +153,28 @@ pub fn image_deb(name: &str, version: &str, arch: &str, filename: &str, hash: ch
         sha256: hex(hash),
         closure: None,
     }
+}
+
+/// The test registry's `local` provider at `version`, as `envc lock` pins it: its linux
+/// package's `h1:` and a `zh:` per platform, each made of `seed` so that versions differ.
+pub fn provider_pin(version: &str, constraints: &str, seed: u8) -> ProviderPin {
+    use crate::provider::{Constraints, PackageHash, ProviderAddress, Version};
+    ProviderPin {
+        address: ProviderAddress::parse("registry.envc.test/envc-test/local").unwrap(),
+        version: Version::parse(version).unwrap(),
+        constraints: Constraints::parse(constraints).unwrap(),
+        hashes: vec![
+            PackageHash::Zh([seed.wrapping_add(1); 32]),
+            PackageHash::H1([seed; 32]),
+            PackageHash::Zh([seed; 32]),
+        ],
+    }
+}
+
+/// `sample` with a `resource` node's provider pinned.
+pub fn sample_with_provider() -> Lockfile {
+    let mut lock = sample();
+    lock.providers = vec![provider_pin("0.1.0", "~> 0.1.0", 0x0f)];
+    lock.normalize();
+    lock
 }

@@ -3,8 +3,8 @@
 //! that every error names its line.
 //!
 //! Layout, chosen for review and for merges: scalars first, then one block per pin
-//! (`[[archive]]`, `[[package]]`, `[[image]]`, `[[tool]]`, `[[cloud_image]]`), each kind
-//! sorted by name (a cloud image by name, then region), `name`
+//! (`[[archive]]`, `[[package]]`, `[[image]]`, `[[tool]]`, `[[cloud_image]]`,
+//! `[[provider]]`), each kind sorted by name (a cloud image by name, then region), `name`
 //! the block's first line, a blank line between blocks, and an image's package set one
 //! entry per line. Two branches that change different pins touch different lines, so git
 //! merges them without a conflict.
@@ -17,6 +17,7 @@ use toml::Spanned;
 
 use crate::error::LockError;
 use crate::model::*;
+use crate::provider::{Constraints, PackageHash, ProviderAddress, Version};
 use crate::version;
 
 /// What the hints of a broken lockfile tell the user to do.
@@ -115,6 +116,14 @@ impl Lockfile {
             field(&mut out, "id", &c.id);
             field(&mut out, "image_name", &c.image_name);
             field(&mut out, "created", &c.created);
+        }
+        for p in &lock.providers {
+            out.push_str("\n[[provider]]\n");
+            field(&mut out, "name", &p.address.to_string());
+            field(&mut out, "version", &p.version.to_string());
+            field(&mut out, "constraints", &p.constraints.to_string());
+            let hashes: Vec<String> = p.hashes.iter().map(ToString::to_string).collect();
+            list(&mut out, "hashes", &hashes, true);
         }
         out
     }
@@ -499,13 +508,20 @@ impl Parser {
                         lock.cloud_images.extend(self.cloud_image(t));
                     }
                 }
+                // Providers came within format 5: an older envc reading one reports the
+                // block as an unknown key, and writes nothing.
+                "provider" if self.format >= 5 => {
+                    for t in self.blocks(value, "provider") {
+                        lock.providers.extend(self.provider(t));
+                    }
+                }
                 other => self.error(
                     at,
                     None,
                     format!(
                         "unknown key `{other}` (expected version, source_date_epoch, stdlib, \
-                         [[archive]], [[package]], [[image]], [[tool]] or [[cloud_image]] (from \
-                         format 5))"
+                         [[archive]], [[package]], [[image]], [[tool]], or [[cloud_image]] and \
+                         [[provider]] (from format 5))"
                     ),
                     format!("remove it, or {REGENERATE}"),
                 ),
@@ -545,6 +561,7 @@ impl Parser {
         let image_lines = block_lines("image");
         let tool_lines = block_lines("tool");
         let cloud_lines = block_lines("cloud_image");
+        let provider_lines = block_lines("provider");
         // Blocks with errors are left out of the model, so keys are taken from the
         // document, not from `lock`.
         for (kind, lines) in [
@@ -553,6 +570,7 @@ impl Parser {
             ("image", &image_lines),
             ("tool", &tool_lines),
             ("cloud_image", &cloud_lines),
+            ("provider", &provider_lines),
         ] {
             let Some(DeValue::Array(blocks)) = doc.get(kind).map(|v| v.get_ref()) else {
                 continue;
@@ -671,6 +689,65 @@ impl Parser {
             id: id?,
             image_name: image_name?,
             created: created?,
+        })
+    }
+
+    fn provider(&mut self, mut b: Block<'_, '_>) -> Option<ProviderPin> {
+        let name = self.name(&mut b)?;
+        // The one spelling keys use: the full address, lowercase, the hostname written.
+        let address = match ProviderAddress::parse(&name) {
+            Ok(a) if a.to_string() == name => Some(a),
+            Ok(a) => {
+                self.field_error(
+                    &b,
+                    "name",
+                    format!(
+                        "name {name:?} is not written as the full provider address {:?} \
+                         (HOSTNAME/NAMESPACE/TYPE, lowercase)",
+                        a.to_string()
+                    ),
+                );
+                None
+            }
+            Err(e) => {
+                self.field_error(&b, "name", first_line(&e));
+                None
+            }
+        };
+        let version = self.string(&mut b, "version").and_then(|v| {
+            Version::parse(&v)
+                .map_err(|e| self.field_error(&b, "version", first_line(&e)))
+                .ok()
+        });
+        let constraints = self.string(&mut b, "constraints").and_then(|c| {
+            Constraints::parse(&c)
+                .map_err(|e| self.field_error(&b, "constraints", first_line(&e)))
+                .ok()
+        });
+        let hashes = self.strings(&mut b, "hashes").and_then(|hs| {
+            if hs.is_empty() {
+                self.field_error(
+                    &b,
+                    "hashes",
+                    "no hashes: a provider is pinned by its packages' h1:/zh: hashes".into(),
+                );
+                return None;
+            }
+            let mut parsed = Vec::new();
+            for h in &hs {
+                match h.parse::<PackageHash>() {
+                    Ok(p) => parsed.push(p),
+                    Err(e) => self.field_error(&b, "hashes", first_line(&e)),
+                }
+            }
+            (parsed.len() == hs.len()).then_some(parsed)
+        });
+        self.finish(&b);
+        Some(ProviderPin {
+            address: address?,
+            version: version?,
+            constraints: constraints?,
+            hashes: hashes?,
         })
     }
 
@@ -1077,6 +1154,13 @@ impl Parser {
     }
 }
 
+/// An error's first line: the provider module's messages end in a hint of their own, and a
+/// lockfile error carries its own (regenerate).
+fn first_line(error: &dyn fmt::Display) -> String {
+    let text = error.to_string();
+    text.lines().next().unwrap_or_default().to_string()
+}
+
 /// The name a `[[kind]]` block's key is made of: its `name`, and for a cloud image its
 /// region too (`debian-12@eu-west-1`).
 fn block_name(kind: &str, t: &DeTable<'_>) -> Option<String> {
@@ -1138,11 +1222,124 @@ pub(crate) fn valid_package_name(n: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::{hex, sample, sample_with_cloud};
+    use crate::testdata::{hex, sample, sample_with_cloud, sample_with_provider};
 
     #[test]
     fn writes_the_documented_layout() {
         insta::assert_snapshot!(sample().to_toml("envc lock prod.env"));
+    }
+
+    #[test]
+    fn a_provider_is_one_block_with_its_hashes_one_a_line() {
+        let lock = sample_with_provider();
+        let text = lock.to_toml("envc lock prod.env");
+        let zh = |b: &str| format!("zh:{}", b.repeat(32));
+        let expected = format!(
+            "\n[[provider]]\n\
+             name = \"registry.envc.test/envc-test/local\"\n\
+             version = \"0.1.0\"\n\
+             constraints = \"~> 0.1.0\"\n\
+             hashes = [\n    \"h1:Dw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8=\",\n    \
+             \"{}\",\n    \"{}\",\n]\n",
+            zh("0f"),
+            zh("10")
+        );
+        assert!(text.ends_with(&expected), "{text}");
+        assert_eq!(Lockfile::parse(&text), Ok(lock.clone()));
+        // The constraint as `Constraints` writes it, whatever spacing the source used.
+        let spaced = text.replace("\"~> 0.1.0\"", "\"~>0.1.0\"");
+        assert_eq!(
+            Lockfile::parse(&spaced).map(|l| l.to_toml("envc lock prod.env")),
+            Ok(text)
+        );
+    }
+
+    #[test]
+    fn a_malformed_provider_block_names_the_field_and_the_fix() {
+        let text = sample_with_provider().to_toml("envc lock prod.env");
+        // `(from, to)` replaced in the sample's text → the errors, one a line.
+        let check = |edit: (&str, &str), expected: &[&str]| {
+            assert!(text.contains(edit.0), "{}", edit.0);
+            let edited = text.replace(edit.0, edit.1);
+            let got: Vec<String> = match Lockfile::parse(&edited) {
+                Ok(_) => Vec::new(),
+                Err(es) => es.iter().map(ToString::to_string).collect(),
+            };
+            assert_eq!(got, expected, "{edit:?}");
+        };
+        let key = "provider:registry.envc.test/envc-test/local";
+        check(
+            (
+                "name = \"registry.envc.test/envc-test/local\"",
+                "name = \"envc-test/local\"",
+            ),
+            &[
+                "line 76: name \"envc-test/local\" is not written as the full provider address \
+               \"registry.terraform.io/envc-test/local\" (HOSTNAME/NAMESPACE/TYPE, lowercase)\n  \
+               hint: run `envc lock FILE` to regenerate the lockfile",
+            ],
+        );
+        check(
+            (
+                "name = \"registry.envc.test/envc-test/local\"",
+                "name = \"a/b/terraform-provider-c\"",
+            ),
+            &[
+                "line 76: provider:a/b/terraform-provider-c: invalid provider source address `a/b/terraform-provider-c`: the type is \
+               the provider's name, not its repository's or binary's\n  hint: run `envc lock \
+               FILE` to regenerate the lockfile",
+            ],
+        );
+        check(
+            ("version = \"0.1.0\"", "version = \"0.1\""),
+            &[&format!(
+                "line 77: {key}: invalid provider version constraint `0.1`: a version has three \
+                 parts, MAJOR.MINOR.PATCH\n  hint: run `envc lock FILE` to regenerate the lockfile"
+            )],
+        );
+        check(
+            ("constraints = \"~> 0.1.0\"", "constraints = \"~> 0.1.x\""),
+            &[&format!(
+                "line 78: {key}: invalid provider version constraint `~> 0.1.x`: in `~> 0.1.x`: `x` is not a \
+                 number\n  hint: run `envc lock FILE` to regenerate the lockfile"
+            )],
+        );
+        check(
+            ("\"h1:Dw8", "\"h2:Dw8"),
+            &[&format!(
+                "line 79: {key}: `h2:Dw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8=` is not a \
+                 provider package hash\n  hint: run `envc lock FILE` to regenerate the lockfile"
+            )],
+        );
+        check(
+            ("constraints = \"~> 0.1.0\"\n", ""),
+            &[&format!(
+                "line 75: {key}: missing `constraints`\n  hint: add it, or run `envc lock FILE` \
+                 to regenerate the lockfile"
+            )],
+        );
+        check(
+            (
+                "version = \"0.1.0\"\n",
+                "version = \"0.1.0\"\nsha256 = \"x\"\n",
+            ),
+            &[&format!(
+                "line 78: {key}: unknown key `sha256` in a [[provider]] block\n  hint: remove \
+                 it, or run `envc lock FILE` to regenerate the lockfile"
+            )],
+        );
+        // A merge that kept both sides.
+        let block = &text[text.find("\n[[provider]]").unwrap_or(0)..];
+        let twice = format!("{text}{block}");
+        let errors = Lockfile::parse(&twice).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0]
+                .to_string()
+                .contains(&format!("{key} is pinned 2 times")),
+            "{}",
+            errors[0]
+        );
     }
 
     #[test]
@@ -1322,7 +1519,7 @@ mod tests {
         check(|t| t, "ok");
         check(
             replace("stdlib = ", "colour = \"blue\"\nstdlib = "),
-            "line 7: unknown key `colour` (expected version, source_date_epoch, stdlib, [[archive]], [[package]], [[image]], [[tool]] or [[cloud_image]] (from format 5))\n  \
+            "line 7: unknown key `colour` (expected version, source_date_epoch, stdlib, [[archive]], [[package]], [[image]], [[tool]], or [[cloud_image]] and [[provider]] (from format 5))\n  \
              hint: remove it, or run `envc lock FILE` to regenerate the lockfile",
         );
         check(
