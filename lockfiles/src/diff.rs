@@ -87,6 +87,7 @@ enum Pin<'a> {
     Image(&'a ImagePin),
     Tool(&'a ToolPin),
     CloudImage(&'a CloudImagePin),
+    Provider(&'a ProviderPin),
 }
 
 fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
@@ -111,6 +112,9 @@ fn pins(lock: &Lockfile) -> BTreeMap<String, Pin<'_>> {
     }
     for c in &lock.cloud_images {
         m.insert(c.key().to_string(), Pin::CloudImage(c));
+    }
+    for p in &lock.providers {
+        m.insert(p.key().to_string(), Pin::Provider(p));
     }
     m
 }
@@ -147,6 +151,12 @@ impl Pin<'_> {
                 c.owner,
                 c.pattern,
                 c.architecture
+            ),
+            Pin::Provider(p) => format!(
+                "{} (constraints {}, {})",
+                p.version,
+                p.constraints,
+                plural(p.hashes.len(), "hash", "hashes")
             ),
         }
     }
@@ -276,9 +286,53 @@ fn moved(old: &Pin<'_>, new: &Pin<'_>) -> ChangeKind {
             ]));
             (parts.join(", "), Vec::new())
         }
+        (Pin::Provider(o), Pin::Provider(n)) => provider(o, n),
         (o, n) => (format!("{} → {}", o.summary(), n.summary()), Vec::new()),
     };
     ChangeKind::Moved { summary, details }
+}
+
+/// A provider's move: its version (`0.1.0 → 0.2.0`), its constraints, and its hashes, each
+/// one dropped or added on a detail line. Other hashes at the same version are called out
+/// as a package's other bytes are: a release re-published under its old number.
+fn provider(o: &ProviderPin, n: &ProviderPin) -> (String, Vec<String>) {
+    // Sorted here too: the lines must not depend on the order a model was built in.
+    let text = |p: &ProviderPin| -> Vec<String> {
+        let mut hs: Vec<String> = p.hashes.iter().map(ToString::to_string).collect();
+        hs.sort();
+        hs.dedup();
+        hs
+    };
+    let (old, new) = (text(o), text(n));
+    let dropped: Vec<&String> = old.iter().filter(|h| !new.contains(h)).collect();
+    let added: Vec<&String> = new.iter().filter(|h| !old.contains(h)).collect();
+    let mut parts = Vec::new();
+    if o.version != n.version {
+        parts.push(format!("{} → {}", o.version, n.version));
+    } else if !dropped.is_empty() || !added.is_empty() {
+        parts.push(format!(
+            "{}: same version, other hashes: check why before merging",
+            o.version
+        ));
+    }
+    parts.extend(fields(&[(
+        "constraints",
+        o.constraints.to_string(),
+        n.constraints.to_string(),
+    )]));
+    if !dropped.is_empty() || !added.is_empty() {
+        parts.push(format!(
+            "hashes: {} dropped, {} added",
+            dropped.len(),
+            added.len()
+        ));
+    }
+    let details = dropped
+        .iter()
+        .map(|h| format!("dropped {h}"))
+        .chain(added.iter().map(|h| format!("added {h}")))
+        .collect();
+    (parts.join(", "), details)
 }
 
 /// `ami-… debian-12-amd64-20261101-1900 (2026-11-01)`: the AMI, its name and its day.
@@ -698,5 +752,69 @@ mod tests {
         Moved:
         - `tool:mmdebstrap`: 1.3.5 → 1.4.0
         ");
+    }
+}
+
+#[cfg(test)]
+mod provider_tests {
+    use super::*;
+    use crate::testdata::{provider_pin, sample};
+
+    /// `lock diff` of the sample with `old`'s providers against the sample with `new`'s.
+    fn check(old: &[ProviderPin], new: &[ProviderPin], expected: &str) {
+        let with = |ps: &[ProviderPin]| {
+            let mut l = sample();
+            l.providers = ps.to_vec();
+            l
+        };
+        assert_eq!(diff(&with(old), &with(new)).to_string(), expected);
+    }
+
+    #[test]
+    fn a_providers_version_and_hashes_show_as_they_move() {
+        let zh = |b: &str| format!("zh:{}", b.repeat(32));
+        let h1 = |b: &str| format!("h1:{b}");
+        let at_1 = provider_pin("0.1.0", "~> 0.1.0", 0x0f);
+        let at_2 = provider_pin("0.2.0", "~> 0.2.0", 0x20);
+        let key = "provider:registry.envc.test/envc-test/local";
+        check(&[at_1.clone()], &[at_1.clone()], "No pin changed.\n");
+        check(
+            &[],
+            &[at_1.clone()],
+            &format!(
+                "1 pin changed: 1 added, 0 removed, 0 moved.\n\nAdded:\n- `{key}` 0.1.0 \
+                 (constraints ~> 0.1.0, 3 hashes)\n"
+            ),
+        );
+        check(
+            &[at_1.clone()],
+            &[at_2],
+            &format!(
+                "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n- `{key}`: 0.1.0 → \
+                 0.2.0, constraints ~> 0.1.0 → ~> 0.2.0, hashes: 3 dropped, 3 added\n  \
+                 - dropped {}\n  - dropped {}\n  - dropped {}\n  - added {}\n  - added {}\n  \
+                 - added {}\n",
+                h1("Dw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8="),
+                zh("0f"),
+                zh("10"),
+                h1("ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICA="),
+                zh("20"),
+                zh("21"),
+            ),
+        );
+        // Re-published under the same version: other bytes, called out.
+        let mut rebuilt = at_1.clone();
+        rebuilt.hashes[0] = crate::provider::PackageHash::Zh([0x99; 32]);
+        check(
+            &[at_1],
+            &[rebuilt],
+            &format!(
+                "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n- `{key}`: 0.1.0: same \
+                 version, other hashes: check why before merging, hashes: 1 dropped, 1 added\n  \
+                 - dropped {}\n  - added {}\n",
+                zh("10"),
+                zh("99"),
+            ),
+        );
     }
 }

@@ -62,8 +62,8 @@ pub use fetch::FetchError;
 pub use file::{lock_path, read_lock, read_lock_arg, LockedFile, ReadLockError};
 pub use model::*;
 pub use needs::{
-    stale, CloudImageConflict, LockProblem, Needs, NeedsConflict, Stale, SuiteConflict,
-    VendorConflict,
+    stale, CloudImageConflict, LockProblem, Needs, NeedsConflict, ProviderNeed, ProviderNeedError,
+    Stale, SuiteConflict, VendorConflict,
 };
 pub use probe::{check_tools, probe_tool, upstream, ToolMismatch, ToolRole};
 pub use resolve::{resolve_image, resolve_packages, ResolveError};

@@ -851,3 +851,73 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod provider_tests {
+    use super::*;
+    use crate::testdata::{provider_pin, sample};
+
+    /// `update(old, fresh, keys)` with `old` pinning 0.1.0 under `old_constraints` and
+    /// `fresh` resolving 0.1.5 under `fresh_constraints`: the version and constraints kept.
+    fn check(
+        old_constraints: &str,
+        fresh_constraints: &str,
+        keys: &[&str],
+        expected: (&str, &str),
+    ) {
+        let with = |pin: ProviderPin| {
+            let mut l = sample();
+            l.providers = vec![pin];
+            l
+        };
+        let old = with(provider_pin("0.1.0", old_constraints, 1));
+        let fresh = with(provider_pin("0.1.5", fresh_constraints, 5));
+        let keys: Vec<PinKey> = keys.iter().map(|k| k.parse().unwrap()).collect();
+        let out = update(&old, &fresh, &keys).unwrap();
+        let p = &out.providers[0];
+        assert_eq!(
+            (p.version.to_string(), p.constraints.to_string()),
+            (expected.0.to_string(), expected.1.to_string()),
+            "{keys:?}"
+        );
+        // The value a node carries follows the pin kept.
+        assert_eq!(
+            out.pin_value(&p.key()),
+            Some(p.value().encode()),
+            "{keys:?}"
+        );
+    }
+
+    #[test]
+    fn a_provider_moves_only_when_named() {
+        const KEY: &str = "provider:registry.envc.test/envc-test/local";
+        check("~> 0.1.0", "~> 0.1.0", &[], ("0.1.0", "~> 0.1.0"));
+        check("~> 0.1.0", "~> 0.1.0", &["tool:ssh"], ("0.1.0", "~> 0.1.0"));
+        check("~> 0.1.0", "~> 0.1.0", &[KEY], ("0.1.5", "~> 0.1.0"));
+        // A constraint widened around the pin: recorded, the pin kept.
+        check("~> 0.1.0", ">= 0.1.0", &[], ("0.1.0", ">= 0.1.0"));
+        // One that no longer admits it: kept as it was (stale, so a relock names it).
+        check("~> 0.1.0", ">= 0.1.2", &[], ("0.1.0", "~> 0.1.0"));
+    }
+
+    #[test]
+    fn a_providers_value_is_its_version_and_hashes() {
+        let pin = provider_pin("0.1.0", "~> 0.1.0", 0x0f);
+        let mut lock = sample();
+        lock.providers = vec![pin.clone()];
+        let value = lock.pin_value(&pin.key()).unwrap();
+        assert_eq!(
+            value,
+            format!(
+                "0.1.0 h1:Dw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8PDw8= zh:{} zh:{}",
+                "0f".repeat(32),
+                "10".repeat(32)
+            )
+        );
+        assert!(lock.keys().contains(&pin.key()));
+        assert_eq!(
+            lock.pin_value(&PinKey::Provider("example.com/a/b".into())),
+            None
+        );
+    }
+}

@@ -11,6 +11,7 @@ use std::fmt;
 use crate::cloud::CloudImageNeed;
 use crate::consistency::{inconsistencies, Inconsistency};
 use crate::model::{ArchivePin, Lockfile, PinKey};
+use crate::provider::{AddressError, ConstraintError, Constraints, ProviderAddress};
 
 /// The suite of packages on hosts envc did not build (their sources are their own).
 pub const DEFAULT_SUITE: &str = "bookworm";
@@ -74,7 +75,66 @@ pub struct Needs {
     /// The cloud images the environment's cloud machines boot, by `NAME@REGION` (the name
     /// of their [`PinKey::CloudImage`]).
     pub cloud_images: BTreeMap<String, CloudImageNeed>,
+    /// The Terraform/OpenTofu providers the `resource` nodes are served by, by canonical
+    /// address (`registry.terraform.io/hashicorp/google`: the name of their
+    /// [`PinKey::Provider`]). [`Needs::add_provider`] fills it.
+    pub providers: BTreeMap<String, ProviderNeed>,
 }
+
+/// A provider, as the source declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderNeed {
+    /// The version constraint, as [`Constraints`]' `Display` writes it (`~> 0.1.0`).
+    pub constraint: String,
+    /// The nodes it serves (`h/resource:notes`).
+    pub used_by: Vec<String>,
+}
+
+/// Why a node's provider cannot be added to [`Needs`]: its address or constraint is not
+/// one, or another node declares the same provider with another constraint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderNeedError {
+    Address {
+        node: String,
+        error: AddressError,
+    },
+    Constraint {
+        node: String,
+        error: ConstraintError,
+    },
+    /// A lockfile pins one version of a provider: its nodes must agree on what admits it.
+    Conflict {
+        address: String,
+        node: String,
+        wants: String,
+        earlier_node: String,
+        earlier: String,
+    },
+}
+
+impl fmt::Display for ProviderNeedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderNeedError::Address { node, error } => write!(f, "`{node}`: {error}"),
+            ProviderNeedError::Constraint { node, error } => write!(f, "`{node}`: {error}"),
+            ProviderNeedError::Conflict {
+                address,
+                node,
+                wants,
+                earlier_node,
+                earlier,
+            } => write!(
+                f,
+                "{}: `{node}` constrains it to `{wants}`, `{earlier_node}` to `{earlier}`; a \
+                 lockfile pins one version of a provider\n  hint: give every resource of \
+                 {address} the same version constraint",
+                PinKey::Provider(address.clone())
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProviderNeedError {}
 
 /// Two machines name one cloud image (a name, in a region) differently: a lockfile pins one
 /// image of a name per region.
@@ -314,6 +374,49 @@ impl Needs {
                 Ok(())
             }
         }
+    }
+
+    /// Adds the provider `node` is served by: `address` as the source wrote it
+    /// (`hashicorp/google`, kept under its full address), `constraint` as Terraform reads
+    /// one (kept as [`Constraints`] writes it). A second node of the same provider with a
+    /// constraint that reads otherwise conflicts.
+    pub fn add_provider(
+        &mut self,
+        address: &str,
+        constraint: &str,
+        node: &str,
+    ) -> Result<(), Box<ProviderNeedError>> {
+        let address = ProviderAddress::parse(address).map_err(|error| {
+            Box::new(ProviderNeedError::Address {
+                node: node.to_string(),
+                error,
+            })
+        })?;
+        let constraint = Constraints::parse(constraint).map_err(|error| {
+            Box::new(ProviderNeedError::Constraint {
+                node: node.to_string(),
+                error,
+            })
+        })?;
+        let constraint = constraint.to_string();
+        let entry = self
+            .providers
+            .entry(address.to_string())
+            .or_insert_with(|| ProviderNeed {
+                constraint: constraint.clone(),
+                used_by: Vec::new(),
+            });
+        if entry.constraint != constraint {
+            return Err(Box::new(ProviderNeedError::Conflict {
+                address: address.to_string(),
+                node: node.to_string(),
+                wants: constraint,
+                earlier_node: entry.used_by.first().cloned().unwrap_or_default(),
+                earlier: entry.constraint.clone(),
+            }));
+        }
+        entry.used_by.push(node.to_string());
+        Ok(())
     }
 
     /// Whether `suite` is taken with its `-updates` and `-security` suites: unless a node
@@ -647,6 +750,36 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
             push(c.key(), "pinned, but no machine boots it any more".into());
         }
     }
+    for (address, need) in &needs.providers {
+        let key = PinKey::Provider(address.clone());
+        let used_by = need.used_by.join(", ");
+        let Some(pin) = lock.provider(address) else {
+            push(key, format!("not in the lockfile (serves {used_by})"));
+            continue;
+        };
+        match Constraints::parse(&need.constraint) {
+            Ok(c) if !c.admits(&pin.version) => push(
+                key.clone(),
+                format!(
+                    "pinned at {}, which the constraint `{c}` of {used_by} does not admit: run \
+                     `envc lock FILE --update={key}` to pin a version it admits",
+                    pin.version
+                ),
+            ),
+            Ok(_) => {}
+            // `add_provider` reads every constraint first; a `Needs` built otherwise may not.
+            Err(e) => push(
+                key,
+                format!("{used_by}: {}", e.to_string().replace('\n', "; ")),
+            ),
+        }
+    }
+    for p in &lock.providers {
+        let address = p.address.to_string();
+        if !needs.providers.contains_key(&address) {
+            push(p.key(), "pinned, but no resource uses it any more".into());
+        }
+    }
     for t in &needs.tools {
         if lock.tool(t).is_none() {
             push(PinKey::Tool(t.clone()), "not in the lockfile".into());
@@ -681,7 +814,7 @@ pub fn stale(lock: &Lockfile, needs: &Needs, stdlib: &str) -> Vec<LockProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata::{hex, sample_with_cloud};
+    use crate::testdata::{hex, sample_with_cloud, sample_with_provider};
 
     /// What a machine in `region` booting Debian 12 (std/aws's `debian_12`) needs.
     fn debian_12(region: &str, node: &str) -> CloudImageNeed {
@@ -805,6 +938,111 @@ mod tests {
                  disagree, so it was edited by hand: run `envc lock \
                  --update=cloud_image:debian-12@us-east-1 FILE`",
             ],
+        );
+    }
+
+    /// What `stale` says of the sample with a provider, against `declare`'s needs (each
+    /// `(address, constraint, node)` added to the sample's own).
+    fn check_providers(
+        edit_lock: impl Fn(&mut Lockfile),
+        declare: &[(&str, &str, &str)],
+        expected: &[&str],
+    ) {
+        check(
+            |l| {
+                l.providers = sample_with_provider().providers;
+                edit_lock(l);
+            },
+            |n| {
+                for (address, constraint, node) in declare {
+                    n.add_provider(address, constraint, node).unwrap();
+                }
+            },
+            expected,
+        );
+    }
+
+    #[test]
+    fn a_provider_pin_is_stale_when_missing_left_over_or_no_longer_admitted() {
+        const ADDRESS: &str = "registry.envc.test/envc-test/local";
+        const KEY: &str = "provider:registry.envc.test/envc-test/local";
+        let fix = "run `envc lock FILE` (or `--update=KEY`) and commit the lockfile";
+        check_providers(|_| {}, &[(ADDRESS, "~> 0.1.0", "h/resource:notes")], &[]);
+        // Any spelling of the address and the constraint that reads the same.
+        check_providers(
+            |_| {},
+            &[(
+                "Registry.ENVC.test/envc-test/local",
+                ">=0.1,<0.2",
+                "h/resource:notes",
+            )],
+            &[],
+        );
+        check_providers(
+            |l| l.providers.clear(),
+            &[
+                (ADDRESS, "~> 0.1.0", "h/resource:notes"),
+                (ADDRESS, "~> 0.1.0", "h/resource:b"),
+            ],
+            &[&format!(
+                "{KEY}: not in the lockfile (serves h/resource:notes, h/resource:b); {fix}"
+            )],
+        );
+        check_providers(
+            |_| {},
+            &[(ADDRESS, "~> 0.2.0", "h/resource:notes")],
+            &[&format!(
+                "{KEY}: pinned at 0.1.0, which the constraint `~> 0.2.0` of h/resource:notes \
+                 does not admit: run `envc lock FILE --update={KEY}` to pin a version it admits; \
+                 {fix}"
+            )],
+        );
+        check_providers(
+            |_| {},
+            &[],
+            &[&format!(
+                "{KEY}: pinned, but no resource uses it any more; {fix}"
+            )],
+        );
+    }
+
+    #[test]
+    fn a_providers_nodes_must_agree_on_its_constraint() {
+        let mut needs = Needs::default();
+        let add = |n: &mut Needs, address: &str, constraint: &str, node: &str| {
+            n.add_provider(address, constraint, node)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            add(&mut needs, "envc-test/local", "~>0.1.0", "h/resource:a"),
+            Ok(())
+        );
+        assert_eq!(
+            add(&mut needs, "ENVC-test/local", "~> 0.1.0", "h/resource:b"),
+            Ok(())
+        );
+        let need = &needs.providers["registry.terraform.io/envc-test/local"];
+        assert_eq!(need.constraint, "~> 0.1.0");
+        assert_eq!(need.used_by, ["h/resource:a", "h/resource:b"]);
+        assert_eq!(
+            add(&mut needs, "envc-test/local", "~> 0.2", "h/resource:c"),
+            Err(
+                "provider:registry.terraform.io/envc-test/local: `h/resource:c` constrains it to \
+                 `~> 0.2`, `h/resource:a` to `~> 0.1.0`; a lockfile pins one version of a \
+                 provider\n  hint: give every resource of registry.terraform.io/envc-test/local \
+                 the same version constraint"
+                    .into()
+            )
+        );
+        let bad = add(&mut needs, "envc-test/local", "0.1.x", "h/resource:d").unwrap_err();
+        assert!(
+            bad.starts_with("`h/resource:d`: invalid provider version constraint `0.1.x`"),
+            "{bad}"
+        );
+        let bad = add(&mut needs, "local", "~> 0.1", "h/resource:e").unwrap_err();
+        assert!(
+            bad.starts_with("`h/resource:e`: invalid provider source address `local`"),
+            "{bad}"
         );
     }
 
