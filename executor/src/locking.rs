@@ -313,6 +313,9 @@ pub fn lock_environment(
         &stdlib_hash(),
         &project,
         clouds.as_ref(),
+        &envc_lockfiles::provider::ProviderSource::Registry {
+            http: envc_lockfiles::provider::HttpPolicy::HttpsOnly,
+        },
     )
     .map_err(|u| {
         warnings.extend(u.warnings);

@@ -777,17 +777,17 @@ mod provider_tests {
         let at_1 = provider_pin("0.1.0", "~> 0.1.0", 0x0f);
         let at_2 = provider_pin("0.2.0", "~> 0.2.0", 0x20);
         let key = "provider:registry.envc.test/envc-test/local";
-        check(&[at_1.clone()], &[at_1.clone()], "No pin changed.\n");
+        check(std::slice::from_ref(&at_1), std::slice::from_ref(&at_1), "No pin changed.\n");
         check(
             &[],
-            &[at_1.clone()],
+            std::slice::from_ref(&at_1),
             &format!(
                 "1 pin changed: 1 added, 0 removed, 0 moved.\n\nAdded:\n- `{key}` 0.1.0 \
                  (constraints ~> 0.1.0, 3 hashes)\n"
             ),
         );
         check(
-            &[at_1.clone()],
+            std::slice::from_ref(&at_1),
             &[at_2],
             &format!(
                 "1 pin changed: 0 added, 0 removed, 1 moved.\n\nMoved:\n- `{key}`: 0.1.0 → \

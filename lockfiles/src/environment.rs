@@ -8,9 +8,12 @@ use std::path::Path;
 use crate::cloud::{resolve_cloud_images, CloudImages};
 use crate::error::LockError;
 use crate::mirror::NoMirror;
-use crate::model::{ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, REQUIRED};
+use crate::model::{
+    ArchivePin, ImagePin, Lockfile, PackageClosure, PackagePin, PinKey, ProviderPin, REQUIRED,
+};
 use crate::needs::Needs;
 use crate::outdated::SuiteIndex;
+use crate::provider::{self, Constraints, Platform, ProviderAddress, ProviderSource};
 use crate::resolve::{required_set, resolve_closure, ResolveError};
 use crate::{fetch, probe_tool, resolve_image, resolve_packages, Archive};
 
@@ -42,14 +45,17 @@ pub struct Unresolved {
 /// already pins, so that relocking on another machine does not move every pin. `stdlib`
 /// is the hash of this envc's standard library; `project` the directory vendor archives'
 /// key files are relative to; `clouds` resolves the cloud images (each to its newest match:
-/// whether a pin moves is [`crate::model::update`]'s business). Errors: one message per pin
-/// that failed.
+/// whether a pin moves is [`crate::model::update`]'s business); `providers` is where the
+/// providers are resolved from (each to the newest version its constraint admits, its
+/// package fetched and verified; again [`crate::model::update`] keeps the pins not named).
+/// Errors: one message per pin that failed.
 pub fn resolve_environment(
     needs: &Needs,
     old: Option<&Lockfile>,
     stdlib: &str,
     project: &Path,
     clouds: &dyn CloudImages,
+    providers: &ProviderSource,
 ) -> Result<Resolved, Unresolved> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -216,6 +222,10 @@ pub fn resolve_environment(
     let (cloud_images, cloud_errors) = resolve_cloud_images(needs.cloud_images.values(), clouds);
     lock.cloud_images = cloud_images;
     errors.extend(cloud_errors);
+    let (provider_pins, provider_errors) =
+        resolve_providers(&rt, needs, providers, &Platform::current());
+    lock.providers = provider_pins;
+    errors.extend(provider_errors);
     if errors.is_empty() {
         lock.normalize();
         Ok(Resolved {
@@ -227,6 +237,42 @@ pub fn resolve_environment(
     } else {
         Err(Unresolved { errors, warnings })
     }
+}
+
+/// Each provider `needs` names, resolved from `source` for `platform` (this machine's: the
+/// one whose package is fetched and verified, and so whose `h1:` the pin holds; a registry's
+/// signed SHA256SUMS adds every platform's `zh:`). One message per provider that failed.
+pub fn resolve_providers(
+    rt: &tokio::runtime::Runtime,
+    needs: &Needs,
+    source: &ProviderSource,
+    platform: &Platform,
+) -> (Vec<ProviderPin>, Vec<String>) {
+    let mut pins = Vec::new();
+    let mut errors = Vec::new();
+    for (address, need) in &needs.providers {
+        let key = PinKey::Provider(address.clone());
+        let parsed = ProviderAddress::parse(address)
+            .map_err(|e| e.to_string())
+            .and_then(|a| {
+                let c = Constraints::parse(&need.constraint).map_err(|e| e.to_string())?;
+                Ok((a, c))
+            });
+        let resolved = parsed.and_then(|(a, c)| {
+            rt.block_on(provider::resolve(&a, &c, platform, source))
+                .map(|r| ProviderPin::of(&r, &c))
+                .map_err(|e| e.to_string())
+        });
+        match resolved {
+            Ok(pin) => pins.push(pin),
+            Err(e) => errors.push(format!(
+                "{key} (for {}): {}",
+                need.used_by.join(", "),
+                e.replace('\n', "\n  ")
+            )),
+        }
+    }
+    (pins, errors)
 }
 
 /// The suites and vendors' archives an environment needs, fetched and verified: each Debian

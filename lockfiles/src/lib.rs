@@ -14,15 +14,16 @@
 //! fixes; [`updates`] is `--update=security`, [`outdated`] `--outdated` (the pins that have
 //! newer versions, against the indices the last lock kept). [`provider`] resolves
 //! Terraform/OpenTofu providers through the provider registry protocol or a mirror and pins
-//! them by their package hashes (`zh:`/`h1:`, as `.terraform.lock.hcl` does); it is not yet
-//! part of the lockfile model. Every error is a value whose message names the pin and
+//! them by their package hashes (`zh:`/`h1:`, as `.terraform.lock.hcl` does); the model pins
+//! each as a [`ProviderPin`] (`[[provider]]`). Every error is a value whose message names the pin and
 //! the fix; nothing here panics on bad input.
 //!
 //! What `envc lock FILE` does with it, in order: the executor reads the environment's
 //! [`Needs`] off its graph; [`needs::stale`] compares them with the lockfile offline
 //! (`--check`, `build --locked`); [`environment::resolve_environment`] fetches each suite
 //! ([`Archive::fetch`], its signature checked), resolves what it names
-//! ([`resolve_packages`], [`resolve_image`]) and probes the tools; [`update`] keeps the
+//! ([`resolve_packages`], [`resolve_image`]), resolves each provider from the
+//! [`provider::ProviderSource`] the caller gives, and probes the tools; [`update`] keeps the
 //! unnamed pins on `--update=KEY`; [`Lockfile::write_to`] writes the path [`lock_path`]
 //! gives, only when everything resolved. Pin keys and values go through
 //! `envc_ids::pin`, the one codec every crate shares. The format is described in

@@ -537,3 +537,109 @@ async fn a_zip_entry_outside_the_directory_refuses_the_package() {
     assert!(!root.path().join("out/escaped").exists());
     assert_eq!(std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0), 0);
 }
+
+/// `envc lock`'s resolution of an environment whose one need is a provider (a `Needs` built
+/// by hand, as a `resource` node's `lock_needs` fills it): pinned from the loopback
+/// registry, fresh against the source, kept by a relock after the registry publishes a
+/// newer version, moved by `--update=provider:…`, and stale once the source's constraint
+/// no longer admits it. A plain test, not a tokio one: resolution runs its own runtime.
+#[test]
+fn an_environments_provider_is_locked_kept_and_moved_like_other_pins() {
+    use envc_lockfiles::cloud::NoCloud;
+    use envc_lockfiles::environment::resolve_environment;
+    use envc_lockfiles::{diff, model::update, stale, Lockfile, Needs, PinKey};
+
+    // The registry publishes linux_amd64 and darwin_arm64; resolution fetches this
+    // machine's package.
+    if Platform::current() != linux() && Platform::current() != darwin() {
+        eprintln!("skipped: no test package for {}", Platform::current());
+        return;
+    }
+    let mut r = published();
+    let stdlib = "5".repeat(64);
+    let project = tempfile::tempdir().unwrap();
+    let address = r.address.to_string();
+    let needs = |constraint: &str| {
+        let mut n = Needs::default();
+        n.add_provider(&address, constraint, "h/resource:notes")
+            .unwrap();
+        n
+    };
+    let lock = |needs: &Needs, r: &Registry| -> Lockfile {
+        match resolve_environment(needs, None, &stdlib, project.path(), &NoCloud, &r.source()) {
+            Ok(resolved) => resolved.lock,
+            Err(u) => panic!("{}", u.errors.join("\n")),
+        }
+    };
+    let old = lock(&needs("~> 0.1.0"), &r);
+    let key = PinKey::Provider(r.address.to_string());
+    let pin = old.provider(&r.address.to_string()).unwrap();
+    assert_eq!(pin.version.to_string(), "0.1.1");
+    assert_eq!(pin.constraints.to_string(), "~> 0.1.0");
+    // Written and read back, with the block as the README shows it.
+    let text = old.to_toml("envc lock prod.env");
+    assert!(
+        text.contains(&format!(
+            "\n[[provider]]\nname = \"{}\"\nversion = \"0.1.1\"\nconstraints = \"~> 0.1.0\"\nhashes = [\n    \"h1:",
+            r.address
+        )),
+        "{text}"
+    );
+    assert_eq!(Lockfile::parse(&text).as_ref(), Ok(&old));
+    assert!(stale(&old, &needs("~> 0.1.0"), &stdlib).is_empty());
+
+    // The registry moves on: a relock keeps the pin, naming it moves it.
+    r.publish("0.1.2");
+    let fresh = lock(&needs("~> 0.1.0"), &r);
+    assert_eq!(
+        fresh
+            .provider(&r.address.to_string())
+            .unwrap()
+            .version
+            .to_string(),
+        "0.1.2"
+    );
+    let kept = update(&old, &fresh, &[]).unwrap();
+    assert_eq!(kept.pin_value(&key), old.pin_value(&key));
+    let moved = update(&old, &fresh, std::slice::from_ref(&key)).unwrap();
+    assert_ne!(moved.pin_value(&key), old.pin_value(&key));
+    let shown = diff(&old, &moved).to_string();
+    assert!(
+        shown.contains(&format!(
+            "- `{key}`: 0.1.1 → 0.1.2, hashes: 3 dropped, 3 added"
+        )),
+        "{shown}"
+    );
+
+    // The source asks for 1.x: the pin is stale, and says how to move it.
+    let problems: Vec<String> = stale(&old, &needs("~> 1.0"), &stdlib)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "{key}: pinned at 0.1.1, which the constraint `~> 1.0` of h/resource:notes does not \
+             admit: run `envc lock FILE --update={key}` to pin a version it admits; run `envc \
+             lock FILE` (or `--update=KEY`) and commit the lockfile"
+        )]
+    );
+
+    // A version the constraint admits that the registry lacks: one message naming the pin.
+    let missing = resolve_environment(
+        &needs("~> 3.0"),
+        None,
+        &stdlib,
+        project.path(),
+        &NoCloud,
+        &r.source(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(missing.errors.len(), 1, "{:?}", missing.errors);
+    assert!(
+        missing.errors[0].starts_with(&format!("{key} (for h/resource:notes): ")),
+        "{}",
+        missing.errors[0]
+    );
+}

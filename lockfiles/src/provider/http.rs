@@ -30,11 +30,15 @@ impl HttpPolicy {
         }
     }
 
-    /// The scheme service discovery and mirror bases are reached with.
-    pub(crate) fn discovery_scheme(self) -> &'static str {
-        match self {
-            HttpPolicy::HttpsOnly => "https",
-            HttpPolicy::AllowPlainHttpToLoopback => "http",
+    /// The scheme service discovery reaches `host` (a provider address's hostname, with
+    /// its port) with: plain http only where the policy allows it to this host, a loopback
+    /// one, so that one policy serves an environment whose providers come from a test's
+    /// registry and from a real one (reached over https as ever).
+    pub(crate) fn discovery_scheme(self, host: &str) -> &'static str {
+        let url = Url::parse(&format!("http://{host}/"));
+        match url {
+            Ok(u) if self.allows(&u) => "http",
+            _ => "https",
         }
     }
 }
@@ -164,5 +168,26 @@ impl Http {
             url: url.to_string(),
             detail: format!("not the {what} the protocol describes: {e}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_is_plain_http_only_to_loopback_and_only_when_allowed() {
+        // `(policy, host)` → the scheme service discovery uses.
+        let check = |policy: HttpPolicy, host: &str, expected: &str| {
+            assert_eq!(policy.discovery_scheme(host), expected, "{policy:?} {host}");
+        };
+        let loopback = HttpPolicy::AllowPlainHttpToLoopback;
+        check(loopback, "127.0.0.1:8443", "http");
+        check(loopback, "localhost:8080", "http");
+        check(loopback, "[::1]:8080", "http");
+        check(loopback, "registry.terraform.io", "https");
+        check(loopback, "registry.envc.test", "https");
+        check(HttpPolicy::HttpsOnly, "127.0.0.1:8443", "https");
+        check(HttpPolicy::HttpsOnly, "registry.terraform.io", "https");
     }
 }

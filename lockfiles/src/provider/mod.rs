@@ -23,7 +23,9 @@
 //! ```
 //!
 //! [`resolve_package`] is [`resolve`] that also hands back the verified package, so that
-//! locking need not download it twice. Nothing here is wired into the lockfile model yet.
+//! locking need not download it twice. The lockfile pins what [`resolve`] returns
+//! (`crate::model::ProviderPin`); [`fetch_package`] hands a verified package to a caller
+//! that keeps it (the contract's `providers.rs`, in the store).
 //!
 //! Every error is a [`ProviderError`] naming the provider (its version, URL and hashes
 //! where they matter) and the fix; nothing here panics on bad input. Plain http is refused
@@ -106,22 +108,32 @@ pub async fn fetch(
     source: &ProviderSource,
     dir: &Path,
 ) -> Result<PathBuf, ProviderError> {
+    fetch_package(pin, platform, source).await?.unpack(dir)
+}
+
+/// [`fetch`]'s package, verified against the pin and not yet unpacked: for a caller that
+/// keeps the package itself (the store, by its bytes) and unpacks it where it chooses
+/// ([`VerifiedPackage::unpack_all`]).
+pub async fn fetch_package(
+    pin: &ResolvedProvider,
+    platform: &Platform,
+    source: &ProviderSource,
+) -> Result<VerifiedPackage, ProviderError> {
     let address = &pin.address;
-    let verified = match source {
+    match source {
         ProviderSource::Registry { http } => {
             registry::Registry::discover(address, *http)
                 .await?
                 .fetch(pin, platform)
-                .await?
+                .await
         }
         ProviderSource::NetworkMirror { base, http } => {
             mirror::NetworkMirror::new(base, address, *http)?
                 .fetch(pin, platform)
-                .await?
+                .await
         }
         ProviderSource::FilesystemMirror { root } => {
-            mirror::FilesystemMirror::new(root, address).fetch(pin, platform)?
+            mirror::FilesystemMirror::new(root, address).fetch(pin, platform)
         }
-    };
-    verified.unpack(dir)
+    }
 }

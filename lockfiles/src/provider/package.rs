@@ -168,6 +168,113 @@ impl VerifiedPackage {
         bad(&self.provider, &self.version, &self.package, detail)
     }
 
+    /// The zip's bytes, for a package handed over as a zip (`None` for a filesystem
+    /// mirror's unpacked directory).
+    pub fn zip(&self) -> Option<&[u8]> {
+        match &self.package {
+            Package::Zip { bytes, .. } => Some(bytes),
+            Package::Dir { .. } => None,
+        }
+    }
+
+    /// The name of the provider's executable in the package (`terraform-provider-TYPE_vX.Y.Z`,
+    /// maybe with a protocol suffix), among `names` (the package's top-level files).
+    pub fn executable_name<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Option<&'n str> {
+        let found: Vec<&str> = names
+            .into_iter()
+            .filter(|n| self.is_executable(n))
+            .collect();
+        match found.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Writes every file of the package into `dir` (which must not exist: it is made here),
+    /// with the package's modes (no set-id bits, nothing writable by others), so that the
+    /// directory hashes to the package's `h1:` ([`hashes::h1_of_dir`]) and can be checked
+    /// against it each time it is used. Every entry name is checked before anything is
+    /// written; a directory package's files are checked against their digests as they are
+    /// copied.
+    pub fn unpack_all(&self, dir: &Path) -> Result<(), ProviderError> {
+        let files: Vec<(String, Vec<u8>, u32)> = match &self.package {
+            Package::Zip { bytes, .. } => self.files_in_zip(bytes)?,
+            Package::Dir { path } => self.files_in_dir(path)?,
+        };
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |error| ProviderError::Io { path, error }
+        };
+        std::fs::create_dir(dir).map_err(io(dir))?;
+        for (name, bytes, mode) in files {
+            let path = dir.join(&name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(&path, &bytes).map_err(io(&path))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(&path))?;
+        }
+        Ok(())
+    }
+
+    /// Every regular file of a zip whose every name is safe: name, bytes, mode.
+    fn files_in_zip(&self, zip: &[u8]) -> Result<Vec<(String, Vec<u8>, u32)>, ProviderError> {
+        let mut archive =
+            zip::ZipArchive::new(std::io::Cursor::new(zip)).map_err(|e| self.bad(e))?;
+        let mut out = Vec::new();
+        for i in 0..archive.len() {
+            let mut entry = archive.by_index(i).map_err(|e| self.bad(e))?;
+            let name = entry.name().map_err(|e| self.bad(e))?.into_owned();
+            if !safe_entry_name(&name) {
+                return Err(self.bad(format!(
+                    "the zip entry `{}` would be written outside the directory it is unpacked \
+                     into; the package is refused",
+                    name.escape_debug()
+                )));
+            }
+            let mode = entry.unix_mode();
+            if mode.is_some_and(|m| m & 0o170000 == 0o120000) {
+                return Err(self.bad(format!("`{name}` is a symbolic link, not a file")));
+            }
+            // Directory entries hash as empty files in `h1:` over a zip but are not seen
+            // over a directory; provider packages hold none, so they are left out here.
+            if name.ends_with('/') {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).map_err(|e| self.bad(e))?;
+            out.push((name, bytes, file_mode(mode)));
+        }
+        Ok(out)
+    }
+
+    /// Every file of an unpacked package, each checked against its digest as hashed.
+    fn files_in_dir(&self, dir: &Path) -> Result<Vec<(String, Vec<u8>, u32)>, ProviderError> {
+        let mut out = Vec::new();
+        for (name, digest) in &self.files {
+            let path = dir.join(name);
+            let io = |error| ProviderError::Io {
+                path: path.clone(),
+                error,
+            };
+            let bytes = std::fs::read(&path).map_err(io)?;
+            let meta = std::fs::metadata(&path).map_err(io)?;
+            let actual: [u8; 32] = Sha256::digest(&bytes).into();
+            if actual != *digest {
+                return Err(self.bad(format!("`{name}` changed after it was hashed")));
+            }
+            use std::os::unix::fs::PermissionsExt;
+            out.push((
+                name.clone(),
+                bytes,
+                file_mode(Some(meta.permissions().mode())),
+            ));
+        }
+        Ok(out)
+    }
+
     /// Writes the provider's executable into `dir` (made if missing) and returns its path.
     /// It is written under a temporary name and renamed, so `dir` never holds half of it.
     pub fn unpack(&self, dir: &Path) -> Result<PathBuf, ProviderError> {

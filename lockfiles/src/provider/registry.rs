@@ -103,7 +103,7 @@ impl Registry {
         let http = Http::new(policy, &address.to_string())?;
         let text = format!(
             "{}://{}/.well-known/terraform.json",
-            policy.discovery_scheme(),
+            policy.discovery_scheme(&address.hostname),
             address.hostname
         );
         let doc_url = Url::parse(&text).map_err(|e| ProviderError::BadDocument {
