@@ -2,7 +2,7 @@
 //! executor holds it (`spec`), substitution of deferred values and the resolved hash's
 //! inputs (`substitute`), transports (local, SSH) and the connections of one run
 //! (`transport`, `connect`, `kept`), how a remote operation's script runs (`script`),
-//! checks, pinned `.deb`s, secrets and keys, the binary cache, the machine providers'
+//! checks, pinned `.deb`s and Terraform/OpenTofu providers (`providers`), secrets and keys, the binary cache, the machine providers'
 //! contract (`machines`), and why a step failed (`error`).
 //!
 //! Below the kinds (`envc-kinds`), which implement the contract, and the engine
@@ -24,6 +24,7 @@ pub mod keys;
 pub mod kustomize;
 pub mod machines;
 pub mod node_type;
+pub mod providers;
 pub mod script;
 pub mod secrets;
 pub mod spec;

@@ -154,14 +154,7 @@ impl VerifiedPackage {
 
     /// Whether `name` (an entry at the package's top) is the provider's executable.
     fn is_executable(&self, name: &str) -> bool {
-        let stem = format!("{}_v{}", self.provider.binary_prefix(), self.version);
-        name == stem
-            || name
-                .strip_prefix(&stem)
-                .and_then(|rest| rest.strip_prefix('_'))
-                .is_some_and(|suffix| {
-                    !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
-                })
+        is_executable_name(&self.provider, &self.version, name)
     }
 
     fn bad(&self, detail: impl std::fmt::Display) -> ProviderError {
@@ -174,19 +167,6 @@ impl VerifiedPackage {
         match &self.package {
             Package::Zip { bytes, .. } => Some(bytes),
             Package::Dir { .. } => None,
-        }
-    }
-
-    /// The name of the provider's executable in the package (`terraform-provider-TYPE_vX.Y.Z`,
-    /// maybe with a protocol suffix), among `names` (the package's top-level files).
-    pub fn executable_name<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Option<&'n str> {
-        let found: Vec<&str> = names
-            .into_iter()
-            .filter(|n| self.is_executable(n))
-            .collect();
-        match found.as_slice() {
-            [one] => Some(one),
-            _ => None,
         }
     }
 
@@ -389,6 +369,20 @@ impl VerifiedPackage {
         use std::os::unix::fs::PermissionsExt;
         Ok((name, bytes, file_mode(Some(meta.permissions().mode()))))
     }
+}
+
+/// Whether `name` is the executable of `provider` `version` in its package:
+/// `terraform-provider-TYPE_vVERSION`, maybe with a protocol suffix (`_x5`), as HashiCorp's
+/// and OpenTofu's tools name it. For a caller finding it again in an unpacked copy.
+pub fn is_executable_name(provider: &ProviderAddress, version: &Version, name: &str) -> bool {
+    let stem = format!("{}_v{}", provider.binary_prefix(), version);
+    name == stem
+        || name
+            .strip_prefix(&stem)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|suffix| {
+                !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
 }
 
 /// The mode an executable is written with: the package's permission bits without
