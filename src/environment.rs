@@ -41,6 +41,10 @@ pub const VARIABLES: &[Variable] = &[
         "the mirror `envc lock` reads Debian's security suite from",
     ),
     var(
+        "ENVC_PROVIDER_MIRROR",
+        "where `envc lock` resolves Terraform/OpenTofu providers: a directory or an https:// mirror (over envc.toml's [providers] mirror)",
+    ),
+    var(
         "ENVC_ARCHIVE_KEYRING",
         "the keyring archive signatures are checked with (default: Debian's; empty: unchecked)",
     ),
