@@ -777,7 +777,11 @@ mod provider_tests {
         let at_1 = provider_pin("0.1.0", "~> 0.1.0", 0x0f);
         let at_2 = provider_pin("0.2.0", "~> 0.2.0", 0x20);
         let key = "provider:registry.envc.test/envc-test/local";
-        check(std::slice::from_ref(&at_1), std::slice::from_ref(&at_1), "No pin changed.\n");
+        check(
+            std::slice::from_ref(&at_1),
+            std::slice::from_ref(&at_1),
+            "No pin changed.\n",
+        );
         check(
             &[],
             std::slice::from_ref(&at_1),
