@@ -33,16 +33,16 @@ pub const VARIABLES: &[Variable] = &[
         "the age identity that decrypts the project's secrets (over envc.toml's [secrets] identity)",
     ),
     var(
-        "ENVC_PROVIDER_MIRROR",
-        "where Terraform/OpenTofu provider packages come from: a filesystem mirror's directory or a network mirror's https:// URL (default: each provider's registry)",
-    ),
-    var(
         "ENVC_DEBIAN_MIRROR",
         "the Debian mirror `envc lock` and unlocked images read (default: apt's here)",
     ),
     var(
         "ENVC_DEBIAN_SECURITY_MIRROR",
         "the mirror `envc lock` reads Debian's security suite from",
+    ),
+    var(
+        "ENVC_PROVIDER_MIRROR",
+        "where `envc lock` and the build get Terraform/OpenTofu providers: a directory or an https:// mirror (over envc.toml's [providers] mirror)",
     ),
     var(
         "ENVC_ARCHIVE_KEYRING",

@@ -112,6 +112,16 @@ impl Machines {
         }
     }
 
+    /// The same, its resources' providers taken from `source` (`Err`: why the project's
+    /// setting cannot be used).
+    pub fn with_provider_source(
+        mut self,
+        source: Result<envc_lockfiles::provider::ProviderSource, String>,
+    ) -> Machines {
+        self.terraform = crate::terraform::TerraformProviders::from(source);
+        self
+    }
+
     /// The Terraform/OpenTofu providers running for this environment's resources.
     pub fn terraform(&self) -> &crate::terraform::TerraformProviders {
         &self.terraform

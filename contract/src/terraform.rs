@@ -7,29 +7,50 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use envc_lockfiles::provider::{HttpPolicy, ProviderSource};
 use envc_tfplugin::{Provider, StartOptions, Value};
 
 use crate::error::StepError;
 
-#[derive(Default)]
 pub struct TerraformProviders {
     running: tokio::sync::Mutex<BTreeMap<(PathBuf, String), Arc<Provider>>>,
+    /// Where packages come from the first time (`ENVC_PROVIDER_MIRROR`, envc.toml's
+    /// `[providers] mirror`, else each address's registry), or why that setting is unusable.
+    source: Result<ProviderSource, String>,
+}
+
+impl Default for TerraformProviders {
+    fn default() -> TerraformProviders {
+        TerraformProviders::from(Ok(ProviderSource::Registry {
+            http: HttpPolicy::HttpsOnly,
+        }))
+    }
+}
+
+impl From<Result<ProviderSource, String>> for TerraformProviders {
+    fn from(source: Result<ProviderSource, String>) -> TerraformProviders {
+        TerraformProviders {
+            running: Default::default(),
+            source,
+        }
+    }
 }
 
 impl TerraformProviders {
     /// The executable of provider `address` at the version and bytes `pin` (`VERSION
     /// HASH…`, the lockfile's value) names, kept in the store (`crate::providers`); the
-    /// first run fetches it from where `ENVC_PROVIDER_MIRROR` says (a filesystem mirror's
-    /// directory, or a network mirror's `https://` URL), else from the registry its address
-    /// names.
+    /// first run fetches it from the run's source.
     pub async fn executable(
         &self,
         store: &crate::store::Store,
         address: &str,
         pin: &str,
     ) -> Result<PathBuf, StepError> {
-        let source = source_from_env();
-        crate::providers::provider_executable(store, address, pin, &source)
+        let source = self
+            .source
+            .as_ref()
+            .map_err(|e| StepError::new(e.clone()))?;
+        crate::providers::provider_executable(store, address, pin, source)
             .await
             .map_err(|e| StepError::new(e.to_string()))
     }
@@ -79,24 +100,6 @@ impl TerraformProviders {
         let provider = Arc::new(provider);
         running.insert(key, provider.clone());
         Ok(provider)
-    }
-}
-
-/// Where provider packages come from: `ENVC_PROVIDER_MIRROR` (a filesystem mirror's
-/// directory, or a network mirror's `https://` URL), else each address's registry. A
-/// machine's setting, like the store's place: it changes where bytes come from, never which
-/// (the lock's hashes decide that).
-pub fn source_from_env() -> envc_lockfiles::provider::ProviderSource {
-    use envc_lockfiles::provider::{HttpPolicy, ProviderSource};
-    match std::env::var("ENVC_PROVIDER_MIRROR") {
-        Ok(m) if m.starts_with("https://") => ProviderSource::NetworkMirror {
-            base: m,
-            http: HttpPolicy::HttpsOnly,
-        },
-        Ok(m) if !m.is_empty() => ProviderSource::FilesystemMirror { root: m.into() },
-        _ => ProviderSource::Registry {
-            http: HttpPolicy::HttpsOnly,
-        },
     }
 }
 

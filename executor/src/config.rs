@@ -4,6 +4,18 @@
 //! `ENVC_CACHE`, `--state`/`ENVC_STATE`, `--signing-key`/`ENVC_SIGNING_KEY`), which win.
 //! Credentials never come from here: each cloud's own variables and files give them.
 //!
+//! Where `envc lock` resolves Terraform/OpenTofu providers (`[providers] mirror`,
+//! [`provider_source`]): a filesystem mirror (a directory laid out as Terraform's
+//! `filesystem_mirror`, relative to the project directory) or a network mirror
+//! (`https://…`, Terraform's `network_mirror` protocol); without one, the registry each
+//! address's hostname names. `ENVC_PROVIDER_MIRROR` wins over the file (a path in it is
+//! relative to where envc runs; empty is unset), for an air-gapped machine or a test.
+//! Plain `http://` is refused, with two exceptions that never leave the machine: a network
+//! mirror whose URL's host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`), and
+//! a registry whose address names a loopback hostname (`127.0.0.1:8443/envc/tiny`) — a
+//! test's server, which has no certificate. Either way a package is used only once it
+//! matches the registry's signed checksums or the lockfile's hashes.
+//!
 //! ```toml
 //! [cache]
 //! url = "s3://envc-cache/quickstart"
@@ -21,12 +33,16 @@
 //! [secrets.from]
 //! pg_password = { env = "PG_PASSWORD" }
 //! vault_token = { command = ["vault", "kv", "get", "-field=token", "secret/ci"] }
+//!
+//! [providers]
+//! mirror = "vendor/providers"          # or "https://mirror.example/providers/"
 //! ```
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use envc_lockfiles::provider::{HttpPolicy, ProviderSource};
 use serde::Deserialize;
 
 use crate::cache::BinaryCache;
@@ -35,6 +51,9 @@ use crate::remote::{Remote, RemoteError};
 use crate::secrets::{SecretSettings, Source};
 
 pub const FILE_NAME: &str = "envc.toml";
+
+/// The environment variable that names the provider mirror, over `[providers] mirror`.
+pub const PROVIDER_MIRROR_ENV: &str = "ENVC_PROVIDER_MIRROR";
 
 /// The lease of a shared state's lock when the project does not set one: long enough that
 /// a busy runner renews it many times over, short enough that a killed runner's lock frees
@@ -51,6 +70,14 @@ struct ProjectFile {
     /// Values of the environment's `param`s for this project (a cloud region, a count):
     /// compile inputs like `--set`, which overrides them.
     params: Option<std::collections::BTreeMap<String, toml::Value>>,
+    providers: Option<ProvidersSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProvidersSection {
+    /// A directory (relative to the project file) or an `https://` URL.
+    mirror: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -238,6 +265,80 @@ fn read_project_file(project: &Path) -> Result<(PathBuf, ProjectFile), ConfigErr
     Ok((path, file))
 }
 
+/// Where `envc lock` resolves providers from, for the project in `project`: `env` (the
+/// value of [`PROVIDER_MIRROR_ENV`], when set) over `envc.toml`'s `[providers] mirror`,
+/// else the registries the addresses name. See the module's docs for what each may be.
+pub fn provider_source(project: &Path, env: Option<&str>) -> Result<ProviderSource, ConfigError> {
+    if let Some(value) = env.filter(|v| !v.is_empty()) {
+        return mirror_source(value, Path::new(""), PROVIDER_MIRROR_ENV);
+    }
+    let (path, file) = read_project_file(project)?;
+    match file.providers.and_then(|p| p.mirror) {
+        Some(value) => mirror_source(
+            &value,
+            project,
+            &format!("{}: [providers] mirror", path.display()),
+        ),
+        // Plain http only to a loopback hostname: `HttpPolicy` says no to any other.
+        None => Ok(ProviderSource::Registry {
+            http: HttpPolicy::AllowPlainHttpToLoopback,
+        }),
+    }
+}
+
+/// A mirror setting (`at` names where it was read) as a source: a URL, or a directory
+/// relative to `base`, which must exist.
+fn mirror_source(value: &str, base: &Path, at: &str) -> Result<ProviderSource, ConfigError> {
+    let fail = |message: String, hint: &str| ConfigError::File {
+        at: at.to_string(),
+        message,
+        hint: hint.to_string(),
+    };
+    if let Some((scheme, _)) = value.split_once("://") {
+        let url = url::Url::parse(value).map_err(|e| {
+            fail(
+                format!("{value:?} is not a URL: {e}"),
+                "write a network mirror as https://HOST/PATH/",
+            )
+        })?;
+        let loopback = match url.host() {
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            None => false,
+        };
+        return match scheme {
+            "https" => Ok(ProviderSource::NetworkMirror {
+                base: value.to_string(),
+                http: HttpPolicy::HttpsOnly,
+            }),
+            "http" if loopback => Ok(ProviderSource::NetworkMirror {
+                base: value.to_string(),
+                http: HttpPolicy::AllowPlainHttpToLoopback,
+            }),
+            "http" => Err(fail(
+                format!("{value:?} is plain http to a host other than this machine"),
+                "a network mirror is reached over https (plain http only to a loopback \
+                 address, a test's server)",
+            )),
+            other => Err(fail(
+                format!("{value:?}: `{other}://` is not a mirror's scheme"),
+                "give an https:// URL (a network mirror) or a directory (a filesystem mirror)",
+            )),
+        };
+    }
+    let dir = base.join(value);
+    if !dir.is_dir() {
+        return Err(fail(
+            format!("the provider mirror {} is not a directory", dir.display()),
+            "make it (laid out as Terraform's filesystem_mirror: \
+             HOSTNAME/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip), or point \
+             the setting at one",
+        ));
+    }
+    Ok(ProviderSource::FilesystemMirror { root: dir })
+}
+
 impl Shared {
     /// Reads `envc.toml` in `project` (if there is one) under `overrides`.
     pub fn load(project: &Path, overrides: &Overrides) -> Result<Shared, ConfigError> {
@@ -332,7 +433,7 @@ fn parse(path: &Path, text: &str) -> Result<ProjectFile, ConfigError> {
         ConfigError::File {
             at,
             message: e.message().trim().to_string(),
-            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table (url, lease-seconds) and a [secrets] table (file, recipients, identity, from) and a [policy] table (packs); see docs/ci.md and docs/language.md".into(),
+            hint: "envc.toml has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table (url, lease-seconds) and a [secrets] table (file, recipients, identity, from), a [policy] table (packs) and a [providers] table (mirror); see docs/ci.md and docs/language.md".into(),
         }
     })?;
     if let Some(0) = file.state.as_ref().and_then(|s| s.lease_seconds) {
@@ -400,6 +501,85 @@ mod tests {
         check(
             "[state]\nurl = \"s3://b\"\nlease-seconds = 0\n",
             "lease-seconds is 0",
+        );
+    }
+
+    #[test]
+    fn the_provider_source_is_the_environment_then_the_file_then_the_registries() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("vendor/providers")).unwrap();
+        let here = tempfile::tempdir().unwrap();
+        // `(envc.toml, ENVC_PROVIDER_MIRROR)` → the source, or the error.
+        let check = |file: Option<&str>, env: Option<&str>, expected: &str| {
+            let path = dir.path().join(FILE_NAME);
+            match file {
+                Some(text) => std::fs::write(&path, text).unwrap(),
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+            let got = match provider_source(dir.path(), env) {
+                Ok(s) => format!("{s:?}"),
+                Err(e) => e.to_string(),
+            };
+            let got = got
+                .replace(&dir.path().display().to_string(), "DIR")
+                .replace(&here.path().display().to_string(), "HERE");
+            assert_eq!(got, expected, "{file:?} {env:?}");
+        };
+        let registry = "Registry { http: AllowPlainHttpToLoopback }";
+        check(None, None, registry);
+        check(Some("[providers]\n"), Some(""), registry);
+        check(
+            Some("[providers]\nmirror = \"vendor/providers\"\n"),
+            None,
+            "FilesystemMirror { root: \"DIR/vendor/providers\" }",
+        );
+        check(
+            Some("[providers]\nmirror = \"https://mirror.example/providers/\"\n"),
+            None,
+            "NetworkMirror { base: \"https://mirror.example/providers/\", http: HttpsOnly }",
+        );
+        check(
+            Some("[providers]\nmirror = \"vendor/providers\"\n"),
+            Some("http://127.0.0.1:8080/"),
+            "NetworkMirror { base: \"http://127.0.0.1:8080/\", http: AllowPlainHttpToLoopback }",
+        );
+        check(
+            None,
+            Some(&here.path().display().to_string()),
+            "FilesystemMirror { root: \"HERE\" }",
+        );
+        check(
+            Some("[providers]\nmirror = \"http://mirror.example/\"\n"),
+            None,
+            "DIR/envc.toml: [providers] mirror: \"http://mirror.example/\" is plain http to a \
+             host other than this machine\n  hint: a network mirror is reached over https (plain \
+             http only to a loopback address, a test's server)",
+        );
+        check(
+            None,
+            Some("ftp://mirror.example/"),
+            "ENVC_PROVIDER_MIRROR: \"ftp://mirror.example/\": `ftp://` is not a mirror's \
+             scheme\n  hint: give an https:// URL (a network mirror) or a directory (a \
+             filesystem mirror)",
+        );
+        check(
+            Some("[providers]\nmirror = \"missing\"\n"),
+            None,
+            "DIR/envc.toml: [providers] mirror: the provider mirror DIR/missing is not a \
+             directory\n  hint: make it (laid out as Terraform's filesystem_mirror: \
+             HOSTNAME/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip), or point the \
+             setting at one",
+        );
+        check(
+            Some("[providers]\nregistry = \"x\"\n"),
+            None,
+            "DIR/envc.toml:2:1: unknown field `registry`, expected `mirror`\n  hint: envc.toml \
+             has a [cache] table (url, trusted-public-keys, push, signing-key), a [state] table \
+             (url, lease-seconds) and a [secrets] table (file, recipients, identity, from), a \
+             [policy] table (packs) and a [providers] table (mirror); see docs/ci.md and \
+             docs/language.md",
         );
     }
 

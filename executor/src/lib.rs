@@ -55,9 +55,11 @@ pub use beneath::{Beneath, BeneathError};
 // The PATH envc runs tools with: where Debian puts them, whatever PATH it was started with.
 pub use tools::with_system_dirs;
 
-// Configuration (`envc.toml`, flags): the shared store and binary cache, policy packs.
+// Configuration (`envc.toml`, flags): the shared store and binary cache, policy packs,
+// where providers are locked from.
 pub use config::{
-    policy_packs, project_params, ConfigError, Overrides, Shared, StateSettings, DEFAULT_LEASE,
+    policy_packs, project_params, provider_source, ConfigError, Overrides, Shared, StateSettings,
+    DEFAULT_LEASE, PROVIDER_MIRROR_ENV,
 };
 
 // One environment's commands: plan, build, destroy, drift, log, output, checks, and the
@@ -101,8 +103,8 @@ pub use store::{entry_key, ObjectId, RefConflict, Store, StoreError};
 
 // `envc lock`, and what a locked build checks first.
 pub use locking::{
-    lock_environment, locked_problems, migrate_lock, outdated_pins, LockCommandError, LockOutcome,
-    LockRequest, Migrated,
+    lock_environment, lock_needs, locked_problems, migrate_lock, outdated_pins, LockCommandError,
+    LockOutcome, LockRequest, Migrated,
 };
 
 // `envc verify`: the request, the report and its parts, the lab's stand-ins.

@@ -359,11 +359,20 @@ impl Session {
 
     /// The environment's VMs, their store taking pinned `.deb`s from `deb_cache` too.
     fn machines_using(&self, deb_cache: Option<CacheUse>) -> Machines {
-        crate::kinds::vm::machines::machines(
+        let machines = crate::kinds::vm::machines::machines(
             &self.store.clone().with_deb_cache(deb_cache),
             &self.env,
             self.target.boot_timeout.max(Duration::from_secs(1)),
+        );
+        // Where resources' providers come from, as `envc lock` reads it; a bad setting is
+        // said by the first resource that needs a provider, not by runs that have none.
+        let env = std::env::var(crate::config::PROVIDER_MIRROR_ENV).ok();
+        let source = crate::config::provider_source(
+            &crate::project::project_dir(&self.env_file),
+            env.as_deref(),
         )
+        .map_err(|e| e.to_string());
+        machines.with_provider_source(source)
     }
 
     pub(crate) fn connections(

@@ -498,6 +498,10 @@ fn gpgv_detail(stderr: &[u8]) -> String {
     detail.join("; ")
 }
 
+/// A signature gpgv did not accept: what it said, for the caller's error.
+#[derive(Debug)]
+pub(crate) struct GpgvRefused(pub(crate) String);
+
 /// Checks a detached signature of `data` with `gpgv` against `keyring`: `Ok(Ok(()))` when
 /// it verifies, `Ok(Err(what gpgv said))` when it does not, `Err` when gpgv cannot run.
 /// Both go through files in `scratch` (gpgv reads a detached signature from a file only).
@@ -506,7 +510,7 @@ pub(crate) fn verify_detached(
     keyring: &Path,
     signature: &[u8],
     data: &[u8],
-) -> std::io::Result<Result<(), String>> {
+) -> std::io::Result<Result<(), GpgvRefused>> {
     let sig = scratch.join("detached.sig");
     let signed = scratch.join("detached.data");
     std::fs::write(&sig, signature)?;
@@ -521,7 +525,7 @@ pub(crate) fn verify_detached(
     Ok(if out.status.success() {
         Ok(())
     } else {
-        Err(gpgv_detail(&out.stderr))
+        Err(GpgvRefused(gpgv_detail(&out.stderr)))
     })
 }
 

@@ -52,6 +52,15 @@ pub fn parse_update(s: &str) -> Result<Update, BadUpdate> {
     if s == "security" {
         return Ok(Update::Security);
     }
+    // `KIND:NAME` is a key, even with a `/` (`archive:debian/bookworm`,
+    // `provider:HOST/NAMESPACE/TYPE`): a short provider address is told what a key is.
+    let kind_like = s.split_once(':').is_some_and(|(kind, _)| {
+        !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    });
+    let file_like = s.ends_with(".env") || s.ends_with(".lock") || Path::new(s).is_file();
+    if kind_like && !file_like {
+        return s.parse().map(Update::Key).map_err(BadUpdate::Key);
+    }
     if looks_like_a_file(s) {
         return Err(BadUpdate::File(s.to_string()));
     }
@@ -406,4 +415,34 @@ fn node_ids(file: &Path, lock: &Lockfile, ui: Ui) -> Option<BTreeMap<String, Str
     let compiled = compile(&name, &FsLoader::new(&dir), &options);
     let spec = Spec::from_graph(report(&compiled, ui, file)?, &compiled.sources);
     Some(spec.nodes.into_iter().map(|n| (n.key, n.id)).collect())
+}
+
+#[cfg(test)]
+mod update_tests {
+    use super::*;
+
+    #[test]
+    fn update_values_with_a_slash_are_keys_when_they_are_keys() {
+        // `value` → what it reads as.
+        let check = |value: &str, expected: &str| {
+            let got = match parse_update(value) {
+                Ok(Update::Security) => "security".to_string(),
+                Ok(Update::Key(k)) => format!("key {k}"),
+                Err(BadUpdate::File(f)) => format!("file {f}"),
+                Err(BadUpdate::Key(_)) => "bad key".to_string(),
+            };
+            assert_eq!(got, expected, "{value}");
+        };
+        check("security", "security");
+        check("package:nginx", "key package:nginx");
+        check("archive:debian/bookworm", "key archive:debian/bookworm");
+        check(
+            "provider:registry.terraform.io/hashicorp/google",
+            "key provider:registry.terraform.io/hashicorp/google",
+        );
+        check("examples/quickstart.env", "file examples/quickstart.env");
+        check("prod.env", "file prod.env");
+        check("provider:hashicorp/google", "bad key");
+        check("pkg:nginx", "bad key");
+    }
 }

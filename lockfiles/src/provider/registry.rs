@@ -359,7 +359,7 @@ fn verify_sums(
         .map_err(|e| cannot(format!("{}: {e}", keyring.display())))?;
     match fetch::verify_detached(scratch.path(), &keyring, signature, sums) {
         Err(e) => Err(cannot(format!("cannot run gpgv: {e}"))),
-        Ok(Err(detail)) => Err(ProviderError::BadSignature {
+        Ok(Err(fetch::GpgvRefused(detail))) => Err(ProviderError::BadSignature {
             provider: provider.to_string(),
             version: version.to_string(),
             url: url.to_string(),
