@@ -212,3 +212,63 @@ fn an_attribute_the_provider_does_not_have_is_refused_with_the_closest_name() {
     assert!(said.contains("did you mean `content`?"), "{said}");
     assert!(!p.out("motd").exists());
 }
+
+#[test]
+fn a_secret_argument_reaches_the_provider_and_nothing_envc_keeps_or_says() {
+    const SECRET: &str = "s3cr3t-w0rds";
+    let p = Project::new();
+    p.write("motd", "placeholder");
+    let source = std::fs::read_to_string(p.dir.path().join("main.env")).unwrap();
+    std::fs::write(
+        p.dir.path().join("main.env"),
+        source.replace(
+            "content = \"placeholder\"",
+            "content = secret(\"motd_text\")",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        p.dir.path().join("envc.toml"),
+        "[secrets.from]\nmotd_text = { env = \"ENVC_TEST_MOTD\" }\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_envc"))
+            .args(args)
+            .current_dir(p.dir.path())
+            .env("NO_COLOR", "1")
+            .env("ENVC_PROVIDER_MIRROR", &p.mirror)
+            .env("ENVC_TEST_MOTD", SECRET)
+            .env_remove("CI")
+            .env_remove("ENVC_STORE")
+            .env_remove("ENVC_STATE")
+            .output()
+            .unwrap();
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(out.status.success(), "envc {args:?}: {said}");
+        assert!(
+            !said.contains(SECRET),
+            "envc {args:?} said the secret: {said}"
+        );
+    };
+    run(&["lock", "main.env"]);
+    run(&["plan", "main.env"]);
+    run(&["build", "main.env"]);
+    assert_eq!(std::fs::read_to_string(p.out("motd")).unwrap(), SECRET);
+    // Nothing under the store holds it: not the record, not the run's log.
+    let mut stack = vec![p.dir.path().join(".envc")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+                assert!(!found, "{} holds the secret", path.display());
+            }
+        }
+    }
+    run(&["drift", "main.env"]);
+    run(&["destroy", "--yes", "main.env"]);
+    assert!(!p.out("motd").exists());
+}

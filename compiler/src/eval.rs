@@ -2418,6 +2418,10 @@ impl<'p> Evaluator<'p> {
         let allowed: &[&str] = match kind {
             NodeKind::File => &["content", "vars"],
             NodeKind::Exec => &["env", "stdin"],
+            // A provider takes it as an argument; envc's records keep its keyed hash. Not
+            // in `provider_config`: a record must be able to start the provider again to
+            // destroy the resource, and credentials come from the provider's environment.
+            NodeKind::Resource => &["body"],
             _ => &[],
         };
         if let Some(k) = attrs
@@ -2427,11 +2431,15 @@ impl<'p> Evaluator<'p> {
         {
             let where_ = if kind == NodeKind::Exec {
                 "Arguments, guards and paths of a command show in the target's process list and in envc's records; a secret must not."
+            } else if kind == NodeKind::Resource {
+                "A resource's record keeps its provider's configuration, to destroy it by the same provider later; a secret must not be kept."
             } else {
                 "A secret reaches a target only as data: a file's content or template variables, or an exec's `env` or `stdin`."
             };
             let help = if kind == NodeKind::Exec {
                 "pass the secret in `env` (`env = { PGPASSWORD = secret(\"…\") }`) or `stdin`"
+            } else if kind == NodeKind::Resource {
+                "give a provider its credentials in its own environment variables, as under Terraform; a resource's arguments (`body`) may hold secrets"
             } else {
                 "put the secret in a file's content, or in an exec's `env` or `stdin`"
             };

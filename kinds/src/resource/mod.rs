@@ -31,18 +31,36 @@ pub struct Resource;
 
 /// A resource as the source declares it, its values as JSON (cty's JSON decoding, directed
 /// by the provider's schema, makes them typed values when it is applied).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ResourceSpec {
     pub key: String,
     pub provider: String,
     pub version: String,
+    /// The provider's configuration and the resource's arguments as handed to the
+    /// provider: a `secret(…)` in them is its value.
     pub provider_config: serde_json::Value,
     pub type_name: String,
     pub body: serde_json::Value,
+    /// The provider's configuration as a record keeps it: each secret as its keyed hash.
+    pub provider_config_kept: serde_json::Value,
+    /// The values of the secrets in `body`: an attribute the provider answers with one of
+    /// them is kept as its keyed hash, whatever its schema says.
+    pub secrets: Vec<String>,
     /// The lockfile's pin of the provider (`VERSION HASH…`), when locked.
     pub pin: Option<String>,
     /// What its record kept, when it has one.
     pub prior: Option<Facts>,
+}
+
+/// Names what it is without a value: the configuration and arguments may hold secrets.
+impl std::fmt::Debug for ResourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ResourceSpec({}: {} of {})",
+            self.key, self.type_name, self.provider
+        )
+    }
 }
 
 impl NodeType for Resource {
@@ -318,19 +336,25 @@ fn resource_spec(
             other => Err(fail(format!("`{k}` is {other:?}, not a string"))),
         }
     };
-    let json = |k: &str| -> Result<serde_json::Value, Resolution> {
+    let json = |k: &str, sealed: state::Sealed| -> Result<serde_json::Value, Resolution> {
         match attrs.get(k) {
             None => Ok(serde_json::Value::Object(Default::default())),
-            Some(v) => state::val_json(v).map_err(|e| fail(format!("`{k}`: {e}"))),
+            Some(v) => state::val_json(v, sealed).map_err(|e| fail(format!("`{k}`: {e}"))),
         }
     };
+    let mut secrets = Vec::new();
+    if let Some(body) = attrs.get("body") {
+        state::sealed_values(body, &mut secrets);
+    }
     Ok(ResourceSpec {
         key: node.key.clone(),
         provider: text("provider")?,
         version: text("version")?,
-        provider_config: json("provider_config")?,
+        provider_config: json("provider_config", state::Sealed::Value)?,
         type_name: text("resource_type")?,
-        body: json("body")?,
+        body: json("body", state::Sealed::Value)?,
+        provider_config_kept: json("provider_config", state::Sealed::Keyed)?,
+        secrets,
         pin: node
             .pins
             .iter()

@@ -102,10 +102,12 @@ impl Recorded {
             ));
         };
         for (name, attribute) in &block.attributes {
-            if let Some(v) = state
-                .get_mut(name)
-                .filter(|v| attribute.sensitive && !v.is_null())
-            {
+            let secret = |v: &serde_json::Value| {
+                attribute.sensitive
+                    || v.as_str()
+                        .is_some_and(|s| spec.secrets.iter().any(|x| x == s))
+            };
+            if let Some(v) = state.get_mut(name).filter(|v| !v.is_null() && secret(v)) {
                 *v = serde_json::Value::String(keyed(key, v));
             }
         }
@@ -116,7 +118,7 @@ impl Recorded {
             private: private.to_vec(),
             provider: spec.provider.clone(),
             provider_pin: spec.pin.clone().unwrap_or_default(),
-            provider_config: spec.provider_config.clone(),
+            provider_config: spec.provider_config_kept.clone(),
         })
     }
 
@@ -193,6 +195,12 @@ impl Recorded {
     }
 
     async fn provider(&self, machines: &Machines) -> Result<Arc<Provider>, StepError> {
+        if holds_keyed(&self.provider_config) {
+            return Err(StepError::with_hint(
+                "its provider's configuration held a secret, which its record keeps only as a keyed hash",
+                "give the provider its credentials in its own environment variables, as Terraform does, or keep the resource in the source until it is built without it",
+            ));
+        }
         let executable: PathBuf = machines
             .terraform()
             .executable(machines.store(), &self.provider, &self.provider_pin)
@@ -246,6 +254,8 @@ pub async fn drift(
         provider_config: recorded.provider_config.clone(),
         type_name: recorded.type_name.clone(),
         body: serde_json::Value::Null,
+        provider_config_kept: recorded.provider_config.clone(),
+        secrets: Vec::new(),
         pin: Some(recorded.provider_pin.clone()),
         prior: None,
     };
@@ -308,8 +318,36 @@ pub async fn destroy(record: &RealizationRecord, machines: &Machines) -> Result<
     Ok("destroyed by its provider".into())
 }
 
+/// What a `secret(…)` becomes in JSON: its value (for the provider) or its keyed hash (for
+/// a record).
+#[derive(Clone, Copy)]
+pub enum Sealed {
+    Value,
+    Keyed,
+}
+
+/// Whether a kept configuration holds a secret's keyed hash.
+fn holds_keyed(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.starts_with(KEYED),
+        serde_json::Value::Array(xs) => xs.iter().any(holds_keyed),
+        serde_json::Value::Object(m) => m.values().any(holds_keyed),
+        _ => false,
+    }
+}
+
+/// The values of the secrets `v` holds, added to `out`.
+pub fn sealed_values(v: &Val, out: &mut Vec<String>) {
+    match v {
+        Val::Sealed(s) => out.push(s.value.clone()),
+        Val::List(xs) => xs.iter().for_each(|x| sealed_values(x, out)),
+        Val::Record(r) => r.values().for_each(|x| sealed_values(x, out)),
+        _ => {}
+    }
+}
+
 /// A substituted attribute as JSON: what cty's JSON decoding reads by the provider's schema.
-pub fn val_json(v: &Val) -> Result<serde_json::Value, ValueError> {
+pub fn val_json(v: &Val, sealed: Sealed) -> Result<serde_json::Value, ValueError> {
     use serde_json::Value as J;
     Ok(match v {
         Val::Int(n) => J::from(*n),
@@ -317,13 +355,21 @@ pub fn val_json(v: &Val) -> Result<serde_json::Value, ValueError> {
         Val::Bool(b) => J::Bool(*b),
         Val::Size(n) => J::from(*n),
         Val::Mode(m) => J::String(format!("{m:04o}")),
-        Val::List(xs) => J::Array(xs.iter().map(val_json).collect::<Result<_, _>>()?),
+        Val::List(xs) => J::Array(
+            xs.iter()
+                .map(|x| val_json(x, sealed))
+                .collect::<Result<_, _>>()?,
+        ),
         Val::Record(r) => J::Object(
             r.iter()
-                .map(|(k, v)| Ok((k.clone(), val_json(v)?)))
+                .map(|(k, v)| Ok((k.clone(), val_json(v, sealed)?)))
                 .collect::<Result<serde_json::Map<_, _>, ValueError>>()?,
         ),
-        Val::Sealed(s) => J::String(s.value.clone()),
+        Val::Sealed(s) => match sealed {
+            Sealed::Value => J::String(s.value.clone()),
+            // Already `keyed:…`, the store key's hash of its value.
+            Sealed::Keyed => J::String(s.keyed.clone()),
+        },
         other => {
             return Err(ValueError::new(format!(
                 "{other:?} cannot be handed to a provider"
