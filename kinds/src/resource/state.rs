@@ -212,33 +212,53 @@ impl Recorded {
     }
 }
 
-/// What reading the resource back finds different from its record; `exists: yes → no`
-/// when the provider finds it gone.
-pub async fn drift(
-    record: &RealizationRecord,
-    machines: &Machines,
-) -> Result<DriftFacts, StepError> {
+/// A record's resource as its provider has it now: the provider, the resource type's schema,
+/// the store's key and the recorded state as the prior (its sensitive values null: only the
+/// source holds them).
+struct Reopened {
+    recorded: Recorded,
+    provider: Arc<Provider>,
+    schema: envc_tfplugin::Schema,
+    key: [u8; 32],
+    prior: Value,
+}
+
+async fn reopen(record: &RealizationRecord, machines: &Machines) -> Result<Reopened, StepError> {
     let recorded = Recorded::from_facts(&record.facts)?;
     let provider = recorded.provider(machines).await?;
-    let schema = provider.schema().await.map_err(super::plugin)?;
-    let Some(resource) = schema.resources.get(&recorded.type_name) else {
+    let schemas = provider.schema().await.map_err(super::plugin)?;
+    let Some(schema) = schemas.resources.get(&recorded.type_name).cloned() else {
         return Err(StepError::new(format!(
             "its provider no longer has resource type `{}`",
             recorded.type_name
         )));
     };
     let key = store_key(machines.store())?;
-    // Sensitive values are compared by their keyed hashes: the prior handed over has them
-    // null, and the provider reads the real ones back.
     let prior = recorded
-        .prior_value(
-            &resource.block,
-            &Value::Null,
-            &key,
-            resource.version,
-            &provider,
-        )
+        .prior_value(&schema.block, &Value::Null, &key, schema.version, &provider)
         .await?;
+    Ok(Reopened {
+        recorded,
+        provider,
+        schema,
+        key,
+        prior,
+    })
+}
+
+/// What reading the resource back finds different from its record; `exists: yes → no`
+/// when the provider finds it gone.
+pub async fn drift(
+    record: &RealizationRecord,
+    machines: &Machines,
+) -> Result<DriftFacts, StepError> {
+    let Reopened {
+        recorded,
+        provider,
+        schema,
+        key,
+        prior,
+    } = reopen(record, machines).await?;
     let read = provider
         .read(&recorded.type_name, &prior, &recorded.private)
         .await
@@ -247,6 +267,8 @@ pub async fn drift(
     if read.state == Value::Null {
         return Ok(vec![("exists".into(), "yes".into(), "no".into())]);
     }
+    // What is read back is kept as a record would keep it, so that sensitive values are
+    // compared by their keyed hashes.
     let spec_like = super::ResourceSpec {
         key: record.node.clone(),
         provider: recorded.provider.clone(),
@@ -261,59 +283,38 @@ pub async fn drift(
     };
     let now = Recorded::new(
         &spec_like,
-        resource.version,
-        &resource.block,
+        schema.version,
+        &schema.block,
         &read.state,
         &read.private,
         &key,
     )?;
-    let mut differences = Vec::new();
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) if s.starts_with(KEYED) => "(sensitive)".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
     let names: std::collections::BTreeSet<&String> =
         recorded.state.keys().chain(now.state.keys()).collect();
-    for name in names {
-        let was = recorded
-            .state
-            .get(name)
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        let is = now
-            .state
-            .get(name)
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        if was != is {
-            let shown = |v: &serde_json::Value| match v {
-                serde_json::Value::String(s) if s.starts_with(KEYED) => "(sensitive)".to_string(),
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            differences.push((name.clone(), shown(&was), shown(&is)));
-        }
-    }
-    Ok(differences)
+    let null = serde_json::Value::Null;
+    Ok(names
+        .into_iter()
+        .filter_map(|name| {
+            let was = recorded.state.get(name).unwrap_or(&null);
+            let is = now.state.get(name).unwrap_or(&null);
+            (was != is).then(|| (name.clone(), shown(was), shown(is)))
+        })
+        .collect())
 }
 
 /// Destroys what `record` holds, by its provider: a plan to null, applied.
 pub async fn destroy(record: &RealizationRecord, machines: &Machines) -> Result<String, StepError> {
-    let recorded = Recorded::from_facts(&record.facts)?;
-    let provider = recorded.provider(machines).await?;
-    let schema = provider.schema().await.map_err(super::plugin)?;
-    let Some(resource) = schema.resources.get(&recorded.type_name) else {
-        return Err(StepError::new(format!(
-            "its provider no longer has resource type `{}`",
-            recorded.type_name
-        )));
-    };
-    let key = store_key(machines.store())?;
-    let prior = recorded
-        .prior_value(
-            &resource.block,
-            &Value::Null,
-            &key,
-            resource.version,
-            &provider,
-        )
-        .await?;
+    let Reopened {
+        recorded,
+        provider,
+        prior,
+        ..
+    } = reopen(record, machines).await?;
     super::destroy(&provider, &recorded.type_name, &prior, &recorded.private).await?;
     Ok("destroyed by its provider".into())
 }
