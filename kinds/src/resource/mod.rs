@@ -35,7 +35,6 @@ pub struct Resource;
 pub struct ResourceSpec {
     pub key: String,
     pub provider: String,
-    pub version: String,
     /// The provider's configuration and the resource's arguments as handed to the
     /// provider: a `secret(…)` in them is its value.
     pub provider_config: serde_json::Value,
@@ -349,7 +348,6 @@ fn resource_spec(
     Ok(ResourceSpec {
         key: node.key.clone(),
         provider: text("provider")?,
-        version: text("version")?,
         provider_config: json("provider_config", state::Sealed::Value)?,
         type_name: text("resource_type")?,
         body: json("body", state::Sealed::Value)?,

@@ -93,28 +93,14 @@ impl Recorded {
         private: &[u8],
         key: &[u8; 32],
     ) -> Result<Recorded, StepError> {
-        let json = state
-            .to_json(&block.implied_type())
-            .map_err(|e| StepError::new(format!("the provider's answer: {e}")))?;
-        let serde_json::Value::Object(mut state) = json else {
-            return Err(StepError::new(
-                "the provider answered with something other than an object",
-            ));
+        let given_secret = |v: &serde_json::Value| {
+            v.as_str()
+                .is_some_and(|s| spec.secrets.iter().any(|x| x == s))
         };
-        for (name, attribute) in &block.attributes {
-            let secret = |v: &serde_json::Value| {
-                attribute.sensitive
-                    || v.as_str()
-                        .is_some_and(|s| spec.secrets.iter().any(|x| x == s))
-            };
-            if let Some(v) = state.get_mut(name).filter(|v| !v.is_null() && secret(v)) {
-                *v = serde_json::Value::String(keyed(key, v));
-            }
-        }
         Ok(Recorded {
             type_name: spec.type_name.clone(),
             schema_version,
-            state,
+            state: kept_state(block, state, key, |_, v| given_secret(v))?,
             private: private.to_vec(),
             provider: spec.provider.clone(),
             provider_pin: spec.pin.clone().unwrap_or_default(),
@@ -212,6 +198,33 @@ impl Recorded {
     }
 }
 
+/// `state` as JSON as a record keeps it: each attribute the schema marks sensitive, or that
+/// `secret` says holds a secret, as its keyed hash.
+fn kept_state(
+    block: &Block,
+    state: &Value,
+    key: &[u8; 32],
+    secret: impl Fn(&str, &serde_json::Value) -> bool,
+) -> Result<serde_json::Map<String, serde_json::Value>, StepError> {
+    let json = state
+        .to_json(&block.implied_type())
+        .map_err(|e| StepError::new(format!("the provider's answer: {e}")))?;
+    let serde_json::Value::Object(mut state) = json else {
+        return Err(StepError::new(
+            "the provider answered with something other than an object",
+        ));
+    };
+    for (name, attribute) in &block.attributes {
+        if let Some(v) = state
+            .get_mut(name)
+            .filter(|v| !v.is_null() && (attribute.sensitive || secret(name, v)))
+        {
+            *v = serde_json::Value::String(keyed(key, v));
+        }
+    }
+    Ok(state)
+}
+
 /// A record's resource as its provider has it now: the provider, the resource type's schema,
 /// the store's key and the recorded state as the prior (its sensitive values null: only the
 /// source holds them).
@@ -267,41 +280,29 @@ pub async fn drift(
     if read.state == Value::Null {
         return Ok(vec![("exists".into(), "yes".into(), "no".into())]);
     }
-    // What is read back is kept as a record would keep it, so that sensitive values are
-    // compared by their keyed hashes.
-    let spec_like = super::ResourceSpec {
-        key: record.node.clone(),
-        provider: recorded.provider.clone(),
-        version: String::new(),
-        provider_config: recorded.provider_config.clone(),
-        type_name: recorded.type_name.clone(),
-        body: serde_json::Value::Null,
-        provider_config_kept: recorded.provider_config.clone(),
-        secrets: Vec::new(),
-        pin: Some(recorded.provider_pin.clone()),
-        prior: None,
+    // What is read back is kept as the record keeps it, so that sensitive values and those
+    // the record keeps as secrets are compared by their keyed hashes, never shown.
+    let recorded_secret = |name: &str, _: &serde_json::Value| {
+        recorded
+            .state
+            .get(name)
+            .and_then(|v| v.as_str())
+            .is_some_and(|s| s.starts_with(KEYED))
     };
-    let now = Recorded::new(
-        &spec_like,
-        schema.version,
-        &schema.block,
-        &read.state,
-        &read.private,
-        &key,
-    )?;
+    let now = kept_state(&schema.block, &read.state, &key, recorded_secret)?;
     let shown = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) if s.starts_with(KEYED) => "(sensitive)".to_string(),
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
     let names: std::collections::BTreeSet<&String> =
-        recorded.state.keys().chain(now.state.keys()).collect();
+        recorded.state.keys().chain(now.keys()).collect();
     let null = serde_json::Value::Null;
     Ok(names
         .into_iter()
         .filter_map(|name| {
             let was = recorded.state.get(name).unwrap_or(&null);
-            let is = now.state.get(name).unwrap_or(&null);
+            let is = now.get(name).unwrap_or(&null);
             (was != is).then(|| (name.clone(), shown(was), shown(is)))
         })
         .collect())
