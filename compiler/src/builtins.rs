@@ -174,6 +174,9 @@ pub struct NodeSchema {
     pub attrs: &'static [AttrSchema],
     /// Values known only after realization: `vm.address`.
     pub outputs: &'static [OutputSchema],
+    /// Any other field is an output too, a deferred string: the attributes a resource's
+    /// provider answers, which its schema, not envc's, names.
+    pub open_outputs: bool,
     pub doc: &'static str,
 }
 
@@ -471,6 +474,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             ("public_address", t_deferred_str),
             ("instance_id", t_deferred_str),
         ],
+        open_outputs: false,
         doc: "a virtual machine created by envc",
     },
     NodeSchema {
@@ -494,6 +498,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
         ],
         outputs: &[("host_key", t_deferred_str)],
+        open_outputs: false,
         doc: "an existing machine reached over SSH",
     },
     NodeSchema {
@@ -512,6 +517,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             ROLLBACK,
         ],
         outputs: &[("installed_version", t_deferred_str)],
+        open_outputs: false,
         doc: "a Debian package installed with apt, its version pinned",
     },
     NodeSchema {
@@ -534,6 +540,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             ROLLBACK,
         ],
         outputs: &[("content_hash", t_deferred_str)],
+        open_outputs: false,
         doc: "a file placed on the target: inline content, a template, or a project file",
     },
     NodeSchema {
@@ -552,6 +559,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             ROLLBACK,
         ],
         outputs: &[],
+        open_outputs: false,
         doc: "a systemd service, enabled and started, restarted when what it depends on changes",
     },
     NodeSchema {
@@ -572,6 +580,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
         ],
         outputs: &[],
+        open_outputs: false,
         doc: "a Kubernetes object, checked against the API schema and written as canonical YAML",
     },
     NodeSchema {
@@ -591,6 +600,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
         ],
         outputs: &[],
+        open_outputs: false,
         doc: "a git repository on a host that `manifest`s are committed to, for Argo CD or Flux to apply",
     },
     NodeSchema {
@@ -608,6 +618,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             TAGS,
         ],
         outputs: &[("digest", t_deferred_str), ("kernel", t_deferred_str)],
+        open_outputs: false,
         doc: "a bootable Debian disk image built reproducibly with mmdebstrap (a build derivation)",
     },
     NodeSchema {
@@ -622,6 +633,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
         ],
         // Its outputs are the referenced environment's: `stack_load.rs` types them.
         outputs: &[],
+        open_outputs: false,
         doc: "another environment's outputs, read from its state: `let core = stack(\"core.env\")`, then `core.db_address`",
     },
     NodeSchema {
@@ -657,6 +669,7 @@ pub const SCHEMAS: &[NodeSchema] = &[
             REQUIRE,
         ],
         outputs: &[("stdout", t_deferred_str)],
+        open_outputs: false,
         doc: "a command run on the target when its inputs change, unless a guard finds it unnecessary",
     },
     NodeSchema {
@@ -679,9 +692,9 @@ pub const SCHEMAS: &[NodeSchema] = &[
             AFTER,
             TAGS,
         ],
-        // Its outputs are the resource's attributes: any name the provider's schema has,
-        // each a deferred value (`check.rs::field_ty`).
+        // Its outputs are the resource's attributes: any name the provider's schema has.
         outputs: &[],
+        open_outputs: true,
         doc: "a resource of a Terraform/OpenTofu provider, planned and applied by the provider itself",
     },
 ];

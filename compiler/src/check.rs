@@ -1316,9 +1316,7 @@ impl<'p> Checker<'p> {
             Ty::Node(NodeTy::Kind(_)) if field.name.as_ref() == "name" => Ty::Str,
             Ty::Node(NodeTy::Kind(k)) => match builtins::schema(*k).field_ty(&field.name) {
                 Some(t) => t,
-                // A resource's attributes are its provider's: each is known once it is
-                // applied, as text.
-                None if *k == NodeKind::Resource => Ty::deferred(Ty::Str),
+                None if builtins::schema(*k).open_outputs => Ty::deferred(Ty::Str),
                 None => unknown_field(
                     self,
                     format!("a `{}` node", k.name()),

@@ -1292,10 +1292,9 @@ impl<'p> Evaluator<'p> {
                         .help("add `capture = true` to the exec"),
                     );
                 }
-                // A resource's outputs are whatever attributes its provider's schema has.
-                let resource_output = n.kind == NodeKind::Resource
-                    && !schema.attrs.iter().any(|a| a.name == &*field.name);
-                if resource_output || schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
+                let open_output =
+                    schema.open_outputs && !schema.attrs.iter().any(|a| a.name == &*field.name);
+                if open_output || schema.outputs.iter().any(|(o, _)| *o == &*field.name) {
                     if !self.mocks.is_empty() {
                         let key = (
                             crate::moved::key_of(n).to_string(),
